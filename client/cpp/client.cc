@@ -1,0 +1,259 @@
+#include "client/cpp/client.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/stoker.grpc.pb.h"
+#include "shm/futex.h"
+#include "shm/ring.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      s.error_message());
+}
+
+std::chrono::system_clock::time_point Deadline(absl::Duration d) {
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
+}
+
+constexpr absl::Duration kRpcTimeout = absl::Seconds(60);
+
+}  // namespace
+
+// Everything a session's batches need to stay valid: the ring mapping. The
+// Attach stream lives here too but is ended by Session's destructor, not by
+// the last batch.
+class SessionCore {
+ public:
+  SessionCore(std::shared_ptr<v1::Stoker::Stub> stub,
+              v1::OpenSessionResponse info,
+              std::unique_ptr<shm::RingConsumer> ring)
+      : stub_(std::move(stub)), info_(std::move(info)), ring_(std::move(ring)) {}
+  ~SessionCore() { EndAttach(); }
+
+  // Opens the Attach stream and waits for the daemon's ATTACHED event.
+  absl::Status StartAttach() {
+    v1::AttachRequest req;
+    req.set_session_id(info_.session_id());
+    reader_ = stub_->Attach(&attach_ctx_, req);
+    v1::AttachEvent ev;
+    if (!reader_->Read(&ev)) {
+      absl::Status s = FromGrpc(reader_->Finish());
+      reader_.reset();
+      return s.ok() ? absl::UnavailableError("Attach stream ended at once") : s;
+    }
+    attach_thread_ = std::thread([this] {
+      v1::AttachEvent more;
+      while (reader_->Read(&more)) {
+      }
+      absl::Status s = FromGrpc(reader_->Finish());
+      absl::MutexLock lock(&mu_);
+      attach_done_ = true;
+      attach_status_ = s;
+    });
+    return absl::OkStatus();
+  }
+
+  void EndAttach() {
+    if (attach_thread_.joinable()) {
+      attach_ctx_.TryCancel();
+      attach_thread_.join();
+    }
+  }
+
+  absl::Status Liveness() const {
+    absl::MutexLock lock(&mu_);
+    if (!attach_done_) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(
+        "the control stream to the daemon ended (",
+        attach_status_.ok() ? "session closed" : attach_status_.ToString(),
+        ")"));
+  }
+
+  // Closes the session in the daemon, then ends the stream.
+  absl::Status Close(absl::Duration timeout) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(timeout));
+    v1::CloseSessionRequest req;
+    req.set_session_id(info_.session_id());
+    v1::CloseSessionResponse resp;
+    absl::Status s = FromGrpc(stub_->CloseSession(&ctx, req, &resp));
+    EndAttach();
+    return s;
+  }
+
+  const v1::OpenSessionResponse& info() const { return info_; }
+  shm::RingConsumer& ring() const { return *ring_; }
+
+ private:
+  const std::shared_ptr<v1::Stoker::Stub> stub_;
+  const v1::OpenSessionResponse info_;
+  const std::unique_ptr<shm::RingConsumer> ring_;
+  grpc::ClientContext attach_ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::AttachEvent>> reader_;
+  std::thread attach_thread_;
+  mutable absl::Mutex mu_;
+  bool attach_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status attach_status_ ABSL_GUARDED_BY(mu_);
+};
+
+// ------------------------------------------------------------------ Batch
+
+struct Batch::Lease {
+  Lease(std::shared_ptr<SessionCore> c, int s)
+      : core(std::move(c)), slot(s), view(core->ring().Slot(s)) {}
+  ~Lease() { core->ring().Release(slot); }
+  const shm::RingLayout& layout() const { return core->ring().layout(); }
+
+  std::shared_ptr<SessionCore> core;
+  int slot;
+  shm::SlotView view;
+};
+
+const uint8_t* Batch::data() const { return lease_->view.data; }
+uint64_t Batch::size_bytes() const { return sample_bytes() * samples(); }
+uint32_t Batch::samples() const { return lease_->view.control->sample_count; }
+uint32_t Batch::height() const { return lease_->layout().height; }
+uint32_t Batch::width() const { return lease_->layout().width; }
+uint32_t Batch::channels() const { return lease_->layout().channels; }
+uint64_t Batch::sample_bytes() const { return lease_->layout().sample_bytes; }
+const int32_t* Batch::labels() const { return lease_->view.labels; }
+const uint32_t* Batch::status() const { return lease_->view.status; }
+const uint64_t* Batch::indices() const { return lease_->view.indices; }
+uint32_t Batch::error_count() const { return lease_->view.control->error_count; }
+uint64_t Batch::epoch() const { return lease_->view.control->epoch; }
+uint64_t Batch::batch_index() const { return lease_->view.control->batch_index; }
+uint64_t Batch::sequence() const {
+  return lease_->view.control->sequence.load(std::memory_order_relaxed);
+}
+const void* Batch::mapping_base() const { return lease_->core->ring().base(); }
+uint64_t Batch::mapping_size() const { return lease_->core->ring().size(); }
+
+// ---------------------------------------------------------------- Session
+
+Session::Session(std::shared_ptr<SessionCore> core) : core_(std::move(core)) {}
+
+Session::~Session() {
+  // Best effort: if the daemon is gone the stream's end is all there is.
+  core_->Close(absl::Seconds(2)).IgnoreError();
+}
+
+uint64_t Session::id() const { return core_->info().session_id(); }
+const v1::OpenSessionResponse& Session::info() const { return core_->info(); }
+
+absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
+  shm::RingConsumer& ring = core_->ring();
+  const uint64_t t0 = shm::MonotonicNanos();
+  SessionCore* core = core_.get();
+  absl::StatusOr<int> slot = ring.Acquire(next_sequence_, timeout,
+                                          [core] { return core->Liveness(); });
+  // Time blocked here is the starvation signal the daemon reports.
+  ring.header().consumer_wait_ns.fetch_add(shm::MonotonicNanos() - t0,
+                                           std::memory_order_relaxed);
+  if (!slot.ok()) return slot.status();
+  ring.header().consumer_batches.fetch_add(1, std::memory_order_relaxed);
+  ++next_sequence_;
+  Batch b;
+  b.lease_ = std::make_shared<const Batch::Lease>(core_, *slot);
+  return b;
+}
+
+absl::Status Session::Close() { return core_->Close(kRpcTimeout); }
+
+// ----------------------------------------------------------------- Client
+
+struct Client::Impl {
+  std::string socket_path;
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<v1::Stoker::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+const std::string& Client::socket_path() const { return impl_->socket_path; }
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
+    const std::string& socket_path, absl::Duration timeout) {
+  auto impl = std::make_unique<Impl>();
+  impl->socket_path = socket_path;
+  impl->channel = grpc::CreateChannel("unix:" + socket_path,
+                                      grpc::InsecureChannelCredentials());
+  if (!impl->channel->WaitForConnected(Deadline(timeout))) {
+    return absl::UnavailableError(absl::StrCat(
+        "no stokerd answering on unix:", socket_path, " within ",
+        absl::FormatDuration(timeout)));
+  }
+  impl->stub = v1::Stoker::NewStub(impl->channel);
+  impl->health = grpc::health::v1::Health::NewStub(impl->channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
+    const v1::SessionSpec& spec) {
+  v1::OpenSessionRequest req;
+  *req.mutable_spec() = spec;
+  req.set_client_pid(static_cast<uint32_t>(getpid()));
+  v1::OpenSessionResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kRpcTimeout));
+  STOKER_RETURN_IF_ERROR(FromGrpc(impl_->stub->OpenSession(&ctx, req, &resp)));
+  auto ring = shm::RingConsumer::Open(resp.ring().shm_name(), resp.session_id());
+  if (!ring.ok()) {
+    CloseSession(resp.session_id()).IgnoreError();
+    return ring.status();
+  }
+  auto core = std::make_shared<SessionCore>(impl_->stub, resp, *std::move(ring));
+  if (absl::Status s = core->StartAttach(); !s.ok()) {
+    CloseSession(resp.session_id()).IgnoreError();
+    return s;
+  }
+  return std::unique_ptr<Session>(new Session(std::move(core)));
+}
+
+absl::StatusOr<v1::DaemonStats> Client::GetStats() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kRpcTimeout));
+  v1::DaemonStats stats;
+  STOKER_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->GetStats(&ctx, v1::GetStatsRequest(), &stats)));
+  return stats;
+}
+
+absl::Status Client::CloseSession(uint64_t session_id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kRpcTimeout));
+  v1::CloseSessionRequest req;
+  req.set_session_id(session_id);
+  v1::CloseSessionResponse resp;
+  return FromGrpc(impl_->stub->CloseSession(&ctx, req, &resp));
+}
+
+absl::Status Client::CheckHealth() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(absl::Seconds(5)));
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  STOKER_RETURN_IF_ERROR(FromGrpc(impl_->health->Check(&ctx, req, &resp)));
+  if (resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError(
+        absl::StrCat("daemon health is ", resp.status()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stoker

@@ -1,0 +1,114 @@
+// The Stoker C++ client: connects to stokerd over its Unix socket, opens
+// sessions, and reads batches zero-copy from each session's shared-memory
+// ring.
+//
+// Ownership: a Client owns its gRPC channel; a Session owns its ring mapping
+// and its Attach stream (the daemon's signal that this process is alive).
+// A Batch is a cheap, copyable handle on one ring slot: the slot stays
+// reserved for the application while any copy of the Batch is alive and
+// goes back to the daemon when the last copy is destroyed. Batches may
+// outlive their Session (the mapping stays until the last one goes).
+//
+// Thread-safety: Client methods are thread-safe. A Session's Next() must be
+// called from one thread at a time; Batch handles may be released from any
+// thread.
+#ifndef STOKER_CLIENT_CPP_CLIENT_H_
+#define STOKER_CLIENT_CPP_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/stoker.pb.h"
+
+namespace stoker {
+
+class SessionCore;  // Ring mapping + attach stream; defined in client.cc.
+class Session;
+
+class Batch {
+ public:
+  Batch() = default;
+
+  // Pixels: samples() x height() x width() x channels() uint8, NHWC.
+  const uint8_t* data() const;
+  uint64_t size_bytes() const;
+  uint32_t samples() const;      // Valid samples (short at an epoch's end).
+  uint32_t height() const;
+  uint32_t width() const;
+  uint32_t channels() const;
+  uint64_t sample_bytes() const;
+  const int32_t* labels() const;   // [samples()]
+  const uint32_t* status() const;  // [samples()], 0 = OK (see ring_data.h)
+  const uint64_t* indices() const; // [samples()], dataset sample indices
+  uint32_t error_count() const;
+  uint64_t epoch() const;
+  uint64_t batch_index() const;  // Within the epoch.
+  uint64_t sequence() const;     // Counted from the session's start.
+  // Start and length of the whole ring mapping (for pinning once).
+  const void* mapping_base() const;
+  uint64_t mapping_size() const;
+
+  explicit operator bool() const { return lease_ != nullptr; }
+
+ private:
+  friend class Session;
+  struct Lease;
+  std::shared_ptr<const Lease> lease_;
+};
+
+class Session {
+ public:
+  ~Session();  // Closes the session (best effort) and ends its stream.
+
+  // Waits for the next batch in order. UNAVAILABLE when the daemon went away
+  // or closed the session, DEADLINE_EXCEEDED after `timeout`,
+  // FAILED_PRECONDITION when the application holds every ring slot.
+  absl::StatusOr<Batch> Next(absl::Duration timeout = absl::InfiniteDuration());
+
+  // Closes the session in the daemon now; Next() then fails with
+  // UNAVAILABLE. Batches still held stay readable.
+  absl::Status Close();
+
+  uint64_t id() const;
+  const v1::OpenSessionResponse& info() const;
+  uint64_t batches_per_epoch() const { return info().batches_per_epoch(); }
+
+ private:
+  friend class Client;
+  explicit Session(std::shared_ptr<SessionCore> core);
+  std::shared_ptr<SessionCore> core_;
+  uint64_t next_sequence_ = 0;
+};
+
+class Client {
+ public:
+  // Connects to unix:`socket_path`, waiting up to `timeout` for the daemon.
+  // UNAVAILABLE (naming the socket) when nothing answers.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      const std::string& socket_path,
+      absl::Duration timeout = absl::Seconds(5));
+  ~Client();
+
+  // Opens a session and maps its ring. Errors are the daemon's (see
+  // proto/stoker.proto), with the daemon's message.
+  absl::StatusOr<std::unique_ptr<Session>> OpenSession(
+      const v1::SessionSpec& spec);
+  absl::StatusOr<v1::DaemonStats> GetStats();
+  absl::Status CloseSession(uint64_t session_id);
+  // grpc.health.v1 Check for the whole server: OK when SERVING.
+  absl::Status CheckHealth();
+
+  const std::string& socket_path() const;
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_CPP_CLIENT_H_

@@ -1,0 +1,255 @@
+#include "server/daemon.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "shm/segment.h"
+#include "util/log.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+namespace {
+
+uint64_t RandomGeneration() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+bool ProcessGone(uint32_t pid) {
+  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonOptions options)
+    : options_([&] {
+        if (options.decode_threads <= 0) {
+          options.decode_threads =
+              std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+        }
+        if (options.fs == nullptr) options.fs = FileSystem::Default();
+        return options;
+      }()),
+      generation_(RandomGeneration()),
+      started_(absl::Now()) {}
+
+Daemon::~Daemon() { Stop(); }
+
+absl::Status Daemon::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_flag_) return absl::FailedPreconditionError("already started");
+    started_flag_ = true;
+  }
+  const int stale = shm::RemoveOrphanedRings(options_.shm_prefix);
+  if (stale > 0) {
+    LogInfo(absl::StrCat("removed ", stale,
+                         " ring segment(s) left by a previous daemon"));
+  }
+  decode_pool_ =
+      std::make_unique<ThreadPool>("stoker-dec", options_.decode_threads);
+  {
+    absl::MutexLock lock(&mu_);
+    stale_removed_ = stale;
+  }
+  reaper_ = std::thread([this] { ReapLoop(); });
+  return absl::OkStatus();
+}
+
+void Daemon::Stop() {
+  std::vector<Entry> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_flag_ || stopping_) return;
+    stopping_ = true;
+    for (auto& [id, e] : sessions_) entries.push_back(std::move(e));
+    sessions_.clear();
+    closed_ += entries.size();
+  }
+  stop_reaper_.Notify();
+  if (reaper_.joinable()) reaper_.join();
+  for (Entry& e : entries) Finish(std::move(e), shm::kClosedByShutdown);
+  decode_pool_.reset();
+}
+
+absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
+    const v1::DatasetSpec& spec) {
+  absl::StatusOr<Dataset> ds = spec.kind() == v1::DatasetSpec::FOLDER
+                                   ? LoadFolderDataset(spec.path())
+                                   : LoadListDataset(spec.path(), spec.root());
+  if (!ds.ok()) return ds.status();
+  return std::make_shared<const Dataset>(*std::move(ds));
+}
+
+absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
+    const v1::OpenSessionRequest& request) {
+  const v1::SessionSpec& spec = request.spec();
+  STOKER_RETURN_IF_ERROR(ValidateSessionSpec(spec));
+  uint64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_flag_ || stopping_) {
+      return absl::UnavailableError("the daemon is not serving");
+    }
+    id = next_id_++;
+  }
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
+                          LoadDataset(spec.dataset()));
+  PlanSpec ps;
+  ps.num_samples = dataset->samples.size();
+  ps.batch_size = spec.batch_size();
+  ps.shuffle = spec.shuffle();
+  ps.seed = spec.seed();
+  ps.rank = spec.rank();
+  ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
+  ps.drop_last = spec.drop_last();
+  STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(ps));
+  PipelineContext ctx{decode_pool_.get(), options_.fs, &counters_, &error_log_,
+                      generation_};
+  STOKER_ASSIGN_OR_RETURN(
+      std::unique_ptr<Session> session,
+      Session::Create(id, spec, request.client_pid(), dataset, plan,
+                      shm::Segment::UniqueName(options_.shm_prefix, id), ctx));
+
+  v1::OpenSessionResponse resp;
+  resp.set_session_id(id);
+  v1::RingInfo* ring = resp.mutable_ring();
+  ring->set_shm_name(session->ring().name());
+  ring->set_segment_bytes(session->ring().layout().segment_bytes);
+  ring->set_slots(session->ring().layout().slot_count);
+  ring->set_layout_version(shm::kLayoutVersion);
+  resp.set_dataset_samples(dataset->samples.size());
+  resp.set_skipped_files(dataset->skipped_files);
+  resp.set_num_classes(dataset->num_classes);
+  resp.set_samples_per_epoch(plan.samples_per_epoch());
+  resp.set_batches_per_epoch(plan.batches_per_epoch());
+
+  Entry entry;
+  entry.pid_visible = request.client_pid() != 0 &&
+                      !ProcessGone(request.client_pid());
+  session->Start();
+  entry.session = std::move(session);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      return absl::UnavailableError("the daemon is shutting down");
+    }
+    sessions_.emplace(id, std::move(entry));
+    ++opened_;
+  }
+  LogInfo(absl::StrCat("session ", id, " opened: ", dataset->description, ", ",
+                       dataset->samples.size(), " samples, batch ",
+                       spec.batch_size(), ", ring ", ring->shm_name(),
+                       " (client pid ", request.client_pid(), ")"));
+  return resp;
+}
+
+absl::Status Daemon::Attach(uint64_t session_id,
+                            std::function<void()> on_close) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("no session ", session_id));
+  }
+  if (it->second.attached) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", session_id, " is already attached"));
+  }
+  it->second.attached = true;
+  it->second.on_close = std::move(on_close);
+  return absl::OkStatus();
+}
+
+void Daemon::Detach(uint64_t session_id, bool client_gone) {
+  if (client_gone) {
+    if (Close(session_id, shm::kClosedBySession, /*reclaimed=*/true)) {
+      LogInfo(absl::StrCat("session ", session_id,
+                           ": client disconnected, ring reclaimed"));
+    }
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it != sessions_.end()) it->second.on_close = nullptr;
+}
+
+absl::Status Daemon::CloseSession(uint64_t session_id) {
+  if (!Close(session_id, shm::kClosedBySession, /*reclaimed=*/false)) {
+    return absl::NotFoundError(absl::StrCat("no session ", session_id));
+  }
+  LogInfo(absl::StrCat("session ", session_id, " closed"));
+  return absl::OkStatus();
+}
+
+bool Daemon::Close(uint64_t session_id, shm::CloseReason reason,
+                   bool reclaimed) {
+  Entry entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return false;
+    entry = std::move(it->second);
+    sessions_.erase(it);
+    ++closed_;
+    if (reclaimed) ++reclaimed_;
+  }
+  Finish(std::move(entry), reason);
+  return true;
+}
+
+void Daemon::Finish(Entry entry, shm::CloseReason reason) {
+  entry.session->Stop(reason);
+  if (entry.on_close) entry.on_close();
+  entry.session.reset();  // Removes the ring's name from /dev/shm.
+}
+
+void Daemon::ReapLoop() {
+  while (!stop_reaper_.WaitForNotificationWithTimeout(options_.reap_interval)) {
+    std::vector<uint64_t> gone;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [id, e] : sessions_) {
+        e.session->Heartbeat();
+        if (e.pid_visible && ProcessGone(e.session->client_pid())) {
+          gone.push_back(id);
+        }
+      }
+    }
+    for (uint64_t id : gone) {
+      if (Close(id, shm::kClosedBySession, /*reclaimed=*/true)) {
+        LogInfo(absl::StrCat("session ", id,
+                             ": client process exited, ring reclaimed"));
+      }
+    }
+  }
+}
+
+int Daemon::decode_threads() const { return options_.decode_threads; }
+
+v1::DaemonStats Daemon::GetStats() const {
+  v1::DaemonStats s;
+  s.set_pid(static_cast<uint32_t>(getpid()));
+  s.set_version("0.1.0");
+  s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
+  s.set_decode_threads(options_.decode_threads);
+  s.set_samples_decoded(counters_.samples_decoded.load(std::memory_order_relaxed));
+  s.set_samples_failed(counters_.samples_failed.load(std::memory_order_relaxed));
+  s.set_bytes_read(counters_.bytes_read.load(std::memory_order_relaxed));
+  s.set_batches_published(
+      counters_.batches_published.load(std::memory_order_relaxed));
+  absl::MutexLock lock(&mu_);
+  s.set_sessions_opened(opened_);
+  s.set_sessions_closed(closed_);
+  s.set_sessions_reclaimed(reclaimed_);
+  s.set_stale_segments_removed(stale_removed_);
+  for (const auto& [id, e] : sessions_) *s.add_sessions() = e.session->Stats();
+  return s;
+}
+
+}  // namespace stoker

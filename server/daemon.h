@@ -1,0 +1,104 @@
+// The daemon's core service, free of gRPC (grpc_service.h adapts it): the
+// session table, the shared decode pool, and the reaper that reclaims the
+// rings of clients that vanished.
+//
+// Lifecycle: construct, Start(), serve calls from any thread, Stop() (which
+// refuses new sessions, closes every session with kClosedByShutdown and
+// joins the reaper). Every public method is thread-safe. Sessions are closed
+// outside mu_ because Session::Stop waits for in-flight decode tasks.
+#ifndef STOKER_SERVER_DAEMON_H_
+#define STOKER_SERVER_DAEMON_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "proto/stoker.pb.h"
+#include "server/session.h"
+
+namespace stoker {
+
+struct DaemonOptions {
+  int decode_threads = 0;  // 0: one per online core.
+  // Ring segments are named "<shm_prefix><session>.<token>" in /dev/shm.
+  std::string shm_prefix = "stoker.";
+  FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
+  absl::Duration reap_interval = absl::Milliseconds(250);
+};
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();  // Stop().
+
+  // Removes rings orphaned by a previous daemon, starts the decode pool
+  // and the reaper. FAILED_PRECONDITION if called twice.
+  absl::Status Start();
+  void Stop();
+
+  absl::StatusOr<v1::OpenSessionResponse> OpenSession(
+      const v1::OpenSessionRequest& request);
+
+  // Registers the control stream of a session. `on_close` runs once, on an
+  // arbitrary thread, when the daemon closes the session (CloseSession,
+  // shutdown, reaper). NOT_FOUND for an unknown session,
+  // FAILED_PRECONDITION when another stream is attached.
+  absl::Status Attach(uint64_t session_id, std::function<void()> on_close);
+  // The attached stream is finished: forget its callback. If the client side
+  // ended it (`client_gone`), the session is closed and its ring reclaimed.
+  void Detach(uint64_t session_id, bool client_gone);
+
+  absl::Status CloseSession(uint64_t session_id);
+  v1::DaemonStats GetStats() const;
+  int decode_threads() const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<Session> session;
+    std::function<void()> on_close;
+    bool attached = false;
+    bool pid_visible = false;  // The client pid could be checked at open.
+  };
+
+  absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
+      const v1::DatasetSpec& spec);
+  // Removes the entry (if present) and closes it; returns false if absent.
+  bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
+  void Finish(Entry entry, shm::CloseReason reason);
+  void ReapLoop();
+
+  // Constant after construction.
+  const DaemonOptions options_;
+  const uint64_t generation_;
+  const absl::Time started_;
+
+  // Shared by all sessions; counters and error log are internally
+  // synchronized, the pool is set in Start and reset after all sessions end.
+  PipelineCounters counters_;
+  SampleErrorLog error_log_;
+  std::unique_ptr<ThreadPool> decode_pool_;
+  std::thread reaper_;
+  absl::Notification stop_reaper_;
+
+  mutable absl::Mutex mu_;
+  bool started_flag_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  uint64_t opened_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t closed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stale_removed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_DAEMON_H_

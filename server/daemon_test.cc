@@ -1,0 +1,186 @@
+// The gRPC-free core, in-process: validation, session lifecycle, reclaim.
+#include "server/daemon.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "shm/ring.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(testdata::MakeTempDir("daemon"));
+    testdata::FolderSpec fs;
+    fs.classes = 2;
+    fs.per_class = 5;
+    fs.min_side = 40;
+    fs.max_side = 90;
+    ASSERT_TRUE(testdata::MakeFolderDataset(*root_, fs).ok());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*root_);
+    delete root_;
+  }
+  void SetUp() override {
+    DaemonOptions o;
+    o.decode_threads = 2;
+    o.shm_prefix = absl::StrCat("stoker-dt", getpid(), ".");
+    prefix_ = o.shm_prefix;
+    daemon_ = std::make_unique<Daemon>(o);
+    ASSERT_TRUE(daemon_->Start().ok());
+  }
+  void TearDown() override {
+    daemon_.reset();
+    EXPECT_TRUE(shm::Segment::List(prefix_).empty());
+  }
+
+  v1::OpenSessionRequest Request() {
+    v1::OpenSessionRequest r;
+    v1::SessionSpec* s = r.mutable_spec();
+    s->mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
+    s->mutable_dataset()->set_path(*root_);
+    s->set_batch_size(3);
+    s->set_transform(v1::VAL);
+    s->set_image_size(32);
+    return r;
+  }
+
+  static std::string* root_;
+  std::string prefix_;
+  std::unique_ptr<Daemon> daemon_;
+};
+std::string* DaemonTest::root_ = nullptr;
+
+TEST_F(DaemonTest, InvalidSpecsAreRejectedNamingTheField) {
+  struct Case {
+    std::function<void(v1::SessionSpec*)> edit;
+    absl::StatusCode code;
+    const char* words;
+  };
+  const Case cases[] = {
+      {[](auto* s) { s->set_batch_size(0); }, absl::StatusCode::kInvalidArgument, "batch_size"},
+      {[](auto* s) { s->set_image_size(0); }, absl::StatusCode::kInvalidArgument, "image_size"},
+      {[](auto* s) { s->set_rank(2); s->set_world_size(2); },
+       absl::StatusCode::kInvalidArgument, "rank"},
+      {[](auto* s) { s->set_ring_slots(100000); }, absl::StatusCode::kInvalidArgument, "ring_slots"},
+      {[](auto* s) { s->set_batch_size(65536); s->set_image_size(4096); s->set_ring_slots(4); },
+       absl::StatusCode::kInvalidArgument, "exceeds"},
+      {[](auto* s) { s->set_transform(v1::TRANSFORM_UNSPECIFIED); },
+       absl::StatusCode::kInvalidArgument, "transform"},
+      {[](auto* s) { s->mutable_dataset()->set_path("/no/such/stoker/dir"); },
+       absl::StatusCode::kNotFound, "/no/such/stoker/dir"},
+      {[](auto* s) { s->mutable_dataset()->set_kind(v1::DatasetSpec::KIND_UNSPECIFIED); },
+       absl::StatusCode::kInvalidArgument, "dataset.kind"},
+      {[](auto* s) { s->set_batch_size(11); s->set_drop_last(true); },
+       absl::StatusCode::kFailedPrecondition, "no complete batch"},
+  };
+  for (const Case& c : cases) {
+    v1::OpenSessionRequest r = Request();
+    c.edit(r.mutable_spec());
+    auto resp = daemon_->OpenSession(r);
+    EXPECT_EQ(resp.status().code(), c.code) << c.words << ": " << resp.status();
+    EXPECT_NE(resp.status().message().find(c.words), std::string::npos)
+        << resp.status();
+  }
+  EXPECT_EQ(daemon_->GetStats().sessions_opened(), 0u);
+  EXPECT_TRUE(shm::Segment::List(prefix_).empty());  // Nothing left behind.
+}
+
+TEST_F(DaemonTest, OpenReadCloseAndStats) {
+  auto resp = daemon_->OpenSession(Request());
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->dataset_samples(), 10u);
+  EXPECT_EQ(resp->num_classes(), 2u);
+  EXPECT_EQ(resp->batches_per_epoch(), 4u);  // 3+3+3+1
+  struct stat st;
+  ASSERT_EQ(stat(("/dev/shm/" + resp->ring().shm_name()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto ring = shm::RingConsumer::Open(resp->ring().shm_name(), resp->session_id());
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  for (uint64_t seq = 0; seq < 6; ++seq) {  // Across the epoch boundary.
+    auto slot = (*ring)->Acquire(seq, absl::Seconds(30), nullptr);
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    shm::SlotView v = (*ring)->Slot(*slot);
+    EXPECT_EQ(v.control->epoch, seq / 4);
+    EXPECT_EQ(v.control->batch_index, seq % 4);
+    EXPECT_EQ(v.control->sample_count, seq % 4 == 3 ? 1u : 3u);
+    EXPECT_EQ(v.control->error_count, 0u);
+    EXPECT_EQ(v.indices[0], (seq % 4) * 3);  // No shuffle: identity order.
+    (*ring)->Release(*slot);
+  }
+  v1::DaemonStats stats = daemon_->GetStats();
+  ASSERT_EQ(stats.sessions_size(), 1);
+  EXPECT_GE(stats.sessions(0).batches_published(), 6u);
+  EXPECT_GE(stats.samples_decoded(), 16u);
+  EXPECT_EQ(stats.samples_failed(), 0u);
+
+  bool notified = false;
+  ASSERT_TRUE(daemon_->Attach(resp->session_id(), [&] { notified = true; }).ok());
+  EXPECT_EQ(daemon_->Attach(resp->session_id(), [] {}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(daemon_->CloseSession(resp->session_id()).ok());
+  EXPECT_TRUE(notified);
+  EXPECT_NE(stat(("/dev/shm/" + resp->ring().shm_name()).c_str(), &st), 0);
+  EXPECT_EQ((*ring)->Acquire(6, absl::Seconds(5), nullptr).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(daemon_->CloseSession(resp->session_id()).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(daemon_->Attach(999, [] {}).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(DaemonTest, ClientGoneReclaimsRing) {
+  auto resp = daemon_->OpenSession(Request());
+  ASSERT_TRUE(resp.ok());
+  ASSERT_TRUE(daemon_->Attach(resp->session_id(), nullptr).ok());
+  daemon_->Detach(resp->session_id(), /*client_gone=*/true);
+  EXPECT_TRUE(shm::Segment::List(prefix_).empty());
+  v1::DaemonStats stats = daemon_->GetStats();
+  EXPECT_EQ(stats.sessions_reclaimed(), 1u);
+  EXPECT_EQ(stats.sessions_size(), 0);
+}
+
+TEST_F(DaemonTest, StopClosesRingsWithShutdownReason) {
+  auto resp = daemon_->OpenSession(Request());
+  ASSERT_TRUE(resp.ok());
+  auto ring = shm::RingConsumer::Open(resp->ring().shm_name(), resp->session_id());
+  ASSERT_TRUE(ring.ok());
+  daemon_->Stop();
+  EXPECT_EQ((*ring)->header().closed.load(), shm::kClosedByShutdown);
+  EXPECT_EQ(daemon_->OpenSession(Request()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(DaemonStartTest, RemovesRingsOfDeadDaemons) {
+  const std::string prefix = absl::StrCat("stoker-orphan", getpid(), ".");
+  const std::string name = prefix + "1.dead";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    shm::RingGeometry g{2, 1, 8, 8, 3};
+    auto p = shm::RingProducer::Create(name, g, 1, 1);
+    _exit(p.ok() ? 0 : 1);  // Dies without cleanup.
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(shm::Segment::List(prefix).size(), 1u);
+  DaemonOptions o;
+  o.decode_threads = 1;
+  o.shm_prefix = prefix;
+  Daemon d(o);
+  ASSERT_TRUE(d.Start().ok());
+  EXPECT_TRUE(shm::Segment::List(prefix).empty());
+  EXPECT_EQ(d.GetStats().stale_segments_removed(), 1u);
+}
+
+}  // namespace
+}  // namespace stoker

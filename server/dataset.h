@@ -1,0 +1,48 @@
+// A dataset's sample list: paths and integer labels, scanned once when a
+// session opens. Immutable after Load*, so one Dataset may be shared
+// read-only by any number of threads and sessions.
+#ifndef STOKER_SERVER_DATASET_H_
+#define STOKER_SERVER_DATASET_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace stoker {
+
+struct Sample {
+  std::string path;  // Absolute or relative to the daemon's cwd.
+  int32_t label;
+};
+
+struct Dataset {
+  std::string description;  // "folder:/data/train", for logs and stats.
+  std::vector<Sample> samples;
+  std::vector<std::string> class_names;  // FOLDER: index = label.
+  uint32_t num_classes = 0;
+  uint64_t skipped_files = 0;  // Non-JPEG files seen while scanning.
+};
+
+// torchvision ImageFolder layout: sorted sub-folders of `root` are classes
+// 0..C-1; inside each (recursively, sorted), files ending in .jpg/.jpeg in
+// any case are samples, anything else is counted in skipped_files.
+// NOT_FOUND (naming the path) if `root` is missing, FAILED_PRECONDITION if it
+// is not a folder or holds no samples.
+absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root);
+
+// A manifest of `relative/path<TAB>label` lines; paths are relative to
+// `root` (empty: the manifest's folder). '#' comments and blank lines are
+// skipped. NOT_FOUND for a missing manifest; FAILED_PRECONDITION for a
+// malformed line (its number and text are given) or no samples. Labels must
+// be in 0..2^31-1; num_classes is max label + 1.
+absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
+                                        const std::string& root);
+
+// True for names ending in .jpg / .jpeg, any case.
+bool HasJpegExtension(const std::string& name);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_DATASET_H_

@@ -1,0 +1,154 @@
+#include "server/dataset.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "server/plan.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(FolderDatasetTest, SortedClassesLabelsAndSkippedFiles) {
+  std::string root = testdata::MakeTempDir("ds");
+  fs::create_directories(root + "/b_dog/nested");
+  fs::create_directories(root + "/a_cat");
+  fs::create_directories(root + "/c_empty");
+  for (auto p : {"/a_cat/2.jpg", "/a_cat/1.JPEG", "/b_dog/x.jpeg",
+                 "/b_dog/nested/y.jpg", "/b_dog/readme.txt", "/top.txt"}) {
+    ASSERT_TRUE(testdata::WriteFile(root + p, "x").ok());
+  }
+  auto ds = LoadFolderDataset(root);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->num_classes, 3u);
+  EXPECT_EQ(ds->class_names, (std::vector<std::string>{"a_cat", "b_dog", "c_empty"}));
+  ASSERT_EQ(ds->samples.size(), 4u);
+  EXPECT_EQ(ds->samples[0].path, root + "/a_cat/1.JPEG");
+  EXPECT_EQ(ds->samples[1].path, root + "/a_cat/2.jpg");
+  EXPECT_EQ(ds->samples[0].label, 0);
+  EXPECT_EQ(ds->samples[2].path, root + "/b_dog/nested/y.jpg");
+  EXPECT_EQ(ds->samples[3].label, 1);
+  EXPECT_EQ(ds->skipped_files, 2u);  // readme.txt and top.txt
+  fs::remove_all(root);
+}
+
+TEST(FolderDatasetTest, MissingAndEmptyAreDistinctErrors) {
+  auto missing = LoadFolderDataset("/nonexistent/stoker/data");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/stoker/data"),
+            std::string::npos);
+  std::string root = testdata::MakeTempDir("empty");
+  fs::create_directories(root + "/cls");
+  EXPECT_EQ(LoadFolderDataset(root).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(testdata::WriteFile(root + "/file", "x").ok());
+  EXPECT_EQ(LoadFolderDataset(root + "/file").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(root);
+}
+
+TEST(ListDatasetTest, ParsesManifestAndReportsBadLine) {
+  std::string root = testdata::MakeTempDir("list");
+  ASSERT_TRUE(testdata::WriteFile(root + "/m.tsv",
+                                  "# comment\nimgs/a.jpg\t3\n\nimgs/b.jpg\t0\n")
+                  .ok());
+  auto ds = LoadListDataset(root + "/m.tsv", "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->samples.size(), 2u);
+  EXPECT_EQ(ds->samples[0].path, root + "/imgs/a.jpg");
+  EXPECT_EQ(ds->samples[0].label, 3);
+  EXPECT_EQ(ds->num_classes, 4u);
+  auto rooted = LoadListDataset(root + "/m.tsv", "/data");
+  ASSERT_TRUE(rooted.ok());
+  EXPECT_EQ(rooted->samples[1].path, "/data/imgs/b.jpg");
+
+  ASSERT_TRUE(testdata::WriteFile(root + "/bad.tsv", "a.jpg\t1\nb.jpg cat\n").ok());
+  auto bad = LoadListDataset(root + "/bad.tsv", "");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+  EXPECT_EQ(LoadListDataset(root + "/none.tsv", "").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(testdata::WriteFile(root + "/blank.tsv", "# nothing\n").ok());
+  EXPECT_EQ(LoadListDataset(root + "/blank.tsv", "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(root);
+}
+
+PlanSpec Spec(uint64_t n, uint32_t b, uint32_t rank = 0, uint32_t world = 1) {
+  PlanSpec s;
+  s.num_samples = n;
+  s.batch_size = b;
+  s.rank = rank;
+  s.world_size = world;
+  return s;
+}
+
+TEST(PlanTest, BatchCountsFollowDataLoaderSemantics) {
+  auto p = EpochPlan::Create(Spec(10, 4));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->batches_per_epoch(), 3u);
+  EXPECT_EQ(p->samples_per_epoch(), 10u);
+  EXPECT_EQ(p->RankOrder(0), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  PlanSpec s = Spec(10, 4);
+  s.drop_last = true;
+  p = EpochPlan::Create(s);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->batches_per_epoch(), 2u);
+  EXPECT_EQ(p->samples_per_epoch(), 8u);
+  EXPECT_EQ(p->RankOrder(0).size(), 8u);
+}
+
+TEST(PlanTest, InvalidSpecs) {
+  EXPECT_EQ(EpochPlan::Create(Spec(10, 0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EpochPlan::Create(Spec(10, 2, 2, 2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  PlanSpec s = Spec(3, 4);
+  s.drop_last = true;
+  EXPECT_EQ(EpochPlan::Create(s).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PlanTest, ShuffleIsDeterministicPermutationPerEpochAndSeed) {
+  PlanSpec s = Spec(1000, 10);
+  s.shuffle = true;
+  s.seed = 5;
+  auto p = EpochPlan::Create(s);
+  ASSERT_TRUE(p.ok());
+  auto e0 = p->RankOrder(0), e0b = p->RankOrder(0), e1 = p->RankOrder(1);
+  EXPECT_EQ(e0, e0b);
+  EXPECT_NE(e0, e1);
+  std::vector<uint64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[i], i);
+  s.seed = 6;
+  EXPECT_NE(EpochPlan::Create(s)->RankOrder(0), e0);
+}
+
+TEST(PlanTest, RanksCoverEpochExactlyOnceOrPadLikeDistributedSampler) {
+  for (uint64_t n : {12u, 13u}) {
+    std::map<uint64_t, int> seen;
+    uint64_t per_rank = 0;
+    for (uint32_t r = 0; r < 3; ++r) {
+      PlanSpec s = Spec(n, 2, r, 3);
+      s.shuffle = true;
+      s.seed = 9;
+      auto p = EpochPlan::Create(s);
+      ASSERT_TRUE(p.ok());
+      if (r == 0) per_rank = p->samples_per_epoch();
+      EXPECT_EQ(p->samples_per_epoch(), per_rank);  // Equal across ranks.
+      for (uint64_t i : p->RankOrder(4)) seen[i]++;
+    }
+    EXPECT_EQ(seen.size(), n);  // Every sample delivered.
+    int dup = 0;
+    for (auto& [i, c] : seen) dup += c - 1;
+    EXPECT_EQ(dup, n % 3 == 0 ? 0 : 3 - static_cast<int>(n % 3));
+  }
+}
+
+}  // namespace
+}  // namespace stoker

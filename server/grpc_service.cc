@@ -1,0 +1,178 @@
+#include "server/grpc_service.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace stoker {
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+namespace {
+
+template <typename Fn>
+grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, Fn&& fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(fn()));
+  return reactor;
+}
+
+// Holds an Attach stream open for a session's life. The daemon's close
+// callback and gRPC's OnDone may race; `State` (shared with the callback)
+// makes Finish happen at most once and never after the reactor is gone.
+class AttachReactor : public grpc::ServerWriteReactor<v1::AttachEvent> {
+ public:
+  AttachReactor(Daemon* daemon, uint64_t session_id)
+      : daemon_(daemon), id_(session_id), state_(std::make_shared<State>()) {
+    state_->reactor = this;
+    std::shared_ptr<State> state = state_;
+    absl::Status st =
+        daemon_->Attach(id_, [state] { state->FinishOnce(grpc::Status::OK); });
+    if (!st.ok()) {
+      attached_ = false;
+      state_->FinishOnce(ToGrpcStatus(st));
+      return;
+    }
+    event_.set_kind(v1::AttachEvent::ATTACHED);
+    event_.set_session_id(id_);
+    StartWrite(&event_);
+  }
+
+  void OnWriteDone(bool /*ok*/) override {}
+
+  // The client cancelled or its connection broke: it is gone.
+  void OnCancel() override {
+    if (attached_) daemon_->Detach(id_, /*client_gone=*/true);
+    state_->FinishOnce(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    if (attached_) daemon_->Detach(id_, /*client_gone=*/false);
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+ private:
+  struct State {
+    absl::Mutex mu;
+    AttachReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    void FinishOnce(const grpc::Status& s) {
+      absl::MutexLock lock(&mu);
+      if (reactor == nullptr || finished) return;
+      finished = true;
+      reactor->Finish(s);
+    }
+  };
+
+  Daemon* const daemon_;
+  const uint64_t id_;
+  std::shared_ptr<State> state_;
+  bool attached_ = true;
+  v1::AttachEvent event_;
+};
+
+// True if something accepts connections on the Unix socket `path`.
+bool SocketAnswers(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* GrpcService::OpenSession(
+    grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req,
+    v1::OpenSessionResponse* resp) {
+  return Unary(ctx, [&]() -> absl::Status {
+    auto r = daemon_->OpenSession(*req);
+    if (!r.ok()) return r.status();
+    *resp = *std::move(r);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<v1::AttachEvent>* GrpcService::Attach(
+    grpc::CallbackServerContext* /*ctx*/, const v1::AttachRequest* req) {
+  return new AttachReactor(daemon_, req->session_id());
+}
+
+grpc::ServerUnaryReactor* GrpcService::CloseSession(
+    grpc::CallbackServerContext* ctx, const v1::CloseSessionRequest* req,
+    v1::CloseSessionResponse* /*resp*/) {
+  return Unary(ctx, [&] { return daemon_->CloseSession(req->session_id()); });
+}
+
+grpc::ServerUnaryReactor* GrpcService::GetStats(
+    grpc::CallbackServerContext* ctx, const v1::GetStatsRequest* /*req*/,
+    v1::DaemonStats* resp) {
+  return Unary(ctx, [&] {
+    *resp = daemon_->GetStats();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    Daemon* daemon, const std::string& socket_path) {
+  if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "socket path '", socket_path, "' must be 1..",
+        sizeof(sockaddr_un::sun_path) - 1, " characters"));
+  }
+  if (access(socket_path.c_str(), F_OK) == 0) {
+    if (SocketAnswers(socket_path)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another server is already listening on ", socket_path));
+    }
+    unlink(socket_path.c_str());
+  }
+  std::unique_ptr<GrpcServer> server(
+      new GrpcServer(socket_path, std::make_unique<GrpcService>(daemon)));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path,
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on unix:", socket_path,
+                     " (is the folder there and writable?)"));
+  }
+  return server;
+}
+
+GrpcServer::~GrpcServer() { Shutdown(); }
+
+void GrpcServer::Shutdown(absl::Duration grace) {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  if (auto* health = server_->GetHealthCheckService()) {
+    health->Shutdown();
+  }
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(grace));
+  server_->Wait();
+  unlink(socket_path_.c_str());
+}
+
+}  // namespace stoker

@@ -1,0 +1,67 @@
+// The gRPC adapter over Daemon: converts messages and absl::Status to
+// grpc::Status and nothing else (no logic lives here). Uses gRPC's callback
+// API so the long-lived Attach streams hold no threads.
+//
+// GrpcServer owns a grpc::Server listening on a Unix socket, with gRPC's
+// built-in grpc.health.v1 service. Thread-safe; Shutdown() is idempotent
+// and must run before the Daemon it serves is destroyed.
+#ifndef STOKER_SERVER_GRPC_SERVICE_H_
+#define STOKER_SERVER_GRPC_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/stoker.grpc.pb.h"
+#include "server/daemon.h"
+
+namespace stoker {
+
+grpc::Status ToGrpcStatus(const absl::Status& s);
+
+class GrpcService final : public v1::Stoker::CallbackService {
+ public:
+  explicit GrpcService(Daemon* daemon) : daemon_(daemon) {}
+
+  grpc::ServerUnaryReactor* OpenSession(
+      grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req,
+      v1::OpenSessionResponse* resp) override;
+  grpc::ServerWriteReactor<v1::AttachEvent>* Attach(
+      grpc::CallbackServerContext* ctx, const v1::AttachRequest* req) override;
+  grpc::ServerUnaryReactor* CloseSession(
+      grpc::CallbackServerContext* ctx, const v1::CloseSessionRequest* req,
+      v1::CloseSessionResponse* resp) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
+                                     const v1::GetStatsRequest* req,
+                                     v1::DaemonStats* resp) override;
+
+ private:
+  Daemon* const daemon_;
+};
+
+class GrpcServer {
+ public:
+  // Listens on unix:`socket_path`. A leftover socket file with no server
+  // behind it is replaced; FAILED_PRECONDITION if a server answers there.
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
+      Daemon* daemon, const std::string& socket_path);
+  ~GrpcServer();
+
+  // Stops accepting calls, ends open streams, waits up to `grace`.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  GrpcServer(std::string socket_path, std::unique_ptr<GrpcService> service)
+      : socket_path_(std::move(socket_path)), service_(std::move(service)) {}
+
+  const std::string socket_path_;
+  std::unique_ptr<GrpcService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  bool shut_down_ = false;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_GRPC_SERVICE_H_

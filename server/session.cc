@@ -1,0 +1,236 @@
+#include "server/session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/jpeg.h"
+#include "server/transform.h"
+#include "util/log.h"
+#include "util/rng.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+
+void SampleErrorLog::Report(const std::string& path,
+                            const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!seen_.insert(path).second) return;
+  }
+  LogWarning(absl::StrCat("sample failed (delivered as zeros, counted): ",
+                          path, ": ", status.message()));
+}
+
+absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
+  auto bad = [](const std::string& msg) {
+    return absl::InvalidArgumentError(msg);
+  };
+  const v1::DatasetSpec& ds = spec.dataset();
+  if (ds.kind() != v1::DatasetSpec::FOLDER && ds.kind() != v1::DatasetSpec::LIST)
+    return bad("dataset.kind must be FOLDER or LIST");
+  if (ds.path().empty()) return bad("dataset.path is empty");
+  if (spec.batch_size() == 0 || spec.batch_size() > 65536)
+    return bad(absl::StrCat("batch_size ", spec.batch_size(),
+                            " must be in 1..65536"));
+  if (spec.transform() != v1::VAL && spec.transform() != v1::TRAIN)
+    return bad("transform must be VAL or TRAIN");
+  if (spec.image_size() == 0 || spec.image_size() > 4096)
+    return bad(absl::StrCat("image_size ", spec.image_size(),
+                            " must be in 1..4096"));
+  const uint32_t world = std::max<uint32_t>(spec.world_size(), 1);
+  if (spec.rank() >= world)
+    return bad(absl::StrCat("rank ", spec.rank(),
+                            " must be less than world_size ", world));
+  if (spec.ring_slots() > shm::kMaxRingSlots)
+    return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
+                            " must be at most ", shm::kMaxRingSlots));
+  return absl::OkStatus();
+}
+
+struct Session::BatchJob {
+  int slot;
+  uint64_t sequence;
+  uint64_t epoch;
+  uint64_t batch_index;
+  uint32_t count;
+  std::atomic<uint32_t> remaining;
+  std::atomic<uint32_t> errors{0};
+};
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(
+    uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
+    std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
+    const std::string& shm_name, const PipelineContext& ctx) {
+  shm::RingGeometry g;
+  g.slots = spec.ring_slots() == 0 ? 4 : spec.ring_slots();
+  g.batch_size = spec.batch_size();
+  g.height = g.width = spec.image_size();
+  g.channels = 3;
+  STOKER_ASSIGN_OR_RETURN(
+      std::unique_ptr<shm::RingProducer> ring,
+      shm::RingProducer::Create(shm_name, g, id, ctx.daemon_generation));
+  return std::unique_ptr<Session>(new Session(id, spec, client_pid,
+                                              std::move(dataset), plan,
+                                              std::move(ring), ctx));
+}
+
+Session::Session(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
+                 std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
+                 std::unique_ptr<shm::RingProducer> ring,
+                 const PipelineContext& ctx)
+    : id_(id),
+      spec_(spec),
+      client_pid_(client_pid),
+      dataset_(std::move(dataset)),
+      plan_(plan),
+      ring_(std::move(ring)),
+      ctx_(ctx),
+      created_(absl::Now()) {}
+
+Session::~Session() { Stop(shm::kClosedBySession); }
+
+void Session::Start() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_ || producer_.joinable()) return;
+  producer_ = std::thread([this] { Produce(); });
+}
+
+void Session::Stop(shm::CloseReason reason) {
+  std::thread producer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    stopping_.store(true, std::memory_order_relaxed);
+    producer = std::move(producer_);
+  }
+  if (producer.joinable()) producer.join();
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](uint64_t* n) { return *n == 0; }, &tasks_in_flight_));
+  }
+  ring_->Close(reason);
+}
+
+void Session::Produce() {
+  const uint64_t per_epoch = plan_.batches_per_epoch();
+  const uint32_t batch_size = spec_.batch_size();
+  uint64_t epoch = spec_.start_epoch() + spec_.start_batch() / per_epoch;
+  uint64_t batch = spec_.start_batch() % per_epoch;
+  std::vector<uint64_t> order = plan_.RankOrder(epoch);
+  auto stop = [this] { return stopping_.load(std::memory_order_relaxed); };
+  for (uint64_t seq = 0; !stop(); ++seq) {
+    const int slot = ring_->Claim(stop);
+    if (slot < 0) break;
+    auto job = std::make_shared<BatchJob>();
+    job->slot = slot;
+    job->sequence = seq;
+    job->epoch = epoch;
+    job->batch_index = batch;
+    const uint64_t first = batch * batch_size;
+    job->count = static_cast<uint32_t>(
+        std::min<uint64_t>(batch_size, order.size() - first));
+    job->remaining.store(job->count, std::memory_order_relaxed);
+    shm::SlotView view = ring_->Slot(slot);
+    for (uint32_t i = job->count; i < batch_size; ++i) {
+      view.labels[i] = -1;  // Unused tail of a short final batch.
+      view.status[i] = shm::kSampleOk;
+      view.indices[i] = UINT64_MAX;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      tasks_in_flight_ += job->count;
+    }
+    for (uint32_t i = 0; i < job->count; ++i) {
+      ctx_.decode_pool->Schedule(
+          [this, job, i, index = order[first + i]] { RunSample(job, i, index); });
+    }
+    if (++batch == per_epoch) {
+      batch = 0;
+      order = plan_.RankOrder(++epoch);
+    }
+  }
+}
+
+void Session::RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
+                        uint64_t dataset_index) {
+  if (!stopping_.load(std::memory_order_relaxed)) {
+    const Sample& sample = dataset_->samples[dataset_index];
+    shm::SlotView view = ring_->Slot(job->slot);
+    uint8_t* out = view.data + i * ring_->layout().sample_bytes;
+    absl::Status error;
+    shm::SampleStatus st = MakeSample(sample, job->epoch, dataset_index, out, &error);
+    view.labels[i] = sample.label;
+    view.status[i] = st;
+    view.indices[i] = dataset_index;
+    if (st == shm::kSampleOk) {
+      decoded_.fetch_add(1, std::memory_order_relaxed);
+      ctx_.counters->samples_decoded.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      std::memset(out, 0, ring_->layout().sample_bytes);
+      job->errors.fetch_add(1, std::memory_order_relaxed);
+      failed_.fetch_add(1, std::memory_order_relaxed);
+      ctx_.counters->samples_failed.fetch_add(1, std::memory_order_relaxed);
+      ctx_.error_log->Report(sample.path, error);
+    }
+  }
+  // acq_rel: the last task sees every other task's writes to the slot
+  // before publishing it.
+  if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      !stopping_.load(std::memory_order_relaxed)) {
+    ring_->Publish(job->slot, job->sequence, job->epoch, job->batch_index,
+                   job->count, job->errors.load(std::memory_order_relaxed));
+    published_.fetch_add(1, std::memory_order_relaxed);
+    ctx_.counters->batches_published.fetch_add(1, std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&mu_);
+  --tasks_in_flight_;
+}
+
+shm::SampleStatus Session::MakeSample(const Sample& sample, uint64_t epoch,
+                                      uint64_t dataset_index, uint8_t* out,
+                                      absl::Status* error) {
+  thread_local std::string bytes;
+  thread_local RgbImage image;
+  *error = ctx_.fs->ReadFile(sample.path, &bytes);
+  if (!error->ok()) return shm::kSampleReadError;
+  ctx_.counters->bytes_read.fetch_add(bytes.size(), std::memory_order_relaxed);
+  if (bytes.empty()) {
+    *error = absl::DataLossError("file is empty");
+    return shm::kSampleReadError;
+  }
+  *error = ThreadLocalDecoder().Decode(
+      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &image);
+  if (!error->ok()) return shm::kSampleDecodeError;
+  const int size = static_cast<int>(spec_.image_size());
+  CropBox box;
+  if (spec_.transform() == v1::TRAIN) {
+    Rng rng(MixSeed({spec_.seed(), epoch, dataset_index}));
+    box = RandomResizedCropBox(image.width, image.height, rng);
+  } else {
+    box = CenterCropBox(image.width, image.height, size);
+  }
+  ResizeBox(image.pixels.data(), image.width, image.height, box, size, size,
+            out);
+  return shm::kSampleOk;
+}
+
+v1::SessionStats Session::Stats() const {
+  v1::SessionStats s;
+  s.set_session_id(id_);
+  s.set_dataset(dataset_->description);
+  s.set_client_pid(client_pid_);
+  s.set_batches_published(published_.load(std::memory_order_relaxed));
+  s.set_samples_decoded(decoded_.load(std::memory_order_relaxed));
+  s.set_samples_failed(failed_.load(std::memory_order_relaxed));
+  s.set_ring_slots(ring_->layout().slot_count);
+  s.set_ring_ready(ring_->FilledSlots());
+  s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - created_));
+  return s;
+}
+
+}  // namespace stoker

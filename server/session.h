@@ -1,0 +1,130 @@
+// One trainer's session: its spec, its sample plan and its ring, and the
+// producer thread that keeps the ring full across epoch boundaries.
+//
+// The producer thread claims ring slots in sequence order and schedules one
+// task per sample on the shared decode pool; each task reads, decodes and
+// transforms its sample straight into the slot, and the task that finishes
+// a batch publishes the slot. Batches therefore appear in plan order
+// whatever order samples finish in, and their bytes depend only on the spec.
+//
+// Thread-safety: Start/Stop/stats may be called from any thread. Stop() is
+// idempotent and returns only after the producer thread has exited and
+// every scheduled sample task has finished, so destroying a stopped Session
+// is safe. The destructor stops the session and removes its ring.
+#ifndef STOKER_SERVER_SESSION_H_
+#define STOKER_SERVER_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/stoker.pb.h"
+#include "server/dataset.h"
+#include "server/file_system.h"
+#include "server/plan.h"
+#include "server/thread_pool.h"
+#include "shm/ring.h"
+
+namespace stoker {
+
+// Daemon-wide counters; every field is updated with relaxed atomics.
+struct PipelineCounters {
+  std::atomic<uint64_t> samples_decoded{0};
+  std::atomic<uint64_t> samples_failed{0};
+  std::atomic<uint64_t> bytes_read{0};
+  std::atomic<uint64_t> batches_published{0};
+};
+
+// Logs a failed sample once per path for the daemon's lifetime, so a bad
+// file read every epoch does not flood the log. Thread-safe.
+class SampleErrorLog {
+ public:
+  void Report(const std::string& path, const absl::Status& status);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_set<std::string> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+// What sessions share; owned by the daemon, outlives every session.
+struct PipelineContext {
+  ThreadPool* decode_pool;
+  FileSystem* fs;
+  PipelineCounters* counters;
+  SampleErrorLog* error_log;
+  uint64_t daemon_generation;
+};
+
+// INVALID_ARGUMENT naming the first bad field of `spec` (geometry limits are
+// checked again by the ring layout).
+absl::Status ValidateSessionSpec(const v1::SessionSpec& spec);
+
+class Session {
+ public:
+  // Creates the ring (RESOURCE_EXHAUSTED when /dev/shm is full) for a
+  // validated spec over `dataset`. Call Start() to begin filling it.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(
+      uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
+      std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
+      const std::string& shm_name, const PipelineContext& ctx);
+  ~Session();
+
+  void Start();
+  void Stop(shm::CloseReason reason);
+
+  // Refreshes the ring's producer heartbeat (the daemon's reaper calls it).
+  void Heartbeat() { ring_->Heartbeat(); }
+
+  uint64_t id() const { return id_; }
+  uint32_t client_pid() const { return client_pid_; }
+  const EpochPlan& plan() const { return plan_; }
+  const Dataset& dataset() const { return *dataset_; }
+  const shm::RingProducer& ring() const { return *ring_; }
+  v1::SessionStats Stats() const;
+
+ private:
+  struct BatchJob;
+
+  Session(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
+          std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
+          std::unique_ptr<shm::RingProducer> ring, const PipelineContext& ctx);
+  void Produce();
+  void RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
+                 uint64_t dataset_index);
+  // Reads, decodes and transforms one sample into `out`; returns the
+  // SampleStatus and sets *error for failures.
+  shm::SampleStatus MakeSample(const Sample& sample, uint64_t epoch,
+                               uint64_t dataset_index, uint8_t* out,
+                               absl::Status* error);
+
+  // Constant after construction.
+  const uint64_t id_;
+  const v1::SessionSpec spec_;
+  const uint32_t client_pid_;
+  const std::shared_ptr<const Dataset> dataset_;
+  const EpochPlan plan_;
+  const std::unique_ptr<shm::RingProducer> ring_;
+  const PipelineContext ctx_;
+  const absl::Time created_;
+
+  std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
+  std::atomic<uint64_t> published_{0};
+  std::atomic<uint64_t> decoded_{0};
+  std::atomic<uint64_t> failed_{0};
+
+  absl::Mutex mu_;
+  std::thread producer_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t tasks_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SESSION_H_

@@ -1,0 +1,171 @@
+#include "server/transform.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stoker {
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+// Per-output-index filter taps along one axis.
+struct AxisCoeffs {
+  int ksize = 0;
+  std::vector<int> first;     // First source index of each output's window.
+  std::vector<int> count;     // Taps used by each output.
+  std::vector<int32_t> taps;  // ksize per output, fixed point.
+};
+
+void ComputeAxis(int in_size, double box0, double box_len, int out_size,
+                 AxisCoeffs* c) {
+  const double scale = box_len / out_size;
+  const double filterscale = std::max(scale, 1.0);
+  const double support = 1.0 * filterscale;  // Bilinear support is 1.
+  c->ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c->first.resize(out_size);
+  c->count.resize(out_size);
+  c->taps.assign(static_cast<size_t>(out_size) * c->ksize, 0);
+  std::vector<double> w(c->ksize);
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = box0 + (xx + 0.5) * scale;
+    const double inv = 1.0 / filterscale;
+    int xmin = static_cast<int>(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = static_cast<int>(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double total = 0;
+    for (int x = 0; x < xmax; ++x) {
+      double t = std::fabs((x + xmin - center + 0.5) * inv);
+      w[x] = t < 1.0 ? 1.0 - t : 0.0;
+      total += w[x];
+    }
+    int32_t* out = &c->taps[static_cast<size_t>(xx) * c->ksize];
+    for (int x = 0; x < xmax; ++x) {
+      double k = total != 0 ? w[x] / total : 0;
+      out[x] = static_cast<int32_t>(k < 0 ? -0.5 + k * (1 << kPrecisionBits)
+                                          : 0.5 + k * (1 << kPrecisionBits));
+    }
+    c->first[xx] = xmin;
+    c->count[xx] = xmax;
+  }
+}
+
+inline uint8_t Clip8(int32_t v) {
+  v >>= kPrecisionBits;
+  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+}  // namespace
+
+CropBox CenterCropBox(int src_w, int src_h, int size) {
+  // torchvision Resize(int): the shorter side becomes `resize`, the longer
+  // int(resize * long / short) (truncated, as torchvision does).
+  const int resize = static_cast<int>(std::lround(size * 256.0 / 224.0));
+  int rw, rh;
+  if (src_w <= src_h) {
+    rw = resize;
+    rh = static_cast<int>(static_cast<int64_t>(resize) * src_h / src_w);
+  } else {
+    rh = resize;
+    rw = static_cast<int>(static_cast<int64_t>(resize) * src_w / src_h);
+  }
+  // CenterCrop: offsets rounded half to even, as Python's round().
+  const double top = std::nearbyint((rh - size) / 2.0);
+  const double left = std::nearbyint((rw - size) / 2.0);
+  const double sx = static_cast<double>(src_w) / rw;
+  const double sy = static_cast<double>(src_h) / rh;
+  CropBox b;
+  b.x = left * sx;
+  b.y = top * sy;
+  b.w = size * sx;
+  b.h = size * sy;
+  return b;
+}
+
+CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng) {
+  const double area = static_cast<double>(src_w) * src_h;
+  const double log_lo = std::log(3.0 / 4.0), log_hi = std::log(4.0 / 3.0);
+  CropBox b;
+  bool found = false;
+  for (int attempt = 0; attempt < 10 && !found; ++attempt) {
+    const double target_area = area * rng.Uniform(0.08, 1.0);
+    const double aspect = std::exp(rng.Uniform(log_lo, log_hi));
+    const int w = static_cast<int>(std::nearbyint(std::sqrt(target_area * aspect)));
+    const int h = static_cast<int>(std::nearbyint(std::sqrt(target_area / aspect)));
+    if (w > 0 && w <= src_w && h > 0 && h <= src_h) {
+      b.y = static_cast<double>(rng.Below(src_h - h + 1));
+      b.x = static_cast<double>(rng.Below(src_w - w + 1));
+      b.w = w;
+      b.h = h;
+      found = true;
+    }
+  }
+  if (!found) {  // Fallback: central crop clamped to the ratio range.
+    const double in_ratio = static_cast<double>(src_w) / src_h;
+    int w = src_w, h = src_h;
+    if (in_ratio < 3.0 / 4.0) {
+      h = static_cast<int>(std::nearbyint(w / (3.0 / 4.0)));
+    } else if (in_ratio > 4.0 / 3.0) {
+      w = static_cast<int>(std::nearbyint(h * (4.0 / 3.0)));
+    }
+    b.x = (src_w - w) / 2;
+    b.y = (src_h - h) / 2;
+    b.w = w;
+    b.h = h;
+  }
+  b.flip = rng.Uniform01() < 0.5;
+  return b;
+}
+
+void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,
+               int out_w, int out_h, uint8_t* dst) {
+  thread_local AxisCoeffs cx, cy;
+  thread_local std::vector<uint8_t> tmp;
+  ComputeAxis(src_w, box.x, box.w, out_w, &cx);
+  ComputeAxis(src_h, box.y, box.h, out_h, &cy);
+  // Horizontal pass over only the source rows the vertical pass reads.
+  const int row_lo = cy.first[0];
+  const int row_hi = cy.first[out_h - 1] + cy.count[out_h - 1];
+  const int rows = row_hi - row_lo;
+  tmp.resize(static_cast<size_t>(rows) * out_w * 3);
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* in = src + static_cast<size_t>(r + row_lo) * src_w * 3;
+    uint8_t* o = &tmp[static_cast<size_t>(r) * out_w * 3];
+    for (int x = 0; x < out_w; ++x) {
+      const int32_t* k = &cx.taps[static_cast<size_t>(x) * cx.ksize];
+      const uint8_t* p = in + cx.first[x] * 3;
+      int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+      for (int t = 0; t < cx.count[x]; ++t) {
+        s0 += p[t * 3 + 0] * k[t];
+        s1 += p[t * 3 + 1] * k[t];
+        s2 += p[t * 3 + 2] * k[t];
+      }
+      o[x * 3 + 0] = Clip8(s0);
+      o[x * 3 + 1] = Clip8(s1);
+      o[x * 3 + 2] = Clip8(s2);
+    }
+  }
+  // Vertical pass, writing (mirrored if asked) straight into `dst`.
+  const size_t row_bytes = static_cast<size_t>(out_w) * 3;
+  for (int y = 0; y < out_h; ++y) {
+    const int32_t* k = &cy.taps[static_cast<size_t>(y) * cy.ksize];
+    const uint8_t* base = &tmp[static_cast<size_t>(cy.first[y] - row_lo) * row_bytes];
+    uint8_t* o = dst + static_cast<size_t>(y) * row_bytes;
+    for (int x = 0; x < out_w; ++x) {
+      int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+      const uint8_t* p = base + x * 3;
+      for (int t = 0; t < cy.count[y]; ++t) {
+        s0 += p[t * row_bytes + 0] * k[t];
+        s1 += p[t * row_bytes + 1] * k[t];
+        s2 += p[t * row_bytes + 2] * k[t];
+      }
+      const int ox = box.flip ? out_w - 1 - x : x;
+      o[ox * 3 + 0] = Clip8(s0);
+      o[ox * 3 + 1] = Clip8(s1);
+      o[ox * 3 + 2] = Clip8(s2);
+    }
+  }
+}
+
+}  // namespace stoker

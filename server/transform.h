@@ -1,0 +1,43 @@
+// Geometry and resampling for the `val` and `train` transforms.
+//
+// A transform is reduced to a CropBox in source pixel coordinates (plus a
+// flip), and one resampler maps that box to the S x S output. The box
+// functions reproduce torchvision's geometry: Resize(round(S*256/224)) +
+// CenterCrop(S) for val, RandomResizedCrop(S, (0.08, 1), (3/4, 4/3)) +
+// RandomHorizontalFlip(0.5) for train, including its fallback after 10
+// tries. The resampler is PIL's antialiased bilinear filter (triangle
+// kernel widened by the downscale factor, 22-bit fixed point, horizontal
+// pass then vertical, 8-bit intermediate), so pixels match
+// torchvision-on-PIL to within rounding. Stateless functions; the scratch
+// buffers belong to the calling thread.
+#ifndef STOKER_SERVER_TRANSFORM_H_
+#define STOKER_SERVER_TRANSFORM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "util/rng.h"
+
+namespace stoker {
+
+struct CropBox {
+  double x = 0, y = 0, w = 0, h = 0;  // Source region, may be fractional.
+  bool flip = false;                  // Mirror the output horizontally.
+};
+
+// Val: the region of the source that Resize(round(size*256/224)) followed by
+// CenterCrop(size) keeps.
+CropBox CenterCropBox(int src_w, int src_h, int size);
+
+// Train: RandomResizedCrop's box and the flip, drawn from `rng` in
+// torchvision's order (scale, log-ratio, [repeat], top, left, then flip).
+CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng);
+
+// Resamples `box` of the packed RGB `src` into `dst` (out_w x out_h x 3,
+// packed). The box must lie inside the image.
+void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,
+               int out_w, int out_h, uint8_t* dst);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_TRANSFORM_H_

@@ -1,0 +1,311 @@
+#include "shm/ring.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "shm/futex.h"
+#include "util/status_macros.h"
+
+namespace stoker::shm {
+namespace {
+
+constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
+// A producer that has not refreshed its heartbeat for this long is checked
+// for death by pid; one silent for kProducerDeadAfter is given up on.
+constexpr uint64_t kProducerSuspectNs = 1'000'000'000ULL;
+constexpr uint64_t kProducerDeadNs = 15'000'000'000ULL;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+const char* ReasonText(uint32_t reason) {
+  switch (reason) {
+    case kClosedBySession:
+      return "the session was closed";
+    case kClosedByShutdown:
+      return "the daemon is shutting down";
+    case kClosedByError:
+      return "the session failed in the daemon (see its log)";
+    default:
+      return "unknown reason";
+  }
+}
+
+SlotView SlotAt(void* base, const RingLayout& h, int index) {
+  auto* slot = static_cast<uint8_t*>(base) + h.slots_offset +
+               static_cast<uint64_t>(index) * h.slot_stride;
+  return SlotView{reinterpret_cast<SlotControl*>(slot),
+                  reinterpret_cast<int32_t*>(slot + h.labels_offset),
+                  reinterpret_cast<uint32_t*>(slot + h.status_offset),
+                  reinterpret_cast<uint64_t*>(slot + h.index_offset),
+                  slot + h.data_offset};
+}
+
+}  // namespace
+
+absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g) {
+  auto bad = [](const char* field, uint64_t v, const char* rule) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ring %s = %d: %s", field, v, rule));
+  };
+  if (g.slots == 0 || g.slots > kMaxRingSlots)
+    return bad("slots", g.slots, "must be in 1..256");
+  if (g.batch_size == 0 || g.batch_size > 65536)
+    return bad("batch_size", g.batch_size, "must be in 1..65536");
+  if (g.height == 0 || g.height > 16384) return bad("height", g.height, "must be in 1..16384");
+  if (g.width == 0 || g.width > 16384) return bad("width", g.width, "must be in 1..16384");
+  if (g.channels == 0 || g.channels > 4)
+    return bad("channels", g.channels, "must be in 1..4");
+  RingLayout h{};
+  h.magic = kRingMagic;
+  h.layout_version = kLayoutVersion;
+  h.header_bytes = kHeaderBytes;
+  h.slot_count = g.slots;
+  h.batch_size = g.batch_size;
+  h.height = g.height;
+  h.width = g.width;
+  h.channels = g.channels;
+  h.dtype = kDTypeUint8;
+  h.sample_bytes = uint64_t{g.height} * g.width * g.channels;
+  h.labels_offset = sizeof(SlotControl);
+  h.status_offset = AlignUp(h.labels_offset + 4ULL * g.batch_size, 64);
+  h.index_offset = AlignUp(h.status_offset + 4ULL * g.batch_size, 64);
+  h.data_offset = AlignUp(h.index_offset + 8ULL * g.batch_size, kPageBytes);
+  h.slot_stride =
+      AlignUp(h.data_offset + h.sample_bytes * g.batch_size, kPageBytes);
+  h.slots_offset = kHeaderBytes;
+  h.segment_bytes = h.slots_offset + h.slot_stride * g.slots;
+  if (h.segment_bytes > kMaxRingBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ring of %d slots x %d bytes = %d bytes exceeds the %d byte limit; "
+        "use fewer slots or a smaller batch",
+        g.slots, h.slot_stride, h.segment_bytes, kMaxRingBytes));
+  }
+  return h;
+}
+
+int RemoveOrphanedRings(const std::string& prefix) {
+  int removed = 0;
+  for (const std::string& name : Segment::List(prefix)) {
+    bool orphan = false;
+    auto seg = Segment::Open(name);
+    if (!seg.ok()) continue;
+    const auto* h = static_cast<const RingHeader*>(seg->base());
+    if (seg->size() >= kHeaderBytes && h->layout.magic == kRingMagic) {
+      pid_t pid = static_cast<pid_t>(h->daemon_pid);
+      orphan = pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+    } else {
+      struct stat st;
+      orphan = stat(("/dev/shm/" + name).c_str(), &st) == 0 &&
+               time(nullptr) - st.st_mtime > 60;
+    }
+    if (orphan && Segment::Remove(name).ok()) ++removed;
+  }
+  return removed;
+}
+
+// ---------------------------------------------------------------- producer
+
+RingProducer::RingProducer(Segment segment)
+    : segment_(std::move(segment)),
+      header_(static_cast<RingHeader*>(segment_.base())) {}
+
+absl::StatusOr<std::unique_ptr<RingProducer>> RingProducer::Create(
+    const std::string& name, const RingGeometry& g, uint64_t session_id,
+    uint64_t daemon_generation) {
+  STOKER_ASSIGN_OR_RETURN(RingLayout layout, ComputeLayout(g));
+  STOKER_ASSIGN_OR_RETURN(Segment seg,
+                          Segment::Create(name, layout.segment_bytes));
+  // The segment is zero-filled by the kernel, so every slot starts FREE.
+  // Constructing the header in place starts the atomics' lifetimes.
+  auto* h = new (seg.base()) RingHeader;
+  h->layout = layout;
+  h->session_id = session_id;
+  h->daemon_generation = daemon_generation;
+  h->daemon_pid = static_cast<uint32_t>(getpid());
+  h->producer_heartbeat_ns.store(MonotonicNanos(), std::memory_order_relaxed);
+  for (uint32_t i = 0; i < g.slots; ++i) {
+    new (SlotAt(seg.base(), h->layout, i).control) SlotControl{};
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  return std::unique_ptr<RingProducer>(new RingProducer(std::move(seg)));
+}
+
+RingProducer::~RingProducer() {
+  Close(kClosedBySession);
+  Segment::Remove(segment_.name()).IgnoreError();
+}
+
+int RingProducer::Claim(const std::function<bool()>& should_stop) {
+  while (true) {
+    // Read the futex word before scanning, so a release that happens after
+    // the scan changes it and the wait returns immediately.
+    uint32_t seen = header_->released.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < header_->layout.slot_count; ++i) {
+      SlotControl* c = Slot(i).control;
+      uint32_t expected = kSlotFree;
+      if (c->state.compare_exchange_strong(expected, kSlotFilling,
+                                           std::memory_order_acq_rel)) {
+        return static_cast<int>(i);
+      }
+    }
+    Heartbeat();
+    if (should_stop()) return -1;
+    FutexWait(&header_->released, seen, kPollInterval);
+  }
+}
+
+SlotView RingProducer::Slot(int index) const {
+  return SlotAt(segment_.base(), header_->layout, index);
+}
+
+void RingProducer::Publish(int index, uint64_t sequence, uint64_t epoch,
+                           uint64_t batch_index, uint32_t sample_count,
+                           uint32_t error_count) {
+  SlotControl* c = Slot(index).control;
+  c->sequence.store(sequence, std::memory_order_relaxed);
+  c->epoch = epoch;
+  c->batch_index = batch_index;
+  c->sample_count = sample_count;
+  c->error_count = error_count;
+  c->state.store(kSlotReady, std::memory_order_release);
+  header_->published.fetch_add(1, std::memory_order_release);
+  FutexWakeAll(&header_->published);
+}
+
+void RingProducer::Close(CloseReason reason) {
+  uint32_t open = kOpen;
+  if (header_->closed.compare_exchange_strong(open, reason,
+                                              std::memory_order_acq_rel)) {
+    header_->published.fetch_add(1, std::memory_order_release);
+    FutexWakeAll(&header_->published);
+  }
+}
+
+void RingProducer::Heartbeat() {
+  header_->producer_heartbeat_ns.store(MonotonicNanos(),
+                                       std::memory_order_relaxed);
+}
+
+uint32_t RingProducer::FilledSlots() const {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < header_->layout.slot_count; ++i) {
+    uint32_t s = Slot(i).control->state.load(std::memory_order_relaxed);
+    if (s == kSlotReady || s == kSlotHeld) ++n;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------- consumer
+
+RingConsumer::RingConsumer(Segment segment)
+    : segment_(std::move(segment)),
+      header_(static_cast<RingHeader*>(segment_.base())) {}
+
+absl::StatusOr<std::unique_ptr<RingConsumer>> RingConsumer::Open(
+    const std::string& name, uint64_t session_id) {
+  STOKER_ASSIGN_OR_RETURN(Segment seg, Segment::Open(name));
+  if (seg.size() < kHeaderBytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("segment ", name, " is too small to be a ring"));
+  }
+  const auto* h = static_cast<const RingHeader*>(seg.base());
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h->layout.magic != kRingMagic ||
+      h->layout.layout_version != kLayoutVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "segment %s is not a layout-%d Stoker ring (magic %x, version %d)",
+        name, kLayoutVersion, h->layout.magic, h->layout.layout_version));
+  }
+  if (h->session_id != session_id || h->layout.segment_bytes != seg.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "segment %s belongs to session %d (%d bytes), expected session %d",
+        name, h->session_id, h->layout.segment_bytes, session_id));
+  }
+  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(seg)));
+}
+
+SlotView RingConsumer::Slot(int index) const {
+  return SlotAt(segment_.base(), header_->layout, index);
+}
+
+int RingConsumer::FindReady(uint64_t sequence) const {
+  for (uint32_t i = 0; i < header_->layout.slot_count; ++i) {
+    SlotControl* c = Slot(i).control;
+    if (c->state.load(std::memory_order_acquire) == kSlotReady &&
+        c->sequence.load(std::memory_order_relaxed) == sequence) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+absl::Status RingConsumer::CheckProducer() const {
+  uint64_t now = MonotonicNanos();
+  uint64_t beat = header_->producer_heartbeat_ns.load(std::memory_order_relaxed);
+  uint64_t silent = now > beat ? now - beat : 0;
+  if (silent > kProducerSuspectNs) {
+    pid_t pid = static_cast<pid_t>(header_->daemon_pid);
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      return absl::UnavailableError(
+          absl::StrFormat("the daemon (pid %d) that fills this ring exited", pid));
+    }
+  }
+  if (silent > kProducerDeadNs) {
+    return absl::UnavailableError(absl::StrFormat(
+        "the daemon has not updated this ring for %.1f s", silent / 1e9));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> RingConsumer::Acquire(
+    uint64_t sequence, absl::Duration timeout,
+    const std::function<absl::Status()>& extra_liveness) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    uint32_t seen = header_->published.load(std::memory_order_acquire);
+    int index = FindReady(sequence);
+    if (index >= 0) {
+      Slot(index).control->state.store(kSlotHeld, std::memory_order_release);
+      held_.fetch_add(1, std::memory_order_relaxed);
+      return index;
+    }
+    uint32_t reason = header_->closed.load(std::memory_order_acquire);
+    if (reason != kOpen) {
+      return absl::UnavailableError(absl::StrCat(
+          "ring closed before batch ", sequence, ": ", ReasonText(reason)));
+    }
+    if (held_.load(std::memory_order_relaxed) >= header_->layout.slot_count) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "all %d ring slots are held by the application; release a batch "
+          "or open the session with more ring slots",
+          header_->layout.slot_count));
+    }
+    STOKER_RETURN_IF_ERROR(CheckProducer());
+    if (extra_liveness) STOKER_RETURN_IF_ERROR(extra_liveness());
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "batch %d not ready after %s", sequence, absl::FormatDuration(timeout)));
+    }
+    header_->consumer_heartbeat_ns.store(MonotonicNanos(),
+                                         std::memory_order_relaxed);
+    FutexWait(&header_->published, seen, std::min(left, kPollInterval));
+  }
+}
+
+void RingConsumer::Release(int index) {
+  Slot(index).control->state.store(kSlotFree, std::memory_order_release);
+  held_.fetch_sub(1, std::memory_order_relaxed);
+  header_->released.fetch_add(1, std::memory_order_release);
+  FutexWakeAll(&header_->released);
+}
+
+}  // namespace stoker::shm

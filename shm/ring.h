@@ -1,0 +1,139 @@
+// Process-local views of a prefetch ring (layout: ring_data.h, FORMAT.md).
+//
+// RingProducer (daemon side) creates and owns the segment: its destructor
+// unmaps and removes the name. One producer thread claims slots in sequence
+// order and publishes them; any thread may write sample data into a claimed
+// slot, and Publish() must happen-after all of those writes (the caller
+// provides that, e.g. with a counter decremented with acq_rel).
+//
+// RingConsumer (client side) maps an existing ring and hands out slots in
+// sequence order, whatever order they were filled in. A RingConsumer is used
+// by one thread at a time; Release() may come from any thread but must not
+// race with Acquire() for the same slot (the client library serializes).
+//
+// Neither side ever blocks without a bound: every wait is a futex wait with
+// a timeout, after which liveness (close flag, heartbeat, pid) is rechecked.
+#ifndef STOKER_SHM_RING_H_
+#define STOKER_SHM_RING_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shm/ring_data.h"
+#include "shm/segment.h"
+
+namespace stoker::shm {
+
+struct RingGeometry {
+  uint32_t slots = 0;
+  uint32_t batch_size = 0;
+  uint32_t height = 0;
+  uint32_t width = 0;
+  uint32_t channels = 3;
+};
+
+inline constexpr uint32_t kMaxRingSlots = 256;
+inline constexpr uint64_t kMaxRingBytes = 16ULL << 30;
+
+// Validates `g` and computes the ring's layout (offsets, strides, total
+// size). INVALID_ARGUMENT naming the field for zero or absurd values
+// (more than kMaxRingSlots slots or kMaxRingBytes in all).
+absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g);
+
+// Views of one slot's regions.
+struct SlotView {
+  SlotControl* control;
+  int32_t* labels;        // [batch_size]
+  uint32_t* status;       // [batch_size], SampleStatus
+  uint64_t* indices;      // [batch_size], dataset sample index
+  uint8_t* data;          // [batch_size * sample_bytes]
+};
+
+// Removes segments named `prefix`* whose creating daemon process is gone
+// (the leftovers of a crashed or killed daemon), and segments that are not
+// valid rings and are older than a minute. Rings of live processes are never
+// touched. Returns how many were removed.
+int RemoveOrphanedRings(const std::string& prefix);
+
+class RingProducer {
+ public:
+  // Creates segment `name` for the geometry, all slots FREE.
+  static absl::StatusOr<std::unique_ptr<RingProducer>> Create(
+      const std::string& name, const RingGeometry& g, uint64_t session_id,
+      uint64_t daemon_generation);
+  ~RingProducer();  // Closes (if not yet), unmaps, removes the name.
+
+  // Claims a FREE slot, waiting for the consumer to release one. Gives up
+  // and returns -1 when `should_stop()` becomes true (checked at least every
+  // 50 ms). Refreshes the producer heartbeat while waiting.
+  int Claim(const std::function<bool()>& should_stop);
+
+  SlotView Slot(int index) const;
+
+  // Makes a claimed slot visible to the consumer as batch `sequence`.
+  void Publish(int index, uint64_t sequence, uint64_t epoch,
+               uint64_t batch_index, uint32_t sample_count,
+               uint32_t error_count);
+
+  // Marks the ring closed (first reason wins) and wakes the consumer.
+  void Close(CloseReason reason);
+  void Heartbeat();
+
+  // Slots published and not yet released (READY or HELD).
+  uint32_t FilledSlots() const;
+
+  const RingHeader& header() const { return *header_; }
+  const RingLayout& layout() const { return header_->layout; }
+  const std::string& name() const { return segment_.name(); }
+
+ private:
+  explicit RingProducer(Segment segment);
+
+  Segment segment_;
+  RingHeader* header_;
+};
+
+class RingConsumer {
+ public:
+  // Maps ring `name` and checks magic, layout version and session id.
+  // FAILED_PRECONDITION on a mismatch (a stale or foreign segment).
+  static absl::StatusOr<std::unique_ptr<RingConsumer>> Open(
+      const std::string& name, uint64_t session_id);
+
+  // Waits for batch `sequence` and marks its slot HELD; returns the slot.
+  // UNAVAILABLE when the ring was closed or the producer is gone (stale
+  // heartbeat, dead pid); `extra_liveness` (may be null) is polled too and
+  // its error returned. DEADLINE_EXCEEDED after `timeout`.
+  // FAILED_PRECONDITION when every slot is held by the application.
+  absl::StatusOr<int> Acquire(
+      uint64_t sequence, absl::Duration timeout,
+      const std::function<absl::Status()>& extra_liveness);
+
+  // Returns a HELD slot to the producer.
+  void Release(int index);
+
+  SlotView Slot(int index) const;
+  RingHeader& header() const { return *header_; }
+  const RingLayout& layout() const { return header_->layout; }
+  void* base() const { return segment_.base(); }
+  uint64_t size() const { return segment_.size(); }
+
+ private:
+  explicit RingConsumer(Segment segment);
+  absl::Status CheckProducer() const;
+  int FindReady(uint64_t sequence) const;
+
+  Segment segment_;
+  RingHeader* header_;
+  std::atomic<uint32_t> held_{0};  // Slots HELD by this consumer; relaxed.
+};
+
+}  // namespace stoker::shm
+
+#endif  // STOKER_SHM_RING_H_

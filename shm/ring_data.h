@@ -1,0 +1,140 @@
+// The shared-memory layout of a Stoker prefetch ring (see shm/FORMAT.md).
+//
+// These structs live inside a POSIX shared-memory segment mapped by two
+// processes: the daemon (producer) and one trainer (consumer). Nothing here
+// owns memory or has behaviour; process-local views live in ring.h.
+//
+// Crash-safety rule: either process may die at any instruction. So every
+// word the other process reads is a naturally aligned integer of at most 64
+// bits (atomic where it changes after creation), there are no pointers (only
+// offsets from the segment start), no locks, and no type whose copy or
+// destruction has side effects. The static_asserts below enforce the parts
+// the compiler can check; bump kLayoutVersion on any change to this file.
+#ifndef STOKER_SHM_RING_DATA_H_
+#define STOKER_SHM_RING_DATA_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace stoker::shm {
+
+inline constexpr uint64_t kRingMagic = 0x474e49524b4f5453ULL;  // "STOKRING"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint64_t kHeaderBytes = 4096;
+inline constexpr uint64_t kPageBytes = 4096;
+
+// Slot life cycle. Only the producer moves FREE->FILLING->READY; only the
+// consumer moves READY->HELD->FREE.
+enum SlotState : uint32_t {
+  kSlotFree = 0,     // Producer may claim it.
+  kSlotFilling = 1,  // Producer is writing samples.
+  kSlotReady = 2,    // Published: `sequence` and all contents are final.
+  kSlotHeld = 3,     // Consumer handed it to the application.
+};
+
+// Why the producer stopped; written once to RingHeader::closed.
+enum CloseReason : uint32_t {
+  kOpen = 0,
+  kClosedBySession = 1,   // CloseSession or client detach.
+  kClosedByShutdown = 2,  // Daemon stopping.
+  kClosedByError = 3,     // The session failed; see the daemon's log.
+};
+
+// Per-sample outcome, one uint32 per sample in each slot.
+enum SampleStatus : uint32_t {
+  kSampleOk = 0,
+  kSampleReadError = 1,    // File missing, unreadable or empty.
+  kSampleDecodeError = 2,  // Not a decodable JPEG (pixels are zero).
+};
+
+enum DType : uint32_t {
+  kDTypeUint8 = 1,
+};
+
+// Geometry of a ring: plain integers, written once by the producer before
+// the segment's name is given to anyone, never changed after.
+struct RingLayout {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t header_bytes;
+  uint64_t segment_bytes;
+  uint32_t slot_count;
+  uint32_t batch_size;  // Sample capacity of a slot.
+  uint32_t height;
+  uint32_t width;
+  uint32_t channels;
+  uint32_t dtype;         // DType.
+  uint64_t sample_bytes;  // height * width * channels * element size.
+  uint64_t slots_offset;  // From segment start to slot 0.
+  uint64_t slot_stride;   // Between consecutive slots; a multiple of 4096.
+  // Offsets within a slot.
+  uint64_t labels_offset;  // int32_t[batch_size]
+  uint64_t status_offset;  // uint32_t[batch_size], SampleStatus
+  uint64_t index_offset;   // uint64_t[batch_size], dataset sample index
+  uint64_t data_offset;    // sample_bytes * batch_size, page aligned.
+};
+
+struct RingHeader {
+  // --- Written once by the producer before the segment is named to anyone.
+  RingLayout layout;
+  uint64_t session_id;
+  uint64_t daemon_generation;  // Random per daemon start.
+  uint32_t daemon_pid;
+  uint32_t reserved0;
+
+  // --- Live words. Futex words are 32-bit and only ever incremented.
+  // Bumped (release) after every publish; consumers wait on it.
+  std::atomic<uint32_t> published;
+  // Bumped (release) after every release; the producer waits on it.
+  std::atomic<uint32_t> released;
+  // CloseReason; set once (release) by the producer, then `published` is
+  // bumped and woken so a waiting consumer notices at once.
+  std::atomic<uint32_t> closed;
+  uint32_t reserved1;
+  // CLOCK_MONOTONIC nanoseconds (system-wide), stored relaxed: a staleness
+  // hint only, never used for ordering.
+  std::atomic<uint64_t> producer_heartbeat_ns;
+  std::atomic<uint64_t> consumer_heartbeat_ns;
+  // Consumer-side accounting, written relaxed by the consumer and read by
+  // the daemon for metrics: total nanoseconds the application spent blocked
+  // waiting for a batch, and batches handed to the application.
+  std::atomic<uint64_t> consumer_wait_ns;
+  std::atomic<uint64_t> consumer_batches;
+};
+
+struct SlotControl {
+  std::atomic<uint32_t> state;  // SlotState; release on every transition.
+  uint32_t sample_count;        // Valid samples (< batch_size at epoch end).
+  // The global batch number, counted from the session's start position.
+  // Written (relaxed) before `state` becomes READY; read after an acquire
+  // load of `state` observes READY.
+  std::atomic<uint64_t> sequence;
+  uint64_t epoch;
+  uint64_t batch_index;  // Within the epoch.
+  uint32_t error_count;  // Samples whose status is not kSampleOk.
+  uint32_t reserved0;
+  uint64_t reserved1[3];
+};
+
+// Enforced crash-safety and layout rules.
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == 4);
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
+static_assert(std::is_trivially_copyable_v<RingLayout>);
+static_assert(std::is_standard_layout_v<RingHeader>);
+static_assert(std::is_standard_layout_v<SlotControl>);
+static_assert(std::is_trivially_destructible_v<RingHeader>);
+static_assert(std::is_trivially_destructible_v<SlotControl>);
+static_assert(sizeof(RingHeader) <= kHeaderBytes);
+static_assert(sizeof(SlotControl) == 64);
+static_assert(offsetof(RingHeader, published) % 8 == 0);
+static_assert(offsetof(RingHeader, producer_heartbeat_ns) % 8 == 0);
+static_assert(offsetof(RingHeader, consumer_wait_ns) % 8 == 0);
+static_assert(offsetof(SlotControl, sequence) % 8 == 0);
+
+}  // namespace stoker::shm
+
+#endif  // STOKER_SHM_RING_DATA_H_

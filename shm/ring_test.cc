@@ -1,0 +1,271 @@
+#include "shm/ring.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "shm/futex.h"
+
+namespace stoker::shm {
+namespace {
+
+std::string TestName(const char* what) {
+  return absl::StrCat("stoker-test.", getpid(), ".", what, ".",
+                      MonotonicNanos());
+}
+
+RingGeometry SmallGeometry(uint32_t slots) {
+  RingGeometry g;
+  g.slots = slots;
+  g.batch_size = 4;
+  g.height = 16;
+  g.width = 16;
+  g.channels = 3;
+  return g;
+}
+
+// Fills a claimed slot with a pattern derived from `seq`.
+void FillPattern(const SlotView& v, const RingLayout& h, uint64_t seq) {
+  for (uint32_t i = 0; i < h.batch_size; ++i) {
+    v.labels[i] = static_cast<int32_t>(seq * 7 + i);
+    v.status[i] = kSampleOk;
+  }
+  for (uint64_t b = 0; b < h.sample_bytes * h.batch_size; ++b) {
+    v.data[b] = static_cast<uint8_t>(seq * 31 + b * 7);
+  }
+}
+
+// Number of bytes/labels in the slot that do not match the pattern.
+int CountMismatches(const SlotView& v, const RingLayout& h, uint64_t seq) {
+  int bad = 0;
+  for (uint32_t i = 0; i < h.batch_size; ++i) {
+    bad += v.labels[i] != static_cast<int32_t>(seq * 7 + i);
+  }
+  for (uint64_t b = 0; b < h.sample_bytes * h.batch_size; ++b) {
+    bad += v.data[b] != static_cast<uint8_t>(seq * 31 + b * 7);
+  }
+  return bad;
+}
+
+TEST(LayoutTest, RejectsBadGeometryWithFieldName) {
+  RingGeometry g = SmallGeometry(0);
+  auto s = ComputeLayout(g).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("slots"), std::string::npos);
+  g = SmallGeometry(257);
+  EXPECT_EQ(ComputeLayout(g).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  g = SmallGeometry(4);
+  g.batch_size = 0;
+  EXPECT_NE(ComputeLayout(g).status().message().find("batch_size"),
+            std::string::npos);
+  // 256 slots of 1024 x 224x224x3 bytes is ~38 GiB: refused.
+  g = SmallGeometry(256);
+  g.batch_size = 1024;
+  g.height = g.width = 224;
+  s = ComputeLayout(g).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("exceeds"), std::string::npos);
+}
+
+TEST(LayoutTest, OffsetsAreAlignedAndNonOverlapping) {
+  RingGeometry g = SmallGeometry(3);
+  g.batch_size = 5;
+  auto h = ComputeLayout(g);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->sample_bytes, 16u * 16u * 3u);
+  EXPECT_EQ(h->data_offset % kPageBytes, 0u);
+  EXPECT_EQ(h->slot_stride % kPageBytes, 0u);
+  EXPECT_GE(h->status_offset, h->labels_offset + 4 * 5);
+  EXPECT_GE(h->index_offset, h->status_offset + 4 * 5);
+  EXPECT_EQ(h->index_offset % 8, 0u);
+  EXPECT_GE(h->data_offset, h->index_offset + 8 * 5);
+  EXPECT_GE(h->slot_stride, h->data_offset + h->sample_bytes * 5);
+  EXPECT_EQ(h->segment_bytes, kHeaderBytes + 3 * h->slot_stride);
+}
+
+TEST(SegmentTest, CreatedWithMode0600AndRemoved) {
+  std::string name = TestName("perm");
+  auto seg = Segment::Create(name, 8192);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  struct stat st;
+  ASSERT_EQ(stat(("/dev/shm/" + name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 8192);
+  EXPECT_EQ(Segment::Create(name, 8192).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(Segment::Remove(name).ok());
+  EXPECT_NE(stat(("/dev/shm/" + name).c_str(), &st), 0);
+  EXPECT_EQ(Segment::Open(name).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Segment::Remove(name).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SegmentTest, UniqueNamesDiffer) {
+  std::string a = Segment::UniqueName("stoker.", 7);
+  std::string b = Segment::UniqueName("stoker.", 7);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.rfind("stoker.7.", 0), 0u);
+  EXPECT_EQ(a.size(), std::string("stoker.7.").size() + 16);
+}
+
+TEST(RingTest, DeliversInSequenceOrderWhateverThePublishOrder) {
+  std::string name = TestName("order");
+  auto p = RingProducer::Create(name, SmallGeometry(4), 42, 1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto c = RingConsumer::Open(name, 42);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto never = [] { return false; };
+  int s0 = (*p)->Claim(never);
+  int s1 = (*p)->Claim(never);
+  ASSERT_NE(s0, s1);
+  FillPattern((*p)->Slot(s1), (*p)->layout(), 1);
+  (*p)->Publish(s1, 1, 0, 1, 4, 0);
+  // Batch 0 is not published yet: waiting for it times out.
+  EXPECT_EQ((*c)->Acquire(0, absl::Milliseconds(30), nullptr).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  FillPattern((*p)->Slot(s0), (*p)->layout(), 0);
+  (*p)->Publish(s0, 0, 0, 0, 4, 0);
+  EXPECT_EQ((*p)->FilledSlots(), 2u);
+  auto got0 = (*c)->Acquire(0, absl::Seconds(1), nullptr);
+  ASSERT_TRUE(got0.ok()) << got0.status();
+  EXPECT_EQ(*got0, s0);
+  EXPECT_EQ(CountMismatches((*c)->Slot(*got0), (*c)->layout(), 0), 0);
+  auto got1 = (*c)->Acquire(1, absl::Seconds(1), nullptr);
+  ASSERT_TRUE(got1.ok());
+  EXPECT_EQ(*got1, s1);
+  EXPECT_EQ((*c)->Slot(*got1).control->batch_index, 1u);
+  (*c)->Release(*got0);
+  (*c)->Release(*got1);
+  EXPECT_EQ((*p)->FilledSlots(), 0u);
+}
+
+TEST(RingTest, WrongSessionIdIsRefused) {
+  std::string name = TestName("sid");
+  auto p = RingProducer::Create(name, SmallGeometry(2), 5, 1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(RingConsumer::Open(name, 6).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(RingTest, CloseWakesWaitingConsumer) {
+  std::string name = TestName("close");
+  auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
+  ASSERT_TRUE(p.ok());
+  auto c = RingConsumer::Open(name, 1);
+  ASSERT_TRUE(c.ok());
+  std::thread closer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    (*p)->Close(kClosedByShutdown);
+  });
+  auto r = (*c)->Acquire(0, absl::Seconds(30), nullptr);
+  closer.join();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("shutting down"), std::string::npos);
+}
+
+TEST(RingTest, AllSlotsHeldIsAnErrorNotAHang) {
+  std::string name = TestName("held");
+  auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
+  ASSERT_TRUE(p.ok());
+  auto c = RingConsumer::Open(name, 1);
+  ASSERT_TRUE(c.ok());
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    int s = (*p)->Claim([] { return false; });
+    (*p)->Publish(s, seq, 0, seq, 4, 0);
+    ASSERT_TRUE((*c)->Acquire(seq, absl::Seconds(1), nullptr).ok());
+  }
+  // The producer cannot claim anything while both slots are held.
+  int tries = 0;
+  EXPECT_EQ((*p)->Claim([&] { return ++tries > 2; }), -1);
+  EXPECT_EQ((*c)->Acquire(2, absl::Seconds(5), nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(RingTest, ExtraLivenessErrorIsReturned) {
+  std::string name = TestName("live");
+  auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
+  auto c = RingConsumer::Open(name, 1);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->Acquire(0, absl::Seconds(5), [] {
+    return absl::UnavailableError("control stream ended");
+  });
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "control stream ended");
+}
+
+// A producer process that dies without closing is noticed by pid.
+TEST(RingTest, DeadProducerProcessIsDetected) {
+  std::string name = TestName("dead");
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto p = RingProducer::Create(name, SmallGeometry(2), 3, 1);
+    char ok = p.ok() ? 1 : 0;
+    (void)!write(pipefd[1], &ok, 1);
+    _exit(0);  // No destructor: the segment stays, as after a crash.
+  }
+  char ok = 0;
+  ASSERT_EQ(read(pipefd[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 1);
+  int wstatus;
+  waitpid(child, &wstatus, 0);
+  auto c = RingConsumer::Open(name, 3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::Time start = absl::Now();
+  auto r = (*c)->Acquire(0, absl::Seconds(30), nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("exited"), std::string::npos);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(Segment::Remove(name).ok());
+  close(pipefd[0]);
+  close(pipefd[1]);
+}
+
+// Two real processes exchange 100,000 batches through a small ring; the
+// consumer checks every byte and label and the order.
+TEST(RingTest, TwoProcessesExchange100kSlots) {
+  constexpr uint64_t kBatches = 100000;
+  std::string name = TestName("xproc");
+  auto p = RingProducer::Create(name, SmallGeometry(8), 9, 1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto c = RingConsumer::Open(name, 9);
+    if (!c.ok()) _exit(2);
+    uint64_t bad = 0;
+    for (uint64_t seq = 0; seq < kBatches; ++seq) {
+      auto s = (*c)->Acquire(seq, absl::Seconds(20), nullptr);
+      if (!s.ok()) _exit(3);
+      const SlotView v = (*c)->Slot(*s);
+      if (v.control->sequence.load() != seq || v.control->epoch != seq / 1000)
+        ++bad;
+      bad += CountMismatches(v, (*c)->layout(), seq);
+      (*c)->Release(*s);
+    }
+    (*c)->header().consumer_batches.store(kBatches);
+    _exit(bad == 0 ? 0 : 4);
+  }
+  for (uint64_t seq = 0; seq < kBatches; ++seq) {
+    int s = (*p)->Claim([] { return false; });
+    ASSERT_GE(s, 0);
+    FillPattern((*p)->Slot(s), (*p)->layout(), seq);
+    (*p)->Publish(s, seq, seq / 1000, seq % 1000, 4, 0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0);
+  EXPECT_EQ((*p)->header().consumer_batches.load(), kBatches);
+  EXPECT_EQ((*p)->FilledSlots(), 0u);
+}
+
+}  // namespace
+}  // namespace stoker::shm

@@ -1,0 +1,161 @@
+#include "tests/testdata.h"
+
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/rng.h"
+
+namespace stoker::testdata {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Smoothly interpolated lattice noise in [0, 1).
+class ValueNoise {
+ public:
+  ValueNoise(int cell, int width, int height, Rng& rng)
+      : cell_(cell), gw_(width / cell + 2), gh_(height / cell + 2) {
+    grid_.resize(static_cast<size_t>(gw_) * gh_);
+    for (float& v : grid_) v = static_cast<float>(rng.Uniform01());
+  }
+  float At(int x, int y) const {
+    float fx = static_cast<float>(x) / cell_, fy = static_cast<float>(y) / cell_;
+    int ix = static_cast<int>(fx), iy = static_cast<int>(fy);
+    float tx = fx - ix, ty = fy - iy;
+    tx = tx * tx * (3 - 2 * tx);
+    ty = ty * ty * (3 - 2 * ty);
+    auto g = [&](int a, int b) { return grid_[static_cast<size_t>(b) * gw_ + a]; };
+    float top = g(ix, iy) * (1 - tx) + g(ix + 1, iy) * tx;
+    float bot = g(ix, iy + 1) * (1 - tx) + g(ix + 1, iy + 1) * tx;
+    return top * (1 - ty) + bot * ty;
+  }
+
+ private:
+  int cell_, gw_, gh_;
+  std::vector<float> grid_;
+};
+
+}  // namespace
+
+std::vector<uint8_t> PhotoLikeRgb(int width, int height, uint64_t seed) {
+  Rng rng(MixSeed({seed, 0x50484f544fULL}));
+  // Per channel: octaves of noise from large shapes to fine texture (1/f
+  // like natural images), plus hard-edged regions and sensor-like grain.
+  std::vector<uint8_t> out(static_cast<size_t>(width) * height * 3);
+  const int cells[] = {97, 41, 17, 7, 3};
+  const float amps[] = {0.45f, 0.25f, 0.16f, 0.12f, 0.10f};
+  for (int c = 0; c < 3; ++c) {
+    std::vector<ValueNoise> octaves;
+    for (int cell : cells) octaves.emplace_back(cell, width, height, rng);
+    ValueNoise regions(61, width, height, rng);
+    const float base = static_cast<float>(rng.Uniform(40, 110));
+    for (int y = 0; y < height; ++y) {
+      for (int x = 0; x < width; ++x) {
+        float v = 0;
+        for (int o = 0; o < 5; ++o) v += amps[o] * octaves[o].At(x, y);
+        float edge = regions.At(x, y) > 0.5f ? 45.f : 0.f;
+        float grain = static_cast<float>(rng.Uniform(-26, 26));
+        float p = base + 180.f * (v - 0.5f) + edge + grain;
+        out[(static_cast<size_t>(y) * width + x) * 3 + c] =
+            static_cast<uint8_t>(p < 0 ? 0 : (p > 255 ? 255 : p));
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
+                                       int width, int height, int quality,
+                                       Subsampling sub, bool progressive) {
+  tjhandle h = tjInitCompress();
+  if (h == nullptr) return absl::InternalError("tjInitCompress failed");
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  int tjsub = sub == Subsampling::k444   ? TJSAMP_444
+              : sub == Subsampling::k422 ? TJSAMP_422
+              : sub == Subsampling::k420 ? TJSAMP_420
+                                         : TJSAMP_GRAY;
+  int flags = progressive ? TJFLAG_PROGRESSIVE : 0;
+  int rc = tjCompress2(h, rgb.data(), width, width * 3, height, TJPF_RGB, &buf,
+                       &size, tjsub, quality, flags);
+  std::string out;
+  if (rc == 0) out.assign(reinterpret_cast<char*>(buf), size);
+  std::string err = rc == 0 ? "" : tjGetErrorStr2(h);
+  tjFree(buf);
+  tjDestroy(h);
+  if (rc != 0) return absl::InternalError(absl::StrCat("tjCompress2: ", err));
+  return out;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> MakeFolderDataset(
+    const std::string& root, const FolderSpec& spec) {
+  std::vector<std::string> paths;
+  Rng rng(MixSeed({spec.seed, 0x464f4c44ULL}));
+  for (int c = 0; c < spec.classes; ++c) {
+    const std::string dir = absl::StrFormat("%s/class_%02d", root, c);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
+    for (int i = 0; i < spec.per_class; ++i) {
+      const int span = spec.max_side - spec.min_side + 1;
+      const int w = spec.min_side + static_cast<int>(rng.Below(span));
+      const int h = spec.min_side + static_cast<int>(rng.Below(span));
+      auto jpeg = EncodeJpeg(PhotoLikeRgb(w, h, rng.Next()), w, h, spec.quality);
+      if (!jpeg.ok()) return jpeg.status();
+      const std::string path = absl::StrFormat("%s/img_%04d.jpg", dir, i);
+      if (absl::Status s = WriteFile(path, *jpeg); !s.ok()) return s;
+      paths.push_back(path);
+      if (spec.progress) {
+        spec.progress(static_cast<int>(paths.size()),
+                      spec.classes * spec.per_class, jpeg->size());
+      }
+    }
+  }
+  return paths;
+}
+
+absl::StatusOr<std::vector<std::string>> MakeBadFiles(const std::string& dir,
+                                                      uint64_t seed) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  auto good = EncodeJpeg(PhotoLikeRgb(64, 48, seed), 64, 48, 90);
+  if (!good.ok()) return good.status();
+  Rng rng(seed);
+  std::string garbage(4096, '\0');
+  for (char& ch : garbage) ch = static_cast<char>(rng.Next());
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {dir + "/bad_empty.jpg", ""},
+      {dir + "/bad_truncated.jpg", good->substr(0, good->size() / 2)},
+      {dir + "/bad_garbage.jpg", garbage},
+      {dir + "/bad_png.jpg", std::string("\x89PNG\r\n\x1a\n", 8) + garbage},
+  };
+  std::vector<std::string> paths;
+  for (const auto& [path, bytes] : files) {
+    if (absl::Status s = WriteFile(path, bytes); !s.ok()) return s;
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+std::string MakeTempDir(const std::string& tag) {
+  std::string tmpl = absl::StrCat("/tmp/stoker-", tag, "-XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+  return tmpl;
+}
+
+}  // namespace stoker::testdata

@@ -1,0 +1,56 @@
+// Test-data generation: photographic-like JPEGs (multi-octave noise with
+// edges and texture, about 4 bits/pixel at quality 90, so decode costs what
+// real photos cost), ImageFolder trees, manifests and deliberately broken
+// files. Deterministic from the seed. Stateless functions; thread-safe.
+#ifndef STOKER_TESTS_TESTDATA_H_
+#define STOKER_TESTS_TESTDATA_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace stoker::testdata {
+
+enum class Subsampling { k444, k422, k420, kGray };
+
+// Packed RGB pixels (width * height * 3) of a photo-like image.
+std::vector<uint8_t> PhotoLikeRgb(int width, int height, uint64_t seed);
+
+// Encodes packed RGB with libjpeg-turbo.
+absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
+                                       int width, int height, int quality,
+                                       Subsampling sub = Subsampling::k420,
+                                       bool progressive = false);
+
+absl::Status WriteFile(const std::string& path, const std::string& bytes);
+
+struct FolderSpec {
+  int classes = 3;
+  int per_class = 4;
+  int min_side = 300;  // Image sides vary in [min_side, max_side].
+  int max_side = 500;
+  int quality = 90;
+  uint64_t seed = 1;
+  // Called after each image with (written, total) and its size in bytes.
+  std::function<void(int, int, size_t)> progress;
+};
+
+// Writes root/class_XX/img_YYYY.jpg. Returns the sample paths in the order
+// an ImageFolder scan yields them (sorted classes, sorted files).
+absl::StatusOr<std::vector<std::string>> MakeFolderDataset(
+    const std::string& root, const FolderSpec& spec);
+
+// Broken files, in `dir`: zero bytes, a truncated JPEG, garbage bytes, a
+// PNG-signature file named .jpg. Returns their paths.
+absl::StatusOr<std::vector<std::string>> MakeBadFiles(const std::string& dir,
+                                                      uint64_t seed);
+
+// A fresh, unique directory under /tmp (short enough for socket paths).
+std::string MakeTempDir(const std::string& tag);
+
+}  // namespace stoker::testdata
+
+#endif  // STOKER_TESTS_TESTDATA_H_

@@ -113,8 +113,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   PipelineContext ctx{decode_pool_.get(), options_.fs, &counters_, &error_log_,
                       generation_};
   STOKER_ASSIGN_OR_RETURN(
-      std::unique_ptr<Session> session,
-      Session::Create(id, spec, request.client_pid(), dataset, plan,
+      std::unique_ptr<ServingSession> session,
+      ServingSession::Create(id, spec, request.client_pid(), dataset, plan,
                       shm::Segment::UniqueName(options_.shm_prefix, id), ctx));
 
   v1::OpenSessionResponse resp;

@@ -5,7 +5,7 @@
 // Lifecycle: construct, Start(), serve calls from any thread, Stop() (which
 // refuses new sessions, closes every session with kClosedByShutdown and
 // joins the reaper). Every public method is thread-safe. Sessions are closed
-// outside mu_ because Session::Stop waits for in-flight decode tasks.
+// outside mu_ because ServingSession::Stop waits for in-flight decode tasks.
 #ifndef STOKER_SERVER_DAEMON_H_
 #define STOKER_SERVER_DAEMON_H_
 
@@ -62,7 +62,7 @@ class Daemon {
 
  private:
   struct Entry {
-    std::unique_ptr<Session> session;
+    std::unique_ptr<ServingSession> session;
     std::function<void()> on_close;
     bool attached = false;
     bool pid_visible = false;  // The client pid could be checked at open.

@@ -50,7 +50,7 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   return absl::OkStatus();
 }
 
-struct Session::BatchJob {
+struct ServingSession::BatchJob {
   int slot;
   uint64_t sequence;
   uint64_t epoch;
@@ -60,7 +60,7 @@ struct Session::BatchJob {
   std::atomic<uint32_t> errors{0};
 };
 
-absl::StatusOr<std::unique_ptr<Session>> Session::Create(
+absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
     std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
     const std::string& shm_name, const PipelineContext& ctx) {
@@ -72,12 +72,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<shm::RingProducer> ring,
       shm::RingProducer::Create(shm_name, g, id, ctx.daemon_generation));
-  return std::unique_ptr<Session>(new Session(id, spec, client_pid,
+  return std::unique_ptr<ServingSession>(new ServingSession(id, spec, client_pid,
                                               std::move(dataset), plan,
                                               std::move(ring), ctx));
 }
 
-Session::Session(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
+ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
                  std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
                  std::unique_ptr<shm::RingProducer> ring,
                  const PipelineContext& ctx)
@@ -90,15 +90,15 @@ Session::Session(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
       ctx_(ctx),
       created_(absl::Now()) {}
 
-Session::~Session() { Stop(shm::kClosedBySession); }
+ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
 
-void Session::Start() {
+void ServingSession::Start() {
   absl::MutexLock lock(&mu_);
   if (stopped_ || producer_.joinable()) return;
   producer_ = std::thread([this] { Produce(); });
 }
 
-void Session::Stop(shm::CloseReason reason) {
+void ServingSession::Stop(shm::CloseReason reason) {
   std::thread producer;
   {
     absl::MutexLock lock(&mu_);
@@ -116,7 +116,7 @@ void Session::Stop(shm::CloseReason reason) {
   ring_->Close(reason);
 }
 
-void Session::Produce() {
+void ServingSession::Produce() {
   const uint64_t per_epoch = plan_.batches_per_epoch();
   const uint32_t batch_size = spec_.batch_size();
   uint64_t epoch = spec_.start_epoch() + spec_.start_batch() / per_epoch;
@@ -156,7 +156,7 @@ void Session::Produce() {
   }
 }
 
-void Session::RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
+void ServingSession::RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
                         uint64_t dataset_index) {
   if (!stopping_.load(std::memory_order_relaxed)) {
     const Sample& sample = dataset_->samples[dataset_index];
@@ -182,16 +182,17 @@ void Session::RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
   // before publishing it.
   if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
       !stopping_.load(std::memory_order_relaxed)) {
-    ring_->Publish(job->slot, job->sequence, job->epoch, job->batch_index,
-                   job->count, job->errors.load(std::memory_order_relaxed));
+    // Counted first, so a consumer that sees the batch also sees the count.
     published_.fetch_add(1, std::memory_order_relaxed);
     ctx_.counters->batches_published.fetch_add(1, std::memory_order_relaxed);
+    ring_->Publish(job->slot, job->sequence, job->epoch, job->batch_index,
+                   job->count, job->errors.load(std::memory_order_relaxed));
   }
   absl::MutexLock lock(&mu_);
   --tasks_in_flight_;
 }
 
-shm::SampleStatus Session::MakeSample(const Sample& sample, uint64_t epoch,
+shm::SampleStatus ServingSession::MakeSample(const Sample& sample, uint64_t epoch,
                                       uint64_t dataset_index, uint8_t* out,
                                       absl::Status* error) {
   thread_local std::string bytes;
@@ -219,7 +220,7 @@ shm::SampleStatus Session::MakeSample(const Sample& sample, uint64_t epoch,
   return shm::kSampleOk;
 }
 
-v1::SessionStats Session::Stats() const {
+v1::SessionStats ServingSession::Stats() const {
   v1::SessionStats s;
   s.set_session_id(id_);
   s.set_dataset(dataset_->description);

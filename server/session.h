@@ -9,7 +9,7 @@
 //
 // Thread-safety: Start/Stop/stats may be called from any thread. Stop() is
 // idempotent and returns only after the producer thread has exited and
-// every scheduled sample task has finished, so destroying a stopped Session
+// every scheduled sample task has finished, so destroying a stopped ServingSession
 // is safe. The destructor stops the session and removes its ring.
 #ifndef STOKER_SERVER_SESSION_H_
 #define STOKER_SERVER_SESSION_H_
@@ -66,15 +66,15 @@ struct PipelineContext {
 // checked again by the ring layout).
 absl::Status ValidateSessionSpec(const v1::SessionSpec& spec);
 
-class Session {
+class ServingSession {
  public:
   // Creates the ring (RESOURCE_EXHAUSTED when /dev/shm is full) for a
   // validated spec over `dataset`. Call Start() to begin filling it.
-  static absl::StatusOr<std::unique_ptr<Session>> Create(
+  static absl::StatusOr<std::unique_ptr<ServingSession>> Create(
       uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
       std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
       const std::string& shm_name, const PipelineContext& ctx);
-  ~Session();
+  ~ServingSession();
 
   void Start();
   void Stop(shm::CloseReason reason);
@@ -92,7 +92,7 @@ class Session {
  private:
   struct BatchJob;
 
-  Session(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
+  ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
           std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
           std::unique_ptr<shm::RingProducer> ring, const PipelineContext& ctx);
   void Produce();

@@ -148,13 +148,17 @@ Session::Session(std::shared_ptr<SessionCore> core) : core_(std::move(core)) {}
 
 Session::~Session() {
   // Best effort: if the daemon is gone the stream's end is all there is.
-  core_->Close(absl::Seconds(2)).IgnoreError();
+  if (!closed_) core_->Close(absl::Seconds(2)).IgnoreError();
 }
 
 uint64_t Session::id() const { return core_->info().session_id(); }
 const v1::OpenSessionResponse& Session::info() const { return core_->info(); }
 
 absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", id(), " was closed by this client"));
+  }
   shm::RingConsumer& ring = core_->ring();
   const uint64_t t0 = shm::MonotonicNanos();
   SessionCore* core = core_.get();
@@ -171,7 +175,10 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
   return b;
 }
 
-absl::Status Session::Close() { return core_->Close(kRpcTimeout); }
+absl::Status Session::Close() {
+  closed_ = true;
+  return core_->Close(kRpcTimeout);
+}
 
 // ----------------------------------------------------------------- Client
 

@@ -69,7 +69,9 @@ class Session {
   absl::StatusOr<Batch> Next(absl::Duration timeout = absl::InfiniteDuration());
 
   // Closes the session in the daemon now; Next() then fails with
-  // UNAVAILABLE. Batches still held stay readable.
+  // FAILED_PRECONDITION. Batches still held stay readable. (A session closed
+  // by the daemon or an operator delivers the batches already in its ring,
+  // then fails with UNAVAILABLE.)
   absl::Status Close();
 
   uint64_t id() const;
@@ -81,6 +83,7 @@ class Session {
   explicit Session(std::shared_ptr<SessionCore> core);
   std::shared_ptr<SessionCore> core_;
   uint64_t next_sequence_ = 0;
+  bool closed_ = false;
 };
 
 class Client {

@@ -1,0 +1,393 @@
+// End to end: a daemon (in-process, or the real stokerd binary as a
+// subprocess) serving real JPEG files over gRPC on a Unix socket, read by
+// the C++ client through the shared-memory ring. Pixels are checked against
+// the straightforward reference in tests/reference.h.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/client.h"
+#include "client/cpp/read_summary.h"
+#include "gtest/gtest.h"
+#include "server/daemon.h"
+#include "server/dataset.h"
+#include "server/grpc_service.h"
+#include "server/transform.h"
+#include "shm/ring_data.h"
+#include "shm/segment.h"
+#include "tests/reference.h"
+#include "tests/testdata.h"
+#include "util/rng.h"
+
+extern char** environ;
+
+namespace stoker {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Starts `argv` as a child process; returns its pid.
+pid_t Spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  EXPECT_EQ(rc, 0) << "spawn " << args[0];
+  return pid;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A daemon serving on a private socket with a private ring-name prefix.
+class TestDaemon {
+ public:
+  TestDaemon(bool subprocess, int threads) : subprocess_(subprocess) {
+    static int counter = 0;
+    dir_ = testdata::MakeTempDir("e2e");
+    socket_ = dir_ + "/s.sock";
+    prefix_ = absl::StrCat("stoker-e2e", getpid(), "-", counter++, ".");
+    if (subprocess) {
+      pid_ = Spawn({"server/stokerd", "--socket", socket_, "--threads",
+                    std::to_string(threads), "--shm_prefix", prefix_});
+    } else {
+      DaemonOptions o;
+      o.decode_threads = threads;
+      o.shm_prefix = prefix_;
+      daemon_ = std::make_unique<Daemon>(o);
+      EXPECT_TRUE(daemon_->Start().ok());
+      auto server = GrpcServer::Start(daemon_.get(), socket_);
+      EXPECT_TRUE(server.ok()) << server.status();
+      server_ = *std::move(server);
+    }
+  }
+  ~TestDaemon() {
+    if (subprocess_) {
+      kill(pid_, SIGTERM);
+      EXPECT_EQ(WaitExit(pid_), 0) << "stokerd did not exit cleanly";
+      EXPECT_FALSE(fs::exists(socket_)) << "socket file left behind";
+    } else {
+      daemon_->Stop();
+      server_->Shutdown();
+    }
+    EXPECT_TRUE(shm::Segment::List(prefix_).empty()) << "ring left in /dev/shm";
+    fs::remove_all(dir_);
+  }
+  std::unique_ptr<Client> Connect() {
+    auto c = Client::Connect(socket_, absl::Seconds(20));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  const std::string& socket() const { return socket_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  bool subprocess_;
+  std::string dir_, socket_, prefix_;
+  pid_t pid_ = -1;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<GrpcServer> server_;
+};
+
+// 3 classes x 6 photo-like JPEGs, 4 broken files in class_01, one text file.
+class E2ETest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(testdata::MakeTempDir("e2e-data"));
+    testdata::FolderSpec spec;
+    spec.classes = 3;
+    spec.per_class = 6;
+    spec.min_side = 60;
+    spec.max_side = 140;
+    spec.seed = 21;
+    ASSERT_TRUE(testdata::MakeFolderDataset(*root_, spec).ok());
+    ASSERT_TRUE(testdata::MakeBadFiles(*root_ + "/class_01", 5).ok());
+    ASSERT_TRUE(testdata::WriteFile(*root_ + "/class_00/notes.txt", "hi").ok());
+    auto ds = LoadFolderDataset(*root_);
+    ASSERT_TRUE(ds.ok());
+    dataset_ = new Dataset(*std::move(ds));
+    ASSERT_EQ(dataset_->samples.size(), 22u);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*root_);
+    delete root_;
+    delete dataset_;
+  }
+
+  static v1::SessionSpec Spec(v1::Transform t, uint32_t batch, uint32_t size,
+                              bool shuffle, uint64_t seed = 0) {
+    v1::SessionSpec s;
+    s.mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
+    s.mutable_dataset()->set_path(*root_);
+    s.set_transform(t);
+    s.set_batch_size(batch);
+    s.set_image_size(size);
+    s.set_shuffle(shuffle);
+    s.set_seed(seed);
+    return s;
+  }
+
+  // Expected per-sample status for a path in the fixture.
+  static uint32_t ExpectedStatus(const std::string& path) {
+    if (path.find("bad_empty") != std::string::npos) return shm::kSampleReadError;
+    if (path.find("bad_") != std::string::npos) return shm::kSampleDecodeError;
+    return shm::kSampleOk;
+  }
+
+  // Reads `epochs` epochs and checks every sample against the reference
+  // transform `ref(image, epoch, index)`.
+  void ReadAndCheck(Client& client, const v1::SessionSpec& spec, int epochs,
+                    const std::function<reference::Image(
+                        const reference::Image&, uint64_t, uint64_t)>& ref) {
+    auto session = client.OpenSession(spec);
+    ASSERT_TRUE(session.ok()) << session.status();
+    const uint64_t bpe = (*session)->batches_per_epoch();
+    EXPECT_EQ(bpe, (22 + spec.batch_size() - 1) / spec.batch_size());
+    EXPECT_EQ((*session)->info().skipped_files(), 1u);
+    EXPECT_EQ((*session)->info().num_classes(), 3u);
+    std::map<uint64_t, std::set<uint64_t>> seen;  // epoch -> indices
+    uint64_t errors = 0;
+    const size_t sample_bytes = spec.image_size() * spec.image_size() * 3;
+    for (uint64_t n = 0; n < epochs * bpe; ++n) {
+      auto batch = (*session)->Next(absl::Seconds(60));
+      ASSERT_TRUE(batch.ok()) << batch.status();
+      EXPECT_EQ(batch->epoch(), n / bpe);
+      EXPECT_EQ(batch->batch_index(), n % bpe);
+      EXPECT_EQ(batch->sequence(), n);
+      for (uint32_t i = 0; i < batch->samples(); ++i) {
+        const uint64_t idx = batch->indices()[i];
+        ASSERT_LT(idx, dataset_->samples.size());
+        const Sample& s = dataset_->samples[idx];
+        seen[batch->epoch()].insert(idx);
+        // Label = the folder's class id.
+        const std::string cls = fs::path(s.path).parent_path().filename();
+        EXPECT_EQ(batch->labels()[i], std::stoi(cls.substr(6)));
+        EXPECT_EQ(batch->status()[i], ExpectedStatus(s.path)) << s.path;
+        const uint8_t* px = batch->data() + i * sample_bytes;
+        if (ExpectedStatus(s.path) != shm::kSampleOk) {
+          ++errors;
+          EXPECT_EQ(std::count(px, px + sample_bytes, 0),
+                    static_cast<long>(sample_bytes));
+          continue;
+        }
+        auto img = reference::DecodeFile(s.path);
+        ASSERT_TRUE(img.ok());
+        reference::Image want = ref(*img, batch->epoch(), idx);
+        auto d = reference::Compare(px, want.rgb.data(), sample_bytes);
+        EXPECT_LE(d.max_abs, 2) << s.path;
+        EXPECT_LT(d.mean_abs, 0.6) << s.path;
+      }
+      uint32_t flagged = 0;
+      for (uint32_t i = 0; i < batch->samples(); ++i) flagged += batch->status()[i] != 0;
+      EXPECT_EQ(batch->error_count(), flagged);
+    }
+    EXPECT_EQ(errors, 4u * epochs);
+    for (auto& [e, idx] : seen) EXPECT_EQ(idx.size(), 22u) << "epoch " << e;
+  }
+
+  static std::string* root_;
+  static Dataset* dataset_;
+};
+std::string* E2ETest::root_ = nullptr;
+Dataset* E2ETest::dataset_ = nullptr;
+
+TEST_P(E2ETest, ValTwoEpochsMatchReference) {
+  TestDaemon d(GetParam(), 2);
+  auto client = d.Connect();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->CheckHealth().ok());
+  ReadAndCheck(*client, Spec(v1::VAL, 4, 48, false), 2,
+               [](const reference::Image& img, uint64_t, uint64_t) {
+                 return reference::ValTransform(img, 48);
+               });
+  auto stats = client->GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_GE(stats->samples_failed(), 8u);
+  EXPECT_GT(stats->bytes_read(), 0u);
+}
+
+TEST_P(E2ETest, TrainTwoEpochsMatchReferenceDraws) {
+  TestDaemon d(GetParam(), 2);
+  auto client = d.Connect();
+  ASSERT_NE(client, nullptr);
+  const uint64_t seed = 7;
+  ReadAndCheck(*client, Spec(v1::TRAIN, 5, 40, true, seed), 2,
+               [seed](const reference::Image& img, uint64_t epoch, uint64_t idx) {
+                 Rng rng(MixSeed({seed, epoch, idx}));
+                 CropBox b = RandomResizedCropBox(img.width, img.height, rng);
+                 return reference::ResampleRegion(img, b.x, b.y, b.w, b.h, 40,
+                                                  40, b.flip);
+               });
+}
+
+TEST_P(E2ETest, ErrorsCarryCanonicalCodesOverGrpc) {
+  TestDaemon d(GetParam(), 1);
+  auto client = d.Connect();
+  ASSERT_NE(client, nullptr);
+  v1::SessionSpec s = Spec(v1::VAL, 4, 32, false);
+  s.mutable_dataset()->set_path("/no/such/dataset");
+  auto r = client->OpenSession(s);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/no/such/dataset"), std::string::npos);
+  const std::string empty = testdata::MakeTempDir("e2e-empty");
+  s.mutable_dataset()->set_path(empty);
+  EXPECT_EQ(client->OpenSession(s).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(empty);
+  s = Spec(v1::VAL, 0, 32, false);
+  EXPECT_EQ(client->OpenSession(s).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  s = Spec(v1::VAL, 4, 32, false);
+  s.set_rank(3);
+  s.set_world_size(2);
+  EXPECT_EQ(client->OpenSession(s).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client->CloseSession(12345).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(E2ETest, SameSpecSameChecksumAnyThreadCountSeedChangesOrder) {
+  auto checksum_with = [&](int threads, uint64_t seed, std::vector<uint64_t>* order) {
+    TestDaemon d(GetParam(), threads);
+    auto client = d.Connect();
+    auto session = client->OpenSession(Spec(v1::TRAIN, 4, 32, true, seed));
+    EXPECT_TRUE(session.ok()) << session.status();
+    auto sum = ReadBatches(**session, 2 * (*session)->batches_per_epoch(),
+                           [&](const Batch& b) {
+                             for (uint32_t i = 0; i < b.samples(); ++i)
+                               order->push_back(b.indices()[i]);
+                           });
+    EXPECT_TRUE(sum.ok()) << sum.status();
+    return sum.ok() ? sum->checksum : 0;
+  };
+  std::vector<uint64_t> o1, o2, o3;
+  const uint64_t one = checksum_with(1, 3, &o1);
+  const uint64_t two = checksum_with(2, 3, &o2);
+  const uint64_t other = checksum_with(2, 4, &o3);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(o1, o2);
+  EXPECT_NE(one, other);
+  EXPECT_NE(o1, o3);
+}
+
+TEST_P(E2ETest, RanksCoverTheEpoch) {
+  TestDaemon d(GetParam(), 2);
+  auto client = d.Connect();
+  std::map<uint64_t, int> count;
+  for (uint32_t r = 0; r < 3; ++r) {
+    v1::SessionSpec s = Spec(v1::VAL, 3, 16, true, 11);
+    s.set_rank(r);
+    s.set_world_size(3);
+    auto session = client->OpenSession(s);
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_EQ((*session)->info().samples_per_epoch(), 8u);  // ceil(22/3)
+    auto sum = ReadBatches(**session, (*session)->batches_per_epoch(),
+                           [&](const Batch& b) {
+                             for (uint32_t i = 0; i < b.samples(); ++i)
+                               count[b.indices()[i]]++;
+                           });
+    ASSERT_TRUE(sum.ok());
+  }
+  EXPECT_EQ(count.size(), 22u);  // Every sample, padded by 2 repeats.
+  int total = 0;
+  for (auto& [i, c] : count) total += c;
+  EXPECT_EQ(total, 24);
+}
+
+TEST_P(E2ETest, KilledClientsRingIsReclaimedAndDaemonServesOn) {
+  TestDaemon d(GetParam(), 2);
+  auto client = d.Connect();
+  ASSERT_NE(client, nullptr);
+  pid_t reader = Spawn({"client/cpp/stokerctl", "--socket", d.socket(), "read",
+                        "--dataset", *root_, "--batch-size", "2", "--size",
+                        "32", "--epochs", "1000000"});
+  // Wait until the reader's session is streaming.
+  bool streaming = false;
+  for (int i = 0; i < 400 && !streaming; ++i) {
+    auto stats = client->GetStats();
+    ASSERT_TRUE(stats.ok());
+    streaming = stats->sessions_size() == 1 &&
+                stats->sessions(0).batches_published() > 4;
+    if (!streaming) absl::SleepFor(absl::Milliseconds(25));
+  }
+  ASSERT_TRUE(streaming);
+  ASSERT_EQ(shm::Segment::List(d.prefix()).size(), 1u);
+  kill(reader, SIGKILL);
+  EXPECT_EQ(WaitExit(reader), 128 + SIGKILL);
+  const absl::Time killed = absl::Now();
+  while (!shm::Segment::List(d.prefix()).empty() &&
+         absl::Now() - killed < absl::Seconds(5)) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const absl::Duration took = absl::Now() - killed;
+  EXPECT_TRUE(shm::Segment::List(d.prefix()).empty());
+  EXPECT_LT(took, absl::Seconds(2)) << "ring reclaimed after " << took;
+  auto stats = client->GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->sessions_reclaimed(), 1u);
+  EXPECT_EQ(stats->sessions_size(), 0);
+  // Still serving.
+  auto session = client->OpenSession(Spec(v1::VAL, 4, 32, false));
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto sum = ReadBatches(**session, (*session)->batches_per_epoch());
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(sum->samples, 22u);
+  EXPECT_EQ(sum->errors, 4u);
+}
+
+TEST_P(E2ETest, HeldBatchesStayIntactAndClosedSessionFailsFast) {
+  TestDaemon d(GetParam(), 2);
+  auto client = d.Connect();
+  v1::SessionSpec s = Spec(v1::VAL, 2, 24, false);
+  s.set_ring_slots(4);
+  auto session = client->OpenSession(s);
+  ASSERT_TRUE(session.ok());
+  auto held = (*session)->Next(absl::Seconds(30));
+  ASSERT_TRUE(held.ok());
+  std::vector<uint8_t> copy(held->data(), held->data() + held->size_bytes());
+  for (int i = 0; i < 20; ++i) {  // Cycles the other 3 slots many times.
+    auto b = (*session)->Next(absl::Seconds(30));
+    ASSERT_TRUE(b.ok()) << b.status();
+  }
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), held->data()));
+  EXPECT_EQ(held->sequence(), 0u);
+  ASSERT_TRUE((*session)->Close().ok());
+  EXPECT_EQ((*session)->Next(absl::Seconds(30)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), held->data()));
+
+  // Closed by an operator: what is already in the ring is delivered, then
+  // UNAVAILABLE, without waiting for the timeout.
+  auto other = client->OpenSession(s);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Next(absl::Seconds(30)).ok());
+  ASSERT_TRUE(client->CloseSession((*other)->id()).ok());
+  const absl::Time t0 = absl::Now();
+  absl::Status end;
+  int delivered = 0;
+  while (end.ok()) {
+    auto b = (*other)->Next(absl::Seconds(30));
+    end = b.status();
+    delivered += b.ok();
+  }
+  EXPECT_EQ(end.code(), absl::StatusCode::kUnavailable) << end;
+  EXPECT_LE(delivered, 4);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Daemon, E2ETest, ::testing::Values(false, true),
+                         [](const auto& info) {
+                           return info.param ? "Subprocess" : "InProcess";
+                         });
+
+}  // namespace
+}  // namespace stoker

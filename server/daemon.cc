@@ -39,7 +39,10 @@ Daemon::Daemon(DaemonOptions options)
       generation_(RandomGeneration()),
       started_(absl::Now()) {}
 
-Daemon::~Daemon() { Stop(); }
+Daemon::~Daemon() {
+  Stop();
+  decode_pool_.reset();  // Runs what is queued, then joins.
+}
 
 absl::Status Daemon::Start() {
   {
@@ -54,11 +57,10 @@ absl::Status Daemon::Start() {
   }
   decode_pool_ =
       std::make_unique<ThreadPool>("stoker-dec", options_.decode_threads);
-  {
-    absl::MutexLock lock(&mu_);
-    stale_removed_ = stale;
-  }
   reaper_ = std::thread([this] { ReapLoop(); });
+  absl::MutexLock lock(&mu_);
+  stale_removed_ = stale;
+  serving_ = true;
   return absl::OkStatus();
 }
 
@@ -75,7 +77,8 @@ void Daemon::Stop() {
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (Entry& e : entries) Finish(std::move(e), shm::kClosedByShutdown);
-  decode_pool_.reset();
+  // The pool lives until the destructor: an OpenSession racing with Stop
+  // may still hold it for the session it is about to discard.
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
@@ -94,7 +97,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   uint64_t id;
   {
     absl::MutexLock lock(&mu_);
-    if (!started_flag_ || stopping_) {
+    if (!serving_ || stopping_) {
       return absl::UnavailableError("the daemon is not serving");
     }
     id = next_id_++;

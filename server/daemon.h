@@ -81,7 +81,7 @@ class Daemon {
   const absl::Time started_;
 
   // Shared by all sessions; counters and error log are internally
-  // synchronized, the pool is set in Start and reset after all sessions end.
+  // synchronized, the pool is set in Start and destroyed in the destructor.
   PipelineCounters counters_;
   SampleErrorLog error_log_;
   std::unique_ptr<ThreadPool> decode_pool_;
@@ -89,7 +89,8 @@ class Daemon {
   absl::Notification stop_reaper_;
 
   mutable absl::Mutex mu_;
-  bool started_flag_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_flag_ ABSL_GUARDED_BY(mu_) = false;  // Start() was called.
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;       // Start() completed.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);

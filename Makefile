@@ -3,8 +3,11 @@
 BAZEL ?= bazel
 DATA ?=
 THREADS ?= 2
+# The Python client is built for, and tested with, Debian's interpreter.
+PYTHON := /usr/bin/python3
+PYENV := PYTHONPATH=client/python:bazel-bin/client/python
 
-.PHONY: deps build test demo clean
+.PHONY: deps build test pytest demo bench clean
 
 deps:
 	@bash deploy/install-deps.sh
@@ -14,6 +17,14 @@ build: deps
 
 test: deps
 	$(BAZEL) test //...
+	$(MAKE) --no-print-directory pytest
+
+pytest:
+	$(PYENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+bench: deps
+	$(BAZEL) build //...
+	$(PYENV) $(PYTHON) bench/loader_overhead.py
 
 demo: deps
 	$(BAZEL) build //server:stokerd //client/cpp:stokerctl //tests:make_dataset

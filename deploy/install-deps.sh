@@ -15,6 +15,9 @@ PACKAGES=(
   libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev
   # Tests.
   libgtest-dev libgmock-dev
+  # Python client (built against Debian's /usr/bin/python3) and its tests.
+  pybind11-dev python3-dev python3-numpy python3-torch python3-torchvision
+  python3-pytest python3-pil
 )
 
 missing=()

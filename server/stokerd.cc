@@ -5,14 +5,19 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/daemon.h"
 #include "server/grpc_service.h"
 #include "util/log.h"
@@ -23,6 +28,9 @@ ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
 ABSL_FLAG(int, threads, 0, "Decode threads; 0 = one per online core.");
 ABSL_FLAG(std::string, shm_prefix, "stoker.",
           "Prefix of ring segment names in /dev/shm.");
+ABSL_FLAG(int, exit_with_pid, 0,
+          "Shut down when this process exits (used by embedded daemons that "
+          "a trainer starts for itself); 0 = never.");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -62,6 +70,17 @@ int main(int argc, char** argv) {
   }
   stoker::LogInfo(absl::StrCat("stokerd serving on unix:", socket_path, " with ",
                                daemon.decode_threads(), " decode threads"));
+
+  if (const int owner = absl::GetFlag(FLAGS_exit_with_pid); owner > 0) {
+    // Detached: it only ever sends this process SIGTERM, which main handles.
+    std::thread([owner] {
+      while (!(kill(owner, 0) != 0 && errno == ESRCH)) {
+        absl::SleepFor(absl::Milliseconds(200));
+      }
+      stoker::LogInfo(absl::StrCat("owner process ", owner, " exited"));
+      kill(getpid(), SIGTERM);
+    }).detach();
+  }
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

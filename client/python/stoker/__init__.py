@@ -1,0 +1,20 @@
+"""Stoker: batches from the stokerd daemon, zero-copy, as a DataLoader drop-in.
+
+    import stoker
+    loader = stoker.Loader("/data/train", batch_size=256, transform="train")
+    for images, labels in loader:      # uint8 NHWC torch tensors (ring views)
+        ...
+
+See Loader for the arguments. Errors reported by the daemon raise
+StokerError, which carries the gRPC status code name and message.
+"""
+
+from stoker.errors import StokerError, StarvationWarning
+from stoker import _native
+from stoker.loader import Loader
+from stoker._daemon import daemon_socket, stop_embedded_daemon
+
+_native.lib._set_error_factory(StokerError)
+
+__all__ = ["Loader", "StokerError", "StarvationWarning", "daemon_socket",
+           "stop_embedded_daemon"]

@@ -1,0 +1,21 @@
+"""Exceptions and warnings raised by the stoker package."""
+
+
+class StokerError(RuntimeError):
+    """An error reported by the daemon or the ring.
+
+    Attributes:
+        code: the canonical status code name, e.g. "NOT_FOUND",
+            "INVALID_ARGUMENT", "UNAVAILABLE" (gRPC's names).
+        message: the daemon's message, which names the offending argument or
+            path.
+    """
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class StarvationWarning(UserWarning):
+    """The training loop spent a large share of an epoch waiting for data."""

@@ -1,0 +1,328 @@
+"""stoker.Loader: a torch DataLoader drop-in fed by the stokerd daemon."""
+
+import numbers
+import os
+import time
+import warnings
+
+import numpy as np
+
+from stoker import _daemon
+from stoker._native import lib
+from stoker.errors import StarvationWarning
+
+try:
+    import torch
+except ImportError:  # numpy-only users
+    torch = None
+
+
+def _check_int(name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
+    return int(value)
+
+
+def _check_bool(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def _check_device(device):
+    if device is None:
+        return None
+    if torch is None:
+        raise ValueError("device= needs torch, which is not installed")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be None, a str or a torch.device, "
+                        f"got {type(device).__name__}")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"device {device!r} is not a valid torch device") from e
+    if dev.type == "cpu":
+        return None
+    if dev.type != "cuda":
+        raise ValueError(f"device must be None, 'cpu' or 'cuda[:N]', got {device!r}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not "
+                         "available here (torch.cuda.is_available() is False); "
+                         "use device=None and move batches yourself")
+    return dev
+
+
+class Loader:
+    """Iterates one epoch of (images, labels) per pass, like a DataLoader.
+
+    Args:
+      dataset: an ImageFolder-style folder (sorted class sub-folders), or a
+        manifest file of `relative/path<TAB>label` lines (paths relative to
+        `root`, default the manifest's folder).
+      batch_size: samples per batch (1..65536).
+      transform: "train" (RandomResizedCrop + flip) or "val" (Resize +
+        CenterCrop), both to image_size x image_size.
+      shuffle, seed: per-epoch permutation from (seed, epoch).
+      rank, world_size: DistributedSampler-style sharding.
+      drop_last: drop the last partial batch (and the uneven tail across
+        ranks instead of padding it).
+      dtype: "uint8" (NHWC, normalize on the GPU).
+      device: None (CPU tensors viewing the ring) or "cuda[:N]" (the ring is
+        pinned once; batches are copied with non_blocking=True and the slot
+        is released after the copy completes).
+      socket: the daemon's Unix socket. None: $STOKER_SOCKET or
+        /run/stoker/stoker.sock if a daemon answers there, else an embedded
+        daemon private to this process.
+      ring_slots: batches prefetched by the daemon (default 4).
+      threads: decode threads of an embedded daemon (ignored otherwise).
+      timeout: seconds to wait for one batch before raising (None: no limit;
+        a vanished daemon is reported within a few seconds regardless).
+      starvation_threshold: warn at the end of an epoch when the training loop
+        spent more than this fraction of it (and at least 0.2 s) waiting for
+        data.
+
+    Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor that views
+    the ring slot (no copy); the slot stays reserved while any view of it is
+    alive. labels an int64 [B] tensor. Without torch, numpy arrays.
+    Each full pass advances the epoch; set_epoch(e) picks one explicitly.
+    """
+
+    def __init__(self, dataset, batch_size, transform="train", image_size=224,
+                 shuffle=True, seed=0, rank=0, world_size=1, drop_last=False,
+                 dtype="uint8", device=None, socket=None, ring_slots=None,
+                 threads=None, root=None, timeout=None,
+                 starvation_threshold=0.1):
+        if not isinstance(dataset, (str, os.PathLike)):
+            raise TypeError(f"dataset must be a path, got {type(dataset).__name__}")
+        path = os.path.abspath(os.fspath(dataset))
+        self._kind = "list" if os.path.isfile(path) else "folder"
+        self._path = path
+        if root is not None and not isinstance(root, (str, os.PathLike)):
+            raise TypeError(f"root must be a path, got {type(root).__name__}")
+        self._root = os.path.abspath(os.fspath(root)) if root is not None else ""
+        self.batch_size = _check_int("batch_size", batch_size, 1, 65536)
+        if transform not in ("train", "val"):
+            raise ValueError(f"transform must be 'train' or 'val', got {transform!r}")
+        self.transform = transform
+        self.image_size = _check_int("image_size", image_size, 1, 4096)
+        self.shuffle = _check_bool("shuffle", shuffle)
+        self.seed = _check_int("seed", seed, 0, 2**64 - 1)
+        self.world_size = _check_int("world_size", world_size, 1, 2**31)
+        self.rank = _check_int("rank", rank, 0, self.world_size - 1)
+        self.drop_last = _check_bool("drop_last", drop_last)
+        if dtype not in ("uint8",) and not (torch is not None and dtype == torch.uint8):
+            raise ValueError(f"dtype must be 'uint8' (normalize on the GPU), got {dtype!r}")
+        self._ring_slots = 0 if ring_slots is None else _check_int(
+            "ring_slots", ring_slots, 1, 256)
+        if threads is not None:
+            _check_int("threads", threads, 1, 4096)
+        if socket is not None and not isinstance(socket, (str, os.PathLike)):
+            raise TypeError(f"socket must be a path, got {type(socket).__name__}")
+        if timeout is not None and (not isinstance(timeout, numbers.Real) or timeout <= 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not isinstance(starvation_threshold, numbers.Real) or not 0 < starvation_threshold <= 1:
+            raise ValueError("starvation_threshold must be in (0, 1]")
+        self._device = _check_device(device)
+        self._timeout = None if timeout is None else float(timeout)
+        self._threshold = float(starvation_threshold)
+        self._socket = os.fspath(socket) if socket is not None else None
+        self._threads = threads
+        self._client = None
+        self._session = None
+        self._stream = None       # (epoch, batch) the open session yields next
+        self._epoch = 0           # Epoch of the next pass.
+        self._resume_batch = 0    # First batch of the next pass.
+        self._position = (0, 0)   # Next undelivered (epoch, batch).
+        self._pinned = None       # Mapping registered with CUDA.
+        self._pending = []        # (event, cpu images) until copies finish.
+        self._totals = {"batches": 0, "images": 0, "wait_seconds": 0.0,
+                        "compute_seconds": 0.0}
+        self._last_epoch = None
+
+    # ----------------------------------------------------------- DataLoader API
+    def __len__(self):
+        return self._open(self._epoch, self._resume_batch).batches_per_epoch
+
+    def set_epoch(self, epoch):
+        """Selects the epoch of the next pass (like DistributedSampler)."""
+        self._epoch = _check_int("epoch", epoch, 0, 2**63)
+        self._resume_batch = 0
+        self._position = (self._epoch, 0)
+
+    def state_dict(self):
+        """Where to resume: the next undelivered batch, with the spec's key."""
+        epoch, batch = self._position
+        return {"epoch": epoch, "batch": batch, "seed": self.seed,
+                "batch_size": self.batch_size, "rank": self.rank,
+                "world_size": self.world_size, "shuffle": self.shuffle}
+
+    def load_state_dict(self, state):
+        """Resumes at state["epoch"], state["batch"] on the next pass."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict, got {type(state).__name__}")
+        for key in ("seed", "batch_size", "rank", "world_size", "shuffle"):
+            if key in state and state[key] != getattr(self, key):
+                raise ValueError(f"state {key}={state[key]!r} does not match this "
+                                 f"Loader's {key}={getattr(self, key)!r}")
+        self._epoch = _check_int("state['epoch']", state.get("epoch"), 0, 2**63)
+        self._resume_batch = _check_int("state['batch']", state.get("batch"), 0, 2**63)
+        self._position = (self._epoch, self._resume_batch)
+
+    def __iter__(self):
+        for batch in self.batches():
+            yield self._to_output(batch)
+
+    def batches(self):
+        """One epoch of native batches (images, labels, status, indices...)."""
+        epoch, start = self._epoch, self._resume_batch
+        self._resume_batch = 0
+        session = self._open(epoch, start)
+        per_epoch = session.batches_per_epoch
+        waits, compute, images = [], 0.0, 0
+        returned = None
+        for b in range(start, per_epoch):
+            t0 = time.perf_counter()
+            if returned is not None:
+                compute += t0 - returned
+            self._make_room()
+            batch = session.next(self._timeout)
+            waits.append(time.perf_counter() - t0)
+            self._stream = (epoch, b + 1) if b + 1 < per_epoch else (epoch + 1, 0)
+            self._position = self._stream
+            images += batch.samples
+            returned = time.perf_counter()
+            yield batch
+        if returned is not None:
+            compute += time.perf_counter() - returned
+        if self._epoch == epoch:  # Not moved by set_epoch during the pass.
+            self._epoch = epoch + 1
+        self._account(epoch, waits, compute, images)
+
+    # ------------------------------------------------------------ reporting
+    def stats(self):
+        """Time the loop waited for data versus worked between batches."""
+        t = dict(self._totals)
+        busy = t["wait_seconds"] + t["compute_seconds"]
+        t["wait_fraction"] = t["wait_seconds"] / busy if busy else 0.0
+        t["images_per_second"] = t["images"] / busy if busy else 0.0
+        t["last_epoch"] = self._last_epoch
+        return t
+
+    def _account(self, epoch, waits, compute, images):
+        wait = sum(waits)
+        for k, v in (("batches", len(waits)), ("images", images),
+                     ("wait_seconds", wait), ("compute_seconds", compute)):
+            self._totals[k] += v
+        busy = wait + compute
+        frac = wait / busy if busy else 0.0
+        self._last_epoch = {"epoch": epoch, "batches": len(waits),
+                            "wait_seconds": wait, "compute_seconds": compute,
+                            "wait_fraction": frac,
+                            "first_batch_wait_seconds": waits[0] if waits else 0.0}
+        # Short epochs (tests, smoke runs) are all warm-up: stay quiet.
+        if frac > self._threshold and len(waits) >= 4 and wait >= 0.2:
+            warnings.warn(StarvationWarning(
+                f"stoker: the training loop waited {frac:.0%} of epoch {epoch} "
+                f"({wait:.2f} s of {busy:.2f} s) for data. {self._hint(waits)}"),
+                stacklevel=4)
+
+    def _hint(self, waits):
+        total = sum(waits)
+        if total and waits[0] / total > 0.5:
+            return ("Most of it was the first batch (ring warm-up): keep the "
+                    "Loader and its daemon alive across epochs, or raise ring_slots.")
+        try:
+            threads = self._client.stats()["decode_threads"]
+        except Exception:  # The hint is best effort.
+            return "The daemon did not answer for a diagnosis."
+        cores = os.cpu_count() or 1
+        if threads < cores:
+            return (f"Decode-bound: the daemon runs {threads} decode threads on "
+                    f"{cores} cores; start stokerd with --threads {cores}.")
+        return (f"Decode-bound: all {threads} decode threads are busy; give "
+                "stokerd more cores or use a smaller image_size.")
+
+    # ------------------------------------------------------------ internals
+    def _open(self, epoch, batch):
+        if self._session is not None and self._stream == (epoch, batch):
+            return self._session
+        self._close_session()
+        if self._client is None:
+            socket = self._socket or _daemon.daemon_socket(self._threads)
+            self._client = lib.Client(socket)
+        self._session = self._client.open_session(
+            kind=self._kind, path=self._path, root=self._root,
+            batch_size=self.batch_size, transform=self.transform,
+            image_size=self.image_size, shuffle=self.shuffle, seed=self.seed,
+            rank=self.rank, world_size=self.world_size,
+            drop_last=self.drop_last, ring_slots=self._ring_slots,
+            start_epoch=epoch, start_batch=batch)
+        self._stream = (epoch, batch)
+        return self._session
+
+    def _to_output(self, batch):
+        images, labels = batch.images, batch.labels.astype(np.int64)
+        if torch is None:
+            return images, labels
+        images = torch.from_numpy(images)
+        labels = torch.from_numpy(labels)
+        if self._device is None:
+            return images, labels
+        if self._pinned != batch.mapping_base:
+            self._pin(batch.mapping_base, batch.mapping_size)
+        gpu = images.to(self._device, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self._device))
+        self._pending.append((event, images))  # Holds the slot until copied.
+        return gpu, labels.to(self._device, non_blocking=True)
+
+    def _pin(self, base, size):
+        self._unpin()
+        rc = torch.cuda.cudart().cudaHostRegister(base, size, 0)
+        if int(rc) != 0:
+            raise RuntimeError(f"cudaHostRegister of the ring ({size} bytes) "
+                               f"failed with CUDA error {int(rc)}")
+        self._pinned = base
+
+    def _unpin(self):
+        if self._pinned is not None:
+            for event, _ in self._pending:
+                event.synchronize()
+            self._pending.clear()
+            torch.cuda.cudart().cudaHostUnregister(self._pinned)
+            self._pinned = None
+
+    def _make_room(self):
+        """Releases slots whose GPU copies are done; waits if too many are not."""
+        self._pending = [(e, t) for e, t in self._pending if not e.query()]
+        limit = max(1, (self._ring_slots or 4) - 2)
+        while len(self._pending) > limit:
+            self._pending.pop(0)[0].synchronize()
+
+    def _close_session(self):
+        if self._session is not None:
+            if self._device is not None:
+                self._unpin()
+            session, self._session, self._stream = self._session, None, None
+            try:
+                session.close()
+            except Exception:  # The daemon may already be gone.
+                pass
+
+    def close(self):
+        """Closes the session; batches still held stay readable."""
+        self._close_session()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

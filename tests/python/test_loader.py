@@ -1,0 +1,193 @@
+"""The Python Loader against a real stokerd: data equality with the C++
+path, zero-copy, slot lifetime, resume, errors."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+from stoker._native import lib
+from conftest import STOKERCTL
+
+
+def loader(daemon, dataset, **kw):
+    args = dict(batch_size=5, transform="val", image_size=48, shuffle=False,
+                socket=daemon.socket)
+    args.update(kw)
+    return stoker.Loader(dataset, **args)
+
+
+def test_two_epochs_match_the_cpp_client(daemon, dataset):
+    out = subprocess.run(
+        [STOKERCTL, "--socket", daemon.socket, "read", "--dataset", dataset,
+         "--batch-size", "5", "--transform", "train", "--size", "48",
+         "--seed", "3", "--epochs", "2"], check=True, capture_output=True,
+        text=True)
+    cpp = json.loads(out.stdout)
+    ld = loader(daemon, dataset, transform="train", shuffle=True, seed=3)
+    assert len(ld) == 5  # ceil(24 / 5)
+    checksum, samples, labels_by_index = lib.Checksum(), 0, {}
+    for epoch in range(2):
+        for b in ld.batches():
+            assert b.epoch == epoch
+            checksum.update(b.images)
+            checksum.update(b.labels)
+            checksum.update(b.status)
+            samples += b.samples
+            for i, lab in zip(b.indices, b.labels):
+                labels_by_index[int(i)] = int(lab)
+    assert checksum.hex == cpp["checksum"]
+    assert samples == cpp["samples"] == 48
+    # Sorted class folders: indices 0-7 are class 0, 8-15 class 1, ...
+    assert labels_by_index == {i: i // 8 for i in range(24)}
+
+
+def test_iteration_yields_uint8_nhwc_views_on_the_ring(daemon, dataset):
+    ld = loader(daemon, dataset, ring_slots=4)
+    pointers = set()
+    for images, labels in ld:
+        assert images.dtype == torch.uint8 and labels.dtype == torch.int64
+        assert images.shape[1:] == (48, 48, 3)
+        pointers.add(images.data_ptr())
+    base_batch = next(iter(ld.batches()))
+    base, size = base_batch.mapping_base, base_batch.mapping_size
+    del base_batch
+    # Every batch lay inside the mapped ring, cycling over its 4 slots: no
+    # per-batch buffer was allocated.
+    assert all(base <= p < base + size for p in pointers)
+    assert len(pointers) <= 4
+
+
+def test_held_batches_are_not_overwritten(daemon, dataset):
+    ld = loader(daemon, dataset, ring_slots=6)
+    it = iter(ld)
+    held = [next(it)[0] for _ in range(3)]
+    copies = [h.clone() for h in held]
+    view = held[1][2:4]  # A view of a view keeps the slot too.
+    del held[1]
+    read = 0
+    for _ in range(4):  # 20 more batches across epochs.
+        for images, _ in ld:
+            read += 1
+            if read == 20:
+                break
+        if read == 20:
+            break
+    assert read == 20
+    assert torch.equal(held[0], copies[0])
+    assert torch.equal(held[1], copies[2])
+    assert torch.equal(view, copies[1][2:4])
+
+
+def test_resume_from_state_dict_gives_the_same_remaining_batches(daemon, dataset):
+    a = loader(daemon, dataset, transform="train", shuffle=True, seed=9)
+    for _ in a:
+        pass
+    it = iter(a)
+    for _ in range(2):
+        next(it)
+    state = a.state_dict()
+    assert state["epoch"] == 1 and state["batch"] == 2
+    rest_a = [(x.clone(), y.clone()) for x, y in it]
+    b = loader(daemon, dataset, transform="train", shuffle=True, seed=9)
+    b.load_state_dict(state)
+    rest_b = [(x.clone(), y.clone()) for x, y in b]
+    assert len(rest_a) == len(rest_b) == 3
+    for (xa, ya), (xb, yb) in zip(rest_a, rest_b):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    with pytest.raises(ValueError, match="seed"):
+        loader(daemon, dataset, seed=1).load_state_dict(state)
+
+
+def test_set_epoch_selects_the_permutation(daemon, dataset):
+    def labels_of(epoch):
+        ld = loader(daemon, dataset, shuffle=True, seed=4)
+        ld.set_epoch(epoch)
+        return [int(i) for b in ld.batches() for i in b.indices]
+    assert labels_of(3) == labels_of(3)
+    assert labels_of(3) != labels_of(4)
+
+
+def test_numpy_interface(daemon, dataset):
+    b = next(iter(loader(daemon, dataset).batches()))
+    assert isinstance(b.images, np.ndarray) and b.images.dtype == np.uint8
+    assert b.images.ctypes.data == b.data_ptr
+    assert list(b.status) == [0] * b.samples
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(batch_size=0), ValueError, "batch_size"),
+    (dict(batch_size="8"), TypeError, "batch_size"),
+    (dict(batch_size=True), TypeError, "batch_size"),
+    (dict(transform="center"), ValueError, "transform"),
+    (dict(image_size=-1), ValueError, "image_size"),
+    (dict(rank=2, world_size=2), ValueError, "rank"),
+    (dict(shuffle="yes"), TypeError, "shuffle"),
+    (dict(dtype="float64"), ValueError, "dtype"),
+    (dict(ring_slots=1000), ValueError, "ring_slots"),
+    (dict(device="tpu"), ValueError, "device"),
+    (dict(timeout=0), ValueError, "timeout"),
+])
+def test_bad_arguments_raise_before_any_rpc(dataset, kwargs, error, words):
+    args = dict(batch_size=4, socket="/nonexistent/stoker.sock")
+    args.update(kwargs)
+    with pytest.raises(error, match=words):
+        stoker.Loader(dataset, **args)
+    with pytest.raises(TypeError, match="dataset"):
+        stoker.Loader(42, batch_size=4)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
+def test_cuda_without_cuda_is_a_clear_error(dataset):
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        stoker.Loader(dataset, batch_size=4, device="cuda")
+
+
+def test_daemon_errors_carry_code_and_message(daemon, tmp_path):
+    with pytest.raises(stoker.StokerError) as e:
+        len(stoker.Loader(str(tmp_path / "missing"), batch_size=4,
+                          socket=daemon.socket))
+    assert e.value.code == "NOT_FOUND"
+    assert str(tmp_path / "missing") in e.value.message
+    with pytest.raises(stoker.StokerError) as e:
+        len(stoker.Loader(str(tmp_path), batch_size=4, socket=daemon.socket))
+    assert e.value.code == "FAILED_PRECONDITION"
+
+
+def test_daemon_death_mid_epoch_raises_promptly(private_daemon, dataset):
+    ld = loader(private_daemon, dataset, batch_size=2)
+    it = iter(ld)
+    next(it)
+    private_daemon.proc.send_signal(signal.SIGKILL)
+    private_daemon.proc.wait()
+    start = time.monotonic()
+    with pytest.raises(stoker.StokerError) as e:
+        for _ in range(100):  # Ready batches may still come first.
+            next(it)
+    assert e.value.code == "UNAVAILABLE"
+    assert time.monotonic() - start < 10
+
+
+def test_starvation_warning_and_stats(private_daemon, large_dataset):
+    # One decode thread, big images, a loop that does nothing: data-bound.
+    ld = loader(private_daemon, large_dataset, batch_size=2, image_size=64)
+    with pytest.warns(stoker.StarvationWarning, match="waited"):
+        for _ in ld:
+            pass
+    s = ld.stats()
+    assert s["batches"] == 8 and s["images"] == 16
+    assert s["wait_fraction"] > 0.5
+    # A slow loop (consumer-bound): prefetch hides decode, no warning.
+    ld.set_epoch(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", stoker.StarvationWarning)
+        for _ in ld:
+            time.sleep(0.25)
+    assert ld.stats()["last_epoch"]["wait_fraction"] < 0.1

@@ -13,6 +13,8 @@ PACKAGES=(
   libabsl-dev
   # Shared memory, decode.
   libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev
+  # Caches and the LMDB dataset source.
+  liblmdb-dev
   # Tests.
   libgtest-dev libgmock-dev
   # Python client (built against Debian's /usr/bin/python3) and its tests.

@@ -37,11 +37,16 @@ Daemon::Daemon(DaemonOptions options)
         return options;
       }()),
       generation_(RandomGeneration()),
-      started_(absl::Now()) {}
+      started_(absl::Now()),
+      l1_("l1", options_.l1_bytes),
+      decoded_cache_("decoded", options_.decoded_cache_bytes) {}
 
 Daemon::~Daemon() {
   Stop();
-  decode_pool_.reset();  // Runs what is queued, then joins.
+  // Pools run what is queued, then join; L2 writes what is queued.
+  reader_pool_.reset();
+  decode_pool_.reset();
+  l2_.reset();
 }
 
 absl::Status Daemon::Start() {
@@ -50,6 +55,15 @@ absl::Status Daemon::Start() {
     if (started_flag_) return absl::FailedPreconditionError("already started");
     started_flag_ = true;
   }
+  if (!options_.l2.path.empty()) {
+    auto l2 = L2Cache::Open(options_.l2);
+    if (!l2.ok()) return l2.status();
+    l2_ = *std::move(l2);
+  }
+  fetcher_ = std::make_unique<SampleFetcher>(options_.fs, &l1_, l2_.get(),
+                                             options_.reader_threads);
+  reader_pool_ =
+      std::make_unique<ThreadPool>("stoker-io", options_.reader_threads);
   const int stale = shm::RemoveOrphanedRings(options_.shm_prefix);
   if (stale > 0) {
     LogInfo(absl::StrCat("removed ", stale,
@@ -77,15 +91,19 @@ void Daemon::Stop() {
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (Entry& e : entries) Finish(std::move(e), shm::kClosedByShutdown);
+  WaitForWarmJobs();
   // The pool lives until the destructor: an OpenSession racing with Stop
   // may still hold it for the session it is about to discard.
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
     const v1::DatasetSpec& spec) {
-  absl::StatusOr<Dataset> ds = spec.kind() == v1::DatasetSpec::FOLDER
-                                   ? LoadFolderDataset(spec.path())
-                                   : LoadListDataset(spec.path(), spec.root());
+  STOKER_RETURN_IF_ERROR(ValidateDatasetSpec(spec));
+  absl::StatusOr<Dataset> ds =
+      spec.kind() == v1::DatasetSpec::FOLDER ? LoadFolderDataset(spec.path())
+      : spec.kind() == v1::DatasetSpec::LIST
+          ? LoadListDataset(spec.path(), spec.root())
+          : LoadLmdbDataset(spec.path(), spec.manifest());
   if (!ds.ok()) return ds.status();
   return std::make_shared<const Dataset>(*std::move(ds));
 }
@@ -113,8 +131,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
   ps.drop_last = spec.drop_last();
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(ps));
-  PipelineContext ctx{decode_pool_.get(), options_.fs, &counters_, &error_log_,
-                      generation_};
+  PipelineContext ctx{reader_pool_.get(), decode_pool_.get(), fetcher_.get(),
+                      &decoded_cache_, &counters_, &error_log_, generation_};
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<ServingSession> session,
       ServingSession::Create(id, spec, request.client_pid(), dataset, plan,
@@ -235,6 +253,99 @@ void Daemon::ReapLoop() {
 
 int Daemon::decode_threads() const { return options_.decode_threads; }
 
+struct Daemon::WarmState {
+  uint64_t id;
+  std::shared_ptr<const Dataset> dataset;
+  absl::Time start = absl::Now();
+  std::atomic<uint64_t> done{0}, failed{0}, source_reads{0};
+  std::atomic<int64_t> seconds_ns{-1};  // Set when finished.
+
+  v1::WarmJob Snapshot() const {
+    v1::WarmJob j;
+    j.set_job_id(id);
+    j.set_dataset(dataset->description);
+    j.set_total(dataset->samples.size());
+    j.set_done(done.load(std::memory_order_relaxed));
+    j.set_failed(failed.load(std::memory_order_relaxed));
+    j.set_source_reads(source_reads.load(std::memory_order_relaxed));
+    const int64_t ns = seconds_ns.load(std::memory_order_acquire);
+    j.set_finished(ns >= 0);
+    j.set_seconds(ns >= 0 ? ns / 1e9 : absl::ToDoubleSeconds(absl::Now() - start));
+    return j;
+  }
+};
+
+absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
+    const v1::WarmCacheRequest& request) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!serving_ || stopping_) {
+      return absl::UnavailableError("the daemon is not serving");
+    }
+  }
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
+                          LoadDataset(request.dataset()));
+  auto job = std::make_shared<WarmState>();
+  job->dataset = dataset;
+  const uint32_t concurrency =
+      request.concurrency() == 0 ? 8 : std::min(request.concurrency(), 1024u);
+  v1::WarmCacheResponse resp;
+  resp.set_total(dataset->samples.size());
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the daemon is shutting down");
+  job->id = next_warm_id_++;
+  resp.set_job_id(job->id);
+  warm_jobs_.push_back(job);
+  warm_threads_.emplace_back([this, job, concurrency] { RunWarm(job, concurrency); });
+  LogInfo(absl::StrCat("warm job ", job->id, ": ", dataset->description, ", ",
+                       dataset->samples.size(), " samples, ", concurrency,
+                       " reads at a time"));
+  return resp;
+}
+
+void Daemon::RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency) {
+  absl::Mutex m;
+  uint32_t outstanding = 0;
+  for (const Sample& sample : job->dataset->samples) {
+    if (stop_reaper_.HasBeenNotified()) break;  // Shutting down.
+    {
+      absl::MutexLock lock(&m);
+      auto has_room = [&] { return outstanding < concurrency; };
+      m.Await(absl::Condition(&has_room));
+      ++outstanding;
+    }
+    reader_pool_->Schedule([this, job, &sample, &m, &outstanding] {
+      bool from_source = false;
+      if (!fetcher_->Fetch(*job->dataset, sample, &from_source).ok()) {
+        job->failed.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (from_source) job->source_reads.fetch_add(1, std::memory_order_relaxed);
+      job->done.fetch_add(1, std::memory_order_relaxed);
+      absl::MutexLock lock(&m);
+      --outstanding;
+    });
+  }
+  {
+    absl::MutexLock lock(&m);
+    m.Await(absl::Condition(+[](uint32_t* n) { return *n == 0; }, &outstanding));
+  }
+  job->seconds_ns.store(absl::ToInt64Nanoseconds(absl::Now() - job->start),
+                        std::memory_order_release);
+  LogInfo(absl::StrCat("warm job ", job->id, " finished: ",
+                       job->done.load(), " samples, ",
+                       job->source_reads.load(), " read from the source, ",
+                       job->failed.load(), " failed"));
+}
+
+void Daemon::WaitForWarmJobs() {
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    threads.swap(warm_threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 v1::DaemonStats Daemon::GetStats() const {
   v1::DaemonStats s;
   s.set_pid(static_cast<uint32_t>(getpid()));
@@ -243,7 +354,15 @@ v1::DaemonStats Daemon::GetStats() const {
   s.set_decode_threads(options_.decode_threads);
   s.set_samples_decoded(counters_.samples_decoded.load(std::memory_order_relaxed));
   s.set_samples_failed(counters_.samples_failed.load(std::memory_order_relaxed));
-  s.set_bytes_read(counters_.bytes_read.load(std::memory_order_relaxed));
+  *s.mutable_reader() = fetcher_ ? fetcher_->Stats() : v1::ReaderStats();
+  s.set_bytes_read(s.reader().source_bytes());
+  *s.add_tiers() = l1_.Stats();
+  if (l2_) {
+    *s.add_tiers() = l2_->Stats();
+  } else {
+    s.add_tiers()->set_tier("l2");  // enabled = false
+  }
+  *s.add_tiers() = decoded_cache_.Stats();
   s.set_batches_published(
       counters_.batches_published.load(std::memory_order_relaxed));
   absl::MutexLock lock(&mu_);
@@ -252,6 +371,7 @@ v1::DaemonStats Daemon::GetStats() const {
   s.set_sessions_reclaimed(reclaimed_);
   s.set_stale_segments_removed(stale_removed_);
   for (const auto& [id, e] : sessions_) *s.add_sessions() = e.session->Stats();
+  for (const auto& job : warm_jobs_) *s.add_warm_jobs() = job->Snapshot();
   return s;
 }
 

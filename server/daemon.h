@@ -1,6 +1,7 @@
 // The daemon's core service, free of gRPC (grpc_service.h adapts it): the
-// session table, the shared decode pool, and the reaper that reclaims the
-// rings of clients that vanished.
+// session table, the shared reader and decode pools, the caches (L1, L2,
+// decoded), warm-up jobs, and the reaper that reclaims the rings of clients
+// that vanished.
 //
 // Lifecycle: construct, Start(), serve calls from any thread, Stop() (which
 // refuses new sessions, closes every session with kClosedByShutdown and
@@ -14,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -22,12 +24,19 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "proto/stoker.pb.h"
+#include "server/cache.h"
+#include "server/fetcher.h"
+#include "server/l2_cache.h"
 #include "server/session.h"
 
 namespace stoker {
 
 struct DaemonOptions {
   int decode_threads = 0;  // 0: one per online core.
+  int reader_threads = 64;  // Outstanding source reads.
+  uint64_t l1_bytes = 2ULL << 30;
+  uint64_t decoded_cache_bytes = 1ULL << 30;
+  L2Options l2;  // l2.path empty: no L2.
   // Ring segments are named "<shm_prefix><session>.<token>" in /dev/shm.
   std::string shm_prefix = "stoker.";
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
@@ -58,6 +67,14 @@ class Daemon {
 
   absl::Status CloseSession(uint64_t session_id);
   v1::DaemonStats GetStats() const;
+
+  // Starts warming a dataset's encoded samples into L1/L2 in the
+  // background with at most `concurrency` reads at once.
+  absl::StatusOr<v1::WarmCacheResponse> WarmCache(
+      const v1::WarmCacheRequest& request);
+  // Waits for every warm job to finish (tests, benchmarks).
+  void WaitForWarmJobs();
+  L2Cache* l2() { return l2_.get(); }
   int decode_threads() const;
 
  private:
@@ -74,6 +91,8 @@ class Daemon {
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
   void Finish(Entry entry, shm::CloseReason reason);
   void ReapLoop();
+  struct WarmState;
+  void RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency);
 
   // Constant after construction.
   const DaemonOptions options_;
@@ -84,6 +103,11 @@ class Daemon {
   // synchronized, the pool is set in Start and destroyed in the destructor.
   PipelineCounters counters_;
   SampleErrorLog error_log_;
+  ShardedLruCache l1_;
+  ShardedLruCache decoded_cache_;
+  std::unique_ptr<L2Cache> l2_;
+  std::unique_ptr<SampleFetcher> fetcher_;
+  std::unique_ptr<ThreadPool> reader_pool_;
   std::unique_ptr<ThreadPool> decode_pool_;
   std::thread reaper_;
   absl::Notification stop_reaper_;
@@ -98,6 +122,9 @@ class Daemon {
   uint64_t closed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t stale_removed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_warm_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<std::shared_ptr<WarmState>> warm_jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> warm_threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

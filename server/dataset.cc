@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <system_error>
 
 #include "absl/strings/ascii.h"
@@ -94,8 +95,13 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root) {
   return ds;
 }
 
-absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
-                                        const std::string& root) {
+namespace {
+
+// Calls fn(relative path, label) for each `path<TAB>label` line of a
+// manifest; FAILED_PRECONDITION with the line number for a malformed one.
+absl::Status ParseManifest(
+    const std::string& manifest,
+    const std::function<void(std::string, int32_t)>& fn) {
   std::error_code ec;
   if (!fs::exists(manifest, ec)) {
     return absl::NotFoundError(
@@ -106,12 +112,7 @@ absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
     return absl::PermissionDeniedError(
         absl::StrCat("cannot open dataset manifest ", manifest));
   }
-  const fs::path base =
-      root.empty() ? fs::path(manifest).parent_path() : fs::path(root);
-  Dataset ds;
-  ds.description = absl::StrCat("list:", manifest);
   std::string line;
-  int64_t max_label = -1;
   for (int lineno = 1; std::getline(in, line); ++lineno) {
     absl::string_view text = absl::StripTrailingAsciiWhitespace(line);
     if (text.empty() || text[0] == '#') continue;
@@ -124,14 +125,80 @@ absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
           ": expected 'relative/path<TAB>label' with a label >= 0, got '",
           text, "'"));
     }
-    ds.samples.push_back(Sample{(base / std::string(parts[0])).string(), label});
-    max_label = std::max<int64_t>(max_label, label);
+    fn(std::string(parts[0]), label);
   }
+  return absl::OkStatus();
+}
+
+uint32_t NumClasses(const std::vector<Sample>& samples) {
+  int64_t max_label = -1;
+  for (const Sample& s : samples) max_label = std::max<int64_t>(max_label, s.label);
+  return static_cast<uint32_t>(max_label + 1);
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
+                                        const std::string& root) {
+  const fs::path base =
+      root.empty() ? fs::path(manifest).parent_path() : fs::path(root);
+  Dataset ds;
+  ds.description = absl::StrCat("list:", manifest);
+  absl::Status s = ParseManifest(manifest, [&](std::string rel, int32_t label) {
+    ds.samples.push_back(Sample{(base / rel).string(), label});
+  });
+  if (!s.ok()) return s;
   if (ds.samples.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset manifest ", manifest, " lists no samples"));
   }
-  ds.num_classes = static_cast<uint32_t>(max_label + 1);
+  ds.num_classes = NumClasses(ds.samples);
+  return ds;
+}
+
+absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
+                                        const std::string& manifest) {
+  LmdbEnv::Options o;
+  o.read_only = true;
+  auto env = LmdbEnv::Open(path, o);
+  if (!env.ok()) return env.status();
+  Dataset ds;
+  ds.description = absl::StrCat("lmdb:", path);
+  if (!manifest.empty()) {
+    absl::Status s = ParseManifest(manifest, [&](std::string key, int32_t label) {
+      ds.samples.push_back(Sample{std::move(key), label});
+    });
+    if (!s.ok()) return s;
+    ds.num_classes = NumClasses(ds.samples);
+  } else {
+    std::vector<std::string> keys;
+    absl::Status s = (*env)->ForEach([&](absl::string_view k, absl::string_view) {
+      if (k.find('/') == absl::string_view::npos) {
+        ++ds.skipped_files;
+      } else {
+        keys.emplace_back(k);
+      }
+      return true;
+    });
+    if (!s.ok()) return s;
+    std::vector<std::string> classes;
+    for (const std::string& k : keys) classes.push_back(k.substr(0, k.find('/')));
+    std::sort(classes.begin(), classes.end());
+    classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+    for (std::string& k : keys) {  // LMDB iterates keys in sorted order.
+      const std::string cls = k.substr(0, k.find('/'));
+      const auto label = std::lower_bound(classes.begin(), classes.end(), cls) -
+                         classes.begin();
+      ds.samples.push_back(Sample{std::move(k), static_cast<int32_t>(label)});
+    }
+    ds.class_names = std::move(classes);
+    ds.num_classes = static_cast<uint32_t>(ds.class_names.size());
+  }
+  if (ds.samples.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("LMDB dataset ", path, " holds no samples"));
+  }
+  ds.lmdb = *std::move(env);
   return ds;
 }
 

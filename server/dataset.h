@@ -5,15 +5,17 @@
 #define STOKER_SERVER_DATASET_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/lmdb_env.h"
 
 namespace stoker {
 
 struct Sample {
-  std::string path;  // Absolute or relative to the daemon's cwd.
+  std::string path;  // File path, or the key in an LMDB dataset.
   int32_t label;
 };
 
@@ -23,6 +25,13 @@ struct Dataset {
   std::vector<std::string> class_names;  // FOLDER: index = label.
   uint32_t num_classes = 0;
   uint64_t skipped_files = 0;  // Non-JPEG files seen while scanning.
+  // Set for LMDB datasets: samples are read from here, not from files.
+  std::shared_ptr<const LmdbEnv> lmdb;
+
+  // The cache key of sample `i` (unique across datasets and sources).
+  std::string CacheKey(const Sample& s) const {
+    return lmdb ? "lmdb:" + lmdb->path() + ":" + s.path : s.path;
+  }
 };
 
 // torchvision ImageFolder layout: sorted sub-folders of `root` are classes
@@ -39,6 +48,14 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root);
 // be in 0..2^31-1; num_classes is max label + 1.
 absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
                                         const std::string& root);
+
+// An LMDB environment of encoded samples (folder `path`). Without a
+// manifest, every key "class/.../name" is a sample labelled by its first
+// folder (sorted names -> 0..C-1; keys without a folder are skipped). With
+// a manifest of `key<TAB>label` lines, exactly those keys are the samples.
+// NOT_FOUND for a missing environment; FAILED_PRECONDITION when empty.
+absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
+                                        const std::string& manifest);
 
 // True for names ending in .jpg / .jpeg, any case.
 bool HasJpegExtension(const std::string& name);

@@ -1,27 +1,67 @@
-// File access for sample reads, behind an interface so tests can inject
-// latency, errors and short reads (LevelDB's Env pattern). Implementations
-// must be thread-safe: every decode/read thread calls them concurrently.
+// File access for sample reads, behind an interface so tests and benchmarks
+// can inject latency, errors and short reads (LevelDB's Env pattern).
+// Implementations must be thread-safe: every reader thread calls them
+// concurrently.
 #ifndef STOKER_SERVER_FILE_SYSTEM_H_
 #define STOKER_SERVER_FILE_SYSTEM_H_
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace stoker {
+
+// What identifies one version of a file's contents.
+struct FileVersion {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileVersion& o) const {
+    return size == o.size && mtime_ns == o.mtime_ns;
+  }
+};
 
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
 
-  // Replaces *contents with the whole file. NOT_FOUND, PERMISSION_DENIED,
-  // DATA_LOSS (the file shrank while being read) or INTERNAL, each naming
-  // the path.
-  virtual absl::Status ReadFile(const std::string& path,
-                                std::string* contents) = 0;
+  // Replaces *contents with the whole file and sets *version (if not null)
+  // from the open file. NOT_FOUND, PERMISSION_DENIED, DATA_LOSS (the file
+  // shrank while being read) or INTERNAL, each naming the path.
+  virtual absl::Status ReadFile(const std::string& path, std::string* contents,
+                                FileVersion* version) = 0;
+
+  // Size and modification time, without reading.
+  virtual absl::StatusOr<FileVersion> Stat(const std::string& path) = 0;
 
   // The process-wide POSIX implementation; never deleted.
   static FileSystem* Default();
+};
+
+// Wraps another FileSystem, counting calls and optionally adding latency to
+// every read and stat, failing reads of paths containing `fail_substring`,
+// or truncating every read to `short_read_bytes`. For tests and benchmarks.
+// Thread-safe; the options may be changed between (not during) reads.
+class FaultInjectingFileSystem : public FileSystem {
+ public:
+  explicit FaultInjectingFileSystem(FileSystem* base) : base_(base) {}
+
+  absl::Status ReadFile(const std::string& path, std::string* contents,
+                        FileVersion* version) override;
+  absl::StatusOr<FileVersion> Stat(const std::string& path) override;
+
+  absl::Duration latency = absl::ZeroDuration();
+  std::string fail_substring;  // Empty: never fail.
+  int64_t short_read_bytes = -1;
+
+  std::atomic<uint64_t> reads{0};
+  std::atomic<uint64_t> stats{0};
+
+ private:
+  FileSystem* const base_;
 };
 
 }  // namespace stoker

@@ -100,15 +100,24 @@ bool SocketAnswers(const std::string& path) {
 
 }  // namespace
 
+// Stores a StatusOr's value in the response, returning its status.
+template <typename T>
+absl::Status Into(absl::StatusOr<T> r, T* resp) {
+  if (!r.ok()) return r.status();
+  *resp = *std::move(r);
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* GrpcService::OpenSession(
     grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req,
     v1::OpenSessionResponse* resp) {
-  return Unary(ctx, [&]() -> absl::Status {
-    auto r = daemon_->OpenSession(*req);
-    if (!r.ok()) return r.status();
-    *resp = *std::move(r);
-    return absl::OkStatus();
-  });
+  return Unary(ctx, [&] { return Into(daemon_->OpenSession(*req), resp); });
+}
+
+grpc::ServerUnaryReactor* GrpcService::WarmCache(
+    grpc::CallbackServerContext* ctx, const v1::WarmCacheRequest* req,
+    v1::WarmCacheResponse* resp) {
+  return Unary(ctx, [&] { return Into(daemon_->WarmCache(*req), resp); });
 }
 
 grpc::ServerWriteReactor<v1::AttachEvent>* GrpcService::Attach(

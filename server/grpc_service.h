@@ -35,6 +35,9 @@ class GrpcService final : public v1::Stoker::CallbackService {
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
                                      const v1::GetStatsRequest* req,
                                      v1::DaemonStats* resp) override;
+  grpc::ServerUnaryReactor* WarmCache(grpc::CallbackServerContext* ctx,
+                                      const v1::WarmCacheRequest* req,
+                                      v1::WarmCacheResponse* resp) override;
 
  private:
   Daemon* const daemon_;

@@ -24,14 +24,20 @@ void SampleErrorLog::Report(const std::string& path,
                           path, ": ", status.message()));
 }
 
+absl::Status ValidateDatasetSpec(const v1::DatasetSpec& ds) {
+  if (ds.kind() != v1::DatasetSpec::FOLDER &&
+      ds.kind() != v1::DatasetSpec::LIST && ds.kind() != v1::DatasetSpec::LMDB)
+    return absl::InvalidArgumentError("dataset.kind must be FOLDER, LIST or LMDB");
+  if (ds.path().empty()) return absl::InvalidArgumentError("dataset.path is empty");
+  return absl::OkStatus();
+}
+
 absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   auto bad = [](const std::string& msg) {
     return absl::InvalidArgumentError(msg);
   };
   const v1::DatasetSpec& ds = spec.dataset();
-  if (ds.kind() != v1::DatasetSpec::FOLDER && ds.kind() != v1::DatasetSpec::LIST)
-    return bad("dataset.kind must be FOLDER or LIST");
-  if (ds.path().empty()) return bad("dataset.path is empty");
+  STOKER_RETURN_IF_ERROR(ValidateDatasetSpec(ds));
   if (spec.batch_size() == 0 || spec.batch_size() > 65536)
     return bad(absl::StrCat("batch_size ", spec.batch_size(),
                             " must be in 1..65536"));
@@ -146,8 +152,8 @@ void ServingSession::Produce() {
       tasks_in_flight_ += job->count;
     }
     for (uint32_t i = 0; i < job->count; ++i) {
-      ctx_.decode_pool->Schedule(
-          [this, job, i, index = order[first + i]] { RunSample(job, i, index); });
+      ctx_.reader_pool->Schedule(
+          [this, job, i, index = order[first + i]] { FetchSample(job, i, index); });
     }
     if (++batch == per_epoch) {
       batch = 0;
@@ -156,29 +162,96 @@ void ServingSession::Produce() {
   }
 }
 
-void ServingSession::RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
-                        uint64_t dataset_index) {
+uint8_t* ServingSession::SampleOut(const BatchJob& job, uint32_t i) const {
+  return ring_->Slot(job.slot).data + i * ring_->layout().sample_bytes;
+}
+
+std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
+  return absl::StrCat(dataset_->description, "|", dataset_index, "|val",
+                      spec_.image_size());
+}
+
+void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
+                                 uint32_t i, uint64_t dataset_index) {
+  if (stopping_.load(std::memory_order_relaxed)) {
+    FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+    return;
+  }
+  const bool cacheable = spec_.transform() == v1::VAL;
+  if (cacheable) {
+    if (Bytes done = ctx_.decoded_cache->Lookup(DecodedKey(dataset_index))) {
+      std::memcpy(SampleOut(*job, i), done->data(), done->size());
+      FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+      return;
+    }
+  }
+  absl::StatusOr<Bytes> bytes =
+      ctx_.fetcher->Fetch(*dataset_, dataset_->samples[dataset_index]);
+  if (!bytes.ok()) {
+    FinishSample(job, i, dataset_index, shm::kSampleReadError, bytes.status());
+    return;
+  }
+  ctx_.decode_pool->Schedule([this, job, i, dataset_index, b = *std::move(bytes)] {
+    DecodeSample(job, i, dataset_index, b);
+  });
+}
+
+void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
+                                  uint32_t i, uint64_t dataset_index,
+                                  const Bytes& bytes) {
+  if (stopping_.load(std::memory_order_relaxed)) {
+    FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+    return;
+  }
+  thread_local RgbImage image;
+  absl::Status error = ThreadLocalDecoder().Decode(
+      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), &image);
+  if (!error.ok()) {
+    FinishSample(job, i, dataset_index, shm::kSampleDecodeError, error);
+    return;
+  }
+  const int size = static_cast<int>(spec_.image_size());
+  uint8_t* out = SampleOut(*job, i);
+  CropBox box;
+  if (spec_.transform() == v1::TRAIN) {
+    Rng rng(MixSeed({spec_.seed(), job->epoch, dataset_index}));
+    box = RandomResizedCropBox(image.width, image.height, rng);
+  } else {
+    box = CenterCropBox(image.width, image.height, size);
+  }
+  ResizeBox(image.pixels.data(), image.width, image.height, box, size, size,
+            out);
+  if (spec_.transform() == v1::VAL && ctx_.decoded_cache->capacity_bytes() > 0) {
+    ctx_.decoded_cache->Insert(
+        DecodedKey(dataset_index),
+        std::make_shared<const std::string>(
+            reinterpret_cast<const char*>(out), ring_->layout().sample_bytes));
+  }
+  FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+}
+
+void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
+                                  uint32_t i, uint64_t dataset_index,
+                                  shm::SampleStatus status,
+                                  const absl::Status& error) {
   if (!stopping_.load(std::memory_order_relaxed)) {
     const Sample& sample = dataset_->samples[dataset_index];
     shm::SlotView view = ring_->Slot(job->slot);
-    uint8_t* out = view.data + i * ring_->layout().sample_bytes;
-    absl::Status error;
-    shm::SampleStatus st = MakeSample(sample, job->epoch, dataset_index, out, &error);
     view.labels[i] = sample.label;
-    view.status[i] = st;
+    view.status[i] = status;
     view.indices[i] = dataset_index;
-    if (st == shm::kSampleOk) {
+    if (status == shm::kSampleOk) {
       decoded_.fetch_add(1, std::memory_order_relaxed);
       ctx_.counters->samples_decoded.fetch_add(1, std::memory_order_relaxed);
     } else {
-      std::memset(out, 0, ring_->layout().sample_bytes);
+      std::memset(SampleOut(*job, i), 0, ring_->layout().sample_bytes);
       job->errors.fetch_add(1, std::memory_order_relaxed);
       failed_.fetch_add(1, std::memory_order_relaxed);
       ctx_.counters->samples_failed.fetch_add(1, std::memory_order_relaxed);
       ctx_.error_log->Report(sample.path, error);
     }
   }
-  // acq_rel: the last task sees every other task's writes to the slot
+  // acq_rel: the last sample sees every other sample's writes to the slot
   // before publishing it.
   if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
       !stopping_.load(std::memory_order_relaxed)) {
@@ -190,34 +263,6 @@ void ServingSession::RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
   }
   absl::MutexLock lock(&mu_);
   --tasks_in_flight_;
-}
-
-shm::SampleStatus ServingSession::MakeSample(const Sample& sample, uint64_t epoch,
-                                      uint64_t dataset_index, uint8_t* out,
-                                      absl::Status* error) {
-  thread_local std::string bytes;
-  thread_local RgbImage image;
-  *error = ctx_.fs->ReadFile(sample.path, &bytes);
-  if (!error->ok()) return shm::kSampleReadError;
-  ctx_.counters->bytes_read.fetch_add(bytes.size(), std::memory_order_relaxed);
-  if (bytes.empty()) {
-    *error = absl::DataLossError("file is empty");
-    return shm::kSampleReadError;
-  }
-  *error = ThreadLocalDecoder().Decode(
-      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &image);
-  if (!error->ok()) return shm::kSampleDecodeError;
-  const int size = static_cast<int>(spec_.image_size());
-  CropBox box;
-  if (spec_.transform() == v1::TRAIN) {
-    Rng rng(MixSeed({spec_.seed(), epoch, dataset_index}));
-    box = RandomResizedCropBox(image.width, image.height, rng);
-  } else {
-    box = CenterCropBox(image.width, image.height, size);
-  }
-  ResizeBox(image.pixels.data(), image.width, image.height, box, size, size,
-            out);
-  return shm::kSampleOk;
 }
 
 v1::SessionStats ServingSession::Stats() const {

@@ -2,10 +2,13 @@
 // producer thread that keeps the ring full across epoch boundaries.
 //
 // The producer thread claims ring slots in sequence order and schedules one
-// task per sample on the shared decode pool; each task reads, decodes and
-// transforms its sample straight into the slot, and the task that finishes
-// a batch publishes the slot. Batches therefore appear in plan order
-// whatever order samples finish in, and their bytes depend only on the spec.
+// fetch per sample on the shared reader pool (caches, then storage: I/O
+// never blocks a decode thread). A fetched sample goes to the shared decode
+// pool, which decodes and transforms it straight into the slot; a val
+// sample found in the decoded-output cache is copied in by the reader. The
+// task that finishes a batch publishes the slot. Batches therefore appear in
+// plan order whatever order samples finish in, and their bytes depend only
+// on the spec.
 //
 // Thread-safety: Start/Stop/stats may be called from any thread. Stop() is
 // idempotent and returns only after the producer thread has exited and
@@ -26,8 +29,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/stoker.pb.h"
+#include "server/cache.h"
 #include "server/dataset.h"
-#include "server/file_system.h"
+#include "server/fetcher.h"
 #include "server/plan.h"
 #include "server/thread_pool.h"
 #include "shm/ring.h"
@@ -38,7 +42,6 @@ namespace stoker {
 struct PipelineCounters {
   std::atomic<uint64_t> samples_decoded{0};
   std::atomic<uint64_t> samples_failed{0};
-  std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> batches_published{0};
 };
 
@@ -55,15 +58,18 @@ class SampleErrorLog {
 
 // What sessions share; owned by the daemon, outlives every session.
 struct PipelineContext {
+  ThreadPool* reader_pool;
   ThreadPool* decode_pool;
-  FileSystem* fs;
+  SampleFetcher* fetcher;
+  ShardedLruCache* decoded_cache;  // Finished val samples.
   PipelineCounters* counters;
   SampleErrorLog* error_log;
   uint64_t daemon_generation;
 };
 
-// INVALID_ARGUMENT naming the first bad field of `spec` (geometry limits are
-// checked again by the ring layout).
+// INVALID_ARGUMENT naming the first bad field (geometry limits are checked
+// again by the ring layout).
+absl::Status ValidateDatasetSpec(const v1::DatasetSpec& spec);
 absl::Status ValidateSessionSpec(const v1::SessionSpec& spec);
 
 class ServingSession {
@@ -96,13 +102,18 @@ class ServingSession {
           std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
           std::unique_ptr<shm::RingProducer> ring, const PipelineContext& ctx);
   void Produce();
-  void RunSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
-                 uint64_t dataset_index);
-  // Reads, decodes and transforms one sample into `out`; returns the
-  // SampleStatus and sets *error for failures.
-  shm::SampleStatus MakeSample(const Sample& sample, uint64_t epoch,
-                               uint64_t dataset_index, uint8_t* out,
-                               absl::Status* error);
+  // Reader stage: the decoded cache, else the encoded bytes from the
+  // fetcher, handed to DecodeSample on the decode pool.
+  void FetchSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
+                   uint64_t dataset_index);
+  void DecodeSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
+                    uint64_t dataset_index, const Bytes& bytes);
+  // Records the sample's outcome; the batch's last sample publishes it.
+  void FinishSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
+                    uint64_t dataset_index, shm::SampleStatus status,
+                    const absl::Status& error);
+  uint8_t* SampleOut(const BatchJob& job, uint32_t i) const;
+  std::string DecodedKey(uint64_t dataset_index) const;
 
   // Constant after construction.
   const uint64_t id_;

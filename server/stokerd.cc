@@ -28,6 +28,19 @@ ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
 ABSL_FLAG(int, threads, 0, "Decode threads; 0 = one per online core.");
 ABSL_FLAG(std::string, shm_prefix, "stoker.",
           "Prefix of ring segment names in /dev/shm.");
+ABSL_FLAG(int, reader_threads, 64,
+          "Reader threads: how many source reads may be outstanding.");
+ABSL_FLAG(uint64_t, l1_bytes, 2ULL << 30,
+          "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
+ABSL_FLAG(uint64_t, decoded_cache_bytes, 1ULL << 30,
+          "RAM cache of finished val samples, in bytes; 0 disables it.");
+ABSL_FLAG(std::string, l2_path, "",
+          "Folder of the L2 LMDB cache on local disk; empty disables L2.");
+ABSL_FLAG(uint64_t, l2_max_bytes, 64ULL << 30, "L2 map size (its maximum).");
+ABSL_FLAG(uint32_t, l2_max_readers, 256, "L2 LMDB reader slots.");
+ABSL_FLAG(uint64_t, l2_writer_queue, 0,
+          "Bounded L2 write queue; 0 = $L2_WRITER_QUEUE_MAX, else 4096. "
+          "Writes beyond it are dropped and counted, never waited for.");
 ABSL_FLAG(int, exit_with_pid, 0,
           "Shut down when this process exits (used by embedded daemons that "
           "a trainer starts for itself); 0 = never.");
@@ -58,6 +71,17 @@ int main(int argc, char** argv) {
   stoker::DaemonOptions options;
   options.decode_threads = absl::GetFlag(FLAGS_threads);
   options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
+  options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
+  options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes);
+  options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes);
+  options.l2.path = absl::GetFlag(FLAGS_l2_path);
+  options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes);
+  options.l2.max_readers = absl::GetFlag(FLAGS_l2_max_readers);
+  options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
+  if (options.reader_threads < 1 || options.reader_threads > 4096) {
+    std::fprintf(stderr, "stokerd: --reader_threads must be in 1..4096\n");
+    return 2;
+  }
   stoker::Daemon daemon(options);
   if (absl::Status s = daemon.Start(); !s.ok()) {
     std::fprintf(stderr, "stokerd: %s\n", s.ToString().c_str());
@@ -68,8 +92,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stokerd: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  stoker::LogInfo(absl::StrCat("stokerd serving on unix:", socket_path, " with ",
-                               daemon.decode_threads(), " decode threads"));
+  stoker::LogInfo(absl::StrCat(
+      "stokerd serving on unix:", socket_path, " with ", daemon.decode_threads(),
+      " decode and ", options.reader_threads, " reader threads, L1 ",
+      options.l1_bytes >> 20, " MiB, L2 ",
+      options.l2.path.empty() ? "off" : options.l2.path));
 
   if (const int owner = absl::GetFlag(FLAGS_exit_with_pid); owner > 0) {
     // Detached: it only ever sends this process SIGTERM, which main handles.

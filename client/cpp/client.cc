@@ -241,6 +241,16 @@ absl::StatusOr<v1::DaemonStats> Client::GetStats() {
   return stats;
 }
 
+absl::StatusOr<v1::WarmCacheResponse> Client::WarmCache(
+    const v1::WarmCacheRequest& request) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kRpcTimeout));
+  v1::WarmCacheResponse resp;
+  STOKER_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->WarmCache(&ctx, request, &resp)));
+  return resp;
+}
+
 absl::Status Client::CloseSession(uint64_t session_id) {
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(kRpcTimeout));

@@ -100,6 +100,10 @@ class Client {
   absl::StatusOr<std::unique_ptr<Session>> OpenSession(
       const v1::SessionSpec& spec);
   absl::StatusOr<v1::DaemonStats> GetStats();
+  // Starts a background warm-up of a dataset into the daemon's caches;
+  // progress is in GetStats().warm_jobs.
+  absl::StatusOr<v1::WarmCacheResponse> WarmCache(
+      const v1::WarmCacheRequest& request);
   absl::Status CloseSession(uint64_t session_id);
   // grpc.health.v1 Check for the whole server: OK when SERVING.
   absl::Status CheckHealth();

@@ -1,17 +1,24 @@
 // stokerctl: command-line client for stokerd.
 //
-//   stokerctl [--socket PATH] read (--dataset DIR | --list MANIFEST [--root DIR])
+//   stokerctl [--socket PATH] read (--dataset DIR | --list MANIFEST [--root DIR]
+//       | --lmdb PATH [--manifest M])
 //       --batch-size N [--epochs E] [--transform val|train] [--size S]
 //       [--seed K] [--shuffle|--no-shuffle] [--rank R --world-size W]
 //       [--drop-last] [--ring-slots N] [--start-epoch E --start-batch B]
 //       [--json]
+//   stokerctl [--socket PATH] warm (--dataset DIR | --list M | --lmdb PATH)
+//       [--concurrency N]
 //   stokerctl [--socket PATH] stats [--json]
 //   stokerctl [--socket PATH] health
 //
 // Exit status: 0 on success, 1 when the daemon reports an error, 2 for bad
 // command-line usage.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -20,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "client/cpp/client.h"
 #include "client/cpp/read_summary.h"
 #include "google/protobuf/util/json_util.h"
@@ -31,12 +39,15 @@ constexpr char kUsage[] =
     "usage: stokerctl [--socket PATH] <command> [flags]\n"
     "commands:\n"
     "  read    read epochs from a dataset and print a JSON summary\n"
-    "          (--dataset DIR | --list MANIFEST [--root DIR]) --batch-size N\n"
+    "          (--dataset DIR | --list MANIFEST [--root DIR] |\n"
+    "           --lmdb PATH [--manifest M]) --batch-size N\n"
     "          [--epochs E=1] [--transform val|train] [--size S=224]\n"
     "          [--seed K] [--shuffle|--no-shuffle] [--rank R] [--world-size W]\n"
     "          [--drop-last] [--ring-slots N] [--start-epoch E]\n"
     "          [--start-batch B] [--json]\n"
-    "  stats   print the daemon's counters and sessions [--json]\n"
+    "  warm    pull a dataset into the daemon's caches, showing progress\n"
+    "          (--dataset DIR | --list MANIFEST | --lmdb PATH) [--concurrency N]\n"
+    "  stats   print the daemon's counters, caches and sessions [--json]\n"
     "  health  check that the daemon is serving\n";
 
 const std::set<std::string> kBoolFlags = {"json", "shuffle", "no-shuffle",
@@ -109,16 +120,36 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// The daemon resolves paths in its own working folder: send absolute ones.
+std::string Absolute(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+// Fills `ds` from --dataset / --list [--root] / --lmdb [--manifest];
+// false (with *error set) unless exactly one source is given.
+bool DatasetFromFlags(const Args& a, v1::DatasetSpec* ds, std::string* error) {
+  const std::string folder = Flag(a, "dataset"), list = Flag(a, "list"),
+                    lmdb = Flag(a, "lmdb");
+  if (!folder.empty() + !list.empty() + !lmdb.empty() != 1) {
+    *error = "give exactly one of --dataset DIR, --list MANIFEST, --lmdb PATH";
+    return false;
+  }
+  ds->set_kind(!folder.empty() ? v1::DatasetSpec::FOLDER
+               : !list.empty() ? v1::DatasetSpec::LIST
+                               : v1::DatasetSpec::LMDB);
+  ds->set_path(Absolute(!folder.empty() ? folder : !list.empty() ? list : lmdb));
+  ds->set_root(Absolute(Flag(a, "root")));
+  ds->set_manifest(Absolute(Flag(a, "manifest")));
+  return true;
+}
+
 int Read(Client& client, const Args& a) {
   v1::SessionSpec spec;
   std::string err;
-  const std::string dataset = Flag(a, "dataset"), list = Flag(a, "list");
-  if (dataset.empty() == list.empty())
-    return Usage("read needs exactly one of --dataset DIR or --list MANIFEST");
-  spec.mutable_dataset()->set_kind(dataset.empty() ? v1::DatasetSpec::LIST
-                                                   : v1::DatasetSpec::FOLDER);
-  spec.mutable_dataset()->set_path(dataset.empty() ? list : dataset);
-  spec.mutable_dataset()->set_root(Flag(a, "root"));
+  if (!DatasetFromFlags(a, spec.mutable_dataset(), &err)) return Usage(err);
   const std::string transform = Flag(a, "transform").empty() ? "val" : Flag(a, "transform");
   if (transform != "val" && transform != "train")
     return Usage("--transform must be val or train");
@@ -162,6 +193,48 @@ int Read(Client& client, const Args& a) {
   return 0;
 }
 
+int Warm(Client& client, const Args& a) {
+  v1::WarmCacheRequest req;
+  std::string err;
+  uint64_t concurrency = 0;
+  if (!DatasetFromFlags(a, req.mutable_dataset(), &err) ||
+      !UintFlag(a, "concurrency", 0, &concurrency, &err)) {
+    return Usage(err);
+  }
+  req.set_concurrency(static_cast<uint32_t>(std::min<uint64_t>(concurrency, 1024)));
+  auto started = client.WarmCache(req);
+  if (!started.ok()) return Fail(started.status());
+  const bool tty = isatty(STDERR_FILENO);
+  while (true) {
+    auto stats = client.GetStats();
+    if (!stats.ok()) return Fail(stats.status());
+    const v1::WarmJob* job = nullptr;
+    for (const auto& j : stats->warm_jobs()) {
+      if (j.job_id() == started->job_id()) job = &j;
+    }
+    if (job == nullptr) return Fail(absl::NotFoundError("warm job vanished"));
+    const double pct = job->total() ? 100.0 * job->done() / job->total() : 100;
+    std::fprintf(stderr, "%swarm: %llu/%llu samples (%.1f%%), %llu read from "
+                 "the source, %llu failed, %.1f s%s",
+                 tty ? "\r" : "", (unsigned long long)job->done(),
+                 (unsigned long long)job->total(), pct,
+                 (unsigned long long)job->source_reads(),
+                 (unsigned long long)job->failed(), job->seconds(),
+                 tty ? "" : "\n");
+    if (job->finished()) {
+      if (tty) std::fprintf(stderr, "\n");
+      std::printf("{\"job_id\": %llu, \"total\": %llu, \"source_reads\": %llu, "
+                  "\"failed\": %llu, \"seconds\": %.3f}\n",
+                  (unsigned long long)job->job_id(),
+                  (unsigned long long)job->total(),
+                  (unsigned long long)job->source_reads(),
+                  (unsigned long long)job->failed(), job->seconds());
+      return job->failed() ? 1 : 0;
+    }
+    absl::SleepFor(absl::Milliseconds(tty ? 200 : 1000));
+  }
+}
+
 int Stats(Client& client, const Args& a) {
   auto stats = client.GetStats();
   if (!stats.ok()) return Fail(stats.status());
@@ -187,6 +260,45 @@ int Stats(Client& client, const Args& a) {
               s.sessions_size(), (unsigned long long)s.sessions_opened(),
               (unsigned long long)s.sessions_closed(),
               (unsigned long long)s.sessions_reclaimed());
+  const v1::ReaderStats& r = s.reader();
+  std::printf("reader: %u threads, %llu source reads (%llu bytes, %llu errors), "
+              "mean %.1f ms, max %.1f ms, %llu joined\n",
+              r.threads(), (unsigned long long)r.source_reads(),
+              (unsigned long long)r.source_bytes(),
+              (unsigned long long)r.source_errors(),
+              r.source_reads() ? 1e3 * r.read_seconds_total() / r.source_reads() : 0.0,
+              1e3 * r.read_seconds_max(), (unsigned long long)r.joined_reads());
+  for (const v1::TierStats& t : s.tiers()) {
+    if (!t.enabled()) {
+      std::printf("%-8s off\n", t.tier().c_str());
+      continue;
+    }
+    const uint64_t lookups = t.hits() + t.misses() + t.stale() + t.corrupt();
+    std::printf("%-8s hits %llu, misses %llu (%.1f%% hit), %llu entries, "
+                "%.1f/%.1f MiB, evictions %llu",
+                t.tier().c_str(), (unsigned long long)t.hits(),
+                (unsigned long long)(lookups - t.hits()),
+                lookups ? 100.0 * t.hits() / lookups : 0.0,
+                (unsigned long long)t.entries(), t.bytes() / 1048576.0,
+                t.capacity_bytes() / 1048576.0,
+                (unsigned long long)t.evictions());
+    if (t.tier() == "l2") {
+      std::printf(", stale %llu, corrupt %llu, writer queue %llu/%llu, "
+                  "drops %llu%s",
+                  (unsigned long long)t.stale(), (unsigned long long)t.corrupt(),
+                  (unsigned long long)t.writer_queue_depth(),
+                  (unsigned long long)t.writer_queue_max(),
+                  (unsigned long long)t.writer_drops(),
+                  t.map_full() ? ", MAP FULL" : "");
+    }
+    std::printf("\n");
+  }
+  for (const v1::WarmJob& j : s.warm_jobs()) {
+    std::printf("  warm job %llu: %s, %llu/%llu%s\n",
+                (unsigned long long)j.job_id(), j.dataset().c_str(),
+                (unsigned long long)j.done(), (unsigned long long)j.total(),
+                j.finished() ? " done" : "");
+  }
   for (const v1::SessionStats& ss : s.sessions()) {
     std::printf("  session %llu pid %u: %s, %llu batches, %llu failed, ring %u/%u\n",
                 (unsigned long long)ss.session_id(), ss.client_pid(),
@@ -208,7 +320,10 @@ int Main(int argc, char** argv) {
     socket = env ? env : "/run/stoker/stoker.sock";
   }
   static const std::map<std::string, std::set<std::string>> kKnown = {
-      {"read", {"socket", "dataset", "list", "root", "batch-size", "epochs",
+      {"warm", {"socket", "dataset", "list", "root", "lmdb", "manifest",
+                "concurrency"}},
+      {"read", {"socket", "dataset", "list", "root", "lmdb", "manifest",
+                "batch-size", "epochs",
                 "transform", "size", "seed", "shuffle", "no-shuffle", "rank",
                 "world-size", "drop-last", "ring-slots", "start-epoch",
                 "start-batch", "json"}},
@@ -226,6 +341,7 @@ int Main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status());
   if (args.command == "read") return Read(**client, args);
   if (args.command == "stats") return Stats(**client, args);
+  if (args.command == "warm") return Warm(**client, args);
   absl::Status h = (*client)->CheckHealth();
   if (!h.ok()) return Fail(h);
   std::printf("SERVING\n");

@@ -1,0 +1,71 @@
+// A byte-budgeted, sharded LRU cache of immutable byte strings, shared by
+// every session (the daemon's L1 of encoded samples, and its cache of
+// decoded val outputs).
+//
+// Values are shared_ptr<const std::string>: a lookup hands out a reference,
+// so an entry evicted while a reader still uses it stays alive until that
+// reader is done. Keys hash to one of 16 shards, each with its own mutex and
+// a budget of capacity/16 bytes. A value larger than a shard's budget is not
+// cached. Thread-safe; counters are relaxed atomics.
+#ifndef STOKER_SERVER_CACHE_H_
+#define STOKER_SERVER_CACHE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/stoker.pb.h"
+
+namespace stoker {
+
+using Bytes = std::shared_ptr<const std::string>;
+
+class ShardedLruCache {
+ public:
+  ShardedLruCache(std::string tier_name, uint64_t capacity_bytes);
+
+  // The value, refreshed as most recently used; nullptr on a miss.
+  Bytes Lookup(const std::string& key);
+  // Inserts or replaces; evicts least recently used entries to fit.
+  void Insert(const std::string& key, Bytes value);
+  void Erase(const std::string& key);
+
+  uint64_t capacity_bytes() const { return capacity_; }
+  // Hits, misses, entries, bytes, evictions, inserts.
+  v1::TierStats Stats() const;
+
+ private:
+  static constexpr int kShards = 16;
+  struct Entry {
+    std::string key;
+    Bytes value;
+  };
+  struct Shard {
+    absl::Mutex mu;
+    std::list<Entry> lru ABSL_GUARDED_BY(mu);  // Front = most recent.
+    absl::flat_hash_map<std::string, std::list<Entry>::iterator> index
+        ABSL_GUARDED_BY(mu);
+    uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
+  };
+  Shard& ShardFor(const std::string& key);
+  static uint64_t Charge(const Entry& e) {
+    return e.key.size() + e.value->size() + 64;
+  }
+
+  const std::string tier_;
+  const uint64_t capacity_;
+  const uint64_t shard_capacity_;
+  std::array<Shard, kShards> shards_;
+  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, inserts_{0};
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_CACHE_H_

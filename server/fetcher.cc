@@ -1,0 +1,109 @@
+#include "server/fetcher.h"
+
+#include "absl/strings/str_cat.h"
+#include "shm/futex.h"
+
+namespace stoker {
+
+SampleFetcher::SampleFetcher(FileSystem* fs, ShardedLruCache* l1, L2Cache* l2,
+                             int reader_threads)
+    : fs_(fs), l1_(l1), l2_(l2), reader_threads_(reader_threads) {}
+
+absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
+                                           const Sample& sample,
+                                           bool* from_source) {
+  if (from_source != nullptr) *from_source = false;
+  const std::string key = ds.CacheKey(sample);
+  if (Bytes hit = l1_->Lookup(key)) return hit;
+  std::shared_ptr<Inflight> flight;
+  bool leader = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = inflight_.try_emplace(key);
+    if (inserted) it->second = std::make_shared<Inflight>();
+    flight = it->second;
+    leader = inserted;
+  }
+  if (!leader) {
+    joined_.fetch_add(1, std::memory_order_relaxed);
+    flight->done.WaitForNotification();
+    return flight->result;
+  }
+  bool read_source = false;
+  flight->result = Load(ds, sample, key, &read_source);
+  if (from_source != nullptr) *from_source = read_source;
+  {
+    absl::MutexLock lock(&mu_);
+    inflight_.erase(key);
+  }
+  flight->done.Notify();
+  return flight->result;
+}
+
+absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
+                                          const Sample& sample,
+                                          const std::string& key,
+                                          bool* read_source) {
+  // Files can change between runs, so an L2 entry is checked against the
+  // file's current size and mtime. LMDB datasets are local already: no L2.
+  const bool use_l2 = l2_ != nullptr && ds.lmdb == nullptr;
+  FileVersion version;
+  if (use_l2) {
+    stats_.fetch_add(1, std::memory_order_relaxed);
+    absl::StatusOr<FileVersion> v = fs_->Stat(sample.path);
+    if (!v.ok()) {
+      read_errors_.fetch_add(1, std::memory_order_relaxed);
+      return v.status();
+    }
+    version = *v;
+    std::string bytes;
+    if (l2_->Lookup(key, version, &bytes) == L2Cache::Result::kHit) {
+      auto value = std::make_shared<const std::string>(std::move(bytes));
+      l1_->Insert(key, value);
+      return Bytes(value);
+    }
+  }
+  *read_source = true;
+  absl::StatusOr<Bytes> read = ReadSource(ds, sample, &version);
+  if (!read.ok()) return read.status();
+  l1_->Insert(key, *read);
+  if (use_l2) l2_->Put(key, version, *read);
+  return read;
+}
+
+absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
+                                                const Sample& sample,
+                                                FileVersion* version) {
+  auto bytes = std::make_shared<std::string>();
+  const uint64_t t0 = shm::MonotonicNanos();
+  absl::Status s = ds.lmdb ? ds.lmdb->Get(sample.path, bytes.get())
+                           : fs_->ReadFile(sample.path, bytes.get(), version);
+  const uint64_t ns = shm::MonotonicNanos() - t0;
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  read_ns_total_.fetch_add(ns, std::memory_order_relaxed);
+  uint64_t prev = read_ns_max_.load(std::memory_order_relaxed);
+  while (ns > prev && !read_ns_max_.compare_exchange_weak(prev, ns)) {
+  }
+  if (s.ok() && bytes->empty()) s = absl::DataLossError("file is empty");
+  if (!s.ok()) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  read_bytes_.fetch_add(bytes->size(), std::memory_order_relaxed);
+  return Bytes(std::move(bytes));
+}
+
+v1::ReaderStats SampleFetcher::Stats() const {
+  v1::ReaderStats r;
+  r.set_threads(reader_threads_);
+  r.set_source_reads(reads_.load(std::memory_order_relaxed));
+  r.set_source_bytes(read_bytes_.load(std::memory_order_relaxed));
+  r.set_source_errors(read_errors_.load(std::memory_order_relaxed));
+  r.set_source_stats(stats_.load(std::memory_order_relaxed));
+  r.set_joined_reads(joined_.load(std::memory_order_relaxed));
+  r.set_read_seconds_total(read_ns_total_.load(std::memory_order_relaxed) / 1e9);
+  r.set_read_seconds_max(read_ns_max_.load(std::memory_order_relaxed) / 1e9);
+  return r;
+}
+
+}  // namespace stoker

@@ -1,0 +1,257 @@
+#include "server/l2_cache.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/checksum.h"
+#include "util/log.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+namespace {
+
+constexpr uint32_t kValueMagic = 0x324c4b53;  // "SKL2"
+constexpr size_t kBatchOps = 256;
+
+// Value layout: ValueHeader, then the full key, then the payload.
+struct ValueHeader {
+  uint32_t magic;
+  uint32_t key_len;
+  uint64_t source_size;
+  int64_t source_mtime_ns;
+  uint64_t payload_len;
+  uint64_t checksum;  // Over the header's other fields, key and payload.
+};
+static_assert(sizeof(ValueHeader) == 40);
+
+uint64_t ValueChecksum(const ValueHeader& h, absl::string_view key,
+                       absl::string_view payload) {
+  Checksum c;
+  c.Update(&h, offsetof(ValueHeader, checksum));
+  c.Update(key.data(), key.size());
+  c.Update(payload.data(), payload.size());
+  return c.value();
+}
+
+uint64_t QueueMax(uint64_t configured) {
+  if (configured > 0) return configured;
+  uint64_t env = 0;
+  const char* s = std::getenv("L2_WRITER_QUEUE_MAX");
+  if (s != nullptr && absl::SimpleAtoi(s, &env) && env > 0) return env;
+  return 4096;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<L2Cache>> L2Cache::Open(const L2Options& options) {
+  LmdbEnv::Options o;
+  o.read_only = false;
+  o.map_bytes = options.max_bytes;
+  o.max_readers = options.max_readers;
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<LmdbEnv> env,
+                          LmdbEnv::Open(options.path, o));
+  const int dead = env->ReaderCheck();
+  if (dead > 0) {
+    LogInfo(absl::StrCat("L2 ", options.path, ": cleared ", dead,
+                         " reader slot(s) of dead processes"));
+  }
+  return std::unique_ptr<L2Cache>(
+      new L2Cache(std::move(env), options, QueueMax(options.writer_queue)));
+}
+
+L2Cache::L2Cache(std::unique_ptr<LmdbEnv> env, const L2Options& options,
+                 uint64_t queue_max)
+    : env_(std::move(env)), options_(options), queue_max_(queue_max) {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+L2Cache::~L2Cache() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    paused_ = false;
+  }
+  writer_.join();
+}
+
+std::string L2Cache::DbKey(const std::string& key) const {
+  if (key.size() <= env_->max_key_size()) return key;
+  Checksum c;  // The full key is in the value and compared on lookup.
+  c.Update(key.data(), key.size());
+  return absl::StrFormat("#%016x", c.value());
+}
+
+L2Cache::Result L2Cache::Lookup(const std::string& key,
+                                const FileVersion& version, std::string* out) {
+  std::string value;
+  absl::Status s = env_->Get(DbKey(key), &value);
+  if (!s.ok()) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return Result::kMiss;
+  }
+  ValueHeader h;
+  bool ok = value.size() >= sizeof(h);
+  if (ok) {
+    std::memcpy(&h, value.data(), sizeof(h));
+    ok = h.magic == kValueMagic &&
+         value.size() == sizeof(h) + h.key_len + h.payload_len;
+  }
+  absl::string_view stored_key, payload;
+  if (ok) {
+    stored_key = absl::string_view(value).substr(sizeof(h), h.key_len);
+    payload = absl::string_view(value).substr(sizeof(h) + h.key_len);
+    ok = ValueChecksum(h, stored_key, payload) == h.checksum;
+  }
+  if (!ok) {
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    LogWarning(absl::StrCat("L2 cache decode failed for ", key,
+                            ": entry deleted, reading the source"));
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(Op{true, key, {}, nullptr});  // Deletes are never dropped.
+    return Result::kCorrupt;
+  }
+  if (stored_key != key) {  // A hashed key's collision: not ours.
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return Result::kMiss;
+  }
+  if (h.source_size != version.size || h.source_mtime_ns != version.mtime_ns) {
+    stale_.fetch_add(1, std::memory_order_relaxed);
+    return Result::kStale;
+  }
+  out->assign(payload.data(), payload.size());
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  return Result::kHit;
+}
+
+bool L2Cache::Put(const std::string& key, const FileVersion& version,
+                  Bytes payload) {
+  if (map_full_.load(std::memory_order_relaxed)) {
+    drops_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  absl::MutexLock lock(&mu_);
+  if (queue_.size() >= queue_max_) {
+    const uint64_t dropped = drops_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (absl::Now() - last_drop_log_ > absl::Seconds(10)) {
+      last_drop_log_ = absl::Now();
+      LogWarning(absl::StrCat("L2 writer queue full (", queue_max_,
+                              " writes): dropping writes, ", dropped,
+                              " dropped so far"));
+    }
+    return false;
+  }
+  queue_.push_back(Op{false, key, version, std::move(payload)});
+  return true;
+}
+
+void L2Cache::Flush() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](L2Cache* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+        return c->queue_.empty() && !c->writing_;
+      },
+      this));
+}
+
+void L2Cache::PauseWriter(bool paused) {
+  absl::MutexLock lock(&mu_);
+  paused_ = paused;
+}
+
+void L2Cache::WriterLoop() {
+  absl::Time last_check = absl::Now();
+  while (true) {
+    std::deque<Op> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || (!paused_ && !queue_.empty());
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.reader_check_interval);
+      if (queue_.empty() && stopping_) return;
+      while (!paused_ && !queue_.empty() && batch.size() < kBatchOps) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      writing_ = !batch.empty();
+    }
+    if (!batch.empty()) WriteBatch(batch);
+    if (absl::Now() - last_check > options_.reader_check_interval) {
+      env_->ReaderCheck();
+      last_check = absl::Now();
+    }
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+  }
+}
+
+void L2Cache::WriteBatch(std::deque<Op>& batch) {
+  uint64_t puts = 0;
+  absl::Status s = env_->WriteTxn([&](MDB_txn* txn, MDB_dbi dbi) -> absl::Status {
+    for (const Op& op : batch) {
+      std::string db_key = DbKey(op.key);
+      MDB_val k{db_key.size(), db_key.data()};
+      if (op.erase) {
+        int rc = mdb_del(txn, dbi, &k, nullptr);
+        if (rc != 0 && rc != MDB_NOTFOUND) return LmdbStatus(rc, "L2 delete");
+        continue;
+      }
+      if (map_full_.load(std::memory_order_relaxed)) continue;
+      ValueHeader h{kValueMagic, static_cast<uint32_t>(op.key.size()),
+                    op.version.size, op.version.mtime_ns, op.payload->size(), 0};
+      h.checksum = ValueChecksum(h, op.key, *op.payload);
+      std::string value(reinterpret_cast<const char*>(&h), sizeof(h));
+      value += op.key;
+      value += *op.payload;
+      MDB_val v{value.size(), value.data()};
+      int rc = mdb_put(txn, dbi, &k, &v, 0);
+      if (rc != 0) return LmdbStatus(rc, "L2 put");
+      ++puts;
+    }
+    return absl::OkStatus();
+  });
+  if (s.ok()) {
+    inserts_.fetch_add(puts, std::memory_order_relaxed);
+    return;
+  }
+  drops_.fetch_add(batch.size(), std::memory_order_relaxed);
+  if (s.code() == absl::StatusCode::kResourceExhausted) {
+    if (!map_full_.exchange(true)) {
+      LogWarning(absl::StrCat("L2 ", options_.path, " is full (",
+                              options_.max_bytes,
+                              " byte map): no more L2 writes; serving goes on"));
+    }
+    return;
+  }
+  if (write_errors_.fetch_add(1, std::memory_order_relaxed) < 10) {
+    LogWarning(absl::StrCat("L2 write failed: ", s.message()));
+  }
+}
+
+v1::TierStats L2Cache::Stats() const {
+  v1::TierStats t;
+  t.set_tier("l2");
+  t.set_enabled(true);
+  t.set_hits(hits_.load(std::memory_order_relaxed));
+  t.set_misses(misses_.load(std::memory_order_relaxed));
+  t.set_stale(stale_.load(std::memory_order_relaxed));
+  t.set_corrupt(corrupt_.load(std::memory_order_relaxed));
+  t.set_inserts(inserts_.load(std::memory_order_relaxed));
+  t.set_writer_drops(drops_.load(std::memory_order_relaxed));
+  t.set_write_errors(write_errors_.load(std::memory_order_relaxed));
+  t.set_map_full(map_full_.load(std::memory_order_relaxed) ? 1 : 0);
+  t.set_capacity_bytes(options_.max_bytes);
+  t.set_writer_queue_max(queue_max_);
+  uint64_t entries = 0, bytes = 0;
+  env_->Usage(&entries, &bytes);
+  t.set_entries(entries);
+  t.set_bytes(bytes);
+  absl::MutexLock lock(&mu_);
+  t.set_writer_queue_depth(queue_.size());
+  return t;
+}
+
+}  // namespace stoker

@@ -1,0 +1,139 @@
+#include "server/lmdb_env.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+
+absl::Status LmdbStatus(int rc, absl::string_view what) {
+  if (rc == MDB_SUCCESS) return absl::OkStatus();
+  std::string msg = absl::StrCat(what, ": ", mdb_strerror(rc));
+  if (rc == MDB_NOTFOUND) return absl::NotFoundError(msg);
+  if (rc == MDB_MAP_FULL) return absl::ResourceExhaustedError(msg);
+  if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_VERSION_MISMATCH)
+    return absl::DataLossError(msg);
+  if (rc > 0) return ErrnoStatus(rc, std::string(what));
+  return absl::InternalError(msg);
+}
+
+absl::StatusOr<std::unique_ptr<LmdbEnv>> LmdbEnv::Open(const std::string& path,
+                                                       const Options& options) {
+  const std::string what = absl::StrCat("LMDB ", path);
+  std::error_code ec;
+  if (options.read_only) {
+    if (!std::filesystem::exists(path, ec)) {
+      return absl::NotFoundError(absl::StrCat(what, " does not exist"));
+    }
+  } else {
+    std::filesystem::create_directories(path, ec);
+    if (ec) return absl::PermissionDeniedError(absl::StrCat(what, ": ", ec.message()));
+  }
+  MDB_env* env = nullptr;
+  STOKER_RETURN_IF_ERROR(LmdbStatus(mdb_env_create(&env), what));
+  auto fail = [&](int rc) {
+    mdb_env_close(env);
+    return LmdbStatus(rc, what);
+  };
+  int rc = mdb_env_set_maxreaders(env, options.max_readers);
+  if (rc == 0 && options.map_bytes > 0) {
+    rc = mdb_env_set_mapsize(env, options.map_bytes);
+  }
+  if (rc != 0) return fail(rc);
+  unsigned flags = MDB_NOTLS;
+  if (options.read_only) {
+    flags |= MDB_RDONLY;
+  } else {
+    // A cache: losing the last transactions in an OS crash is fine, a
+    // corrupt environment is not (MDB_NOSYNC could give one).
+    flags |= MDB_NOMETASYNC;
+  }
+  if (!std::filesystem::is_directory(path, ec)) flags |= MDB_NOSUBDIR;
+  rc = mdb_env_open(env, path.c_str(), flags, 0640);
+  if (rc != 0) return fail(rc);
+  MDB_txn* txn = nullptr;
+  rc = mdb_txn_begin(env, nullptr, options.read_only ? MDB_RDONLY : 0, &txn);
+  if (rc != 0) return fail(rc);
+  MDB_dbi dbi;
+  rc = mdb_dbi_open(txn, nullptr, 0, &dbi);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(rc);
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(rc);
+  return std::unique_ptr<LmdbEnv>(new LmdbEnv(path, env, dbi));
+}
+
+LmdbEnv::~LmdbEnv() { mdb_env_close(env_); }
+
+absl::Status LmdbEnv::Get(absl::string_view key, std::string* out) const {
+  MDB_txn* txn = nullptr;
+  STOKER_RETURN_IF_ERROR(
+      LmdbStatus(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), path_));
+  MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
+  int rc = mdb_get(txn, dbi_, &k, &v);
+  if (rc == 0) out->assign(static_cast<const char*>(v.mv_data), v.mv_size);
+  mdb_txn_abort(txn);
+  return LmdbStatus(rc, absl::StrCat(path_, " key ", key));
+}
+
+absl::Status LmdbEnv::ForEach(
+    const std::function<bool(absl::string_view, absl::string_view)>& fn) const {
+  MDB_txn* txn = nullptr;
+  STOKER_RETURN_IF_ERROR(
+      LmdbStatus(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), path_));
+  MDB_cursor* cur = nullptr;
+  int rc = mdb_cursor_open(txn, dbi_, &cur);
+  if (rc == 0) {
+    MDB_val k, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+      if (!fn(absl::string_view(static_cast<const char*>(k.mv_data), k.mv_size),
+              absl::string_view(static_cast<const char*>(v.mv_data), v.mv_size))) {
+        break;
+      }
+    }
+    if (rc == MDB_NOTFOUND) rc = 0;
+    mdb_cursor_close(cur);
+  }
+  mdb_txn_abort(txn);
+  return LmdbStatus(rc, path_);
+}
+
+absl::Status LmdbEnv::WriteTxn(
+    const std::function<absl::Status(MDB_txn*, MDB_dbi)>& fn) {
+  MDB_txn* txn = nullptr;
+  STOKER_RETURN_IF_ERROR(LmdbStatus(mdb_txn_begin(env_, nullptr, 0, &txn), path_));
+  absl::Status s = fn(txn, dbi_);
+  if (!s.ok()) {
+    mdb_txn_abort(txn);
+    return s;
+  }
+  return LmdbStatus(mdb_txn_commit(txn), path_);
+}
+
+int LmdbEnv::ReaderCheck() {
+  int dead = 0;
+  mdb_reader_check(env_, &dead);
+  return dead;
+}
+
+void LmdbEnv::Usage(uint64_t* entries, uint64_t* bytes) const {
+  MDB_stat st{};
+  MDB_envinfo info{};
+  mdb_env_stat(env_, &st);
+  mdb_env_info(env_, &info);
+  *entries = st.ms_entries;
+  *bytes = (static_cast<uint64_t>(info.me_last_pgno) + 1) * st.ms_psize;
+}
+
+size_t LmdbEnv::max_key_size() const {
+  return static_cast<size_t>(mdb_env_get_maxkeysize(env_));
+}
+
+}  // namespace stoker

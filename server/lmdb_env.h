@@ -1,0 +1,72 @@
+// A small RAII wrapper over one LMDB environment and its main database,
+// with every LMDB error turned into an absl::Status (mdb_strerror text).
+//
+// Thread-safety: the environment is opened with MDB_NOTLS, so Get and
+// ForEach may run on any number of threads at once (each uses its own
+// read-only transaction). Writes go through WriteTxn, one at a time (LMDB
+// serializes writers). Destroying the env while calls are running is a bug.
+#ifndef STOKER_SERVER_LMDB_ENV_H_
+#define STOKER_SERVER_LMDB_ENV_H_
+
+#include <lmdb.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace stoker {
+
+// MDB_NOTFOUND -> NOT_FOUND, MDB_MAP_FULL -> RESOURCE_EXHAUSTED, errno
+// values as ErrnoStatus, anything else INTERNAL; "<what>: <mdb_strerror>".
+absl::Status LmdbStatus(int rc, absl::string_view what);
+
+class LmdbEnv {
+ public:
+  struct Options {
+    bool read_only = true;
+    uint64_t map_bytes = 0;    // Writable envs: the map size (max DB size).
+    uint32_t max_readers = 126;
+  };
+
+  // Opens (and for writable envs creates) the environment in folder `path`.
+  static absl::StatusOr<std::unique_ptr<LmdbEnv>> Open(const std::string& path,
+                                                       const Options& options);
+  ~LmdbEnv();
+
+  // Copies the value of `key` into *out. NOT_FOUND when absent.
+  absl::Status Get(absl::string_view key, std::string* out) const;
+
+  // Calls fn(key, value) for every entry in key order, in one read
+  // transaction; stops early when fn returns false.
+  absl::Status ForEach(
+      const std::function<bool(absl::string_view, absl::string_view)>& fn) const;
+
+  // Puts and deletes in one write transaction. `fn` receives the txn and the
+  // dbi; its status aborts the transaction when not OK.
+  absl::Status WriteTxn(const std::function<absl::Status(MDB_txn*, MDB_dbi)>& fn);
+
+  // Entries in the main database and bytes of the map in use.
+  void Usage(uint64_t* entries, uint64_t* bytes) const;
+
+  // Clears reader slots of dead processes; returns how many.
+  int ReaderCheck();
+  size_t max_key_size() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  LmdbEnv(std::string path, MDB_env* env, MDB_dbi dbi)
+      : path_(std::move(path)), env_(env), dbi_(dbi) {}
+
+  const std::string path_;
+  MDB_env* const env_;
+  const MDB_dbi dbi_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_LMDB_ENV_H_

@@ -24,6 +24,10 @@ pytest:
 
 bench: deps
 	$(BAZEL) build //...
+	@test -f /tmp/stoker-demo-data/.complete || { rm -rf /tmp/stoker-demo-data && \
+	  bazel-bin/tests/make_dataset --out /tmp/stoker-demo-data --classes 4 \
+	    --per_class 100 && touch /tmp/stoker-demo-data/.complete; }
+	bazel-bin/bench/storage_bench --data /tmp/stoker-demo-data
 	$(PYENV) $(PYTHON) bench/loader_overhead.py
 
 demo: deps

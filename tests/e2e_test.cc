@@ -21,83 +21,18 @@
 #include "server/transform.h"
 #include "shm/ring_data.h"
 #include "shm/segment.h"
+#include "tests/harness.h"
 #include "tests/reference.h"
 #include "tests/testdata.h"
 #include "util/rng.h"
-
-extern char** environ;
 
 namespace stoker {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Starts `argv` as a child process; returns its pid.
-pid_t Spawn(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  EXPECT_EQ(rc, 0) << "spawn " << args[0];
-  return pid;
-}
-
-int WaitExit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// A daemon serving on a private socket with a private ring-name prefix.
-class TestDaemon {
- public:
-  TestDaemon(bool subprocess, int threads) : subprocess_(subprocess) {
-    static int counter = 0;
-    dir_ = testdata::MakeTempDir("e2e");
-    socket_ = dir_ + "/s.sock";
-    prefix_ = absl::StrCat("stoker-e2e", getpid(), "-", counter++, ".");
-    if (subprocess) {
-      pid_ = Spawn({"server/stokerd", "--socket", socket_, "--threads",
-                    std::to_string(threads), "--shm_prefix", prefix_});
-    } else {
-      DaemonOptions o;
-      o.decode_threads = threads;
-      o.shm_prefix = prefix_;
-      daemon_ = std::make_unique<Daemon>(o);
-      EXPECT_TRUE(daemon_->Start().ok());
-      auto server = GrpcServer::Start(daemon_.get(), socket_);
-      EXPECT_TRUE(server.ok()) << server.status();
-      server_ = *std::move(server);
-    }
-  }
-  ~TestDaemon() {
-    if (subprocess_) {
-      kill(pid_, SIGTERM);
-      EXPECT_EQ(WaitExit(pid_), 0) << "stokerd did not exit cleanly";
-      EXPECT_FALSE(fs::exists(socket_)) << "socket file left behind";
-    } else {
-      daemon_->Stop();
-      server_->Shutdown();
-    }
-    EXPECT_TRUE(shm::Segment::List(prefix_).empty()) << "ring left in /dev/shm";
-    fs::remove_all(dir_);
-  }
-  std::unique_ptr<Client> Connect() {
-    auto c = Client::Connect(socket_, absl::Seconds(20));
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? *std::move(c) : nullptr;
-  }
-  const std::string& socket() const { return socket_; }
-  const std::string& prefix() const { return prefix_; }
-
- private:
-  bool subprocess_;
-  std::string dir_, socket_, prefix_;
-  pid_t pid_ = -1;
-  std::unique_ptr<Daemon> daemon_;
-  std::unique_ptr<GrpcServer> server_;
-};
+using testing::Spawn;
+using testing::TestDaemon;
+using testing::WaitExit;
 
 // 3 classes x 6 photo-like JPEGs, 4 broken files in class_01, one text file.
 class E2ETest : public ::testing::TestWithParam<bool> {

@@ -1,0 +1,83 @@
+#include "tests/harness.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "shm/segment.h"
+#include "tests/testdata.h"
+
+extern char** environ;
+
+namespace stoker::testing {
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  EXPECT_EQ(rc, 0) << "spawn " << args[0];
+  return pid;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TestDaemon::TestDaemon(bool subprocess, int threads)
+    : TestDaemon(subprocess, [threads] {
+        DaemonOptions o;
+        o.decode_threads = threads;
+        return o;
+      }()) {}
+
+TestDaemon::TestDaemon(bool subprocess, DaemonOptions options)
+    : subprocess_(subprocess) {
+  static int counter = 0;
+  dir_ = testdata::MakeTempDir("td");
+  socket_ = dir_ + "/s.sock";
+  prefix_ = absl::StrCat("stoker-td", getpid(), "-", counter++, ".");
+  if (subprocess) {
+    pid_ = Spawn({"server/stokerd", "--socket", socket_, "--threads",
+                  std::to_string(options.decode_threads), "--shm_prefix",
+                  prefix_});
+    return;
+  }
+  options.shm_prefix = prefix_;
+  daemon_ = std::make_unique<Daemon>(options);
+  absl::Status s = daemon_->Start();
+  EXPECT_TRUE(s.ok()) << s;
+  auto server = GrpcServer::Start(daemon_.get(), socket_);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (server.ok()) server_ = *std::move(server);
+}
+
+TestDaemon::~TestDaemon() {
+  if (subprocess_) {
+    kill(pid_, SIGTERM);
+    EXPECT_EQ(WaitExit(pid_), 0) << "stokerd did not exit cleanly";
+    EXPECT_FALSE(std::filesystem::exists(socket_)) << "socket file left behind";
+  } else {
+    daemon_->Stop();
+    if (server_) server_->Shutdown();
+    daemon_.reset();
+  }
+  EXPECT_TRUE(shm::Segment::List(prefix_).empty()) << "ring left in /dev/shm";
+  std::filesystem::remove_all(dir_);
+}
+
+std::unique_ptr<Client> TestDaemon::Connect() {
+  auto c = Client::Connect(socket_, absl::Seconds(20));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+}  // namespace stoker::testing

@@ -53,12 +53,18 @@ class Daemon:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _generated(prefix, *flags):
+    folder = tempfile.mkdtemp(prefix=prefix)
+    subprocess.run([MAKE_DATASET, "--out", folder, *flags], check=True,
+                   capture_output=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def dataset():
-    folder = tempfile.mkdtemp(prefix="stoker-pyds-")
-    subprocess.run([MAKE_DATASET, "--out", folder, "--classes", "3",
-                    "--per_class", "8", "--min_side", "260", "--max_side",
-                    "340", "--seed", "5"], check=True, capture_output=True)
+    """3 classes x 8 photo-like JPEGs of 260-340 px."""
+    folder = _generated("stoker-pyds-", "--classes", "3", "--per_class", "8",
+                        "--min_side", "260", "--max_side", "340", "--seed", "5")
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -66,10 +72,9 @@ def dataset():
 @pytest.fixture(scope="session")
 def large_dataset():
     """Few big images: slow to decode with one thread."""
-    folder = tempfile.mkdtemp(prefix="stoker-pyds-large-")
-    subprocess.run([MAKE_DATASET, "--out", folder, "--classes", "2",
-                    "--per_class", "8", "--min_side", "1400", "--max_side",
-                    "1800", "--seed", "6"], check=True, capture_output=True)
+    folder = _generated("stoker-pyds-large-", "--classes", "2", "--per_class",
+                        "8", "--min_side", "1400", "--max_side", "1800",
+                        "--seed", "6")
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -221,7 +221,12 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
   }
   ResizeBox(image.pixels.data(), image.width, image.height, box, size, size,
             out);
-  if (spec_.transform() == v1::VAL && ctx_.decoded_cache->capacity_bytes() > 0) {
+  // Only when the whole epoch fits: an LRU over a larger sequential scan
+  // would copy every sample in and never hit.
+  const uint64_t epoch_bytes =
+      dataset_->samples.size() * ring_->layout().sample_bytes;
+  if (spec_.transform() == v1::VAL &&
+      epoch_bytes <= ctx_.decoded_cache->capacity_bytes()) {
     ctx_.decoded_cache->Insert(
         DecodedKey(dataset_index),
         std::make_shared<const std::string>(

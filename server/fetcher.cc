@@ -14,11 +14,14 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                            bool* from_source) {
   if (from_source != nullptr) *from_source = false;
   const std::string key = ds.CacheKey(sample);
-  if (Bytes hit = l1_->Lookup(key)) return hit;
   std::shared_ptr<Inflight> flight;
   bool leader = false;
   {
+    // L1 is consulted under mu_: a leader inserts into L1 before it leaves
+    // the in-flight table, so a fetch either finds the value or joins the
+    // read, never starts a second one.
     absl::MutexLock lock(&mu_);
+    if (Bytes hit = l1_->Lookup(key)) return hit;
     auto [it, inserted] = inflight_.try_emplace(key);
     if (inserted) it->second = std::make_shared<Inflight>();
     flight = it->second;

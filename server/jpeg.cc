@@ -1,46 +1,175 @@
 #include "server/jpeg.h"
 
-#include <turbojpeg.h>
+#include <algorithm>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jerror.h>
+#include <jpeglib.h>
 
 #include "absl/strings/str_cat.h"
 
 namespace stoker {
 namespace {
+
 constexpr int64_t kMaxPixels = int64_t{1} << 28;
+
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  jmp_buf jump;
+  bool warned = false;
+  char message[JMSG_LENGTH_MAX] = {0};
+};
+
+void OnError(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  longjmp(err->jump, 1);
+}
+
+void OnMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // Trace messages.
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (cinfo->err->msg_code == JWRN_EXTRANEOUS_DATA) return;
+  if (!err->warned) (*cinfo->err->format_message)(cinfo, err->message);
+  err->warned = true;
+}
+
+// CMYK as libjpeg returns it to RGB. Adobe files store inverted values
+// (255 = no ink), for which R = C*K/255; others the plain ones.
+void CmykToRgb(const uint8_t* in, int n, bool inverted, uint8_t* out) {
+  for (int i = 0; i < n; ++i, in += 4, out += 3) {
+    int c = in[0], m = in[1], y = in[2], k = in[3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    out[0] = static_cast<uint8_t>((c * k + 127) / 255);
+    out[1] = static_cast<uint8_t>((m * k + 127) / 255);
+    out[2] = static_cast<uint8_t>((y * k + 127) / 255);
+  }
+}
+
 }  // namespace
 
-JpegDecoder::JpegDecoder() : handle_(tjInitDecompress()) {}
+struct JpegDecoder::State {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  std::vector<uint8_t> cmyk_row;
+};
 
-JpegDecoder::~JpegDecoder() {
-  if (handle_ != nullptr) tjDestroy(static_cast<tjhandle>(handle_));
+JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {
+  state_->cinfo.err = jpeg_std_error(&state_->err.pub);
+  state_->err.pub.error_exit = OnError;
+  state_->err.pub.emit_message = OnMessage;
+  jpeg_create_decompress(&state_->cinfo);
+}
+
+JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
+
+absl::Status JpegDecoder::ReadSize(const uint8_t* data, size_t size, int* width,
+                                   int* height) {
+  if (size == 0) return absl::InvalidArgumentError("empty file");
+  jpeg_decompress_struct& cinfo = state_->cinfo;
+  state_->err.warned = false;
+  if (setjmp(state_->err.jump)) {
+    jpeg_abort_decompress(&cinfo);
+    return absl::DataLossError(absl::StrCat("not a JPEG: ", state_->err.message));
+  }
+  jpeg_mem_src(&cinfo, data, size);
+  jpeg_read_header(&cinfo, TRUE);
+  *width = static_cast<int>(cinfo.image_width);
+  *height = static_cast<int>(cinfo.image_height);
+  jpeg_abort_decompress(&cinfo);
+  return absl::OkStatus();
 }
 
 absl::Status JpegDecoder::Decode(const uint8_t* data, size_t size,
                                  RgbImage* out) {
-  if (handle_ == nullptr) {
-    return absl::InternalError("TurboJPEG decompressor could not be created");
-  }
+  DecodedRegion region;
+  region.image = std::move(*out);
+  const PixelRect all{0, 0, 1 << 30, 1 << 30};
+  absl::Status s = Decode(data, size, 8, all, /*crop=*/false, &region);
+  *out = std::move(region.image);
+  return s;
+}
+
+absl::Status JpegDecoder::Decode(const uint8_t* data, size_t size, int eighths,
+                                 const PixelRect& need, bool crop,
+                                 DecodedRegion* out) {
   if (size == 0) return absl::InvalidArgumentError("empty file");
-  auto h = static_cast<tjhandle>(handle_);
-  int width = 0, height = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(h, data, size, &width, &height, &subsamp,
-                          &colorspace) != 0) {
+  jpeg_decompress_struct& cinfo = state_->cinfo;
+  ErrorManager& err = state_->err;
+  err.warned = false;
+  bool started = false;
+  if (setjmp(err.jump)) {
+    jpeg_abort_decompress(&cinfo);
     return absl::DataLossError(
-        absl::StrCat("not a JPEG: ", tjGetErrorStr2(h)));
+        absl::StrCat(started ? "corrupt JPEG: " : "not a JPEG: ", err.message));
   }
-  if (width <= 0 || height <= 0 ||
-      int64_t{width} * height > kMaxPixels) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("JPEG is ", width, "x", height, ", over the pixel limit"));
+  jpeg_mem_src(&cinfo, data, size);
+  jpeg_read_header(&cinfo, TRUE);
+  if (int64_t{cinfo.image_width} * cinfo.image_height > kMaxPixels) {
+    jpeg_abort_decompress(&cinfo);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "JPEG is ", cinfo.image_width, "x", cinfo.image_height,
+        ", over the pixel limit"));
   }
-  out->width = width;
-  out->height = height;
-  out->pixels.resize(static_cast<size_t>(width) * height * 3);
-  if (tjDecompress2(h, data, size, out->pixels.data(), width, width * 3,
-                    height, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
-    return absl::DataLossError(
-        absl::StrCat("corrupt JPEG: ", tjGetErrorStr2(h)));
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
+                    cinfo.jpeg_color_space == JCS_YCCK;
+  const bool inverted = cinfo.saw_Adobe_marker;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo.scale_num = static_cast<unsigned>(eighths < 1 ? 1 : eighths > 8 ? 8 : eighths);
+  cinfo.scale_denom = 8;
+  cinfo.dct_method = JDCT_ISLOW;
+  started = true;
+  jpeg_start_decompress(&cinfo);
+  const int w = static_cast<int>(cinfo.output_width);
+  const int h = static_cast<int>(cinfo.output_height);
+  out->scaled_width = w;
+  out->scaled_height = h;
+  int x0 = std::max(0, need.x0), x1 = std::min(w, need.x1);
+  int y0 = std::max(0, need.y0), y1 = std::min(h, need.y1);
+  if (!crop || x1 <= x0 || y1 <= y0) {
+    x0 = 0;
+    x1 = w;
+    if (!crop || y1 <= y0) {
+      y0 = 0;
+      y1 = h;
+    }
   }
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0);
+  JDIMENSION cw = static_cast<JDIMENSION>(x1 - x0);
+  if (cw < static_cast<JDIMENSION>(w)) jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+  const int rows = y1 - y0;
+  out->x = static_cast<int>(xoff);
+  out->y = y0;
+  out->image.width = static_cast<int>(cw);
+  out->image.height = rows;
+  out->image.pixels.resize(static_cast<size_t>(cw) * rows * 3);
+  if (cmyk) state_->cmyk_row.resize(static_cast<size_t>(cw) * 4);
+  for (int r = 0; r < rows; ++r) {
+    uint8_t* dst = &out->image.pixels[static_cast<size_t>(r) * cw * 3];
+    JSAMPROW row = cmyk ? state_->cmyk_row.data() : dst;
+    if (jpeg_read_scanlines(&cinfo, &row, 1) != 1) {
+      jpeg_abort_decompress(&cinfo);
+      return absl::DataLossError("corrupt JPEG: scanline could not be read");
+    }
+    if (cmyk) CmykToRgb(row, static_cast<int>(cw), inverted, dst);
+  }
+  // Rows below the region are never decoded.
+  if (cinfo.output_scanline < cinfo.output_height) {
+    jpeg_abort_decompress(&cinfo);
+  } else {
+    jpeg_finish_decompress(&cinfo);
+  }
+  if (err.warned) return absl::DataLossError(absl::StrCat("corrupt JPEG: ", err.message));
   return absl::OkStatus();
 }
 

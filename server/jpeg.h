@@ -1,16 +1,22 @@
-// JPEG decoding with libjpeg-turbo's TurboJPEG API, errors as absl::Status.
+// JPEG decoding with libjpeg-turbo's libjpeg API, errors as absl::Status.
 //
-// A JpegDecoder owns one TurboJPEG handle; it is not thread-safe, so each
-// decode thread keeps its own (see ThreadLocalDecoder()). Output is packed
-// RGB (3 bytes per pixel, stride = width * 3) into a caller-owned buffer that
-// is reused across calls. Grayscale sources come out as RGB. Anything
-// libjpeg-turbo warns about (a truncated file, corrupt data) is an error:
-// a sample is either decoded faithfully or flagged.
+// Decodes less when asked: at a DCT scale of M/8 (the IDCT then produces
+// the smaller image directly), and only the rows and columns of a region
+// (jpeg_crop_scanline for columns, jpeg_skip_scanlines for the rows above,
+// and stopping after the last row needed). Output is packed RGB; grayscale
+// sources come out as RGB and CMYK/YCCK ones (Adobe inverted or not) are
+// converted to RGB. Anything libjpeg warns about in the data that is read
+// (truncation, corrupt entropy data) is an error, except extraneous bytes
+// between markers, which is harmless and common in the wild.
+//
+// A JpegDecoder owns one libjpeg decompressor; it is not thread-safe, so
+// each decode thread keeps its own (ThreadLocalDecoder()).
 #ifndef STOKER_SERVER_JPEG_H_
 #define STOKER_SERVER_JPEG_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,6 +29,18 @@ struct RgbImage {
   std::vector<uint8_t> pixels;  // width * height * 3, row-major.
 };
 
+// Pixels [x0, x1) x [y0, y1) of an image.
+struct PixelRect {
+  int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+// A decoded part of a (possibly scaled) image.
+struct DecodedRegion {
+  RgbImage image;
+  int x = 0, y = 0;  // Where image's (0, 0) lies in the scaled image.
+  int scaled_width = 0, scaled_height = 0;  // The whole scaled image.
+};
+
 class JpegDecoder {
  public:
   JpegDecoder();
@@ -30,17 +48,31 @@ class JpegDecoder {
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
 
-  // INVALID_ARGUMENT for empty input, DATA_LOSS for data that is not a
-  // complete, decodable JPEG (message from libjpeg-turbo), RESOURCE_EXHAUSTED
-  // for images over 2^28 pixels.
+  // Width and height from the header. INVALID_ARGUMENT for empty input,
+  // DATA_LOSS for data that is not a JPEG.
+  absl::Status ReadSize(const uint8_t* data, size_t size, int* width,
+                        int* height);
+
+  // Decodes at scale eighths/8 (1..8) the part of the scaled image that
+  // covers `need` (scaled coordinates, clamped to the image). With
+  // crop=false whole rows are decoded. DATA_LOSS for corrupt data,
+  // RESOURCE_EXHAUSTED over 2^28 pixels.
+  absl::Status Decode(const uint8_t* data, size_t size, int eighths,
+                      const PixelRect& need, bool crop, DecodedRegion* out);
+
+  // The whole image at full scale.
   absl::Status Decode(const uint8_t* data, size_t size, RgbImage* out);
 
  private:
-  void* handle_;  // tjhandle
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // This thread's decoder, created on first use.
 JpegDecoder& ThreadLocalDecoder();
+
+// libjpeg's scaled size: ceil(size * eighths / 8).
+inline int ScaledSize(int size, int eighths) { return (size * eighths + 7) / 8; }
 
 }  // namespace stoker
 

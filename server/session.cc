@@ -168,7 +168,7 @@ uint8_t* ServingSession::SampleOut(const BatchJob& job, uint32_t i) const {
 
 std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
   return absl::StrCat(dataset_->description, "|", dataset_index, "|val",
-                      spec_.image_size());
+                      spec_.image_size(), "|", spec_.decode());
 }
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
@@ -203,24 +203,38 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
     FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  thread_local RgbImage image;
-  absl::Status error = ThreadLocalDecoder().Decode(
-      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), &image);
+  thread_local DecodedRegion region;
+  JpegDecoder& decoder = ThreadLocalDecoder();
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes->data());
+  int width = 0, height = 0;
+  absl::Status error = decoder.ReadSize(data, bytes->size(), &width, &height);
+  const int size = static_cast<int>(spec_.image_size());
+  CropBox box;
+  if (error.ok()) {
+    if (spec_.transform() == v1::TRAIN) {
+      Rng rng(MixSeed({spec_.seed(), job->epoch, dataset_index}));
+      box = RandomResizedCropBox(width, height, rng);
+    } else {
+      box = CenterCropBox(width, height, size);
+    }
+    const v1::Decode mode = spec_.decode();
+    const DecodePlan plan =
+        PlanDecode(width, height, box, size,
+                   /*scale=*/mode == v1::DECODE_AUTO || mode == v1::DECODE_SCALE_CROP,
+                   /*crop=*/mode != v1::DECODE_FULL);
+    error = decoder.Decode(data, bytes->size(), plan.eighths, plan.need,
+                           mode != v1::DECODE_FULL, &region);
+    box = plan.box;
+    box.x -= region.x;  // Into the decoded region's coordinates.
+    box.y -= region.y;
+  }
   if (!error.ok()) {
     FinishSample(job, i, dataset_index, shm::kSampleDecodeError, error);
     return;
   }
-  const int size = static_cast<int>(spec_.image_size());
   uint8_t* out = SampleOut(*job, i);
-  CropBox box;
-  if (spec_.transform() == v1::TRAIN) {
-    Rng rng(MixSeed({spec_.seed(), job->epoch, dataset_index}));
-    box = RandomResizedCropBox(image.width, image.height, rng);
-  } else {
-    box = CenterCropBox(image.width, image.height, size);
-  }
-  ResizeBox(image.pixels.data(), image.width, image.height, box, size, size,
-            out);
+  ResizeBox(region.image.pixels.data(), region.image.width,
+            region.image.height, box, size, size, out);
   // Only when the whole epoch fits: an LRU over a larger sequential scan
   // would copy every sample in and never hit.
   const uint64_t epoch_bytes =

@@ -118,6 +118,36 @@ CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng) {
   return b;
 }
 
+DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
+                      bool scale, bool crop) {
+  DecodePlan p;
+  if (scale) {
+    for (int m = 1; m <= 8; ++m) {
+      if (box.w * m / 8 >= out_size && box.h * m / 8 >= out_size) {
+        p.eighths = m;
+        break;
+      }
+    }
+  }
+  const int sw = ScaledSize(width, p.eighths), sh = ScaledSize(height, p.eighths);
+  const double fx = static_cast<double>(sw) / width;
+  const double fy = static_cast<double>(sh) / height;
+  p.box = CropBox{box.x * fx, box.y * fy, box.w * fx, box.h * fy, box.flip};
+  if (!crop) {
+    p.need = PixelRect{0, 0, sw, sh};
+    return p;
+  }
+  // The resampler reads up to its support (scale, at least 1) plus half a
+  // pixel beyond the box; one more pixel of margin covers rounding.
+  const double mx = std::max(1.0, p.box.w / out_size) + 1.5;
+  const double my = std::max(1.0, p.box.h / out_size) + 1.5;
+  p.need.x0 = std::max(0, static_cast<int>(std::floor(p.box.x - mx)));
+  p.need.y0 = std::max(0, static_cast<int>(std::floor(p.box.y - my)));
+  p.need.x1 = std::min(sw, static_cast<int>(std::ceil(p.box.x + p.box.w + mx)));
+  p.need.y1 = std::min(sh, static_cast<int>(std::ceil(p.box.y + p.box.h + my)));
+  return p;
+}
+
 void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,
                int out_w, int out_h, uint8_t* dst) {
   thread_local AxisCoeffs cx, cy;

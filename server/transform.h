@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "server/jpeg.h"
 #include "util/rng.h"
 
 namespace stoker {
@@ -32,6 +33,21 @@ CropBox CenterCropBox(int src_w, int src_h, int size);
 // Train: RandomResizedCrop's box and the flip, drawn from `rng` in
 // torchvision's order (scale, log-ratio, [repeat], top, left, then flip).
 CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng);
+
+// What to decode for one sample: the DCT scale, the region of the scaled
+// image the resampler reads (the box plus the filter's reach), and the box
+// in scaled coordinates.
+struct DecodePlan {
+  int eighths = 8;
+  PixelRect need;
+  CropBox box;
+};
+
+// With `scale`, the smallest M/8 (largest reduction) that keeps the box at
+// least out_size x out_size; 8/8 otherwise. The region is the whole image
+// unless `crop`.
+DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
+                      bool scale, bool crop);
 
 // Resamples `box` of the packed RGB `src` into `dst` (out_w x out_h x 3,
 // packed). The box must lie inside the image.

@@ -69,6 +69,7 @@ class E2ETest : public ::testing::TestWithParam<bool> {
     s.set_image_size(size);
     s.set_shuffle(shuffle);
     s.set_seed(seed);
+    s.set_decode(v1::DECODE_FULL);  // Pixel-exact against the reference.
     return s;
   }
 

@@ -3,6 +3,7 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -85,6 +86,32 @@ absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
   int flags = progressive ? TJFLAG_PROGRESSIVE : 0;
   int rc = tjCompress2(h, rgb.data(), width, width * 3, height, TJPF_RGB, &buf,
                        &size, tjsub, quality, flags);
+  std::string out;
+  if (rc == 0) out.assign(reinterpret_cast<char*>(buf), size);
+  std::string err = rc == 0 ? "" : tjGetErrorStr2(h);
+  tjFree(buf);
+  tjDestroy(h);
+  if (rc != 0) return absl::InternalError(absl::StrCat("tjCompress2: ", err));
+  return out;
+}
+
+absl::StatusOr<std::string> EncodeCmykJpeg(const std::vector<uint8_t>& rgb,
+                                           int width, int height, int quality) {
+  std::vector<uint8_t> cmyk(static_cast<size_t>(width) * height * 4);
+  for (size_t i = 0, n = static_cast<size_t>(width) * height; i < n; ++i) {
+    const uint8_t* p = &rgb[i * 3];
+    const int k = std::max({p[0], p[1], p[2]});
+    for (int c = 0; c < 3; ++c) {
+      cmyk[i * 4 + c] = static_cast<uint8_t>(k ? (p[c] * 255 + k / 2) / k : 0);
+    }
+    cmyk[i * 4 + 3] = static_cast<uint8_t>(k);
+  }
+  tjhandle h = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  // TurboJPEG writes CMYK as YCCK with an Adobe marker.
+  int rc = tjCompress2(h, cmyk.data(), width, width * 4, height, TJPF_CMYK,
+                       &buf, &size, TJSAMP_444, quality, 0);
   std::string out;
   if (rc == 0) out.assign(reinterpret_cast<char*>(buf), size);
   std::string err = rc == 0 ? "" : tjGetErrorStr2(h);

@@ -25,6 +25,12 @@ absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
                                        Subsampling sub = Subsampling::k420,
                                        bool progressive = false);
 
+// An Adobe (inverted) CMYK JPEG of the RGB image, the way Photoshop writes
+// them: stored K = max(R,G,B), stored C = R*255/K (likewise M, Y), so that
+// R = C*K/255.
+absl::StatusOr<std::string> EncodeCmykJpeg(const std::vector<uint8_t>& rgb,
+                                           int width, int height, int quality);
+
 absl::Status WriteFile(const std::string& path, const std::string& bytes);
 
 struct FolderSpec {

@@ -44,7 +44,7 @@ constexpr char kUsage[] =
     "          [--epochs E=1] [--transform val|train] [--size S=224]\n"
     "          [--seed K] [--shuffle|--no-shuffle] [--rank R] [--world-size W]\n"
     "          [--drop-last] [--ring-slots N] [--start-epoch E]\n"
-    "          [--start-batch B] [--json]\n"
+    "          [--start-batch B] [--decode auto|full|crop|scale_crop] [--json]\n"
     "  warm    pull a dataset into the daemon's caches, showing progress\n"
     "          (--dataset DIR | --list MANIFEST | --lmdb PATH) [--concurrency N]\n"
     "  stats   print the daemon's counters, caches and sessions [--json]\n"
@@ -179,6 +179,14 @@ int Read(Client& client, const Args& a) {
   spec.set_start_epoch(se);
   spec.set_start_batch(sb);
   spec.set_drop_last(a.flags.count("drop-last") > 0);
+  const std::string decode = Flag(a, "decode");
+  static const std::map<std::string, v1::Decode> kDecode = {
+      {"", v1::DECODE_AUTO}, {"auto", v1::DECODE_AUTO},
+      {"full", v1::DECODE_FULL}, {"crop", v1::DECODE_CROP},
+      {"scale_crop", v1::DECODE_SCALE_CROP}};
+  if (!kDecode.count(decode))
+    return Usage("--decode must be auto, full, crop or scale_crop");
+  spec.set_decode(kDecode.at(decode));
   bool shuffle = transform == "train";
   if (a.flags.count("shuffle")) shuffle = true;
   if (a.flags.count("no-shuffle")) shuffle = false;
@@ -326,7 +334,7 @@ int Main(int argc, char** argv) {
                 "batch-size", "epochs",
                 "transform", "size", "seed", "shuffle", "no-shuffle", "rank",
                 "world-size", "drop-last", "ring-slots", "start-epoch",
-                "start-batch", "json"}},
+                "start-batch", "json", "decode"}},
       {"stats", {"socket", "json"}},
       {"health", {"socket"}},
   };

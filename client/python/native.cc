@@ -100,8 +100,12 @@ v1::SessionSpec MakeSpec(const std::string& kind, const std::string& path,
                          bool shuffle, uint64_t seed, uint32_t rank,
                          uint32_t world_size, bool drop_last,
                          uint32_t ring_slots, uint64_t start_epoch,
-                         uint64_t start_batch) {
+                         uint64_t start_batch, const std::string& decode) {
   v1::SessionSpec spec;
+  spec.set_decode(decode == "full"   ? v1::DECODE_FULL
+                  : decode == "crop" ? v1::DECODE_CROP
+                  : decode == "scale_crop" ? v1::DECODE_SCALE_CROP
+                                           : v1::DECODE_AUTO);
   spec.mutable_dataset()->set_kind(kind == "list" ? v1::DatasetSpec::LIST
                                                   : v1::DatasetSpec::FOLDER);
   spec.mutable_dataset()->set_path(path);
@@ -198,11 +202,11 @@ PYBIND11_MODULE(_stoker, m) {
                               uint32_t image_size, bool shuffle, uint64_t seed,
                               uint32_t rank, uint32_t world_size, bool drop_last,
                               uint32_t ring_slots, uint64_t start_epoch,
-                              uint64_t start_batch) {
+                              uint64_t start_batch, const std::string& decode) {
         v1::SessionSpec spec = MakeSpec(kind, path, root, batch_size, transform,
                                         image_size, shuffle, seed, rank,
                                         world_size, drop_last, ring_slots,
-                                        start_epoch, start_batch);
+                                        start_epoch, start_batch, decode);
         absl::StatusOr<std::unique_ptr<Session>> s;
         {
           py::gil_scoped_release release;
@@ -213,7 +217,7 @@ PYBIND11_MODULE(_stoker, m) {
          py::arg("transform"), py::arg("image_size"), py::arg("shuffle"),
          py::arg("seed"), py::arg("rank"), py::arg("world_size"),
          py::arg("drop_last"), py::arg("ring_slots"), py::arg("start_epoch"),
-         py::arg("start_batch"))
+         py::arg("start_batch"), py::arg("decode") = "auto")
       .def("stats", [](Client& c) {
         absl::StatusOr<v1::DaemonStats> s;
         {

@@ -177,7 +177,8 @@ def test_daemon_death_mid_epoch_raises_promptly(private_daemon, dataset):
 
 def test_starvation_warning_and_stats(private_daemon, large_dataset):
     # One decode thread, big images, a loop that does nothing: data-bound.
-    ld = loader(private_daemon, large_dataset, batch_size=2, image_size=64)
+    ld = loader(private_daemon, large_dataset, batch_size=2, image_size=64,
+                decode="full")
     with pytest.warns(stoker.StarvationWarning, match="waited"):
         for _ in ld:
             pass

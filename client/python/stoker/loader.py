@@ -79,6 +79,10 @@ class Loader:
       threads: decode threads of an embedded daemon (ignored otherwise).
       timeout: seconds to wait for one batch before raising (None: no limit;
         a vanished daemon is reported within a few seconds regardless).
+      decode: "auto" (= "scale_crop": decode at the smallest DCT scale
+        that keeps the crop at least image_size, and only the crop's
+        rows/columns), "crop" (only the crop, full scale: same pixels as
+        "full"), or "full" (every pixel: torchvision's pixels exactly).
       starvation_threshold: warn at the end of an epoch when the training loop
         spent more than this fraction of it (and at least 0.2 s) waiting for
         data.
@@ -93,7 +97,7 @@ class Loader:
                  shuffle=True, seed=0, rank=0, world_size=1, drop_last=False,
                  dtype="uint8", device=None, socket=None, ring_slots=None,
                  threads=None, root=None, timeout=None,
-                 starvation_threshold=0.1):
+                 starvation_threshold=0.1, decode="auto"):
         if not isinstance(dataset, (str, os.PathLike)):
             raise TypeError(f"dataset must be a path, got {type(dataset).__name__}")
         path = os.path.abspath(os.fspath(dataset))
@@ -124,6 +128,10 @@ class Loader:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if not isinstance(starvation_threshold, numbers.Real) or not 0 < starvation_threshold <= 1:
             raise ValueError("starvation_threshold must be in (0, 1]")
+        if decode not in ("auto", "full", "crop", "scale_crop"):
+            raise ValueError("decode must be 'auto', 'full', 'crop' or "
+                             f"'scale_crop', got {decode!r}")
+        self.decode = decode
         self._device = _check_device(device)
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)
@@ -258,7 +266,7 @@ class Loader:
             image_size=self.image_size, shuffle=self.shuffle, seed=self.seed,
             rank=self.rank, world_size=self.world_size,
             drop_last=self.drop_last, ring_slots=self._ring_slots,
-            start_epoch=epoch, start_batch=batch)
+            start_epoch=epoch, start_batch=batch, decode=self.decode)
         self._stream = (epoch, batch)
         return self._session
 

@@ -355,6 +355,11 @@ v1::DaemonStats Daemon::GetStats() const {
   s.set_samples_decoded(counters_.samples_decoded.load(std::memory_order_relaxed));
   s.set_samples_failed(counters_.samples_failed.load(std::memory_order_relaxed));
   *s.mutable_reader() = fetcher_ ? fetcher_->Stats() : v1::ReaderStats();
+  v1::StageTimes* st = s.mutable_stages();
+  st->set_samples(counters_.stage_samples.load(std::memory_order_relaxed));
+  st->set_fetch_seconds(counters_.fetch_ns.load(std::memory_order_relaxed) / 1e9);
+  st->set_decode_seconds(counters_.decode_ns.load(std::memory_order_relaxed) / 1e9);
+  st->set_resize_seconds(counters_.resize_ns.load(std::memory_order_relaxed) / 1e9);
   s.set_bytes_read(s.reader().source_bytes());
   *s.add_tiers() = l1_.Stats();
   if (l2_) {

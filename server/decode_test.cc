@@ -112,7 +112,7 @@ TEST(DecodeLeverTest, CropDecodesOnlyTheRegionAndScaleShrinksIt) {
   EXPECT_EQ(crop.eighths, 8);
   EXPECT_LE(crop.need.x1 - crop.need.x0, 210);  // 200 + filter reach.
   EXPECT_LE(crop.need.y1 - crop.need.y0, 160);
-  // 150 px tall crop for 64 px output: 3/8 keeps 56 < 64, so 4/8.
+  // 150 px tall crop for 64 px output: 2/8 keeps 37 < 64, so 4/8.
   DecodePlan scaled = PlanDecode(w, h, box, 64, true, true);
   EXPECT_EQ(scaled.eighths, 4);
   EXPECT_NEAR(scaled.box.w, 100, 1e-9);

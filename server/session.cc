@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/jpeg.h"
+#include "shm/futex.h"
 #include "server/transform.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -185,8 +186,11 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
       return;
     }
   }
+  const uint64_t t0 = shm::MonotonicNanos();
   absl::StatusOr<Bytes> bytes =
       ctx_.fetcher->Fetch(*dataset_, dataset_->samples[dataset_index]);
+  ctx_.counters->fetch_ns.fetch_add(shm::MonotonicNanos() - t0,
+                                    std::memory_order_relaxed);
   if (!bytes.ok()) {
     FinishSample(job, i, dataset_index, shm::kSampleReadError, bytes.status());
     return;
@@ -204,6 +208,7 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
     return;
   }
   thread_local DecodedRegion region;
+  const uint64_t t0 = shm::MonotonicNanos();
   JpegDecoder& decoder = ThreadLocalDecoder();
   const auto* data = reinterpret_cast<const uint8_t*>(bytes->data());
   int width = 0, height = 0;
@@ -233,8 +238,13 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
     return;
   }
   uint8_t* out = SampleOut(*job, i);
+  const uint64_t t1 = shm::MonotonicNanos();
   ResizeBox(region.image.pixels.data(), region.image.width,
             region.image.height, box, size, size, out);
+  ctx_.counters->decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+  ctx_.counters->resize_ns.fetch_add(shm::MonotonicNanos() - t1,
+                                     std::memory_order_relaxed);
+  ctx_.counters->stage_samples.fetch_add(1, std::memory_order_relaxed);
   // Only when the whole epoch fits: an LRU over a larger sequential scan
   // would copy every sample in and never hit.
   const uint64_t epoch_bytes =

@@ -40,6 +40,11 @@ namespace stoker {
 
 // Daemon-wide counters; every field is updated with relaxed atomics.
 struct PipelineCounters {
+  // Time per stage, summed over samples (nanoseconds): where time goes.
+  std::atomic<uint64_t> fetch_ns{0};   // Reader: caches and storage.
+  std::atomic<uint64_t> decode_ns{0};  // JPEG header + (region) decode.
+  std::atomic<uint64_t> resize_ns{0};  // Resample + flip into the slot.
+  std::atomic<uint64_t> stage_samples{0};
   std::atomic<uint64_t> samples_decoded{0};
   std::atomic<uint64_t> samples_failed{0};
   std::atomic<uint64_t> batches_published{0};

@@ -43,8 +43,9 @@ struct DecodePlan {
   CropBox box;
 };
 
-// With `scale`, the smallest M/8 (largest reduction) that keeps the box at
-// least out_size x out_size; 8/8 otherwise. The region is the whole image
+// With `scale`, the smallest of 1/8, 1/4, 1/2 (the scales libjpeg-turbo
+// has SIMD IDCTs for) that keeps the box at least out_size x out_size;
+// 8/8 otherwise. The region is the whole image
 // unless `crop`.
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop);

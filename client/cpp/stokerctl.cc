@@ -268,6 +268,13 @@ int Stats(Client& client, const Args& a) {
               s.sessions_size(), (unsigned long long)s.sessions_opened(),
               (unsigned long long)s.sessions_closed(),
               (unsigned long long)s.sessions_reclaimed());
+  if (const v1::StageTimes& st = s.stages(); st.samples() > 0) {
+    const double n = static_cast<double>(st.samples());
+    std::printf("per decoded sample: fetch %.3f ms, decode %.3f ms, "
+                "resize+write %.3f ms (%llu samples)\n",
+                1e3 * st.fetch_seconds() / n, 1e3 * st.decode_seconds() / n,
+                1e3 * st.resize_seconds() / n, (unsigned long long)st.samples());
+  }
   const v1::ReaderStats& r = s.reader();
   std::printf("reader: %u threads, %llu source reads (%llu bytes, %llu errors), "
               "mean %.1f ms, max %.1f ms, %llu joined\n",

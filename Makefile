@@ -29,6 +29,7 @@ bench: deps
 	    --per_class 100 && touch /tmp/stoker-demo-data/.complete; }
 	bazel-bin/bench/storage_bench --data /tmp/stoker-demo-data
 	$(PYENV) $(PYTHON) bench/loader_overhead.py
+	$(PYTHON) bench/vs_torch.py
 
 demo: deps
 	$(BAZEL) build //server:stokerd //client/cpp:stokerctl //tests:make_dataset

@@ -51,6 +51,12 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   if (spec.rank() >= world)
     return bad(absl::StrCat("rank ", spec.rank(),
                             " must be less than world_size ", world));
+  if ((spec.mean_size() != 0 && spec.mean_size() != 3) ||
+      (spec.std_size() != 0 && spec.std_size() != 3))
+    return bad("mean and std must each have 3 values (or none for ImageNet's)");
+  for (float s : spec.std()) {
+    if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
+  }
   if (spec.ring_slots() > shm::kMaxRingSlots)
     return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
                             " must be at most ", shm::kMaxRingSlots));
@@ -76,6 +82,9 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
   g.batch_size = spec.batch_size();
   g.height = g.width = spec.image_size();
   g.channels = 3;
+  g.dtype = spec.dtype() == v1::FLOAT32   ? shm::kDTypeFloat32
+            : spec.dtype() == v1::FLOAT16 ? shm::kDTypeFloat16
+                                          : shm::kDTypeUint8;
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<shm::RingProducer> ring,
       shm::RingProducer::Create(shm_name, g, id, ctx.daemon_generation));
@@ -95,7 +104,19 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_
       plan_(plan),
       ring_(std::move(ring)),
       ctx_(ctx),
-      created_(absl::Now()) {}
+      created_(absl::Now()),
+      norm_([&spec] {
+        const float mean[3] = {0.485f, 0.456f, 0.406f};
+        const float std[3] = {0.229f, 0.224f, 0.225f};
+        Normalization n;
+        for (int c = 0; c < 3; ++c) {
+          const float m = spec.mean_size() == 3 ? spec.mean(c) : mean[c];
+          const float s = spec.std_size() == 3 ? spec.std(c) : std[c];
+          n.scale[c] = 1.0f / (255.0f * s);
+          n.offset[c] = -m / s;
+        }
+        return n;
+      }()) {}
 
 ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
 
@@ -169,7 +190,10 @@ uint8_t* ServingSession::SampleOut(const BatchJob& job, uint32_t i) const {
 
 std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
   return absl::StrCat(dataset_->description, "|", dataset_index, "|val",
-                      spec_.image_size(), "|", spec_.decode());
+                      spec_.image_size(), "|", spec_.decode(), "|",
+                      spec_.dtype(), "|", norm_.scale[0], ",", norm_.scale[1],
+                      ",", norm_.scale[2], "|", norm_.offset[0], ",",
+                      norm_.offset[1], ",", norm_.offset[2]);
 }
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
@@ -239,8 +263,18 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
   }
   uint8_t* out = SampleOut(*job, i);
   const uint64_t t1 = shm::MonotonicNanos();
-  ResizeBox(region.image.pixels.data(), region.image.width,
-            region.image.height, box, size, size, out);
+  const uint32_t dtype = ring_->layout().dtype;
+  if (dtype == shm::kDTypeUint8) {
+    ResizeBox(region.image.pixels.data(), region.image.width,
+              region.image.height, box, size, size, out);
+  } else {  // Resample once, then normalize into the slot as CHW floats.
+    thread_local std::vector<uint8_t> hwc;
+    hwc.resize(static_cast<size_t>(size) * size * 3);
+    ResizeBox(region.image.pixels.data(), region.image.width,
+              region.image.height, box, size, size, hwc.data());
+    WriteNormalizedChw(hwc.data(), size, size, norm_,
+                       dtype == shm::kDTypeFloat16, out);
+  }
   ctx_.counters->decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
   ctx_.counters->resize_ns.fetch_add(shm::MonotonicNanos() - t1,
                                      std::memory_order_relaxed);

@@ -34,6 +34,7 @@
 #include "server/fetcher.h"
 #include "server/plan.h"
 #include "server/thread_pool.h"
+#include "server/transform.h"
 #include "shm/ring.h"
 
 namespace stoker {
@@ -129,6 +130,7 @@ class ServingSession {
   const std::unique_ptr<shm::RingProducer> ring_;
   const PipelineContext ctx_;
   const absl::Time created_;
+  const Normalization norm_;  // For float outputs.
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
   std::atomic<uint64_t> published_{0};

@@ -121,6 +121,43 @@ CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng) {
   return b;
 }
 
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  const uint32_t abs = x & 0x7fffffff;
+  if (abs >= 0x7f800000) {  // Inf or NaN.
+    return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
+  }
+  if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // Overflow.
+  if (abs < 0x38800000) {  // Subnormal half (or zero).
+    float a;
+    std::memcpy(&a, &abs, 4);
+    // Scale so the half's subnormal unit (2^-24) becomes 1, round to even.
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  // Normal: rebias the exponent, round the mantissa to 10 bits, ties to even.
+  uint32_t h = ((abs - 0x38000000) >> 13);
+  const uint32_t rest = abs & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+void WriteNormalizedChw(const uint8_t* hwc, int height, int width,
+                        const Normalization& n, bool half, void* dst) {
+  const size_t plane = static_cast<size_t>(height) * width;
+  for (int c = 0; c < 3; ++c) {
+    const float scale = n.scale[c], offset = n.offset[c];
+    if (half) {
+      uint16_t* o = static_cast<uint16_t*>(dst) + c * plane;
+      for (size_t i = 0; i < plane; ++i) o[i] = FloatToHalf(hwc[i * 3 + c] * scale + offset);
+    } else {
+      float* o = static_cast<float*>(dst) + c * plane;
+      for (size_t i = 0; i < plane; ++i) o[i] = hwc[i * 3 + c] * scale + offset;
+    }
+  }
+}
+
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop) {
   DecodePlan p;

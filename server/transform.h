@@ -50,6 +50,22 @@ struct DecodePlan {
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop);
 
+// Per-channel affine map applied to 0..255 values: out = x * scale + offset.
+// From torchvision's Normalize(mean, std) on x/255: scale = 1/(255 std),
+// offset = -mean/std.
+struct Normalization {
+  float scale[3];
+  float offset[3];
+};
+
+// Writes packed HWC uint8 pixels as normalized CHW float32 (`half` false)
+// or IEEE float16 (`half` true, rounded to nearest even) into `dst`.
+void WriteNormalizedChw(const uint8_t* hwc, int height, int width,
+                        const Normalization& n, bool half, void* dst);
+
+// Float to IEEE half, round to nearest even (NaN stays NaN, overflow to inf).
+uint16_t FloatToHalf(float f);
+
 // Resamples `box` of the packed RGB `src` into `dst` (out_w x out_h x 3,
 // packed). The box must lie inside the image.
 void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,

@@ -72,8 +72,10 @@ absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g) {
   h.height = g.height;
   h.width = g.width;
   h.channels = g.channels;
-  h.dtype = kDTypeUint8;
-  h.sample_bytes = uint64_t{g.height} * g.width * g.channels;
+  if (g.dtype < kDTypeUint8 || g.dtype > kDTypeFloat16)
+    return bad("dtype", g.dtype, "must be 1 (uint8), 2 (float32) or 3 (float16)");
+  h.dtype = g.dtype;
+  h.sample_bytes = uint64_t{g.height} * g.width * g.channels * DTypeBytes(g.dtype);
   h.labels_offset = sizeof(SlotControl);
   h.status_offset = AlignUp(h.labels_offset + 4ULL * g.batch_size, 64);
   h.index_offset = AlignUp(h.status_offset + 4ULL * g.batch_size, 64);

@@ -36,6 +36,7 @@ struct RingGeometry {
   uint32_t height = 0;
   uint32_t width = 0;
   uint32_t channels = 3;
+  uint32_t dtype = kDTypeUint8;
 };
 
 inline constexpr uint32_t kMaxRingSlots = 256;

@@ -49,9 +49,16 @@ enum SampleStatus : uint32_t {
   kSampleDecodeError = 2,  // Not a decodable JPEG (pixels are zero).
 };
 
+// Element type of the pixel data; it also fixes the sample layout.
 enum DType : uint32_t {
-  kDTypeUint8 = 1,
+  kDTypeUint8 = 1,    // NHWC, 0..255.
+  kDTypeFloat32 = 2,  // NCHW, normalized ((x/255 - mean) / std).
+  kDTypeFloat16 = 3,  // NCHW, normalized, IEEE half.
 };
+
+inline constexpr uint32_t DTypeBytes(uint32_t dtype) {
+  return dtype == kDTypeFloat32 ? 4 : dtype == kDTypeFloat16 ? 2 : 1;
+}
 
 // Geometry of a ring: plain integers, written once by the producer before
 // the segment's name is given to anyone, never changed after.
@@ -65,7 +72,7 @@ struct RingLayout {
   uint32_t height;
   uint32_t width;
   uint32_t channels;
-  uint32_t dtype;         // DType.
+  uint32_t dtype;         // DType (uint8 NHWC or float NCHW).
   uint64_t sample_bytes;  // height * width * channels * element size.
   uint64_t slots_offset;  // From segment start to slot 0.
   uint64_t slot_stride;   // Between consecutive slots; a multiple of 4096.

@@ -320,6 +320,54 @@ TEST_P(E2ETest, HeldBatchesStayIntactAndClosedSessionFailsFast) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
 }
 
+TEST_P(E2ETest, FloatOutputsAreTheNormalizedUint8InChw) {
+  if (GetParam()) GTEST_SKIP() << "same code path as in-process";
+  TestDaemon d(false, 2);
+  auto client = d.Connect();
+  v1::SessionSpec spec = Spec(v1::TRAIN, 4, 24, true, 5);
+  auto u8 = client->OpenSession(spec);
+  spec.set_dtype(v1::FLOAT32);
+  spec.add_mean(0.5f);
+  spec.add_mean(0.4f);
+  spec.add_mean(0.3f);
+  for (float s : {0.2f, 0.25f, 0.3f}) spec.add_std(s);
+  auto f32 = client->OpenSession(spec);
+  spec.set_dtype(v1::FLOAT16);
+  auto f16 = client->OpenSession(spec);
+  ASSERT_TRUE(u8.ok() && f32.ok() && f16.ok());
+  const float mean[3] = {0.5f, 0.4f, 0.3f}, stdv[3] = {0.2f, 0.25f, 0.3f};
+  for (int n = 0; n < 3; ++n) {
+    auto a = (*u8)->Next(absl::Seconds(30));
+    auto b = (*f32)->Next(absl::Seconds(30));
+    auto h = (*f16)->Next(absl::Seconds(30));
+    ASSERT_TRUE(a.ok() && b.ok() && h.ok());
+    EXPECT_EQ(b->dtype(), shm::kDTypeFloat32);
+    EXPECT_EQ(b->sample_bytes(), 24u * 24u * 3u * 4u);
+    EXPECT_EQ(h->sample_bytes(), 24u * 24u * 3u * 2u);
+    const auto* fp = reinterpret_cast<const float*>(b->data());
+    const auto* hp = reinterpret_cast<const uint16_t*>(h->data());
+    double worst = 0;
+    for (uint32_t i = 0; i < a->samples(); ++i) {
+      ASSERT_EQ(a->indices()[i], b->indices()[i]);
+      if (a->status()[i] != shm::kSampleOk) {  // Failed: all zero bytes.
+        ASSERT_EQ(b->status()[i], a->status()[i]);
+        EXPECT_EQ(std::count(fp + i * 3 * 576, fp + (i + 1) * 3 * 576, 0.0f), 3 * 576);
+        continue;
+      }
+      for (int c = 0; c < 3; ++c) {
+        for (int p = 0; p < 24 * 24; ++p) {
+          const float want =
+              (a->data()[i * a->sample_bytes() + p * 3 + c] / 255.0f - mean[c]) / stdv[c];
+          const size_t at = (i * 3 + c) * 24 * 24 + p;
+          worst = std::max(worst, double(std::fabs(fp[at] - want)));
+          ASSERT_EQ(hp[at], FloatToHalf(fp[at]));
+        }
+      }
+    }
+    EXPECT_LT(worst, 1e-5);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Daemon, E2ETest, ::testing::Values(false, true),
                          [](const auto& info) {
                            return info.param ? "Subprocess" : "InProcess";

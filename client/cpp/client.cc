@@ -129,6 +129,7 @@ uint32_t Batch::samples() const { return lease_->view.control->sample_count; }
 uint32_t Batch::height() const { return lease_->layout().height; }
 uint32_t Batch::width() const { return lease_->layout().width; }
 uint32_t Batch::channels() const { return lease_->layout().channels; }
+uint32_t Batch::dtype() const { return lease_->layout().dtype; }
 uint64_t Batch::sample_bytes() const { return lease_->layout().sample_bytes; }
 const int32_t* Batch::labels() const { return lease_->view.labels; }
 const uint32_t* Batch::status() const { return lease_->view.status; }

@@ -32,14 +32,17 @@ class Batch {
  public:
   Batch() = default;
 
-  // Pixels: samples() x height() x width() x channels() uint8, NHWC.
+  // Pixels: for dtype() kDTypeUint8 (shm/ring_data.h) samples() x height()
+  // x width() x channels() uint8 (NHWC); for float32/float16 samples() x
+  // channels() x height() x width() (NCHW), normalized.
   const uint8_t* data() const;
+  uint32_t dtype() const;
   uint64_t size_bytes() const;
   uint32_t samples() const;      // Valid samples (short at an epoch's end).
   uint32_t height() const;
   uint32_t width() const;
   uint32_t channels() const;
-  uint64_t sample_bytes() const;
+  uint64_t sample_bytes() const;  // Bytes per sample, any dtype.
   const int32_t* labels() const;   // [samples()]
   const uint32_t* status() const;  // [samples()], 0 = OK (see ring_data.h)
   const uint64_t* indices() const; // [samples()], dataset sample indices

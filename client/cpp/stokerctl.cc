@@ -44,7 +44,8 @@ constexpr char kUsage[] =
     "          [--epochs E=1] [--transform val|train] [--size S=224]\n"
     "          [--seed K] [--shuffle|--no-shuffle] [--rank R] [--world-size W]\n"
     "          [--drop-last] [--ring-slots N] [--start-epoch E]\n"
-    "          [--start-batch B] [--decode auto|full|crop|scale_crop] [--json]\n"
+    "          [--start-batch B] [--decode auto|full|crop|scale_crop]\n"
+    "          [--dtype uint8|float32|float16] [--json]\n"
     "  warm    pull a dataset into the daemon's caches, showing progress\n"
     "          (--dataset DIR | --list MANIFEST | --lmdb PATH) [--concurrency N]\n"
     "  stats   print the daemon's counters, caches and sessions [--json]\n"
@@ -187,6 +188,12 @@ int Read(Client& client, const Args& a) {
   if (!kDecode.count(decode))
     return Usage("--decode must be auto, full, crop or scale_crop");
   spec.set_decode(kDecode.at(decode));
+  const std::string dtype = Flag(a, "dtype");
+  static const std::map<std::string, v1::DType> kDType = {
+      {"", v1::UINT8}, {"uint8", v1::UINT8}, {"float32", v1::FLOAT32},
+      {"float16", v1::FLOAT16}};
+  if (!kDType.count(dtype)) return Usage("--dtype must be uint8, float32 or float16");
+  spec.set_dtype(kDType.at(dtype));
   bool shuffle = transform == "train";
   if (a.flags.count("shuffle")) shuffle = true;
   if (a.flags.count("no-shuffle")) shuffle = false;
@@ -341,7 +348,7 @@ int Main(int argc, char** argv) {
                 "batch-size", "epochs",
                 "transform", "size", "seed", "shuffle", "no-shuffle", "rank",
                 "world-size", "drop-last", "ring-slots", "start-epoch",
-                "start-batch", "json", "decode"}},
+                "start-batch", "json", "decode", "dtype"}},
       {"stats", {"socket", "json"}},
       {"health", {"socket"}},
   };

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/cpp/client.h"
+#include "shm/ring_data.h"
 #include "util/checksum.h"
 
 namespace py = pybind11;
@@ -100,8 +101,15 @@ v1::SessionSpec MakeSpec(const std::string& kind, const std::string& path,
                          bool shuffle, uint64_t seed, uint32_t rank,
                          uint32_t world_size, bool drop_last,
                          uint32_t ring_slots, uint64_t start_epoch,
-                         uint64_t start_batch, const std::string& decode) {
+                         uint64_t start_batch, const std::string& decode,
+                         const std::string& dtype, const std::vector<float>& mean,
+                         const std::vector<float>& std) {
   v1::SessionSpec spec;
+  spec.set_dtype(dtype == "float32"   ? v1::FLOAT32
+                 : dtype == "float16" ? v1::FLOAT16
+                                      : v1::UINT8);
+  for (float m : mean) spec.add_mean(m);
+  for (float s : std) spec.add_std(s);
   spec.set_decode(decode == "full"   ? v1::DECODE_FULL
                   : decode == "crop" ? v1::DECODE_CROP
                   : decode == "scale_crop" ? v1::DECODE_SCALE_CROP
@@ -136,9 +144,17 @@ PYBIND11_MODULE(_stoker, m) {
   py::class_<PyBatch, std::shared_ptr<PyBatch>>(m, "Batch")
       .def_property_readonly("images", [](const std::shared_ptr<PyBatch>& self) {
         const Batch& b = self->batch;
-        return View<uint8_t>(self, b.data(),
-                             {b.samples(), b.height(), b.width(), b.channels()});
-      }, "uint8 NHWC view of the slot's pixels (zero-copy).")
+        if (b.dtype() == shm::kDTypeUint8) {
+          return View<uint8_t>(self, b.data(),
+                               {b.samples(), b.height(), b.width(), b.channels()});
+        }
+        // The array's base is the PyBatch, as for View().
+        return py::array(py::dtype(b.dtype() == shm::kDTypeFloat32 ? "float32" : "float16"),
+                         std::vector<py::ssize_t>{b.samples(), b.channels(),
+                                                  b.height(), b.width()},
+                         {}, b.data(), py::cast(self));
+      }, "View of the slot's pixels (zero-copy): uint8 NHWC, or float32/"
+         "float16 NCHW normalized.")
       .def_property_readonly("labels", [](const std::shared_ptr<PyBatch>& self) {
         return View<int32_t>(self, self->batch.labels(), {self->batch.samples()});
       })
@@ -202,11 +218,15 @@ PYBIND11_MODULE(_stoker, m) {
                               uint32_t image_size, bool shuffle, uint64_t seed,
                               uint32_t rank, uint32_t world_size, bool drop_last,
                               uint32_t ring_slots, uint64_t start_epoch,
-                              uint64_t start_batch, const std::string& decode) {
+                              uint64_t start_batch, const std::string& decode,
+                              const std::string& dtype,
+                              const std::vector<float>& mean,
+                              const std::vector<float>& std) {
         v1::SessionSpec spec = MakeSpec(kind, path, root, batch_size, transform,
                                         image_size, shuffle, seed, rank,
                                         world_size, drop_last, ring_slots,
-                                        start_epoch, start_batch, decode);
+                                        start_epoch, start_batch, decode, dtype,
+                                        mean, std);
         absl::StatusOr<std::unique_ptr<Session>> s;
         {
           py::gil_scoped_release release;
@@ -217,7 +237,9 @@ PYBIND11_MODULE(_stoker, m) {
          py::arg("transform"), py::arg("image_size"), py::arg("shuffle"),
          py::arg("seed"), py::arg("rank"), py::arg("world_size"),
          py::arg("drop_last"), py::arg("ring_slots"), py::arg("start_epoch"),
-         py::arg("start_batch"), py::arg("decode") = "auto")
+         py::arg("start_batch"), py::arg("decode") = "auto",
+         py::arg("dtype") = "uint8", py::arg("mean") = std::vector<float>(),
+         py::arg("std") = std::vector<float>())
       .def("stats", [](Client& c) {
         absl::StatusOr<v1::DaemonStats> s;
         {

@@ -192,3 +192,19 @@ def test_starvation_warning_and_stats(private_daemon, large_dataset):
         for _ in ld:
             time.sleep(0.25)
     assert ld.stats()["last_epoch"]["wait_fraction"] < 0.1
+
+
+def test_float_outputs_are_normalized_nchw(daemon, dataset):
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    u8 = next(iter(loader(daemon, dataset)))[0]
+    f32 = next(iter(loader(daemon, dataset, dtype="float32")))[0]
+    f16 = next(iter(loader(daemon, dataset, dtype=torch.float16, mean=mean,
+                           std=std)))[0]
+    assert f32.dtype == torch.float32 and f16.dtype == torch.float16
+    assert f32.shape == (5, 3, 48, 48)
+    want = (u8.permute(0, 3, 1, 2).float() / 255
+            - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    assert torch.allclose(f32, want, atol=1e-5)
+    assert torch.allclose(f16.float(), want, atol=2e-3)
+    with pytest.raises(ValueError, match="std"):
+        loader(daemon, dataset, dtype="float32", std=[1, 0, 1])

@@ -54,10 +54,6 @@ void ComputeAxis(int in_size, double box0, double box_len, int out_size,
   }
 }
 
-inline uint8_t Clip8(int32_t v) {
-  v >>= kPrecisionBits;
-  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
-}
 
 }  // namespace
 
@@ -191,80 +187,60 @@ DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
   return p;
 }
 
+// Compiled twice; the loader picks the AVX2 build on CPUs that have it
+// (8-wide integer multiplies for the vertical pass) and the SSE2 one
+// elsewhere.
+__attribute__((target_clones("avx2", "default")))
 void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,
                int out_w, int out_h, uint8_t* dst) {
   thread_local AxisCoeffs cx, cy;
-  thread_local std::vector<uint8_t> tmp;
+  thread_local std::vector<int32_t> acc;
+  thread_local std::vector<float> frow, kf;
   ComputeAxis(src_w, box.x, box.w, out_w, &cx);
   ComputeAxis(src_h, box.y, box.h, out_h, &cy);
-  // Horizontal pass over only the source rows the vertical pass reads.
-  const int row_lo = cy.first[0];
-  const int row_hi = cy.first[out_h - 1] + cy.count[out_h - 1];
-  const int rows = row_hi - row_lo;
-  // +1: each pixel is stored as 4 bytes, the 4th overwritten by the next.
-  tmp.resize(static_cast<size_t>(rows) * out_w * 3 + 1);
-  // The horizontal pass runs in 4-lane floats (RGB + pad, SSE is baseline
-  // on x86-64) over a float copy of each source row; the weights are the
-  // fixed-point taps scaled back, so results match PIL's integer sums to
-  // within float rounding (an off-by-one is rare: about 1 value in 20,000).
-  thread_local std::vector<float> frow, kf;
+  // Only the source columns some output reads.
   const int col_lo = cx.first[0];
   const int col_hi = cx.first[out_w - 1] + cx.count[out_w - 1];
-  frow.resize(static_cast<size_t>(src_w) * 4 + 4);
+  const size_t span = static_cast<size_t>(col_hi - col_lo) * 3;
+  acc.resize(span);
+  frow.resize(static_cast<size_t>(col_hi - col_lo) * 4 + 4);
   kf.resize(cx.taps.size());
-  for (size_t i = 0; i < kf.size(); ++i) {
-    kf[i] = static_cast<float>(cx.taps[i]) * (1.0f / (1 << kPrecisionBits));
-  }
+  constexpr float kUnit = 1.0f / (1 << kPrecisionBits);
+  for (size_t i = 0; i < kf.size(); ++i) kf[i] = static_cast<float>(cx.taps[i]) * kUnit;
   const __m128 half = _mm_set1_ps(0.5f);
-  for (int r = 0; r < rows; ++r) {
-    const uint8_t* in = src + static_cast<size_t>(r + row_lo) * src_w * 3;
-    for (int x = col_lo; x < col_hi; ++x) {
+  for (int y = 0; y < out_h; ++y) {
+    // Vertical pass first (it shrinks the rows the horizontal pass sees):
+    // exact integer sums over contiguous bytes, so it vectorizes.
+    std::fill(acc.begin(), acc.end(), 0);
+    const int32_t* k = &cy.taps[static_cast<size_t>(y) * cy.ksize];
+    for (int t = 0; t < cy.count[y]; ++t) {
+      const uint8_t* p =
+          src + (static_cast<size_t>(cy.first[y] + t) * src_w + col_lo) * 3;
+      const int32_t kt = k[t];
+      int32_t* a = acc.data();
+      for (size_t j = 0; j < span; ++j) a[j] += p[j] * kt;
+    }
+    // Unrounded, as 4-lane floats (RGB + pad) for the horizontal pass.
+    for (int x = 0; x < col_hi - col_lo; ++x) {
       float* f = &frow[static_cast<size_t>(x) * 4];
-      f[0] = in[x * 3 + 0];
-      f[1] = in[x * 3 + 1];
-      f[2] = in[x * 3 + 2];
+      f[0] = static_cast<float>(acc[x * 3 + 0]) * kUnit;
+      f[1] = static_cast<float>(acc[x * 3 + 1]) * kUnit;
+      f[2] = static_cast<float>(acc[x * 3 + 2]) * kUnit;
       f[3] = 0;
     }
-    uint8_t* o = &tmp[static_cast<size_t>(r) * out_w * 3];
+    uint8_t* o = dst + static_cast<size_t>(y) * out_w * 3;
     for (int x = 0; x < out_w; ++x) {
-      const float* k = &kf[static_cast<size_t>(x) * cx.ksize];
-      const float* p = &frow[static_cast<size_t>(cx.first[x]) * 4];
-      __m128 acc = half;
+      const float* kx = &kf[static_cast<size_t>(x) * cx.ksize];
+      const float* p = &frow[static_cast<size_t>(cx.first[x] - col_lo) * 4];
+      __m128 sum = half;
       for (int t = 0; t < cx.count[x]; ++t) {
-        acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(p + t * 4), _mm_set1_ps(k[t])));
+        sum = _mm_add_ps(sum, _mm_mul_ps(_mm_loadu_ps(p + t * 4), _mm_set1_ps(kx[t])));
       }
-      __m128i v = _mm_cvttps_epi32(acc);  // Truncation of x + 0.5: rounding.
+      __m128i v = _mm_cvttps_epi32(sum);  // Truncating x + 0.5: rounding.
       v = _mm_packs_epi32(v, v);
       v = _mm_packus_epi16(v, v);
       const uint32_t px = static_cast<uint32_t>(_mm_cvtsi128_si32(v));
-      std::memcpy(o + x * 3, &px, 4);
-    }
-  }
-  // Vertical pass, one output row at a time: taps outer, pixels inner, so
-  // the inner loop runs over contiguous bytes and vectorizes.
-  const size_t row_bytes = static_cast<size_t>(out_w) * 3;
-  thread_local std::vector<int32_t> acc;
-  acc.resize(row_bytes);
-  for (int y = 0; y < out_h; ++y) {
-    const int32_t* k = &cy.taps[static_cast<size_t>(y) * cy.ksize];
-    const uint8_t* base = &tmp[static_cast<size_t>(cy.first[y] - row_lo) * row_bytes];
-    int32_t* a = acc.data();
-    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
-    for (int t = 0; t < cy.count[y]; ++t) {
-      const uint8_t* p = base + t * row_bytes;
-      const int32_t kt = k[t];
-      for (size_t j = 0; j < row_bytes; ++j) a[j] += p[j] * kt;
-    }
-    uint8_t* o = dst + static_cast<size_t>(y) * row_bytes;
-    if (!box.flip) {
-      for (size_t j = 0; j < row_bytes; ++j) o[j] = Clip8(a[j]);
-      continue;
-    }
-    for (int x = 0; x < out_w; ++x) {
-      const int ox = out_w - 1 - x;
-      o[ox * 3 + 0] = Clip8(a[x * 3 + 0]);
-      o[ox * 3 + 1] = Clip8(a[x * 3 + 1]);
-      o[ox * 3 + 2] = Clip8(a[x * 3 + 2]);
+      std::memcpy(o + (box.flip ? out_w - 1 - x : x) * 3, &px, 3);
     }
   }
 }

@@ -5,10 +5,12 @@
 // functions reproduce torchvision's geometry: Resize(round(S*256/224)) +
 // CenterCrop(S) for val, RandomResizedCrop(S, (0.08, 1), (3/4, 4/3)) +
 // RandomHorizontalFlip(0.5) for train, including its fallback after 10
-// tries. The resampler is PIL's antialiased bilinear filter (triangle
-// kernel widened by the downscale factor, 22-bit fixed point, horizontal
-// pass then vertical, 8-bit intermediate), so pixels match
-// torchvision-on-PIL to within rounding. Stateless functions; the scratch
+// tries. The resampler uses PIL's antialiased bilinear filter (triangle
+// kernel widened by the downscale factor, PIL's window bounds and 22-bit
+// fixed-point weights), but runs the vertical pass first and keeps the
+// intermediate unrounded (PIL goes horizontal first through an 8-bit
+// intermediate): far fewer rows to filter horizontally when shrinking, and
+// pixels within one level of torchvision-on-PIL. Stateless functions; the scratch
 // buffers belong to the calling thread.
 #ifndef STOKER_SERVER_TRANSFORM_H_
 #define STOKER_SERVER_TRANSFORM_H_

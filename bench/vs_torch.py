@@ -124,7 +124,8 @@ def run_client(args, servers=()):
 
 
 TORCH_WORKER = r"""
-import json, sys, time, torch, torchvision
+import json, sys, time, warnings, torch, torchvision
+warnings.filterwarnings("ignore", category=UserWarning)  # "> suggested workers"
 from torchvision import transforms as T
 data, transform, workers, epochs, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 norm = T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])

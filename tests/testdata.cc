@@ -72,20 +72,19 @@ std::vector<uint8_t> PhotoLikeRgb(int width, int height, uint64_t seed) {
   return out;
 }
 
-absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
-                                       int width, int height, int quality,
-                                       Subsampling sub, bool progressive) {
+namespace {
+
+// tjCompress2 into a string; pixel_size is 3 (RGB) or 4 (CMYK).
+absl::StatusOr<std::string> Compress(const uint8_t* pixels, int width,
+                                     int height, int pixel_format,
+                                     int pixel_size, int tjsub, int quality,
+                                     int flags) {
   tjhandle h = tjInitCompress();
   if (h == nullptr) return absl::InternalError("tjInitCompress failed");
   unsigned char* buf = nullptr;
   unsigned long size = 0;
-  int tjsub = sub == Subsampling::k444   ? TJSAMP_444
-              : sub == Subsampling::k422 ? TJSAMP_422
-              : sub == Subsampling::k420 ? TJSAMP_420
-                                         : TJSAMP_GRAY;
-  int flags = progressive ? TJFLAG_PROGRESSIVE : 0;
-  int rc = tjCompress2(h, rgb.data(), width, width * 3, height, TJPF_RGB, &buf,
-                       &size, tjsub, quality, flags);
+  int rc = tjCompress2(h, pixels, width, width * pixel_size, height,
+                       pixel_format, &buf, &size, tjsub, quality, flags);
   std::string out;
   if (rc == 0) out.assign(reinterpret_cast<char*>(buf), size);
   std::string err = rc == 0 ? "" : tjGetErrorStr2(h);
@@ -93,6 +92,19 @@ absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
   tjDestroy(h);
   if (rc != 0) return absl::InternalError(absl::StrCat("tjCompress2: ", err));
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
+                                       int width, int height, int quality,
+                                       Subsampling sub, bool progressive) {
+  const int tjsub = sub == Subsampling::k444   ? TJSAMP_444
+                    : sub == Subsampling::k422 ? TJSAMP_422
+                    : sub == Subsampling::k420 ? TJSAMP_420
+                                               : TJSAMP_GRAY;
+  return Compress(rgb.data(), width, height, TJPF_RGB, 3, tjsub, quality,
+                  progressive ? TJFLAG_PROGRESSIVE : 0);
 }
 
 absl::StatusOr<std::string> EncodeCmykJpeg(const std::vector<uint8_t>& rgb,
@@ -106,19 +118,9 @@ absl::StatusOr<std::string> EncodeCmykJpeg(const std::vector<uint8_t>& rgb,
     }
     cmyk[i * 4 + 3] = static_cast<uint8_t>(k);
   }
-  tjhandle h = tjInitCompress();
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
   // TurboJPEG writes CMYK as YCCK with an Adobe marker.
-  int rc = tjCompress2(h, cmyk.data(), width, width * 4, height, TJPF_CMYK,
-                       &buf, &size, TJSAMP_444, quality, 0);
-  std::string out;
-  if (rc == 0) out.assign(reinterpret_cast<char*>(buf), size);
-  std::string err = rc == 0 ? "" : tjGetErrorStr2(h);
-  tjFree(buf);
-  tjDestroy(h);
-  if (rc != 0) return absl::InternalError(absl::StrCat("tjCompress2: ", err));
-  return out;
+  return Compress(cmyk.data(), width, height, TJPF_CMYK, 4, TJSAMP_444,
+                  quality, 0);
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& bytes) {

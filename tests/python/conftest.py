@@ -38,11 +38,11 @@ def wait_for_socket(path, proc, seconds=20):
 class Daemon:
     """A stokerd subprocess on a private socket."""
 
-    def __init__(self, threads=2):
+    def __init__(self, threads=2, extra=()):
         self.folder = tempfile.mkdtemp(prefix="stoker-pyd-")
         self.socket = os.path.join(self.folder, "s.sock")
         self.proc = subprocess.Popen(
-            [STOKERD, "--socket", self.socket, "--threads", str(threads)],
+            [STOKERD, "--socket", self.socket, "--threads", str(threads), *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_socket(self.socket, self.proc)
 

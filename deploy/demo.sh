@@ -23,7 +23,8 @@ fi
 
 run=$(mktemp -d /tmp/stoker-demo-XXXXXX)
 sock="$run/stoker.sock"
-"$bin/server/stokerd" --socket "$sock" --threads "$threads" 2>"$run/stokerd.log" &
+"$bin/server/stokerd" --socket "$sock" --threads "$threads" \
+  --metrics_address 127.0.0.1:0 2>"$run/stokerd.log" &
 daemon=$!
 cleanup() {
   kill -TERM "$daemon" 2>/dev/null || true
@@ -35,7 +36,10 @@ for _ in $(seq 100); do
   "$bin/client/cpp/stokerctl" --socket "$sock" health >/dev/null 2>&1 && break
   sleep 0.1
 done
+port=$("$bin/client/cpp/stokerctl" --socket "$sock" stats --json |
+  sed -n 's/.*"metrics_port": *\([0-9]*\).*/\1/p')
 echo "demo: stokerd (pid $daemon) serving on $sock with $threads decode threads"
+echo "demo: Prometheus metrics on http://127.0.0.1:$port/metrics"
 for t in val train; do
   echo "demo: stokerctl read --transform $t --size 224 --batch-size 32 --epochs 2"
   "$bin/client/cpp/stokerctl" --socket "$sock" read --dataset "$data" \

@@ -15,6 +15,8 @@ PACKAGES=(
   libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev
   # Caches and the LMDB dataset source.
   liblmdb-dev
+  # Metrics, and the real Prometheus server and tmux the tests drive.
+  prometheus-cpp-dev prometheus tmux
   # Tests.
   libgtest-dev libgmock-dev
   # Python client (built against Debian's /usr/bin/python3) and its tests.

@@ -37,6 +37,12 @@ struct DaemonOptions {
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
   L2Options l2;  // l2.path empty: no L2.
+  // Autotune: resize the decode pool within [1, max_decode_threads] and the
+  // reader pool within [reader_threads, max_reader_threads] from the
+  // sessions' diagnoses.
+  bool autotune = false;
+  int max_decode_threads = 0;  // 0: online cores.
+  int max_reader_threads = 256;
   // Ring segments are named "<shm_prefix><session>.<token>" in /dev/shm.
   std::string shm_prefix = "stoker.";
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
@@ -67,6 +73,11 @@ class Daemon {
 
   absl::Status CloseSession(uint64_t session_id);
   v1::DaemonStats GetStats() const;
+  std::vector<v1::SessionStats> ListSessions() const;
+  absl::StatusOr<v1::ResizePoolResponse> ResizePool(
+      const v1::ResizePoolRequest& request);
+  // Recorded for stats only (the /metrics exporter lives outside the core).
+  void SetMetricsPort(int port) { metrics_port_.store(port); }
 
   // Starts warming a dataset's encoded samples into L1/L2 in the
   // background with at most `concurrency` reads at once.
@@ -78,11 +89,24 @@ class Daemon {
   int decode_threads() const;
 
  private:
+  // A session's recent behaviour, updated by the reaper every tick.
+  struct Window {
+    uint64_t wait_ns = 0, decoded = 0;  // Counters at the last tick.
+    double fill = 0, wait_fraction = 0, images_per_second = 0, share = 1;
+    int ticks = 0;
+    std::string diagnosis = "warming-up";
+  };
   struct Entry {
     std::unique_ptr<ServingSession> session;
     std::function<void()> on_close;
     bool attached = false;
     bool pid_visible = false;  // The client pid could be checked at open.
+    Window window;
+  };
+  // Pools' busy fraction over recent ticks.
+  struct PoolWindow {
+    uint64_t busy_ns = 0;
+    double busy_fraction = 0;
   };
 
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
@@ -91,6 +115,11 @@ class Daemon {
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
   void Finish(Entry entry, shm::CloseReason reason);
   void ReapLoop();
+  // One reaper tick's measurements, diagnoses and autotune decisions.
+  void UpdateWindows(double dt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Autotune() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::SessionStats EntryStats(const Entry& e) const;
+  ThreadPool* Pool(const std::string& name);
   struct WarmState;
   void RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency);
 
@@ -123,6 +152,11 @@ class Daemon {
   uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t stale_removed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_warm_id_ ABSL_GUARDED_BY(mu_) = 1;
+  PoolWindow decode_window_ ABSL_GUARDED_BY(mu_);
+  PoolWindow reader_window_ ABSL_GUARDED_BY(mu_);
+  int ticks_since_tune_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t autotune_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int> metrics_port_{0};
   std::vector<std::shared_ptr<WarmState>> warm_jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> warm_threads_ ABSL_GUARDED_BY(mu_);
 };

@@ -120,6 +120,21 @@ grpc::ServerUnaryReactor* GrpcService::WarmCache(
   return Unary(ctx, [&] { return Into(daemon_->WarmCache(*req), resp); });
 }
 
+grpc::ServerUnaryReactor* GrpcService::ResizePool(
+    grpc::CallbackServerContext* ctx, const v1::ResizePoolRequest* req,
+    v1::ResizePoolResponse* resp) {
+  return Unary(ctx, [&] { return Into(daemon_->ResizePool(*req), resp); });
+}
+
+grpc::ServerUnaryReactor* GrpcService::ListSessions(
+    grpc::CallbackServerContext* ctx, const v1::ListSessionsRequest* /*req*/,
+    v1::ListSessionsResponse* resp) {
+  return Unary(ctx, [&] {
+    for (auto& s : daemon_->ListSessions()) *resp->add_sessions() = std::move(s);
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerWriteReactor<v1::AttachEvent>* GrpcService::Attach(
     grpc::CallbackServerContext* /*ctx*/, const v1::AttachRequest* req) {
   return new AttachReactor(daemon_, req->session_id());

@@ -38,6 +38,12 @@ class GrpcService final : public v1::Stoker::CallbackService {
   grpc::ServerUnaryReactor* WarmCache(grpc::CallbackServerContext* ctx,
                                       const v1::WarmCacheRequest* req,
                                       v1::WarmCacheResponse* resp) override;
+  grpc::ServerUnaryReactor* ResizePool(grpc::CallbackServerContext* ctx,
+                                       const v1::ResizePoolRequest* req,
+                                       v1::ResizePoolResponse* resp) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* ctx,
+                                         const v1::ListSessionsRequest* req,
+                                         v1::ListSessionsResponse* resp) override;
 
  private:
   Daemon* const daemon_;

@@ -25,6 +25,19 @@ void SampleErrorLog::Report(const std::string& path,
                           path, ": ", status.message()));
 }
 
+std::string Diagnose(double ring_fill, double wait_fraction, double decode_busy,
+                     double share, int active_sessions) {
+  if (ring_fill >= 0.75) return "consumer-bound";
+  if (decode_busy >= 0.8) {
+    return active_sessions > 1 && share < 0.8 / active_sessions
+               ? "starved-by-fair-share"
+               : "decode-bound";
+  }
+  // Decode has spare capacity, yet the client waits: data is not arriving.
+  if (wait_fraction >= 0.05) return "read-bound";
+  return "balanced";
+}
+
 absl::Status ValidateDatasetSpec(const v1::DatasetSpec& ds) {
   if (ds.kind() != v1::DatasetSpec::FOLDER &&
       ds.kind() != v1::DatasetSpec::LIST && ds.kind() != v1::DatasetSpec::LMDB)
@@ -213,8 +226,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
   const uint64_t t0 = shm::MonotonicNanos();
   absl::StatusOr<Bytes> bytes =
       ctx_.fetcher->Fetch(*dataset_, dataset_->samples[dataset_index]);
-  ctx_.counters->fetch_ns.fetch_add(shm::MonotonicNanos() - t0,
-                                    std::memory_order_relaxed);
+  ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
   if (!bytes.ok()) {
     FinishSample(job, i, dataset_index, shm::kSampleReadError, bytes.status());
     return;
@@ -275,10 +287,8 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
     WriteNormalizedChw(hwc.data(), size, size, norm_,
                        dtype == shm::kDTypeFloat16, out);
   }
-  ctx_.counters->decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
-  ctx_.counters->resize_ns.fetch_add(shm::MonotonicNanos() - t1,
-                                     std::memory_order_relaxed);
-  ctx_.counters->stage_samples.fetch_add(1, std::memory_order_relaxed);
+  ctx_.counters->decode.Observe(t1 - t0);
+  ctx_.counters->transform.Observe(shm::MonotonicNanos() - t1);
   // Only when the whole epoch fits: an LRU over a larger sequential scan
   // would copy every sample in and never hit.
   const uint64_t epoch_bytes =
@@ -311,6 +321,9 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
       job->errors.fetch_add(1, std::memory_order_relaxed);
       failed_.fetch_add(1, std::memory_order_relaxed);
       ctx_.counters->samples_failed.fetch_add(1, std::memory_order_relaxed);
+      (status == shm::kSampleReadError ? ctx_.counters->samples_failed_read
+                                       : ctx_.counters->samples_failed_decode)
+          .fetch_add(1, std::memory_order_relaxed);
       ctx_.error_log->Report(sample.path, error);
     }
   }

@@ -32,6 +32,7 @@
 #include "server/cache.h"
 #include "server/dataset.h"
 #include "server/fetcher.h"
+#include "server/histogram.h"
 #include "server/plan.h"
 #include "server/thread_pool.h"
 #include "server/transform.h"
@@ -41,12 +42,13 @@ namespace stoker {
 
 // Daemon-wide counters; every field is updated with relaxed atomics.
 struct PipelineCounters {
-  // Time per stage, summed over samples (nanoseconds): where time goes.
-  std::atomic<uint64_t> fetch_ns{0};   // Reader: caches and storage.
-  std::atomic<uint64_t> decode_ns{0};  // JPEG header + (region) decode.
-  std::atomic<uint64_t> resize_ns{0};  // Resample + flip into the slot.
-  std::atomic<uint64_t> stage_samples{0};
+  // Time per stage and sample: where time goes.
+  LatencyHistogram fetch;      // Reader: caches and storage.
+  LatencyHistogram decode;     // JPEG header + (region) decode.
+  LatencyHistogram transform;  // Resample (+ normalize) into the slot.
   std::atomic<uint64_t> samples_decoded{0};
+  std::atomic<uint64_t> samples_failed_read{0};
+  std::atomic<uint64_t> samples_failed_decode{0};
   std::atomic<uint64_t> samples_failed{0};
   std::atomic<uint64_t> batches_published{0};
 };
@@ -72,6 +74,12 @@ struct PipelineContext {
   SampleErrorLog* error_log;
   uint64_t daemon_generation;
 };
+
+// What limits a session, from its recent window: ring fill (0..1), share of
+// wall time its client waited, the decode pool's busy fraction, and its
+// share of the samples decoded across sessions (1 when alone).
+std::string Diagnose(double ring_fill, double wait_fraction, double decode_busy,
+                     double share, int active_sessions);
 
 // INVALID_ARGUMENT naming the first bad field (geometry limits are checked
 // again by the ring layout).

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "server/daemon.h"
 #include "server/grpc_service.h"
+#include "server/metrics.h"
 #include "util/log.h"
 
 ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
@@ -41,6 +42,13 @@ ABSL_FLAG(uint32_t, l2_max_readers, 256, "L2 LMDB reader slots.");
 ABSL_FLAG(uint64_t, l2_writer_queue, 0,
           "Bounded L2 write queue; 0 = $L2_WRITER_QUEUE_MAX, else 4096. "
           "Writes beyond it are dropped and counted, never waited for.");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "host:port for Prometheus /metrics (loopback by default; port 0 "
+          "picks a free one, shown in stats); empty disables it.");
+ABSL_FLAG(bool, autotune, false,
+          "Resize the decode and reader pools from the sessions' diagnoses.");
+ABSL_FLAG(int, max_decode_threads, 0,
+          "Upper bound for autotune's decode pool; 0 = online cores.");
 ABSL_FLAG(int, exit_with_pid, 0,
           "Shut down when this process exits (used by embedded daemons that "
           "a trainer starts for itself); 0 = never.");
@@ -78,6 +86,8 @@ int main(int argc, char** argv) {
   options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes);
   options.l2.max_readers = absl::GetFlag(FLAGS_l2_max_readers);
   options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
+  options.autotune = absl::GetFlag(FLAGS_autotune);
+  options.max_decode_threads = absl::GetFlag(FLAGS_max_decode_threads);
   if (options.reader_threads < 1 || options.reader_threads > 4096) {
     std::fprintf(stderr, "stokerd: --reader_threads must be in 1..4096\n");
     return 2;
@@ -86,6 +96,18 @@ int main(int argc, char** argv) {
   if (absl::Status s = daemon.Start(); !s.ok()) {
     std::fprintf(stderr, "stokerd: %s\n", s.ToString().c_str());
     return 1;
+  }
+  std::unique_ptr<stoker::MetricsServer> metrics;
+  if (const std::string addr = absl::GetFlag(FLAGS_metrics_address); !addr.empty()) {
+    auto m = stoker::MetricsServer::Start(&daemon, addr);
+    if (!m.ok()) {
+      std::fprintf(stderr, "stokerd: %s\n", m.status().ToString().c_str());
+      return 1;
+    }
+    metrics = *std::move(m);
+    stoker::LogInfo(absl::StrCat("metrics on http://",
+                                 addr.substr(0, addr.rfind(':')), ":",
+                                 metrics->port(), "/metrics"));
   }
   auto server = stoker::GrpcServer::Start(&daemon, socket_path);
   if (!server.ok()) {
@@ -114,6 +136,7 @@ int main(int argc, char** argv) {
   stoker::LogInfo(absl::StrCat("signal ", sig, ": shutting down"));
   daemon.Stop();
   (*server)->Shutdown();
+  metrics.reset();
   stoker::LogInfo("stopped");
   return 0;
 }

@@ -4,16 +4,12 @@
 
 #include <utility>
 
+#include "shm/futex.h"
+
 namespace stoker {
 
 ThreadPool::ThreadPool(std::string name, int threads) : name_(std::move(name)) {
-  if (threads < 1) threads = 1;
-  workers_.reserve(threads);
-  for (int i = 0; i < threads; ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
-    std::string tname = (name_ + std::to_string(i)).substr(0, 15);
-    pthread_setname_np(workers_.back().native_handle(), tname.c_str());
-  }
+  Resize(threads);
 }
 
 ThreadPool::~ThreadPool() {
@@ -21,7 +17,47 @@ ThreadPool::~ThreadPool() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  // Workers drain the queue, then exit; Resize cannot run concurrently
+  // with destruction, so the vector is stable now.
   for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::StartWorker() {
+  workers_.emplace_back([this] { WorkerLoop(); });
+  static std::atomic<int> serial{0};
+  std::string tname = (name_ + std::to_string(serial++)).substr(0, 15);
+  pthread_setname_np(workers_.back().native_handle(), tname.c_str());
+  ++running_;
+}
+
+void ThreadPool::Resize(int threads) {
+  if (threads < 1) threads = 1;
+  std::vector<std::thread> done;
+  {
+    absl::MutexLock lock(&mu_);
+    // Reap workers retired by earlier shrinks (they have returned or are
+    // returning), so repeated resizing holds no dead threads.
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      bool retired = false;
+      for (const auto& id : retired_) retired |= it->get_id() == id;
+      if (retired) {
+        done.push_back(std::move(*it));
+        it = workers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    retired_.clear();
+    target_ = threads;
+    while (running_ < target_) StartWorker();
+    // Surplus workers see running_ > target_ and retire after their task.
+  }
+  for (auto& t : done) t.join();
+}
+
+int ThreadPool::size() const {
+  absl::MutexLock lock(&mu_);
+  return target_;
 }
 
 void ThreadPool::Schedule(std::function<void()> task) {
@@ -39,16 +75,22 @@ void ThreadPool::WorkerLoop() {
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
-          },
-          this));
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || running_ > target_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (running_ > target_ && !stopping_) {
+        --running_;  // Retire; joined by the next Resize or the destructor.
+        retired_.push_back(std::this_thread::get_id());
+        return;
+      }
       if (queue_.empty()) return;  // Stopping and drained.
       task = std::move(queue_.front());
       queue_.pop_front();
     }
+    const uint64_t t0 = shm::MonotonicNanos();
     task();
+    busy_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
   }
 }
 

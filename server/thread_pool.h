@@ -1,11 +1,16 @@
-// A fixed-size pool of worker threads running closures in FIFO order.
+// A pool of worker threads running closures in FIFO order, resizable while
+// it runs, that accounts the time its workers spend in tasks.
 //
-// Thread-safe: Schedule() may be called from any thread. The destructor
-// runs every task already scheduled, then joins the workers; a task must
-// not destroy its own pool. Tasks must not throw.
+// Thread-safe: Schedule() and Resize() may be called from any thread.
+// Shrinking retires workers as they finish their current task, so no task
+// is dropped or run twice and FIFO order is kept. The destructor runs every
+// task already scheduled, then joins the workers; a task must not destroy
+// its own pool. Tasks must not throw.
 #ifndef STOKER_SERVER_THREAD_POOL_H_
 #define STOKER_SERVER_THREAD_POOL_H_
 
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
@@ -25,18 +30,28 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   void Schedule(std::function<void()> task);
-  int size() const { return static_cast<int>(workers_.size()); }
+  // Grows or shrinks to `threads` (at least 1) workers.
+  void Resize(int threads);
+
+  const std::string& name() const { return name_; }
+  int size() const;  // Target number of workers.
   size_t queued() const;
+  // Nanoseconds all workers have spent running tasks (relaxed counter).
+  uint64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
 
  private:
   void WorkerLoop();
+  void StartWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Constant after construction.
   const std::string name_;
-  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> busy_ns_{0};
 
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);  // Incl. retired.
+  int target_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // Workers not yet retired.
+  std::vector<std::thread::id> retired_ ABSL_GUARDED_BY(mu_);  // To join.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

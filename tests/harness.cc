@@ -48,7 +48,7 @@ TestDaemon::TestDaemon(bool subprocess, DaemonOptions options)
   if (subprocess) {
     pid_ = Spawn({"server/stokerd", "--socket", socket_, "--threads",
                   std::to_string(options.decode_threads), "--shm_prefix",
-                  prefix_});
+                  prefix_, "--metrics_address", "127.0.0.1:0"});
     return;
   }
   options.shm_prefix = prefix_;

@@ -31,6 +31,19 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d) {
 
 constexpr absl::Duration kRpcTimeout = absl::Seconds(60);
 
+// One unary call on the stub with the standard deadline.
+template <typename Req, typename Resp>
+absl::StatusOr<Resp> Call(
+    v1::Stoker::Stub* stub,
+    grpc::Status (v1::Stoker::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+    const Req& req) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kRpcTimeout));
+  Resp resp;
+  STOKER_RETURN_IF_ERROR(FromGrpc((stub->*method)(&ctx, req, &resp)));
+  return resp;
+}
+
 }  // namespace
 
 // Everything a session's batches need to stay valid: the ring mapping. The
@@ -234,31 +247,31 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
 }
 
 absl::StatusOr<v1::DaemonStats> Client::GetStats() {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kRpcTimeout));
-  v1::DaemonStats stats;
-  STOKER_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->GetStats(&ctx, v1::GetStatsRequest(), &stats)));
-  return stats;
+  return Call(impl_->stub.get(), &v1::Stoker::Stub::GetStats, v1::GetStatsRequest());
 }
 
 absl::StatusOr<v1::WarmCacheResponse> Client::WarmCache(
     const v1::WarmCacheRequest& request) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kRpcTimeout));
-  v1::WarmCacheResponse resp;
-  STOKER_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->WarmCache(&ctx, request, &resp)));
-  return resp;
+  return Call(impl_->stub.get(), &v1::Stoker::Stub::WarmCache, request);
 }
 
 absl::Status Client::CloseSession(uint64_t session_id) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kRpcTimeout));
   v1::CloseSessionRequest req;
   req.set_session_id(session_id);
-  v1::CloseSessionResponse resp;
-  return FromGrpc(impl_->stub->CloseSession(&ctx, req, &resp));
+  return Call(impl_->stub.get(), &v1::Stoker::Stub::CloseSession, req).status();
+}
+
+absl::StatusOr<v1::ResizePoolResponse> Client::ResizePool(
+    const std::string& pool, uint32_t threads) {
+  v1::ResizePoolRequest req;
+  req.set_pool(pool);
+  req.set_threads(threads);
+  return Call(impl_->stub.get(), &v1::Stoker::Stub::ResizePool, req);
+}
+
+absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
+  return Call(impl_->stub.get(), &v1::Stoker::Stub::ListSessions,
+              v1::ListSessionsRequest());
 }
 
 absl::Status Client::CheckHealth() {

@@ -108,6 +108,9 @@ class Client {
   absl::StatusOr<v1::WarmCacheResponse> WarmCache(
       const v1::WarmCacheRequest& request);
   absl::Status CloseSession(uint64_t session_id);
+  absl::StatusOr<v1::ResizePoolResponse> ResizePool(const std::string& pool,
+                                                    uint32_t threads);
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
   // grpc.health.v1 Check for the whole server: OK when SERVING.
   absl::Status CheckHealth();
 

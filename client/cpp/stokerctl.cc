@@ -10,6 +10,10 @@
 //       [--concurrency N]
 //   stokerctl [--socket PATH] stats [--json]
 //   stokerctl [--socket PATH] health
+//   stokerctl [--socket PATH] sessions
+//   stokerctl [--socket PATH] close --session ID
+//   stokerctl [--socket PATH] resize --pool decode|reader --threads N
+//   stokerctl [--socket PATH] top [--frames N]
 //
 // Exit status: 0 on success, 1 when the daemon reports an error, 2 for bad
 // command-line usage.
@@ -30,6 +34,7 @@
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
 #include "client/cpp/read_summary.h"
+#include "client/cpp/top.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace stoker {
@@ -49,7 +54,11 @@ constexpr char kUsage[] =
     "  warm    pull a dataset into the daemon's caches, showing progress\n"
     "          (--dataset DIR | --list MANIFEST | --lmdb PATH) [--concurrency N]\n"
     "  stats   print the daemon's counters, caches and sessions [--json]\n"
-    "  health  check that the daemon is serving\n";
+    "  health  check that the daemon is serving\n"
+    "  sessions  list open sessions with their diagnosis\n"
+    "  close   close a session: --session ID\n"
+    "  resize  resize a pool live: --pool decode|reader --threads N\n"
+    "  top     live view, refreshed every second (q or Ctrl-C quits)\n";
 
 const std::set<std::string> kBoolFlags = {"json", "shuffle", "no-shuffle",
                                           "drop-last", "help"};
@@ -321,12 +330,18 @@ int Stats(Client& client, const Args& a) {
                 (unsigned long long)j.done(), (unsigned long long)j.total(),
                 j.finished() ? " done" : "");
   }
+  for (const v1::PoolStats& p : s.pools()) {
+    std::printf("pool %-7s %u threads, %.0f%% busy, %llu queued\n",
+                p.pool().c_str(), p.threads(), 100 * p.busy_fraction(),
+                (unsigned long long)p.queued());
+  }
   for (const v1::SessionStats& ss : s.sessions()) {
-    std::printf("  session %llu pid %u: %s, %llu batches, %llu failed, ring %u/%u\n",
+    std::printf("  session %llu pid %u: %s, %llu batches, %llu failed, ring %u/%u, "
+                "client waited %.1f s, %s\n",
                 (unsigned long long)ss.session_id(), ss.client_pid(),
                 ss.dataset().c_str(), (unsigned long long)ss.batches_published(),
                 (unsigned long long)ss.samples_failed(), ss.ring_ready(),
-                ss.ring_slots());
+                ss.ring_slots(), ss.client_wait_seconds(), ss.diagnosis().c_str());
   }
   return 0;
 }
@@ -351,6 +366,10 @@ int Main(int argc, char** argv) {
                 "start-batch", "json", "decode", "dtype"}},
       {"stats", {"socket", "json"}},
       {"health", {"socket"}},
+      {"sessions", {"socket"}},
+      {"close", {"socket", "session"}},
+      {"resize", {"socket", "pool", "threads"}},
+      {"top", {"socket", "frames"}},
   };
   auto known = kKnown.find(args.command);
   if (known == kKnown.end())
@@ -364,6 +383,44 @@ int Main(int argc, char** argv) {
   if (args.command == "read") return Read(**client, args);
   if (args.command == "stats") return Stats(**client, args);
   if (args.command == "warm") return Warm(**client, args);
+  if (args.command == "top") {
+    uint64_t frames = 0;
+    if (!UintFlag(args, "frames", 0, &frames, &err)) return Usage(err);
+    return RunTop(**client, static_cast<int>(frames));
+  }
+  if (args.command == "sessions") {
+    auto list = (*client)->ListSessions();
+    if (!list.ok()) return Fail(list.status());
+    std::printf("%-8s %-8s %10s %6s %-22s %s\n", "SESSION", "PID", "BATCHES",
+                "RING", "DIAGNOSIS", "DATASET");
+    for (const auto& s : list->sessions()) {
+      std::printf("%-8llu %-8u %10llu %2u/%-3u %-22s %s\n",
+                  (unsigned long long)s.session_id(), s.client_pid(),
+                  (unsigned long long)s.batches_delivered(), s.ring_ready(),
+                  s.ring_slots(), s.diagnosis().c_str(), s.dataset().c_str());
+    }
+    return 0;
+  }
+  if (args.command == "close") {
+    uint64_t id = 0;
+    if (!args.flags.count("session") || !UintFlag(args, "session", 0, &id, &err))
+      return Usage(err.empty() ? "close needs --session ID" : err);
+    absl::Status s = (*client)->CloseSession(id);
+    if (!s.ok()) return Fail(s);
+    std::printf("closed session %llu\n", (unsigned long long)id);
+    return 0;
+  }
+  if (args.command == "resize") {
+    uint64_t threads = 0;
+    if (!args.flags.count("threads") || !UintFlag(args, "threads", 0, &threads, &err))
+      return Usage(err.empty() ? "resize needs --threads N" : err);
+    auto r = (*client)->ResizePool(Flag(args, "pool"),
+                                   static_cast<uint32_t>(std::min<uint64_t>(threads, 1u << 20)));
+    if (!r.ok()) return Fail(r.status());
+    std::printf("%s pool: %u -> %u threads\n", Flag(args, "pool").c_str(),
+                r->previous_threads(), r->threads());
+    return 0;
+  }
   absl::Status h = (*client)->CheckHealth();
   if (!h.ok()) return Fail(h);
   std::printf("SERVING\n");

@@ -42,7 +42,8 @@ class Daemon:
         self.folder = tempfile.mkdtemp(prefix="stoker-pyd-")
         self.socket = os.path.join(self.folder, "s.sock")
         self.proc = subprocess.Popen(
-            [STOKERD, "--socket", self.socket, "--threads", str(threads), *extra],
+            [STOKERD, "--socket", self.socket, "--threads", str(threads),
+             "--metrics_address", "127.0.0.1:0", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_socket(self.socket, self.proc)
 

@@ -68,7 +68,8 @@ def daemon_socket(threads=None):
         binary = find_stokerd()
         folder = tempfile.mkdtemp(prefix="stoker-")
         path = os.path.join(folder, "stoker.sock")
-        args = [binary, "--socket", path, "--exit_with_pid", str(os.getpid())]
+        args = [binary, "--socket", path, "--exit_with_pid", str(os.getpid()),
+                "--metrics_address", "127.0.0.1:0"]
         if threads:
             args += ["--threads", str(int(threads))]
         log = open(os.path.join(folder, "stokerd.log"), "wb")

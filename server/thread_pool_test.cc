@@ -1,0 +1,62 @@
+#include "server/thread_pool.h"
+
+#include <atomic>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+TEST(ThreadPoolTest, RunsEveryTaskOnceInFifoOrderWithOneWorker) {
+  std::vector<int> order;
+  absl::Mutex mu;
+  {
+    ThreadPool pool("t", 1);
+    for (int i = 0; i < 100; ++i) {
+      pool.Schedule([&, i] {
+        absl::MutexLock lock(&mu);
+        order.push_back(i);
+      });
+    }
+  }  // Drains.
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST(ThreadPoolTest, ResizingWhileBusyLosesAndRepeatsNothing) {
+  std::atomic<int> ran{0};
+  std::vector<std::atomic<int>> seen(5000);
+  ThreadPool pool("t", 2);
+  for (int i = 0; i < 5000; ++i) {
+    pool.Schedule([&, i] {
+      seen[i].fetch_add(1);
+      ran.fetch_add(1);
+    });
+    if (i % 500 == 0) pool.Resize(1 + (i / 500) % 4);
+  }
+  pool.Resize(3);
+  EXPECT_EQ(pool.size(), 3);
+  while (ran.load() < 5000) absl::SleepFor(absl::Milliseconds(1));
+  for (auto& s : seen) ASSERT_EQ(s.load(), 1);
+}
+
+TEST(ThreadPoolTest, CountsBusyTime) {
+  ThreadPool pool("t", 2);
+  std::atomic<int> done{0};
+  for (int i = 0; i < 4; ++i) {
+    pool.Schedule([&] {
+      absl::SleepFor(absl::Milliseconds(20));
+      done.fetch_add(1);
+    });
+  }
+  while (done.load() < 4) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_GE(pool.busy_ns(), 80'000'000u);
+  EXPECT_LT(pool.busy_ns(), 400'000'000u);
+}
+
+}  // namespace
+}  // namespace stoker

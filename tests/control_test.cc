@@ -1,0 +1,182 @@
+// Operating a running daemon: live pool resizing, the per-session
+// diagnosis, autotune, listing and closing sessions.
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "client/cpp/read_summary.h"
+#include "gtest/gtest.h"
+#include "tests/harness.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+
+using testing::TestDaemon;
+
+class ControlTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(testdata::MakeTempDir("ctl-data"));
+    testdata::FolderSpec spec;
+    spec.classes = 2;
+    spec.per_class = 10;
+    spec.min_side = 300;
+    spec.max_side = 420;
+    ASSERT_TRUE(testdata::MakeFolderDataset(*root_, spec).ok());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*root_);
+    delete root_;
+  }
+  static v1::SessionSpec Spec() {
+    v1::SessionSpec s;
+    s.mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
+    s.mutable_dataset()->set_path(*root_);
+    s.set_transform(v1::TRAIN);
+    s.set_batch_size(4);
+    s.set_image_size(64);
+    s.set_shuffle(true);
+    s.set_seed(3);
+    s.set_decode(v1::DECODE_FULL);  // Keep decode the costly stage.
+    return s;
+  }
+  static DaemonOptions Options(int decode_threads) {
+    DaemonOptions o;
+    o.decode_threads = decode_threads;
+    o.reader_threads = 8;
+    o.decoded_cache_bytes = 0;
+    return o;
+  }
+  // Waits up to `seconds` for fn(stats) to hold.
+  static bool WaitFor(Client& c, double seconds,
+                      const std::function<bool(const v1::DaemonStats&)>& fn) {
+    const absl::Time end = absl::Now() + absl::Seconds(seconds);
+    while (absl::Now() < end) {
+      auto s = c.GetStats();
+      if (s.ok() && fn(*s)) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return false;
+  }
+  static std::string* root_;
+};
+std::string* ControlTest::root_ = nullptr;
+
+TEST_F(ControlTest, ResizingPoolsDuringAReadKeepsTheChecksum) {
+  uint64_t reference;
+  {
+    TestDaemon d(false, Options(2));
+    auto c = d.Connect();
+    auto s = c->OpenSession(Spec());
+    ASSERT_TRUE(s.ok());
+    reference = ReadBatches(**s, 3 * (*s)->batches_per_epoch())->checksum;
+  }
+  TestDaemon d(false, Options(2));
+  auto c = d.Connect();
+  auto s = c->OpenSession(Spec());
+  ASSERT_TRUE(s.ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> resizes{0};
+  std::thread resizer([&] {
+    auto admin = d.Connect();
+    for (int i = 0; !done.load(); ++i) {
+      EXPECT_TRUE(admin->ResizePool("decode", 1 + i % 4).ok());
+      EXPECT_TRUE(admin->ResizePool("reader", 1 + (i * 7) % 16).ok());
+      resizes.fetch_add(2);
+      absl::SleepFor(absl::Milliseconds(15));
+    }
+  });
+  auto sum = ReadBatches(**s, 3 * (*s)->batches_per_epoch());
+  done = true;
+  resizer.join();
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(sum->checksum, reference);
+  EXPECT_GE(resizes.load(), 4);
+  EXPECT_EQ(c->ResizePool("gpu", 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->ResizePool("decode", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto r = c->ResizePool("decode", 3);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->threads(), 3u);
+  EXPECT_EQ(c->GetStats()->decode_threads(), 3u);
+}
+
+TEST_F(ControlTest, DiagnosisSaysConsumerBoundWhenTheClientIsSlow) {
+  TestDaemon d(false, Options(2));
+  auto c = d.Connect();
+  auto s = c->OpenSession(Spec());
+  ASSERT_TRUE(s.ok());
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      if (!(*s)->Next(absl::Seconds(30)).ok()) return;
+      absl::SleepFor(absl::Milliseconds(60));  // A busy GPU step.
+    }
+  });
+  EXPECT_TRUE(WaitFor(*c, 15, [](const v1::DaemonStats& st) {
+    return st.sessions_size() == 1 && st.sessions(0).diagnosis() == "consumer-bound";
+  }));
+  auto list = c->ListSessions();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->sessions_size(), 1);
+  EXPECT_EQ(list->sessions(0).session_id(), (*s)->id());
+  EXPECT_GT(list->sessions(0).ring_fill(), 0.75);
+  done = true;
+  reader.join();
+}
+
+TEST_F(ControlTest, DiagnosisSaysDecodeBoundWithOneThreadAndAFastClient) {
+  TestDaemon d(false, Options(1));
+  auto c = d.Connect();
+  auto s = c->OpenSession(Spec());
+  ASSERT_TRUE(s.ok());
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load() && (*s)->Next(absl::Seconds(30)).ok()) {
+    }
+  });
+  EXPECT_TRUE(WaitFor(*c, 15, [](const v1::DaemonStats& st) {
+    return st.sessions_size() == 1 && st.sessions(0).diagnosis() == "decode-bound";
+  }));
+  auto st = c->GetStats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_GT(st->sessions(0).client_wait_seconds(), 0.1);
+  done = true;
+  reader.join();
+}
+
+TEST_F(ControlTest, AutotuneGrowsUnderLoadAndShrinksForASlowClient) {
+  DaemonOptions o = Options(1);
+  o.autotune = true;
+  o.max_decode_threads = 2;
+  TestDaemon d(false, o);
+  auto c = d.Connect();
+  auto s = c->OpenSession(Spec());
+  ASSERT_TRUE(s.ok());
+  std::atomic<int> pause_ms{0};
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      if (!(*s)->Next(absl::Seconds(30)).ok()) return;
+      if (int ms = pause_ms.load()) absl::SleepFor(absl::Milliseconds(ms));
+    }
+  });
+  EXPECT_TRUE(WaitFor(*c, 20, [](const v1::DaemonStats& st) {
+    return st.decode_threads() == 2;
+  })) << "decode threads did not rise under load";
+  pause_ms = 150;
+  EXPECT_TRUE(WaitFor(*c, 25, [](const v1::DaemonStats& st) {
+    return st.decode_threads() == 1;
+  })) << "decode threads did not fall for a slow client";
+  auto st = c->GetStats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->autotune());
+  EXPECT_GE(st->autotune_changes(), 2u);
+  done = true;
+  reader.join();
+}
+
+}  // namespace
+}  // namespace stoker

@@ -102,15 +102,19 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
     Add(misses, t.misses() + t.stale() + t.corrupt(), l);
     Add(bytes, t.bytes(), l);
     Add(evictions, t.evictions(), l);
-    if (t.tier() == "l2") {
-      gauge("stoker_l2_writer_queue_depth", "Writes waiting for the L2 writer.",
-            t.writer_queue_depth());
-      counter("stoker_l2_writer_drops_total",
-              "L2 writes dropped (queue full or map full).", t.writer_drops());
-      counter("stoker_l2_corrupt_total", "L2 entries that failed their checksum.",
-              t.corrupt());
-    }
   }
+  // L2 series exist (as zeros) without an L2 too, so dashboards need no
+  // special case.
+  v1::TierStats l2;
+  for (const v1::TierStats& t : s.tiers()) {
+    if (t.tier() == "l2") l2 = t;
+  }
+  gauge("stoker_l2_writer_queue_depth", "Writes waiting for the L2 writer.",
+        l2.writer_queue_depth());
+  counter("stoker_l2_writer_drops_total",
+          "L2 writes dropped (queue full or map full).", l2.writer_drops());
+  counter("stoker_l2_corrupt_total", "L2 entries that failed their checksum.",
+          l2.corrupt());
   for (auto* f : {&hits, &misses, &bytes, &evictions}) out.push_back(std::move(*f));
   MetricFamily threads = Family("stoker_pool_threads", "Worker threads by pool.",
                                 MetricType::Gauge);

@@ -77,6 +77,16 @@ py::dict StatsDict(const v1::DaemonStats& s) {
   d["samples_failed"] = s.samples_failed();
   d["bytes_read"] = s.bytes_read();
   d["batches_published"] = s.batches_published();
+  d["metrics_port"] = s.metrics_port();
+  py::list pools;
+  for (const v1::PoolStats& p : s.pools()) {
+    py::dict e;
+    e["pool"] = p.pool();
+    e["threads"] = p.threads();
+    e["busy_fraction"] = p.busy_fraction();
+    pools.append(e);
+  }
+  d["pools"] = pools;
   py::list sessions;
   for (const v1::SessionStats& ss : s.sessions()) {
     py::dict e;
@@ -89,6 +99,9 @@ py::dict StatsDict(const v1::DaemonStats& s) {
     e["ring_slots"] = ss.ring_slots();
     e["ring_ready"] = ss.ring_ready();
     e["uptime_seconds"] = ss.uptime_seconds();
+    e["diagnosis"] = ss.diagnosis();
+    e["client_wait_seconds"] = ss.client_wait_seconds();
+    e["batches_delivered"] = ss.batches_delivered();
     sessions.append(e);
   }
   d["sessions"] = sessions;

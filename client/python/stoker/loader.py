@@ -265,15 +265,26 @@ class Loader:
             return ("Most of it was the first batch (ring warm-up): keep the "
                     "Loader and its daemon alive across epochs, or raise ring_slots.")
         try:
-            threads = self._client.stats()["decode_threads"]
+            stats = self._client.stats()
         except Exception:  # The hint is best effort.
             return "The daemon did not answer for a diagnosis."
+        mine = [s for s in stats["sessions"]
+                if self._session is not None and s["session_id"] == self._session.id]
+        diagnosis = mine[0]["diagnosis"] if mine else "unknown"
+        threads = stats["decode_threads"]
         cores = os.cpu_count() or 1
-        if threads < cores:
-            return (f"Decode-bound: the daemon runs {threads} decode threads on "
-                    f"{cores} cores; start stokerd with --threads {cores}.")
-        return (f"Decode-bound: all {threads} decode threads are busy; give "
-                "stokerd more cores or use a smaller image_size.")
+        advice = {
+            "decode-bound": (f"the daemon's {threads} decode threads are busy; "
+                             + (f"start stokerd with --threads {cores} or --autotune"
+                                if threads < cores else
+                                "give stokerd more cores or use a smaller image_size")),
+            "read-bound": "storage is the bottleneck: warm the caches "
+                          "(stokerctl warm) or add --l2_path on local NVMe",
+            "starved-by-fair-share": "other sessions share the decode threads; "
+                                     "add threads (stokerctl resize)",
+            "consumer-bound": "the ring was full at the end: the wait came earlier",
+        }.get(diagnosis, "see stokerctl top")
+        return f"Daemon's diagnosis: {diagnosis}: {advice}."
 
     # ------------------------------------------------------------ internals
     def _open(self, epoch, batch):

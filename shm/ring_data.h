@@ -21,7 +21,7 @@
 namespace stoker::shm {
 
 inline constexpr uint64_t kRingMagic = 0x474e49524b4f5453ULL;  // "STOKRING"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: float32/float16 NCHW dtypes.
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint64_t kPageBytes = 4096;
 

@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/bench_util.h"
 #include "server/dataset.h"
 #include "server/file_system.h"
 #include "server/jpeg.h"
@@ -39,10 +40,7 @@ double Ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 int Main() {
   auto ds = LoadFolderDataset(absl::GetFlag(FLAGS_data));

@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/bench_util.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/client.h"
 #include "client/cpp/read_summary.h"
@@ -33,10 +34,7 @@ ABSL_FLAG(int, threads, 2, "Decode threads.");
 namespace stoker {
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 struct Bench {
   FaultInjectingFileSystem fs{FileSystem::Default()};

@@ -123,6 +123,18 @@ def run_client(args, servers=()):
     return result, peak, cpu
 
 
+# Both workers end with the same timed loop over `dl`; the CPU they spent
+# before it (interpreter start-up, imports) is reported to be subtracted.
+TIMED_LOOP = r"""
+setup = time.process_time()
+start, n = time.perf_counter(), 0
+for _ in range(epochs):
+    for x, y in dl:
+        n += x.shape[0]
+print(json.dumps({"images": n, "seconds": time.perf_counter() - start,
+                  "setup_cpu": setup}))
+"""
+
 TORCH_WORKER = r"""
 import json, sys, time, warnings, torch, torchvision
 warnings.filterwarnings("ignore", category=UserWarning)  # "> suggested workers"
@@ -137,30 +149,16 @@ dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=transform == "tra
                                  num_workers=workers, persistent_workers=True,
                                  prefetch_factor=2)
 torch.set_num_threads(1)
-setup = time.process_time()
-start, n = time.perf_counter(), 0
-for _ in range(epochs):
-    for x, y in dl:
-        n += x.shape[0]
-print(json.dumps({"images": n, "seconds": time.perf_counter() - start,
-                  "setup_cpu": setup}))
-"""
+""" + TIMED_LOOP
 
 LOADER_WORKER = r"""
 import json, sys, time
 sys.path[:0] = sys.argv[5].split(":")
 import stoker
 data, transform, sock, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-ld = stoker.Loader(data, batch_size=64, transform=transform, image_size=224,
+dl = stoker.Loader(data, batch_size=64, transform=transform, image_size=224,
                    shuffle=transform == "train", socket=sock, starvation_threshold=1.0)
-setup = time.process_time()
-start, n = time.perf_counter(), 0
-for _ in range(epochs):
-    for x, y in ld:
-        n += x.shape[0]
-print(json.dumps({"images": n, "seconds": time.perf_counter() - start,
-                  "setup_cpu": setup}))
-"""
+""" + TIMED_LOOP
 
 
 def torch_best(transform):

@@ -1,6 +1,7 @@
 #include "server/grpc_service.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
@@ -156,7 +158,7 @@ grpc::ServerUnaryReactor* GrpcService::GetStats(
 }
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
-    Daemon* daemon, const std::string& socket_path) {
+    Daemon* daemon, const std::string& socket_path, mode_t mode) {
   if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "socket path '", socket_path, "' must be 1..",
@@ -181,6 +183,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on unix:", socket_path,
                      " (is the folder there and writable?)"));
+  }
+  if (chmod(socket_path.c_str(), mode) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("chmod ", socket_path));
   }
   return server;
 }

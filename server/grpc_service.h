@@ -8,6 +8,8 @@
 #ifndef STOKER_SERVER_GRPC_SERVICE_H_
 #define STOKER_SERVER_GRPC_SERVICE_H_
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 
@@ -51,10 +53,11 @@ class GrpcService final : public v1::Stoker::CallbackService {
 
 class GrpcServer {
  public:
-  // Listens on unix:`socket_path`. A leftover socket file with no server
-  // behind it is replaced; FAILED_PRECONDITION if a server answers there.
+  // Listens on unix:`socket_path` and sets the socket file's mode (who may
+  // open sessions). A leftover socket file with no server behind it is
+  // replaced; FAILED_PRECONDITION if a server answers there.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
-      Daemon* daemon, const std::string& socket_path);
+      Daemon* daemon, const std::string& socket_path, mode_t mode = 0660);
   ~GrpcServer();
 
   // Stops accepting calls, ends open streams, waits up to `grace`.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -27,6 +28,9 @@ ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
           "Unix socket to serve the control plane on; its folder is created "
           "if missing.");
 ABSL_FLAG(int, threads, 0, "Decode threads; 0 = one per online core.");
+ABSL_FLAG(std::string, socket_mode, "0660",
+          "Octal mode of the socket file: who may open sessions (owner and "
+          "group by default).");
 ABSL_FLAG(std::string, shm_prefix, "stoker.",
           "Prefix of ring segment names in /dev/shm.");
 ABSL_FLAG(int, reader_threads, 64,
@@ -109,7 +113,15 @@ int main(int argc, char** argv) {
                                  addr.substr(0, addr.rfind(':')), ":",
                                  metrics->port(), "/metrics"));
   }
-  auto server = stoker::GrpcServer::Start(&daemon, socket_path);
+  const std::string mode_text = absl::GetFlag(FLAGS_socket_mode);
+  char* end = nullptr;
+  const long mode = std::strtol(mode_text.c_str(), &end, 8);
+  if (mode_text.empty() || *end != '\0' || mode < 0 || mode > 0777) {
+    std::fprintf(stderr, "stokerd: --socket_mode must be octal, like 0660\n");
+    return 2;
+  }
+  auto server = stoker::GrpcServer::Start(&daemon, socket_path,
+                                          static_cast<mode_t>(mode));
   if (!server.ok()) {
     std::fprintf(stderr, "stokerd: %s\n", server.status().ToString().c_str());
     return 1;

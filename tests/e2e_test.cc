@@ -3,6 +3,7 @@
 // the C++ client through the shared-memory ring. Pixels are checked against
 // the straightforward reference in tests/reference.h.
 #include <signal.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -170,6 +171,9 @@ TEST_P(E2ETest, ErrorsCarryCanonicalCodesOverGrpc) {
   TestDaemon d(GetParam(), 1);
   auto client = d.Connect();
   ASSERT_NE(client, nullptr);
+  struct stat st;
+  ASSERT_EQ(stat(d.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);  // Owner and group may connect.
   v1::SessionSpec s = Spec(v1::VAL, 4, 32, false);
   s.mutable_dataset()->set_path("/no/such/dataset");
   auto r = client->OpenSession(s);

@@ -83,12 +83,10 @@ int Main() {
       naive_t += Clock::now() - t0;
       for (int lever = 0; lever < 3; ++lever) {
         auto t1 = Clock::now();
-        DecodePlan plan = PlanDecode(w, h, box, size, lever == 2, lever != 0);
-        dec.Decode(data, n, plan.eighths, plan.need, lever != 0, &region);
+        CropBox b;
+        DecodeForCrop(dec, data, n, [&](int, int) { return box; }, size,
+                      lever == 2, lever != 0, &region, &b);
         auto t2 = Clock::now();
-        CropBox b = plan.box;
-        b.x -= region.x;
-        b.y -= region.y;
         ResizeBox(region.image.pixels.data(), region.image.width,
                   region.image.height, b, size, size, out.data());
         d_t[lever] += t2 - t1;

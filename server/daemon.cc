@@ -365,19 +365,14 @@ v1::DaemonStats Daemon::GetStats() const {
   s.set_autotune(options_.autotune);
   s.set_metrics_port(metrics_port_.load());
   s.set_samples_decoded(counters_.samples_decoded.load(std::memory_order_relaxed));
-  s.set_samples_failed(counters_.samples_failed.load(std::memory_order_relaxed));
   *s.mutable_reader() = fetcher_ ? fetcher_->Stats() : v1::ReaderStats();
   *s.mutable_read_latency() = counters_.fetch.Snapshot();
   *s.mutable_decode_latency() = counters_.decode.Snapshot();
   *s.mutable_transform_latency() = counters_.transform.Snapshot();
-  v1::StageTimes* st = s.mutable_stages();
-  st->set_samples(s.transform_latency().count());
-  st->set_fetch_seconds(s.read_latency().sum());
-  st->set_decode_seconds(s.decode_latency().sum());
-  st->set_resize_seconds(s.transform_latency().sum());
   s.set_samples_failed_read(counters_.samples_failed_read.load(std::memory_order_relaxed));
   s.set_samples_failed_decode(
       counters_.samples_failed_decode.load(std::memory_order_relaxed));
+  s.set_samples_failed(s.samples_failed_read() + s.samples_failed_decode());
   s.set_bytes_read(s.reader().source_bytes());
   *s.add_tiers() = l1_.Stats();
   if (l2_) {

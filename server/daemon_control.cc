@@ -32,7 +32,7 @@ void Daemon::UpdateWindows(double dt) {
   uint64_t total = 0;
   std::vector<std::pair<Entry*, uint64_t>> decoded;
   for (auto& [id, e] : sessions_) {
-    const uint64_t d = e.session->Stats().samples_decoded();
+    const uint64_t d = e.session->samples_decoded();
     decoded.emplace_back(&e, d - e.window.decoded);
     total += d - e.window.decoded;
     e.window.decoded = d;

@@ -72,36 +72,20 @@ JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {
 
 JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
 
-absl::Status JpegDecoder::ReadSize(const uint8_t* data, size_t size, int* width,
-                                   int* height) {
-  if (size == 0) return absl::InvalidArgumentError("empty file");
-  jpeg_decompress_struct& cinfo = state_->cinfo;
-  state_->err.warned = false;
-  if (setjmp(state_->err.jump)) {
-    jpeg_abort_decompress(&cinfo);
-    return absl::DataLossError(absl::StrCat("not a JPEG: ", state_->err.message));
-  }
-  jpeg_mem_src(&cinfo, data, size);
-  jpeg_read_header(&cinfo, TRUE);
-  *width = static_cast<int>(cinfo.image_width);
-  *height = static_cast<int>(cinfo.image_height);
-  jpeg_abort_decompress(&cinfo);
-  return absl::OkStatus();
-}
-
 absl::Status JpegDecoder::Decode(const uint8_t* data, size_t size,
                                  RgbImage* out) {
   DecodedRegion region;
   region.image = std::move(*out);
-  const PixelRect all{0, 0, 1 << 30, 1 << 30};
-  absl::Status s = Decode(data, size, 8, all, /*crop=*/false, &region);
+  absl::Status s =
+      Decode(data, size, [](int, int) { return RegionRequest{}; }, &region);
   *out = std::move(region.image);
   return s;
 }
 
-absl::Status JpegDecoder::Decode(const uint8_t* data, size_t size, int eighths,
-                                 const PixelRect& need, bool crop,
-                                 DecodedRegion* out) {
+absl::Status JpegDecoder::Decode(
+    const uint8_t* data, size_t size,
+    const std::function<RegionRequest(int width, int height)>& plan,
+    DecodedRegion* out) {
   if (size == 0) return absl::InvalidArgumentError("empty file");
   jpeg_decompress_struct& cinfo = state_->cinfo;
   ErrorManager& err = state_->err;
@@ -120,6 +104,11 @@ absl::Status JpegDecoder::Decode(const uint8_t* data, size_t size, int eighths,
         "JPEG is ", cinfo.image_width, "x", cinfo.image_height,
         ", over the pixel limit"));
   }
+  const RegionRequest req = plan(static_cast<int>(cinfo.image_width),
+                                 static_cast<int>(cinfo.image_height));
+  const int eighths = req.eighths;
+  const PixelRect& need = req.need;
+  const bool crop = req.crop;
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
                     cinfo.jpeg_color_space == JCS_YCCK;
   const bool inverted = cinfo.saw_Adobe_marker;

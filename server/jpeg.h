@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,13 @@ struct PixelRect {
   int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
 };
 
+// What to decode of an image: scale eighths/8, and (if crop) only `need`.
+struct RegionRequest {
+  int eighths = 8;
+  PixelRect need;
+  bool crop = false;
+};
+
 // A decoded part of a (possibly scaled) image.
 struct DecodedRegion {
   RgbImage image;
@@ -48,17 +56,14 @@ class JpegDecoder {
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
 
-  // Width and height from the header. INVALID_ARGUMENT for empty input,
-  // DATA_LOSS for data that is not a JPEG.
-  absl::Status ReadSize(const uint8_t* data, size_t size, int* width,
-                        int* height);
-
-  // Decodes at scale eighths/8 (1..8) the part of the scaled image that
-  // covers `need` (scaled coordinates, clamped to the image). With
-  // crop=false whole rows are decoded. DATA_LOSS for corrupt data,
-  // RESOURCE_EXHAUSTED over 2^28 pixels.
-  absl::Status Decode(const uint8_t* data, size_t size, int eighths,
-                      const PixelRect& need, bool crop, DecodedRegion* out);
+  // Reads the header once, asks `plan(width, height)` what to decode, and
+  // decodes at scale eighths/8 (1..8) the part of the scaled image covering
+  // `need` (scaled coordinates, clamped; whole rows unless `crop`).
+  // INVALID_ARGUMENT for empty input, DATA_LOSS for data that is not a
+  // complete JPEG, RESOURCE_EXHAUSTED over 2^28 pixels.
+  absl::Status Decode(const uint8_t* data, size_t size,
+                      const std::function<RegionRequest(int width, int height)>& plan,
+                      DecodedRegion* out);
 
   // The whole image at full scale.
   absl::Status Decode(const uint8_t* data, size_t size, RgbImage* out);

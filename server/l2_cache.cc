@@ -84,46 +84,60 @@ std::string L2Cache::DbKey(const std::string& key) const {
   return absl::StrFormat("#%016x", c.value());
 }
 
-L2Cache::Result L2Cache::Lookup(const std::string& key,
-                                const FileVersion& version, std::string* out) {
-  std::string value;
-  absl::Status s = env_->Get(DbKey(key), &value);
-  if (!s.ok()) {
-    misses_.fetch_add(1, std::memory_order_relaxed);
-    return Result::kMiss;
-  }
+namespace {
+
+// Checks a stored value against the key and the source version; on a hit
+// copies the payload into *out (the only copy: `value` lies in the map).
+L2Cache::Result Classify(absl::string_view value, const std::string& key,
+                         const FileVersion& version, std::string* out) {
   ValueHeader h;
-  bool ok = value.size() >= sizeof(h);
-  if (ok) {
-    std::memcpy(&h, value.data(), sizeof(h));
-    ok = h.magic == kValueMagic &&
-         value.size() == sizeof(h) + h.key_len + h.payload_len;
+  if (value.size() < sizeof(h)) return L2Cache::Result::kCorrupt;
+  std::memcpy(&h, value.data(), sizeof(h));
+  if (h.magic != kValueMagic ||
+      value.size() != sizeof(h) + h.key_len + h.payload_len) {
+    return L2Cache::Result::kCorrupt;
   }
-  absl::string_view stored_key, payload;
-  if (ok) {
-    stored_key = absl::string_view(value).substr(sizeof(h), h.key_len);
-    payload = absl::string_view(value).substr(sizeof(h) + h.key_len);
-    ok = ValueChecksum(h, stored_key, payload) == h.checksum;
+  const absl::string_view stored_key = value.substr(sizeof(h), h.key_len);
+  const absl::string_view payload = value.substr(sizeof(h) + h.key_len);
+  if (ValueChecksum(h, stored_key, payload) != h.checksum) {
+    return L2Cache::Result::kCorrupt;
   }
-  if (!ok) {
-    corrupt_.fetch_add(1, std::memory_order_relaxed);
-    LogWarning(absl::StrCat("L2 cache decode failed for ", key,
-                            ": entry deleted, reading the source"));
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(Op{true, key, {}, nullptr});  // Deletes are never dropped.
-    return Result::kCorrupt;
-  }
-  if (stored_key != key) {  // A hashed key's collision: not ours.
-    misses_.fetch_add(1, std::memory_order_relaxed);
-    return Result::kMiss;
-  }
+  if (stored_key != key) return L2Cache::Result::kMiss;  // Hashed-key collision.
   if (h.source_size != version.size || h.source_mtime_ns != version.mtime_ns) {
-    stale_.fetch_add(1, std::memory_order_relaxed);
-    return Result::kStale;
+    return L2Cache::Result::kStale;
   }
   out->assign(payload.data(), payload.size());
-  hits_.fetch_add(1, std::memory_order_relaxed);
-  return Result::kHit;
+  return L2Cache::Result::kHit;
+}
+
+}  // namespace
+
+L2Cache::Result L2Cache::Lookup(const std::string& key,
+                                const FileVersion& version, std::string* out) {
+  Result r = Result::kMiss;
+  env_->View(DbKey(key), [&](absl::string_view value) {
+    r = Classify(value, key, version, out);
+  }).IgnoreError();  // Absent (or unreadable): a miss.
+  switch (r) {
+    case Result::kHit:
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Result::kMiss:
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Result::kStale:
+      stale_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Result::kCorrupt: {
+      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      LogWarning(absl::StrCat("L2 cache decode failed for ", key,
+                              ": entry deleted, reading the source"));
+      absl::MutexLock lock(&mu_);
+      queue_.push_back(Op{true, key, {}, nullptr});  // Deletes are never dropped.
+      break;
+    }
+  }
+  return r;
 }
 
 bool L2Cache::Put(const std::string& key, const FileVersion& version,

@@ -71,15 +71,20 @@ absl::StatusOr<std::unique_ptr<LmdbEnv>> LmdbEnv::Open(const std::string& path,
 
 LmdbEnv::~LmdbEnv() { mdb_env_close(env_); }
 
-absl::Status LmdbEnv::Get(absl::string_view key, std::string* out) const {
+absl::Status LmdbEnv::View(
+    absl::string_view key, const std::function<void(absl::string_view)>& fn) const {
   MDB_txn* txn = nullptr;
   STOKER_RETURN_IF_ERROR(
       LmdbStatus(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), path_));
   MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
   int rc = mdb_get(txn, dbi_, &k, &v);
-  if (rc == 0) out->assign(static_cast<const char*>(v.mv_data), v.mv_size);
+  if (rc == 0) fn(absl::string_view(static_cast<const char*>(v.mv_data), v.mv_size));
   mdb_txn_abort(txn);
   return LmdbStatus(rc, absl::StrCat(path_, " key ", key));
+}
+
+absl::Status LmdbEnv::Get(absl::string_view key, std::string* out) const {
+  return View(key, [out](absl::string_view v) { out->assign(v.data(), v.size()); });
 }
 
 absl::Status LmdbEnv::ForEach(

@@ -40,6 +40,10 @@ class LmdbEnv {
 
   // Copies the value of `key` into *out. NOT_FOUND when absent.
   absl::Status Get(absl::string_view key, std::string* out) const;
+  // Calls fn with the value of `key` in place (valid only during the call,
+  // inside a read transaction). NOT_FOUND when absent.
+  absl::Status View(absl::string_view key,
+                    const std::function<void(absl::string_view)>& fn) const;
 
   // Calls fn(key, value) for every entry in key order, in one read
   // transaction; stops early when fn returns false.

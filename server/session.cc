@@ -129,7 +129,12 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_
           n.offset[c] = -m / s;
         }
         return n;
-      }()) {}
+      }()),
+      decoded_key_prefix_(absl::StrCat(
+          dataset_->description, "|val", spec.image_size(), "|", spec.decode(),
+          "|", spec.dtype(), "|", norm_.scale[0], ",", norm_.scale[1], ",",
+          norm_.scale[2], "|", norm_.offset[0], ",", norm_.offset[1], ",",
+          norm_.offset[2], "|")) {}
 
 ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
 
@@ -202,11 +207,7 @@ uint8_t* ServingSession::SampleOut(const BatchJob& job, uint32_t i) const {
 }
 
 std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
-  return absl::StrCat(dataset_->description, "|", dataset_index, "|val",
-                      spec_.image_size(), "|", spec_.decode(), "|",
-                      spec_.dtype(), "|", norm_.scale[0], ",", norm_.scale[1],
-                      ",", norm_.scale[2], "|", norm_.offset[0], ",",
-                      norm_.offset[1], ",", norm_.offset[2]);
+  return absl::StrCat(decoded_key_prefix_, dataset_index);
 }
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
@@ -245,30 +246,19 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
   }
   thread_local DecodedRegion region;
   const uint64_t t0 = shm::MonotonicNanos();
-  JpegDecoder& decoder = ThreadLocalDecoder();
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes->data());
-  int width = 0, height = 0;
-  absl::Status error = decoder.ReadSize(data, bytes->size(), &width, &height);
   const int size = static_cast<int>(spec_.image_size());
+  const v1::Decode mode = spec_.decode();
   CropBox box;
-  if (error.ok()) {
-    if (spec_.transform() == v1::TRAIN) {
-      Rng rng(MixSeed({spec_.seed(), job->epoch, dataset_index}));
-      box = RandomResizedCropBox(width, height, rng);
-    } else {
-      box = CenterCropBox(width, height, size);
-    }
-    const v1::Decode mode = spec_.decode();
-    const DecodePlan plan =
-        PlanDecode(width, height, box, size,
-                   /*scale=*/mode == v1::DECODE_AUTO || mode == v1::DECODE_SCALE_CROP,
-                   /*crop=*/mode != v1::DECODE_FULL);
-    error = decoder.Decode(data, bytes->size(), plan.eighths, plan.need,
-                           mode != v1::DECODE_FULL, &region);
-    box = plan.box;
-    box.x -= region.x;  // Into the decoded region's coordinates.
-    box.y -= region.y;
-  }
+  absl::Status error = DecodeForCrop(
+      ThreadLocalDecoder(), reinterpret_cast<const uint8_t*>(bytes->data()),
+      bytes->size(),
+      [&](int width, int height) {
+        if (spec_.transform() != v1::TRAIN) return CenterCropBox(width, height, size);
+        Rng rng(MixSeed({spec_.seed(), job->epoch, dataset_index}));
+        return RandomResizedCropBox(width, height, rng);
+      },
+      size, /*scale=*/mode == v1::DECODE_AUTO || mode == v1::DECODE_SCALE_CROP,
+      /*crop=*/mode != v1::DECODE_FULL, &region, &box);
   if (!error.ok()) {
     FinishSample(job, i, dataset_index, shm::kSampleDecodeError, error);
     return;
@@ -320,7 +310,6 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
       std::memset(SampleOut(*job, i), 0, ring_->layout().sample_bytes);
       job->errors.fetch_add(1, std::memory_order_relaxed);
       failed_.fetch_add(1, std::memory_order_relaxed);
-      ctx_.counters->samples_failed.fetch_add(1, std::memory_order_relaxed);
       (status == shm::kSampleReadError ? ctx_.counters->samples_failed_read
                                        : ctx_.counters->samples_failed_decode)
           .fetch_add(1, std::memory_order_relaxed);

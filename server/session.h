@@ -49,7 +49,6 @@ struct PipelineCounters {
   std::atomic<uint64_t> samples_decoded{0};
   std::atomic<uint64_t> samples_failed_read{0};
   std::atomic<uint64_t> samples_failed_decode{0};
-  std::atomic<uint64_t> samples_failed{0};
   std::atomic<uint64_t> batches_published{0};
 };
 
@@ -108,6 +107,10 @@ class ServingSession {
   const Dataset& dataset() const { return *dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }
   v1::SessionStats Stats() const;
+  // Samples finished OK so far (cheap; Stats() also scans the ring).
+  uint64_t samples_decoded() const {
+    return decoded_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct BatchJob;
@@ -139,6 +142,9 @@ class ServingSession {
   const PipelineContext ctx_;
   const absl::Time created_;
   const Normalization norm_;  // For float outputs.
+  // Everything but the sample index that identifies this session's finished
+  // val samples in the decoded cache (built once, not per sample).
+  const std::string decoded_key_prefix_;
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
   std::atomic<uint64_t> published_{0};

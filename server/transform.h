@@ -15,9 +15,12 @@
 #ifndef STOKER_SERVER_TRANSFORM_H_
 #define STOKER_SERVER_TRANSFORM_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "server/jpeg.h"
 #include "util/rng.h"
 
@@ -51,6 +54,16 @@ struct DecodePlan {
 // unless `crop`.
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop);
+
+// Decodes what an out_size x out_size crop needs: one header read, then
+// `box_for(width, height)` chooses the crop, PlanDecode the scale and
+// region. On success *box is the crop in `region`'s pixel coordinates,
+// ready for ResizeBox. Errors are the decoder's.
+absl::Status DecodeForCrop(JpegDecoder& decoder, const uint8_t* data,
+                           size_t size,
+                           const std::function<CropBox(int width, int height)>& box_for,
+                           int out_size, bool scale, bool crop,
+                           DecodedRegion* region, CropBox* box);
 
 // Per-channel affine map applied to 0..255 values: out = x * scale + offset.
 // From torchvision's Normalize(mean, std) on x/255: scale = 1/(255 std),

@@ -284,12 +284,15 @@ int Stats(Client& client, const Args& a) {
               s.sessions_size(), (unsigned long long)s.sessions_opened(),
               (unsigned long long)s.sessions_closed(),
               (unsigned long long)s.sessions_reclaimed());
-  if (const v1::StageTimes& st = s.stages(); st.samples() > 0) {
-    const double n = static_cast<double>(st.samples());
+  if (s.transform_latency().count() > 0) {
+    auto ms = [](const v1::Histogram& h) {
+      return h.count() ? 1e3 * h.sum() / h.count() : 0.0;
+    };
     std::printf("per decoded sample: fetch %.3f ms, decode %.3f ms, "
                 "resize+write %.3f ms (%llu samples)\n",
-                1e3 * st.fetch_seconds() / n, 1e3 * st.decode_seconds() / n,
-                1e3 * st.resize_seconds() / n, (unsigned long long)st.samples());
+                ms(s.read_latency()), ms(s.decode_latency()),
+                ms(s.transform_latency()),
+                (unsigned long long)s.transform_latency().count());
   }
   const v1::ReaderStats& r = s.reader();
   std::printf("reader: %u threads, %llu source reads (%llu bytes, %llu errors), "

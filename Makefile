@@ -3,11 +3,16 @@
 BAZEL ?= bazel
 DATA ?=
 THREADS ?= 2
-# The Python client is built for, and tested with, Debian's interpreter.
+# The Python client is pure Python over libstoker.so; tests run it with
+# Debian's interpreter (numpy, torch) and, in tests/dist_test.py, others.
 PYTHON := /usr/bin/python3
-PYENV := PYTHONPATH=client/python:bazel-bin/client/python
+PYENV := PYTHONPATH=client/python
 
-.PHONY: deps build test pytest demo bench clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps build dist install test pytest demo bench clean
+
+all: build
 
 deps:
 	@bash deploy/install-deps.sh
@@ -15,8 +20,17 @@ deps:
 build: deps
 	$(BAZEL) build //...
 
+# Release artifacts (deploy/package.py): dist/stoker-<v>-linux-<arch>.tar.gz
+# and dist/stoker-<v>-py3-none-manylinux_2_<N>_<arch>.whl.
+dist: build
+	$(PYTHON) deploy/package.py dist
+
+install: build
+	$(PYTHON) deploy/package.py install "$(PREFIX)"
+
 test: deps
 	$(BAZEL) test //...
+	$(PYTHON) deploy/package.py dist
 	$(MAKE) --no-print-directory pytest
 
 pytest:

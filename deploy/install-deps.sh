@@ -19,10 +19,75 @@ PACKAGES=(
   prometheus-cpp-dev prometheus tmux
   # Tests.
   libgtest-dev libgmock-dev
-  # Python client (built against Debian's /usr/bin/python3) and its tests.
-  pybind11-dev python3-dev python3-numpy python3-torch python3-torchvision
-  python3-pytest python3-pil
+  # Python client tests: numpy/torch, a second gRPC in the same process,
+  # fresh virtual environments for the wheel.
+  python3-numpy python3-torch python3-torchvision python3-pytest python3-pil
+  python3-grpcio python3-venv
+  # Packaging: the release bundle (RPATHs, symbol checks), the node service.
+  patchelf binutils dpkg-dev libsystemd-dev systemd nlohmann-json3-dev
 )
+
+# libstoker.so links gRPC, protobuf and abseil statically with hidden
+# symbols. Debian's archives are built as PIE, and five of their objects use
+# the local-exec TLS model, which a shared library cannot hold; those five
+# files are compiled again with -fPIC from Debian's own source packages, at
+# exactly the installed versions (third_party/debian_src.BUILD).
+SRC_DIR=/usr/local/src/stoker-debian-src
+PIC_FILES=(
+  abseil:absl/base/internal/sysinfo.cc
+  abseil:absl/container/internal/raw_hash_set.cc
+  abseil:absl/random/internal/pool_urbg.cc
+  abseil:absl/strings/internal/cordz_functions.cc
+  protobuf:src/google/protobuf/arena.cc
+)
+fetch_sources() {
+  local need=()
+  for pair in abseil:libabsl-dev protobuf:libprotobuf-dev; do
+    local src=${pair%%:*} bin=${pair#*:} ver
+    ver=$(dpkg-query -W -f='${source:Version}' "$bin")
+    if [ "$(cat "$SRC_DIR/$src.version" 2>/dev/null)" != "$ver" ]; then
+      need+=("$src=$ver")
+    fi
+  done
+  [ ${#need[@]} -eq 0 ] && return 0
+  local list=/etc/apt/sources.list.d/stoker-debian-src.sources
+  if [ ! -f "$list" ]; then
+    echo "install-deps: adding Debian's source archive ($list)"
+    $SUDO tee "$list" >/dev/null <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    $SUDO apt-get update -qq
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"
+  for spec in "${need[@]}"; do
+    local src=${spec%%=*} ver=${spec#*=}
+    echo "install-deps: fetching Debian source $src $ver"
+    (cd "$tmp" && apt-get source -qq "$spec" >/dev/null 2>&1) || {
+      echo "install-deps: apt-get source $spec failed" >&2; exit 1; }
+    local tree
+    tree=$(find "$tmp" -maxdepth 1 -type d -name "$src-*" | head -1)
+    $SUDO mkdir -p "$SRC_DIR"
+    for entry in "${PIC_FILES[@]}"; do
+      [ "${entry%%:*}" = "$src" ] || continue
+      $SUDO cp "$tree/${entry#*:}" "$SRC_DIR/$src-$(basename "${entry#*:}")"
+    done
+    rm -rf "$tree"
+    echo "$ver" | $SUDO tee "$SRC_DIR/$src.version" >/dev/null
+  done
+  rm -rf "$tmp"
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -31,15 +96,16 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
-fi
-
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+fetch_sources
 echo "install-deps: done"

@@ -15,6 +15,7 @@
 #include "shm/segment.h"
 #include "util/log.h"
 #include "util/status_macros.h"
+#include "util/version.h"
 
 namespace stoker {
 namespace {
@@ -359,7 +360,7 @@ void Daemon::WaitForWarmJobs() {
 v1::DaemonStats Daemon::GetStats() const {
   v1::DaemonStats s;
   s.set_pid(static_cast<uint32_t>(getpid()));
-  s.set_version("0.1.0");
+  s.set_version(kVersion);
   s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
   s.set_decode_threads(decode_pool_ ? decode_pool_->size() : 0);
   s.set_autotune(options_.autotune);

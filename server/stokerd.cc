@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/daemon.h"
@@ -56,6 +57,46 @@ ABSL_FLAG(int, max_decode_threads, 0,
 ABSL_FLAG(int, exit_with_pid, 0,
           "Shut down when this process exits (used by embedded daemons that "
           "a trainer starts for itself); 0 = never.");
+ABSL_FLAG(std::string, owners_dir, "",
+          "Folder of files named by the pids of the processes using this "
+          "daemon (the Python package's shared embedded daemon): files of "
+          "dead processes are removed, and the daemon shuts down when none "
+          "is left. Empty = not used.");
+
+namespace {
+
+bool Alive(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A zombie (killed, not yet reaped by its parent) is gone too.
+  FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
+  if (f == nullptr) return true;
+  char state = 0;
+  const int n = std::fscanf(f, "%*d (%*[^)]) %c", &state);
+  std::fclose(f);
+  return !(n == 1 && state == 'Z');
+}
+
+// True while `pid` (if > 0) or a process listed in `dir` (if set) lives;
+// removes the files of dead ones.
+bool OwnersAlive(int pid, const std::string& dir) {
+  bool alive = pid > 0 && Alive(pid);
+  if (dir.empty()) return alive;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    int owner = 0;
+    if (!absl::SimpleAtoi(e.path().filename().string(), &owner) || owner <= 0) {
+      continue;
+    }
+    if (Alive(owner)) {
+      alive = true;
+    } else {
+      std::filesystem::remove(e.path(), ec);
+    }
+  }
+  return alive;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -132,13 +173,15 @@ int main(int argc, char** argv) {
       options.l1_bytes >> 20, " MiB, L2 ",
       options.l2.path.empty() ? "off" : options.l2.path));
 
-  if (const int owner = absl::GetFlag(FLAGS_exit_with_pid); owner > 0) {
+  const int owner = absl::GetFlag(FLAGS_exit_with_pid);
+  const std::string owners_dir = absl::GetFlag(FLAGS_owners_dir);
+  if (owner > 0 || !owners_dir.empty()) {
     // Detached: it only ever sends this process SIGTERM, which main handles.
-    std::thread([owner] {
-      while (!(kill(owner, 0) != 0 && errno == ESRCH)) {
+    std::thread([owner, owners_dir] {
+      while (OwnersAlive(owner, owners_dir)) {
         absl::SleepFor(absl::Milliseconds(200));
       }
-      stoker::LogInfo(absl::StrCat("owner process ", owner, " exited"));
+      stoker::LogInfo("every owner process exited");
       kill(getpid(), SIGTERM);
     }).detach();
   }

@@ -11,6 +11,11 @@ namespace stoker {
 
 class Checksum {
  public:
+  Checksum() = default;
+  // Continues from state() of another Checksum (the C ABI keeps the state).
+  explicit Checksum(uint64_t state) : h_(state) {}
+  uint64_t state() const { return h_; }
+
   void Update(const void* data, size_t n) {
     const auto* p = static_cast<const uint8_t*>(data);
     while (n >= 8) {

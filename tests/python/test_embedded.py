@@ -1,11 +1,13 @@
-"""The embedded daemon: started when none answers, shared, gone at exit."""
+"""The embedded daemon: started when none answers, shared by the Loaders of
+a process and by the ranks of a job, gone when the last of them exits."""
 
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
-from conftest import ROOT, BIN
+from conftest import ROOT
 
 SCRIPT = r"""
 import os, sys
@@ -14,18 +16,23 @@ a = stoker.Loader(sys.argv[1], batch_size=4, transform="val", image_size=32)
 b = stoker.Loader(sys.argv[1], batch_size=3, transform="train", image_size=32)
 na = sum(x.shape[0] for x, _ in a)
 nb = sum(x.shape[0] for x, _ in b)
-print(d.embedded_daemon_pid(), os.path.dirname(d.daemon_socket()), na, nb, flush=True)
+print(d.embedded_daemon_pid(), d.daemon_socket(), na, nb, flush=True)
 if len(sys.argv) > 2:
     os.kill(os.getpid(), 9)  # Die without atexit: the daemon must notice.
 """
 
 
+def env_for(folder, **extra):
+    return dict(os.environ, STOKER_SOCKET="/nonexistent/stoker.sock",
+                STOKER_EMBEDDED_DIR=folder,
+                PYTHONPATH=os.path.join(ROOT, "client", "python"), **extra)
+
+
 def run(dataset, *extra):
-    env = dict(os.environ, STOKER_SOCKET="/nonexistent/stoker.sock",
-               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "client", "python"),
-                                           os.path.join(BIN, "client", "python")]))
+    folder = os.path.join(tempfile.mkdtemp(prefix="stoker-emb-"), "d")
     return subprocess.run([sys.executable, "-c", SCRIPT, dataset, *extra],
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env_for(folder), capture_output=True, text=True,
+                          timeout=120)
 
 
 def gone(pid, seconds):
@@ -49,10 +56,10 @@ def gone(pid, seconds):
 def test_embedded_daemon_serves_and_stops_at_exit(dataset):
     r = run(dataset)
     assert r.returncode == 0, r.stderr
-    pid, folder, na, nb = r.stdout.split()
+    pid, sock, na, nb = r.stdout.split()
     assert (int(na), int(nb)) == (24, 24)  # Both Loaders, one daemon.
     assert gone(int(pid), 10)
-    assert not os.path.exists(folder)
+    assert not os.path.exists(sock)  # Removed by the daemon as it stopped.
 
 
 def test_embedded_daemon_exits_when_its_trainer_is_killed(dataset):
@@ -60,3 +67,40 @@ def test_embedded_daemon_exits_when_its_trainer_is_killed(dataset):
     assert r.returncode == -9
     pid, folder, _, _ = r.stdout.split()
     assert gone(int(pid), 10)
+
+
+RANK_SCRIPT = r"""
+import os, sys, time
+import stoker, stoker._daemon as d
+ld = stoker.Loader(sys.argv[1], batch_size=4, transform="val", image_size=32,
+                   shuffle=True, seed=7)
+indices = [int(i) for b in ld.batches() for i in b.indices]
+print(d.embedded_daemon_pid(), ld.rank, ld.world_size,
+      ",".join(map(str, indices)), flush=True)
+time.sleep(float(sys.argv[2]))  # Rank 0 leaves first; rank 1 still reads.
+ld2 = stoker.Loader(sys.argv[1], batch_size=4, transform="val", image_size=32)
+print(sum(b.samples for b in ld2.batches()), flush=True)
+"""
+
+
+def test_ranks_share_one_embedded_daemon_and_cover_the_epoch_once(dataset):
+    folder = os.path.join(tempfile.mkdtemp(prefix="stoker-emb-"), "d")
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", RANK_SCRIPT, dataset, str(0.2 + 2.0 * rank)],
+        env=env_for(folder, RANK=str(rank), WORLD_SIZE="2"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    lines = [out.split("\n") for out, _ in outs]
+    pids = {line[0].split()[0] for line in lines}
+    assert len(pids) == 1  # One daemon for both ranks.
+    ranks = sorted((int(line[0].split()[1]), int(line[0].split()[2]))
+                   for line in lines)
+    assert ranks == [(0, 2), (1, 2)]
+    covered = [int(i) for line in lines for i in line[0].split()[3].split(",")]
+    assert sorted(covered) == list(range(24))  # Every sample exactly once.
+    # Rank 1 kept reading after rank 0 exited: 12 of 24 samples per rank.
+    assert [int(line[1]) for line in lines] == [12, 12]
+    assert gone(int(pids.pop()), 10)  # Gone with the last rank.

@@ -5,7 +5,8 @@
     for images, labels in loader:      # uint8 NHWC torch tensors (ring views)
         ...
 
-See Loader for the arguments. Errors reported by the daemon raise
+Pure Python over libstoker.so (ctypes): any CPython >= 3.8, with or without
+numpy and torch. See Loader for the arguments. Errors reported by the daemon raise
 StokerError, which carries the gRPC status code name and message.
 """
 
@@ -14,7 +15,7 @@ from stoker import _native
 from stoker.loader import Loader
 from stoker._daemon import daemon_socket, stop_embedded_daemon
 
-_native.lib._set_error_factory(StokerError)
+__version__ = _native.version  # libstoker.so's, so package and library agree.
 
 __all__ = ["Loader", "StokerError", "StarvationWarning", "daemon_socket",
-           "stop_embedded_daemon"]
+           "stop_embedded_daemon", "__version__"]

@@ -1,20 +1,306 @@
-"""Loads the compiled extension `_stoker` (built by Bazel into
-bazel-bin/client/python) with a clear message when it is missing."""
+"""ctypes binding of libstoker.so (the C ABI in client/c/stoker.h).
 
+Pure Python: works in any CPython >= 3.8 with nothing to compile. Batches are
+views of the ring slot without a copy: numpy arrays when numpy is present,
+memoryviews otherwise; every view keeps its Batch (and so the slot) alive,
+and the slot goes back to the daemon when the last view is gone.
+
+ctypes releases the GIL around every foreign call, so a blocking next()
+never holds up other Python threads.
+"""
+
+import ctypes
+import json
 import os
 import sys
 
+from stoker.errors import StokerError
+
 try:
-    import _stoker as lib  # noqa: F401
-except ImportError as e:  # pragma: no cover - exercised by users, not tests
-    _here = os.path.dirname(os.path.abspath(__file__))
-    _built = os.path.normpath(os.path.join(_here, "..", "..", "..", "bazel-bin",
-                                           "client", "python"))
-    if os.path.exists(os.path.join(_built, "_stoker.so")) and _built not in sys.path:
-        sys.path.append(_built)
-        import _stoker as lib  # noqa: F401
-    else:
-        raise ImportError(
-            "stoker's native extension _stoker.so is not built or not on "
-            "PYTHONPATH: run `make` (bazel build //client/python:_stoker.so) "
-            "and add bazel-bin/client/python to PYTHONPATH") from e
+    import numpy as np
+except ImportError:  # The memoryview path.
+    np = None
+
+ABI_VERSION = 1
+DTYPE_UINT8, DTYPE_FLOAT32, DTYPE_FLOAT16 = 1, 2, 3  # STOKER_DTYPE_*
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+# gRPC's canonical code names, indexed by number (the C ABI returns numbers).
+CODE_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
+              "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+              "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+              "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+              "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+              "UNAUTHENTICATED")
+
+
+def library_candidates():
+    """Where libstoker.so is looked for, in order."""
+    out = []
+    if os.environ.get("STOKER_LIB"):
+        out.append(os.environ["STOKER_LIB"])
+    out.append(os.path.join(_HERE, "_lib", "libstoker.so"))        # wheel
+    out.append(os.path.join(_HERE, "..", "..", "..", "libstoker.so"))  # bundle
+    out.append(os.path.join(_HERE, "..", "..", "..", "bazel-bin", "client",
+                            "c", "libstoker.so"))                  # source tree
+    return [os.path.normpath(p) for p in out]
+
+
+def _load():
+    tried = []
+    for path in library_candidates():
+        if not os.path.exists(path):
+            tried.append(path)
+            continue
+        if not os.access(path, os.R_OK):
+            raise ImportError(
+                f"stoker: {path} exists but this user cannot read it "
+                "(a build tree of another user?); install the stoker wheel "
+                "or release bundle, or set STOKER_LIB")
+        return ctypes.CDLL(path)
+    raise ImportError(
+        "stoker: libstoker.so not found (looked at " + ", ".join(tried) +
+        "); install the stoker wheel or release bundle, run `make` in a "
+        "source tree, or set STOKER_LIB")
+
+
+class _Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 1024)]
+
+
+class _BatchInfo(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p),
+                ("size_bytes", ctypes.c_uint64),
+                ("sample_bytes", ctypes.c_uint64),
+                ("dtype", ctypes.c_uint32),
+                ("ndim", ctypes.c_uint32),
+                ("shape", ctypes.c_uint64 * 4),
+                ("samples", ctypes.c_uint32),
+                ("error_count", ctypes.c_uint32),
+                ("labels", ctypes.c_void_p),
+                ("status", ctypes.c_void_p),
+                ("indices", ctypes.c_void_p),
+                ("epoch", ctypes.c_uint64),
+                ("batch_index", ctypes.c_uint64),
+                ("sequence", ctypes.c_uint64),
+                ("mapping_base", ctypes.c_void_p),
+                ("mapping_size", ctypes.c_uint64)]
+
+
+class _ChecksumState(ctypes.Structure):
+    _fields_ = [("state", ctypes.c_uint64)]
+
+
+def _declare(dll):
+    p, c_int, c_double = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+    err = ctypes.POINTER(_Error)
+    sig = {
+        "stoker_abi_version": (ctypes.c_uint32, []),
+        "stoker_version": (ctypes.c_char_p, []),
+        "stoker_connect": (c_int, [ctypes.c_char_p, c_double,
+                                   ctypes.POINTER(p), err]),
+        "stoker_client_free": (None, [p]),
+        "stoker_open_session": (c_int, [p, ctypes.c_char_p,
+                                        ctypes.POINTER(p), err]),
+        "stoker_session_info_json": (c_int, [p, ctypes.POINTER(p), err]),
+        "stoker_session_id": (ctypes.c_uint64, [p]),
+        "stoker_next": (c_int, [p, c_double, ctypes.POINTER(p), err]),
+        "stoker_session_close": (c_int, [p, err]),
+        "stoker_session_free": (None, [p]),
+        "stoker_batch_get_info": (c_int, [p, ctypes.POINTER(_BatchInfo),
+                                          ctypes.c_size_t]),
+        "stoker_batch_release": (None, [p]),
+        "stoker_stats_json": (c_int, [p, ctypes.POINTER(p), err]),
+        "stoker_health": (c_int, [p, err]),
+        "stoker_string_free": (None, [p]),
+        "stoker_checksum_init": (None, [ctypes.POINTER(_ChecksumState)]),
+        "stoker_checksum_update": (None, [ctypes.POINTER(_ChecksumState), p,
+                                          ctypes.c_size_t]),
+        "stoker_checksum_value": (ctypes.c_uint64,
+                                  [ctypes.POINTER(_ChecksumState)]),
+    }
+    for name, (restype, argtypes) in sig.items():
+        fn = getattr(dll, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return dll
+
+
+_dll = _declare(_load())
+if _dll.stoker_abi_version() != ABI_VERSION:
+    raise ImportError(f"stoker: libstoker.so speaks ABI "
+                      f"{_dll.stoker_abi_version()}, this package "
+                      f"{ABI_VERSION}; install matching versions")
+version = _dll.stoker_version().decode()
+
+
+def _check(rc, err):
+    if rc != 0:
+        code = CODE_NAMES[rc] if 0 <= rc < len(CODE_NAMES) else str(rc)
+        raise StokerError(code, err.message.decode(errors="replace"))
+
+
+def _take_json(call, *args):
+    err, out = _Error(), ctypes.c_void_p()
+    _check(call(*args, ctypes.byref(out), ctypes.byref(err)), err)
+    try:
+        return json.loads(ctypes.string_at(out.value).decode())
+    finally:
+        _dll.stoker_string_free(out)
+
+
+def _timeout(seconds):
+    return -1.0 if seconds is None else float(seconds)
+
+
+_NUMPY_DTYPES = {DTYPE_UINT8: "uint8", DTYPE_FLOAT32: "float32",
+                 DTYPE_FLOAT16: "float16"}
+# memoryview cannot cast to half floats: without numpy, float16 pixels come
+# as their raw 16-bit patterns ("H"); torch.frombuffer reads them as float16.
+_VIEW_FORMATS = {"uint8": "B", "float32": "f", "float16": "H",
+                 "int32": "i", "uint32": "I", "uint64": "Q"}
+
+
+class Batch:
+    """One ring slot, held until release() or until no view is left."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        info = _BatchInfo()
+        _dll.stoker_batch_get_info(handle, ctypes.byref(info),
+                                   ctypes.sizeof(info))
+        self._info = info
+        self.samples = info.samples
+        self.epoch = info.epoch
+        self.batch_index = info.batch_index
+        self.sequence = info.sequence
+        self.error_count = info.error_count
+        self.data_ptr = info.data or 0
+        self.mapping_base = info.mapping_base or 0
+        self.mapping_size = info.mapping_size
+        self.dtype = _NUMPY_DTYPES[info.dtype]
+
+    def _view(self, address, dtype, shape):
+        count = 1
+        for d in shape:
+            count *= d
+        itemsize = {"uint8": 1, "float16": 2, "float32": 4, "int32": 4,
+                    "uint32": 4, "uint64": 8}[dtype]
+        raw = (ctypes.c_uint8 * (count * itemsize)).from_address(address or 0)
+        raw._stoker_batch = self  # The view keeps the slot.
+        if np is not None:
+            return np.frombuffer(raw, dtype=dtype).reshape(shape)
+        return memoryview(raw).cast("B").cast(_VIEW_FORMATS[dtype], shape)
+
+    @property
+    def images(self):
+        """Pixels: uint8 NHWC, or float32/float16 NCHW normalized."""
+        info = self._info
+        shape = tuple(int(d) for d in info.shape[:info.ndim])
+        return self._view(info.data, _NUMPY_DTYPES[info.dtype], shape)
+
+    @property
+    def labels(self):
+        return self._view(self._info.labels, "int32", (self.samples,))
+
+    @property
+    def status(self):
+        """Per-sample status: 0 ok, 1 read error, 2 decode error."""
+        return self._view(self._info.status, "uint32", (self.samples,))
+
+    @property
+    def indices(self):
+        """Dataset sample index of each sample."""
+        return self._view(self._info.indices, "uint64", (self.samples,))
+
+    def release(self):
+        """Returns the slot now; views taken earlier must not be used."""
+        handle, self._handle = self._handle, None
+        if handle:
+            _dll.stoker_batch_release(handle)
+
+    def __del__(self):
+        if _dll is not None:
+            self.release()
+
+
+class Session:
+    def __init__(self, handle):
+        self._handle = handle
+        info = _take_json(_dll.stoker_session_info_json, handle)
+        self.id = int(info["session_id"])
+        self.batches_per_epoch = int(info["batches_per_epoch"])
+        self.samples_per_epoch = int(info["samples_per_epoch"])
+        self.dataset_samples = int(info["dataset_samples"])
+        self.num_classes = int(info["num_classes"])
+        self.skipped_files = int(info["skipped_files"])
+
+    def next(self, timeout=None):
+        err, out = _Error(), ctypes.c_void_p()
+        _check(_dll.stoker_next(self._handle, _timeout(timeout),
+                                ctypes.byref(out), ctypes.byref(err)), err)
+        return Batch(out.value)
+
+    def close(self):
+        err = _Error()
+        _check(_dll.stoker_session_close(self._handle, ctypes.byref(err)), err)
+
+    def __del__(self):
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle and _dll is not None:
+            _dll.stoker_session_free(handle)
+
+
+class Client:
+    def __init__(self, socket, timeout=5.0):
+        self.socket = os.fspath(socket)
+        err, out = _Error(), ctypes.c_void_p()
+        self._handle = None
+        _check(_dll.stoker_connect(self.socket.encode(), float(timeout),
+                                   ctypes.byref(out), ctypes.byref(err)), err)
+        self._handle = out.value
+
+    def open_session(self, spec):
+        """Opens a session from a SessionSpec dict (protobuf's JSON mapping)."""
+        err, out = _Error(), ctypes.c_void_p()
+        _check(_dll.stoker_open_session(self._handle, json.dumps(spec).encode(),
+                                        ctypes.byref(out), ctypes.byref(err)),
+               err)
+        return Session(out.value)
+
+    def stats(self):
+        return _take_json(_dll.stoker_stats_json, self._handle)
+
+    def health(self):
+        err = _Error()
+        _check(_dll.stoker_health(self._handle, ctypes.byref(err)), err)
+
+    def __del__(self):
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle and _dll is not None:
+            _dll.stoker_client_free(handle)
+
+
+class Checksum:
+    """The order-sensitive content hash stokerctl prints."""
+
+    def __init__(self):
+        self._state = _ChecksumState()
+        _dll.stoker_checksum_init(ctypes.byref(self._state))
+
+    def update(self, buffer):
+        view = memoryview(buffer).cast("B")
+        if view.nbytes == 0:
+            data = None
+        elif view.readonly:
+            data = ctypes.cast(ctypes.c_char_p(view.tobytes()), ctypes.c_void_p)
+        else:
+            data = ctypes.addressof(ctypes.c_char.from_buffer(view))
+        _dll.stoker_checksum_update(ctypes.byref(self._state), data, view.nbytes)
+
+    @property
+    def hex(self):
+        return "%016x" % _dll.stoker_checksum_value(ctypes.byref(self._state))
+
+
+# The module is the binding: `from stoker._native import lib` then lib.Client.
+lib = sys.modules[__name__]

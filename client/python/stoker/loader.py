@@ -5,12 +5,14 @@ import os
 import time
 import warnings
 
-import numpy as np
-
 from stoker import _daemon
 from stoker._native import lib
 from stoker.errors import StarvationWarning
 
+try:
+    import numpy as np
+except ImportError:  # Batches come as memoryviews.
+    np = None
 try:
     import torch
 except ImportError:  # numpy-only users
@@ -26,7 +28,7 @@ def _check_int(name, value, lo, hi):
 
 
 def _check_bool(name, value):
-    if not isinstance(value, (bool, np.bool_)):
+    if not isinstance(value, bool) and not (np is not None and isinstance(value, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return bool(value)
 
@@ -54,6 +56,24 @@ def _check_device(device):
     return dev
 
 
+def default_rank_and_world_size():
+    """(rank, world_size) of this process in a distributed job: from
+    torch.distributed when it is initialised, else from the RANK and
+    WORLD_SIZE environment variables that torchrun sets, else (0, 1)."""
+    if torch is not None:
+        dist = getattr(torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is not None and world is not None:
+        try:
+            return int(rank), int(world)
+        except ValueError:
+            raise ValueError(f"RANK={rank!r} and WORLD_SIZE={world!r} must be "
+                             "integers") from None
+    return 0, 1
+
+
 class Loader:
     """Iterates one epoch of (images, labels) per pass, like a DataLoader.
 
@@ -65,7 +85,9 @@ class Loader:
       transform: "train" (RandomResizedCrop + flip) or "val" (Resize +
         CenterCrop), both to image_size x image_size.
       shuffle, seed: per-epoch permutation from (seed, epoch).
-      rank, world_size: DistributedSampler-style sharding.
+      rank, world_size: DistributedSampler-style sharding. None (default):
+        torch.distributed's when initialised, else $RANK / $WORLD_SIZE
+        (torchrun), else 0 and 1.
       drop_last: drop the last partial batch (and the uneven tail across
         ranks instead of padding it).
       dtype: "uint8" (NHWC 0..255: 4x less memory and PCIe, normalize on the
@@ -97,7 +119,7 @@ class Loader:
     """
 
     def __init__(self, dataset, batch_size, transform="train", image_size=224,
-                 shuffle=True, seed=0, rank=0, world_size=1, drop_last=False,
+                 shuffle=True, seed=0, rank=None, world_size=None, drop_last=False,
                  dtype="uint8", device=None, socket=None, ring_slots=None,
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None):
@@ -116,6 +138,10 @@ class Loader:
         self.image_size = _check_int("image_size", image_size, 1, 4096)
         self.shuffle = _check_bool("shuffle", shuffle)
         self.seed = _check_int("seed", seed, 0, 2**64 - 1)
+        if rank is None or world_size is None:
+            env_rank, env_world = default_rank_and_world_size()
+            rank = env_rank if rank is None else rank
+            world_size = env_world if world_size is None else world_size
         self.world_size = _check_int("world_size", world_size, 1, 2**31)
         self.rank = _check_int("rank", rank, 0, self.world_size - 1)
         self.drop_last = _check_bool("drop_last", drop_last)
@@ -294,23 +320,45 @@ class Loader:
         if self._client is None:
             socket = self._socket or _daemon.daemon_socket(self._threads)
             self._client = lib.Client(socket)
-        self._session = self._client.open_session(
-            kind=self._kind, path=self._path, root=self._root,
-            batch_size=self.batch_size, transform=self.transform,
-            image_size=self.image_size, shuffle=self.shuffle, seed=self.seed,
-            rank=self.rank, world_size=self.world_size,
-            drop_last=self.drop_last, ring_slots=self._ring_slots,
-            start_epoch=epoch, start_batch=batch, decode=self.decode,
-            dtype=self.dtype, mean=self._mean, std=self._std)
+        # A stoker.v1.SessionSpec in protobuf's JSON mapping: enum values by
+        # their proto names, 64-bit integers as strings.
+        spec = {
+            "dataset": {"kind": self._kind.upper(), "path": self._path,
+                        "root": self._root},
+            "batch_size": self.batch_size,
+            "transform": self.transform.upper(),
+            "image_size": self.image_size,
+            "shuffle": self.shuffle,
+            "seed": str(self.seed),
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "drop_last": self.drop_last,
+            "ring_slots": self._ring_slots,
+            "start_epoch": str(epoch),
+            "start_batch": str(batch),
+            "decode": "DECODE_" + self.decode.upper(),
+            "dtype": self.dtype.upper(),
+            "mean": self._mean,
+            "std": self._std,
+        }
+        self._session = self._client.open_session(spec)
         self._stream = (epoch, batch)
         return self._session
 
     def _to_output(self, batch):
-        images, labels = batch.images, batch.labels.astype(np.int64)
         if torch is None:
-            return images, labels
-        images = torch.from_numpy(images)
-        labels = torch.from_numpy(labels)
+            if np is None:  # memoryviews of the slot
+                return batch.images, batch.labels
+            return batch.images, batch.labels.astype(np.int64)
+        if np is not None:
+            images = torch.from_numpy(batch.images)
+            labels = torch.from_numpy(batch.labels).to(torch.int64)
+        else:
+            view = batch.images
+            images = torch.frombuffer(view, dtype=getattr(torch, batch.dtype))
+            images = images.reshape(view.shape)
+            labels = torch.frombuffer(batch.labels, dtype=torch.int32)
+            labels = labels.to(torch.int64)
         if self._device is None:
             return images, labels
         if self._pinned != batch.mapping_base:

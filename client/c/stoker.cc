@@ -1,0 +1,198 @@
+// The C ABI (stoker.h) over the C++ client: converts types and statuses and
+// nothing else. No C++ exception or type crosses it.
+#include "client/c/stoker.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/cpp/client.h"
+#include "google/protobuf/util/json_util.h"
+#include "shm/ring_data.h"
+#include "util/checksum.h"
+#include "util/proto_json.h"
+#include "util/version.h"
+
+
+struct stoker_client {
+  std::unique_ptr<stoker::Client> client;
+};
+struct stoker_session {
+  std::unique_ptr<stoker::Session> session;
+};
+struct stoker_batch {
+  stoker::Batch batch;
+};
+
+static_assert(STOKER_DTYPE_UINT8 == stoker::shm::kDTypeUint8 &&
+                  STOKER_DTYPE_FLOAT32 == stoker::shm::kDTypeFloat32 &&
+                  STOKER_DTYPE_FLOAT16 == stoker::shm::kDTypeFloat16,
+              "stoker.h's dtype codes are the ring's");
+static_assert(STOKER_SAMPLE_OK == stoker::shm::kSampleOk &&
+                  STOKER_SAMPLE_READ_ERROR == stoker::shm::kSampleReadError &&
+                  STOKER_SAMPLE_DECODE_ERROR == stoker::shm::kSampleDecodeError,
+              "stoker.h's sample status codes are the ring's");
+
+namespace {
+
+int Report(const absl::Status& s, stoker_error* err) {
+  const int code = static_cast<int>(s.code());
+  if (err != nullptr) {
+    err->code = code;
+    const std::string msg(s.message());
+    const size_t n = std::min(msg.size(), sizeof(err->message) - 1);
+    std::memcpy(err->message, msg.data(), n);
+    err->message[n] = '\0';
+  }
+  return code;
+}
+
+int NullArgument(const char* what, stoker_error* err) {
+  return Report(absl::InvalidArgumentError(std::string(what) + " is NULL"), err);
+}
+
+char* CopyString(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out != nullptr) std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+absl::Duration Timeout(double seconds) {
+  return seconds < 0 ? absl::InfiniteDuration() : absl::Seconds(seconds);
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t stoker_abi_version(void) { return STOKER_ABI_VERSION; }
+const char* stoker_version(void) { return stoker::kVersion; }
+
+int stoker_connect(const char* socket_path, double timeout_seconds,
+                   stoker_client** out, stoker_error* err) {
+  if (socket_path == nullptr) return NullArgument("socket_path", err);
+  if (out == nullptr) return NullArgument("out", err);
+  auto c = stoker::Client::Connect(socket_path, Timeout(timeout_seconds));
+  if (!c.ok()) return Report(c.status(), err);
+  *out = new stoker_client{*std::move(c)};
+  return STOKER_OK;
+}
+
+void stoker_client_free(stoker_client* client) { delete client; }
+
+int stoker_open_session(stoker_client* client, const char* spec_json,
+                        stoker_session** out, stoker_error* err) {
+  if (client == nullptr) return NullArgument("client", err);
+  if (spec_json == nullptr) return NullArgument("spec_json", err);
+  if (out == nullptr) return NullArgument("out", err);
+  stoker::v1::SessionSpec spec;
+  auto parsed = google::protobuf::util::JsonStringToMessage(spec_json, &spec);
+  if (!parsed.ok()) {
+    return Report(absl::InvalidArgumentError(
+                      "session spec is not a stoker.v1.SessionSpec in JSON: " +
+                      std::string(parsed.message())),
+                  err);
+  }
+  auto s = client->client->OpenSession(spec);
+  if (!s.ok()) return Report(s.status(), err);
+  *out = new stoker_session{*std::move(s)};
+  return STOKER_OK;
+}
+
+int stoker_session_info_json(const stoker_session* session, char** json_out,
+                             stoker_error* err) {
+  if (session == nullptr) return NullArgument("session", err);
+  if (json_out == nullptr) return NullArgument("json_out", err);
+  *json_out = CopyString(stoker::ProtoToJson(session->session->info()));
+  return STOKER_OK;
+}
+
+uint64_t stoker_session_id(const stoker_session* session) {
+  return session == nullptr ? 0 : session->session->id();
+}
+
+int stoker_next(stoker_session* session, double timeout_seconds,
+                stoker_batch** out, stoker_error* err) {
+  if (session == nullptr) return NullArgument("session", err);
+  if (out == nullptr) return NullArgument("out", err);
+  auto b = session->session->Next(Timeout(timeout_seconds));
+  if (!b.ok()) return Report(b.status(), err);
+  *out = new stoker_batch{*std::move(b)};
+  return STOKER_OK;
+}
+
+int stoker_session_close(stoker_session* session, stoker_error* err) {
+  if (session == nullptr) return NullArgument("session", err);
+  absl::Status s = session->session->Close();
+  return s.ok() ? STOKER_OK : Report(s, err);
+}
+
+void stoker_session_free(stoker_session* session) { delete session; }
+
+int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info,
+                          size_t struct_size) {
+  if (batch == nullptr || info == nullptr) return NullArgument("batch/info", nullptr);
+  stoker_batch_info full{};
+  const stoker::Batch& b = batch->batch;
+  full.data = b.data();
+  full.size_bytes = b.size_bytes();
+  full.sample_bytes = b.sample_bytes();
+  full.dtype = b.dtype();
+  full.ndim = 4;
+  const bool nhwc = b.dtype() == stoker::shm::kDTypeUint8;
+  const uint64_t shape[4] = {b.samples(), nhwc ? b.height() : b.channels(),
+                             nhwc ? b.width() : b.height(),
+                             nhwc ? b.channels() : b.width()};
+  std::memcpy(full.shape, shape, sizeof(shape));
+  full.samples = b.samples();
+  full.error_count = b.error_count();
+  full.labels = b.labels();
+  full.status = b.status();
+  full.indices = b.indices();
+  full.epoch = b.epoch();
+  full.batch_index = b.batch_index();
+  full.sequence = b.sequence();
+  full.mapping_base = b.mapping_base();
+  full.mapping_size = b.mapping_size();
+  std::memcpy(info, &full, std::min(struct_size, sizeof(full)));
+  return STOKER_OK;
+}
+
+void stoker_batch_release(stoker_batch* batch) { delete batch; }
+
+int stoker_stats_json(stoker_client* client, char** json_out,
+                      stoker_error* err) {
+  if (client == nullptr) return NullArgument("client", err);
+  if (json_out == nullptr) return NullArgument("json_out", err);
+  auto stats = client->client->GetStats();
+  if (!stats.ok()) return Report(stats.status(), err);
+  *json_out = CopyString(stoker::ProtoToJson(*stats));
+  return STOKER_OK;
+}
+
+int stoker_health(stoker_client* client, stoker_error* err) {
+  if (client == nullptr) return NullArgument("client", err);
+  absl::Status s = client->client->CheckHealth();
+  return s.ok() ? STOKER_OK : Report(s, err);
+}
+
+void stoker_string_free(char* s) { std::free(s); }
+
+void stoker_checksum_init(stoker_checksum* c) {
+  c->state = stoker::Checksum().state();
+}
+
+void stoker_checksum_update(stoker_checksum* c, const void* data, size_t n) {
+  stoker::Checksum sum(c->state);
+  sum.Update(data, n);
+  c->state = sum.state();
+}
+
+uint64_t stoker_checksum_value(const stoker_checksum* c) {
+  return stoker::Checksum(c->state).value();
+}
+
+}  // extern "C"

@@ -1,0 +1,158 @@
+/* stoker.h: the C ABI of the Stoker client (libstoker.so).
+ *
+ * This header is the manual. It lets any language with a C FFI (Python's
+ * ctypes, Rust, Go, Julia, ...) connect to stokerd, open a session and read
+ * its batches zero-copy from the shared-memory ring. libstoker.so exports
+ * only the functions below (a version script); gRPC, protobuf, abseil and
+ * the C++ runtime are linked inside it with hidden symbols, so it can share a
+ * process with any other copy of them (grpcio, torch, tensorflow).
+ *
+ * Versioning. STOKER_ABI_VERSION changes only when an existing function or
+ * struct changes incompatibly; functions are only ever added. Call
+ * stoker_abi_version() and refuse to run on a mismatch. Structs filled by
+ * the library take their size from the caller (`struct_size`), so a newer
+ * library can serve an older caller.
+ *
+ * Errors. Every fallible call returns a status code: 0 (STOKER_OK) or one of
+ * the canonical codes below (gRPC's numbering: 3 INVALID_ARGUMENT, 4
+ * DEADLINE_EXCEEDED, 5 NOT_FOUND, 7 PERMISSION_DENIED, 8 RESOURCE_EXHAUSTED,
+ * 9 FAILED_PRECONDITION, 13 INTERNAL, 14 UNAVAILABLE, ...). When `err` is not
+ * NULL it receives the code and a message naming the offending argument,
+ * path or socket. Nothing is allocated for an error.
+ *
+ * Ownership. Objects are created by stoker_connect / stoker_open_session /
+ * stoker_next and freed by the matching *_free / stoker_batch_release.
+ * Strings returned as `char**` are freed with stoker_string_free. A session
+ * may outlive its client, and a batch its session: the ring stays mapped
+ * until the last batch is released.
+ *
+ * Threads. A client may be used from several threads. A session's
+ * stoker_next must be called from one thread at a time; batches may be
+ * released from any thread. Blocking calls release no locks the caller
+ * holds: call them without holding an interpreter lock (ctypes does this).
+ */
+#ifndef STOKER_CLIENT_C_STOKER_H_
+#define STOKER_CLIENT_C_STOKER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STOKER_ABI_VERSION 1
+
+#define STOKER_OK 0
+
+/* Element types of a field; the ring header's dtype codes. */
+#define STOKER_DTYPE_UINT8 1
+#define STOKER_DTYPE_FLOAT32 2
+#define STOKER_DTYPE_FLOAT16 3
+
+/* Per-sample status codes (stoker_batch_info.status). */
+#define STOKER_SAMPLE_OK 0
+#define STOKER_SAMPLE_READ_ERROR 1
+#define STOKER_SAMPLE_DECODE_ERROR 2
+
+typedef struct stoker_client stoker_client;
+typedef struct stoker_session stoker_session;
+typedef struct stoker_batch stoker_batch;
+
+typedef struct stoker_error {
+  int code;           /* Same as the call's return value. */
+  char message[1024]; /* NUL-terminated; truncated if longer. */
+} stoker_error;
+
+/* One ready batch. Pointers stay valid until stoker_batch_release. */
+typedef struct stoker_batch_info {
+  const void* data;      /* Pixels of every valid sample. */
+  uint64_t size_bytes;   /* samples * sample_bytes. */
+  uint64_t sample_bytes; /* Bytes per sample. */
+  uint32_t dtype;        /* STOKER_DTYPE_*. */
+  uint32_t ndim;         /* 4. */
+  /* [samples, height, width, channels] for uint8 (NHWC);
+   * [samples, channels, height, width] for float dtypes (NCHW). */
+  uint64_t shape[4];
+  uint32_t samples;      /* Valid samples; short at an epoch's end. */
+  uint32_t error_count;  /* Samples whose status is not STOKER_SAMPLE_OK. */
+  const int32_t* labels;   /* [samples] */
+  const uint32_t* status;  /* [samples], STOKER_SAMPLE_* */
+  const uint64_t* indices; /* [samples], dataset sample index */
+  uint64_t epoch;
+  uint64_t batch_index;    /* Within the epoch. */
+  uint64_t sequence;       /* Counted from the session's start. */
+  const void* mapping_base; /* The whole ring mapping (pin it once). */
+  uint64_t mapping_size;
+} stoker_batch_info;
+
+/* STOKER_ABI_VERSION of the loaded library. */
+uint32_t stoker_abi_version(void);
+/* Release version, e.g. "0.2.0". Static storage. */
+const char* stoker_version(void);
+
+/* Connects to stokerd at unix:`socket_path`, waiting up to `timeout_seconds`.
+ * PERMISSION_DENIED when this user may not use the socket, UNAVAILABLE when
+ * nothing answers. */
+int stoker_connect(const char* socket_path, double timeout_seconds,
+                   stoker_client** out, stoker_error* err);
+void stoker_client_free(stoker_client* client);
+
+/* Opens a session. `spec_json` is a stoker.v1.SessionSpec in protobuf's JSON
+ * mapping (proto/stoker.proto is the schema), e.g.
+ *   {"dataset": {"kind": "FOLDER", "path": "/data/train"},
+ *    "batchSize": 256, "transform": "TRAIN", "imageSize": 224}
+ * INVALID_ARGUMENT for JSON that does not match the schema; otherwise the
+ * daemon's code and message. */
+int stoker_open_session(stoker_client* client, const char* spec_json,
+                        stoker_session** out, stoker_error* err);
+
+/* The daemon's OpenSessionResponse as JSON (session id, samples and batches
+ * per epoch, classes, ...), with integers as JSON numbers. Free with
+ * stoker_string_free. */
+int stoker_session_info_json(const stoker_session* session, char** json_out,
+                             stoker_error* err);
+uint64_t stoker_session_id(const stoker_session* session);
+
+/* Waits for the next batch in order; `timeout_seconds` < 0 waits without a
+ * limit. UNAVAILABLE when the daemon went away or closed the session,
+ * DEADLINE_EXCEEDED after the timeout, FAILED_PRECONDITION when the caller
+ * holds every ring slot. */
+int stoker_next(stoker_session* session, double timeout_seconds,
+                stoker_batch** out, stoker_error* err);
+
+/* Closes the session in the daemon now; later stoker_next calls fail with
+ * FAILED_PRECONDITION. Batches still held stay readable. */
+int stoker_session_close(stoker_session* session, stoker_error* err);
+/* Closes (best effort) and frees the session. */
+void stoker_session_free(stoker_session* session);
+
+/* Fills `info` (`struct_size` = sizeof(stoker_batch_info) of the caller). */
+int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info,
+                          size_t struct_size);
+/* Returns the batch's slot to the daemon; its pointers become invalid. */
+void stoker_batch_release(stoker_batch* batch);
+
+/* The daemon's stoker.v1.DaemonStats as JSON (numbers as numbers). */
+int stoker_stats_json(stoker_client* client, char** json_out,
+                      stoker_error* err);
+/* grpc.health.v1 Check: STOKER_OK when the daemon is SERVING. */
+int stoker_health(stoker_client* client, stoker_error* err);
+
+void stoker_string_free(char* s);
+
+/* The order-sensitive 64-bit content hash `stokerctl read` prints, so other
+ * languages can compare what they read: start from stoker_checksum_init(),
+ * feed bytes in order, print stoker_checksum_value() as 16 hex digits. */
+typedef struct stoker_checksum {
+  uint64_t state;
+} stoker_checksum;
+void stoker_checksum_init(stoker_checksum* c);
+void stoker_checksum_update(stoker_checksum* c, const void* data, size_t n);
+uint64_t stoker_checksum_value(const stoker_checksum* c);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* STOKER_CLIENT_C_STOKER_H_ */

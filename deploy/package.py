@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Builds Stoker's release artifacts from the Bazel outputs (no network).
+
+    deploy/package.py dist              # dist/stoker-<v>-linux-<arch>.tar.gz
+                                        # dist/stoker-<v>-py3-none-<plat>.whl
+    deploy/package.py install PREFIX    # the bundle's layout under PREFIX
+
+Bundle layout (the same under an install PREFIX):
+    bin/stokerd, bin/stokerctl      RUNPATH $ORIGIN/../lib/stoker
+    lib/libstoker.so                the C ABI; needs only glibc and libgcc_s
+    lib/stoker/                     private shared libraries of the binaries
+    lib/stoker/python/stoker/       the Python package (finds ../../../)
+    include/stoker.h                the C ABI's header and manual
+    share/stoker/                   systemd unit, Prometheus, Grafana,
+                                    Kubernetes and example config files
+
+The binaries' libraries are private (lib/stoker, not lib/) so an install
+into /usr/local never puts a second libstdc++ or libprotobuf on the system's
+search path. The wheel carries the package with libstoker.so and the
+libraries in stoker/_lib and the binaries in stoker/_bin. Its platform tag
+is computed from the newest glibc symbol version any bundled file needs.
+Only the standard library is used; any python3 runs it.
+"""
+
+import base64
+import hashlib
+import os
+import platform
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.join(ROOT, "bazel-bin")
+BINARIES = {"stokerd": os.path.join(BIN, "server", "stokerd"),
+            "stokerctl": os.path.join(BIN, "client", "cpp", "stokerctl")}
+LIBSTOKER = os.path.join(BIN, "client", "c", "libstoker.so")
+PACKAGE = os.path.join(ROOT, "client", "python", "stoker")
+# Provided by the system; never bundled. glibc's libraries, and the C++
+# runtime: a libstdc++ built on Debian 12 needs glibc 2.36 (arc4random),
+# while the system's own libstdc++ serves the daemon on glibc 2.34 and newer
+# (the GLIBCXX_ version it needs is computed below and written to
+# share/stoker/REQUIRES).
+# libstoker.so carries its C++ runtime inside and needs neither.
+SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|librt|libpthread|libutil|"
+                         r"libresolv|libanl|libstdc\+\+|libgcc_s|"
+                         r"ld-linux[-\w]*)\.so")
+SHARE = {  # share/stoker/<dest> <- deploy/<src>
+    "systemd": "systemd", "prometheus": "prometheus", "grafana": "grafana",
+    "kubernetes": "kubernetes", "config": "config"}
+
+
+def version():
+    text = open(os.path.join(ROOT, "util", "version.h")).read()
+    return re.search(r'STOKER_VERSION_STRING "([^"]+)"', text).group(1)
+
+
+def run(*args):
+    return subprocess.run(args, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def needed_libraries(binary):
+    """Resolved paths of every shared library `binary` loads, minus glibc."""
+    out = {}
+    for line in run("ldd", binary).splitlines():
+        m = re.match(r"\s*(\S+) => (/\S+)", line)
+        if m and not SYSTEM_LIBS.match(m.group(1)):
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def copy_file(src, dst, mode):
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copyfile(src, dst)
+    os.chmod(dst, mode)
+
+
+def stage(dest):
+    """Writes the bundle layout into `dest`."""
+    for path in list(BINARIES.values()) + [LIBSTOKER]:
+        if not os.path.exists(path):
+            sys.exit(f"package: {path} is missing: run `make build` first")
+    private = os.path.join(dest, "lib", "stoker")
+    libs = {}
+    for name, path in BINARIES.items():
+        out = os.path.join(dest, "bin", name)
+        copy_file(path, out, 0o755)
+        run("patchelf", "--set-rpath", "$ORIGIN/../lib/stoker", out)
+        libs.update(needed_libraries(path))
+    for soname, path in sorted(libs.items()):
+        out = os.path.join(private, soname)
+        copy_file(path, out, 0o644)
+        run("patchelf", "--set-rpath", "$ORIGIN", out)
+    copy_file(LIBSTOKER, os.path.join(dest, "lib", "libstoker.so"), 0o755)
+    shutil.copytree(PACKAGE, os.path.join(private, "python", "stoker"),
+                    ignore=shutil.ignore_patterns("__pycache__", "_lib",
+                                                  "_bin"))
+    copy_file(os.path.join(ROOT, "client", "c", "stoker.h"),
+              os.path.join(dest, "include", "stoker.h"), 0o644)
+    for name, src in SHARE.items():
+        src = os.path.join(ROOT, "deploy", src)
+        if os.path.isdir(src):
+            shutil.copytree(src, os.path.join(dest, "share", "stoker", name))
+    copy_file(os.path.join(ROOT, "README.md"),
+              os.path.join(dest, "share", "doc", "stoker", "README.md"), 0o644)
+
+
+def newest_version(folder, prefix):
+    """The newest `prefix`x.y[.z] symbol version (GLIBC_, GLIBCXX_) any ELF
+    file under `folder` needs, as a tuple of ints."""
+    best = (0,)
+    for base, _, files in os.walk(folder):
+        for f in files:
+            path = os.path.join(base, f)
+            with open(path, "rb") as fh:
+                if fh.read(4) != b"\x7fELF":
+                    continue
+            text = run("readelf", "-V", "-W", path)
+            # Only what the file needs (verneed), not what it defines.
+            needs = text.split("Version needs section")[-1] \
+                if "Version needs section" in text else ""
+            for v in re.findall(r"Name: " + prefix + r"([\d.]+)", needs):
+                best = max(best, tuple(int(x) for x in v.split(".")))
+    return best
+
+
+def arch():
+    return platform.machine()
+
+
+def tarball(staged, out_dir, name):
+    path = os.path.join(out_dir, name + ".tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(staged, arcname=name)
+    return path
+
+
+def _record_line(arcname, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest())
+    return f"{arcname},sha256={digest.rstrip(b'=').decode()},{len(data)}"
+
+
+def wheel(staged, out_dir, ver, plat):
+    """A wheel of the package with libstoker.so, the libraries and the
+    binaries inside it, for `pip install` into any venv."""
+    name = f"stoker-{ver}-py3-none-{plat}.whl"
+    path = os.path.join(out_dir, name)
+    info = f"stoker-{ver}.dist-info"
+    files = []  # (arcname, source path or bytes, mode)
+    pkg = os.path.join(staged, "lib", "stoker", "python", "stoker")
+    for base, _, names in os.walk(pkg):
+        for f in sorted(names):
+            src = os.path.join(base, f)
+            files.append(("stoker/" + os.path.relpath(src, pkg), src, 0o644))
+    files.append(("stoker/_lib/libstoker.so",
+                  os.path.join(staged, "lib", "libstoker.so"), 0o755))
+    private = os.path.join(staged, "lib", "stoker")
+    for f in sorted(os.listdir(private)):
+        if os.path.isfile(os.path.join(private, f)):
+            files.append((f"stoker/_lib/{f}", os.path.join(private, f), 0o644))
+    with tempfile.TemporaryDirectory() as tmp:
+        for b in BINARIES:
+            out = os.path.join(tmp, b)
+            copy_file(os.path.join(staged, "bin", b), out, 0o755)
+            run("patchelf", "--set-rpath", "$ORIGIN/../_lib", out)
+            files.append((f"stoker/_bin/{b}", open(out, "rb").read(), 0o755))
+        files.append(("stoker/include/stoker.h",
+                      os.path.join(staged, "include", "stoker.h"), 0o644))
+        meta = {
+            f"{info}/METADATA": (
+                "Metadata-Version: 2.1\nName: stoker\nVersion: " + ver + "\n"
+                "Summary: Stoker: a per-node data-loading daemon and its "
+                "zero-copy Python client\nRequires-Python: >=3.8\n"),
+            f"{info}/WHEEL": (
+                "Wheel-Version: 1.0\nGenerator: stoker-package\n"
+                "Root-Is-Purelib: false\nTag: py3-none-" + plat + "\n"),
+            f"{info}/entry_points.txt": (
+                "[console_scripts]\nstokerctl = stoker._cli:stokerctl\n"
+                "stokerd = stoker._cli:stokerd\n"),
+            f"{info}/top_level.txt": "stoker\n",
+        }
+        for arc, text in meta.items():
+            files.append((arc, text.encode(), 0o644))
+        record = []
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            for arc, src, mode in files:
+                data = src if isinstance(src, bytes) else open(src, "rb").read()
+                zi = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))
+                zi.external_attr = (stat.S_IFREG | mode) << 16
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(zi, data)
+                record.append(_record_line(arc, data))
+            record.append(f"{info}/RECORD,,")
+            zi = zipfile.ZipInfo(f"{info}/RECORD", date_time=(2020, 1, 1, 0, 0, 0))
+            zi.external_attr = (stat.S_IFREG | 0o644) << 16
+            z.writestr(zi, "\n".join(record) + "\n")
+    return path
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] not in ("dist", "install"):
+        sys.exit(__doc__)
+    ver = version()
+    if argv[1] == "install":
+        if len(argv) != 3:
+            sys.exit("usage: deploy/package.py install PREFIX")
+        prefix = os.path.abspath(argv[2])
+        with tempfile.TemporaryDirectory() as tmp:
+            stage(tmp)
+            shutil.copytree(tmp, prefix, dirs_exist_ok=True)
+        print(f"package: installed stoker {ver} under {prefix}")
+        return
+    out_dir = os.path.join(ROOT, "dist")
+    os.makedirs(out_dir, exist_ok=True)
+    name = f"stoker-{ver}-linux-{arch()}"
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = os.path.join(tmp, name)
+        stage(staged)
+        major, minor = newest_version(staged, "GLIBC_")[:2]
+        cxx = ".".join(map(str, newest_version(staged, "GLIBCXX_")))
+        plat = f"manylinux_{major}_{minor}_{arch()}"
+        with open(os.path.join(staged, "share", "stoker", "REQUIRES"), "w") as f:
+            f.write(f"glibc {major}.{minor}\nlibstdc++ GLIBCXX_{cxx}\n")
+        for old in os.listdir(out_dir):
+            if old.startswith("stoker-"):
+                os.remove(os.path.join(out_dir, old))
+        tar = tarball(staged, out_dir, name)
+        whl = wheel(staged, out_dir, ver, plat)
+    for p in (tar, whl):
+        print(f"package: {os.path.relpath(p, ROOT)} "
+              f"({os.path.getsize(p) / 2**20:.1f} MiB)")
+    print(f"package: needs glibc >= {major}.{minor} ({plat}); the daemon "
+          f"also the system's libstdc++ with GLIBCXX_{cxx}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,13 @@
+// The release version of every Stoker binary and library (the one place it
+// is written; deploy/package.py reads it from here for the bundle and the
+// wheel, and the Python package asks libstoker.so for it).
+#ifndef STOKER_UTIL_VERSION_H_
+#define STOKER_UTIL_VERSION_H_
+
+#define STOKER_VERSION_STRING "0.2.0"
+
+namespace stoker {
+inline constexpr char kVersion[] = STOKER_VERSION_STRING;
+}  // namespace stoker
+
+#endif  // STOKER_UTIL_VERSION_H_

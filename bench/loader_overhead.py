@@ -16,8 +16,7 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path[:0] = [os.path.join(ROOT, "client", "python"),
-                os.path.join(ROOT, "bazel-bin", "client", "python")]
+sys.path[:0] = [os.path.join(ROOT, "client", "python")]
 sys.path.append(os.path.join(ROOT, "tests", "python"))
 import stoker  # noqa: E402
 from conftest import Daemon, MAKE_DATASET, STOKERCTL  # noqa: E402

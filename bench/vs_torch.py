@@ -195,8 +195,7 @@ def stoker_rows(transform, decoded_cache=False):
         run_client(ctl, [daemon.pid])  # Warm the page cache and L1.
         out, peak, cpu = run_client(ctl, [daemon.pid])
         rows["stokerctl"] = (out["images_per_second"], cpu / out["samples"], peak)
-        path = ":".join([os.path.join(ROOT, "client", "python"),
-                         os.path.join(BIN, "client", "python")])
+        path = os.path.join(ROOT, "client", "python")
         out, peak, cpu = run_client(
             ["/usr/bin/python3", "-c", LOADER_WORKER, DATA, transform, sock,
              str(EPOCHS), path], [daemon.pid])

@@ -52,7 +52,8 @@ SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|librt|libpthread|libutil|"
                          r"ld-linux[-\w]*)\.so")
 SHARE = {  # share/stoker/<dest> <- deploy/<src>
     "systemd": "systemd", "prometheus": "prometheus", "grafana": "grafana",
-    "kubernetes": "kubernetes", "config": "config"}
+    "kubernetes": "kubernetes", "docker": "docker", "config": "config"}
+UNIT = os.path.join("share", "stoker", "systemd", "stokerd.service")
 
 
 def version():
@@ -213,6 +214,11 @@ def main(argv):
         prefix = os.path.abspath(argv[2])
         with tempfile.TemporaryDirectory() as tmp:
             stage(tmp)
+            # The unit names its binary and manual under /usr/local.
+            unit = os.path.join(tmp, UNIT)
+            text = open(unit).read().replace("/usr/local/", prefix + "/")
+            with open(unit, "w") as f:
+                f.write(text)
             shutil.copytree(tmp, prefix, dirs_exist_ok=True)
         print(f"package: installed stoker {ver} under {prefix}")
         return

@@ -20,6 +20,22 @@
 namespace stoker {
 namespace {
 
+// 128 random bits as hex: a ring handoff token.
+std::string RandomToken() {
+  std::random_device rd;  // /dev/urandom on Linux.
+  std::string out;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&out, absl::Hex(rd(), absl::kZeroPad8));
+  return out;
+}
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+
 uint64_t RandomGeneration() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -153,6 +169,11 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ring->set_segment_bytes(session->ring().layout().segment_bytes);
   ring->set_slots(session->ring().layout().slot_count);
   ring->set_layout_version(shm::kLayoutVersion);
+  const std::string token = RandomToken();
+  if (!options_.handoff_socket.empty()) {
+    ring->set_handoff_socket(options_.handoff_socket);
+    ring->set_handoff_token(token);
+  }
   resp.set_dataset_samples(dataset->samples.size());
   resp.set_skipped_files(dataset->skipped_files);
   resp.set_num_classes(dataset->num_classes);
@@ -160,6 +181,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   resp.set_batches_per_epoch(plan.batches_per_epoch());
 
   Entry entry;
+  entry.handoff_token = token;
   entry.pid_visible = request.client_pid() != 0 &&
                       !ProcessGone(request.client_pid());
   session->Start();
@@ -177,6 +199,36 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
                        spec.batch_size(), ", ring ", ring->shm_name(),
                        " (client pid ", request.client_pid(), ")"));
   return resp;
+}
+
+absl::StatusOr<int> Daemon::HandOffRing(uint64_t session_id,
+                                        const std::string& token,
+                                        uid_t peer_uid, pid_t peer_pid) {
+  std::string name;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("no session ", session_id));
+    }
+    Entry& e = it->second;
+    if (!ConstantTimeEquals(token, e.handoff_token)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("wrong handoff token for session ", session_id));
+    }
+    if (e.owner_uid >= 0 && e.owner_uid != static_cast<int64_t>(peer_uid)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "session ", session_id, " belongs to another user"));
+    }
+    e.owner_uid = peer_uid;
+    // The kernel's view of the client's pid in this daemon's pid namespace
+    // (0 when the client's is not visible from here, as across containers)
+    // replaces the pid the client reported for the liveness check.
+    e.peer_pid = peer_pid > 0 ? static_cast<uint32_t>(peer_pid) : 0;
+    e.pid_visible = peer_pid > 0;
+    name = e.session->ring().name();
+  }
+  return shm::Segment::OpenDescriptor(name);
 }
 
 absl::Status Daemon::Attach(uint64_t session_id,
@@ -250,7 +302,8 @@ void Daemon::ReapLoop() {
       if (options_.autotune) Autotune();
       for (auto& [id, e] : sessions_) {
         e.session->Heartbeat();
-        if (e.pid_visible && ProcessGone(e.session->client_pid())) {
+        const uint32_t pid = e.peer_pid > 0 ? e.peer_pid : e.session->client_pid();
+        if (e.pid_visible && ProcessGone(pid)) {
           gone.push_back(id);
         }
       }

@@ -10,6 +10,8 @@
 #ifndef STOKER_SERVER_DAEMON_H_
 #define STOKER_SERVER_DAEMON_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,6 +48,9 @@ struct DaemonOptions {
   // Ring segments are named "<shm_prefix><session>.<token>" in /dev/shm.
   std::string shm_prefix = "stoker.";
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
+  // Socket path the ring handoff listens on (server/ring_handoff.h), told
+  // to clients in OpenSessionResponse; empty: clients open rings by name.
+  std::string handoff_socket;
   absl::Duration reap_interval = absl::Milliseconds(250);
 };
 
@@ -70,6 +75,15 @@ class Daemon {
   // The attached stream is finished: forget its callback. If the client side
   // ended it (`client_gone`), the session is closed and its ring reclaimed.
   void Detach(uint64_t session_id, bool client_gone);
+
+  // The ring of `session_id` as a new descriptor for a client presenting
+  // the session's handoff token (the caller sends it and closes it). The
+  // first peer's uid becomes the session's owner; later requests must come
+  // from the same uid. The peer's pid (SO_PEERCRED, as this daemon sees it)
+  // becomes the pid watched for the client's death. PERMISSION_DENIED for a
+  // wrong token or uid, NOT_FOUND for an unknown session.
+  absl::StatusOr<int> HandOffRing(uint64_t session_id, const std::string& token,
+                                  uid_t peer_uid, pid_t peer_pid);
 
   absl::Status CloseSession(uint64_t session_id);
   v1::DaemonStats GetStats() const;
@@ -101,6 +115,9 @@ class Daemon {
     std::function<void()> on_close;
     bool attached = false;
     bool pid_visible = false;  // The client pid could be checked at open.
+    std::string handoff_token;  // Secret shown only to the opener.
+    int64_t owner_uid = -1;     // Set when the ring is handed over.
+    uint32_t peer_pid = 0;      // Likewise; 0: use the reported pid.
     Window window;
   };
   // Pools' busy fraction over recent ticks.

@@ -98,6 +98,7 @@ v1::SessionStats Daemon::EntryStats(const Entry& e) const {
   s.set_images_per_second(e.window.images_per_second);
   s.set_ring_fill(e.window.fill);
   s.set_client_wait_fraction(e.window.wait_fraction);
+  s.set_client_uid(e.owner_uid);
   return s;
 }
 

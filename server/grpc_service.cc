@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "shm/fd_passing.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -88,18 +89,6 @@ class AttachReactor : public grpc::ServerWriteReactor<v1::AttachEvent> {
   v1::AttachEvent event_;
 };
 
-// True if something accepts connections on the Unix socket `path`.
-bool SocketAnswers(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
-}
-
 }  // namespace
 
 // Stores a StatusOr's value in the response, returning its status.
@@ -164,13 +153,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
         "socket path '", socket_path, "' must be 1..",
         sizeof(sockaddr_un::sun_path) - 1, " characters"));
   }
-  if (access(socket_path.c_str(), F_OK) == 0) {
-    if (SocketAnswers(socket_path)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another server is already listening on ", socket_path));
-    }
-    unlink(socket_path.c_str());
-  }
+  STOKER_RETURN_IF_ERROR(shm::ClaimSocketPath(socket_path));
   std::unique_ptr<GrpcServer> server(
       new GrpcServer(socket_path, std::make_unique<GrpcService>(daemon)));
   grpc::EnableDefaultHealthCheckService(true);

@@ -23,6 +23,8 @@
 #include "server/daemon.h"
 #include "server/grpc_service.h"
 #include "server/metrics.h"
+#include "server/ring_handoff.h"
+#include "server/systemd_notify.h"
 #include "util/log.h"
 
 ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
@@ -133,6 +135,9 @@ int main(int argc, char** argv) {
   options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
   options.autotune = absl::GetFlag(FLAGS_autotune);
   options.max_decode_threads = absl::GetFlag(FLAGS_max_decode_threads);
+  // Rings reach clients as descriptors over this socket (next to the
+  // control socket, same mode): segments stay 0600 and the daemon's.
+  options.handoff_socket = socket_path + ".ring";
   if (options.reader_threads < 1 || options.reader_threads > 4096) {
     std::fprintf(stderr, "stokerd: --reader_threads must be in 1..4096\n");
     return 2;
@@ -161,6 +166,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stokerd: --socket_mode must be octal, like 0660\n");
     return 2;
   }
+  auto handoff = stoker::RingHandoffServer::Start(
+      &daemon, options.handoff_socket, static_cast<mode_t>(mode));
+  if (!handoff.ok()) {
+    std::fprintf(stderr, "stokerd: %s\n", handoff.status().ToString().c_str());
+    return 1;
+  }
   auto server = stoker::GrpcServer::Start(&daemon, socket_path,
                                           static_cast<mode_t>(mode));
   if (!server.ok()) {
@@ -186,11 +197,16 @@ int main(int argc, char** argv) {
     }).detach();
   }
 
+  stoker::NotifySystemd(absl::StrCat("READY=1\nSTATUS=serving on ",
+                                     socket_path));
+
   int sig = 0;
   sigwait(&stop_signals, &sig);
   stoker::LogInfo(absl::StrCat("signal ", sig, ": shutting down"));
+  stoker::NotifySystemd("STOPPING=1");
   daemon.Stop();
   (*server)->Shutdown();
+  (*handoff)->Shutdown();
   metrics.reset();
   stoker::LogInfo("stopped");
   return 0;

@@ -214,6 +214,12 @@ RingConsumer::RingConsumer(Segment segment)
 absl::StatusOr<std::unique_ptr<RingConsumer>> RingConsumer::Open(
     const std::string& name, uint64_t session_id) {
   STOKER_ASSIGN_OR_RETURN(Segment seg, Segment::Open(name));
+  return Open(std::move(seg), session_id);
+}
+
+absl::StatusOr<std::unique_ptr<RingConsumer>> RingConsumer::Open(
+    Segment seg, uint64_t session_id) {
+  const std::string name = seg.name();
   if (seg.size() < kHeaderBytes) {
     return absl::FailedPreconditionError(
         absl::StrCat("segment ", name, " is too small to be a ring"));

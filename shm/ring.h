@@ -106,6 +106,10 @@ class RingConsumer {
   // FAILED_PRECONDITION on a mismatch (a stale or foreign segment).
   static absl::StatusOr<std::unique_ptr<RingConsumer>> Open(
       const std::string& name, uint64_t session_id);
+  // The same over a segment already mapped (from a descriptor the daemon
+  // handed over, see fd_passing.h).
+  static absl::StatusOr<std::unique_ptr<RingConsumer>> Open(
+      Segment segment, uint64_t session_id);
 
   // Waits for batch `sequence` and marks its slot HELD; returns the slot.
   // UNAVAILABLE when the ring was closed or the producer is gone (stale

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 
 #include <random>
 
@@ -69,6 +70,34 @@ absl::StatusOr<Segment> Segment::Open(const std::string& name) {
   } catch (const bip::interprocess_exception& e) {
     return FromBoost(e, what);
   }
+}
+
+namespace {
+// What mapped_region needs of a mappable object, over a plain descriptor.
+struct DescriptorMappable {
+  int fd;
+  bip::mapping_handle_t get_mapping_handle() const {
+    return bip::ipcdetail::mapping_handle_from_file_handle(fd);
+  }
+};
+}  // namespace
+
+absl::StatusOr<Segment> Segment::Map(int fd, const std::string& label) {
+  const std::string what = absl::StrCat("shared memory segment ", label);
+  try {
+    bip::mapped_region region(DescriptorMappable{fd}, bip::read_write);
+    return Segment(label, std::move(region));
+  } catch (const bip::interprocess_exception& e) {
+    return FromBoost(e, what);
+  }
+}
+
+absl::StatusOr<int> Segment::OpenDescriptor(const std::string& name) {
+  int fd = shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    return ErrnoStatus(errno, absl::StrCat("shared memory segment /dev/shm/", name));
+  }
+  return fd;
 }
 
 absl::Status Segment::Remove(const std::string& name) {

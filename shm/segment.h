@@ -33,6 +33,14 @@ class Segment {
   // Maps an existing segment read-write. NOT_FOUND when it does not exist.
   static absl::StatusOr<Segment> Open(const std::string& name);
 
+  // Maps the segment behind `fd` (received from the daemon) read-write;
+  // `fd` stays the caller's. `label` names it in errors and name().
+  static absl::StatusOr<Segment> Map(int fd, const std::string& label);
+
+  // A new read-write descriptor of `name` (close-on-exec), for handing the
+  // segment to another process. NOT_FOUND when it does not exist.
+  static absl::StatusOr<int> OpenDescriptor(const std::string& name);
+
   // Unlinks the name; existing mappings stay valid. NOT_FOUND if absent.
   static absl::Status Remove(const std::string& name);
 

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/stoker.grpc.pb.h"
+#include "shm/fd_passing.h"
 #include "shm/futex.h"
 #include "shm/ring.h"
 #include "util/status_macros.h"
@@ -42,6 +43,24 @@ absl::StatusOr<Resp> Call(
   Resp resp;
   STOKER_RETURN_IF_ERROR(FromGrpc((stub->*method)(&ctx, req, &resp)));
   return resp;
+}
+
+// Maps the session's ring: from the descriptor the daemon hands over (its
+// segments are 0600 and its own), or by name from a daemon without a
+// handoff socket.
+absl::StatusOr<std::unique_ptr<shm::RingConsumer>> MapRing(
+    const v1::OpenSessionResponse& resp) {
+  const v1::RingInfo& info = resp.ring();
+  if (info.handoff_socket().empty()) {
+    return shm::RingConsumer::Open(info.shm_name(), resp.session_id());
+  }
+  STOKER_ASSIGN_OR_RETURN(int fd, shm::RequestRingFd(info.handoff_socket(),
+                                                     resp.session_id(),
+                                                     info.handoff_token()));
+  absl::StatusOr<shm::Segment> seg = shm::Segment::Map(fd, info.shm_name());
+  close(fd);  // The mapping stays.
+  if (!seg.ok()) return seg.status();
+  return shm::RingConsumer::Open(*std::move(seg), resp.session_id());
 }
 
 }  // namespace
@@ -210,6 +229,13 @@ const std::string& Client::socket_path() const { return impl_->socket_path; }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& socket_path, absl::Duration timeout) {
+  // A plain connect first, so a socket this user may not use reads as
+  // PERMISSION_DENIED naming it, not as a daemon that does not answer.
+  absl::StatusOr<int> probe = shm::ConnectUnix(socket_path, timeout);
+  if (!probe.ok() && probe.status().code() == absl::StatusCode::kPermissionDenied) {
+    return probe.status();
+  }
+  if (probe.ok()) close(*probe);
   auto impl = std::make_unique<Impl>();
   impl->socket_path = socket_path;
   impl->channel = grpc::CreateChannel("unix:" + socket_path,
@@ -233,7 +259,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(kRpcTimeout));
   STOKER_RETURN_IF_ERROR(FromGrpc(impl_->stub->OpenSession(&ctx, req, &resp)));
-  auto ring = shm::RingConsumer::Open(resp.ring().shm_name(), resp.session_id());
+  auto ring = MapRing(resp);
   if (!ring.ok()) {
     CloseSession(resp.session_id()).IgnoreError();
     return ring.status();

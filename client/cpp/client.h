@@ -92,7 +92,8 @@ class Session {
 class Client {
  public:
   // Connects to unix:`socket_path`, waiting up to `timeout` for the daemon.
-  // UNAVAILABLE (naming the socket) when nothing answers.
+  // PERMISSION_DENIED (naming the socket) when this user may not use it,
+  // UNAVAILABLE when nothing answers.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& socket_path,
       absl::Duration timeout = absl::Seconds(5));

@@ -1,0 +1,104 @@
+#include "server/ring_handoff.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "shm/fd_passing.h"
+#include "util/log.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+
+absl::StatusOr<std::unique_ptr<RingHandoffServer>> RingHandoffServer::Start(
+    Daemon* daemon, const std::string& socket_path, mode_t mode) {
+  struct sockaddr_un addr {};
+  if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ring socket path '", socket_path, "' must be 1..",
+        sizeof(addr.sun_path) - 1, " characters"));
+  }
+  STOKER_RETURN_IF_ERROR(shm::ClaimSocketPath(socket_path));
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus(errno, "socket(AF_UNIX)");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  if (bind(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      chmod(socket_path.c_str(), mode) != 0 || listen(fd, 64) != 0) {
+    const int err = errno;
+    close(fd);
+    unlink(socket_path.c_str());
+    return ErrnoStatus(err, absl::StrCat("listening on ", socket_path));
+  }
+  std::unique_ptr<RingHandoffServer> server(
+      new RingHandoffServer(daemon, socket_path, fd));
+  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
+  return server;
+}
+
+RingHandoffServer::~RingHandoffServer() { Shutdown(); }
+
+void RingHandoffServer::Shutdown() {
+  if (stop_.exchange(true)) return;
+  if (thread_.joinable()) thread_.join();
+  close(listen_fd_);
+  unlink(path_.c_str());
+}
+
+void RingHandoffServer::Serve() {
+  while (!stop_.load()) {
+    struct pollfd p {listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;  // Rechecks stop_ every 100 ms.
+    int sock = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (sock < 0) continue;
+    HandleOne(sock);
+    close(sock);
+  }
+}
+
+void RingHandoffServer::HandleOne(int sock) {
+  shm::SetSocketTimeout(sock, absl::Seconds(2)).IgnoreError();
+  absl::StatusOr<shm::PeerCredentials> peer = shm::GetPeerCredentials(sock);
+  std::string request;
+  int stray = -1;
+  absl::Status s = peer.status();
+  if (s.ok()) s = shm::ReceiveWithFd(sock, 256, &request, &stray);
+  if (stray >= 0) close(stray);
+  std::vector<std::string> parts = absl::StrSplit(request, ' ');
+  uint64_t session_id = 0;
+  if (s.ok() && (parts.size() != 4 || parts[0] != "STOKER-RING" ||
+                 parts[1] != "1" || !absl::SimpleAtoi(parts[2], &session_id))) {
+    s = absl::InvalidArgumentError("malformed ring request");
+  }
+  absl::StatusOr<int> fd =
+      s.ok() ? daemon_->HandOffRing(session_id, parts[3], peer->uid, peer->pid)
+             : absl::StatusOr<int>(s);
+  if (fd.ok()) {
+    shm::SendWithFd(sock, "OK\n", *fd).IgnoreError();
+    close(*fd);
+    handed_off_.fetch_add(1);
+    return;
+  }
+  refused_.fetch_add(1);
+  LogInfo(absl::StrCat("ring handoff refused",
+                       peer.ok() ? absl::StrCat(" (uid ", peer->uid, ", pid ",
+                                                peer->pid, ")")
+                                 : std::string(),
+                       ": ", fd.status().ToString()));
+  shm::SendWithFd(sock,
+                  absl::StrCat("ERR ", static_cast<int>(fd.status().code()), " ",
+                               fd.status().message(), "\n"),
+                  -1)
+      .IgnoreError();
+}
+
+}  // namespace stoker

@@ -1,0 +1,173 @@
+#include "shm/fd_passing.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "util/status_macros.h"
+
+namespace stoker::shm {
+
+absl::StatusOr<PeerCredentials> GetPeerCredentials(int sock) {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return ErrnoStatus(errno, "SO_PEERCRED");
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+absl::Status SendWithFd(int sock, const std::string& message, int fd) {
+  struct iovec iov {};
+  iov.iov_base = const_cast<char*>(message.data());
+  iov.iov_len = message.size();
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus(errno, "sending on the ring socket");
+  if (static_cast<size_t>(n) != message.size()) {
+    return absl::UnavailableError("ring socket: short send");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message,
+                           int* fd) {
+  *fd = -1;
+  message->clear();
+  std::vector<char> buf(max_bytes);
+  size_t used = 0;
+  while (used < max_bytes) {
+    struct iovec iov {};
+    iov.iov_base = buf.data() + used;
+    iov.iov_len = max_bytes - used;
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n;
+    do {
+      n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return ErrnoStatus(errno, "reading the ring socket");
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+         c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        int got;
+        std::memcpy(&got, CMSG_DATA(c), sizeof(int));
+        if (*fd >= 0) {
+          close(got);  // One fd per exchange; extra ones are dropped.
+        } else {
+          *fd = got;
+        }
+      }
+    }
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+    if (std::memchr(buf.data(), '\n', used) != nullptr) break;
+  }
+  const char* end = static_cast<const char*>(std::memchr(buf.data(), '\n', used));
+  if (end == nullptr) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return absl::InvalidArgumentError(
+        used == max_bytes ? "ring socket: message too long"
+                          : "ring socket: connection closed mid-message");
+  }
+  message->assign(buf.data(), static_cast<size_t>(end - buf.data()));
+  return absl::OkStatus();
+}
+
+absl::Status SetSocketTimeout(int sock, absl::Duration timeout) {
+  struct timeval tv = absl::ToTimeval(timeout);
+  if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    return ErrnoStatus(errno, "setting the ring socket's timeout");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ConnectUnix(const std::string& path,
+                                absl::Duration timeout) {
+  struct sockaddr_un addr {};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket path is too long: ", path));
+  }
+  int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return ErrnoStatus(errno, "socket(AF_UNIX)");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  SetSocketTimeout(sock, timeout).IgnoreError();
+  if (connect(sock, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(sock);
+    if (err == EACCES || err == EPERM) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "this user (uid ", getuid(), ") may not use the socket ", path,
+          ": ask for the group that owns it (usually `stoker`)"));
+    }
+    return ErrnoStatus(err, absl::StrCat("connecting to ", path));
+  }
+  return sock;
+}
+
+absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
+                                  uint64_t session_id,
+                                  const std::string& token) {
+  STOKER_ASSIGN_OR_RETURN(int sock, ConnectUnix(socket_path, absl::Seconds(10)));
+  absl::Status s = SendWithFd(
+      sock, absl::StrCat("STOKER-RING 1 ", session_id, " ", token, "\n"), -1);
+  std::string reply;
+  int fd = -1;
+  if (s.ok()) s = ReceiveWithFd(sock, 4096, &reply, &fd);
+  close(sock);
+  if (!s.ok()) return s;
+  if (reply == "OK" && fd >= 0) return fd;
+  if (fd >= 0) close(fd);
+  std::vector<std::string> parts = absl::StrSplit(reply, absl::MaxSplits(' ', 2));
+  int code = 0;
+  if (parts.size() == 3 && parts[0] == "ERR" && absl::SimpleAtoi(parts[1], &code) &&
+      code > 0 && code <= 16) {
+    return absl::Status(static_cast<absl::StatusCode>(code), parts[2]);
+  }
+  return absl::InternalError(
+      absl::StrCat("unexpected answer from the ring socket ", socket_path));
+}
+
+absl::Status ClaimSocketPath(const std::string& path) {
+  if (access(path.c_str(), F_OK) != 0) return absl::OkStatus();
+  absl::StatusOr<int> sock = ConnectUnix(path, absl::Seconds(1));
+  if (sock.ok()) {
+    close(*sock);
+    return absl::FailedPreconditionError(
+        absl::StrCat("another server is already listening on ", path));
+  }
+  unlink(path.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace stoker::shm

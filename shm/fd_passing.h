@@ -1,0 +1,68 @@
+// Handing a ring's file descriptor from the daemon to its client over a
+// Unix socket (SCM_RIGHTS), so segments stay mode 0600 and owned by the
+// daemon's user while a client of any uid maps its own ring, and no other
+// user can open it by name.
+//
+// The exchange, one per connection to the daemon's ring socket:
+//   client -> "STOKER-RING 1 <session id> <token>\n"
+//   daemon -> "OK\n" with the segment's fd attached, or
+//             "ERR <canonical code number> <message>\n" without one.
+// The token is a secret the daemon returned to the session's opener over
+// the control channel; the daemon also records the peer's credentials
+// (SO_PEERCRED) as the session's owner.
+//
+// Functions here are thread-safe and own nothing but what they return.
+#ifndef STOKER_SHM_FD_PASSING_H_
+#define STOKER_SHM_FD_PASSING_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace stoker::shm {
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// SO_PEERCRED of a connected Unix socket.
+absl::StatusOr<PeerCredentials> GetPeerCredentials(int sock);
+
+// Sends `message` with `fd` attached (fd < 0: none).
+absl::Status SendWithFd(int sock, const std::string& message, int fd);
+
+// Receives one message of at most `max_bytes`, ending in '\n' (not kept),
+// and an attached fd if any (*fd = -1 otherwise; the caller owns it).
+absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message,
+                           int* fd);
+
+// Sets SO_RCVTIMEO/SO_SNDTIMEO so a stalled peer cannot block forever.
+absl::Status SetSocketTimeout(int sock, absl::Duration timeout);
+
+// Client side of the exchange: connects to `socket_path`, asks for the
+// ring of `session_id` with `token`, and returns the fd (caller closes).
+// PERMISSION_DENIED / NOT_FOUND / ... as the daemon answers.
+absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
+                                  uint64_t session_id,
+                                  const std::string& token);
+
+// Connects a SOCK_STREAM socket to `path` (caller closes). PERMISSION_DENIED
+// naming the socket when this user may not use it.
+absl::StatusOr<int> ConnectUnix(const std::string& path,
+                                absl::Duration timeout);
+
+// Makes `path` free for a new listening socket: OK if nothing is there or
+// a leftover socket file with no server behind it (removed);
+// FAILED_PRECONDITION if a server answers there.
+absl::Status ClaimSocketPath(const std::string& path);
+
+}  // namespace stoker::shm
+
+#endif  // STOKER_SHM_FD_PASSING_H_

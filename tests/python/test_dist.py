@@ -1,0 +1,247 @@
+"""The release artifacts (make dist): the bundle is relocatable and needs only
+glibc (and, for the daemon's binaries, the system's libstdc++), libstoker.so
+exports only the C ABI, and the wheel gives a working Loader in fresh venvs
+of other interpreters, next to grpc and torch in one process."""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+import pytest
+
+from conftest import ROOT, STOKERCTL, Daemon, wait_for_socket
+
+DIST = os.path.join(ROOT, "dist")
+SYSTEM = re.compile(r"^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|"
+                    r"libstdc\+\+|libgcc_s)\.so")
+
+
+def artifact(pattern):
+    found = glob.glob(os.path.join(DIST, pattern))
+    assert len(found) == 1, (f"expected one {pattern} in {DIST} (make dist), "
+                             f"found {found}")
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    """The tarball unpacked into a fresh folder (world-readable, so other
+    users' tests can run it too)."""
+    tmp = tempfile.mkdtemp(prefix="stoker-bundle-")
+    os.chmod(tmp, 0o755)
+    with tarfile.open(artifact("stoker-*-linux-*.tar.gz")) as tar:
+        tar.extractall(tmp)
+    (top,) = os.listdir(tmp)
+    yield os.path.join(tmp, top)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_checksum(socket, dataset, stokerctl=STOKERCTL, env=None):
+    out = subprocess.run(
+        [stokerctl, "--socket", socket, "read", "--dataset", dataset,
+         "--batch-size", "5", "--transform", "train", "--size", "40",
+         "--seed", "11"], check=True, capture_output=True, text=True, env=env)
+    return json.loads(out.stdout)["checksum"]
+
+
+def elf_files(folder):
+    for base, _, names in os.walk(folder):
+        for n in names:
+            path = os.path.join(base, n)
+            if not os.path.islink(path):
+                with open(path, "rb") as f:
+                    if f.read(4) == b"\x7fELF":
+                        yield path
+
+
+def dynamic(path):
+    text = subprocess.run(["readelf", "-d", "-W", path], check=True,
+                          capture_output=True, text=True).stdout
+    needed = re.findall(r"\(NEEDED\).*\[(.+)\]", text)
+    runpath = re.findall(r"\((?:RUNPATH|RPATH)\).*\[(.+)\]", text)
+    return needed, runpath
+
+
+def test_bundle_needs_nothing_outside_itself_but_glibc(bundle):
+    private = set(os.listdir(os.path.join(bundle, "lib", "stoker")))
+    files = list(elf_files(bundle))
+    assert len(files) > 10
+    for path in files:
+        needed, runpath = dynamic(path)
+        for lib in needed:
+            assert SYSTEM.match(lib) or lib in private, f"{path} needs {lib}"
+        for rp in runpath:
+            assert rp.startswith("$ORIGIN"), f"{path} has RUNPATH {rp}"
+    # libstoker.so carries its C++ runtime: only glibc and libgcc_s.
+    needed, runpath = dynamic(os.path.join(bundle, "lib", "libstoker.so"))
+    assert set(needed) <= {"libc.so.6", "libm.so.6", "libgcc_s.so.1",
+                           "ld-linux-x86-64.so.2"}, needed
+    assert runpath == []
+    # ldd agrees: every library resolves inside the bundle or the system.
+    for b in ("stokerd", "stokerctl"):
+        out = subprocess.run(["ldd", os.path.join(bundle, "bin", b)],
+                             check=True, capture_output=True, text=True).stdout
+        assert "not found" not in out
+        for line in out.splitlines():
+            m = re.match(r"\s*(\S+) => (\S+)", line)
+            if m and not SYSTEM.match(m.group(1)):
+                assert m.group(2).startswith(bundle), line
+    requires = open(os.path.join(bundle, "share", "stoker", "REQUIRES")).read()
+    assert re.match(r"glibc 2\.(\d+)\n", requires)
+    wheel = os.path.basename(artifact("stoker-*.whl"))
+    glibc = requires.split()[1].replace(".", "_")
+    assert f"-py3-none-manylinux_{glibc}_x86_64.whl" in wheel
+
+
+def test_libstoker_exports_only_the_c_abi(bundle):
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", os.path.join(bundle, "lib", "libstoker.so")],
+        check=True, capture_output=True, text=True).stdout
+    exported = [line.split()[-1] for line in out.splitlines()
+                if len(line.split()) == 3 and line.split()[1].isupper()
+                and line.split()[1] != "A"]
+    assert exported, out
+    assert all(name.startswith("stoker_") for name in exported), exported
+    header = open(os.path.join(bundle, "include", "stoker.h")).read()
+    declared = set(re.findall(r"\b(stoker_[a-z_0-9]+)\(", header))
+    assert {n.split("@")[0] for n in exported} == declared
+
+
+def test_relocated_binaries_serve_under_an_empty_environment(bundle, dataset):
+    reference = Daemon(threads=2)
+    try:
+        want = read_checksum(reference.socket, dataset)
+    finally:
+        reference.stop()
+    folder = tempfile.mkdtemp(prefix="stoker-reloc-")
+    sock = os.path.join(folder, "s.sock")
+    proc = subprocess.Popen(
+        ["env", "-i", os.path.join(bundle, "bin", "stokerd"), "--socket", sock,
+         "--threads", "2", "--metrics_address", ""],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_socket(sock, proc)
+        got = read_checksum(sock, dataset,
+                            stokerctl=os.path.join(bundle, "bin", "stokerctl"),
+                            env={})
+        assert got == want
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+LOADER_SCRIPT = r"""
+import json, sys
+order = sys.argv[2].split(",") if sys.argv[2] else []
+for name in order:  # stoker and other native stacks, in this order.
+    __import__(name)
+import stoker
+from stoker._native import lib
+numpy = sys.modules.get("numpy")
+ld = stoker.Loader(sys.argv[1], batch_size=5, transform="train",
+                   image_size=40, seed=11, socket=sys.argv[3])
+c = lib.Checksum()
+for b in ld.batches():
+    c.update(b.images); c.update(b.labels); c.update(b.status)
+kinds = set(type(x).__name__ for x, _ in ld)
+print(json.dumps({"checksum": c.hex, "version": stoker.__version__,
+                  "python": sys.version.split()[0], "kinds": sorted(kinds),
+                  "lib": stoker._native._dll._name}))
+"""
+
+
+def venv_with_wheel(python, *venv_flags):
+    folder = tempfile.mkdtemp(prefix="stoker-venv-")
+    subprocess.run([python, "-m", "venv", *venv_flags, folder], check=True,
+                   capture_output=True)
+    subprocess.run([os.path.join(folder, "bin", "pip"), "install", "-q",
+                    "--no-index", artifact("stoker-*.whl")], check=True,
+                   capture_output=True)
+    return folder
+
+
+def run_in(venv, dataset, socket, order=()):
+    env = {"PATH": os.path.join(venv, "bin") + ":/usr/bin:/bin",
+           "HOME": venv}
+    out = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                          LOADER_SCRIPT, dataset, ",".join(order), socket],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def other_python():
+    """A CPython that is not the one running the tests (and not Debian's)."""
+    for cand in (shutil.which("python3"), "/usr/local/bin/python3"):
+        if cand and os.path.realpath(cand) != os.path.realpath(sys.executable):
+            return cand
+    return None
+
+
+def test_wheel_in_a_venv_of_another_interpreter_without_numpy(daemon, dataset):
+    python = other_python()
+    if python is None:
+        pytest.skip("no second Python interpreter on this machine")
+    venv = venv_with_wheel(python)
+    try:
+        got = run_in(venv, dataset, daemon.socket)
+        assert got["checksum"] == read_checksum(daemon.socket, dataset)
+        assert got["lib"].startswith(venv)  # The wheel's own library.
+        print(f"\nwheel in a venv of {python} (Python {got['python']}): "
+              f"{got['kinds']}")
+        # The console script runs the wheel's stokerctl.
+        out = subprocess.run([os.path.join(venv, "bin", "stokerctl"),
+                              "--socket", daemon.socket, "health"],
+                             capture_output=True, text=True, env={})
+        assert out.returncode == 0, out.stderr
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+@pytest.mark.parametrize("order", [("grpc", "torch", "stoker"),
+                                   ("stoker", "grpc", "torch"),
+                                   ("torch", "stoker", "grpc")])
+def test_wheel_next_to_grpc_and_torch_in_one_process(daemon, dataset, order):
+    venv = venv_with_wheel("/usr/bin/python3", "--system-site-packages")
+    try:
+        got = run_in(venv, dataset, daemon.socket, order)
+        assert got["checksum"] == read_checksum(daemon.socket, dataset)
+        assert got["kinds"] == ["Tensor"]  # Debian's torch, zero-copy views.
+        assert got["lib"].startswith(venv)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_make_install_layout_and_systemd_unit(bundle):
+    prefix = tempfile.mkdtemp(prefix="stoker-prefix-")
+    try:
+        subprocess.run([sys.executable, os.path.join(ROOT, "deploy", "package.py"),
+                        "install", prefix], check=True, capture_output=True)
+        for rel in ("bin/stokerd", "bin/stokerctl", "lib/libstoker.so",
+                    "include/stoker.h", "lib/stoker/python/stoker/__init__.py",
+                    "share/stoker/systemd/stokerd.service",
+                    "share/stoker/kubernetes/stokerd-daemonset.yaml"):
+            assert os.path.exists(os.path.join(prefix, rel)), rel
+        unit = os.path.join(prefix, "share", "stoker", "systemd", "stokerd.service")
+        assert f"ExecStart={prefix}/bin/stokerd " in open(unit).read()
+        analyze = shutil.which("systemd-analyze")
+        if analyze is None:
+            pytest.skip("systemd-analyze is not installed: unit not verified")
+        out = subprocess.run([analyze, "verify", unit], capture_output=True,
+                             text=True, cwd=prefix)
+        assert out.returncode == 0, out.stderr
+        sec = subprocess.run([analyze, "security", "--offline=yes", unit],
+                             capture_output=True, text=True, cwd=prefix)
+        score = float(re.search(r"Overall exposure level for \S+: ([\d.]+)",
+                                sec.stdout).group(1))
+        print(f"\nsystemd-analyze security: {score}")
+        assert score <= 3.0
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)

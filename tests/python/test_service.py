@@ -1,0 +1,209 @@
+"""stokerd as a node service for many users, with real user ids: the daemon
+runs unprivileged, trainers in the socket's group read batches (C++ and
+Python), a user outside it is refused at connect, and no user can open
+another's ring by name. Also systemd's readiness protocol (Type=notify).
+Needs root to create the users; skipped with a message otherwise."""
+
+import json
+import os
+import pwd
+import grp
+import shutil
+import socket as socketlib
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import wait_for_socket
+from test_dist import bundle, read_checksum  # noqa: F401 (fixture)
+
+GROUP = "stoker-test"
+DAEMON_USER, TRAINER, TRAINER2, OUTSIDER = (
+    "stoker-test-d", "stoker-test-t", "stoker-test-u", "stoker-test-x")
+
+needs_users = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None
+    or shutil.which("setpriv") is None,
+    reason="needs root, useradd and setpriv to run as several users")
+
+
+def ensure_user(name, groups=()):
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", name], check=True)
+    for g in groups:
+        subprocess.run(["usermod", "-aG", g, name], check=True)
+
+
+@pytest.fixture(scope="module")
+def users():
+    try:
+        grp.getgrnam(GROUP)
+    except KeyError:
+        subprocess.run(["groupadd", "--system", GROUP], check=True)
+    ensure_user(DAEMON_USER)
+    ensure_user(TRAINER, [GROUP])
+    ensure_user(TRAINER2, [GROUP])
+    ensure_user(OUTSIDER)
+
+
+def as_user(user, *cmd, group=None):
+    """Command line that runs `cmd` as `user` (and its groups)."""
+    pw = pwd.getpwnam(user)
+    gid = grp.getgrnam(group).gr_gid if group else pw.pw_gid
+    return ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={gid}",
+            "--init-groups", "--reset-env", "--", *cmd]
+
+
+def readable_copy(dataset):
+    """The dataset where the daemon's user may read it."""
+    folder = tempfile.mkdtemp(prefix="stoker-svc-data-")
+    os.chmod(folder, 0o755)
+    data = os.path.join(folder, "d")
+    shutil.copytree(dataset, data)
+    for base, dirs, files in os.walk(data):
+        os.chmod(base, 0o755)
+        for f in files:
+            os.chmod(os.path.join(base, f), 0o644)
+    return folder, data
+
+
+@pytest.fixture()
+def service(users, bundle, dataset):  # noqa: F811
+    """stokerd of the bundle running as DAEMON_USER, socket group GROUP."""
+    top, data = readable_copy(dataset)
+    run_dir = os.path.join(top, "run")
+    os.mkdir(run_dir, 0o750)
+    os.chown(run_dir, pwd.getpwnam(DAEMON_USER).pw_uid, grp.getgrnam(GROUP).gr_gid)
+    sock = os.path.join(run_dir, "stoker.sock")
+    proc = subprocess.Popen(
+        as_user(DAEMON_USER, os.path.join(bundle, "bin", "stokerd"), "--socket",
+                sock, "--threads", "2", "--metrics_address", "",
+                "--shm_prefix", "stoker-svc.", group=GROUP),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_for_socket(sock, proc)
+    yield {"socket": sock, "data": data, "bundle": bundle, "proc": proc}
+    proc.terminate()
+    proc.wait(timeout=20)
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@needs_users
+def test_daemon_runs_unprivileged_and_rings_stay_its_own(service):
+    pid = service["proc"].pid
+    # setpriv execs stokerd in place: the pid is the daemon's.
+    status = open(f"/proc/{pid}/status").read()
+    uid = pwd.getpwnam(DAEMON_USER).pw_uid
+    assert f"\nUid:\t{uid}\t{uid}\t{uid}\t{uid}" in status
+    mode = os.stat(service["socket"]).st_mode & 0o777
+    assert mode == 0o660
+
+
+@needs_users
+def test_group_member_reads_and_outsider_is_refused(service):
+    stokerctl = os.path.join(service["bundle"], "bin", "stokerctl")
+    want = read_checksum(service["socket"], service["data"], stokerctl=stokerctl)
+    # A trainer in the socket's group, C++ client.
+    out = subprocess.run(
+        as_user(TRAINER, stokerctl, "--socket", service["socket"], "read",
+                "--dataset", service["data"], "--batch-size", "5",
+                "--transform", "train", "--size", "40", "--seed", "11"),
+        capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["checksum"] == want
+    # The same trainer with the Python package of the bundle.
+    script = (
+        "import stoker; from stoker._native import lib\n"
+        f"ld = stoker.Loader({service['data']!r}, batch_size=5, "
+        f"transform='train', image_size=40, seed=11, "
+        f"socket={service['socket']!r})\n"
+        "c = lib.Checksum()\n"
+        "for b in ld.batches():\n"
+        "    c.update(b.images); c.update(b.labels); c.update(b.status)\n"
+        "print(c.hex)\n")
+    py = os.path.join(service["bundle"], "lib", "stoker", "python")
+    out = subprocess.run(
+        as_user(TRAINER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                script), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == want
+    # A user outside the group: refused at connect, with the socket named.
+    out = subprocess.run(
+        as_user(OUTSIDER, stokerctl, "--socket", service["socket"], "health"),
+        capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "PERMISSION_DENIED" in out.stderr and service["socket"] in out.stderr
+
+
+HOLD = r"""
+import sys, time
+import stoker
+ld = stoker.Loader(sys.argv[1], batch_size=2, transform="val", image_size=16,
+                   socket=sys.argv[2])
+it = iter(ld)
+next(it)
+print("holding", flush=True)
+time.sleep(30)
+"""
+
+
+@needs_users
+def test_another_user_cannot_open_a_ring_by_name(service):
+    py = os.path.join(service["bundle"], "lib", "stoker", "python")
+    holder = subprocess.Popen(
+        as_user(TRAINER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                HOLD, service["data"], service["socket"]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding", holder.stderr.read()
+        rings = [n for n in os.listdir("/dev/shm") if n.startswith("stoker-svc.")]
+        assert len(rings) == 1
+        st = os.stat(os.path.join("/dev/shm", rings[0]))
+        assert st.st_uid == pwd.getpwnam(DAEMON_USER).pw_uid
+        assert st.st_mode & 0o777 == 0o600
+        # Another member of the socket's group, by name: denied.
+        probe = ("import sys\n"
+                 "try:\n"
+                 "    open('/dev/shm/' + sys.argv[1], 'rb')\n"
+                 "except PermissionError:\n"
+                 "    print('denied')\n")
+        for user in (TRAINER, TRAINER2, OUTSIDER):
+            out = subprocess.run(as_user(user, "/usr/bin/python3", "-c", probe,
+                                         rings[0]),
+                                 capture_output=True, text=True)
+            assert out.stdout.strip() == "denied", (user, out.stderr)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_readiness_is_signalled_to_systemd(tmp_path):
+    """Type=notify: READY=1 arrives on $NOTIFY_SOCKET once the control socket
+    accepts connections, STOPPING=1 on SIGTERM."""
+    from conftest import STOKERD
+    notify = str(tmp_path / "notify")
+    rx = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_DGRAM)
+    rx.bind(notify)
+    rx.settimeout(20)
+    sock = str(tmp_path / "s.sock")
+    env = dict(os.environ, NOTIFY_SOCKET=notify)
+    proc = subprocess.Popen([STOKERD, "--socket", sock, "--threads", "1",
+                             "--metrics_address", ""], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        msg = rx.recv(4096).decode()
+        assert "READY=1" in msg and sock in msg
+        probe = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+        probe.connect(sock)  # Ready means listening.
+        probe.close()
+        proc.terminate()
+        assert "STOPPING=1" in rx.recv(4096).decode()
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        rx.close()

@@ -145,13 +145,16 @@ for name in order:  # stoker and other native stacks, in this order.
 import stoker
 from stoker._native import lib
 numpy = sys.modules.get("numpy")
+socket = None if sys.argv[3] == "embedded" else sys.argv[3]
 ld = stoker.Loader(sys.argv[1], batch_size=5, transform="train",
-                   image_size=40, seed=11, socket=sys.argv[3])
+                   image_size=40, seed=11, socket=socket)
 c = lib.Checksum()
 for b in ld.batches():
     c.update(b.images); c.update(b.labels); c.update(b.status)
 kinds = set(type(x).__name__ for x, _ in ld)
+import stoker._daemon as d
 print(json.dumps({"checksum": c.hex, "version": stoker.__version__,
+                  "stokerd": d.find_stokerd(),
                   "python": sys.version.split()[0], "kinds": sorted(kinds),
                   "lib": stoker._native._dll._name}))
 """
@@ -169,7 +172,8 @@ def venv_with_wheel(python, *venv_flags):
 
 def run_in(venv, dataset, socket, order=()):
     env = {"PATH": os.path.join(venv, "bin") + ":/usr/bin:/bin",
-           "HOME": venv}
+           "HOME": venv, "STOKER_SOCKET": "/nonexistent/stoker.sock",
+           "STOKER_EMBEDDED_DIR": os.path.join(venv, "embedded")}
     out = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
                           LOADER_SCRIPT, dataset, ",".join(order), socket],
                          env=env, capture_output=True, text=True, timeout=300)
@@ -177,25 +181,42 @@ def run_in(venv, dataset, socket, order=()):
     return json.loads(out.stdout)
 
 
-def other_python():
-    """A CPython that is not the one running the tests (and not Debian's)."""
-    for cand in (shutil.which("python3"), "/usr/local/bin/python3"):
-        if cand and os.path.realpath(cand) != os.path.realpath(sys.executable):
-            return cand
-    return None
+def other_pythons():
+    """CPython >= 3.8 interpreters on this machine other than the one running
+    the tests (and Debian's): python3 on PATH, and pyenv's if present."""
+    found = {}
+    cands = [shutil.which("python3")] + sorted(
+        glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
+    for cand in cands:
+        if not cand or os.path.realpath(cand) == os.path.realpath(sys.executable):
+            continue
+        out = subprocess.run([cand, "-c", "import sys; print(sys.version_info[:2] "
+                              ">= (3, 8), sys.version.split()[0])"],
+                             capture_output=True, text=True)
+        ok, _, version = out.stdout.strip().partition(" ")
+        if out.returncode == 0 and ok == "True":
+            found.setdefault(version, cand)
+    return sorted(found.items())
 
 
-def test_wheel_in_a_venv_of_another_interpreter_without_numpy(daemon, dataset):
-    python = other_python()
-    if python is None:
-        pytest.skip("no second Python interpreter on this machine")
+OTHER_PYTHONS = other_pythons()
+
+
+@pytest.mark.skipif(not OTHER_PYTHONS, reason="no second Python interpreter")
+@pytest.mark.parametrize("version,python", OTHER_PYTHONS)
+def test_wheel_in_a_venv_of_another_interpreter(daemon, dataset, version, python):
     venv = venv_with_wheel(python)
     try:
+        want = read_checksum(daemon.socket, dataset)
         got = run_in(venv, dataset, daemon.socket)
-        assert got["checksum"] == read_checksum(daemon.socket, dataset)
+        assert got["checksum"] == want
+        assert got["python"] == version
         assert got["lib"].startswith(venv)  # The wheel's own library.
-        print(f"\nwheel in a venv of {python} (Python {got['python']}): "
-              f"{got['kinds']}")
+        print(f"\nwheel in a venv of Python {version} ({python}): {got['kinds']}")
+        # No socket and no node daemon: the wheel's own stokerd, embedded.
+        embedded = run_in(venv, dataset, "embedded")
+        assert embedded["checksum"] == want
+        assert embedded["stokerd"].startswith(venv)
         # The console script runs the wheel's stokerctl.
         out = subprocess.run([os.path.join(venv, "bin", "stokerctl"),
                               "--socket", daemon.socket, "health"],

@@ -95,12 +95,14 @@ def test_ranks_share_one_embedded_daemon_and_cover_the_epoch_once(dataset):
         assert p.returncode == 0, err
     lines = [out.split("\n") for out, _ in outs]
     pids = {line[0].split()[0] for line in lines}
-    assert len(pids) == 1  # One daemon for both ranks.
+    log = os.path.join(folder, "stokerd.log")
+    detail = (outs, open(log).read() if os.path.exists(log) else "no log")
+    assert len(pids) == 1, detail  # One daemon for both ranks.
     ranks = sorted((int(line[0].split()[1]), int(line[0].split()[2]))
                    for line in lines)
-    assert ranks == [(0, 2), (1, 2)]
+    assert ranks == [(0, 2), (1, 2)], detail
     covered = [int(i) for line in lines for i in line[0].split()[3].split(",")]
-    assert sorted(covered) == list(range(24))  # Every sample exactly once.
+    assert sorted(covered) == list(range(24)), detail  # Each sample once.
     # Rank 1 kept reading after rank 0 exited: 12 of 24 samples per rank.
-    assert [int(line[1]) for line in lines] == [12, 12]
-    assert gone(int(pids.pop()), 10)  # Gone with the last rank.
+    assert [int(line[1]) for line in lines] == [12, 12], detail
+    assert gone(int(pids.pop()), 10), detail  # Gone with the last rank.

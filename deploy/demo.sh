@@ -23,7 +23,9 @@ fi
 
 run=$(mktemp -d /tmp/stoker-demo-XXXXXX)
 sock="$run/stoker.sock"
-"$bin/server/stokerd" --socket "$sock" --threads "$threads" \
+root_flag=""
+[ "$(id -u)" -eq 0 ] && root_flag="--allow_root"  # A demo as root is fine.
+"$bin/server/stokerd" --socket "$sock" --threads "$threads" $root_flag \
   --metrics_address 127.0.0.1:0 2>"$run/stokerd.log" &
 daemon=$!
 cleanup() {

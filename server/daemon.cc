@@ -103,6 +103,7 @@ absl::Status Daemon::Start() {
 }
 
 void Daemon::Stop() {
+  stopping_scans_.store(true);  // Folder scans in progress give up.
   std::vector<Entry> entries;
   {
     absl::MutexLock lock(&mu_);
@@ -120,11 +121,18 @@ void Daemon::Stop() {
   // may still hold it for the session it is about to discard.
 }
 
+ScanLimits Daemon::ScanLimitsNow() const {
+  ScanLimits limits = options_.scan_limits;
+  limits.cancel = &stopping_scans_;
+  return limits;
+}
+
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
     const v1::DatasetSpec& spec) {
   STOKER_RETURN_IF_ERROR(ValidateDatasetSpec(spec));
   absl::StatusOr<Dataset> ds =
-      spec.kind() == v1::DatasetSpec::FOLDER ? LoadFolderDataset(spec.path())
+      spec.kind() == v1::DatasetSpec::FOLDER
+          ? LoadFolderDataset(spec.path(), ScanLimitsNow())
       : spec.kind() == v1::DatasetSpec::LIST
           ? LoadListDataset(spec.path(), spec.root())
           : LoadLmdbDataset(spec.path(), spec.manifest());
@@ -156,7 +164,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ps.drop_last = spec.drop_last();
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(ps));
   PipelineContext ctx{reader_pool_.get(), decode_pool_.get(), fetcher_.get(),
-                      &decoded_cache_, &counters_, &error_log_, generation_};
+                      &decoded_cache_, &counters_, &error_log_, generation_,
+                      options_.decode_limits};
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<ServingSession> session,
       ServingSession::Create(id, spec, request.client_pid(), dataset, plan,

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "proto/stoker.pb.h"
 #include "server/cache.h"
+#include "server/dataset.h"
 #include "server/fetcher.h"
 #include "server/l2_cache.h"
 #include "server/session.h"
@@ -48,6 +49,8 @@ struct DaemonOptions {
   // Ring segments are named "<shm_prefix><session>.<token>" in /dev/shm.
   std::string shm_prefix = "stoker.";
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
+  DecodeLimits decode_limits;  // Per image: pixels, scans, memory.
+  ScanLimits scan_limits;      // Per folder scan (cancel: set by Stop()).
   // Socket path the ring handoff listens on (server/ring_handoff.h), told
   // to clients in OpenSessionResponse; empty: clients open rings by name.
   std::string handoff_socket;
@@ -128,6 +131,7 @@ class Daemon {
 
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
       const v1::DatasetSpec& spec);
+  ScanLimits ScanLimitsNow() const;
   // Removes the entry (if present) and closes it; returns false if absent.
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
   void Finish(Entry entry, shm::CloseReason reason);
@@ -174,6 +178,7 @@ class Daemon {
   int ticks_since_tune_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t autotune_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> metrics_port_{0};
+  std::atomic<bool> stopping_scans_{false};  // Set first thing in Stop().
   std::vector<std::shared_ptr<WarmState>> warm_jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> warm_threads_ ABSL_GUARDED_BY(mu_);
 };

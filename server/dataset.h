@@ -4,12 +4,14 @@
 #ifndef STOKER_SERVER_DATASET_H_
 #define STOKER_SERVER_DATASET_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/lmdb_env.h"
 
 namespace stoker {
@@ -34,17 +36,29 @@ struct Dataset {
   }
 };
 
+// Bounds on a folder scan (a folder may be huge, slow, or loop through
+// symlinks).
+struct ScanLimits {
+  uint64_t max_files = 20'000'000;  // Directory entries seen in all.
+  absl::Duration max_time = absl::Minutes(10);
+  const std::atomic<bool>* cancel = nullptr;  // True: stop (shutdown).
+};
+
 // torchvision ImageFolder layout: sorted sub-folders of `root` are classes
 // 0..C-1; inside each (recursively, sorted), files ending in .jpg/.jpeg in
 // any case are samples, anything else is counted in skipped_files.
-// NOT_FOUND (naming the path) if `root` is missing, FAILED_PRECONDITION if it
-// is not a folder or holds no samples.
-absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root);
+// Symlinks are followed; one that leads back to a folder being scanned is
+// FAILED_PRECONDITION naming both. NOT_FOUND (naming the path) if `root` is
+// missing, FAILED_PRECONDITION if it is not a folder or holds no samples,
+// PERMISSION_DENIED naming a folder the daemon may not read,
+// RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED / CANCELLED past `limits`.
+absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
+                                          const ScanLimits& limits = {});
 
 // A manifest of `relative/path<TAB>label` lines; paths are relative to
 // `root` (empty: the manifest's folder). '#' comments and blank lines are
 // skipped. NOT_FOUND for a missing manifest; FAILED_PRECONDITION for a
-// malformed line (its number and text are given) or no samples. Labels must
+// malformed line (its number is given, never its content) or no samples. Labels must
 // be in 0..2^31-1; num_classes is max label + 1.
 absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
                                         const std::string& root);

@@ -70,6 +70,19 @@ TEST(ListDatasetTest, ParsesManifestAndReportsBadLine) {
   auto bad = LoadListDataset(root + "/bad.tsv", "");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+  // A file that is no manifest (a password file, a process environment):
+  // the error names the line, never its content.
+  ASSERT_TRUE(testdata::WriteFile(
+                  root + "/shadow",
+                  std::string("root:$6$SECRETHASH:19000:0:99999:7:::\n") +
+                      std::string("HOME=/root\0TOKEN=SECRETTOKEN\0", 30))
+                  .ok());
+  auto leak = LoadListDataset(root + "/shadow", "");
+  EXPECT_EQ(leak.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(leak.status().message().find("line 1"), std::string::npos);
+  EXPECT_EQ(leak.status().message().find("SECRET"), std::string::npos)
+      << leak.status();
+  EXPECT_EQ(leak.status().message().find("root:"), std::string::npos);
   EXPECT_EQ(LoadListDataset(root + "/none.tsv", "").status().code(),
             absl::StatusCode::kNotFound);
   ASSERT_TRUE(testdata::WriteFile(root + "/blank.tsv", "# nothing\n").ok());
@@ -127,6 +140,55 @@ TEST(PlanTest, ShuffleIsDeterministicPermutationPerEpochAndSeed) {
   for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[i], i);
   s.seed = 6;
   EXPECT_NE(EpochPlan::Create(s)->RankOrder(0), e0);
+}
+
+TEST(FolderDatasetTest, SymlinkLoopsAreAnErrorNamingTheLoop) {
+  std::string root = testdata::MakeTempDir("loop");
+  fs::create_directories(root + "/a/sub");
+  for (auto p : {"/a/1.jpg", "/a/sub/2.jpg", "/a/sub/3.jpg"}) {
+    ASSERT_TRUE(testdata::WriteFile(root + p, "x").ok());
+  }
+  // Two loops: back to the class folder and back to the dataset root.
+  fs::create_directory_symlink("..", root + "/a/sub/up");
+  fs::create_directory_symlink("../..", root + "/a/sub/top");
+  auto ds = LoadFolderDataset(root);
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(ds.status().message().find("symlink loop"), std::string::npos)
+      << ds.status();
+  EXPECT_NE(ds.status().message().find(root + "/a/sub/"), std::string::npos);
+  // A symlink to a sibling folder is no loop: its files count.
+  fs::remove(root + "/a/sub/up");
+  fs::remove(root + "/a/sub/top");
+  fs::create_directories(root + "/b");
+  fs::create_directory_symlink("../a/sub", root + "/b/alias");
+  ds = LoadFolderDataset(root);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->samples.size(), 5u);
+  fs::remove_all(root);
+}
+
+TEST(FolderDatasetTest, ScanLimitsAndCancellation) {
+  std::string root = testdata::MakeTempDir("limits");
+  fs::create_directories(root + "/c");
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(testdata::WriteFile(root + "/c/" + std::to_string(i) + ".jpg", "x").ok());
+  }
+  ScanLimits limits;
+  limits.max_files = 1000;
+  auto ds = LoadFolderDataset(root, limits);
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(ds.status().message().find("more than 1000 entries"), std::string::npos);
+  std::atomic<bool> cancel{true};
+  limits = ScanLimits();
+  limits.cancel = &cancel;
+  EXPECT_EQ(LoadFolderDataset(root, limits).status().code(),
+            absl::StatusCode::kCancelled);
+  limits.cancel = nullptr;
+  limits.max_time = absl::ZeroDuration();
+  EXPECT_EQ(LoadFolderDataset(root, limits).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(LoadFolderDataset(root).value().samples.size(), 3000u);
+  fs::remove_all(root);
 }
 
 TEST(PlanTest, RanksCoverEpochExactlyOnceOrPadLikeDistributedSampler) {

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -99,16 +100,43 @@ absl::Status Into(absl::StatusOr<T> r, T* resp) {
   return absl::OkStatus();
 }
 
+template <typename Fn>
+grpc::ServerUnaryReactor* GrpcService::Offload(grpc::CallbackServerContext* ctx,
+                                               Fn fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  {
+    absl::MutexLock lock(&mu_);
+    ++offloaded_;
+  }
+  std::thread([this, reactor, fn = std::move(fn)]() mutable {
+    reactor->Finish(ToGrpcStatus(fn()));
+    absl::MutexLock lock(&mu_);
+    --offloaded_;
+  }).detach();
+  return reactor;
+}
+
+void GrpcService::WaitForOffloaded() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &offloaded_));
+}
+
+// Both scan a dataset, which may take long: never on gRPC's threads.
 grpc::ServerUnaryReactor* GrpcService::OpenSession(
     grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req,
     v1::OpenSessionResponse* resp) {
-  return Unary(ctx, [&] { return Into(daemon_->OpenSession(*req), resp); });
+  return Offload(ctx, [this, req, resp] {
+    return Into(daemon_->OpenSession(*req), resp);
+  });
 }
 
 grpc::ServerUnaryReactor* GrpcService::WarmCache(
     grpc::CallbackServerContext* ctx, const v1::WarmCacheRequest* req,
     v1::WarmCacheResponse* resp) {
-  return Unary(ctx, [&] { return Into(daemon_->WarmCache(*req), resp); });
+  return Offload(ctx, [this, req, resp] {
+    return Into(daemon_->WarmCache(*req), resp);
+  });
 }
 
 grpc::ServerUnaryReactor* GrpcService::ResizePool(
@@ -184,6 +212,7 @@ void GrpcServer::Shutdown(absl::Duration grace) {
   server_->Shutdown(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(grace));
   server_->Wait();
+  service_->WaitForOffloaded();
   unlink(socket_path_.c_str());
 }
 

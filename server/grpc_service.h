@@ -1,6 +1,8 @@
 // The gRPC adapter over Daemon: converts messages and absl::Status to
 // grpc::Status and nothing else (no logic lives here). Uses gRPC's callback
-// API so the long-lived Attach streams hold no threads.
+// API so the long-lived Attach streams hold no threads; calls that scan a
+// dataset (OpenSession, WarmCache) run on a thread of their own, so a slow
+// or huge folder never holds one of gRPC's.
 //
 // GrpcServer owns a grpc::Server listening on a Unix socket, with gRPC's
 // built-in grpc.health.v1 service. Thread-safe; Shutdown() is idempotent
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/stoker.grpc.pb.h"
 #include "server/daemon.h"
@@ -25,6 +28,9 @@ grpc::Status ToGrpcStatus(const absl::Status& s);
 class GrpcService final : public v1::Stoker::CallbackService {
  public:
   explicit GrpcService(Daemon* daemon) : daemon_(daemon) {}
+
+  // Waits until every offloaded call has finished (at shutdown).
+  void WaitForOffloaded();
 
   grpc::ServerUnaryReactor* OpenSession(
       grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req,
@@ -48,7 +54,12 @@ class GrpcService final : public v1::Stoker::CallbackService {
                                          v1::ListSessionsResponse* resp) override;
 
  private:
+  template <typename Fn>
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* ctx, Fn fn);
+
   Daemon* const daemon_;
+  absl::Mutex mu_;
+  int offloaded_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class GrpcServer {

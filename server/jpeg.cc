@@ -15,14 +15,53 @@
 namespace stoker {
 namespace {
 
-constexpr int64_t kMaxPixels = int64_t{1} << 28;
-
 struct ErrorManager {
   jpeg_error_mgr pub;
   jmp_buf jump;
   bool warned = false;
+  bool over_limit = false;  // The jump came from a limit, not from libjpeg.
   char message[JMSG_LENGTH_MAX] = {0};
 };
+
+// Stops a progressive file with more scans than allowed while libjpeg reads
+// it (the scans of a progressive image are consumed in start_decompress).
+struct ScanLimit {
+  jpeg_progress_mgr pub;
+  ErrorManager* err;
+  int max_scans;
+};
+
+void OnProgress(j_common_ptr cinfo) {
+  auto* limit = reinterpret_cast<ScanLimit*>(cinfo->progress);
+  auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->input_scan_number > limit->max_scans) {
+    std::snprintf(limit->err->message, sizeof(limit->err->message),
+                  "JPEG has more than %d scans (the progressive scan limit)",
+                  limit->max_scans);
+    limit->err->over_limit = true;
+    longjmp(limit->err->jump, 1);
+  }
+}
+
+// Bytes libjpeg needs for an image decoded at `eighths`/8: a whole-image
+// coefficient buffer (16-bit coefficients of every block of every
+// component) for progressive files, plus the output rows.
+int64_t EstimatedBytes(const jpeg_decompress_struct& cinfo) {
+  int64_t bytes = int64_t{cinfo.image_width} * cinfo.image_height * 3;
+  if (cinfo.progressive_mode) {
+    for (int c = 0; c < cinfo.num_components; ++c) {
+      const jpeg_component_info& comp = cinfo.comp_info[c];
+      const int64_t bw = (int64_t{cinfo.image_width} * comp.h_samp_factor +
+                          cinfo.max_h_samp_factor * 8 - 1) /
+                         (cinfo.max_h_samp_factor * 8);
+      const int64_t bh = (int64_t{cinfo.image_height} * comp.v_samp_factor +
+                          cinfo.max_v_samp_factor * 8 - 1) /
+                         (cinfo.max_v_samp_factor * 8);
+      bytes += bw * bh * 64 * 2;
+    }
+  }
+  return bytes;
+}
 
 void OnError(j_common_ptr cinfo) {
   auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
@@ -60,6 +99,7 @@ void CmykToRgb(const uint8_t* in, int n, bool inverted, uint8_t* out) {
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
+  ScanLimit scans;
   std::vector<uint8_t> cmyk_row;
 };
 
@@ -67,6 +107,8 @@ JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {
   state_->cinfo.err = jpeg_std_error(&state_->err.pub);
   state_->err.pub.error_exit = OnError;
   state_->err.pub.emit_message = OnMessage;
+  state_->scans.pub.progress_monitor = OnProgress;
+  state_->scans.err = &state_->err;
   jpeg_create_decompress(&state_->cinfo);
 }
 
@@ -88,21 +130,41 @@ absl::Status JpegDecoder::Decode(
     DecodedRegion* out) {
   if (size == 0) return absl::InvalidArgumentError("empty file");
   jpeg_decompress_struct& cinfo = state_->cinfo;
+  // A fresh decompressor per image: libjpeg keeps the tables of earlier
+  // images (by design, for abbreviated streams), and a damaged file lacking
+  // its own would otherwise be decoded with them.
+  jpeg_destroy_decompress(&cinfo);
+  jpeg_create_decompress(&cinfo);
   ErrorManager& err = state_->err;
   err.warned = false;
+  err.over_limit = false;
+  state_->scans.max_scans = limits_.max_scans;
+  cinfo.progress = &state_->scans.pub;
+  cinfo.mem->max_memory_to_use = static_cast<long>(limits_.max_bytes);
   bool started = false;
   if (setjmp(err.jump)) {
     jpeg_abort_decompress(&cinfo);
+    if (err.over_limit) return absl::ResourceExhaustedError(err.message);
     return absl::DataLossError(
         absl::StrCat(started ? "corrupt JPEG: " : "not a JPEG: ", err.message));
   }
   jpeg_mem_src(&cinfo, data, size);
   jpeg_read_header(&cinfo, TRUE);
-  if (int64_t{cinfo.image_width} * cinfo.image_height > kMaxPixels) {
+  // Checked from the header, before libjpeg allocates for the image.
+  const int64_t pixels = int64_t{cinfo.image_width} * cinfo.image_height;
+  if (pixels > limits_.max_pixels) {
     jpeg_abort_decompress(&cinfo);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "JPEG is ", cinfo.image_width, "x", cinfo.image_height,
-        ", over the pixel limit"));
+        "JPEG is ", cinfo.image_width, "x", cinfo.image_height, " (", pixels,
+        " pixels), over the limit of ", limits_.max_pixels));
+  }
+  if (const int64_t need = EstimatedBytes(cinfo); need > limits_.max_bytes) {
+    jpeg_abort_decompress(&cinfo);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "JPEG ", cinfo.image_width, "x", cinfo.image_height,
+        cinfo.progressive_mode ? " (progressive)" : "", " needs about ",
+        need >> 20, " MiB to decode, over the limit of ",
+        limits_.max_bytes >> 20, " MiB"));
   }
   const RegionRequest req = plan(static_cast<int>(cinfo.image_width),
                                  static_cast<int>(cinfo.image_height));

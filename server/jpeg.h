@@ -9,8 +9,15 @@
 // (truncation, corrupt entropy data) is an error, except extraneous bytes
 // between markers, which is harmless and common in the wild.
 //
-// A JpegDecoder owns one libjpeg decompressor; it is not thread-safe, so
-// each decode thread keeps its own (ThreadLocalDecoder()).
+// Stateless: every image is decoded by a fresh libjpeg decompressor, so no
+// table (quantization, Huffman) of one image can stand in for a table
+// another image lacks; output depends only on the input bytes.
+//
+// Bounded: the limits below are checked from the header, before libjpeg
+// allocates anything for the image, and while scans are read.
+//
+// A JpegDecoder is not thread-safe; each decode thread keeps its own
+// (ThreadLocalDecoder()).
 #ifndef STOKER_SERVER_JPEG_H_
 #define STOKER_SERVER_JPEG_H_
 
@@ -49,6 +56,14 @@ struct DecodedRegion {
   int scaled_width = 0, scaled_height = 0;  // The whole scaled image.
 };
 
+struct DecodeLimits {
+  int64_t max_pixels = 100'000'000;  // width x height of the source.
+  int max_scans = 100;               // Progressive scans per image.
+  // Memory libjpeg may need for one image: the whole-image coefficient
+  // buffer of a progressive (or region-decoded) file plus the output.
+  int64_t max_bytes = int64_t{1} << 30;
+};
+
 class JpegDecoder {
  public:
   JpegDecoder();
@@ -60,7 +75,8 @@ class JpegDecoder {
   // decodes at scale eighths/8 (1..8) the part of the scaled image covering
   // `need` (scaled coordinates, clamped; whole rows unless `crop`).
   // INVALID_ARGUMENT for empty input, DATA_LOSS for data that is not a
-  // complete JPEG, RESOURCE_EXHAUSTED over 2^28 pixels.
+  // complete JPEG, RESOURCE_EXHAUSTED over a limit (which one, and the
+  // figures, in the message).
   absl::Status Decode(const uint8_t* data, size_t size,
                       const std::function<RegionRequest(int width, int height)>& plan,
                       DecodedRegion* out);
@@ -68,9 +84,13 @@ class JpegDecoder {
   // The whole image at full scale.
   absl::Status Decode(const uint8_t* data, size_t size, RgbImage* out);
 
+  void set_limits(const DecodeLimits& limits) { limits_ = limits; }
+  const DecodeLimits& limits() const { return limits_; }
+
  private:
   struct State;
   std::unique_ptr<State> state_;
+  DecodeLimits limits_;
 };
 
 // This thread's decoder, created on first use.

@@ -249,8 +249,10 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
   const int size = static_cast<int>(spec_.image_size());
   const v1::Decode mode = spec_.decode();
   CropBox box;
+  JpegDecoder& decoder = ThreadLocalDecoder();
+  decoder.set_limits(ctx_.decode_limits);
   absl::Status error = DecodeForCrop(
-      ThreadLocalDecoder(), reinterpret_cast<const uint8_t*>(bytes->data()),
+      decoder, reinterpret_cast<const uint8_t*>(bytes->data()),
       bytes->size(),
       [&](int width, int height) {
         if (spec_.transform() != v1::TRAIN) return CenterCropBox(width, height, size);

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/jpeg.h"
 #include "proto/stoker.pb.h"
 #include "server/cache.h"
 #include "server/dataset.h"
@@ -72,6 +73,7 @@ struct PipelineContext {
   PipelineCounters* counters;
   SampleErrorLog* error_log;
   uint64_t daemon_generation;
+  DecodeLimits decode_limits;
 };
 
 // What limits a session, from its recent window: ring fill (0..1), share of

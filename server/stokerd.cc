@@ -56,6 +56,22 @@ ABSL_FLAG(bool, autotune, false,
           "Resize the decode and reader pools from the sessions' diagnoses.");
 ABSL_FLAG(int, max_decode_threads, 0,
           "Upper bound for autotune's decode pool; 0 = online cores.");
+ABSL_FLAG(int64_t, max_image_pixels, stoker::DecodeLimits().max_pixels,
+          "Largest image decoded (width x height, from its header); larger "
+          "samples fail with a resource error before any allocation.");
+ABSL_FLAG(int, max_progressive_scans, stoker::DecodeLimits().max_scans,
+          "Most scans a progressive JPEG may have.");
+ABSL_FLAG(int64_t, max_decode_bytes, stoker::DecodeLimits().max_bytes,
+          "Most memory one image's decode may need (estimated from its "
+          "header: progressive coefficients plus output).");
+ABSL_FLAG(uint64_t, max_dataset_files, stoker::ScanLimits().max_files,
+          "Most directory entries a folder dataset's scan may see.");
+ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
+          "Longest a folder dataset's scan may take (e.g. 10m, 90s).");
+ABSL_FLAG(bool, allow_root, false,
+          "Serve as root. Refused otherwise: a root daemon reads any file for "
+          "any user of its socket. (Embedded daemons, bound to their owner by "
+          "--exit_with_pid or --owners_dir, serve only that user.)");
 ABSL_FLAG(int, exit_with_pid, 0,
           "Shut down when this process exits (used by embedded daemons that "
           "a trainer starts for itself); 0 = never.");
@@ -106,6 +122,16 @@ int main(int argc, char** argv) {
       "usage: stokerd [--socket PATH] [--threads N]");
   absl::ParseCommandLine(argc, argv);
   const std::string socket_path = absl::GetFlag(FLAGS_socket);
+  if (geteuid() == 0 && !absl::GetFlag(FLAGS_allow_root) &&
+      absl::GetFlag(FLAGS_exit_with_pid) <= 0 &&
+      absl::GetFlag(FLAGS_owners_dir).empty()) {
+    std::fprintf(stderr,
+                 "stokerd: refusing to run as root: a root daemon would read "
+                 "any file for any user of its socket. Run it as an "
+                 "unprivileged user (the systemd unit uses User=stoker), or "
+                 "pass --allow_root.\n");
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_threads) < 0) {
     std::fprintf(stderr, "stokerd: --threads must be >= 0\n");
     return 2;
@@ -135,6 +161,18 @@ int main(int argc, char** argv) {
   options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
   options.autotune = absl::GetFlag(FLAGS_autotune);
   options.max_decode_threads = absl::GetFlag(FLAGS_max_decode_threads);
+  options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
+  options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
+  options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
+  options.decode_limits.max_scans = absl::GetFlag(FLAGS_max_progressive_scans);
+  options.decode_limits.max_bytes = absl::GetFlag(FLAGS_max_decode_bytes);
+  if (options.decode_limits.max_pixels < 1 || options.decode_limits.max_scans < 1 ||
+      options.decode_limits.max_bytes < (1 << 20)) {
+    std::fprintf(stderr,
+                 "stokerd: --max_image_pixels and --max_progressive_scans must "
+                 "be >= 1, --max_decode_bytes >= 1048576\n");
+    return 2;
+  }
   // Rings reach clients as descriptors over this socket (next to the
   // control socket, same mode): segments stay 0600 and the daemon's.
   options.handoff_socket = socket_path + ".ring";

@@ -48,7 +48,8 @@ TestDaemon::TestDaemon(bool subprocess, DaemonOptions options)
   if (subprocess) {
     pid_ = Spawn({"server/stokerd", "--socket", socket_, "--threads",
                   std::to_string(options.decode_threads), "--shm_prefix",
-                  prefix_, "--metrics_address", "127.0.0.1:0"});
+                  prefix_, "--metrics_address", "127.0.0.1:0",
+                  "--allow_root"});
     return;
   }
   options.shm_prefix = prefix_;

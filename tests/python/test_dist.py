@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from conftest import ROOT, STOKERCTL, Daemon, wait_for_socket
+from conftest import ROOT, ROOT_FLAG, STOKERCTL, Daemon, wait_for_socket
 
 DIST = os.path.join(ROOT, "dist")
 SYSTEM = re.compile(r"^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|"
@@ -123,7 +123,7 @@ def test_relocated_binaries_serve_under_an_empty_environment(bundle, dataset):
     sock = os.path.join(folder, "s.sock")
     proc = subprocess.Popen(
         ["env", "-i", os.path.join(bundle, "bin", "stokerd"), "--socket", sock,
-         "--threads", "2", "--metrics_address", ""],
+         "--threads", "2", "--metrics_address", "", *ROOT_FLAG],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_socket(sock, proc)

@@ -184,7 +184,7 @@ def test_another_user_cannot_open_a_ring_by_name(service):
 def test_readiness_is_signalled_to_systemd(tmp_path):
     """Type=notify: READY=1 arrives on $NOTIFY_SOCKET once the control socket
     accepts connections, STOPPING=1 on SIGTERM."""
-    from conftest import STOKERD
+    from conftest import ROOT_FLAG, STOKERD
     notify = str(tmp_path / "notify")
     rx = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_DGRAM)
     rx.bind(notify)
@@ -192,7 +192,7 @@ def test_readiness_is_signalled_to_systemd(tmp_path):
     sock = str(tmp_path / "s.sock")
     env = dict(os.environ, NOTIFY_SOCKET=notify)
     proc = subprocess.Popen([STOKERD, "--socket", sock, "--threads", "1",
-                             "--metrics_address", ""], env=env,
+                             "--metrics_address", "", *ROOT_FLAG], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         msg = rx.recv(4096).decode()
@@ -207,3 +207,14 @@ def test_readiness_is_signalled_to_systemd(tmp_path):
         if proc.poll() is None:
             proc.kill()
         rx.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_daemon_refuses_root_unless_told(tmp_path):
+    from conftest import STOKERD
+    out = subprocess.run([STOKERD, "--socket", str(tmp_path / "s.sock"),
+                          "--metrics_address", ""],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 2
+    assert "refusing to run as root" in out.stderr
+    assert not os.path.exists(tmp_path / "s.sock")

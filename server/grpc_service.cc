@@ -195,9 +195,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
         absl::StrCat("cannot listen on unix:", socket_path,
                      " (is the folder there and writable?)"));
   }
-  if (chmod(socket_path.c_str(), mode) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("chmod ", socket_path));
-  }
+  STOKER_RETURN_IF_ERROR(shm::SetSocketMode(socket_path, mode));
   return server;
 }
 

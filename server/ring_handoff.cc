@@ -33,11 +33,16 @@ absl::StatusOr<std::unique_ptr<RingHandoffServer>> RingHandoffServer::Start(
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   if (bind(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      chmod(socket_path.c_str(), mode) != 0 || listen(fd, 64) != 0) {
+      listen(fd, 64) != 0) {
     const int err = errno;
     close(fd);
     unlink(socket_path.c_str());
     return ErrnoStatus(err, absl::StrCat("listening on ", socket_path));
+  }
+  if (absl::Status s = shm::SetSocketMode(socket_path, mode); !s.ok()) {
+    close(fd);
+    unlink(socket_path.c_str());
+    return s;
   }
   std::unique_ptr<RingHandoffServer> server(
       new RingHandoffServer(daemon, socket_path, fd));

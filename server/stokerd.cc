@@ -147,7 +147,12 @@ int main(int argc, char** argv) {
 
   std::error_code ec;
   const auto parent = std::filesystem::path(socket_path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (!parent.empty() && !std::filesystem::exists(parent, ec)) {
+    // Writable by this user only, whatever the umask: the servers refuse a
+    // socket folder others could write.
+    std::filesystem::create_directories(parent, ec);
+    if (!ec) chmod(parent.c_str(), 0755);
+  }
 
   stoker::DaemonOptions options;
   options.decode_threads = absl::GetFlag(FLAGS_threads);

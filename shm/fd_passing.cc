@@ -1,6 +1,8 @@
 #include "shm/fd_passing.h"
 
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "util/status_macros.h"
 
@@ -139,6 +142,10 @@ absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
                                   uint64_t session_id,
                                   const std::string& token) {
   STOKER_ASSIGN_OR_RETURN(int sock, ConnectUnix(socket_path, absl::Seconds(10)));
+  if (absl::Status v = VerifyServer(sock, socket_path); !v.ok()) {
+    close(sock);
+    return v;
+  }
   absl::Status s = SendWithFd(
       sock, absl::StrCat("STOKER-RING 1 ", session_id, " ", token, "\n"), -1);
   std::string reply;
@@ -158,7 +165,72 @@ absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
       absl::StrCat("unexpected answer from the ring socket ", socket_path));
 }
 
+namespace {
+std::string FolderOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+}  // namespace
+
+absl::Status CheckSocketFolder(const std::string& path, uid_t trusted_uid) {
+  const std::string folder = FolderOf(path);
+  struct stat st {};
+  if (lstat(folder.c_str(), &st) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("socket folder ", folder));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("socket folder ", folder, " is not a folder (a symlink?)"));
+  }
+  if ((st.st_uid != trusted_uid && st.st_uid != 0) || (st.st_mode & 022) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket folder %s (owner uid %d, mode %04o) lets other users create "
+        "or replace sockets in it; use a folder only the daemon's user can "
+        "write, such as /run/stoker",
+        folder, st.st_uid, st.st_mode & 07777));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetSocketMode(const std::string& path, mode_t mode) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return ErrnoStatus(errno, path);
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a socket"));
+  }
+  if (fchmodat(AT_FDCWD, path.c_str(), mode, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno != ENOTSUP && errno != EOPNOTSUPP) {
+      return ErrnoStatus(errno, absl::StrCat("chmod ", path));
+    }
+    // No /proc to do it without following: the lstat above and the folder
+    // check (only we can write there) make the plain call safe.
+    if (chmod(path.c_str(), mode) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("chmod ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyServer(int sock, const std::string& path) {
+  struct stat st {};
+  const std::string folder = FolderOf(path);
+  if (lstat(folder.c_str(), &st) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("socket folder ", folder));
+  }
+  STOKER_RETURN_IF_ERROR(CheckSocketFolder(path, st.st_uid));
+  STOKER_ASSIGN_OR_RETURN(PeerCredentials peer, GetPeerCredentials(sock));
+  if (peer.uid != st.st_uid && peer.uid != 0 && peer.uid != getuid()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "the server on %s runs as uid %d, not as the owner of its folder "
+        "(uid %d): refusing to talk to it",
+        path, peer.uid, st.st_uid));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ClaimSocketPath(const std::string& path) {
+  STOKER_RETURN_IF_ERROR(CheckSocketFolder(path, geteuid()));
   if (access(path.c_str(), F_OK) != 0) return absl::OkStatus();
   absl::StatusOr<int> sock = ConnectUnix(path, absl::Seconds(1));
   if (sock.ok()) {

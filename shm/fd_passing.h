@@ -60,8 +60,24 @@ absl::StatusOr<int> ConnectUnix(const std::string& path,
 
 // Makes `path` free for a new listening socket: OK if nothing is there or
 // a leftover socket file with no server behind it (removed);
-// FAILED_PRECONDITION if a server answers there.
+// FAILED_PRECONDITION if a server answers there, or if the socket's folder
+// could let another user replace the socket (see CheckSocketFolder).
 absl::Status ClaimSocketPath(const std::string& path);
+
+// The folder of socket `path` must belong to `trusted_uid` or root and be
+// writable by nobody else (no group or other write bit): then only its
+// owner can create, replace or swap the socket for a symlink.
+// FAILED_PRECONDITION naming the folder and its mode otherwise.
+absl::Status CheckSocketFolder(const std::string& path, uid_t trusted_uid);
+
+// Sets a just-bound socket file's mode without following a symlink.
+absl::Status SetSocketMode(const std::string& path, mode_t mode);
+
+// Checks the server at the other end of connected socket `sock` (bound at
+// `path`): its folder must be safe (CheckSocketFolder with the folder's
+// owner) and the server's uid (SO_PEERCRED) must be that owner, root, or
+// this process's own. FAILED_PRECONDITION / PERMISSION_DENIED otherwise.
+absl::Status VerifyServer(int sock, const std::string& path);
 
 }  // namespace stoker::shm
 

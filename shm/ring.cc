@@ -207,9 +207,54 @@ uint32_t RingProducer::FilledSlots() const {
 
 // ---------------------------------------------------------------- consumer
 
-RingConsumer::RingConsumer(Segment segment)
+RingConsumer::RingConsumer(Segment segment, const RingLayout& layout)
     : segment_(std::move(segment)),
-      header_(static_cast<RingHeader*>(segment_.base())) {}
+      header_(static_cast<RingHeader*>(segment_.base())),
+      layout_(layout) {}
+
+namespace {
+
+// The header's layout must be exactly the one its geometry implies (every
+// offset and stride), and fit the mapping: nothing a writer of the segment
+// puts there can point a view outside it.
+absl::Status CheckLayout(const RingLayout& got, uint64_t mapped_bytes,
+                         const std::string& name) {
+  RingGeometry g;
+  g.slots = got.slot_count;
+  g.batch_size = got.batch_size;
+  g.height = got.height;
+  g.width = got.width;
+  g.channels = got.channels;
+  g.dtype = got.dtype;
+  absl::StatusOr<RingLayout> want = ComputeLayout(g);
+  if (!want.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "segment ", name, " has an invalid ring geometry: ",
+        want.status().message()));
+  }
+  const std::pair<const char*, std::pair<uint64_t, uint64_t>> fields[] = {
+      {"header_bytes", {got.header_bytes, want->header_bytes}},
+      {"segment_bytes", {got.segment_bytes, want->segment_bytes}},
+      {"sample_bytes", {got.sample_bytes, want->sample_bytes}},
+      {"slots_offset", {got.slots_offset, want->slots_offset}},
+      {"slot_stride", {got.slot_stride, want->slot_stride}},
+      {"labels_offset", {got.labels_offset, want->labels_offset}},
+      {"status_offset", {got.status_offset, want->status_offset}},
+      {"index_offset", {got.index_offset, want->index_offset}},
+      {"data_offset", {got.data_offset, want->data_offset}},
+      {"mapped size", {mapped_bytes, want->segment_bytes}},
+  };
+  for (const auto& [field, values] : fields) {
+    if (values.first != values.second) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "segment %s is a corrupt ring: %s is %d, its geometry implies %d",
+          name, field, values.first, values.second));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RingConsumer>> RingConsumer::Open(
     const std::string& name, uint64_t session_id) {
@@ -232,20 +277,22 @@ absl::StatusOr<std::unique_ptr<RingConsumer>> RingConsumer::Open(
         "segment %s is not a layout-%d Stoker ring (magic %x, version %d)",
         name, kLayoutVersion, h->layout.magic, h->layout.layout_version));
   }
-  if (h->session_id != session_id || h->layout.segment_bytes != seg.size()) {
+  if (h->session_id != session_id) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "segment %s belongs to session %d (%d bytes), expected session %d",
-        name, h->session_id, h->layout.segment_bytes, session_id));
+        "segment %s belongs to session %d, expected session %d", name,
+        h->session_id, session_id));
   }
-  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(seg)));
+  const RingLayout layout = h->layout;  // One read; then only the copy.
+  STOKER_RETURN_IF_ERROR(CheckLayout(layout, seg.size(), name));
+  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(seg), layout));
 }
 
 SlotView RingConsumer::Slot(int index) const {
-  return SlotAt(segment_.base(), header_->layout, index);
+  return SlotAt(segment_.base(), layout_, index);
 }
 
 int RingConsumer::FindReady(uint64_t sequence) const {
-  for (uint32_t i = 0; i < header_->layout.slot_count; ++i) {
+  for (uint32_t i = 0; i < layout_.slot_count; ++i) {
     SlotControl* c = Slot(i).control;
     if (c->state.load(std::memory_order_acquire) == kSlotReady &&
         c->sequence.load(std::memory_order_relaxed) == sequence) {
@@ -275,14 +322,29 @@ absl::Status RingConsumer::CheckProducer() const {
 
 absl::StatusOr<int> RingConsumer::Acquire(
     uint64_t sequence, absl::Duration timeout,
-    const std::function<absl::Status()>& extra_liveness) {
+    const std::function<absl::Status()>& extra_liveness,
+    SlotSnapshot* snapshot) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     uint32_t seen = header_->published.load(std::memory_order_acquire);
     int index = FindReady(sequence);
     if (index >= 0) {
-      Slot(index).control->state.store(kSlotHeld, std::memory_order_release);
+      SlotControl* c = Slot(index).control;
+      c->state.store(kSlotHeld, std::memory_order_release);
       held_.fetch_add(1, std::memory_order_relaxed);
+      SlotSnapshot s;
+      s.sample_count = c->sample_count;
+      s.error_count = c->error_count;
+      s.epoch = c->epoch;
+      s.batch_index = c->batch_index;
+      s.sequence = sequence;
+      if (s.sample_count > layout_.batch_size || s.error_count > s.sample_count) {
+        Release(index);
+        return absl::DataLossError(absl::StrFormat(
+            "ring slot %d is corrupt: %d samples (%d failed) in a batch of %d",
+            index, s.sample_count, s.error_count, layout_.batch_size));
+      }
+      if (snapshot != nullptr) *snapshot = s;
       return index;
     }
     uint32_t reason = header_->closed.load(std::memory_order_acquire);
@@ -290,11 +352,11 @@ absl::StatusOr<int> RingConsumer::Acquire(
       return absl::UnavailableError(absl::StrCat(
           "ring closed before batch ", sequence, ": ", ReasonText(reason)));
     }
-    if (held_.load(std::memory_order_relaxed) >= header_->layout.slot_count) {
+    if (held_.load(std::memory_order_relaxed) >= layout_.slot_count) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "all %d ring slots are held by the application; release a batch "
           "or open the session with more ring slots",
-          header_->layout.slot_count));
+          layout_.slot_count));
     }
     STOKER_RETURN_IF_ERROR(CheckProducer());
     if (extra_liveness) STOKER_RETURN_IF_ERROR(extra_liveness());

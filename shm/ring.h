@@ -56,6 +56,17 @@ struct SlotView {
   uint8_t* data;          // [batch_size * sample_bytes]
 };
 
+// A slot's control fields as they were when the consumer took it (a
+// consumer never reads them from shared memory again: the producer side is
+// not trusted to keep them still).
+struct SlotSnapshot {
+  uint32_t sample_count = 0;
+  uint32_t error_count = 0;
+  uint64_t epoch = 0;
+  uint64_t batch_index = 0;
+  uint64_t sequence = 0;
+};
+
 // Removes segments named `prefix`* whose creating daemon process is gone
 // (the leftovers of a crashed or killed daemon), and segments that are not
 // valid rings and are older than a minute. Rings of live processes are never
@@ -102,8 +113,11 @@ class RingProducer {
 
 class RingConsumer {
  public:
-  // Maps ring `name` and checks magic, layout version and session id.
-  // FAILED_PRECONDITION on a mismatch (a stale or foreign segment).
+  // Maps ring `name` and checks magic, layout version, session id and every
+  // geometry field and offset of the header against the layout its
+  // geometry implies and the mapped size. FAILED_PRECONDITION on a mismatch
+  // (a stale, foreign or corrupt segment). The validated layout is kept
+  // privately: later changes to the shared header cannot move the views.
   static absl::StatusOr<std::unique_ptr<RingConsumer>> Open(
       const std::string& name, uint64_t session_id);
   // The same over a segment already mapped (from a descriptor the daemon
@@ -116,26 +130,30 @@ class RingConsumer {
   // heartbeat, dead pid); `extra_liveness` (may be null) is polled too and
   // its error returned. DEADLINE_EXCEEDED after `timeout`.
   // FAILED_PRECONDITION when every slot is held by the application.
+  // DATA_LOSS for a slot whose counts are impossible (more samples than
+  // the batch size). `snapshot` (may be null) receives the slot's fields.
   absl::StatusOr<int> Acquire(
       uint64_t sequence, absl::Duration timeout,
-      const std::function<absl::Status()>& extra_liveness);
+      const std::function<absl::Status()>& extra_liveness,
+      SlotSnapshot* snapshot = nullptr);
 
   // Returns a HELD slot to the producer.
   void Release(int index);
 
   SlotView Slot(int index) const;
   RingHeader& header() const { return *header_; }
-  const RingLayout& layout() const { return header_->layout; }
+  const RingLayout& layout() const { return layout_; }
   void* base() const { return segment_.base(); }
   uint64_t size() const { return segment_.size(); }
 
  private:
-  explicit RingConsumer(Segment segment);
+  RingConsumer(Segment segment, const RingLayout& layout);
   absl::Status CheckProducer() const;
   int FindReady(uint64_t sequence) const;
 
   Segment segment_;
   RingHeader* header_;
+  const RingLayout layout_;  // Validated copy of header_->layout.
   std::atomic<uint32_t> held_{0};  // Slots HELD by this consumer; relaxed.
 };
 

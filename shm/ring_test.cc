@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,48 @@ int CountMismatches(const SlotView& v, const RingLayout& h, uint64_t seq) {
     bad += v.data[b] != static_cast<uint8_t>(seq * 31 + b * 7);
   }
   return bad;
+}
+
+// A consumer trusts nothing in the header it did not check: every offset
+// must be the one the geometry implies and fit the mapping, and a slot's
+// counts must fit the batch.
+TEST(ConsumerTest, RejectsCorruptHeadersAndSlots) {
+  const std::string name = TestName("corrupt");
+  auto p = RingProducer::Create(name, SmallGeometry(2), 5, 1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto* layout = const_cast<RingLayout*>(&(*p)->layout());
+  const RingLayout good = *layout;
+  struct Patch {
+    const char* field;
+    std::function<void(RingLayout*)> apply;
+  };
+  const Patch patches[] = {
+      {"data_offset", [](RingLayout* l) { l->data_offset += 4096; }},
+      {"slot_stride", [](RingLayout* l) { l->slot_stride *= 2; }},
+      {"labels_offset", [](RingLayout* l) { l->labels_offset = 1 << 30; }},
+      {"slot_count", [](RingLayout* l) { l->slot_count = 200; }},
+      {"batch_size", [](RingLayout* l) { l->batch_size = 1000; }},
+      {"height", [](RingLayout* l) { l->height = 0; }},
+  };
+  for (const Patch& patch : patches) {
+    *layout = good;
+    patch.apply(layout);
+    auto c = RingConsumer::Open(name, 5);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition)
+        << patch.field << ": " << c.status();
+  }
+  *layout = good;
+  auto c = RingConsumer::Open(name, 5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  // A published slot claiming more samples than the batch holds.
+  int slot = (*p)->Claim([] { return false; });
+  (*p)->Publish(slot, 0, 0, 0, 4, 0);
+  (*p)->Slot(slot).control->sample_count = 5;
+  auto got = (*c)->Acquire(0, absl::Seconds(5), nullptr);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+  // Later changes to the shared header do not move the consumer's views.
+  layout->slot_count = 256;
+  EXPECT_EQ((*c)->layout().slot_count, 2u);
 }
 
 TEST(LayoutTest, RejectsBadGeometryWithFieldName) {

@@ -145,19 +145,20 @@ class SessionCore {
 // ------------------------------------------------------------------ Batch
 
 struct Batch::Lease {
-  Lease(std::shared_ptr<SessionCore> c, int s)
-      : core(std::move(c)), slot(s), view(core->ring().Slot(s)) {}
+  Lease(std::shared_ptr<SessionCore> c, int s, const shm::SlotSnapshot& snap)
+      : core(std::move(c)), slot(s), view(core->ring().Slot(s)), snapshot(snap) {}
   ~Lease() { core->ring().Release(slot); }
   const shm::RingLayout& layout() const { return core->ring().layout(); }
 
   std::shared_ptr<SessionCore> core;
   int slot;
   shm::SlotView view;
+  shm::SlotSnapshot snapshot;  // Counts as validated when the slot was taken.
 };
 
 const uint8_t* Batch::data() const { return lease_->view.data; }
 uint64_t Batch::size_bytes() const { return sample_bytes() * samples(); }
-uint32_t Batch::samples() const { return lease_->view.control->sample_count; }
+uint32_t Batch::samples() const { return lease_->snapshot.sample_count; }
 uint32_t Batch::height() const { return lease_->layout().height; }
 uint32_t Batch::width() const { return lease_->layout().width; }
 uint32_t Batch::channels() const { return lease_->layout().channels; }
@@ -166,12 +167,10 @@ uint64_t Batch::sample_bytes() const { return lease_->layout().sample_bytes; }
 const int32_t* Batch::labels() const { return lease_->view.labels; }
 const uint32_t* Batch::status() const { return lease_->view.status; }
 const uint64_t* Batch::indices() const { return lease_->view.indices; }
-uint32_t Batch::error_count() const { return lease_->view.control->error_count; }
-uint64_t Batch::epoch() const { return lease_->view.control->epoch; }
-uint64_t Batch::batch_index() const { return lease_->view.control->batch_index; }
-uint64_t Batch::sequence() const {
-  return lease_->view.control->sequence.load(std::memory_order_relaxed);
-}
+uint32_t Batch::error_count() const { return lease_->snapshot.error_count; }
+uint64_t Batch::epoch() const { return lease_->snapshot.epoch; }
+uint64_t Batch::batch_index() const { return lease_->snapshot.batch_index; }
+uint64_t Batch::sequence() const { return lease_->snapshot.sequence; }
 const void* Batch::mapping_base() const { return lease_->core->ring().base(); }
 uint64_t Batch::mapping_size() const { return lease_->core->ring().size(); }
 
@@ -195,8 +194,9 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
   shm::RingConsumer& ring = core_->ring();
   const uint64_t t0 = shm::MonotonicNanos();
   SessionCore* core = core_.get();
-  absl::StatusOr<int> slot = ring.Acquire(next_sequence_, timeout,
-                                          [core] { return core->Liveness(); });
+  shm::SlotSnapshot snapshot;
+  absl::StatusOr<int> slot = ring.Acquire(
+      next_sequence_, timeout, [core] { return core->Liveness(); }, &snapshot);
   // Time blocked here is the starvation signal the daemon reports.
   ring.header().consumer_wait_ns.fetch_add(shm::MonotonicNanos() - t0,
                                            std::memory_order_relaxed);
@@ -204,7 +204,7 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
   ring.header().consumer_batches.fetch_add(1, std::memory_order_relaxed);
   ++next_sequence_;
   Batch b;
-  b.lease_ = std::make_shared<const Batch::Lease>(core_, *slot);
+  b.lease_ = std::make_shared<const Batch::Lease>(core_, *slot, snapshot);
   return b;
 }
 
@@ -231,11 +231,17 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& socket_path, absl::Duration timeout) {
   // A plain connect first, so a socket this user may not use reads as
   // PERMISSION_DENIED naming it, not as a daemon that does not answer.
+  // It also checks who serves there: the socket's folder must be writable
+  // only by its owner, and the server must run as that owner (or root).
   absl::StatusOr<int> probe = shm::ConnectUnix(socket_path, timeout);
   if (!probe.ok() && probe.status().code() == absl::StatusCode::kPermissionDenied) {
     return probe.status();
   }
-  if (probe.ok()) close(*probe);
+  if (probe.ok()) {
+    absl::Status verified = shm::VerifyServer(*probe, socket_path);
+    close(*probe);
+    if (!verified.ok()) return verified;
+  }
   auto impl = std::make_unique<Impl>();
   impl->socket_path = socket_path;
   impl->channel = grpc::CreateChannel("unix:" + socket_path,

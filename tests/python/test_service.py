@@ -218,3 +218,30 @@ def test_daemon_refuses_root_unless_told(tmp_path):
     assert out.returncode == 2
     assert "refusing to run as root" in out.stderr
     assert not os.path.exists(tmp_path / "s.sock")
+
+
+def test_socket_folders_others_can_write_are_refused(tmp_path):
+    """The daemon will not serve in a folder where another user could replace
+    its socket, and the client will not trust a server found in one."""
+    from conftest import ROOT_FLAG, STOKERCTL, STOKERD
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # Like /tmp.
+    out = subprocess.run([STOKERD, "--socket", str(shared / "s.sock"),
+                          "--metrics_address", "", *ROOT_FLAG],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 1
+    assert "lets other users create or replace sockets" in out.stderr
+    # Something listening there anyway (an impostor): the client refuses it.
+    impostor = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    impostor.bind(str(shared / "s.sock"))
+    impostor.listen(4)
+    try:
+        out = subprocess.run([STOKERCTL, "--socket", str(shared / "s.sock"),
+                              "health"], capture_output=True, text=True,
+                             timeout=20)
+        assert out.returncode == 1
+        assert "FAILED_PRECONDITION" in out.stderr
+        assert str(shared) in out.stderr
+    finally:
+        impostor.close()

@@ -1,0 +1,81 @@
+// Socket hygiene: folders others can write are refused, a socket's mode is
+// never set through a symlink, and a descriptor crosses a socket pair.
+#include "shm/fd_passing.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace stoker::shm {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/stoker-fdp-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(SocketFolder, OnlyOwnerWritableFoldersAreAccepted) {
+  const std::string dir = TempDir();
+  EXPECT_TRUE(CheckSocketFolder(dir + "/s.sock", geteuid()).ok());
+  chmod(dir.c_str(), 0775);
+  absl::Status s = CheckSocketFolder(dir + "/s.sock", geteuid());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("mode 0775"), std::string::npos) << s;
+  chmod(dir.c_str(), 01777);
+  EXPECT_EQ(ClaimSocketPath(dir + "/s.sock").code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SocketFolder, ModeIsNeverSetThroughASymlink) {
+  const std::string dir = TempDir();
+  const std::string victim = dir + "/victim";
+  std::ofstream(victim) << "x";
+  chmod(victim.c_str(), 0600);
+  std::filesystem::create_symlink(victim, dir + "/s.sock");
+  EXPECT_EQ(SetSocketMode(dir + "/s.sock", 0666).code(),
+            absl::StatusCode::kFailedPrecondition);
+  struct stat st {};
+  ASSERT_EQ(stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FdPassing, DescriptorAndMessageCrossASocketPair) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  const std::string dir = TempDir();
+  std::ofstream(dir + "/f") << "payload";
+  int fd = open((dir + "/f").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendWithFd(pair[0], "OK\n", fd).ok());
+  close(fd);
+  std::string msg;
+  int got = -1;
+  ASSERT_TRUE(ReceiveWithFd(pair[1], 64, &msg, &got).ok());
+  EXPECT_EQ(msg, "OK");
+  ASSERT_GE(got, 0);
+  char buf[8] = {};
+  EXPECT_EQ(read(got, buf, 7), 7);
+  EXPECT_STREQ(buf, "payload");
+  close(got);
+  // No newline within the limit: an error, and no descriptor leaks out.
+  ASSERT_TRUE(SendWithFd(pair[0], std::string(100, 'x'), -1).ok());
+  EXPECT_EQ(ReceiveWithFd(pair[1], 64, &msg, &got).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(got, -1);
+  close(pair[0]);
+  close(pair[1]);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stoker::shm

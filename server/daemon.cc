@@ -15,25 +15,11 @@
 #include "shm/segment.h"
 #include "util/log.h"
 #include "util/status_macros.h"
+#include "server/token.h"
 #include "util/version.h"
 
 namespace stoker {
 namespace {
-
-// 128 random bits as hex: a ring handoff token.
-std::string RandomToken() {
-  std::random_device rd;  // /dev/urandom on Linux.
-  std::string out;
-  for (int i = 0; i < 4; ++i) absl::StrAppend(&out, absl::Hex(rd(), absl::kZeroPad8));
-  return out;
-}
-
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size() || a.empty()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
 
 
 uint64_t RandomGeneration() {
@@ -141,7 +127,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
 }
 
 absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
-    const v1::OpenSessionRequest& request) {
+    const v1::OpenSessionRequest& request, const Caller& caller) {
   const v1::SessionSpec& spec = request.spec();
   STOKER_RETURN_IF_ERROR(ValidateSessionSpec(spec));
   uint64_t id;
@@ -191,6 +177,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
 
   Entry entry;
   entry.handoff_token = token;
+  entry.owner_uid = caller.uid;
   entry.pid_visible = request.client_pid() != 0 &&
                       !ProcessGone(request.client_pid());
   session->Start();
@@ -241,11 +228,18 @@ absl::StatusOr<int> Daemon::HandOffRing(uint64_t session_id,
 }
 
 absl::Status Daemon::Attach(uint64_t session_id,
-                            std::function<void()> on_close) {
+                            std::function<void()> on_close,
+                            const Caller& caller) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) {
     return absl::NotFoundError(absl::StrCat("no session ", session_id));
+  }
+  // Only the owner's process may hold the stream that keeps it alive.
+  if (caller.uid >= 0 && it->second.owner_uid >= 0 &&
+      caller.uid != it->second.owner_uid) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("session ", session_id, " belongs to another user"));
   }
   if (it->second.attached) {
     return absl::FailedPreconditionError(
@@ -269,7 +263,16 @@ void Daemon::Detach(uint64_t session_id, bool client_gone) {
   if (it != sessions_.end()) it->second.on_close = nullptr;
 }
 
-absl::Status Daemon::CloseSession(uint64_t session_id) {
+absl::Status Daemon::CloseSession(uint64_t session_id, const Caller& caller) {
+  if (!caller.admin) {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it != sessions_.end() && it->second.owner_uid != caller.uid) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "session ", session_id, " belongs to another user; only its owner "
+          "or an admin may close it"));
+    }
+  }
   if (!Close(session_id, shm::kClosedBySession, /*reclaimed=*/false)) {
     return absl::NotFoundError(absl::StrCat("no session ", session_id));
   }
@@ -349,7 +352,8 @@ struct Daemon::WarmState {
 };
 
 absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
-    const v1::WarmCacheRequest& request) {
+    const v1::WarmCacheRequest& request, const Caller& caller) {
+  STOKER_RETURN_IF_ERROR(RequireAdmin(caller, "warming the caches"));
   {
     absl::MutexLock lock(&mu_);
     if (!serving_ || stopping_) {
@@ -419,7 +423,7 @@ void Daemon::WaitForWarmJobs() {
   for (std::thread& t : threads) t.join();
 }
 
-v1::DaemonStats Daemon::GetStats() const {
+v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   v1::DaemonStats s;
   s.set_pid(static_cast<uint32_t>(getpid()));
   s.set_version(kVersion);
@@ -463,7 +467,7 @@ v1::DaemonStats Daemon::GetStats() const {
     p->set_busy_fraction(w->busy_fraction);
     p->set_queued(pool->queued());
   }
-  for (const auto& [id, e] : sessions_) *s.add_sessions() = EntryStats(e);
+  for (const auto& [id, e] : sessions_) *s.add_sessions() = VisibleStats(e, caller);
   std::sort(s.mutable_sessions()->begin(), s.mutable_sessions()->end(),
             [](const auto& a, const auto& b) { return a.session_id() < b.session_id(); });
   for (const auto& job : warm_jobs_) *s.add_warm_jobs() = job->Snapshot();

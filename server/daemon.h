@@ -34,6 +34,19 @@
 
 namespace stoker {
 
+// Who makes a call, as the adapter established it (server/ring_handoff.h
+// issues the tokens that prove a uid). The default, an in-process caller,
+// is an admin with no uid. Admins (root, the daemon's own user, members of
+// DaemonOptions::admin_gid) may resize pools, warm caches, and close and
+// inspect every session; others only their own.
+struct Caller {
+  int64_t uid = -1;
+  bool admin = true;
+  static Caller User(uid_t uid, bool admin) {
+    return Caller{static_cast<int64_t>(uid), admin};
+  }
+};
+
 struct DaemonOptions {
   int decode_threads = 0;  // 0: one per online core.
   int reader_threads = 64;  // Outstanding source reads.
@@ -51,6 +64,9 @@ struct DaemonOptions {
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
   DecodeLimits decode_limits;  // Per image: pixels, scans, memory.
   ScanLimits scan_limits;      // Per folder scan (cancel: set by Stop()).
+  // Group whose members are admins (besides root and the daemon's user);
+  // -1: none.
+  int64_t admin_gid = -1;
   // Socket path the ring handoff listens on (server/ring_handoff.h), told
   // to clients in OpenSessionResponse; empty: clients open rings by name.
   std::string handoff_socket;
@@ -67,14 +83,20 @@ class Daemon {
   absl::Status Start();
   void Stop();
 
+  // Every call below takes its caller; the session belongs to the caller's
+  // uid. With a handoff socket configured, callers must be authenticated
+  // (Authenticate) by the adapter; without one (in-process use) everyone
+  // is the default admin caller.
   absl::StatusOr<v1::OpenSessionResponse> OpenSession(
-      const v1::OpenSessionRequest& request);
+      const v1::OpenSessionRequest& request, const Caller& caller = Caller());
 
   // Registers the control stream of a session. `on_close` runs once, on an
   // arbitrary thread, when the daemon closes the session (CloseSession,
   // shutdown, reaper). NOT_FOUND for an unknown session,
-  // FAILED_PRECONDITION when another stream is attached.
-  absl::Status Attach(uint64_t session_id, std::function<void()> on_close);
+  // FAILED_PRECONDITION when another stream is attached, PERMISSION_DENIED
+  // for another user's session.
+  absl::Status Attach(uint64_t session_id, std::function<void()> on_close,
+                      const Caller& caller = Caller());
   // The attached stream is finished: forget its callback. If the client side
   // ended it (`client_gone`), the session is closed and its ring reclaimed.
   void Detach(uint64_t session_id, bool client_gone);
@@ -88,18 +110,31 @@ class Daemon {
   absl::StatusOr<int> HandOffRing(uint64_t session_id, const std::string& token,
                                   uid_t peer_uid, pid_t peer_pid);
 
-  absl::Status CloseSession(uint64_t session_id);
-  v1::DaemonStats GetStats() const;
-  std::vector<v1::SessionStats> ListSessions() const;
+  // PERMISSION_DENIED unless the caller owns the session or is an admin.
+  absl::Status CloseSession(uint64_t session_id, const Caller& caller = Caller());
+  // Other users' sessions are listed without their dataset and pid unless
+  // the caller is an admin.
+  v1::DaemonStats GetStats(const Caller& caller = Caller()) const;
+  std::vector<v1::SessionStats> ListSessions(const Caller& caller = Caller()) const;
+  // Admins only (PERMISSION_DENIED otherwise), like WarmCache.
   absl::StatusOr<v1::ResizePoolResponse> ResizePool(
-      const v1::ResizePoolRequest& request);
+      const v1::ResizePoolRequest& request, const Caller& caller = Caller());
+
+  // Authentication (server/daemon_auth.cc). True when calls must present a
+  // token: a handoff socket is configured.
+  bool auth_required() const { return !options_.handoff_socket.empty(); }
+  // The token of `uid` (one per uid for the daemon's life; handed only to a
+  // peer whose SO_PEERCRED uid it is), its admin status re-evaluated now.
+  std::string IssueToken(uid_t uid);
+  // The caller a token stands for; UNAUTHENTICATED for an unknown one.
+  absl::StatusOr<Caller> Authenticate(const std::string& token) const;
   // Recorded for stats only (the /metrics exporter lives outside the core).
   void SetMetricsPort(int port) { metrics_port_.store(port); }
 
   // Starts warming a dataset's encoded samples into L1/L2 in the
   // background with at most `concurrency` reads at once.
   absl::StatusOr<v1::WarmCacheResponse> WarmCache(
-      const v1::WarmCacheRequest& request);
+      const v1::WarmCacheRequest& request, const Caller& caller = Caller());
   // Waits for every warm job to finish (tests, benchmarks).
   void WaitForWarmJobs();
   L2Cache* l2() { return l2_.get(); }
@@ -140,6 +175,10 @@ class Daemon {
   void UpdateWindows(double dt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Autotune() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::SessionStats EntryStats(const Entry& e) const;
+  // EntryStats, without what `caller` may not see of another's session.
+  v1::SessionStats VisibleStats(const Entry& e, const Caller& caller) const;
+  static absl::Status RequireAdmin(const Caller& caller, const char* what);
+  bool IsAdmin(uid_t uid) const;
   ThreadPool* Pool(const std::string& name);
   struct WarmState;
   void RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency);
@@ -179,6 +218,12 @@ class Daemon {
   uint64_t autotune_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> metrics_port_{0};
   std::atomic<bool> stopping_scans_{false};  // Set first thing in Stop().
+  struct Token {
+    std::string secret;
+    bool admin = false;
+  };
+  mutable absl::Mutex auth_mu_;
+  absl::flat_hash_map<uid_t, Token> tokens_ ABSL_GUARDED_BY(auth_mu_);
   std::vector<std::shared_ptr<WarmState>> warm_jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> warm_threads_ ABSL_GUARDED_BY(mu_);
 };

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/daemon.h"
 #include "util/log.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
@@ -102,10 +103,10 @@ v1::SessionStats Daemon::EntryStats(const Entry& e) const {
   return s;
 }
 
-std::vector<v1::SessionStats> Daemon::ListSessions() const {
+std::vector<v1::SessionStats> Daemon::ListSessions(const Caller& caller) const {
   std::vector<v1::SessionStats> out;
   absl::MutexLock lock(&mu_);
-  for (const auto& [id, e] : sessions_) out.push_back(EntryStats(e));
+  for (const auto& [id, e] : sessions_) out.push_back(VisibleStats(e, caller));
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.session_id() < b.session_id();
   });
@@ -119,7 +120,8 @@ ThreadPool* Daemon::Pool(const std::string& name) {
 }
 
 absl::StatusOr<v1::ResizePoolResponse> Daemon::ResizePool(
-    const v1::ResizePoolRequest& request) {
+    const v1::ResizePoolRequest& request, const Caller& caller) {
+  STOKER_RETURN_IF_ERROR(RequireAdmin(caller, "resizing pools"));
   if (request.threads() < 1 || request.threads() > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "threads ", request.threads(), " must be in 1..1024"));

@@ -189,5 +189,52 @@ TEST(DaemonStartTest, RemovesRingsOfDeadDaemons) {
   EXPECT_EQ(d.GetStats().stale_segments_removed(), 1u);
 }
 
+TEST_F(DaemonTest, CallersTouchOnlyTheirOwnSessionsUnlessAdmin) {
+  const Caller alice = Caller::User(5001, /*admin=*/false);
+  const Caller bob = Caller::User(5002, /*admin=*/false);
+  const Caller admin = Caller::User(0, /*admin=*/true);
+  auto resp = daemon_->OpenSession(Request(), alice);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const uint64_t id = resp->session_id();
+  // Bob sees that a session exists, not whose data it reads.
+  auto seen = daemon_->ListSessions(bob);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].dataset(), "(another user's session)");
+  EXPECT_EQ(seen[0].client_uid(), 5001);
+  EXPECT_NE(daemon_->ListSessions(alice)[0].dataset().find(*root_), std::string::npos);
+  EXPECT_NE(daemon_->GetStats(admin).sessions(0).dataset().find(*root_),
+            std::string::npos);
+  // Only alice or an admin may close or attach to it; pools are admins'.
+  EXPECT_EQ(daemon_->CloseSession(id, bob).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(daemon_->Attach(id, [] {}, bob).code(), absl::StatusCode::kPermissionDenied);
+  v1::ResizePoolRequest resize;
+  resize.set_pool("decode");
+  resize.set_threads(1);
+  EXPECT_EQ(daemon_->ResizePool(resize, alice).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(daemon_->ResizePool(resize, admin).ok());
+  v1::WarmCacheRequest warm;
+  *warm.mutable_dataset() = Request().spec().dataset();
+  EXPECT_EQ(daemon_->WarmCache(warm, bob).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // The ring goes only to alice's uid.
+  EXPECT_EQ(daemon_->HandOffRing(id, resp->ring().handoff_token(), 5002, 0)
+                .status()
+                .code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(daemon_->CloseSession(id, alice).ok());
+  // Tokens: one per uid, and only issued tokens authenticate.
+  const std::string t = daemon_->IssueToken(5001);
+  EXPECT_EQ(daemon_->IssueToken(5001), t);
+  EXPECT_NE(daemon_->IssueToken(5002), t);
+  auto who = daemon_->Authenticate(t);
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->uid, 5001);
+  EXPECT_FALSE(who->admin);
+  EXPECT_TRUE(daemon_->Authenticate(daemon_->IssueToken(0))->admin);
+  EXPECT_EQ(daemon_->Authenticate("0123").status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -37,12 +37,16 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, Fn&& fn) {
 // makes Finish happen at most once and never after the reactor is gone.
 class AttachReactor : public grpc::ServerWriteReactor<v1::AttachEvent> {
  public:
-  AttachReactor(Daemon* daemon, uint64_t session_id)
+  AttachReactor(Daemon* daemon, uint64_t session_id,
+                const absl::StatusOr<Caller>& caller)
       : daemon_(daemon), id_(session_id), state_(std::make_shared<State>()) {
     state_->reactor = this;
     std::shared_ptr<State> state = state_;
     absl::Status st =
-        daemon_->Attach(id_, [state] { state->FinishOnce(grpc::Status::OK); });
+        caller.ok() ? daemon_->Attach(
+                          id_, [state] { state->FinishOnce(grpc::Status::OK); },
+                          *caller)
+                    : caller.status();
     if (!st.ok()) {
       attached_ = false;
       state_->FinishOnce(ToGrpcStatus(st));
@@ -122,54 +126,74 @@ void GrpcService::WaitForOffloaded() {
       +[](int* n) { return *n == 0; }, &offloaded_));
 }
 
+absl::StatusOr<Caller> GrpcService::CallerOf(grpc::CallbackServerContext* ctx) {
+  if (!daemon_->auth_required()) return Caller();
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(shm::kCallerTokenMetadata);
+  if (it == md.end()) return daemon_->Authenticate("");
+  return daemon_->Authenticate(std::string(it->second.data(), it->second.size()));
+}
+
 // Both scan a dataset, which may take long: never on gRPC's threads.
 grpc::ServerUnaryReactor* GrpcService::OpenSession(
     grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req,
     v1::OpenSessionResponse* resp) {
-  return Offload(ctx, [this, req, resp] {
-    return Into(daemon_->OpenSession(*req), resp);
+  absl::StatusOr<Caller> caller = CallerOf(ctx);
+  return Offload(ctx, [this, req, resp, caller] {
+    if (!caller.ok()) return caller.status();
+    return Into(daemon_->OpenSession(*req, *caller), resp);
   });
 }
 
 grpc::ServerUnaryReactor* GrpcService::WarmCache(
     grpc::CallbackServerContext* ctx, const v1::WarmCacheRequest* req,
     v1::WarmCacheResponse* resp) {
-  return Offload(ctx, [this, req, resp] {
-    return Into(daemon_->WarmCache(*req), resp);
+  absl::StatusOr<Caller> caller = CallerOf(ctx);
+  return Offload(ctx, [this, req, resp, caller] {
+    if (!caller.ok()) return caller.status();
+    return Into(daemon_->WarmCache(*req, *caller), resp);
   });
 }
 
 grpc::ServerUnaryReactor* GrpcService::ResizePool(
     grpc::CallbackServerContext* ctx, const v1::ResizePoolRequest* req,
     v1::ResizePoolResponse* resp) {
-  return Unary(ctx, [&] { return Into(daemon_->ResizePool(*req), resp); });
+  return Unary(ctx, [&]() -> absl::Status {
+    STOKER_ASSIGN_OR_RETURN(Caller caller, CallerOf(ctx));
+    return Into(daemon_->ResizePool(*req, caller), resp);
+  });
 }
 
 grpc::ServerUnaryReactor* GrpcService::ListSessions(
     grpc::CallbackServerContext* ctx, const v1::ListSessionsRequest* /*req*/,
     v1::ListSessionsResponse* resp) {
-  return Unary(ctx, [&] {
-    for (auto& s : daemon_->ListSessions()) *resp->add_sessions() = std::move(s);
+  return Unary(ctx, [&]() -> absl::Status {
+    STOKER_ASSIGN_OR_RETURN(Caller caller, CallerOf(ctx));
+    for (auto& s : daemon_->ListSessions(caller)) *resp->add_sessions() = std::move(s);
     return absl::OkStatus();
   });
 }
 
 grpc::ServerWriteReactor<v1::AttachEvent>* GrpcService::Attach(
-    grpc::CallbackServerContext* /*ctx*/, const v1::AttachRequest* req) {
-  return new AttachReactor(daemon_, req->session_id());
+    grpc::CallbackServerContext* ctx, const v1::AttachRequest* req) {
+  return new AttachReactor(daemon_, req->session_id(), CallerOf(ctx));
 }
 
 grpc::ServerUnaryReactor* GrpcService::CloseSession(
     grpc::CallbackServerContext* ctx, const v1::CloseSessionRequest* req,
     v1::CloseSessionResponse* /*resp*/) {
-  return Unary(ctx, [&] { return daemon_->CloseSession(req->session_id()); });
+  return Unary(ctx, [&]() -> absl::Status {
+    STOKER_ASSIGN_OR_RETURN(Caller caller, CallerOf(ctx));
+    return daemon_->CloseSession(req->session_id(), caller);
+  });
 }
 
 grpc::ServerUnaryReactor* GrpcService::GetStats(
     grpc::CallbackServerContext* ctx, const v1::GetStatsRequest* /*req*/,
     v1::DaemonStats* resp) {
-  return Unary(ctx, [&] {
-    *resp = daemon_->GetStats();
+  return Unary(ctx, [&]() -> absl::Status {
+    STOKER_ASSIGN_OR_RETURN(Caller caller, CallerOf(ctx));
+    *resp = daemon_->GetStats(caller);
     return absl::OkStatus();
   });
 }

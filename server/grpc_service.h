@@ -25,6 +25,7 @@ namespace stoker {
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
 
+
 class GrpcService final : public v1::Stoker::CallbackService {
  public:
   explicit GrpcService(Daemon* daemon) : daemon_(daemon) {}
@@ -56,6 +57,9 @@ class GrpcService final : public v1::Stoker::CallbackService {
  private:
   template <typename Fn>
   grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* ctx, Fn fn);
+  // The caller the call's token stands for (the default caller when the
+  // daemon needs no authentication).
+  absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* ctx);
 
   Daemon* const daemon_;
   absl::Mutex mu_;

@@ -78,6 +78,12 @@ void RingHandoffServer::HandleOne(int sock) {
   absl::Status s = peer.status();
   if (s.ok()) s = shm::ReceiveWithFd(sock, 256, &request, &stray);
   if (stray >= 0) close(stray);
+  if (s.ok() && request == "STOKER-AUTH 1") {
+    shm::SendWithFd(sock, absl::StrCat("OK ", daemon_->IssueToken(peer->uid), "\n"),
+                    -1)
+        .IgnoreError();
+    return;
+  }
   std::vector<std::string> parts = absl::StrSplit(request, ' ');
   uint64_t session_id = 0;
   if (s.ok() && (parts.size() != 4 || parts[0] != "STOKER-RING" ||

@@ -1,6 +1,7 @@
 // The ring handoff: a small Unix-socket server that gives each session's
 // client its ring as a file descriptor (SCM_RIGHTS; protocol in
-// shm/fd_passing.h). Segments stay 0600 and owned by the daemon's user, so
+// shm/fd_passing.h), and gives each client the caller token of its uid
+// (SO_PEERCRED), which the control channel then requires. Segments stay 0600 and owned by the daemon's user, so
 // no other user can open a ring by name, while a trainer of any uid in the
 // socket's group maps its own. An adapter over Daemon::HandOffRing, like
 // the gRPC one: no logic of its own beyond the wire format.

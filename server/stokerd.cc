@@ -2,6 +2,7 @@
 // socket and fills each session's prefetch ring in /dev/shm. Stops cleanly
 // on SIGTERM or SIGINT: rings are closed (clients see "shutting down"),
 // removed, and the socket file is unlinked.
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/daemon.h"
+#include "shm/fd_passing.h"
 #include "server/grpc_service.h"
 #include "server/metrics.h"
 #include "server/ring_handoff.h"
@@ -68,6 +70,10 @@ ABSL_FLAG(uint64_t, max_dataset_files, stoker::ScanLimits().max_files,
           "Most directory entries a folder dataset's scan may see.");
 ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
           "Longest a folder dataset's scan may take (e.g. 10m, 90s).");
+ABSL_FLAG(std::string, admin_group, "",
+          "Group whose members may resize pools, warm caches, and see and "
+          "close every session (root and the daemon's own user always may); "
+          "others see and close only their own sessions.");
 ABSL_FLAG(bool, allow_root, false,
           "Serve as root. Refused otherwise: a root daemon reads any file for "
           "any user of its socket. (Embedded daemons, bound to their owner by "
@@ -166,6 +172,15 @@ int main(int argc, char** argv) {
   options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
   options.autotune = absl::GetFlag(FLAGS_autotune);
   options.max_decode_threads = absl::GetFlag(FLAGS_max_decode_threads);
+  if (const std::string group = absl::GetFlag(FLAGS_admin_group); !group.empty()) {
+    const struct group* g = getgrnam(group.c_str());
+    if (g == nullptr) {
+      std::fprintf(stderr, "stokerd: --admin_group %s: no such group\n",
+                   group.c_str());
+      return 2;
+    }
+    options.admin_gid = g->gr_gid;
+  }
   options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
   options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
@@ -180,7 +195,7 @@ int main(int argc, char** argv) {
   }
   // Rings reach clients as descriptors over this socket (next to the
   // control socket, same mode): segments stay 0600 and the daemon's.
-  options.handoff_socket = socket_path + ".ring";
+  options.handoff_socket = stoker::shm::RingSocketPath(socket_path);
   if (options.reader_threads < 1 || options.reader_threads > 4096) {
     std::fprintf(stderr, "stokerd: --reader_threads must be in 1..4096\n");
     return 2;

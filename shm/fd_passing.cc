@@ -8,8 +8,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -138,23 +140,25 @@ absl::StatusOr<int> ConnectUnix(const std::string& path,
   return sock;
 }
 
-absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
-                                  uint64_t session_id,
-                                  const std::string& token) {
+namespace {
+
+// One request/answer exchange on the ring socket, the server verified;
+// returns the answer line and its descriptor (-1 if none; caller closes).
+absl::StatusOr<std::pair<std::string, int>> Exchange(
+    const std::string& socket_path, const std::string& request) {
   STOKER_ASSIGN_OR_RETURN(int sock, ConnectUnix(socket_path, absl::Seconds(10)));
-  if (absl::Status v = VerifyServer(sock, socket_path); !v.ok()) {
-    close(sock);
-    return v;
-  }
-  absl::Status s = SendWithFd(
-      sock, absl::StrCat("STOKER-RING 1 ", session_id, " ", token, "\n"), -1);
+  absl::Status s = VerifyServer(sock, socket_path);
+  if (s.ok()) s = SendWithFd(sock, request, -1);
   std::string reply;
   int fd = -1;
   if (s.ok()) s = ReceiveWithFd(sock, 4096, &reply, &fd);
   close(sock);
   if (!s.ok()) return s;
-  if (reply == "OK" && fd >= 0) return fd;
-  if (fd >= 0) close(fd);
+  return std::make_pair(reply, fd);
+}
+
+// The daemon's "ERR <code> <message>" as a Status.
+absl::Status ErrorReply(const std::string& reply, const std::string& socket_path) {
   std::vector<std::string> parts = absl::StrSplit(reply, absl::MaxSplits(' ', 2));
   int code = 0;
   if (parts.size() == 3 && parts[0] == "ERR" && absl::SimpleAtoi(parts[1], &code) &&
@@ -163,6 +167,29 @@ absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
   }
   return absl::InternalError(
       absl::StrCat("unexpected answer from the ring socket ", socket_path));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path) {
+  STOKER_ASSIGN_OR_RETURN(auto answer, Exchange(socket_path, "STOKER-AUTH 1\n"));
+  if (answer.second >= 0) close(answer.second);
+  if (absl::StartsWith(answer.first, "OK ") && answer.first.size() > 3) {
+    return answer.first.substr(3);
+  }
+  return ErrorReply(answer.first, socket_path);
+}
+
+absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
+                                  uint64_t session_id,
+                                  const std::string& token) {
+  STOKER_ASSIGN_OR_RETURN(
+      auto answer,
+      Exchange(socket_path,
+               absl::StrCat("STOKER-RING 1 ", session_id, " ", token, "\n")));
+  if (answer.first == "OK" && answer.second >= 0) return answer.second;
+  if (answer.second >= 0) close(answer.second);
+  return ErrorReply(answer.first, socket_path);
 }
 
 namespace {

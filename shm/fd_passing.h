@@ -8,8 +8,13 @@
 //   daemon -> "OK\n" with the segment's fd attached, or
 //             "ERR <canonical code number> <message>\n" without one.
 // The token is a secret the daemon returned to the session's opener over
-// the control channel; the daemon also records the peer's credentials
-// (SO_PEERCRED) as the session's owner.
+// the control channel; the peer's uid (SO_PEERCRED) must be the session's
+// owner.
+//
+// The same socket proves who a client is to the control channel:
+//   client -> "STOKER-AUTH 1\n"
+//   daemon -> "OK <caller token>\n"  (the token of the peer's uid)
+// and the client sends that token with every control call.
 //
 // Functions here are thread-safe and own nothing but what they return.
 #ifndef STOKER_SHM_FD_PASSING_H_
@@ -25,6 +30,14 @@
 #include "absl/time/time.h"
 
 namespace stoker::shm {
+
+// gRPC metadata key under which clients send their caller token.
+inline constexpr char kCallerTokenMetadata[] = "stoker-caller-token";
+
+// The ring socket next to control socket `socket_path`.
+inline std::string RingSocketPath(const std::string& socket_path) {
+  return socket_path + ".ring";
+}
 
 struct PeerCredentials {
   pid_t pid = 0;
@@ -52,6 +65,10 @@ absl::Status SetSocketTimeout(int sock, absl::Duration timeout);
 absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
                                   uint64_t session_id,
                                   const std::string& token);
+
+// Client side of the second exchange: the caller token of this process's
+// uid from the daemon's ring socket `socket_path`.
+absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path);
 
 // Connects a SOCK_STREAM socket to `path` (caller closes). PERMISSION_DENIED
 // naming the socket when this user may not use it.

@@ -32,14 +32,20 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d) {
 
 constexpr absl::Duration kRpcTimeout = absl::Seconds(60);
 
+// Who this process is, for the daemon: the token its ring socket gave.
+void Identify(grpc::ClientContext* ctx, const std::string& token) {
+  if (!token.empty()) ctx->AddMetadata(shm::kCallerTokenMetadata, token);
+}
+
 // One unary call on the stub with the standard deadline.
 template <typename Req, typename Resp>
 absl::StatusOr<Resp> Call(
-    v1::Stoker::Stub* stub,
+    v1::Stoker::Stub* stub, const std::string& token,
     grpc::Status (v1::Stoker::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
     const Req& req) {
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(kRpcTimeout));
+  Identify(&ctx, token);
   Resp resp;
   STOKER_RETURN_IF_ERROR(FromGrpc((stub->*method)(&ctx, req, &resp)));
   return resp;
@@ -70,16 +76,20 @@ absl::StatusOr<std::unique_ptr<shm::RingConsumer>> MapRing(
 // the last batch.
 class SessionCore {
  public:
-  SessionCore(std::shared_ptr<v1::Stoker::Stub> stub,
+  SessionCore(std::shared_ptr<v1::Stoker::Stub> stub, std::string token,
               v1::OpenSessionResponse info,
               std::unique_ptr<shm::RingConsumer> ring)
-      : stub_(std::move(stub)), info_(std::move(info)), ring_(std::move(ring)) {}
+      : stub_(std::move(stub)),
+        token_(std::move(token)),
+        info_(std::move(info)),
+        ring_(std::move(ring)) {}
   ~SessionCore() { EndAttach(); }
 
   // Opens the Attach stream and waits for the daemon's ATTACHED event.
   absl::Status StartAttach() {
     v1::AttachRequest req;
     req.set_session_id(info_.session_id());
+    Identify(&attach_ctx_, token_);
     reader_ = stub_->Attach(&attach_ctx_, req);
     v1::AttachEvent ev;
     if (!reader_->Read(&ev)) {
@@ -119,6 +129,7 @@ class SessionCore {
   absl::Status Close(absl::Duration timeout) {
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline(timeout));
+    Identify(&ctx, token_);
     v1::CloseSessionRequest req;
     req.set_session_id(info_.session_id());
     v1::CloseSessionResponse resp;
@@ -132,6 +143,7 @@ class SessionCore {
 
  private:
   const std::shared_ptr<v1::Stoker::Stub> stub_;
+  const std::string token_;
   const v1::OpenSessionResponse info_;
   const std::unique_ptr<shm::RingConsumer> ring_;
   grpc::ClientContext attach_ctx_;
@@ -217,6 +229,7 @@ absl::Status Session::Close() {
 
 struct Client::Impl {
   std::string socket_path;
+  std::string token;  // Caller token; empty for a daemon without a ring socket.
   std::shared_ptr<grpc::Channel> channel;
   std::shared_ptr<v1::Stoker::Stub> stub;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
@@ -231,8 +244,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& socket_path, absl::Duration timeout) {
   // A plain connect first, so a socket this user may not use reads as
   // PERMISSION_DENIED naming it, not as a daemon that does not answer.
-  // It also checks who serves there: the socket's folder must be writable
-  // only by its owner, and the server must run as that owner (or root).
+  // Who serves there: the socket's folder must be writable only by its
+  // owner, and the server must run as that owner (or root). Checked now if
+  // something listens already, and again once the daemon answers.
   absl::StatusOr<int> probe = shm::ConnectUnix(socket_path, timeout);
   if (!probe.ok() && probe.status().code() == absl::StatusCode::kPermissionDenied) {
     return probe.status();
@@ -240,7 +254,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   if (probe.ok()) {
     absl::Status verified = shm::VerifyServer(*probe, socket_path);
     close(*probe);
-    if (!verified.ok()) return verified;
+    STOKER_RETURN_IF_ERROR(verified);
   }
   auto impl = std::make_unique<Impl>();
   impl->socket_path = socket_path;
@@ -250,6 +264,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     return absl::UnavailableError(absl::StrCat(
         "no stokerd answering on unix:", socket_path, " within ",
         absl::FormatDuration(timeout)));
+  }
+  // Then this process's caller token, from the ring socket the daemon opens
+  // before its control socket (none: a daemon that asks for none).
+  STOKER_ASSIGN_OR_RETURN(int sock, shm::ConnectUnix(socket_path, timeout));
+  absl::Status verified = shm::VerifyServer(sock, socket_path);
+  close(sock);
+  STOKER_RETURN_IF_ERROR(verified);
+  const std::string ring_socket = shm::RingSocketPath(socket_path);
+  if (access(ring_socket.c_str(), F_OK) == 0) {
+    STOKER_ASSIGN_OR_RETURN(impl->token, shm::RequestCallerToken(ring_socket));
   }
   impl->stub = v1::Stoker::NewStub(impl->channel);
   impl->health = grpc::health::v1::Health::NewStub(impl->channel);
@@ -264,13 +288,15 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   v1::OpenSessionResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(kRpcTimeout));
+  Identify(&ctx, impl_->token);
   STOKER_RETURN_IF_ERROR(FromGrpc(impl_->stub->OpenSession(&ctx, req, &resp)));
   auto ring = MapRing(resp);
   if (!ring.ok()) {
     CloseSession(resp.session_id()).IgnoreError();
     return ring.status();
   }
-  auto core = std::make_shared<SessionCore>(impl_->stub, resp, *std::move(ring));
+  auto core = std::make_shared<SessionCore>(impl_->stub, impl_->token, resp,
+                                            *std::move(ring));
   if (absl::Status s = core->StartAttach(); !s.ok()) {
     CloseSession(resp.session_id()).IgnoreError();
     return s;
@@ -279,18 +305,18 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
 }
 
 absl::StatusOr<v1::DaemonStats> Client::GetStats() {
-  return Call(impl_->stub.get(), &v1::Stoker::Stub::GetStats, v1::GetStatsRequest());
+  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::GetStats, v1::GetStatsRequest());
 }
 
 absl::StatusOr<v1::WarmCacheResponse> Client::WarmCache(
     const v1::WarmCacheRequest& request) {
-  return Call(impl_->stub.get(), &v1::Stoker::Stub::WarmCache, request);
+  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::WarmCache, request);
 }
 
 absl::Status Client::CloseSession(uint64_t session_id) {
   v1::CloseSessionRequest req;
   req.set_session_id(session_id);
-  return Call(impl_->stub.get(), &v1::Stoker::Stub::CloseSession, req).status();
+  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::CloseSession, req).status();
 }
 
 absl::StatusOr<v1::ResizePoolResponse> Client::ResizePool(
@@ -298,11 +324,11 @@ absl::StatusOr<v1::ResizePoolResponse> Client::ResizePool(
   v1::ResizePoolRequest req;
   req.set_pool(pool);
   req.set_threads(threads);
-  return Call(impl_->stub.get(), &v1::Stoker::Stub::ResizePool, req);
+  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::ResizePool, req);
 }
 
 absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
-  return Call(impl_->stub.get(), &v1::Stoker::Stub::ListSessions,
+  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::ListSessions,
               v1::ListSessionsRequest());
 }
 

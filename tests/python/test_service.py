@@ -245,3 +245,61 @@ def test_socket_folders_others_can_write_are_refused(tmp_path):
         assert str(shared) in out.stderr
     finally:
         impostor.close()
+
+
+def ctl(user, service, *args):
+    stokerctl = os.path.join(service["bundle"], "bin", "stokerctl")
+    return subprocess.run(as_user(user, stokerctl, "--socket", service["socket"],
+                                  *args), capture_output=True, text=True)
+
+
+@needs_users
+def test_users_may_touch_only_their_own_sessions(service):
+    py = os.path.join(service["bundle"], "lib", "stoker", "python")
+    holder = subprocess.Popen(
+        as_user(TRAINER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                HOLD, service["data"], service["socket"]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding", holder.stderr.read()
+        # The daemon's own user is an admin: it sees the session in full.
+        out = ctl(DAEMON_USER, service, "stats", "--json")
+        assert out.returncode == 0, out.stderr
+        (session,) = json.loads(out.stdout)["sessions"]
+        sid = str(session["session_id"])
+        assert session["dataset"] == f"folder:{service['data']}"
+        assert int(session["client_uid"]) == pwd.getpwnam(TRAINER).pw_uid
+        # Another member of the socket's group: no path, no pid, no close,
+        # no resize.
+        out = ctl(TRAINER2, service, "stats", "--json")
+        assert out.returncode == 0, out.stderr
+        (seen,) = json.loads(out.stdout)["sessions"]
+        assert seen["dataset"] == "(another user's session)"
+        assert int(seen.get("client_pid", 0)) == 0
+        assert service["data"] not in ctl(TRAINER2, service, "sessions").stdout
+        out = ctl(TRAINER2, service, "close", "--session", sid)
+        assert out.returncode == 1 and "PERMISSION_DENIED" in out.stderr
+        out = ctl(TRAINER2, service, "resize", "--pool", "decode", "--threads", "1")
+        assert out.returncode == 1 and "PERMISSION_DENIED" in out.stderr
+        assert holder.poll() is None  # Still reading.
+        # The owner may close it.
+        out = ctl(TRAINER, service, "close", "--session", sid)
+        assert out.returncode == 0, out.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@needs_users
+def test_calls_without_a_caller_token_are_unauthenticated(service):
+    grpc = pytest.importorskip("grpc")
+    with grpc.insecure_channel("unix:" + service["socket"]) as channel:
+        call = channel.unary_unary("/stoker.v1.Stoker/ListSessions",
+                                   request_serializer=lambda b: b,
+                                   response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as err:
+            call(b"", timeout=10)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError) as err:
+            call(b"", timeout=10, metadata=[("stoker-caller-token", "0" * 32)])
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -1,0 +1,75 @@
+// Daemon: who may do what. Tokens prove a caller's uid (issued over the
+// ring handoff socket to the peer SO_PEERCRED names); admins are root, the
+// daemon's own user and members of the admin group.
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/daemon.h"
+#include "server/token.h"
+
+namespace stoker {
+
+bool Daemon::IsAdmin(uid_t uid) const {
+  if (uid == 0 || uid == geteuid()) return true;
+  if (options_.admin_gid < 0) return false;
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || !found) {
+    return false;
+  }
+  const gid_t admin = static_cast<gid_t>(options_.admin_gid);
+  if (pw.pw_gid == admin) return true;
+  int n = 64;
+  std::vector<gid_t> groups(n);
+  if (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
+    groups.resize(n);
+    if (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) return false;
+  }
+  groups.resize(n);
+  for (gid_t g : groups) {
+    if (g == admin) return true;
+  }
+  return false;
+}
+
+std::string Daemon::IssueToken(uid_t uid) {
+  const bool admin = IsAdmin(uid);  // Group membership may have changed.
+  absl::MutexLock lock(&auth_mu_);
+  Token& t = tokens_[uid];
+  if (t.secret.empty()) t.secret = RandomToken();
+  t.admin = admin;
+  return t.secret;
+}
+
+absl::StatusOr<Caller> Daemon::Authenticate(const std::string& token) const {
+  absl::MutexLock lock(&auth_mu_);
+  for (const auto& [uid, t] : tokens_) {
+    if (ConstantTimeEquals(token, t.secret)) return Caller::User(uid, t.admin);
+  }
+  return absl::UnauthenticatedError(
+      "this call needs the caller token the daemon's ring socket "
+      "(<socket>.ring) hands out; use the Stoker client library");
+}
+
+absl::Status Daemon::RequireAdmin(const Caller& caller, const char* what) {
+  if (caller.admin) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      what, " is for admins (root, the daemon's user, or its --admin_group); "
+      "uid ", caller.uid, " is none"));
+}
+
+v1::SessionStats Daemon::VisibleStats(const Entry& e, const Caller& caller) const {
+  v1::SessionStats s = EntryStats(e);
+  if (!caller.admin && e.owner_uid != caller.uid) {
+    s.set_dataset("(another user's session)");
+    s.set_client_pid(0);
+  }
+  return s;
+}
+
+}  // namespace stoker

@@ -4,6 +4,7 @@ Python), a user outside it is refused at connect, and no user can open
 another's ring by name. Also systemd's readiness protocol (Type=notify).
 Needs root to create the users; skipped with a message otherwise."""
 
+import contextlib
 import json
 import os
 import pwd
@@ -139,6 +140,23 @@ def test_group_member_reads_and_outsider_is_refused(service):
     assert "PERMISSION_DENIED" in out.stderr and service["socket"] in out.stderr
 
 
+@contextlib.contextmanager
+def holding_session(service):
+    """TRAINER's Loader (the bundle's Python package) holding a batch of an
+    open session until the block ends."""
+    py = os.path.join(service["bundle"], "lib", "stoker", "python")
+    holder = subprocess.Popen(
+        as_user(TRAINER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                HOLD, service["data"], service["socket"]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding", holder.stderr.read()
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 HOLD = r"""
 import sys, time
 import stoker
@@ -153,13 +171,7 @@ time.sleep(30)
 
 @needs_users
 def test_another_user_cannot_open_a_ring_by_name(service):
-    py = os.path.join(service["bundle"], "lib", "stoker", "python")
-    holder = subprocess.Popen(
-        as_user(TRAINER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
-                HOLD, service["data"], service["socket"]),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "holding", holder.stderr.read()
+    with holding_session(service):
         rings = [n for n in os.listdir("/dev/shm") if n.startswith("stoker-svc.")]
         assert len(rings) == 1
         st = os.stat(os.path.join("/dev/shm", rings[0]))
@@ -176,9 +188,6 @@ def test_another_user_cannot_open_a_ring_by_name(service):
                                          rings[0]),
                                  capture_output=True, text=True)
             assert out.stdout.strip() == "denied", (user, out.stderr)
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_readiness_is_signalled_to_systemd(tmp_path):
@@ -255,13 +264,7 @@ def ctl(user, service, *args):
 
 @needs_users
 def test_users_may_touch_only_their_own_sessions(service):
-    py = os.path.join(service["bundle"], "lib", "stoker", "python")
-    holder = subprocess.Popen(
-        as_user(TRAINER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
-                HOLD, service["data"], service["socket"]),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "holding", holder.stderr.read()
+    with holding_session(service) as holder:
         # The daemon's own user is an admin: it sees the session in full.
         out = ctl(DAEMON_USER, service, "stats", "--json")
         assert out.returncode == 0, out.stderr
@@ -285,9 +288,6 @@ def test_users_may_touch_only_their_own_sessions(service):
         # The owner may close it.
         out = ctl(TRAINER, service, "close", "--session", sid)
         assert out.returncode == 0, out.stderr
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 @needs_users

@@ -16,6 +16,7 @@
 #include "util/log.h"
 #include "util/status_macros.h"
 #include "server/token.h"
+#include "util/process.h"
 #include "util/version.h"
 
 namespace stoker {
@@ -27,9 +28,6 @@ uint64_t RandomGeneration() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-bool ProcessGone(uint32_t pid) {
-  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
 
 }  // namespace
 
@@ -304,7 +302,18 @@ void Daemon::Finish(Entry entry, shm::CloseReason reason) {
 
 void Daemon::ReapLoop() {
   uint64_t last = shm::MonotonicNanos();
+  absl::Time next_sweep = absl::Now() + options_.orphan_sweep_interval;
   while (!stop_reaper_.WaitForNotificationWithTimeout(options_.reap_interval)) {
+    // Rings of another daemon on this prefix that died (or is a zombie)
+    // since we started: not only at start.
+    if (absl::Now() >= next_sweep) {
+      next_sweep = absl::Now() + options_.orphan_sweep_interval;
+      if (int n = shm::RemoveOrphanedRings(options_.shm_prefix); n > 0) {
+        LogInfo(absl::StrCat("removed ", n, " ring segment(s) of a dead daemon"));
+        absl::MutexLock lock(&mu_);
+        stale_removed_ += n;
+      }
+    }
     std::vector<uint64_t> gone;
     {
       absl::MutexLock lock(&mu_);

@@ -71,6 +71,8 @@ struct DaemonOptions {
   // to clients in OpenSessionResponse; empty: clients open rings by name.
   std::string handoff_socket;
   absl::Duration reap_interval = absl::Milliseconds(250);
+  // How often rings left by dead daemons are looked for after start.
+  absl::Duration orphan_sweep_interval = absl::Seconds(30);
 };
 
 class Daemon {

@@ -28,6 +28,7 @@
 #include "server/ring_handoff.h"
 #include "server/systemd_notify.h"
 #include "util/log.h"
+#include "util/process.h"
 
 ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
           "Unix socket to serve the control plane on; its folder is created "
@@ -89,21 +90,10 @@ ABSL_FLAG(std::string, owners_dir, "",
 
 namespace {
 
-bool Alive(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A zombie (killed, not yet reaped by its parent) is gone too.
-  FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
-  if (f == nullptr) return true;
-  char state = 0;
-  const int n = std::fscanf(f, "%*d (%*[^)]) %c", &state);
-  std::fclose(f);
-  return !(n == 1 && state == 'Z');
-}
-
 // True while `pid` (if > 0) or a process listed in `dir` (if set) lives;
 // removes the files of dead ones.
 bool OwnersAlive(int pid, const std::string& dir) {
-  bool alive = pid > 0 && Alive(pid);
+  bool alive = pid > 0 && !stoker::ProcessGone(pid);
   if (dir.empty()) return alive;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
@@ -111,7 +101,7 @@ bool OwnersAlive(int pid, const std::string& dir) {
     if (!absl::SimpleAtoi(e.path().filename().string(), &owner) || owner <= 0) {
       continue;
     }
-    if (Alive(owner)) {
+    if (!stoker::ProcessGone(owner)) {
       alive = true;
     } else {
       std::filesystem::remove(e.path(), ec);

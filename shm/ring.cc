@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shm/futex.h"
+#include "util/process.h"
 #include "util/status_macros.h"
 
 namespace stoker::shm {
@@ -102,7 +103,7 @@ int RemoveOrphanedRings(const std::string& prefix) {
     const auto* h = static_cast<const RingHeader*>(seg->base());
     if (seg->size() >= kHeaderBytes && h->layout.magic == kRingMagic) {
       pid_t pid = static_cast<pid_t>(h->daemon_pid);
-      orphan = pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+      orphan = pid != getpid() && ProcessGone(pid);
     } else {
       struct stat st;
       orphan = stat(("/dev/shm/" + name).c_str(), &st) == 0 &&
@@ -308,7 +309,7 @@ absl::Status RingConsumer::CheckProducer() const {
   uint64_t silent = now > beat ? now - beat : 0;
   if (silent > kProducerSuspectNs) {
     pid_t pid = static_cast<pid_t>(header_->daemon_pid);
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
+    if (ProcessGone(pid)) {
       return absl::UnavailableError(
           absl::StrFormat("the daemon (pid %d) that fills this ring exited", pid));
     }

@@ -2,6 +2,7 @@
 // nothing else. No C++ exception or type crosses it.
 #include "client/c/stoker.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -112,6 +113,16 @@ int stoker_session_info_json(const stoker_session* session, char** json_out,
 
 uint64_t stoker_session_id(const stoker_session* session) {
   return session == nullptr ? 0 : session->session->id();
+}
+
+uint64_t stoker_session_reconnects(const stoker_session* session) {
+  return session == nullptr ? 0 : session->session->reconnects();
+}
+
+void stoker_session_set_resume_window(stoker_session* session, double seconds) {
+  if (session != nullptr) {
+    session->session->set_resume_window(absl::Seconds(std::max(0.0, seconds)));
+  }
 }
 
 int stoker_next(stoker_session* session, double timeout_seconds,

@@ -112,7 +112,14 @@ int stoker_open_session(stoker_client* client, const char* spec_json,
  * stoker_string_free. */
 int stoker_session_info_json(const stoker_session* session, char** json_out,
                              stoker_error* err);
+/* The daemon's session id; a new one after the session was resumed. */
 uint64_t stoker_session_id(const stoker_session* session);
+/* How often stoker_next reconnected to a restarted daemon: it does so by
+ * itself (for up to the resume window, 60 s by default) and goes on with the
+ * next undelivered batch, the same data as without the restart. */
+uint64_t stoker_session_reconnects(const stoker_session* session);
+/* Sets the resume window in seconds; 0 never reconnects. */
+void stoker_session_set_resume_window(stoker_session* session, double seconds);
 
 /* Waits for the next batch in order; `timeout_seconds` < 0 waits without a
  * limit. UNAVAILABLE when the daemon went away or closed the session,

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -188,11 +190,15 @@ uint64_t Batch::mapping_size() const { return lease_->core->ring().size(); }
 
 // ---------------------------------------------------------------- Session
 
-Session::Session(std::shared_ptr<SessionCore> core) : core_(std::move(core)) {}
+Session::Session(std::shared_ptr<SessionCore> core, std::string socket_path,
+                 v1::SessionSpec spec)
+    : core_(std::move(core)),
+      socket_path_(std::move(socket_path)),
+      spec_(std::move(spec)) {}
 
 Session::~Session() {
   // Best effort: if the daemon is gone the stream's end is all there is.
-  if (!closed_) core_->Close(absl::Seconds(2)).IgnoreError();
+  if (!closed_ && core_) core_->Close(absl::Seconds(2)).IgnoreError();
 }
 
 uint64_t Session::id() const { return core_->info().session_id(); }
@@ -203,6 +209,73 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
     return absl::FailedPreconditionError(
         absl::StrCat("session ", id(), " was closed by this client"));
   }
+  const absl::Time deadline = absl::Now() + timeout;  // Infinite stays so.
+  while (true) {
+    absl::StatusOr<Batch> b = NextFromRing(deadline - absl::Now());
+    if (b.ok()) {
+      delivered_any_ = true;
+      last_epoch_ = b->epoch();
+      last_batch_ = b->batch_index();
+      return b;
+    }
+    if (!Resumable(b.status())) return b.status();
+    absl::Status r = Reconnect(std::min(deadline, absl::Now() + resume_window_));
+    if (!r.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          b.status().message(), "; reconnecting to ", socket_path_,
+          " failed: ", r.ToString()));
+    }
+  }
+}
+
+// The daemon died, or is restarting: worth reconnecting. A session closed
+// on purpose (by this client, the daemon's owner or an error) is not.
+bool Session::Resumable(const absl::Status& s) const {
+  if (s.code() != absl::StatusCode::kUnavailable || resume_window_ <= absl::ZeroDuration()) {
+    return false;
+  }
+  const uint32_t reason = core_->ring().header().closed.load(std::memory_order_acquire);
+  return reason == shm::kOpen || reason == shm::kClosedByShutdown;
+}
+
+absl::Status Session::Reconnect(absl::Time deadline) {
+  v1::SessionSpec spec = spec_;
+  if (delivered_any_) {
+    uint64_t epoch = last_epoch_, batch = last_batch_ + 1;
+    if (batch >= core_->info().batches_per_epoch()) {
+      ++epoch;
+      batch = 0;
+    }
+    spec.set_start_epoch(epoch);
+    spec.set_start_batch(batch);
+  }
+  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Status last = absl::DeadlineExceededError("no time left to reconnect");
+  while (absl::Now() < deadline) {
+    auto client = Client::Connect(
+        socket_path_, std::min(absl::Seconds(2), deadline - absl::Now()));
+    if (client.ok()) {
+      auto fresh = (*client)->OpenSession(spec);
+      if (fresh.ok()) {
+        core_ = std::move((*fresh)->core_);  // The old ring stays mapped for
+        (*fresh)->closed_ = true;            // batches still held.
+        next_sequence_ = 0;
+        ++reconnects_;
+        return absl::OkStatus();
+      }
+      last = fresh.status();
+    } else {
+      last = client.status();
+    }
+    // Only a daemon that is not (yet) there is worth waiting for.
+    if (last.code() != absl::StatusCode::kUnavailable) return last;
+    absl::SleepFor(std::min(backoff, deadline - absl::Now()));
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+  return last;
+}
+
+absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout) {
   shm::RingConsumer& ring = core_->ring();
   const uint64_t t0 = shm::MonotonicNanos();
   SessionCore* core = core_.get();
@@ -301,7 +374,8 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     CloseSession(resp.session_id()).IgnoreError();
     return s;
   }
-  return std::unique_ptr<Session>(new Session(std::move(core)));
+  return std::unique_ptr<Session>(
+      new Session(std::move(core), impl_->socket_path, spec));
 }
 
 absl::StatusOr<v1::DaemonStats> Client::GetStats() {

@@ -66,10 +66,19 @@ class Session {
  public:
   ~Session();  // Closes the session (best effort) and ends its stream.
 
-  // Waits for the next batch in order. UNAVAILABLE when the daemon went away
-  // or closed the session, DEADLINE_EXCEEDED after `timeout`,
-  // FAILED_PRECONDITION when the application holds every ring slot.
+  // Waits for the next batch in order. When the daemon dies or restarts
+  // (not when the session is closed), reconnects to the same socket for up
+  // to resume_window() and goes on with the next undelivered batch of a new
+  // session with the same spec: the same data as without the restart.
+  // UNAVAILABLE when the daemon closed the session or did not come back,
+  // DEADLINE_EXCEEDED after `timeout`, FAILED_PRECONDITION when the
+  // application holds every ring slot.
   absl::StatusOr<Batch> Next(absl::Duration timeout = absl::InfiniteDuration());
+
+  // How long Next() tries to reconnect (default 60 s; zero: never).
+  void set_resume_window(absl::Duration d) { resume_window_ = d; }
+  absl::Duration resume_window() const { return resume_window_; }
+  uint64_t reconnects() const { return reconnects_; }
 
   // Closes the session in the daemon now; Next() then fails with
   // FAILED_PRECONDITION. Batches still held stay readable. (A session closed
@@ -77,16 +86,27 @@ class Session {
   // then fails with UNAVAILABLE.)
   absl::Status Close();
 
-  uint64_t id() const;
+  uint64_t id() const;  // Changes when the session was resumed.
   const v1::OpenSessionResponse& info() const;
   uint64_t batches_per_epoch() const { return info().batches_per_epoch(); }
 
  private:
   friend class Client;
-  explicit Session(std::shared_ptr<SessionCore> core);
+  Session(std::shared_ptr<SessionCore> core, std::string socket_path,
+          v1::SessionSpec spec);
+  absl::StatusOr<Batch> NextFromRing(absl::Duration timeout);
+  bool Resumable(const absl::Status& s) const;
+  absl::Status Reconnect(absl::Time deadline);
+
   std::shared_ptr<SessionCore> core_;
+  const std::string socket_path_;
+  const v1::SessionSpec spec_;
   uint64_t next_sequence_ = 0;
   bool closed_ = false;
+  bool delivered_any_ = false;
+  uint64_t last_epoch_ = 0, last_batch_ = 0;  // Of the last batch delivered.
+  absl::Duration resume_window_ = absl::Seconds(60);
+  uint64_t reconnects_ = 0;
 };
 
 class Client {

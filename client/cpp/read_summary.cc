@@ -27,6 +27,7 @@ absl::StatusOr<ReadSummary> ReadBatches(
   s.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   s.images_per_second = s.seconds > 0 ? s.samples / s.seconds : 0;
   s.checksum = sum.value();
+  s.reconnects = session.reconnects();
   return s;
 }
 
@@ -34,9 +35,10 @@ std::string SummaryJson(const ReadSummary& s) {
   return absl::StrFormat(
       "{\"batches\": %d, \"samples\": %d, \"errors\": %d, "
       "\"seconds\": %.3f, \"images_per_second\": %.1f, "
-      "\"first_batch_seconds\": %.3f, \"checksum\": \"%016x\"}",
+      "\"first_batch_seconds\": %.3f, \"checksum\": \"%016x\", "
+      "\"reconnects\": %d}",
       s.batches, s.samples, s.errors, s.seconds, s.images_per_second,
-      s.first_batch_seconds, s.checksum);
+      s.first_batch_seconds, s.checksum, s.reconnects);
 }
 
 }  // namespace stoker

@@ -21,6 +21,7 @@ struct ReadSummary {
   double first_batch_seconds = 0;
   double images_per_second = 0;
   uint64_t checksum = 0;  // Over every batch's pixels, labels and status.
+  uint64_t reconnects = 0;  // Daemon restarts the session went through.
 };
 
 // Reads `batches` batches from `session` in order, hashing each into the

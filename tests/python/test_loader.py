@@ -162,7 +162,7 @@ def test_daemon_errors_carry_code_and_message(daemon, tmp_path):
 
 
 def test_daemon_death_mid_epoch_raises_promptly(private_daemon, dataset):
-    ld = loader(private_daemon, dataset, batch_size=2)
+    ld = loader(private_daemon, dataset, batch_size=2, resume_timeout=1)
     it = iter(ld)
     next(it)
     private_daemon.proc.send_signal(signal.SIGKILL)
@@ -172,6 +172,7 @@ def test_daemon_death_mid_epoch_raises_promptly(private_daemon, dataset):
         for _ in range(100):  # Ready batches may still come first.
             next(it)
     assert e.value.code == "UNAVAILABLE"
+    assert "reconnecting to" in e.value.message  # It tried, then gave up.
     assert time.monotonic() - start < 10
 
 

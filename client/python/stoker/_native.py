@@ -104,6 +104,8 @@ def _declare(dll):
                                         ctypes.POINTER(p), err]),
         "stoker_session_info_json": (c_int, [p, ctypes.POINTER(p), err]),
         "stoker_session_id": (ctypes.c_uint64, [p]),
+        "stoker_session_reconnects": (ctypes.c_uint64, [p]),
+        "stoker_session_set_resume_window": (None, [p, c_double]),
         "stoker_next": (c_int, [p, c_double, ctypes.POINTER(p), err]),
         "stoker_session_close": (c_int, [p, err]),
         "stoker_session_free": (None, [p]),
@@ -227,12 +229,25 @@ class Session:
     def __init__(self, handle):
         self._handle = handle
         info = _take_json(_dll.stoker_session_info_json, handle)
-        self.id = int(info["session_id"])
         self.batches_per_epoch = int(info["batches_per_epoch"])
         self.samples_per_epoch = int(info["samples_per_epoch"])
         self.dataset_samples = int(info["dataset_samples"])
         self.num_classes = int(info["num_classes"])
         self.skipped_files = int(info["skipped_files"])
+
+    @property
+    def id(self):
+        """The daemon's session id (a new one after a resume)."""
+        return _dll.stoker_session_id(self._handle)
+
+    def set_resume_window(self, seconds):
+        """How long next() tries to reconnect to a restarted daemon."""
+        _dll.stoker_session_set_resume_window(self._handle, float(seconds))
+
+    @property
+    def reconnects(self):
+        """Times next() reconnected to a restarted daemon and went on."""
+        return _dll.stoker_session_reconnects(self._handle)
 
     def next(self, timeout=None):
         err, out = _Error(), ctypes.c_void_p()

@@ -108,6 +108,9 @@ class Loader:
         that keeps the crop at least image_size, and only the crop's
         rows/columns), "crop" (only the crop, full scale: same pixels as
         "full"), or "full" (every pixel: torchvision's pixels exactly).
+      resume_timeout: when the daemon dies or restarts, how long (seconds)
+        to keep reconnecting before raising; the Loader then goes on at the
+        next undelivered batch with the same data. 0: raise at once.
       starvation_threshold: warn at the end of an epoch when the training loop
         spent more than this fraction of it (and at least 0.2 s) waiting for
         data.
@@ -122,7 +125,8 @@ class Loader:
                  shuffle=True, seed=0, rank=None, world_size=None, drop_last=False,
                  dtype="uint8", device=None, socket=None, ring_slots=None,
                  threads=None, root=None, timeout=None,
-                 starvation_threshold=0.1, decode="auto", mean=None, std=None):
+                 starvation_threshold=0.1, decode="auto", mean=None, std=None,
+                 resume_timeout=60):
         if not isinstance(dataset, (str, os.PathLike)):
             raise TypeError(f"dataset must be a path, got {type(dataset).__name__}")
         path = os.path.abspath(os.fspath(dataset))
@@ -169,6 +173,10 @@ class Loader:
             raise ValueError("decode must be 'auto', 'full', 'crop' or "
                              f"'scale_crop', got {decode!r}")
         self.decode = decode
+        if not isinstance(resume_timeout, numbers.Real) or resume_timeout < 0:
+            raise ValueError("resume_timeout must be a number of seconds >= 0, "
+                             f"got {resume_timeout!r}")
+        self._resume_timeout = float(resume_timeout)
         self._device = _check_device(device)
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)
@@ -342,6 +350,7 @@ class Loader:
             "std": self._std,
         }
         self._session = self._client.open_session(spec)
+        self._session.set_resume_window(self._resume_timeout)
         self._stream = (epoch, batch)
         return self._session
 

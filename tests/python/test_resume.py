@@ -1,0 +1,102 @@
+"""A daemon killed (-9) and restarted mid-epoch: the C++ client (stokerctl)
+and the Python Loader reconnect, go on at the next undelivered batch, and
+end with the checksum of an undisturbed run. The killed daemon is left a
+zombie (not reaped) while the new one starts: its ring must still go."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from conftest import ROOT_FLAG, STOKERCTL, STOKERD, wait_for_socket
+
+import stoker
+from stoker._native import lib
+
+SPEC = ["--batch-size", "2", "--transform", "train", "--size", "64",
+        "--seed", "21", "--epochs", "3"]
+
+
+def start(sock, prefix):
+    proc = subprocess.Popen(
+        [STOKERD, "--socket", sock, "--threads", "1", "--metrics_address", "",
+         "--shm_prefix", prefix, *ROOT_FLAG],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_socket(sock, proc)
+    return proc
+
+
+def read(sock, dataset):
+    out = subprocess.run([STOKERCTL, "--socket", sock, "read", "--dataset",
+                          dataset, *SPEC], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+class Restarter:
+    """Kills the daemon after `delay` s (leaving a zombie) and starts a new
+    one on the same socket."""
+
+    def __init__(self, sock, prefix, proc, delay):
+        self.sock, self.prefix, self.old, self.new = sock, prefix, proc, None
+        self.thread = threading.Thread(target=self._run, args=(delay,))
+        self.thread.start()
+
+    def _run(self, delay):
+        time.sleep(delay)
+        self.old.send_signal(signal.SIGKILL)
+        self.new = start(self.sock, self.prefix)
+
+    def finish(self):
+        self.thread.join()
+        stale = lib.Client(self.sock).stats().get("stale_segments_removed", 0)
+        self.old.wait()
+        self.new.terminate()
+        self.new.wait(timeout=20)
+        return int(stale)
+
+
+def test_clients_resume_across_a_daemon_restart(large_dataset):
+    folder = tempfile.mkdtemp(prefix="stoker-resume-")
+    sock = os.path.join(folder, "s.sock")
+    prefix = f"stoker-resume{os.getpid()}."
+    try:
+        proc = start(sock, prefix)
+        want = read(sock, large_dataset)
+        assert want["samples"] == 48
+
+        # C++: stokerctl through a kill -9 and restart.
+        restart = Restarter(sock, prefix, proc, 0.4)
+        got = read(sock, large_dataset)
+        stale = restart.finish()
+        assert got["checksum"] == want["checksum"]
+        assert got["samples"] == 48
+        assert got["reconnects"] == 1
+        assert stale >= 1  # The zombie's ring was removed.
+
+        # Python: the same Loader object, a slow training loop.
+        proc = start(sock, prefix)
+        ld = stoker.Loader(large_dataset, batch_size=2, transform="train",
+                           image_size=64, seed=21, socket=sock,
+                           starvation_threshold=1.0)
+        restart = Restarter(sock, prefix, proc, 0.4)
+        checksum, samples = lib.Checksum(), 0
+        for _ in range(3):
+            for b in ld.batches():
+                checksum.update(b.images)
+                checksum.update(b.labels)
+                checksum.update(b.status)
+                samples += b.samples
+                time.sleep(0.03)
+        reconnects = ld._session.reconnects
+        ld.close()
+        restart.finish()
+        assert (checksum.hex, samples) == (want["checksum"], 48)
+        assert reconnects == 1  # It went on in a new session.
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -118,6 +118,9 @@ class Daemon {
   // the caller is an admin.
   v1::DaemonStats GetStats(const Caller& caller = Caller()) const;
   std::vector<v1::SessionStats> ListSessions(const Caller& caller = Caller()) const;
+  // The files behind dataset indices of a session: its owner or an admin.
+  absl::StatusOr<v1::DescribeSamplesResponse> DescribeSamples(
+      const v1::DescribeSamplesRequest& request, const Caller& caller = Caller());
   // Admins only (PERMISSION_DENIED otherwise), like WarmCache.
   absl::StatusOr<v1::ResizePoolResponse> ResizePool(
       const v1::ResizePoolRequest& request, const Caller& caller = Caller());

@@ -63,6 +63,36 @@ absl::Status Daemon::RequireAdmin(const Caller& caller, const char* what) {
       "uid ", caller.uid, " is none"));
 }
 
+absl::StatusOr<v1::DescribeSamplesResponse> Daemon::DescribeSamples(
+    const v1::DescribeSamplesRequest& request, const Caller& caller) {
+  if (request.indices_size() > 1024) {
+    return absl::InvalidArgumentError("at most 1024 indices per call");
+  }
+  std::shared_ptr<const Dataset> dataset;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(request.session_id());
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("no session ", request.session_id()));
+    }
+    if (!caller.admin && it->second.owner_uid != caller.uid) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "session ", request.session_id(), " belongs to another user"));
+    }
+    dataset = it->second.session->shared_dataset();
+  }
+  v1::DescribeSamplesResponse resp;
+  for (uint64_t index : request.indices()) {
+    if (index >= dataset->samples.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sample index ", index, " is outside the dataset's ",
+          dataset->samples.size(), " samples"));
+    }
+    resp.add_paths(dataset->samples[index].path);
+  }
+  return resp;
+}
+
 v1::SessionStats Daemon::VisibleStats(const Entry& e, const Caller& caller) const {
   v1::SessionStats s = EntryStats(e);
   if (!caller.admin && e.owner_uid != caller.uid) {

@@ -174,6 +174,15 @@ grpc::ServerUnaryReactor* GrpcService::ListSessions(
   });
 }
 
+grpc::ServerUnaryReactor* GrpcService::DescribeSamples(
+    grpc::CallbackServerContext* ctx, const v1::DescribeSamplesRequest* req,
+    v1::DescribeSamplesResponse* resp) {
+  return Unary(ctx, [&]() -> absl::Status {
+    STOKER_ASSIGN_OR_RETURN(Caller caller, CallerOf(ctx));
+    return Into(daemon_->DescribeSamples(*req, caller), resp);
+  });
+}
+
 grpc::ServerWriteReactor<v1::AttachEvent>* GrpcService::Attach(
     grpc::CallbackServerContext* ctx, const v1::AttachRequest* req) {
   return new AttachReactor(daemon_, req->session_id(), CallerOf(ctx));

@@ -53,6 +53,9 @@ class GrpcService final : public v1::Stoker::CallbackService {
   grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* ctx,
                                          const v1::ListSessionsRequest* req,
                                          v1::ListSessionsResponse* resp) override;
+  grpc::ServerUnaryReactor* DescribeSamples(
+      grpc::CallbackServerContext* ctx, const v1::DescribeSamplesRequest* req,
+      v1::DescribeSamplesResponse* resp) override;
 
  private:
   template <typename Fn>

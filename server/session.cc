@@ -57,6 +57,10 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
                             " must be in 1..65536"));
   if (spec.transform() != v1::VAL && spec.transform() != v1::TRAIN)
     return bad("transform must be VAL or TRAIN");
+  if (!v1::OnError_IsValid(spec.on_error()))
+    return bad(absl::StrCat("on_error ", spec.on_error(),
+                            " must be ON_ERROR_REPLACE, ON_ERROR_RAISE or "
+                            "ON_ERROR_ZEROS"));
   if (spec.image_size() == 0 || spec.image_size() > 4096)
     return bad(absl::StrCat("image_size ", spec.image_size(),
                             " must be in 1..4096"));
@@ -192,8 +196,10 @@ void ServingSession::Produce() {
       tasks_in_flight_ += job->count;
     }
     for (uint32_t i = 0; i < job->count; ++i) {
-      ctx_.reader_pool->Schedule(
-          [this, job, i, index = order[first + i]] { FetchSample(job, i, index); });
+      const uint64_t index = order[first + i];
+      ctx_.reader_pool->Schedule([this, job, t = SampleTask{i, index, index, 0}] {
+        FetchSample(job, t);
+      });
     }
     if (++batch == per_epoch) {
       batch = 0;
@@ -211,16 +217,18 @@ std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
 }
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
-                                 uint32_t i, uint64_t dataset_index) {
+                                 const SampleTask& t) {
+  const uint32_t i = t.i;
+  const uint64_t dataset_index = t.index;
   if (stopping_.load(std::memory_order_relaxed)) {
-    FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+    FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
   const bool cacheable = spec_.transform() == v1::VAL;
   if (cacheable) {
     if (Bytes done = ctx_.decoded_cache->Lookup(DecodedKey(dataset_index))) {
       std::memcpy(SampleOut(*job, i), done->data(), done->size());
-      FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+      FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
       return;
     }
   }
@@ -229,19 +237,20 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
       ctx_.fetcher->Fetch(*dataset_, dataset_->samples[dataset_index]);
   ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
   if (!bytes.ok()) {
-    FinishSample(job, i, dataset_index, shm::kSampleReadError, bytes.status());
+    FinishSample(job, t, shm::kSampleReadError, bytes.status());
     return;
   }
-  ctx_.decode_pool->Schedule([this, job, i, dataset_index, b = *std::move(bytes)] {
-    DecodeSample(job, i, dataset_index, b);
+  ctx_.decode_pool->Schedule([this, job, t, b = *std::move(bytes)] {
+    DecodeSample(job, t, b);
   });
 }
 
 void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
-                                  uint32_t i, uint64_t dataset_index,
-                                  const Bytes& bytes) {
+                                  const SampleTask& t, const Bytes& bytes) {
+  const uint32_t i = t.i;
+  const uint64_t dataset_index = t.index;
   if (stopping_.load(std::memory_order_relaxed)) {
-    FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+    FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
   thread_local DecodedRegion region;
@@ -262,7 +271,7 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
       size, /*scale=*/mode == v1::DECODE_AUTO || mode == v1::DECODE_SCALE_CROP,
       /*crop=*/mode != v1::DECODE_FULL, &region, &box);
   if (!error.ok()) {
-    FinishSample(job, i, dataset_index, shm::kSampleDecodeError, error);
+    FinishSample(job, t, shm::kSampleDecodeError, error);
     return;
   }
   uint8_t* out = SampleOut(*job, i);
@@ -292,30 +301,52 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
         std::make_shared<const std::string>(
             reinterpret_cast<const char*>(out), ring_->layout().sample_bytes));
   }
-  FinishSample(job, i, dataset_index, shm::kSampleOk, absl::OkStatus());
+  FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
+}
+
+uint64_t ServingSession::ReplacementFor(const BatchJob& job,
+                                        const SampleTask& t) const {
+  const uint64_t n = dataset_->samples.size();
+  const uint64_t pick =
+      MixSeed({spec_.seed(), job.epoch, t.original, uint64_t(t.attempt) + 1,
+               0x7e91ace}) % (n - 1);
+  return pick >= t.original ? pick + 1 : pick;  // Never the failed one.
 }
 
 void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
-                                  uint32_t i, uint64_t dataset_index,
-                                  shm::SampleStatus status,
+                                  const SampleTask& t, shm::SampleStatus status,
                                   const absl::Status& error) {
+  const uint32_t i = t.i;
   if (!stopping_.load(std::memory_order_relaxed)) {
-    const Sample& sample = dataset_->samples[dataset_index];
+    const Sample& sample = dataset_->samples[t.index];
     shm::SlotView view = ring_->Slot(job->slot);
-    view.labels[i] = sample.label;
-    view.status[i] = status;
-    view.indices[i] = dataset_index;
-    if (status == shm::kSampleOk) {
-      decoded_.fetch_add(1, std::memory_order_relaxed);
-      ctx_.counters->samples_decoded.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      std::memset(SampleOut(*job, i), 0, ring_->layout().sample_bytes);
-      job->errors.fetch_add(1, std::memory_order_relaxed);
+    if (status != shm::kSampleOk) {
       failed_.fetch_add(1, std::memory_order_relaxed);
       (status == shm::kSampleReadError ? ctx_.counters->samples_failed_read
                                        : ctx_.counters->samples_failed_decode)
           .fetch_add(1, std::memory_order_relaxed);
       ctx_.error_log->Report(sample.path, error);
+      if (spec_.on_error() == v1::ON_ERROR_REPLACE &&
+          t.attempt < kMaxReplacements && dataset_->samples.size() > 1) {
+        // Another deterministic sample stands in; the batch waits for it.
+        SampleTask next{i, 0, t.original, t.attempt + 1};
+        next.index = ReplacementFor(*job, t);
+        ctx_.reader_pool->Schedule([this, job, next] { FetchSample(job, next); });
+        return;
+      }
+    }
+    view.labels[i] = sample.label;
+    view.indices[i] = t.original;
+    if (status == shm::kSampleOk) {
+      view.status[i] = t.index == t.original ? shm::kSampleOk : shm::kSampleReplaced;
+      decoded_.fetch_add(1, std::memory_order_relaxed);
+      ctx_.counters->samples_decoded.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      view.status[i] = status;
+      std::memset(SampleOut(*job, i), 0, ring_->layout().sample_bytes);
+    }
+    if (view.status[i] != shm::kSampleOk) {
+      job->errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
   // acq_rel: the last sample sees every other sample's writes to the slot

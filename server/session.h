@@ -107,6 +107,7 @@ class ServingSession {
   uint32_t client_pid() const { return client_pid_; }
   const EpochPlan& plan() const { return plan_; }
   const Dataset& dataset() const { return *dataset_; }
+  std::shared_ptr<const Dataset> shared_dataset() const { return dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }
   v1::SessionStats Stats() const;
   // Samples finished OK so far (cheap; Stats() also scans the ring).
@@ -116,20 +117,33 @@ class ServingSession {
 
  private:
   struct BatchJob;
+  // One sample position of a batch: which dataset sample is being produced
+  // for it (`index`), which one the plan put there (`original`: they differ
+  // when a failed sample is being replaced), and how many replacements
+  // were tried.
+  struct SampleTask {
+    uint32_t i = 0;
+    uint64_t index = 0;
+    uint64_t original = 0;
+    int attempt = 0;
+  };
 
   ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
           std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
           std::unique_ptr<shm::RingProducer> ring, const PipelineContext& ctx);
   void Produce();
+  // The dataset sample that stands in for failed `t` (never t.original).
+  uint64_t ReplacementFor(const BatchJob& job, const SampleTask& t) const;
+  static constexpr int kMaxReplacements = 8;
   // Reader stage: the decoded cache, else the encoded bytes from the
   // fetcher, handed to DecodeSample on the decode pool.
-  void FetchSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
-                   uint64_t dataset_index);
-  void DecodeSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
-                    uint64_t dataset_index, const Bytes& bytes);
-  // Records the sample's outcome; the batch's last sample publishes it.
-  void FinishSample(const std::shared_ptr<BatchJob>& job, uint32_t i,
-                    uint64_t dataset_index, shm::SampleStatus status,
+  void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
+  void DecodeSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
+                    const Bytes& bytes);
+  // Records the sample's outcome (or, for a failure under ON_ERROR_REPLACE,
+  // starts on a replacement); the batch's last sample publishes it.
+  void FinishSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
+                    shm::SampleStatus status,
                     const absl::Status& error);
   uint8_t* SampleOut(const BatchJob& job, uint32_t i) const;
   std::string DecodedKey(uint64_t dataset_index) const;

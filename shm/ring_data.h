@@ -47,6 +47,8 @@ enum SampleStatus : uint32_t {
   kSampleOk = 0,
   kSampleReadError = 1,    // File missing, unreadable or empty.
   kSampleDecodeError = 2,  // Not a decodable JPEG (pixels are zero).
+  kSampleReplaced = 3,     // Failed; another sample's pixels and label
+                           // stand in (the index is still the failed one).
 };
 
 // Element type of the pixel data; it also fixes the sample layout.

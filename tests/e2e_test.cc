@@ -25,6 +25,7 @@
 #include "tests/harness.h"
 #include "tests/reference.h"
 #include "tests/testdata.h"
+#include "util/checksum.h"
 #include "util/rng.h"
 
 namespace stoker {
@@ -71,6 +72,7 @@ class E2ETest : public ::testing::TestWithParam<bool> {
     s.set_shuffle(shuffle);
     s.set_seed(seed);
     s.set_decode(v1::DECODE_FULL);  // Pixel-exact against the reference.
+    s.set_on_error(v1::ON_ERROR_ZEROS);  // Failed samples stay visible.
     return s;
   }
 
@@ -137,6 +139,65 @@ class E2ETest : public ::testing::TestWithParam<bool> {
 };
 std::string* E2ETest::root_ = nullptr;
 Dataset* E2ETest::dataset_ = nullptr;
+
+// ON_ERROR_REPLACE (the default): a failed sample's place holds another
+// sample's pixels and label, flagged REPLACED with the failed index, the
+// same in every run; ON_ERROR_RAISE: Next() names the file, then goes on.
+TEST_P(E2ETest, FailedSamplesAreReplacedDeterministicallyOrRaised) {
+  TestDaemon d(GetParam(), 2);
+  auto client = d.Connect();
+  ASSERT_NE(client, nullptr);
+  v1::SessionSpec spec = Spec(v1::TRAIN, 4, 24, true, 9);
+  spec.clear_on_error();
+  std::vector<uint64_t> checksums;
+  for (int run = 0; run < 2; ++run) {
+    auto session = client->OpenSession(spec);
+    ASSERT_TRUE(session.ok()) << session.status();
+    Checksum sum;
+    int replaced = 0;
+    for (uint64_t n = 0; n < (*session)->batches_per_epoch(); ++n) {
+      auto b = (*session)->Next(absl::Seconds(60));
+      ASSERT_TRUE(b.ok()) << b.status();
+      sum.Update(b->data(), b->size_bytes());
+      sum.Update(b->labels(), 4 * b->samples());
+      for (uint32_t i = 0; i < b->samples(); ++i) {
+        const std::string& path = dataset_->samples[b->indices()[i]].path;
+        if (ExpectedStatus(path) == shm::kSampleOk) {
+          EXPECT_EQ(b->status()[i], shm::kSampleOk) << path;
+          continue;
+        }
+        ++replaced;
+        EXPECT_EQ(b->status()[i], shm::kSampleReplaced) << path;
+        const uint8_t* px = b->data() + i * b->sample_bytes();
+        EXPECT_LT(std::count(px, px + b->sample_bytes(), 0), 24 * 24 * 3 / 2)
+            << "a blank image stood in for " << path;
+        EXPECT_GE(b->labels()[i], 0);
+        EXPECT_LT(b->labels()[i], 3);
+      }
+    }
+    EXPECT_EQ(replaced, 4);
+    checksums.push_back(sum.value());
+  }
+  EXPECT_EQ(checksums[0], checksums[1]);
+
+  spec.set_on_error(v1::ON_ERROR_RAISE);
+  auto session = client->OpenSession(spec);
+  ASSERT_TRUE(session.ok());
+  int raised = 0, delivered = 0;
+  for (uint64_t n = 0; n < (*session)->batches_per_epoch(); ++n) {
+    auto b = (*session)->Next(absl::Seconds(60));
+    if (b.ok()) {
+      EXPECT_EQ(b->error_count(), 0u);
+      ++delivered;
+      continue;
+    }
+    ++raised;
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss) << b.status();
+    EXPECT_NE(b.status().message().find("/bad_"), std::string::npos) << b.status();
+  }
+  EXPECT_GE(raised, 1);
+  EXPECT_EQ(raised + delivered, static_cast<int>((*session)->batches_per_epoch()));
+}
 
 TEST_P(E2ETest, ValTwoEpochsMatchReference) {
   TestDaemon d(GetParam(), 2);

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "client/cpp/client.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 #include "shm/ring_data.h"
 #include "util/checksum.h"
 #include "util/proto_json.h"
@@ -34,7 +35,8 @@ static_assert(STOKER_DTYPE_UINT8 == stoker::shm::kDTypeUint8 &&
               "stoker.h's dtype codes are the ring's");
 static_assert(STOKER_SAMPLE_OK == stoker::shm::kSampleOk &&
                   STOKER_SAMPLE_READ_ERROR == stoker::shm::kSampleReadError &&
-                  STOKER_SAMPLE_DECODE_ERROR == stoker::shm::kSampleDecodeError,
+                  STOKER_SAMPLE_DECODE_ERROR == stoker::shm::kSampleDecodeError &&
+                  STOKER_SAMPLE_REPLACED == stoker::shm::kSampleReplaced,
               "stoker.h's sample status codes are the ring's");
 
 namespace {
@@ -117,6 +119,20 @@ uint64_t stoker_session_id(const stoker_session* session) {
 
 uint64_t stoker_session_reconnects(const stoker_session* session) {
   return session == nullptr ? 0 : session->session->reconnects();
+}
+
+int stoker_session_describe_samples(stoker_session* session,
+                                    const uint64_t* indices, size_t n,
+                                    char** json_out, stoker_error* err) {
+  if (session == nullptr) return NullArgument("session", err);
+  if (json_out == nullptr || (indices == nullptr && n > 0)) {
+    return NullArgument("indices/json_out", err);
+  }
+  auto paths = session->session->DescribeSamples(
+      std::vector<uint64_t>(indices, indices + n));
+  if (!paths.ok()) return Report(paths.status(), err);
+  *json_out = CopyString(nlohmann::json(*paths).dump());
+  return STOKER_OK;
 }
 
 void stoker_session_set_resume_window(stoker_session* session, double seconds) {

@@ -54,6 +54,7 @@ extern "C" {
 #define STOKER_SAMPLE_OK 0
 #define STOKER_SAMPLE_READ_ERROR 1
 #define STOKER_SAMPLE_DECODE_ERROR 2
+#define STOKER_SAMPLE_REPLACED 3
 
 typedef struct stoker_client stoker_client;
 typedef struct stoker_session stoker_session;
@@ -121,8 +122,16 @@ uint64_t stoker_session_reconnects(const stoker_session* session);
 /* Sets the resume window in seconds; 0 never reconnects. */
 void stoker_session_set_resume_window(stoker_session* session, double seconds);
 
+/* The files behind `n` dataset sample indices (stoker_batch_info.indices) of
+ * this session, as a JSON array of strings; e.g. to name failed samples.
+ * Free with stoker_string_free. */
+int stoker_session_describe_samples(stoker_session* session,
+                                    const uint64_t* indices, size_t n,
+                                    char** json_out, stoker_error* err);
+
 /* Waits for the next batch in order; `timeout_seconds` < 0 waits without a
- * limit. UNAVAILABLE when the daemon went away or closed the session,
+ * limit. With the spec's on_error ON_ERROR_RAISE, a batch holding a failed
+ * sample is DATA_LOSS naming its file (the next call goes on). UNAVAILABLE when the daemon went away or closed the session,
  * DEADLINE_EXCEEDED after the timeout, FAILED_PRECONDITION when the caller
  * holds every ring slot. */
 int stoker_next(stoker_session* session, double timeout_seconds,

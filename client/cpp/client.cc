@@ -128,6 +128,17 @@ class SessionCore {
   }
 
   // Closes the session in the daemon, then ends the stream.
+  absl::StatusOr<std::vector<std::string>> DescribeSamples(
+      const std::vector<uint64_t>& indices) {
+    v1::DescribeSamplesRequest req;
+    req.set_session_id(info_.session_id());
+    for (uint64_t i : indices) req.add_indices(i);
+    STOKER_ASSIGN_OR_RETURN(
+        v1::DescribeSamplesResponse resp,
+        Call(stub_.get(), token_, &v1::Stoker::Stub::DescribeSamples, req));
+    return std::vector<std::string>(resp.paths().begin(), resp.paths().end());
+  }
+
   absl::Status Close(absl::Duration timeout) {
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline(timeout));
@@ -216,6 +227,9 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
       delivered_any_ = true;
       last_epoch_ = b->epoch();
       last_batch_ = b->batch_index();
+      if (spec_.on_error() == v1::ON_ERROR_RAISE && b->error_count() > 0) {
+        return FailedSamplesError(*b);
+      }
       return b;
     }
     if (!Resumable(b.status())) return b.status();
@@ -226,6 +240,28 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
           " failed: ", r.ToString()));
     }
   }
+}
+
+absl::StatusOr<std::vector<std::string>> Session::DescribeSamples(
+    const std::vector<uint64_t>& indices) {
+  return core_->DescribeSamples(indices);
+}
+
+absl::Status Session::FailedSamplesError(const Batch& b) {
+  std::vector<uint64_t> failed;
+  for (uint32_t i = 0; i < b.samples(); ++i) {
+    if (b.status()[i] != shm::kSampleOk) failed.push_back(b.indices()[i]);
+  }
+  absl::StatusOr<std::vector<std::string>> paths = DescribeSamples(failed);
+  std::string names;
+  for (size_t k = 0; k < failed.size() && k < 5; ++k) {
+    absl::StrAppend(&names, k ? ", " : "", paths.ok() ? (*paths)[k] : "",
+                    paths.ok() ? " " : "", "(sample ", failed[k], ")");
+  }
+  return absl::DataLossError(absl::StrCat(
+      failed.size(), " sample(s) of epoch ", b.epoch(), " batch ",
+      b.batch_index(), " could not be read or decoded: ", names,
+      failed.size() > 5 ? ", ..." : "", " (see the daemon's log for why)"));
 }
 
 // The daemon died, or is restarting: worth reconnecting. A session closed

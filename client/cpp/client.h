@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -70,10 +71,18 @@ class Session {
   // (not when the session is closed), reconnects to the same socket for up
   // to resume_window() and goes on with the next undelivered batch of a new
   // session with the same spec: the same data as without the restart.
-  // UNAVAILABLE when the daemon closed the session or did not come back,
+  // With on_error ON_ERROR_RAISE, a batch with a failed sample is not
+  // returned: DATA_LOSS names the sample's file (the next call goes on with
+  // the next batch). UNAVAILABLE when the daemon closed the session or did
+  // not come back,
   // DEADLINE_EXCEEDED after `timeout`, FAILED_PRECONDITION when the
   // application holds every ring slot.
   absl::StatusOr<Batch> Next(absl::Duration timeout = absl::InfiniteDuration());
+
+  // The files behind dataset sample indices (Batch::indices()) of this
+  // session, e.g. to report failed samples.
+  absl::StatusOr<std::vector<std::string>> DescribeSamples(
+      const std::vector<uint64_t>& indices);
 
   // How long Next() tries to reconnect (default 60 s; zero: never).
   void set_resume_window(absl::Duration d) { resume_window_ = d; }
@@ -96,6 +105,7 @@ class Session {
           v1::SessionSpec spec);
   absl::StatusOr<Batch> NextFromRing(absl::Duration timeout);
   bool Resumable(const absl::Status& s) const;
+  absl::Status FailedSamplesError(const Batch& b);
   absl::Status Reconnect(absl::Time deadline);
 
   std::shared_ptr<SessionCore> core_;

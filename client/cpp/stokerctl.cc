@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,6 +52,8 @@ constexpr char kUsage[] =
     "          [--drop-last] [--ring-slots N] [--start-epoch E]\n"
     "          [--start-batch B] [--decode auto|full|crop|scale_crop]\n"
     "          [--dtype uint8|float32|float16] [--json]\n"
+    "          [--on-error replace|raise|zeros] [--allow-errors]\n"
+    "          (exit status 1 when a sample failed, unless --allow-errors)\n"
     "  warm    pull a dataset into the daemon's caches, showing progress\n"
     "          (--dataset DIR | --list MANIFEST | --lmdb PATH) [--concurrency N]\n"
     "  stats   print the daemon's counters, caches and sessions [--json]\n"
@@ -61,7 +64,7 @@ constexpr char kUsage[] =
     "  top     live view, refreshed every second (q or Ctrl-C quits)\n";
 
 const std::set<std::string> kBoolFlags = {"json", "shuffle", "no-shuffle",
-                                          "drop-last", "help"};
+                                          "drop-last", "help", "allow-errors"};
 
 struct Args {
   std::string command;
@@ -203,6 +206,12 @@ int Read(Client& client, const Args& a) {
       {"float16", v1::FLOAT16}};
   if (!kDType.count(dtype)) return Usage("--dtype must be uint8, float32 or float16");
   spec.set_dtype(kDType.at(dtype));
+  const std::string on_error = Flag(a, "on-error").empty() ? "replace" : Flag(a, "on-error");
+  v1::OnError policy;
+  if (!v1::OnError_Parse("ON_ERROR_" + absl::AsciiStrToUpper(on_error), &policy)) {
+    return Usage("--on-error must be replace, raise or zeros");
+  }
+  spec.set_on_error(policy);
   bool shuffle = transform == "train";
   if (a.flags.count("shuffle")) shuffle = true;
   if (a.flags.count("no-shuffle")) shuffle = false;
@@ -214,6 +223,14 @@ int Read(Client& client, const Args& a) {
   auto summary = ReadBatches(**session, total);
   if (!summary.ok()) return Fail(summary.status());
   std::printf("%s\n", SummaryJson(*summary).c_str());
+  if (summary->errors > 0 && !a.flags.count("allow-errors")) {
+    std::fprintf(stderr,
+                 "stokerctl: %llu sample(s) could not be read or decoded "
+                 "(replaced or zeroed, see the daemon's log); "
+                 "--allow-errors accepts that\n",
+                 static_cast<unsigned long long>(summary->errors));
+    return 1;
+  }
   return 0;
 }
 
@@ -366,7 +383,8 @@ int Main(int argc, char** argv) {
                 "batch-size", "epochs",
                 "transform", "size", "seed", "shuffle", "no-shuffle", "rank",
                 "world-size", "drop-last", "ring-slots", "start-epoch",
-                "start-batch", "json", "decode", "dtype"}},
+                "start-batch", "json", "decode", "dtype", "on-error",
+                "allow-errors"}},
       {"stats", {"socket", "json"}},
       {"health", {"socket"}},
       {"sessions", {"socket"}},

@@ -3,6 +3,7 @@ path, zero-copy, slot lifetime, resume, errors."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -209,3 +210,64 @@ def test_float_outputs_are_normalized_nchw(daemon, dataset):
     assert torch.allclose(f16.float(), want, atol=2e-3)
     with pytest.raises(ValueError, match="std"):
         loader(daemon, dataset, dtype="float32", std=[1, 0, 1])
+
+
+@pytest.fixture()
+def damaged_dataset(dataset, tmp_path):
+    """The shared dataset plus two files that are no JPEGs."""
+    root = tmp_path / "d"
+    shutil.copytree(dataset, root)
+    classes = sorted(p for p in root.iterdir() if p.is_dir())
+    (classes[0] / "zz_truncated.jpg").write_bytes(b"\xff\xd8\xff\xe0garbage")
+    (classes[1] / "zz_empty.jpg").write_bytes(b"")
+    return str(root)
+
+
+def test_on_error_policies(daemon, damaged_dataset):
+    def run(policy):
+        ld = loader(daemon, damaged_dataset, batch_size=4, on_error=policy)
+        out, status = [], []
+        for b in ld.batches():
+            out.append(np.array(b.images))
+            status += [int(s) for s in b.status]
+        return ld, np.concatenate(out), status
+
+    # replace (the default): no blank image, each failure named once.
+    with pytest.warns(stoker.SampleErrorWarning) as caught:
+        ld, images, status = run("replace")
+    assert len(caught) == 1
+    text = str(caught[0].message)
+    assert "2 sample(s) of epoch 0" in text and "replaced" in text
+    assert "zz_truncated.jpg" in text and "zz_empty.jpg" in text
+    assert sorted(s for s in status if s) == [3, 3]
+    assert all(images[k].any() for k in range(len(status)))
+    # The same stand-ins every time.
+    with pytest.warns(stoker.SampleErrorWarning):
+        _, again, _ = run("replace")
+    assert np.array_equal(images, again)
+    # zeros: blank images with read/decode status.
+    with pytest.warns(stoker.SampleErrorWarning, match="zero images"):
+        _, images, status = run("zeros")
+    assert sorted(s for s in status if s) == [1, 2]
+    assert sum(not images[k].any() for k in range(len(status))) == 2
+    # raise: StokerError naming the file.
+    with pytest.raises(stoker.StokerError) as e:
+        run("raise")
+    assert e.value.code == "DATA_LOSS" and "zz_" in e.value.message
+    with pytest.raises(ValueError):
+        loader(daemon, damaged_dataset, on_error="ignore")
+
+
+def test_stokerctl_read_fails_on_failed_samples_unless_allowed(daemon,
+                                                               damaged_dataset):
+    base = [STOKERCTL, "--socket", daemon.socket, "read", "--dataset",
+            damaged_dataset, "--batch-size", "4", "--size", "32"]
+    out = subprocess.run(base, capture_output=True, text=True)
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["errors"] == 2
+    assert "--allow-errors" in out.stderr
+    out = subprocess.run(base + ["--allow-errors"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run(base + ["--on-error", "raise"], capture_output=True,
+                         text=True)
+    assert out.returncode == 1 and "DATA_LOSS" in out.stderr and "zz_" in out.stderr

@@ -10,12 +10,13 @@ numpy and torch. See Loader for the arguments. Errors reported by the daemon rai
 StokerError, which carries the gRPC status code name and message.
 """
 
-from stoker.errors import StokerError, StarvationWarning
+from stoker.errors import SampleErrorWarning, StokerError, StarvationWarning
 from stoker import _native
 from stoker.loader import Loader
 from stoker._daemon import daemon_socket, stop_embedded_daemon
 
 __version__ = _native.version  # libstoker.so's, so package and library agree.
 
-__all__ = ["Loader", "StokerError", "StarvationWarning", "daemon_socket",
+__all__ = ["Loader", "StokerError", "StarvationWarning", "SampleErrorWarning",
+           "daemon_socket",
            "stop_embedded_daemon", "__version__"]

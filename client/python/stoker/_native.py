@@ -106,6 +106,9 @@ def _declare(dll):
         "stoker_session_id": (ctypes.c_uint64, [p]),
         "stoker_session_reconnects": (ctypes.c_uint64, [p]),
         "stoker_session_set_resume_window": (None, [p, c_double]),
+        "stoker_session_describe_samples": (
+            c_int, [p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                    ctypes.POINTER(p), err]),
         "stoker_next": (c_int, [p, c_double, ctypes.POINTER(p), err]),
         "stoker_session_close": (c_int, [p, err]),
         "stoker_session_free": (None, [p]),
@@ -239,6 +242,12 @@ class Session:
     def id(self):
         """The daemon's session id (a new one after a resume)."""
         return _dll.stoker_session_id(self._handle)
+
+    def describe_samples(self, indices):
+        """File paths of dataset sample indices of this session."""
+        arr = (ctypes.c_uint64 * len(indices))(*[int(i) for i in indices])
+        return _take_json(_dll.stoker_session_describe_samples, self._handle,
+                          arr, len(indices))
 
     def set_resume_window(self, seconds):
         """How long next() tries to reconnect to a restarted daemon."""

@@ -17,5 +17,10 @@ class StokerError(RuntimeError):
         self.message = message
 
 
+class SampleErrorWarning(UserWarning):
+    """Samples of an epoch could not be read or decoded (on_error="replace"
+    put others in their place; "zeros" left them blank)."""
+
+
 class StarvationWarning(UserWarning):
     """The training loop spent a large share of an epoch waiting for data."""

@@ -7,7 +7,7 @@ import warnings
 
 from stoker import _daemon
 from stoker._native import lib
-from stoker.errors import StarvationWarning
+from stoker.errors import SampleErrorWarning, StarvationWarning
 
 try:
     import numpy as np
@@ -108,6 +108,11 @@ class Loader:
         that keeps the crop at least image_size, and only the crop's
         rows/columns), "crop" (only the crop, full scale: same pixels as
         "full"), or "full" (every pixel: torchvision's pixels exactly).
+      on_error: a sample that cannot be read or decoded is "replace"d by
+        another one chosen deterministically (default; no blank image reaches
+        training), makes the epoch "raise" StokerError("DATA_LOSS") naming
+        the file, or stays "zeros". Replaced or zeroed samples are reported
+        once per epoch with a SampleErrorWarning naming the files.
       resume_timeout: when the daemon dies or restarts, how long (seconds)
         to keep reconnecting before raising; the Loader then goes on at the
         next undelivered batch with the same data. 0: raise at once.
@@ -126,7 +131,7 @@ class Loader:
                  dtype="uint8", device=None, socket=None, ring_slots=None,
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
-                 resume_timeout=60):
+                 resume_timeout=60, on_error="replace"):
         if not isinstance(dataset, (str, os.PathLike)):
             raise TypeError(f"dataset must be a path, got {type(dataset).__name__}")
         path = os.path.abspath(os.fspath(dataset))
@@ -177,6 +182,10 @@ class Loader:
             raise ValueError("resume_timeout must be a number of seconds >= 0, "
                              f"got {resume_timeout!r}")
         self._resume_timeout = float(resume_timeout)
+        if on_error not in ("replace", "raise", "zeros"):
+            raise ValueError("on_error must be 'replace', 'raise' or 'zeros', "
+                             f"got {on_error!r}")
+        self.on_error = on_error
         self._device = _check_device(device)
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)
@@ -246,6 +255,7 @@ class Loader:
         session = self._open(epoch, start)
         per_epoch = session.batches_per_epoch
         waits, compute, images = [], 0.0, 0
+        failed = []  # Dataset indices of samples that could not be used.
         returned = None
         for b in range(start, per_epoch):
             t0 = time.perf_counter()
@@ -257,6 +267,8 @@ class Loader:
             self._stream = (epoch, b + 1) if b + 1 < per_epoch else (epoch + 1, 0)
             self._position = self._stream
             images += batch.samples
+            if batch.error_count:
+                failed += [int(i) for i, s in zip(batch.indices, batch.status) if s]
             returned = time.perf_counter()
             yield batch
         if returned is not None:
@@ -264,6 +276,8 @@ class Loader:
         if self._epoch == epoch:  # Not moved by set_epoch during the pass.
             self._epoch = epoch + 1
         self._account(epoch, waits, compute, images)
+        if failed:
+            self._report_failures(epoch, failed)
 
     # ------------------------------------------------------------ reporting
     def stats(self):
@@ -292,6 +306,19 @@ class Loader:
                 f"stoker: the training loop waited {frac:.0%} of epoch {epoch} "
                 f"({wait:.2f} s of {busy:.2f} s) for data. {self._hint(waits)}"),
                 stacklevel=4)
+
+    def _report_failures(self, epoch, failed):
+        try:
+            names = self._session.describe_samples(failed[:5])
+        except Exception:  # Naming them is best effort.
+            names = [f"sample {i}" for i in failed[:5]]
+        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+        what = ("were replaced by other samples" if self.on_error == "replace"
+                else "are zero images")
+        warnings.warn(SampleErrorWarning(
+            f"stoker: {len(failed)} sample(s) of epoch {epoch} could not be "
+            f"read or decoded and {what}: {', '.join(names)}{more} (the "
+            "daemon's log says why)"), stacklevel=3)
 
     def _hint(self, waits):
         total = sum(waits)
@@ -348,6 +375,7 @@ class Loader:
             "dtype": self.dtype.upper(),
             "mean": self._mean,
             "std": self._std,
+            "on_error": "ON_ERROR_" + self.on_error.upper(),
         }
         self._session = self._client.open_session(spec)
         self._session.set_resume_window(self._resume_timeout)

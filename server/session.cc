@@ -77,6 +77,9 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   if (spec.ring_slots() > shm::kMaxRingSlots)
     return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
                             " must be at most ", shm::kMaxRingSlots));
+  if (spec.ring_slots() == 1)
+    return bad("ring_slots 1 leaves no slot to fill while the client holds "
+               "its batch: use 2..256 (0: the default, 4)");
   return absl::OkStatus();
 }
 

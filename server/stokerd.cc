@@ -158,6 +158,11 @@ int main(int argc, char** argv) {
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes);
   options.l2.path = absl::GetFlag(FLAGS_l2_path);
   options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes);
+  if (!options.l2.path.empty() && options.l2.max_bytes < (1ULL << 20)) {
+    std::fprintf(stderr, "stokerd: --l2_max_bytes must be at least 1 MiB when "
+                         "--l2_path is set (it is the L2 cache's size)\n");
+    return 2;
+  }
   options.l2.max_readers = absl::GetFlag(FLAGS_l2_max_readers);
   options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
   options.autotune = absl::GetFlag(FLAGS_autotune);

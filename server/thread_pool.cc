@@ -88,10 +88,25 @@ void ThreadPool::WorkerLoop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    const uint64_t t0 = shm::MonotonicNanos();
+    Account(+1);
     task();
-    busy_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
+    Account(-1);
   }
+}
+
+void ThreadPool::Account(int delta) {
+  const uint64_t now = shm::MonotonicNanos();
+  absl::MutexLock lock(&busy_mu_);
+  busy_settled_ns_ += static_cast<uint64_t>(active_) * (now - busy_since_ns_);
+  busy_since_ns_ = now;
+  active_ += delta;
+}
+
+uint64_t ThreadPool::busy_ns() const {
+  const uint64_t now = shm::MonotonicNanos();
+  absl::MutexLock lock(&busy_mu_);
+  return busy_settled_ns_ +
+         static_cast<uint64_t>(active_) * (now - busy_since_ns_);
 }
 
 }  // namespace stoker

@@ -36,15 +36,22 @@ class ThreadPool {
   const std::string& name() const { return name_; }
   int size() const;  // Target number of workers.
   size_t queued() const;
-  // Nanoseconds all workers have spent running tasks (relaxed counter).
-  uint64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
+  // Nanoseconds all workers have spent running tasks, including the time so
+  // far of tasks still running (a pool busy with long tasks reads busy now,
+  // not when they end).
+  uint64_t busy_ns() const;
 
  private:
   void WorkerLoop();
   void StartWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  void Account(int delta);  // A task starts (+1) or ends (-1).
+
   const std::string name_;
-  std::atomic<uint64_t> busy_ns_{0};
+  mutable absl::Mutex busy_mu_;  // Taken twice per task, briefly.
+  uint64_t busy_settled_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
+  uint64_t busy_since_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
+  int active_ ABSL_GUARDED_BY(busy_mu_) = 0;
 
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);

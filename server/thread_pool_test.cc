@@ -5,6 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -56,6 +57,26 @@ TEST(ThreadPoolTest, CountsBusyTime) {
   absl::SleepFor(absl::Milliseconds(5));
   EXPECT_GE(pool.busy_ns(), 80'000'000u);
   EXPECT_LT(pool.busy_ns(), 400'000'000u);
+}
+
+// A pool saturated by long tasks reads busy while they run, not only when
+// they end (autotune must not shrink a pool that is working flat out).
+TEST(ThreadPoolTest, CountsBusyTimeOfRunningTasks) {
+  ThreadPool pool("t", 2);
+  absl::Notification release;
+  std::atomic<int> started{0};
+  for (int i = 0; i < 2; ++i) {
+    pool.Schedule([&] {
+      started.fetch_add(1);
+      release.WaitForNotification();
+    });
+  }
+  while (started.load() < 2) absl::SleepFor(absl::Milliseconds(1));
+  const uint64_t before = pool.busy_ns();
+  absl::SleepFor(absl::Milliseconds(100));
+  // Two workers busy for at least the 100 ms slept, none of it finished.
+  EXPECT_GE(pool.busy_ns() - before, 200'000'000u);
+  release.Notify();
 }
 
 }  // namespace

@@ -36,13 +36,24 @@
 #include "client/cpp/client.h"
 #include "client/cpp/read_summary.h"
 #include "client/cpp/top.h"
-#include "google/protobuf/util/json_util.h"
+#include "util/proto_json.h"
+#include "util/version.h"
 
 namespace stoker {
 namespace {
 
+constexpr char kBuildType[] =
+#ifdef NDEBUG
+    "release build, optimized";
+#elif defined(__OPTIMIZE__)
+    "optimized build with assertions";
+#else
+    "debug build";
+#endif
+
 constexpr char kUsage[] =
     "usage: stokerctl [--socket PATH] <command> [flags]\n"
+    "       stokerctl --help | --version\n"
     "commands:\n"
     "  read    read epochs from a dataset and print a JSON summary\n"
     "          (--dataset DIR | --list MANIFEST [--root DIR] |\n"
@@ -280,12 +291,8 @@ int Stats(Client& client, const Args& a) {
   auto stats = client.GetStats();
   if (!stats.ok()) return Fail(stats.status());
   if (a.flags.count("json")) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.always_print_primitive_fields = true;
-    opts.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(*stats, &json, opts);
-    std::printf("%s\n", json.c_str());
+    // Numbers as JSON numbers (protobuf's printer quotes 64-bit ones).
+    std::printf("%s\n", ProtoToJson(*stats).c_str());
     return 0;
   }
   const v1::DaemonStats& s = *stats;
@@ -369,8 +376,18 @@ int Stats(Client& client, const Args& a) {
 int Main(int argc, char** argv) {
   Args args;
   std::string err;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--version") {
+      std::printf("stokerctl %s (%s)\n", kVersion, kBuildType);
+      return 0;
+    }
+  }
   if (!Parse(argc, argv, &args, &err)) return Usage(err);
-  if (args.command.empty() || args.flags.count("help")) return Usage("no command");
+  if (args.flags.count("help") || args.command == "help") {
+    std::printf("%s", kUsage);  // Asked for: the manual, on stdout, status 0.
+    return 0;
+  }
+  if (args.command.empty()) return Usage("no command");
   std::string socket = Flag(args, "socket");
   if (socket.empty()) {
     const char* env = std::getenv("STOKER_SOCKET");

@@ -99,7 +99,12 @@ int RunTop(Client& client, int iterations) {
       screen = "stokerd: " + stats.status().ToString() + "\n\nq: quit\n";
       code = 1;
     }
-    std::printf("\x1b[H\x1b[2J%s", screen.c_str());
+    // Escape codes only for a terminal; a pipe gets plain frames.
+    if (isatty(STDOUT_FILENO)) {
+      std::printf("\x1b[H\x1b[2J%s", screen.c_str());
+    } else {
+      std::printf("%s\n", screen.c_str());
+    }
     std::fflush(stdout);
     struct pollfd in = {STDIN_FILENO, POLLIN, 0};
     if (poll(&in, 1, 1000) > 0 && (in.revents & POLLIN)) {

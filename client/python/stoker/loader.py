@@ -165,7 +165,7 @@ class Loader:
         if any(s <= 0 for s in self._std):
             raise ValueError(f"std values must be > 0, got {std!r}")
         self._ring_slots = 0 if ring_slots is None else _check_int(
-            "ring_slots", ring_slots, 1, 256)
+            "ring_slots", ring_slots, 2, 256)
         if threads is not None:
             _check_int("threads", threads, 1, 4096)
         if socket is not None and not isinstance(socket, (str, os.PathLike)):

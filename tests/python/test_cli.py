@@ -1,0 +1,55 @@
+"""Command-line behaviour a script relies on: help and version on stdout with
+status 0, JSON numbers as numbers, no escape codes in a pipe, useless
+values refused with a reason."""
+
+import json
+import subprocess
+
+from conftest import ROOT_FLAG, STOKERCTL, STOKERD
+
+import pytest
+import stoker
+
+
+def run(*args, **kw):
+    return subprocess.run(list(args), capture_output=True, text=True,
+                          timeout=60, **kw)
+
+
+def test_help_and_version():
+    out = run(STOKERCTL, "--help")
+    assert out.returncode == 0 and out.stdout.startswith("usage: stokerctl")
+    for command in ("read", "warm", "stats", "top", "close", "resize"):
+        assert f"  {command}" in out.stdout
+    out = run(STOKERCTL, "read", "--help")
+    assert out.returncode == 0 and "--batch-size" in out.stdout
+    out = run(STOKERCTL, "--version")
+    assert out.returncode == 0
+    assert out.stdout.startswith(f"stokerctl {stoker.__version__} (")
+
+
+def test_stats_json_has_numbers_and_top_in_a_pipe_has_no_escapes(daemon, dataset):
+    run(STOKERCTL, "--socket", daemon.socket, "read", "--dataset", dataset,
+        "--batch-size", "4", "--size", "32")
+    out = run(STOKERCTL, "--socket", daemon.socket, "stats", "--json")
+    assert out.returncode == 0, out.stderr
+    stats = json.loads(out.stdout)
+    assert isinstance(stats["samples_decoded"], int)
+    assert stats["samples_decoded"] >= 24
+    assert isinstance(stats["pid"], int) and isinstance(stats["uptime_seconds"], float)
+    out = run(STOKERCTL, "--socket", daemon.socket, "top", "--frames", "1",
+              stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "POOL" in out.stdout
+
+
+def test_useless_values_are_refused_with_a_reason(daemon, dataset, tmp_path):
+    out = run(STOKERCTL, "--socket", daemon.socket, "read", "--dataset", dataset,
+              "--batch-size", "4", "--ring-slots", "1")
+    assert out.returncode == 1
+    assert "INVALID_ARGUMENT" in out.stderr and "ring_slots 1" in out.stderr
+    with pytest.raises(ValueError, match="ring_slots"):
+        stoker.Loader(dataset, batch_size=4, ring_slots=1, socket=daemon.socket)
+    out = run(STOKERD, "--socket", str(tmp_path / "s.sock"), "--l2_path",
+              str(tmp_path / "l2"), "--l2_max_bytes", "0", *ROOT_FLAG)
+    assert out.returncode == 2 and "--l2_max_bytes" in out.stderr

@@ -25,6 +25,8 @@ PACKAGES=(
   python3-grpcio python3-venv
   # Packaging: the release bundle (RPATHs, symbol checks), the node service.
   patchelf binutils dpkg-dev libsystemd-dev systemd nlohmann-json3-dev
+  # Real photographs for the sanitizer's decode fuzzing (make sanitize).
+  mate-backgrounds
 )
 
 # libstoker.so links gRPC, protobuf and abseil statically with hidden

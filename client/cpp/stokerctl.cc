@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -51,69 +52,124 @@ constexpr char kBuildType[] =
     "debug build";
 #endif
 
-constexpr char kUsage[] =
-    "usage: stokerctl [--socket PATH] <command> [flags]\n"
-    "       stokerctl --help | --version\n"
-    "commands:\n"
-    "  read    read epochs from a dataset and print a JSON summary\n"
-    "          (--dataset DIR | --list MANIFEST [--root DIR] |\n"
-    "           --lmdb PATH [--manifest M]) --batch-size N\n"
-    "          [--epochs E=1] [--transform val|train] [--size S=224]\n"
-    "          [--seed K] [--shuffle|--no-shuffle] [--rank R] [--world-size W]\n"
-    "          [--drop-last] [--ring-slots N] [--start-epoch E]\n"
-    "          [--start-batch B] [--decode auto|full|crop|scale_crop]\n"
-    "          [--dtype uint8|float32|float16] [--json]\n"
-    "          [--on-error replace|raise|zeros] [--allow-errors]\n"
-    "          (exit status 1 when a sample failed, unless --allow-errors)\n"
-    "  warm    pull a dataset into the daemon's caches, showing progress\n"
-    "          (--dataset DIR | --list MANIFEST | --lmdb PATH) [--concurrency N]\n"
-    "  stats   print the daemon's counters, caches and sessions [--json]\n"
-    "  health  check that the daemon is serving\n"
-    "  sessions  list open sessions with their diagnosis\n"
-    "  close   close a session: --session ID\n"
-    "  resize  resize a pool live: --pool decode|reader --threads N\n"
-    "  top     live view, refreshed every second (q or Ctrl-C quits)\n";
+// Every command's options: name (without --), whether it is a flag (no
+// value), and its help line. CLI11 builds --help for the program and each
+// command from this table, and parses; the commands read the values back
+// by name.
+struct OptionSpec {
+  const char* name;
+  bool is_flag;
+  const char* help;
+};
 
-const std::set<std::string> kBoolFlags = {"json", "shuffle", "no-shuffle",
-                                          "drop-last", "help", "allow-errors"};
+constexpr OptionSpec kDatasetOptions[] = {
+    {"dataset", false, "ImageFolder-style folder"},
+    {"list", false, "manifest of 'relative/path<TAB>label' lines"},
+    {"root", false, "folder the manifest's paths are relative to"},
+    {"lmdb", false, "LMDB environment of encoded samples"},
+    {"manifest", false, "key<TAB>label manifest selecting LMDB samples"},
+};
+
+const std::map<std::string, std::pair<std::string, std::vector<OptionSpec>>>&
+Commands() {
+  static const auto* commands =
+      new std::map<std::string, std::pair<std::string, std::vector<OptionSpec>>>{
+          {"read",
+           {"read epochs from a dataset and print a JSON summary (exit status 1 "
+            "when a sample failed, unless --allow-errors)",
+            {{"batch-size", false, "samples per batch (required)"},
+             {"epochs", false, "epochs to read (default 1)"},
+             {"transform", false, "val (default) or train"},
+             {"size", false, "output side in pixels (default 224)"},
+             {"seed", false, "shuffle and augmentation seed"},
+             {"shuffle", true, "shuffle (train's default)"},
+             {"no-shuffle", true, "do not shuffle"},
+             {"rank", false, "this reader's rank"},
+             {"world-size", false, "number of ranks"},
+             {"drop-last", true, "drop the last incomplete batch"},
+             {"ring-slots", false, "batches prefetched (2..256; default 4)"},
+             {"start-epoch", false, "resume at this epoch"},
+             {"start-batch", false, "resume at this batch"},
+             {"decode", false, "auto, full, crop or scale_crop"},
+             {"dtype", false, "uint8, float32 or float16"},
+             {"on-error", false, "replace (default), raise or zeros"},
+             {"allow-errors", true, "exit 0 even when samples failed"},
+             {"json", true, "print JSON (the default for read)"}}}},
+          {"warm",
+           {"pull a dataset into the daemon's caches, showing progress",
+            {{"concurrency", false, "reads at a time (default the daemon's)"}}}},
+          {"stats",
+           {"print the daemon's counters, caches and sessions",
+            {{"json", true, "as JSON (numbers as numbers)"}}}},
+          {"health", {"check that the daemon is serving", {}}},
+          {"sessions", {"list open sessions with their diagnosis", {}}},
+          {"close", {"close a session", {{"session", false, "session id"}}}},
+          {"resize",
+           {"resize a pool live",
+            {{"pool", false, "decode or reader"},
+             {"threads", false, "new thread count"}}}},
+          {"top",
+           {"live view, refreshed every second (q or Ctrl-C quits)",
+            {{"frames", false, "stop after this many frames (0: never)"}}}},
+      };
+  return *commands;
+}
 
 struct Args {
   std::string command;
-  std::map<std::string, std::string> flags;
+  std::string socket;
+  std::map<std::string, std::string> flags;  // Given options only.
 };
 
-int Usage(const std::string& problem) {
-  std::fprintf(stderr, "stokerctl: %s\n%s", problem.c_str(), kUsage);
-  return 2;
+// Parses the command line with CLI11. Returns -1 to go on, else the exit
+// status (0 after --help/--version, 2 for a usage error, with the message).
+int Parse(int argc, char** argv, Args* out) {
+  CLI::App app{"stokerctl: command-line client for stokerd", "stokerctl"};
+  app.set_version_flag("--version",
+                       absl::StrCat("stokerctl ", kVersion, " (", kBuildType, ")"));
+  app.add_option("--socket", out->socket,
+                 "the daemon's socket (default $STOKER_SOCKET, else "
+                 "/run/stoker/stoker.sock)");
+  app.require_subcommand(1);
+  std::map<std::string, std::string> values;
+  std::map<std::string, CLI::Option*> given;
+  std::map<std::string, CLI::App*> subs;
+  for (const auto& [name, command] : Commands()) {
+    CLI::App* sub = app.add_subcommand(name, command.first);
+    subs[name] = sub;
+    std::vector<OptionSpec> options = command.second;
+    if (name == "read" || name == "warm") {
+      options.insert(options.begin(), std::begin(kDatasetOptions),
+                     std::end(kDatasetOptions));
+    }
+    for (const OptionSpec& o : options) {
+      const std::string key = name + "/" + o.name;
+      const std::string flag = std::string("--") + o.name;
+      given[key] = o.is_flag ? sub->add_flag(flag, o.help)
+                             : sub->add_option(flag, values[key], o.help);
+    }
+    sub->add_option("--socket", out->socket, "the daemon's socket");
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), 2);
+  }
+  for (const auto& [name, sub] : subs) {
+    if (!sub->parsed()) continue;
+    out->command = name;
+    for (const auto& [key, option] : given) {
+      if (key.rfind(name + "/", 0) != 0 || option->count() == 0) continue;
+      const std::string flag = key.substr(name.size() + 1);
+      out->flags[flag] = option->get_expected_min() == 0 ? "true" : values[key];
+    }
+  }
+  return -1;
 }
 
-bool Parse(int argc, char** argv, Args* out, std::string* error) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      if (!out->command.empty()) {
-        *error = absl::StrCat("unexpected argument '", a, "'");
-        return false;
-      }
-      out->command = a;
-      continue;
-    }
-    std::string name = a.substr(2), value;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (kBoolFlags.count(name)) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      *error = absl::StrCat("flag --", name, " needs a value");
-      return false;
-    }
-    out->flags[name] = value;
-  }
-  return true;
+int Usage(const std::string& problem) {
+  std::fprintf(stderr, "stokerctl: %s (see stokerctl --help)\n", problem.c_str());
+  return 2;
 }
 
 // Reads an unsigned integer flag; false (with *error set) if malformed.
@@ -376,45 +432,11 @@ int Stats(Client& client, const Args& a) {
 int Main(int argc, char** argv) {
   Args args;
   std::string err;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--version") {
-      std::printf("stokerctl %s (%s)\n", kVersion, kBuildType);
-      return 0;
-    }
-  }
-  if (!Parse(argc, argv, &args, &err)) return Usage(err);
-  if (args.flags.count("help") || args.command == "help") {
-    std::printf("%s", kUsage);  // Asked for: the manual, on stdout, status 0.
-    return 0;
-  }
-  if (args.command.empty()) return Usage("no command");
-  std::string socket = Flag(args, "socket");
+  if (int code = Parse(argc, argv, &args); code >= 0) return code;
+  std::string socket = args.socket;
   if (socket.empty()) {
     const char* env = std::getenv("STOKER_SOCKET");
     socket = env ? env : "/run/stoker/stoker.sock";
-  }
-  static const std::map<std::string, std::set<std::string>> kKnown = {
-      {"warm", {"socket", "dataset", "list", "root", "lmdb", "manifest",
-                "concurrency"}},
-      {"read", {"socket", "dataset", "list", "root", "lmdb", "manifest",
-                "batch-size", "epochs",
-                "transform", "size", "seed", "shuffle", "no-shuffle", "rank",
-                "world-size", "drop-last", "ring-slots", "start-epoch",
-                "start-batch", "json", "decode", "dtype", "on-error",
-                "allow-errors"}},
-      {"stats", {"socket", "json"}},
-      {"health", {"socket"}},
-      {"sessions", {"socket"}},
-      {"close", {"socket", "session"}},
-      {"resize", {"socket", "pool", "threads"}},
-      {"top", {"socket", "frames"}},
-  };
-  auto known = kKnown.find(args.command);
-  if (known == kKnown.end())
-    return Usage(absl::StrCat("unknown command '", args.command, "'"));
-  for (const auto& [name, value] : args.flags) {
-    if (!known->second.count(name))
-      return Usage(absl::StrCat("unknown flag --", name, " for ", args.command));
   }
   auto client = Client::Connect(socket);
   if (!client.ok()) return Fail(client.status());

@@ -18,11 +18,13 @@ def run(*args, **kw):
 
 def test_help_and_version():
     out = run(STOKERCTL, "--help")
-    assert out.returncode == 0 and out.stdout.startswith("usage: stokerctl")
+    assert out.returncode == 0 and "Usage: stokerctl [OPTIONS] SUBCOMMAND" in out.stdout
     for command in ("read", "warm", "stats", "top", "close", "resize"):
         assert f"  {command}" in out.stdout
     out = run(STOKERCTL, "read", "--help")
     assert out.returncode == 0 and "--batch-size" in out.stdout
+    out = run(STOKERCTL, "read", "--batch-size", "4", "--no-such-flag")
+    assert out.returncode == 2 and "--no-such-flag" in out.stderr
     out = run(STOKERCTL, "--version")
     assert out.returncode == 0
     assert out.stdout.startswith(f"stokerctl {stoker.__version__} (")

@@ -32,7 +32,7 @@ def main():
                         "--per_class", "100"], check=True)
     # Decoded-output cache off: every val epoch decodes, as train does.
     d = Daemon(threads=int(os.environ.get("THREADS", "2")),
-               extra=["--decoded_cache_bytes", "0"])
+               extra=["--decoded-cache-bytes", "0"])
     try:
         for transform in ("val", "train"):
             cpp, py = [], []

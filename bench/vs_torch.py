@@ -181,8 +181,8 @@ def stoker_rows(transform, decoded_cache=False):
     sock = os.path.join(folder, "s.sock")
     daemon = subprocess.Popen(
         [os.path.join(BIN, "server", "stokerd"), "--socket", sock, "--threads",
-         str(CORES), "--decoded_cache_bytes", str(1 << 30 if decoded_cache else 0),
-         *(["--allow_root"] if os.geteuid() == 0 else [])],
+         str(CORES), "--decoded-cache-bytes", str(1 << 30 if decoded_cache else 0),
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
         stderr=subprocess.DEVNULL)
     while not os.path.exists(sock):
         time.sleep(0.02)

@@ -24,9 +24,9 @@ fi
 run=$(mktemp -d /tmp/stoker-demo-XXXXXX)
 sock="$run/stoker.sock"
 root_flag=""
-[ "$(id -u)" -eq 0 ] && root_flag="--allow_root"  # A demo as root is fine.
+[ "$(id -u)" -eq 0 ] && root_flag="--allow-root"  # A demo as root is fine.
 "$bin/server/stokerd" --socket "$sock" --threads "$threads" $root_flag \
-  --metrics_address 127.0.0.1:0 2>"$run/stokerd.log" &
+  --metrics-address 127.0.0.1:0 2>"$run/stokerd.log" &
 daemon=$!
 cleanup() {
   kill -TERM "$daemon" 2>/dev/null || true

@@ -59,7 +59,7 @@ absl::StatusOr<Caller> Daemon::Authenticate(const std::string& token) const {
 absl::Status Daemon::RequireAdmin(const Caller& caller, const char* what) {
   if (caller.admin) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
-      what, " is for admins (root, the daemon's user, or its --admin_group); "
+      what, " is for admins (root, the daemon's user, or its --admin-group); "
       "uid ", caller.uid, " is none"));
 }
 

@@ -79,7 +79,7 @@ class Walk {
     if (++entries_ > limits_.max_files) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "dataset has more than ", limits_.max_files,
-          " entries (the daemon's --max_dataset_files)"));
+          " entries (the daemon's --max-dataset-files)"));
     }
     if (entries_ % 1024 == 0) {
       if (limits_.cancel != nullptr && limits_.cancel->load()) {
@@ -89,7 +89,7 @@ class Walk {
         return absl::DeadlineExceededError(absl::StrCat(
             "dataset scan took longer than ",
             absl::FormatDuration(limits_.max_time),
-            " (the daemon's --dataset_scan_timeout)"));
+            " (the daemon's --dataset-scan-timeout)"));
       }
     }
     return absl::OkStatus();

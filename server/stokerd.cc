@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/daemon.h"
+#include "server/flag_types.h"
 #include "shm/fd_passing.h"
 #include "server/grpc_service.h"
 #include "server/metrics.h"
@@ -41,13 +43,14 @@ ABSL_FLAG(std::string, shm_prefix, "stoker.",
           "Prefix of ring segment names in /dev/shm.");
 ABSL_FLAG(int, reader_threads, 64,
           "Reader threads: how many source reads may be outstanding.");
-ABSL_FLAG(uint64_t, l1_bytes, 2ULL << 30,
+ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
-ABSL_FLAG(uint64_t, decoded_cache_bytes, 1ULL << 30,
+ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
           "RAM cache of finished val samples, in bytes; 0 disables it.");
 ABSL_FLAG(std::string, l2_path, "",
           "Folder of the L2 LMDB cache on local disk; empty disables L2.");
-ABSL_FLAG(uint64_t, l2_max_bytes, 64ULL << 30, "L2 map size (its maximum).");
+ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},
+          "L2 map size (its maximum), e.g. 64G.");
 ABSL_FLAG(uint32_t, l2_max_readers, 256, "L2 LMDB reader slots.");
 ABSL_FLAG(uint64_t, l2_writer_queue, 0,
           "Bounded L2 write queue; 0 = $L2_WRITER_QUEUE_MAX, else 4096. "
@@ -64,7 +67,8 @@ ABSL_FLAG(int64_t, max_image_pixels, stoker::DecodeLimits().max_pixels,
           "samples fail with a resource error before any allocation.");
 ABSL_FLAG(int, max_progressive_scans, stoker::DecodeLimits().max_scans,
           "Most scans a progressive JPEG may have.");
-ABSL_FLAG(int64_t, max_decode_bytes, stoker::DecodeLimits().max_bytes,
+ABSL_FLAG(stoker::ByteSize, max_decode_bytes,
+          stoker::ByteSize{uint64_t(stoker::DecodeLimits().max_bytes)},
           "Most memory one image's decode may need (estimated from its "
           "header: progressive coefficients plus output).");
 ABSL_FLAG(uint64_t, max_dataset_files, stoker::ScanLimits().max_files,
@@ -78,7 +82,7 @@ ABSL_FLAG(std::string, admin_group, "",
 ABSL_FLAG(bool, allow_root, false,
           "Serve as root. Refused otherwise: a root daemon reads any file for "
           "any user of its socket. (Embedded daemons, bound to their owner by "
-          "--exit_with_pid or --owners_dir, serve only that user.)");
+          "--exit-with-pid or --owners-dir, serve only that user.)");
 ABSL_FLAG(int, exit_with_pid, 0,
           "Shut down when this process exits (used by embedded daemons that "
           "a trainer starts for itself); 0 = never.");
@@ -115,7 +119,11 @@ bool OwnersAlive(int pid, const std::string& dir) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Stoker daemon: decodes datasets into shared-memory batch rings.\n"
-      "usage: stokerd [--socket PATH] [--threads N]");
+      "usage: stokerd [--socket PATH] [--threads N] [flags]\n"
+      "Flags are written with dashes (--l1-bytes); sizes take units (2G, "
+      "512M). The flags below are listed with absl's underscores.");
+  std::vector<std::string> respelled;  // Owns rewritten argv entries.
+  stoker::NormalizeFlagSpelling("stokerd", argc, argv, &respelled);
   absl::ParseCommandLine(argc, argv);
   const std::string socket_path = absl::GetFlag(FLAGS_socket);
   if (geteuid() == 0 && !absl::GetFlag(FLAGS_allow_root) &&
@@ -125,7 +133,7 @@ int main(int argc, char** argv) {
                  "stokerd: refusing to run as root: a root daemon would read "
                  "any file for any user of its socket. Run it as an "
                  "unprivileged user (the systemd unit uses User=stoker), or "
-                 "pass --allow_root.\n");
+                 "pass --allow-root.\n");
     return 2;
   }
   if (absl::GetFlag(FLAGS_threads) < 0) {
@@ -154,13 +162,13 @@ int main(int argc, char** argv) {
   options.decode_threads = absl::GetFlag(FLAGS_threads);
   options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
-  options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes);
-  options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes);
+  options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
+  options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;
   options.l2.path = absl::GetFlag(FLAGS_l2_path);
-  options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes);
+  options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes).bytes;
   if (!options.l2.path.empty() && options.l2.max_bytes < (1ULL << 20)) {
-    std::fprintf(stderr, "stokerd: --l2_max_bytes must be at least 1 MiB when "
-                         "--l2_path is set (it is the L2 cache's size)\n");
+    std::fprintf(stderr, "stokerd: --l2-max-bytes must be at least 1M when "
+                         "--l2-path is set (it is the L2 cache's size)\n");
     return 2;
   }
   options.l2.max_readers = absl::GetFlag(FLAGS_l2_max_readers);
@@ -170,7 +178,7 @@ int main(int argc, char** argv) {
   if (const std::string group = absl::GetFlag(FLAGS_admin_group); !group.empty()) {
     const struct group* g = getgrnam(group.c_str());
     if (g == nullptr) {
-      std::fprintf(stderr, "stokerd: --admin_group %s: no such group\n",
+      std::fprintf(stderr, "stokerd: --admin-group %s: no such group\n",
                    group.c_str());
       return 2;
     }
@@ -180,19 +188,20 @@ int main(int argc, char** argv) {
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
   options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
   options.decode_limits.max_scans = absl::GetFlag(FLAGS_max_progressive_scans);
-  options.decode_limits.max_bytes = absl::GetFlag(FLAGS_max_decode_bytes);
+  options.decode_limits.max_bytes =
+      static_cast<int64_t>(absl::GetFlag(FLAGS_max_decode_bytes).bytes);
   if (options.decode_limits.max_pixels < 1 || options.decode_limits.max_scans < 1 ||
       options.decode_limits.max_bytes < (1 << 20)) {
     std::fprintf(stderr,
-                 "stokerd: --max_image_pixels and --max_progressive_scans must "
-                 "be >= 1, --max_decode_bytes >= 1048576\n");
+                 "stokerd: --max-image-pixels and --max-progressive-scans must "
+                 "be >= 1, --max-decode-bytes >= 1M\n");
     return 2;
   }
   // Rings reach clients as descriptors over this socket (next to the
   // control socket, same mode): segments stay 0600 and the daemon's.
   options.handoff_socket = stoker::shm::RingSocketPath(socket_path);
   if (options.reader_threads < 1 || options.reader_threads > 4096) {
-    std::fprintf(stderr, "stokerd: --reader_threads must be in 1..4096\n");
+    std::fprintf(stderr, "stokerd: --reader-threads must be in 1..4096\n");
     return 2;
   }
   stoker::Daemon daemon(options);
@@ -216,7 +225,7 @@ int main(int argc, char** argv) {
   char* end = nullptr;
   const long mode = std::strtol(mode_text.c_str(), &end, 8);
   if (mode_text.empty() || *end != '\0' || mode < 0 || mode > 0777) {
-    std::fprintf(stderr, "stokerd: --socket_mode must be octal, like 0660\n");
+    std::fprintf(stderr, "stokerd: --socket-mode must be octal, like 0660\n");
     return 2;
   }
   auto handoff = stoker::RingHandoffServer::Start(

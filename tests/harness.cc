@@ -47,9 +47,9 @@ TestDaemon::TestDaemon(bool subprocess, DaemonOptions options)
   prefix_ = absl::StrCat("stoker-td", getpid(), "-", counter++, ".");
   if (subprocess) {
     pid_ = Spawn({"server/stokerd", "--socket", socket_, "--threads",
-                  std::to_string(options.decode_threads), "--shm_prefix",
-                  prefix_, "--metrics_address", "127.0.0.1:0",
-                  "--allow_root"});
+                  std::to_string(options.decode_threads), "--shm-prefix",
+                  prefix_, "--metrics-address", "127.0.0.1:0",
+                  "--allow-root"});
     return;
   }
   options.shm_prefix = prefix_;

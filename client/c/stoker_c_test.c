@@ -46,7 +46,7 @@ int main(void) {
   pid_t daemon = fork();
   if (daemon == 0) {
     execl("server/stokerd", "stokerd", "--socket", sock, "--threads", "1",
-          "--metrics_address", "", "--allow_root", (char*)NULL);
+          "--metrics-address", "", "--allow-root", (char*)NULL);
     _exit(127);
   }
   CHECK(stoker_connect(sock, 20, &client, &err) == STOKER_OK);

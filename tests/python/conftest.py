@@ -18,7 +18,7 @@ STOKERD = os.path.join(BIN, "server", "stokerd")
 STOKERCTL = os.path.join(BIN, "client", "cpp", "stokerctl")
 MAKE_DATASET = os.path.join(BIN, "tests", "make_dataset")
 # stokerd refuses root unless told; tests run as root in CI.
-ROOT_FLAG = ["--allow_root"] if os.geteuid() == 0 else []
+ROOT_FLAG = ["--allow-root"] if os.geteuid() == 0 else []
 
 
 def wait_for_socket(path, proc, seconds=20):
@@ -45,7 +45,7 @@ class Daemon:
         self.socket = os.path.join(self.folder, "s.sock")
         self.proc = subprocess.Popen(
             [STOKERD, "--socket", self.socket, "--threads", str(threads),
-             "--metrics_address", "127.0.0.1:0", *ROOT_FLAG, *extra],
+             "--metrics-address", "127.0.0.1:0", *ROOT_FLAG, *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_socket(self.socket, self.proc)
 

@@ -123,7 +123,7 @@ def test_relocated_binaries_serve_under_an_empty_environment(bundle, dataset):
     sock = os.path.join(folder, "s.sock")
     proc = subprocess.Popen(
         ["env", "-i", os.path.join(bundle, "bin", "stokerd"), "--socket", sock,
-         "--threads", "2", "--metrics_address", "", *ROOT_FLAG],
+         "--threads", "2", "--metrics-address", "", *ROOT_FLAG],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_socket(sock, proc)

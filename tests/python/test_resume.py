@@ -23,8 +23,8 @@ SPEC = ["--batch-size", "2", "--transform", "train", "--size", "64",
 
 def start(sock, prefix):
     proc = subprocess.Popen(
-        [STOKERD, "--socket", sock, "--threads", "1", "--metrics_address", "",
-         "--shm_prefix", prefix, *ROOT_FLAG],
+        [STOKERD, "--socket", sock, "--threads", "1", "--metrics-address", "",
+         "--shm-prefix", prefix, *ROOT_FLAG],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_socket(sock, proc)
     return proc

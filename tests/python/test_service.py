@@ -83,8 +83,8 @@ def service(users, bundle, dataset):  # noqa: F811
     sock = os.path.join(run_dir, "stoker.sock")
     proc = subprocess.Popen(
         as_user(DAEMON_USER, os.path.join(bundle, "bin", "stokerd"), "--socket",
-                sock, "--threads", "2", "--metrics_address", "",
-                "--shm_prefix", "stoker-svc.", group=GROUP),
+                sock, "--threads", "2", "--metrics-address", "",
+                "--shm-prefix", "stoker-svc.", group=GROUP),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_for_socket(sock, proc)
     yield {"socket": sock, "data": data, "bundle": bundle, "proc": proc}
@@ -201,7 +201,7 @@ def test_readiness_is_signalled_to_systemd(tmp_path):
     sock = str(tmp_path / "s.sock")
     env = dict(os.environ, NOTIFY_SOCKET=notify)
     proc = subprocess.Popen([STOKERD, "--socket", sock, "--threads", "1",
-                             "--metrics_address", "", *ROOT_FLAG], env=env,
+                             "--metrics-address", "", *ROOT_FLAG], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         msg = rx.recv(4096).decode()
@@ -222,7 +222,7 @@ def test_readiness_is_signalled_to_systemd(tmp_path):
 def test_daemon_refuses_root_unless_told(tmp_path):
     from conftest import STOKERD
     out = subprocess.run([STOKERD, "--socket", str(tmp_path / "s.sock"),
-                          "--metrics_address", ""],
+                          "--metrics-address", ""],
                          capture_output=True, text=True, timeout=20)
     assert out.returncode == 2
     assert "refusing to run as root" in out.stderr
@@ -237,7 +237,7 @@ def test_socket_folders_others_can_write_are_refused(tmp_path):
     shared.mkdir()
     os.chmod(shared, 0o1777)  # Like /tmp.
     out = subprocess.run([STOKERD, "--socket", str(shared / "s.sock"),
-                          "--metrics_address", "", *ROOT_FLAG],
+                          "--metrics-address", "", *ROOT_FLAG],
                          capture_output=True, text=True, timeout=20)
     assert out.returncode == 1
     assert "lets other users create or replace sockets" in out.stderr

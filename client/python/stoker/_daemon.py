@@ -88,8 +88,8 @@ def _private_folder(path):
 def _start(folder, socket_path, threads):
     log_path = os.path.join(folder, "stokerd.log")
     args = [find_stokerd(), "--socket", socket_path,
-            "--owners_dir", os.path.join(folder, "owners"),
-            "--metrics_address", "127.0.0.1:0"]
+            "--owners-dir", os.path.join(folder, "owners"),
+            "--metrics-address", "127.0.0.1:0"]
     if threads:
         args += ["--threads", str(int(threads))]
     with open(log_path, "wb") as log:

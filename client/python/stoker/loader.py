@@ -340,7 +340,7 @@ class Loader:
                                 if threads < cores else
                                 "give stokerd more cores or use a smaller image_size")),
             "read-bound": "storage is the bottleneck: warm the caches "
-                          "(stokerctl warm) or add --l2_path on local NVMe",
+                          "(stokerctl warm) or add --l2-path on local NVMe",
             "starved-by-fair-share": "other sessions share the decode threads; "
                                      "add threads (stokerctl resize)",
             "consumer-bound": "the ring was full at the end: the wait came earlier",

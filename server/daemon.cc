@@ -178,6 +178,15 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   entry.owner_uid = caller.uid;
   entry.pid_visible = request.client_pid() != 0 &&
                       !ProcessGone(request.client_pid());
+  {
+    // Quotas, checked with the ring's real size (it is freed again if the
+    // session does not fit).
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      return absl::UnavailableError("the daemon is shutting down");
+    }
+    STOKER_RETURN_IF_ERROR(CheckQuotas(caller, session->ring().layout().segment_bytes));
+  }
   session->Start();
   entry.session = std::move(session);
   {

@@ -64,6 +64,10 @@ struct DaemonOptions {
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
   DecodeLimits decode_limits;  // Per image: pixels, scans, memory.
   ScanLimits scan_limits;      // Per folder scan (cancel: set by Stop()).
+  // All rings together (bytes; 0: no limit) and sessions per non-admin
+  // user (0: no limit).
+  uint64_t max_ring_bytes = 0;
+  uint32_t max_sessions_per_user = 0;
   // Group whose members are admins (besides root and the daemon's user);
   // -1: none.
   int64_t admin_gid = -1;
@@ -183,6 +187,10 @@ class Daemon {
   // EntryStats, without what `caller` may not see of another's session.
   v1::SessionStats VisibleStats(const Entry& e, const Caller& caller) const;
   static absl::Status RequireAdmin(const Caller& caller, const char* what);
+  // RESOURCE_EXHAUSTED when a new ring of `ring_bytes` would pass the
+  // node-wide ring budget, or the caller's session quota is used up.
+  absl::Status CheckQuotas(const Caller& caller, uint64_t ring_bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsAdmin(uid_t uid) const;
   ThreadPool* Pool(const std::string& name);
   struct WarmState;

@@ -93,6 +93,28 @@ absl::StatusOr<v1::DescribeSamplesResponse> Daemon::DescribeSamples(
   return resp;
 }
 
+absl::Status Daemon::CheckQuotas(const Caller& caller, uint64_t ring_bytes) const {
+  uint64_t total = ring_bytes;
+  uint32_t mine = 0;
+  for (const auto& [id, e] : sessions_) {
+    total += e.session->ring().layout().segment_bytes;
+    mine += e.owner_uid == caller.uid;
+  }
+  if (options_.max_ring_bytes > 0 && total > options_.max_ring_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the node's rings would take ", total >> 20, " MiB, over the daemon's "
+        "--max-ring-bytes of ", options_.max_ring_bytes >> 20,
+        " MiB: use fewer ring slots or a smaller batch, or close a session"));
+  }
+  if (caller.uid >= 0 && !caller.admin && options_.max_sessions_per_user > 0 &&
+      mine >= options_.max_sessions_per_user) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "uid ", caller.uid, " already has ", mine, " open sessions, the "
+        "daemon's --max-sessions-per-user"));
+  }
+  return absl::OkStatus();
+}
+
 v1::SessionStats Daemon::VisibleStats(const Entry& e, const Caller& caller) const {
   v1::SessionStats s = EntryStats(e);
   if (!caller.admin && e.owner_uid != caller.uid) {

@@ -236,5 +236,42 @@ TEST_F(DaemonTest, CallersTouchOnlyTheirOwnSessionsUnlessAdmin) {
             absl::StatusCode::kUnauthenticated);
 }
 
+TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
+  std::string root = testdata::MakeTempDir("quota");
+  testdata::FolderSpec fs;
+  fs.classes = 1;
+  fs.per_class = 2;
+  fs.min_side = 40;
+  fs.max_side = 50;
+  ASSERT_TRUE(testdata::MakeFolderDataset(root, fs).ok());
+  DaemonOptions o;
+  o.decode_threads = 1;
+  o.shm_prefix = absl::StrCat("stoker-dq", getpid(), ".");
+  o.max_sessions_per_user = 1;
+  o.max_ring_bytes = 4ULL << 20;
+  Daemon d(o);
+  ASSERT_TRUE(d.Start().ok());
+  v1::OpenSessionRequest r;
+  r.mutable_spec()->mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
+  r.mutable_spec()->mutable_dataset()->set_path(root);
+  r.mutable_spec()->set_batch_size(2);
+  r.mutable_spec()->set_transform(v1::VAL);
+  r.mutable_spec()->set_image_size(32);
+  const Caller alice = Caller::User(7001, false), bob = Caller::User(7002, false);
+  ASSERT_TRUE(d.OpenSession(r, alice).ok());
+  auto again = d.OpenSession(r, alice);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(again.status().message().find("max-sessions-per-user"), std::string::npos);
+  EXPECT_TRUE(d.OpenSession(r, bob).ok());  // Another user's quota.
+  r.mutable_spec()->set_image_size(512);  // 4 slots x 2 x 768 KiB: over 4 MiB.
+  auto big = d.OpenSession(r, Caller());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("max-ring-bytes"), std::string::npos);
+  EXPECT_EQ(d.ListSessions().size(), 2u);
+  d.Stop();
+  EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace stoker

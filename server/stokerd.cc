@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <unistd.h>
 
@@ -75,6 +76,12 @@ ABSL_FLAG(uint64_t, max_dataset_files, stoker::ScanLimits().max_files,
           "Most directory entries a folder dataset's scan may see.");
 ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
           "Longest a folder dataset's scan may take (e.g. 10m, 90s).");
+ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
+          "Most memory all sessions' rings may take together; 0 = half of "
+          "/dev/shm's size.");
+ABSL_FLAG(uint32_t, max_sessions_per_user, 64,
+          "Most open sessions per user (admins are not limited); 0 = no "
+          "limit.");
 ABSL_FLAG(std::string, admin_group, "",
           "Group whose members may resize pools, warm caches, and see and "
           "close every session (root and the daemon's own user always may); "
@@ -184,6 +191,14 @@ int main(int argc, char** argv) {
     }
     options.admin_gid = g->gr_gid;
   }
+  options.max_ring_bytes = absl::GetFlag(FLAGS_max_ring_bytes).bytes;
+  if (options.max_ring_bytes == 0) {
+    struct statvfs shm {};
+    if (statvfs("/dev/shm", &shm) == 0) {
+      options.max_ring_bytes = uint64_t{shm.f_blocks} * shm.f_frsize / 2;
+    }
+  }
+  options.max_sessions_per_user = absl::GetFlag(FLAGS_max_sessions_per_user);
   options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
   options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -65,9 +66,31 @@ void RingHandoffServer::Serve() {
     if (poll(&p, 1, 100) <= 0) continue;  // Rechecks stop_ every 100 ms.
     int sock = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (sock < 0) continue;
-    HandleOne(sock);
-    close(sock);
+    {
+      absl::MutexLock lock(&mu_);
+      if (active_ >= kMaxConcurrent) {
+        // Everyone else is slow or stalled: say so at once.
+        shm::SetSocketTimeout(sock, absl::Milliseconds(100)).IgnoreError();
+        shm::SendWithFd(sock, absl::StrCat("ERR ", static_cast<int>(
+                                  absl::StatusCode::kResourceExhausted),
+                              " the ring socket is busy; try again\n"), -1)
+            .IgnoreError();
+        close(sock);
+        continue;
+      }
+      ++active_;
+    }
+    // Each exchange on its own thread (bounded by its 2 s socket timeout),
+    // so one stalled peer does not hold up the others.
+    std::thread([this, sock] {
+      HandleOne(sock);
+      close(sock);
+      absl::MutexLock lock(&mu_);
+      --active_;
+    }).detach();
   }
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &active_));
 }
 
 void RingHandoffServer::HandleOne(int sock) {

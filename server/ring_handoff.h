@@ -7,8 +7,9 @@
 // the gRPC one: no logic of its own beyond the wire format.
 //
 // Lifecycle: Start() listens (mode as the control socket) and runs one
-// accept thread; each exchange is bounded by a 2 s socket timeout, so a
-// stalled peer delays others by at most that. Shutdown() (idempotent; also
+// accept thread; each exchange runs on a thread of its own, bounded by a
+// 2 s socket timeout, at most kMaxConcurrent at once (beyond that a
+// request is refused as busy), so a stalled peer delays nobody else. Shutdown() (idempotent; also
 // the destructor) stops the thread and removes the socket file; it must run
 // before the Daemon is destroyed.
 #ifndef STOKER_SERVER_RING_HANDOFF_H_
@@ -22,6 +23,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/daemon.h"
 
 namespace stoker {
@@ -43,9 +45,13 @@ class RingHandoffServer {
   void Serve();
   void HandleOne(int sock);
 
+  static constexpr int kMaxConcurrent = 32;
+
   Daemon* const daemon_;
   const std::string path_;
   const int listen_fd_;
+  absl::Mutex mu_;
+  int active_ ABSL_GUARDED_BY(mu_) = 0;  // Exchanges in progress.
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> handed_off_{0}, refused_{0};

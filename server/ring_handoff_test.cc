@@ -124,5 +124,29 @@ TEST_F(RingHandoffTest, MalformedRequestIsInvalidArgument) {
       << reply;
 }
 
+TEST_F(RingHandoffTest, AStalledPeerDoesNotHoldUpOthers) {
+  v1::OpenSessionResponse resp = Open();
+  // A peer that connects and says nothing (held for the server's 2 s).
+  auto stalled = shm::ConnectUnix(socket_, absl::Seconds(2));
+  ASSERT_TRUE(stalled.ok());
+  // Another client, willing to wait 1 s only, is still answered.
+  auto sock = shm::ConnectUnix(socket_, absl::Seconds(2));
+  ASSERT_TRUE(sock.ok());
+  ASSERT_TRUE(shm::SetSocketTimeout(*sock, absl::Seconds(1)).ok());
+  ASSERT_TRUE(shm::SendWithFd(*sock, absl::StrCat("STOKER-RING 1 ", resp.session_id(),
+                                                  " ", resp.ring().handoff_token(), "\n"),
+                              -1)
+                  .ok());
+  std::string reply;
+  int fd = -1;
+  absl::Status got = shm::ReceiveWithFd(*sock, 4096, &reply, &fd);
+  EXPECT_TRUE(got.ok()) << got;
+  EXPECT_EQ(reply, "OK");
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) close(fd);
+  close(*sock);
+  close(*stalled);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -259,20 +259,17 @@ int Read(Client& client, const Args& a) {
   spec.set_start_epoch(se);
   spec.set_start_batch(sb);
   spec.set_drop_last(a.flags.count("drop-last") > 0);
-  const std::string decode = Flag(a, "decode");
-  static const std::map<std::string, v1::Decode> kDecode = {
-      {"", v1::DECODE_AUTO}, {"auto", v1::DECODE_AUTO},
-      {"full", v1::DECODE_FULL}, {"crop", v1::DECODE_CROP},
-      {"scale_crop", v1::DECODE_SCALE_CROP}};
-  if (!kDecode.count(decode))
+  // Names map onto the proto's enums (the one schema), not a table here.
+  const std::string decode = Flag(a, "decode").empty() ? "auto" : Flag(a, "decode");
+  v1::Decode decode_mode;
+  if (!v1::Decode_Parse("DECODE_" + absl::AsciiStrToUpper(decode), &decode_mode))
     return Usage("--decode must be auto, full, crop or scale_crop");
-  spec.set_decode(kDecode.at(decode));
-  const std::string dtype = Flag(a, "dtype");
-  static const std::map<std::string, v1::DType> kDType = {
-      {"", v1::UINT8}, {"uint8", v1::UINT8}, {"float32", v1::FLOAT32},
-      {"float16", v1::FLOAT16}};
-  if (!kDType.count(dtype)) return Usage("--dtype must be uint8, float32 or float16");
-  spec.set_dtype(kDType.at(dtype));
+  spec.set_decode(decode_mode);
+  const std::string dtype = Flag(a, "dtype").empty() ? "uint8" : Flag(a, "dtype");
+  v1::DType dtype_value;
+  if (!v1::DType_Parse(absl::AsciiStrToUpper(dtype), &dtype_value))
+    return Usage("--dtype must be uint8, float32 or float16");
+  spec.set_dtype(dtype_value);
   const std::string on_error = Flag(a, "on-error").empty() ? "replace" : Flag(a, "on-error");
   v1::OnError policy;
   if (!v1::OnError_Parse("ON_ERROR_" + absl::AsciiStrToUpper(on_error), &policy)) {

@@ -112,15 +112,20 @@ ScanLimits Daemon::ScanLimitsNow() const {
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
-    const v1::DatasetSpec& spec) {
+    const v1::DatasetSpec& spec, const Caller& caller) {
   STOKER_RETURN_IF_ERROR(ValidateDatasetSpec(spec));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath,
+                          Confinement(spec, caller));
+  ScanLimits limits = ScanLimitsNow();
+  if (beneath) limits.beneath = beneath->prefix;
   absl::StatusOr<Dataset> ds =
       spec.kind() == v1::DatasetSpec::FOLDER
-          ? LoadFolderDataset(spec.path(), ScanLimitsNow())
+          ? LoadFolderDataset(spec.path(), limits)
       : spec.kind() == v1::DatasetSpec::LIST
           ? LoadListDataset(spec.path(), spec.root())
           : LoadLmdbDataset(spec.path(), spec.manifest());
   if (!ds.ok()) return ds.status();
+  ds->beneath = std::move(beneath);
   return std::make_shared<const Dataset>(*std::move(ds));
 }
 
@@ -137,7 +142,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     id = next_id_++;
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
-                          LoadDataset(spec.dataset()));
+                          LoadDataset(spec.dataset(), caller));
   PlanSpec ps;
   ps.num_samples = dataset->samples.size();
   ps.batch_size = spec.batch_size();
@@ -379,7 +384,7 @@ absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
     }
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
-                          LoadDataset(request.dataset()));
+                          LoadDataset(request.dataset(), caller));
   auto job = std::make_shared<WarmState>();
   job->dataset = dataset;
   const uint32_t concurrency =

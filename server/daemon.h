@@ -137,6 +137,9 @@ class Daemon {
   std::string IssueToken(uid_t uid);
   // The caller a token stands for; UNAUTHENTICATED for an unknown one.
   absl::StatusOr<Caller> Authenticate(const std::string& token) const;
+  // Keeps `fd` (a dataset folder a client of `uid` opened; taken over) for
+  // one OpenSession of that uid, for a minute; returns its token.
+  std::string RegisterRoot(int fd, uid_t uid);
   // Recorded for stats only (the /metrics exporter lives outside the core).
   void SetMetricsPort(int port) { metrics_port_.store(port); }
 
@@ -174,7 +177,11 @@ class Daemon {
   };
 
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
-      const v1::DatasetSpec& spec);
+      const v1::DatasetSpec& spec, const Caller& caller);
+  // The folder a non-admin caller's dataset is confined to, proven by its
+  // root token; nullptr for callers that need no confinement.
+  absl::StatusOr<std::shared_ptr<Beneath>> Confinement(
+      const v1::DatasetSpec& spec, const Caller& caller);
   ScanLimits ScanLimitsNow() const;
   // Removes the entry (if present) and closes it; returns false if absent.
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
@@ -235,8 +242,14 @@ class Daemon {
     std::string secret;
     bool admin = false;
   };
+  struct Root {
+    int fd = -1;
+    uid_t uid = 0;
+    absl::Time expires;
+  };
   mutable absl::Mutex auth_mu_;
   absl::flat_hash_map<uid_t, Token> tokens_ ABSL_GUARDED_BY(auth_mu_);
+  absl::flat_hash_map<std::string, Root> roots_ ABSL_GUARDED_BY(auth_mu_);
   std::vector<std::shared_ptr<WarmState>> warm_jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> warm_threads_ ABSL_GUARDED_BY(mu_);
 };

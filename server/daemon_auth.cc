@@ -3,7 +3,11 @@
 // daemon's own user and members of the admin group.
 #include <grp.h>
 #include <pwd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <vector>
 
@@ -54,6 +58,73 @@ absl::StatusOr<Caller> Daemon::Authenticate(const std::string& token) const {
   return absl::UnauthenticatedError(
       "this call needs the caller token the daemon's ring socket "
       "(<socket>.ring) hands out; use the Stoker client library");
+}
+
+std::string Daemon::RegisterRoot(int fd, uid_t uid) {
+  const absl::Time now = absl::Now();
+  std::string token = RandomToken();
+  absl::MutexLock lock(&auth_mu_);
+  for (auto it = roots_.begin(); it != roots_.end();) {
+    if (it->second.expires < now || roots_.size() > 1024) {
+      close(it->second.fd);
+      roots_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  roots_[token] = Root{fd, uid, now + absl::Minutes(1)};
+  return token;
+}
+
+absl::StatusOr<std::shared_ptr<Beneath>> Daemon::Confinement(
+    const v1::DatasetSpec& spec, const Caller& caller) {
+  if (caller.admin || !auth_required()) return std::shared_ptr<Beneath>();
+  // The folder the dataset lives in, as the spec names it.
+  std::string dir = spec.path();
+  if (spec.kind() == v1::DatasetSpec::LIST) {
+    dir = !spec.root().empty() ? spec.root()
+                               : std::filesystem::path(spec.path()).parent_path().string();
+  }
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  int fd = -1;
+  {
+    absl::MutexLock lock(&auth_mu_);
+    auto it = roots_.find(spec.root_token());
+    if (it != roots_.end() && it->second.uid == caller.uid) {
+      fd = it->second.fd;
+      roots_.erase(it);
+    }
+  }
+  auto confined = std::make_shared<Beneath>();
+  confined->dir_fd = fd;  // Closed with `confined` from here on.
+  confined->prefix = dir;
+  if (fd < 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "uid ", caller.uid, " has not shown it can open the dataset folder ",
+        dir, " (the client hands it over on the ring socket)"));
+  }
+  // Opened for reading, which needs the folder's read permission; an O_PATH
+  // descriptor can be had for a folder one may not list.
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || (fl & O_PATH) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the descriptor for ", dir, " must be opened for reading, not O_PATH"));
+  }
+  struct stat given {}, named {};
+  if (fstat(fd, &given) != 0 || stat(dir.c_str(), &named) != 0 ||
+      given.st_dev != named.st_dev || given.st_ino != named.st_ino) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the folder the client handed over is not ", dir));
+  }
+  if (spec.kind() == v1::DatasetSpec::LMDB) {
+    struct stat data {};
+    const std::string mdb = dir + "/data.mdb";
+    if (lstat(mdb.c_str(), &data) == 0 && !S_ISREG(data.st_mode)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(mdb, " is not a regular file in the dataset folder"));
+    }
+  }
+  return confined;
 }
 
 absl::Status Daemon::RequireAdmin(const Caller& caller, const char* what) {

@@ -1,6 +1,7 @@
 // The gRPC-free core, in-process: validation, session lifecycle, reclaim.
 #include "server/daemon.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -270,6 +271,77 @@ TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
   EXPECT_EQ(d.ListSessions().size(), 2u);
   d.Stop();
   EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
+  std::filesystem::remove_all(root);
+}
+
+// A non-admin caller's dataset is read only beneath a folder its client
+// handed over: no token, a token for another folder or another uid, and
+// files that lead outside the folder are all refused.
+TEST(DaemonConfinementTest, DatasetsStayBeneathTheFolderTheClientOpened) {
+  std::string root = testdata::MakeTempDir("confine");
+  testdata::FolderSpec fs;
+  fs.classes = 1;
+  fs.per_class = 2;
+  fs.min_side = 40;
+  fs.max_side = 50;
+  ASSERT_TRUE(testdata::MakeFolderDataset(root + "/data", fs).ok());
+  ASSERT_TRUE(testdata::MakeFolderDataset(root + "/secret", fs).ok());
+  // A sample that is a symlink to a file outside the dataset folder.
+  std::filesystem::create_symlink(root + "/secret/class_00/img_0000.jpg",
+                                  root + "/data/class_00/zz_escape.jpg");
+  DaemonOptions o;
+  o.decode_threads = 1;
+  o.shm_prefix = absl::StrCat("stoker-dc", getpid(), ".");
+  o.handoff_socket = root + "/ring.sock";  // Callers must authenticate.
+  Daemon d(o);
+  ASSERT_TRUE(d.Start().ok());
+  const Caller alice = Caller::User(7101, false);
+  v1::OpenSessionRequest r;
+  r.mutable_spec()->mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
+  r.mutable_spec()->mutable_dataset()->set_path(root + "/data");
+  r.mutable_spec()->set_batch_size(3);
+  r.mutable_spec()->set_transform(v1::VAL);
+  r.mutable_spec()->set_image_size(16);
+  r.mutable_spec()->set_on_error(v1::ON_ERROR_ZEROS);
+  auto no_token = d.OpenSession(r, alice);
+  EXPECT_EQ(no_token.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(no_token.status().message().find("has not shown it can open"),
+            std::string::npos);
+  // A token for another folder, and one registered by another uid.
+  r.mutable_spec()->mutable_dataset()->set_root_token(
+      d.RegisterRoot(open((root + "/secret").c_str(), O_RDONLY | O_DIRECTORY), 7101));
+  EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
+  r.mutable_spec()->mutable_dataset()->set_root_token(
+      d.RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7102));
+  EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
+  // O_PATH proves nothing about the folder's own permissions.
+  r.mutable_spec()->mutable_dataset()->set_root_token(
+      d.RegisterRoot(open((root + "/data").c_str(), O_PATH | O_DIRECTORY), 7101));
+  EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
+  // The right folder: served, and the symlink out reads as a failed sample.
+  r.mutable_spec()->mutable_dataset()->set_root_token(
+      d.RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7101));
+  auto resp = d.OpenSession(r, alice);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->dataset_samples(), 3u);
+  auto fd = d.HandOffRing(resp->session_id(), resp->ring().handoff_token(), 7101, 0);
+  ASSERT_TRUE(fd.ok());
+  auto seg = shm::Segment::Map(*fd, "confined");
+  close(*fd);
+  ASSERT_TRUE(seg.ok());
+  auto ring = shm::RingConsumer::Open(*std::move(seg), resp->session_id());
+  ASSERT_TRUE(ring.ok());
+  auto slot = (*ring)->Acquire(0, absl::Seconds(20), nullptr);
+  ASSERT_TRUE(slot.ok());
+  shm::SlotView v = (*ring)->Slot(*slot);
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 3; ++i) {
+    (v.status[i] == shm::kSampleOk ? ok : refused)++;
+  }
+  EXPECT_EQ(ok, 2);
+  EXPECT_EQ(refused, 1);  // zz_escape.jpg: read error, outside the folder.
+  (*ring)->Release(*slot);
+  d.Stop();
   std::filesystem::remove_all(root);
 }
 

@@ -1,6 +1,7 @@
 #include "server/dataset.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +22,10 @@
 
 namespace stoker {
 namespace fs = std::filesystem;
+
+Beneath::~Beneath() {
+  if (dir_fd >= 0) close(dir_fd);
+}
 
 bool HasJpegExtension(const std::string& name) {
   std::string lower = absl::AsciiStrToLower(name);
@@ -60,6 +65,7 @@ class Walk {
       STOKER_RETURN_IF_ERROR(Tick());
       std::error_code type_ec;
       if (it->is_directory(type_ec)) {
+        if (!Inside(*it)) continue;
         subdirs.push_back(it->path());
       } else if (it->is_regular_file(type_ec)) {
         out->push_back(it->path().string());
@@ -93,6 +99,16 @@ class Walk {
       }
     }
     return absl::OkStatus();
+  }
+
+  // False for a symlinked folder that leads outside a confined dataset.
+  bool Inside(const fs::directory_entry& e) const {
+    std::error_code ec;
+    if (limits_.beneath.empty() || !e.is_symlink(ec)) return true;
+    const fs::path real = fs::canonical(e.path(), ec);
+    if (ec) return false;
+    const std::string root = fs::canonical(limits_.beneath, ec).string();
+    return !ec && absl::StartsWith(real.string(), root + "/");
   }
 
   static absl::Status ListError(const fs::path& dir, const std::error_code& ec) {

@@ -16,6 +16,15 @@
 
 namespace stoker {
 
+// A dataset's confinement: paths below `prefix` are opened relative to the
+// folder `dir_fd` (which the client proved it could open) and may not leave
+// it, through `..` or symlinks (openat2 RESOLVE_BENEATH). Owns dir_fd.
+struct Beneath {
+  int dir_fd = -1;
+  std::string prefix;  // The folder's path as the dataset names it.
+  ~Beneath();
+};
+
 struct Sample {
   std::string path;  // File path, or the key in an LMDB dataset.
   int32_t label;
@@ -27,6 +36,9 @@ struct Dataset {
   std::vector<std::string> class_names;  // FOLDER: index = label.
   uint32_t num_classes = 0;
   uint64_t skipped_files = 0;  // Non-JPEG files seen while scanning.
+  // Set when the dataset is confined to a folder its client proved it could
+  // open: every read and stat stays beneath it.
+  std::shared_ptr<const Beneath> beneath;
   // Set for LMDB datasets: samples are read from here, not from files.
   std::shared_ptr<const LmdbEnv> lmdb;
 
@@ -42,6 +54,9 @@ struct ScanLimits {
   uint64_t max_files = 20'000'000;  // Directory entries seen in all.
   absl::Duration max_time = absl::Minutes(10);
   const std::atomic<bool>* cancel = nullptr;  // True: stop (shutdown).
+  // Non-empty: a confined dataset's folder; symlinked folders that lead
+  // outside it are skipped (their files are never listed).
+  std::string beneath;
 };
 
 // torchvision ImageFolder layout: sorted sub-folders of `root` are classes

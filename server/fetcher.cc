@@ -53,7 +53,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
   FileVersion version;
   if (use_l2) {
     stats_.fetch_add(1, std::memory_order_relaxed);
-    absl::StatusOr<FileVersion> v = fs_->Stat(sample.path);
+    absl::StatusOr<FileVersion> v = fs_->Stat(sample.path, ds.beneath.get());
     if (!v.ok()) {
       read_errors_.fetch_add(1, std::memory_order_relaxed);
       return v.status();
@@ -80,7 +80,8 @@ absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
   auto bytes = std::make_shared<std::string>();
   const uint64_t t0 = shm::MonotonicNanos();
   absl::Status s = ds.lmdb ? ds.lmdb->Get(sample.path, bytes.get())
-                           : fs_->ReadFile(sample.path, bytes.get(), version);
+                           : fs_->ReadFile(sample.path, bytes.get(), version,
+                                           ds.beneath.get());
   const uint64_t ns = shm::MonotonicNanos() - t0;
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_ns_total_.fetch_add(ns, std::memory_order_relaxed);

@@ -1,7 +1,9 @@
 #include "server/file_system.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,20 +22,51 @@ FileVersion VersionOf(const struct stat& st) {
                          st.st_mtim.tv_nsec};
 }
 
+// Opens `path` (flags O_RDONLY or O_PATH), confined to `beneath` if set.
+absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
+                                 const Beneath* beneath) {
+  if (beneath == nullptr) {
+    int fd = open(path.c_str(), static_cast<int>(flags) | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, path);
+    return fd;
+  }
+  const std::string& pre = beneath->prefix;
+  if (path.size() <= pre.size() + 1 || path.compare(0, pre.size(), pre) != 0 ||
+      path[pre.size()] != '/') {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " is outside the dataset folder ", pre));
+  }
+  struct open_how how {};
+  how.flags = flags | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  const std::string rel = path.substr(pre.size() + 1);
+  long fd = syscall(SYS_openat2, beneath->dir_fd, rel.c_str(), &how, sizeof(how));
+  if (fd < 0 && errno == EXDEV) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " leads outside the dataset folder ", pre));
+  }
+  if (fd < 0) return ErrnoStatus(errno, path);
+  return static_cast<int>(fd);
+}
+
 class PosixFileSystem : public FileSystem {
  public:
   absl::Status ReadFile(const std::string& path, std::string* contents,
-                        FileVersion* version) override {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(errno, path);
+                        FileVersion* version, const Beneath* beneath) override {
+    STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_RDONLY, beneath));
     absl::Status s = ReadOpen(fd, path, contents, version);
     close(fd);
     return s;
   }
 
-  absl::StatusOr<FileVersion> Stat(const std::string& path) override {
+  absl::StatusOr<FileVersion> Stat(const std::string& path,
+                                   const Beneath* beneath) override {
+    STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_PATH, beneath));
     struct stat st;
-    if (stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, path);
+    const int rc = fstat(fd, &st);
+    const int err = errno;
+    close(fd);
+    if (rc != 0) return ErrnoStatus(err, path);
     return VersionOf(st);
   }
 
@@ -70,13 +103,14 @@ FileSystem* FileSystem::Default() {
 
 absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
                                                 std::string* contents,
-                                                FileVersion* version) {
+                                                FileVersion* version,
+                                                const Beneath* beneath) {
   reads.fetch_add(1, std::memory_order_relaxed);
   if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
   if (!fail_substring.empty() && absl::StrContains(path, fail_substring)) {
     return absl::UnavailableError(absl::StrCat(path, ": injected read error"));
   }
-  absl::Status s = base_->ReadFile(path, contents, version);
+  absl::Status s = base_->ReadFile(path, contents, version, beneath);
   if (s.ok() && short_read_bytes >= 0 &&
       contents->size() > static_cast<size_t>(short_read_bytes)) {
     contents->resize(static_cast<size_t>(short_read_bytes));
@@ -85,10 +119,10 @@ absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
 }
 
 absl::StatusOr<FileVersion> FaultInjectingFileSystem::Stat(
-    const std::string& path) {
+    const std::string& path, const Beneath* beneath) {
   stats.fetch_add(1, std::memory_order_relaxed);
   if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
-  return base_->Stat(path);
+  return base_->Stat(path, beneath);
 }
 
 }  // namespace stoker

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/dataset.h"
 
 namespace stoker {
 
@@ -30,12 +31,15 @@ class FileSystem {
 
   // Replaces *contents with the whole file and sets *version (if not null)
   // from the open file. NOT_FOUND, PERMISSION_DENIED, DATA_LOSS (the file
-  // shrank while being read) or INTERNAL, each naming the path.
+  // shrank while being read) or INTERNAL, each naming the path. With
+  // `beneath`, PERMISSION_DENIED for a path that leads outside its folder.
   virtual absl::Status ReadFile(const std::string& path, std::string* contents,
-                                FileVersion* version) = 0;
+                                FileVersion* version,
+                                const Beneath* beneath = nullptr) = 0;
 
   // Size and modification time, without reading.
-  virtual absl::StatusOr<FileVersion> Stat(const std::string& path) = 0;
+  virtual absl::StatusOr<FileVersion> Stat(const std::string& path,
+                                           const Beneath* beneath = nullptr) = 0;
 
   // The process-wide POSIX implementation; never deleted.
   static FileSystem* Default();
@@ -50,8 +54,10 @@ class FaultInjectingFileSystem : public FileSystem {
   explicit FaultInjectingFileSystem(FileSystem* base) : base_(base) {}
 
   absl::Status ReadFile(const std::string& path, std::string* contents,
-                        FileVersion* version) override;
-  absl::StatusOr<FileVersion> Stat(const std::string& path) override;
+                        FileVersion* version,
+                        const Beneath* beneath = nullptr) override;
+  absl::StatusOr<FileVersion> Stat(const std::string& path,
+                                   const Beneath* beneath = nullptr) override;
 
   absl::Duration latency = absl::ZeroDuration();
   std::string fail_substring;  // Empty: never fail.

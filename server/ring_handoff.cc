@@ -100,7 +100,15 @@ void RingHandoffServer::HandleOne(int sock) {
   int stray = -1;
   absl::Status s = peer.status();
   if (s.ok()) s = shm::ReceiveWithFd(sock, 256, &request, &stray);
-  if (stray >= 0) close(stray);
+  if (stray >= 0 && !(s.ok() && request == "STOKER-ROOT 1")) {
+    close(stray);
+    stray = -1;
+  }
+  if (s.ok() && request == "STOKER-ROOT 1" && stray >= 0) {
+    const std::string token = daemon_->RegisterRoot(stray, peer->uid);
+    shm::SendWithFd(sock, absl::StrCat("OK ", token, "\n"), -1).IgnoreError();
+    return;
+  }
   if (s.ok() && request == "STOKER-AUTH 1") {
     shm::SendWithFd(sock, absl::StrCat("OK ", daemon_->IssueToken(peer->uid), "\n"),
                     -1)
@@ -116,10 +124,11 @@ void RingHandoffServer::HandleOne(int sock) {
   absl::StatusOr<int> fd =
       s.ok() ? daemon_->HandOffRing(session_id, parts[3], peer->uid, peer->pid)
              : absl::StatusOr<int>(s);
+  // Counted before answering: a client that has its answer sees the count.
   if (fd.ok()) {
+    handed_off_.fetch_add(1);
     shm::SendWithFd(sock, "OK\n", *fd).IgnoreError();
     close(*fd);
-    handed_off_.fetch_add(1);
     return;
   }
   refused_.fetch_add(1);

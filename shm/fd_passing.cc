@@ -145,10 +145,10 @@ namespace {
 // One request/answer exchange on the ring socket, the server verified;
 // returns the answer line and its descriptor (-1 if none; caller closes).
 absl::StatusOr<std::pair<std::string, int>> Exchange(
-    const std::string& socket_path, const std::string& request) {
+    const std::string& socket_path, const std::string& request, int send_fd = -1) {
   STOKER_ASSIGN_OR_RETURN(int sock, ConnectUnix(socket_path, absl::Seconds(10)));
   absl::Status s = VerifyServer(sock, socket_path);
-  if (s.ok()) s = SendWithFd(sock, request, -1);
+  if (s.ok()) s = SendWithFd(sock, request, send_fd);
   std::string reply;
   int fd = -1;
   if (s.ok()) s = ReceiveWithFd(sock, 4096, &reply, &fd);
@@ -178,6 +178,25 @@ absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path) {
     return answer.first.substr(3);
   }
   return ErrorReply(answer.first, socket_path);
+}
+
+absl::StatusOr<std::string> ProveDatasetFolder(const std::string& socket_path,
+                                               const std::string& folder) {
+  // O_RDONLY, not O_PATH: an O_PATH descriptor proves nothing about the
+  // folder's own permissions.
+  int fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return ErrnoStatus(errno, absl::StrCat("dataset folder ", folder));
+  }
+  absl::StatusOr<std::pair<std::string, int>> answer =
+      Exchange(socket_path, "STOKER-ROOT 1\n", fd);
+  close(fd);
+  if (!answer.ok()) return answer.status();
+  if (answer->second >= 0) close(answer->second);
+  if (absl::StartsWith(answer->first, "OK ") && answer->first.size() > 3) {
+    return answer->first.substr(3);
+  }
+  return ErrorReply(answer->first, socket_path);
 }
 
 absl::StatusOr<int> RequestRingFd(const std::string& socket_path,

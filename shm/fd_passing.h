@@ -70,6 +70,14 @@ absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
 // uid from the daemon's ring socket `socket_path`.
 absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path);
 
+// A third: the client proves it can open a dataset's folder by handing the
+// daemon a descriptor of it ("STOKER-ROOT 1" with the fd attached; answer
+// "OK <root token>"), which the daemon then reads beneath. Opens `folder`
+// (for reading; PERMISSION_DENIED / NOT_FOUND naming it if this user cannot)
+// and returns the token for DatasetSpec.root_token.
+absl::StatusOr<std::string> ProveDatasetFolder(const std::string& socket_path,
+                                               const std::string& folder);
+
 // Connects a SOCK_STREAM socket to `path` (caller closes). PERMISSION_DENIED
 // naming the socket when this user may not use it.
 absl::StatusOr<int> ConnectUnix(const std::string& path,

@@ -393,6 +393,23 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     const v1::SessionSpec& spec) {
   v1::OpenSessionRequest req;
   *req.mutable_spec() = spec;
+  if (!impl_->token.empty()) {
+    // Show the daemon this user can open the dataset's folder; it then
+    // reads only beneath it.
+    const v1::DatasetSpec& ds = spec.dataset();
+    std::string folder = ds.path();
+    if (ds.kind() == v1::DatasetSpec::LIST) {
+      folder = !ds.root().empty() ? ds.root()
+                                  : std::string(absl::string_view(ds.path()).substr(
+                                        0, ds.path().rfind('/') == std::string::npos
+                                               ? 0
+                                               : std::max<size_t>(1, ds.path().rfind('/'))));
+    }
+    STOKER_ASSIGN_OR_RETURN(
+        std::string root_token,
+        shm::ProveDatasetFolder(shm::RingSocketPath(impl_->socket_path), folder));
+    req.mutable_spec()->mutable_dataset()->set_root_token(root_token);
+  }
   req.set_client_pid(static_cast<uint32_t>(getpid()));
   v1::OpenSessionResponse resp;
   grpc::ClientContext ctx;

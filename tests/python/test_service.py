@@ -303,3 +303,31 @@ def test_calls_without_a_caller_token_are_unauthenticated(service):
         with pytest.raises(grpc.RpcError) as err:
             call(b"", timeout=10, metadata=[("stoker-caller-token", "0" * 32)])
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+@needs_users
+def test_users_read_only_folders_they_can_open_themselves(service):
+    """A dataset the daemon's user may read but the trainer may not open is
+    refused; a symlink out of the trainer's own folder reads as a failure."""
+    top = os.path.dirname(service["data"])
+    private = os.path.join(top, "private")
+    shutil.copytree(service["data"], private)
+    daemon_uid = pwd.getpwnam(DAEMON_USER).pw_uid
+    for base, dirs, files in os.walk(private):
+        os.chown(base, daemon_uid, 0)
+        for f in files:
+            os.chown(os.path.join(base, f), daemon_uid, 0)
+    os.chmod(private, 0o700)
+    out = ctl(TRAINER, service, "read", "--dataset", private, "--batch-size", "4")
+    assert out.returncode == 1
+    assert "PERMISSION_DENIED" in out.stderr and private in out.stderr
+    # The trainer's own folder, with one sample linking into the private one.
+    own = os.path.join(top, "own")
+    shutil.copytree(service["data"], own)
+    cls = sorted(d for d in os.listdir(own))[0]
+    target = os.path.join(private, cls, sorted(os.listdir(os.path.join(private, cls)))[0])
+    os.symlink(target, os.path.join(own, cls, "zz_escape.jpg"))
+    out = ctl(TRAINER, service, "read", "--dataset", own, "--batch-size", "4",
+              "--on-error", "zeros", "--allow-errors")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["errors"] == 1

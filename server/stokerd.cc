@@ -13,13 +13,17 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -32,6 +36,7 @@
 #include "server/systemd_notify.h"
 #include "util/log.h"
 #include "util/process.h"
+#include "util/version.h"
 
 ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
           "Unix socket to serve the control plane on; its folder is created "
@@ -129,9 +134,23 @@ int main(int argc, char** argv) {
       "usage: stokerd [--socket PATH] [--threads N] [flags]\n"
       "Flags are written with dashes (--l1-bytes); sizes take units (2G, "
       "512M). The flags below are listed with absl's underscores.");
+  absl::FlagsUsageConfig usage_config;
+  usage_config.version_string = [] {
+    return absl::StrCat("stokerd ", stoker::kVersion, " (", stoker::kBuildType, ")\n");
+  };
+  absl::SetFlagsUsageConfig(usage_config);
   std::vector<std::string> respelled;  // Owns rewritten argv entries.
   stoker::NormalizeFlagSpelling("stokerd", argc, argv, &respelled);
-  absl::ParseCommandLine(argc, argv);
+  // absl's own handling exits 1 after --help; asking for help is no error.
+  absl::flags_internal::ParseCommandLineImpl(
+      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  if (int code = absl::flags_internal::HandleUsageFlags(
+          std::cout, absl::ProgramUsageMessage());
+      code >= 0) {
+    return 0;
+  }
   const std::string socket_path = absl::GetFlag(FLAGS_socket);
   if (geteuid() == 0 && !absl::GetFlag(FLAGS_allow_root) &&
       absl::GetFlag(FLAGS_exit_with_pid) <= 0 &&

@@ -8,6 +8,15 @@
 
 namespace stoker {
 inline constexpr char kVersion[] = STOKER_VERSION_STRING;
+// How this binary was compiled, for --version.
+inline constexpr char kBuildType[] =
+#ifdef NDEBUG
+    "release build, optimized";
+#elif defined(__OPTIMIZE__)
+    "optimized build with assertions";
+#else
+    "debug build";
+#endif
 }  // namespace stoker
 
 #endif  // STOKER_UTIL_VERSION_H_

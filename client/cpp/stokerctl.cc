@@ -43,15 +43,6 @@
 namespace stoker {
 namespace {
 
-constexpr char kBuildType[] =
-#ifdef NDEBUG
-    "release build, optimized";
-#elif defined(__OPTIMIZE__)
-    "optimized build with assertions";
-#else
-    "debug build";
-#endif
-
 // Every command's options: name (without --), whether it is a flag (no
 // value), and its help line. CLI11 builds --help for the program and each
 // command from this table, and parses; the commands read the values back

@@ -237,14 +237,19 @@ TEST_F(DaemonTest, CallersTouchOnlyTheirOwnSessionsUnlessAdmin) {
             absl::StatusCode::kUnauthenticated);
 }
 
-TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
-  std::string root = testdata::MakeTempDir("quota");
+// One class of two small photo-like JPEGs in `root`.
+absl::Status MakeTinyDataset(const std::string& root) {
   testdata::FolderSpec fs;
   fs.classes = 1;
   fs.per_class = 2;
   fs.min_side = 40;
   fs.max_side = 50;
-  ASSERT_TRUE(testdata::MakeFolderDataset(root, fs).ok());
+  return testdata::MakeFolderDataset(root, fs).status();
+}
+
+TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
+  std::string root = testdata::MakeTempDir("quota");
+  ASSERT_TRUE(MakeTinyDataset(root).ok());
   DaemonOptions o;
   o.decode_threads = 1;
   o.shm_prefix = absl::StrCat("stoker-dq", getpid(), ".");
@@ -279,13 +284,8 @@ TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
 // files that lead outside the folder are all refused.
 TEST(DaemonConfinementTest, DatasetsStayBeneathTheFolderTheClientOpened) {
   std::string root = testdata::MakeTempDir("confine");
-  testdata::FolderSpec fs;
-  fs.classes = 1;
-  fs.per_class = 2;
-  fs.min_side = 40;
-  fs.max_side = 50;
-  ASSERT_TRUE(testdata::MakeFolderDataset(root + "/data", fs).ok());
-  ASSERT_TRUE(testdata::MakeFolderDataset(root + "/secret", fs).ok());
+  ASSERT_TRUE(MakeTinyDataset(root + "/data").ok());
+  ASSERT_TRUE(MakeTinyDataset(root + "/secret").ok());
   // A sample that is a symlink to a file outside the dataset folder.
   std::filesystem::create_symlink(root + "/secret/class_00/img_0000.jpg",
                                   root + "/data/class_00/zz_escape.jpg");

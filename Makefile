@@ -46,6 +46,7 @@ sanitize: deps
 
 pytest:
 	$(PYENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+	bash tests/python/run_other_python.sh
 
 bench: deps
 	$(BAZEL) build //...

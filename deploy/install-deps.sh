@@ -24,7 +24,7 @@ PACKAGES=(
   python3-numpy python3-torch python3-torchvision python3-pytest python3-pil
   python3-grpcio python3-venv
   # Packaging: the release bundle (RPATHs, symbol checks), the node service.
-  patchelf binutils dpkg-dev libsystemd-dev systemd nlohmann-json3-dev libcli11-dev
+  patchelf binutils dpkg-dev systemd nlohmann-json3-dev libcli11-dev
   # Real photographs for the sanitizer's decode fuzzing (make sanitize).
   mate-backgrounds
 )

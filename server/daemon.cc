@@ -184,21 +184,16 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   entry.pid_visible = request.client_pid() != 0 &&
                       !ProcessGone(request.client_pid());
   {
-    // Quotas, checked with the ring's real size (it is freed again if the
-    // session does not fit).
+    // Quotas are checked and the session counted under one lock, with the
+    // ring's real size (freed again if it does not fit), so concurrent opens
+    // cannot both squeeze in. Start only spawns the producer thread.
     absl::MutexLock lock(&mu_);
     if (stopping_) {
       return absl::UnavailableError("the daemon is shutting down");
     }
     STOKER_RETURN_IF_ERROR(CheckQuotas(caller, session->ring().layout().segment_bytes));
-  }
-  session->Start();
-  entry.session = std::move(session);
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) {
-      return absl::UnavailableError("the daemon is shutting down");
-    }
+    session->Start();
+    entry.session = std::move(session);
     sessions_.emplace(id, std::move(entry));
     ++opened_;
   }

@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "proto/spec_util.h"
 #include "server/daemon.h"
 #include "server/token.h"
 
@@ -79,13 +79,7 @@ std::string Daemon::RegisterRoot(int fd, uid_t uid) {
 absl::StatusOr<std::shared_ptr<Beneath>> Daemon::Confinement(
     const v1::DatasetSpec& spec, const Caller& caller) {
   if (caller.admin || !auth_required()) return std::shared_ptr<Beneath>();
-  // The folder the dataset lives in, as the spec names it.
-  std::string dir = spec.path();
-  if (spec.kind() == v1::DatasetSpec::LIST) {
-    dir = !spec.root().empty() ? spec.root()
-                               : std::filesystem::path(spec.path()).parent_path().string();
-  }
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string dir = DatasetFolder(spec);
   int fd = -1;
   {
     absl::MutexLock lock(&auth_mu_);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
+#include "proto/spec_util.h"
 #include "proto/stoker.grpc.pb.h"
 #include "shm/fd_passing.h"
 #include "shm/futex.h"
@@ -396,18 +397,10 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   if (!impl_->token.empty()) {
     // Show the daemon this user can open the dataset's folder; it then
     // reads only beneath it.
-    const v1::DatasetSpec& ds = spec.dataset();
-    std::string folder = ds.path();
-    if (ds.kind() == v1::DatasetSpec::LIST) {
-      folder = !ds.root().empty() ? ds.root()
-                                  : std::string(absl::string_view(ds.path()).substr(
-                                        0, ds.path().rfind('/') == std::string::npos
-                                               ? 0
-                                               : std::max<size_t>(1, ds.path().rfind('/'))));
-    }
     STOKER_ASSIGN_OR_RETURN(
         std::string root_token,
-        shm::ProveDatasetFolder(shm::RingSocketPath(impl_->socket_path), folder));
+        shm::ProveDatasetFolder(shm::RingSocketPath(impl_->socket_path),
+                                DatasetFolder(spec.dataset())));
     req.mutable_spec()->mutable_dataset()->set_root_token(root_token);
   }
   req.set_client_pid(static_cast<uint32_t>(getpid()));

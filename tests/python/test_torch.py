@@ -3,12 +3,13 @@
 import math
 import os
 
-import numpy as np
 import pytest
-import torch
-import torchvision
-from PIL import Image
-from torchvision import transforms
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+Image = pytest.importorskip("PIL.Image")
+transforms = torchvision.transforms
 
 import stoker
 

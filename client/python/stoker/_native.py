@@ -12,6 +12,7 @@ never holds up other Python threads.
 import ctypes
 import json
 import os
+import struct
 import sys
 
 from stoker.errors import StokerError
@@ -144,11 +145,18 @@ def _check(rc, err):
         raise StokerError(code, err.message.decode(errors="replace"))
 
 
-def _take_json(call, *args):
+def _out(call, *args):
+    """Calls a stoker_* function whose last two arguments are its result
+    and the error; returns the result (a pointer) or raises StokerError."""
     err, out = _Error(), ctypes.c_void_p()
     _check(call(*args, ctypes.byref(out), ctypes.byref(err)), err)
+    return out.value
+
+
+def _take_json(call, *args):
+    out = _out(call, *args)
     try:
-        return json.loads(ctypes.string_at(out.value).decode())
+        return json.loads(ctypes.string_at(out).decode())
     finally:
         _dll.stoker_string_free(out)
 
@@ -165,8 +173,26 @@ _VIEW_FORMATS = {"uint8": "B", "float32": "f", "float16": "H",
                  "int32": "i", "uint32": "I", "uint64": "Q"}
 
 
-class Batch:
+class _Owned:
+    """Holds one native object and frees it once: explicitly, or when the
+    Python object goes (also at interpreter exit, when _dll may be gone)."""
+
+    _free = None    # Name of the stoker_* function that frees the handle.
+    _handle = None
+
+    def _release_handle(self):
+        handle, self._handle = self._handle, None
+        if handle and _dll is not None:
+            getattr(_dll, self._free)(handle)
+
+    def __del__(self):
+        self._release_handle()
+
+
+class Batch(_Owned):
     """One ring slot, held until release() or until no view is left."""
+
+    _free = "stoker_batch_release"
 
     def __init__(self, handle):
         self._handle = handle
@@ -188,8 +214,7 @@ class Batch:
         count = 1
         for d in shape:
             count *= d
-        itemsize = {"uint8": 1, "float16": 2, "float32": 4, "int32": 4,
-                    "uint32": 4, "uint64": 8}[dtype]
+        itemsize = struct.calcsize(_VIEW_FORMATS[dtype])
         raw = (ctypes.c_uint8 * (count * itemsize)).from_address(address or 0)
         raw._stoker_batch = self  # The view keeps the slot.
         if np is not None:
@@ -209,7 +234,7 @@ class Batch:
 
     @property
     def status(self):
-        """Per-sample status: 0 ok, 1 read error, 2 decode error."""
+        """Per-sample status: 0 ok, 1 read error, 2 decode error, 3 replaced."""
         return self._view(self._info.status, "uint32", (self.samples,))
 
     @property
@@ -219,16 +244,12 @@ class Batch:
 
     def release(self):
         """Returns the slot now; views taken earlier must not be used."""
-        handle, self._handle = self._handle, None
-        if handle:
-            _dll.stoker_batch_release(handle)
-
-    def __del__(self):
-        if _dll is not None:
-            self.release()
+        self._release_handle()
 
 
-class Session:
+class Session(_Owned):
+    _free = "stoker_session_free"
+
     def __init__(self, handle):
         self._handle = handle
         info = _take_json(_dll.stoker_session_info_json, handle)
@@ -259,37 +280,25 @@ class Session:
         return _dll.stoker_session_reconnects(self._handle)
 
     def next(self, timeout=None):
-        err, out = _Error(), ctypes.c_void_p()
-        _check(_dll.stoker_next(self._handle, _timeout(timeout),
-                                ctypes.byref(out), ctypes.byref(err)), err)
-        return Batch(out.value)
+        return Batch(_out(_dll.stoker_next, self._handle, _timeout(timeout)))
 
     def close(self):
         err = _Error()
         _check(_dll.stoker_session_close(self._handle, ctypes.byref(err)), err)
 
-    def __del__(self):
-        handle, self._handle = getattr(self, "_handle", None), None
-        if handle and _dll is not None:
-            _dll.stoker_session_free(handle)
 
+class Client(_Owned):
+    _free = "stoker_client_free"
 
-class Client:
     def __init__(self, socket, timeout=5.0):
         self.socket = os.fspath(socket)
-        err, out = _Error(), ctypes.c_void_p()
-        self._handle = None
-        _check(_dll.stoker_connect(self.socket.encode(), float(timeout),
-                                   ctypes.byref(out), ctypes.byref(err)), err)
-        self._handle = out.value
+        self._handle = _out(_dll.stoker_connect, self.socket.encode(),
+                            float(timeout))
 
     def open_session(self, spec):
         """Opens a session from a SessionSpec dict (protobuf's JSON mapping)."""
-        err, out = _Error(), ctypes.c_void_p()
-        _check(_dll.stoker_open_session(self._handle, json.dumps(spec).encode(),
-                                        ctypes.byref(out), ctypes.byref(err)),
-               err)
-        return Session(out.value)
+        return Session(_out(_dll.stoker_open_session, self._handle,
+                            json.dumps(spec).encode()))
 
     def stats(self):
         return _take_json(_dll.stoker_stats_json, self._handle)
@@ -297,11 +306,6 @@ class Client:
     def health(self):
         err = _Error()
         _check(_dll.stoker_health(self._handle, ctypes.byref(err)), err)
-
-    def __del__(self):
-        handle, self._handle = getattr(self, "_handle", None), None
-        if handle and _dll is not None:
-            _dll.stoker_client_free(handle)
 
 
 class Checksum:

@@ -54,9 +54,8 @@ struct Bench {
     auto client = Client::Connect(dir + "/s.sock");
     if (!server.ok() || !client.ok()) std::abort();
     v1::SessionSpec spec;
-    spec.mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-    spec.mutable_dataset()->set_path(data);
-    spec.set_transform(v1::TRAIN);
+    spec.mutable_dataset()->mutable_folder()->set_path(data);
+    spec.set_transform(v1::TRANSFORM_TRAIN);
     spec.set_batch_size(32);
     spec.set_image_size(224);
     spec.set_shuffle(true);

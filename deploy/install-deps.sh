@@ -11,8 +11,8 @@ PACKAGES=(
   # Control plane.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev
-  # Shared memory, decode.
-  libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev
+  # Shared memory, decode (JPEG, PNG), array sources (HDF5).
+  libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libhdf5-dev
   # Caches and the LMDB dataset source.
   liblmdb-dev
   # Metrics, and the real Prometheus server and tmux the tests drive.
@@ -22,7 +22,7 @@ PACKAGES=(
   # Python client tests: numpy/torch, a second gRPC in the same process,
   # fresh virtual environments for the wheel.
   python3-numpy python3-torch python3-torchvision python3-pytest python3-pil
-  python3-grpcio python3-venv
+  python3-grpcio python3-venv python3-h5py
   # Packaging: the release bundle (RPATHs, symbol checks), the node service.
   patchelf binutils dpkg-dev systemd nlohmann-json3-dev libcli11-dev
   # Real photographs for the sanitizer's decode fuzzing (make sanitize).

@@ -9,15 +9,31 @@
 
 namespace stoker {
 
+// The path the dataset's source names (folder, manifest or LMDB
+// environment); empty when no source is set.
+inline const std::string& DatasetPath(const v1::DatasetSpec& ds) {
+  switch (ds.source_case()) {
+    case v1::DatasetSpec::kFolder: return ds.folder().path();
+    case v1::DatasetSpec::kList: return ds.list().path();
+    case v1::DatasetSpec::kLmdb: return ds.lmdb().path();
+    default: return ds.folder().path();  // The empty default instance's.
+  }
+}
+
+// The ring's dtype code (shm/ring_data.h) of a proto DType.
+inline uint32_t RingDType(v1::DType dtype) {
+  return static_cast<uint32_t>(dtype) + 1;
+}
+
 // The folder a dataset lives in, as its spec names it (no trailing '/'):
 // the folder itself, the LMDB environment, or for a manifest its `root`
 // (default: the manifest's own folder). A client proves it can open this
 // folder, and a non-admin's dataset is read only beneath it.
 inline std::string DatasetFolder(const v1::DatasetSpec& ds) {
-  std::string dir = ds.path();
-  if (ds.kind() == v1::DatasetSpec::LIST) {
-    if (!ds.root().empty()) {
-      dir = ds.root();
+  std::string dir = DatasetPath(ds);
+  if (ds.has_list()) {
+    if (!ds.list().root().empty()) {
+      dir = ds.list().root();
     } else {
       const size_t slash = dir.rfind('/');
       dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);

@@ -119,11 +119,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   ScanLimits limits = ScanLimitsNow();
   if (beneath) limits.beneath = beneath->prefix;
   absl::StatusOr<Dataset> ds =
-      spec.kind() == v1::DatasetSpec::FOLDER
-          ? LoadFolderDataset(spec.path(), limits)
-      : spec.kind() == v1::DatasetSpec::LIST
-          ? LoadListDataset(spec.path(), spec.root())
-          : LoadLmdbDataset(spec.path(), spec.manifest());
+      spec.has_folder() ? LoadFolderDataset(spec.folder().path(), limits)
+      : spec.has_list() ? LoadListDataset(spec.list().path(), spec.list().root())
+                        : LoadLmdbDataset(spec.lmdb().path(), spec.lmdb().manifest());
   if (!ds.ok()) return ds.status();
   ds->beneath = std::move(beneath);
   return std::make_shared<const Dataset>(*std::move(ds));
@@ -167,6 +165,15 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ring->set_segment_bytes(session->ring().layout().segment_bytes);
   ring->set_slots(session->ring().layout().slot_count);
   ring->set_layout_version(shm::kLayoutVersion);
+  const shm::RingLayout& layout = session->ring().layout();
+  for (uint32_t f = 0; f < layout.field_count; ++f) {
+    v1::FieldInfo* field = ring->add_fields();
+    field->set_name(layout.fields[f].name);
+    field->set_dtype(static_cast<v1::DType>(layout.fields[f].dtype - 1));
+    for (uint32_t d = 0; d < layout.fields[f].ndim; ++d) {
+      field->add_shape(layout.fields[f].shape[d]);
+    }
+  }
   const std::string token = RandomToken();
   if (!options_.handoff_socket.empty()) {
     ring->set_handoff_socket(options_.handoff_socket);
@@ -410,10 +417,13 @@ void Daemon::RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency) {
       ++outstanding;
     }
     reader_pool_->Schedule([this, job, &sample, &m, &outstanding] {
-      bool from_source = false;
-      if (!fetcher_->Fetch(*job->dataset, sample, &from_source).ok()) {
-        job->failed.fetch_add(1, std::memory_order_relaxed);
+      bool from_source = false, failed = false;
+      for (size_t k = 0; k < 1 + sample.more.size(); ++k) {  // Every file.
+        bool read = false;
+        failed |= !fetcher_->Fetch(*job->dataset, sample.file(k), &read).ok();
+        from_source |= read;
       }
+      if (failed) job->failed.fetch_add(1, std::memory_order_relaxed);
       if (from_source) job->source_reads.fetch_add(1, std::memory_order_relaxed);
       job->done.fetch_add(1, std::memory_order_relaxed);
       absl::MutexLock lock(&m);

@@ -110,7 +110,7 @@ absl::StatusOr<std::shared_ptr<Beneath>> Daemon::Confinement(
     return absl::PermissionDeniedError(absl::StrCat(
         "the folder the client handed over is not ", dir));
   }
-  if (spec.kind() == v1::DatasetSpec::LMDB) {
+  if (spec.has_lmdb()) {
     struct stat data {};
     const std::string mdb = dir + "/data.mdb";
     if (lstat(mdb.c_str(), &data) == 0 && !S_ISREG(data.st_mode)) {

@@ -47,10 +47,9 @@ class DaemonTest : public ::testing::Test {
   v1::OpenSessionRequest Request() {
     v1::OpenSessionRequest r;
     v1::SessionSpec* s = r.mutable_spec();
-    s->mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-    s->mutable_dataset()->set_path(*root_);
+    s->mutable_dataset()->mutable_folder()->set_path(*root_);
     s->set_batch_size(3);
-    s->set_transform(v1::VAL);
+    s->set_transform(v1::TRANSFORM_VAL);
     s->set_image_size(32);
     return r;
   }
@@ -77,10 +76,10 @@ TEST_F(DaemonTest, InvalidSpecsAreRejectedNamingTheField) {
        absl::StatusCode::kInvalidArgument, "exceeds"},
       {[](auto* s) { s->set_transform(v1::TRANSFORM_UNSPECIFIED); },
        absl::StatusCode::kInvalidArgument, "transform"},
-      {[](auto* s) { s->mutable_dataset()->set_path("/no/such/stoker/dir"); },
+      {[](auto* s) { s->mutable_dataset()->mutable_folder()->set_path("/no/such/stoker/dir"); },
        absl::StatusCode::kNotFound, "/no/such/stoker/dir"},
-      {[](auto* s) { s->mutable_dataset()->set_kind(v1::DatasetSpec::KIND_UNSPECIFIED); },
-       absl::StatusCode::kInvalidArgument, "dataset.kind"},
+      {[](auto* s) { s->mutable_dataset()->clear_source(); },
+       absl::StatusCode::kInvalidArgument, "dataset needs a source"},
       {[](auto* s) { s->set_batch_size(11); s->set_drop_last(true); },
        absl::StatusCode::kFailedPrecondition, "no complete batch"},
   };
@@ -173,7 +172,7 @@ TEST(DaemonStartTest, RemovesRingsOfDeadDaemons) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    shm::RingGeometry g{2, 1, 8, 8, 3};
+    shm::RingGeometry g = shm::ImageLabelGeometry(2, 1, 8, 8, 3, shm::kDTypeUint8);
     auto p = shm::RingProducer::Create(name, g, 1, 1);
     _exit(p.ok() ? 0 : 1);  // Dies without cleanup.
   }
@@ -258,10 +257,9 @@ TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
   Daemon d(o);
   ASSERT_TRUE(d.Start().ok());
   v1::OpenSessionRequest r;
-  r.mutable_spec()->mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-  r.mutable_spec()->mutable_dataset()->set_path(root);
+  r.mutable_spec()->mutable_dataset()->mutable_folder()->set_path(root);
   r.mutable_spec()->set_batch_size(2);
-  r.mutable_spec()->set_transform(v1::VAL);
+  r.mutable_spec()->set_transform(v1::TRANSFORM_VAL);
   r.mutable_spec()->set_image_size(32);
   const Caller alice = Caller::User(7001, false), bob = Caller::User(7002, false);
   ASSERT_TRUE(d.OpenSession(r, alice).ok());
@@ -297,10 +295,9 @@ TEST(DaemonConfinementTest, DatasetsStayBeneathTheFolderTheClientOpened) {
   ASSERT_TRUE(d.Start().ok());
   const Caller alice = Caller::User(7101, false);
   v1::OpenSessionRequest r;
-  r.mutable_spec()->mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-  r.mutable_spec()->mutable_dataset()->set_path(root + "/data");
+  r.mutable_spec()->mutable_dataset()->mutable_folder()->set_path(root + "/data");
   r.mutable_spec()->set_batch_size(3);
-  r.mutable_spec()->set_transform(v1::VAL);
+  r.mutable_spec()->set_transform(v1::TRANSFORM_VAL);
   r.mutable_spec()->set_image_size(16);
   r.mutable_spec()->set_on_error(v1::ON_ERROR_ZEROS);
   auto no_token = d.OpenSession(r, alice);

@@ -27,9 +27,10 @@ Beneath::~Beneath() {
   if (dir_fd >= 0) close(dir_fd);
 }
 
-bool HasJpegExtension(const std::string& name) {
+bool HasImageExtension(const std::string& name) {
   std::string lower = absl::AsciiStrToLower(name);
-  return absl::EndsWith(lower, ".jpg") || absl::EndsWith(lower, ".jpeg");
+  return absl::EndsWith(lower, ".jpg") || absl::EndsWith(lower, ".jpeg") ||
+         absl::EndsWith(lower, ".png");
 }
 
 namespace {
@@ -172,7 +173,7 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
     STOKER_RETURN_IF_ERROR(walk.FilesBelow(dir, &files));
     std::sort(files.begin(), files.end());
     for (std::string& f : files) {
-      if (HasJpegExtension(f)) {
+      if (HasImageExtension(f)) {
         ds.samples.push_back(Sample{std::move(f), label});
       } else {
         ++ds.skipped_files;
@@ -190,11 +191,13 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
 
 namespace {
 
-// Calls fn(relative path, label) for each `path<TAB>label` line of a
-// manifest; FAILED_PRECONDITION with the line number for a malformed one.
+// Calls fn(relative paths, label) for each `path[<TAB>path...]<TAB>label`
+// line of a manifest (every line with the same number of paths, at most
+// `max_files`); FAILED_PRECONDITION with the line number for a malformed
+// one.
 absl::Status ParseManifest(
-    const std::string& manifest,
-    const std::function<void(std::string, int32_t)>& fn) {
+    const std::string& manifest, size_t max_files,
+    const std::function<void(std::vector<std::string>, int32_t)>& fn) {
   std::error_code ec;
   if (!fs::exists(manifest, ec)) {
     return absl::NotFoundError(
@@ -206,23 +209,34 @@ absl::Status ParseManifest(
         absl::StrCat("cannot open dataset manifest ", manifest));
   }
   std::string line;
+  size_t files = 0;  // Of the first sample line.
   for (int lineno = 1; std::getline(in, line); ++lineno) {
     absl::string_view text = absl::StripTrailingAsciiWhitespace(line);
     if (text.empty() || text[0] == '#') continue;
     std::vector<absl::string_view> parts = absl::StrSplit(text, '\t');
     int32_t label = -1;
-    if (parts.size() != 2 || parts[0].empty() ||
-        !absl::SimpleAtoi(parts[1], &label) || label < 0) {
+    const bool paths_ok =
+        parts.size() >= 2 && parts.size() - 1 <= max_files &&
+        std::none_of(parts.begin(), parts.end() - 1,
+                     [](absl::string_view p) { return p.empty(); });
+    const bool count_ok = files == 0 || parts.size() - 1 == files;
+    if (!paths_ok || !count_ok || !absl::SimpleAtoi(parts.back(), &label) ||
+        label < 0) {
       // The line itself is never quoted: the daemon may read files the
       // caller cannot, and an error message must not disclose them.
       return absl::FailedPreconditionError(absl::StrCat(
           "dataset manifest ", manifest, " line ", lineno,
-          ": expected 'relative/path<TAB>label' with a label >= 0 (",
-          parts.size() == 2 ? "the label is not a number >= 0"
-                            : "not two tab-separated fields",
+          ": expected 'relative/path", max_files > 1 ? "[<TAB>path...]" : "",
+          "<TAB>label' with a label >= 0 (",
+          !paths_ok   ? absl::StrCat("not 1..", max_files,
+                                     " non-empty paths and a label")
+          : !count_ok ? absl::StrCat(parts.size() - 1, " paths where the first "
+                                     "line has ", files)
+                      : "the label is not a number >= 0",
           ")"));
     }
-    fn(std::string(parts[0]), label);
+    files = parts.size() - 1;
+    fn(std::vector<std::string>(parts.begin(), parts.end() - 1), label);
   }
   return absl::OkStatus();
 }
@@ -241,9 +255,16 @@ absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
       root.empty() ? fs::path(manifest).parent_path() : fs::path(root);
   Dataset ds;
   ds.description = absl::StrCat("list:", manifest);
-  absl::Status s = ParseManifest(manifest, [&](std::string rel, int32_t label) {
-    ds.samples.push_back(Sample{(base / rel).string(), label});
-  });
+  absl::Status s = ParseManifest(
+      manifest, kMaxFilesPerSample,
+      [&](std::vector<std::string> rel, int32_t label) {
+        Sample sample{(base / rel[0]).string(), label, {}};
+        for (size_t k = 1; k < rel.size(); ++k) {
+          sample.more.push_back((base / rel[k]).string());
+        }
+        ds.files_per_sample = static_cast<uint32_t>(rel.size());
+        ds.samples.push_back(std::move(sample));
+      });
   if (!s.ok()) return s;
   if (ds.samples.empty()) {
     return absl::FailedPreconditionError(
@@ -262,9 +283,10 @@ absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
   Dataset ds;
   ds.description = absl::StrCat("lmdb:", path);
   if (!manifest.empty()) {
-    absl::Status s = ParseManifest(manifest, [&](std::string key, int32_t label) {
-      ds.samples.push_back(Sample{std::move(key), label});
-    });
+    absl::Status s = ParseManifest(
+        manifest, 1, [&](std::vector<std::string> key, int32_t label) {
+          ds.samples.push_back(Sample{std::move(key[0]), label, {}});
+        });
     if (!s.ok()) return s;
     ds.num_classes = NumClasses(ds.samples);
   } else {
@@ -286,7 +308,7 @@ absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
       const std::string cls = k.substr(0, k.find('/'));
       const auto label = std::lower_bound(classes.begin(), classes.end(), cls) -
                          classes.begin();
-      ds.samples.push_back(Sample{std::move(k), static_cast<int32_t>(label)});
+      ds.samples.push_back(Sample{std::move(k), static_cast<int32_t>(label), {}});
     }
     ds.class_names = std::move(classes);
     ds.num_classes = static_cast<uint32_t>(ds.class_names.size());

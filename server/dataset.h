@@ -25,9 +25,15 @@ struct Beneath {
   ~Beneath();
 };
 
+// Most files one sample may have (a manifest line's paths).
+inline constexpr size_t kMaxFilesPerSample = 8;
+
 struct Sample {
   std::string path;  // File path, or the key in an LMDB dataset.
   int32_t label;
+  std::vector<std::string> more;  // A manifest's further files (a mask...).
+  // File `k` of the sample (0: path).
+  const std::string& file(size_t k) const { return k == 0 ? path : more[k - 1]; }
 };
 
 struct Dataset {
@@ -35,16 +41,17 @@ struct Dataset {
   std::vector<Sample> samples;
   std::vector<std::string> class_names;  // FOLDER: index = label.
   uint32_t num_classes = 0;
-  uint64_t skipped_files = 0;  // Non-JPEG files seen while scanning.
+  uint64_t skipped_files = 0;  // Non-image files seen while scanning.
+  uint32_t files_per_sample = 1;
   // Set when the dataset is confined to a folder its client proved it could
   // open: every read and stat stays beneath it.
   std::shared_ptr<const Beneath> beneath;
   // Set for LMDB datasets: samples are read from here, not from files.
   std::shared_ptr<const LmdbEnv> lmdb;
 
-  // The cache key of sample `i` (unique across datasets and sources).
-  std::string CacheKey(const Sample& s) const {
-    return lmdb ? "lmdb:" + lmdb->path() + ":" + s.path : s.path;
+  // The cache key of a sample's file (unique across datasets and sources).
+  std::string CacheKey(const std::string& path) const {
+    return lmdb ? "lmdb:" + lmdb->path() + ":" + path : path;
   }
 };
 
@@ -60,8 +67,8 @@ struct ScanLimits {
 };
 
 // torchvision ImageFolder layout: sorted sub-folders of `root` are classes
-// 0..C-1; inside each (recursively, sorted), files ending in .jpg/.jpeg in
-// any case are samples, anything else is counted in skipped_files.
+// 0..C-1; inside each (recursively, sorted), files ending in .jpg/.jpeg/.png
+// in any case are samples, anything else is counted in skipped_files.
 // Symlinks are followed; one that leads back to a folder being scanned is
 // FAILED_PRECONDITION naming both. NOT_FOUND (naming the path) if `root` is
 // missing, FAILED_PRECONDITION if it is not a folder or holds no samples,
@@ -70,7 +77,9 @@ struct ScanLimits {
 absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
                                           const ScanLimits& limits = {});
 
-// A manifest of `relative/path<TAB>label` lines; paths are relative to
+// A manifest of `relative/path[<TAB>path...]<TAB>label` lines (every line
+// with the same number of paths, at most kMaxFilesPerSample: a sample's
+// files, e.g. image and mask); paths are relative to
 // `root` (empty: the manifest's folder). '#' comments and blank lines are
 // skipped. NOT_FOUND for a missing manifest; FAILED_PRECONDITION for a
 // malformed line (its number is given, never its content) or no samples. Labels must
@@ -86,8 +95,9 @@ absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
 absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
                                         const std::string& manifest);
 
-// True for names ending in .jpg / .jpeg, any case.
-bool HasJpegExtension(const std::string& name);
+// True for names ending in .jpg / .jpeg / .png, any case (the content, not
+// the name, picks the decoder).
+bool HasImageExtension(const std::string& name);
 
 }  // namespace stoker
 

@@ -10,10 +10,10 @@ SampleFetcher::SampleFetcher(FileSystem* fs, ShardedLruCache* l1, L2Cache* l2,
     : fs_(fs), l1_(l1), l2_(l2), reader_threads_(reader_threads) {}
 
 absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
-                                           const Sample& sample,
+                                           const std::string& path,
                                            bool* from_source) {
   if (from_source != nullptr) *from_source = false;
-  const std::string key = ds.CacheKey(sample);
+  const std::string key = ds.CacheKey(path);
   std::shared_ptr<Inflight> flight;
   bool leader = false;
   {
@@ -33,7 +33,7 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
     return flight->result;
   }
   bool read_source = false;
-  flight->result = Load(ds, sample, key, &read_source);
+  flight->result = Load(ds, path, key, &read_source);
   if (from_source != nullptr) *from_source = read_source;
   {
     absl::MutexLock lock(&mu_);
@@ -44,7 +44,7 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
 }
 
 absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
-                                          const Sample& sample,
+                                          const std::string& path,
                                           const std::string& key,
                                           bool* read_source) {
   // Files can change between runs, so an L2 entry is checked against the
@@ -53,7 +53,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
   FileVersion version;
   if (use_l2) {
     stats_.fetch_add(1, std::memory_order_relaxed);
-    absl::StatusOr<FileVersion> v = fs_->Stat(sample.path, ds.beneath.get());
+    absl::StatusOr<FileVersion> v = fs_->Stat(path, ds.beneath.get());
     if (!v.ok()) {
       read_errors_.fetch_add(1, std::memory_order_relaxed);
       return v.status();
@@ -67,7 +67,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
     }
   }
   *read_source = true;
-  absl::StatusOr<Bytes> read = ReadSource(ds, sample, &version);
+  absl::StatusOr<Bytes> read = ReadSource(ds, path, &version);
   if (!read.ok()) return read.status();
   l1_->Insert(key, *read);
   if (use_l2) l2_->Put(key, version, *read);
@@ -75,12 +75,12 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
 }
 
 absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
-                                                const Sample& sample,
+                                                const std::string& path,
                                                 FileVersion* version) {
   auto bytes = std::make_shared<std::string>();
   const uint64_t t0 = shm::MonotonicNanos();
-  absl::Status s = ds.lmdb ? ds.lmdb->Get(sample.path, bytes.get())
-                           : fs_->ReadFile(sample.path, bytes.get(), version,
+  absl::Status s = ds.lmdb ? ds.lmdb->Get(path, bytes.get())
+                           : fs_->ReadFile(path, bytes.get(), version,
                                            ds.beneath.get());
   const uint64_t ns = shm::MonotonicNanos() - t0;
   reads_.fetch_add(1, std::memory_order_relaxed);

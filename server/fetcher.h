@@ -34,10 +34,11 @@ class SampleFetcher {
   SampleFetcher(FileSystem* fs, ShardedLruCache* l1, L2Cache* l2,
                 int reader_threads);
 
-  // The sample's encoded bytes. Errors are the source's (NOT_FOUND, ...);
-  // an empty source file is DATA_LOSS "file is empty". Nothing failed is
-  // cached. `*from_source` (optional) tells whether the source was read.
-  absl::StatusOr<Bytes> Fetch(const Dataset& ds, const Sample& sample,
+  // The encoded bytes of one of a sample's files (Sample::file(k): a path,
+  // or an LMDB key). Errors are the source's (NOT_FOUND, ...); an empty
+  // source file is DATA_LOSS "file is empty". Nothing failed is cached.
+  // `*from_source` (optional) tells whether the source was read.
+  absl::StatusOr<Bytes> Fetch(const Dataset& ds, const std::string& path,
                               bool* from_source = nullptr);
 
   v1::ReaderStats Stats() const;
@@ -47,9 +48,9 @@ class SampleFetcher {
     absl::Notification done;
     absl::StatusOr<Bytes> result;
   };
-  absl::StatusOr<Bytes> Load(const Dataset& ds, const Sample& sample,
+  absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
                              const std::string& key, bool* read_source);
-  absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const Sample& sample,
+  absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
                                    FileVersion* version);
 
   FileSystem* const fs_;

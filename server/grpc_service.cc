@@ -199,10 +199,10 @@ grpc::ServerUnaryReactor* GrpcService::CloseSession(
 
 grpc::ServerUnaryReactor* GrpcService::GetStats(
     grpc::CallbackServerContext* ctx, const v1::GetStatsRequest* /*req*/,
-    v1::DaemonStats* resp) {
+    v1::GetStatsResponse* resp) {
   return Unary(ctx, [&]() -> absl::Status {
     STOKER_ASSIGN_OR_RETURN(Caller caller, CallerOf(ctx));
-    *resp = daemon_->GetStats(caller);
+    *resp->mutable_daemon() = daemon_->GetStats(caller);
     return absl::OkStatus();
   });
 }

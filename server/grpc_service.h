@@ -43,7 +43,7 @@ class GrpcService final : public v1::Stoker::CallbackService {
       v1::CloseSessionResponse* resp) override;
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
                                      const v1::GetStatsRequest* req,
-                                     v1::DaemonStats* resp) override;
+                                     v1::GetStatsResponse* resp) override;
   grpc::ServerUnaryReactor* WarmCache(grpc::CallbackServerContext* ctx,
                                       const v1::WarmCacheRequest* req,
                                       v1::WarmCacheResponse* resp) override;

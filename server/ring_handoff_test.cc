@@ -47,10 +47,9 @@ class RingHandoffTest : public ::testing::Test {
   v1::OpenSessionResponse Open() {
     v1::OpenSessionRequest r;
     v1::SessionSpec* s = r.mutable_spec();
-    s->mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-    s->mutable_dataset()->set_path(root_);
+    s->mutable_dataset()->mutable_folder()->set_path(root_);
     s->set_batch_size(2);
-    s->set_transform(v1::VAL);
+    s->set_transform(v1::TRANSFORM_VAL);
     s->set_image_size(16);
     auto resp = daemon_->OpenSession(r);
     EXPECT_TRUE(resp.ok()) << resp.status();

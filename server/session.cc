@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/spec_util.h"
+#include "server/decode.h"
 #include "server/jpeg.h"
 #include "shm/futex.h"
 #include "server/transform.h"
@@ -39,10 +41,13 @@ std::string Diagnose(double ring_fill, double wait_fraction, double decode_busy,
 }
 
 absl::Status ValidateDatasetSpec(const v1::DatasetSpec& ds) {
-  if (ds.kind() != v1::DatasetSpec::FOLDER &&
-      ds.kind() != v1::DatasetSpec::LIST && ds.kind() != v1::DatasetSpec::LMDB)
-    return absl::InvalidArgumentError("dataset.kind must be FOLDER, LIST or LMDB");
-  if (ds.path().empty()) return absl::InvalidArgumentError("dataset.path is empty");
+  if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
+    return absl::InvalidArgumentError(
+        "dataset needs a source: folder, list or lmdb");
+  if (DatasetPath(ds).empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(),
+        ".path is empty"));
   return absl::OkStatus();
 }
 
@@ -55,25 +60,32 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   if (spec.batch_size() == 0 || spec.batch_size() > 65536)
     return bad(absl::StrCat("batch_size ", spec.batch_size(),
                             " must be in 1..65536"));
-  if (spec.transform() != v1::VAL && spec.transform() != v1::TRAIN)
-    return bad("transform must be VAL or TRAIN");
   if (!v1::OnError_IsValid(spec.on_error()))
     return bad(absl::StrCat("on_error ", spec.on_error(),
                             " must be ON_ERROR_REPLACE, ON_ERROR_RAISE or "
                             "ON_ERROR_ZEROS"));
-  if (spec.image_size() == 0 || spec.image_size() > 4096)
-    return bad(absl::StrCat("image_size ", spec.image_size(),
-                            " must be in 1..4096"));
+  if (spec.fields_size() == 0) {  // A preset.
+    if (spec.transform() != v1::TRANSFORM_VAL &&
+        spec.transform() != v1::TRANSFORM_TRAIN)
+      return bad("transform must be val or train (or give fields and a pipeline)");
+    if (spec.dtype() != v1::DTYPE_UINT8 && spec.dtype() != v1::DTYPE_FLOAT32 &&
+        spec.dtype() != v1::DTYPE_FLOAT16)
+      return bad("dtype of the preset's image must be uint8, float32 or float16");
+    if (spec.image_size() == 0 || spec.image_size() > 4096)
+      return bad(absl::StrCat("image_size ", spec.image_size(),
+                              " must be in 1..4096"));
+    if ((spec.mean_size() != 0 && spec.mean_size() != 3) ||
+        (spec.std_size() != 0 && spec.std_size() != 3))
+      return bad("mean and std must each have 3 values (or none for ImageNet's)");
+    for (float s : spec.std()) {
+      if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
+    }
+  }
+  STOKER_RETURN_IF_ERROR(Pipeline::Compile(spec).status());
   const uint32_t world = std::max<uint32_t>(spec.world_size(), 1);
   if (spec.rank() >= world)
     return bad(absl::StrCat("rank ", spec.rank(),
                             " must be less than world_size ", world));
-  if ((spec.mean_size() != 0 && spec.mean_size() != 3) ||
-      (spec.std_size() != 0 && spec.std_size() != 3))
-    return bad("mean and std must each have 3 values (or none for ImageNet's)");
-  for (float s : spec.std()) {
-    if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
-  }
   if (spec.ring_slots() > shm::kMaxRingSlots)
     return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
                             " must be at most ", shm::kMaxRingSlots));
@@ -97,26 +109,29 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
     std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
     const std::string& shm_name, const PipelineContext& ctx) {
-  shm::RingGeometry g;
-  g.slots = spec.ring_slots() == 0 ? 4 : spec.ring_slots();
-  g.batch_size = spec.batch_size();
-  g.height = g.width = spec.image_size();
-  g.channels = 3;
-  g.dtype = spec.dtype() == v1::FLOAT32   ? shm::kDTypeFloat32
-            : spec.dtype() == v1::FLOAT16 ? shm::kDTypeFloat16
-                                          : shm::kDTypeUint8;
+  STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
+  if (pipeline.files() > dataset->files_per_sample) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fields read file ", pipeline.files() - 1, " of each sample, but the "
+        "samples of ", dataset->description, " have ",
+        dataset->files_per_sample, " file(s)"));
+  }
+  const shm::RingGeometry g = pipeline.Geometry(
+      spec.ring_slots() == 0 ? 4 : spec.ring_slots(), spec.batch_size());
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<shm::RingProducer> ring,
       shm::RingProducer::Create(shm_name, g, id, ctx.daemon_generation));
-  return std::unique_ptr<ServingSession>(new ServingSession(id, spec, client_pid,
-                                              std::move(dataset), plan,
-                                              std::move(ring), ctx));
+  return std::unique_ptr<ServingSession>(new ServingSession(
+      id, spec, client_pid, std::move(dataset), plan, std::move(pipeline),
+      std::move(ring), ctx));
 }
 
-ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
-                 std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
-                 std::unique_ptr<shm::RingProducer> ring,
-                 const PipelineContext& ctx)
+ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
+                               uint32_t client_pid,
+                               std::shared_ptr<const Dataset> dataset,
+                               const EpochPlan& plan, Pipeline pipeline,
+                               std::unique_ptr<shm::RingProducer> ring,
+                               const PipelineContext& ctx)
     : id_(id),
       spec_(spec),
       client_pid_(client_pid),
@@ -125,23 +140,9 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_
       ring_(std::move(ring)),
       ctx_(ctx),
       created_(absl::Now()),
-      norm_([&spec] {
-        const float mean[3] = {0.485f, 0.456f, 0.406f};
-        const float std[3] = {0.229f, 0.224f, 0.225f};
-        Normalization n;
-        for (int c = 0; c < 3; ++c) {
-          const float m = spec.mean_size() == 3 ? spec.mean(c) : mean[c];
-          const float s = spec.std_size() == 3 ? spec.std(c) : std[c];
-          n.scale[c] = 1.0f / (255.0f * s);
-          n.offset[c] = -m / s;
-        }
-        return n;
-      }()),
-      decoded_key_prefix_(absl::StrCat(
-          dataset_->description, "|val", spec.image_size(), "|", spec.decode(),
-          "|", spec.dtype(), "|", norm_.scale[0], ",", norm_.scale[1], ",",
-          norm_.scale[2], "|", norm_.offset[0], ",", norm_.offset[1], ",",
-          norm_.offset[2], "|")) {}
+      pipeline_(std::move(pipeline)),
+      decoded_key_prefix_(absl::StrCat(dataset_->description, "|",
+                                       pipeline_.fingerprint(), "|")) {}
 
 ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
 
@@ -190,7 +191,7 @@ void ServingSession::Produce() {
     job->remaining.store(job->count, std::memory_order_relaxed);
     shm::SlotView view = ring_->Slot(slot);
     for (uint32_t i = job->count; i < batch_size; ++i) {
-      view.labels[i] = -1;  // Unused tail of a short final batch.
+      WriteLabels(*job, i, -1);  // Unused tail.
       view.status[i] = shm::kSampleOk;
       view.indices[i] = UINT64_MAX;
     }
@@ -211,8 +212,32 @@ void ServingSession::Produce() {
   }
 }
 
-uint8_t* ServingSession::SampleOut(const BatchJob& job, uint32_t i) const {
-  return ring_->Slot(job.slot).data + i * ring_->layout().sample_bytes;
+uint8_t* ServingSession::SampleOut(const BatchJob& job, size_t field,
+                                   uint32_t i) const {
+  return ring_->Slot(job.slot).fields[field] +
+         i * ring_->layout().fields[field].sample_bytes;
+}
+
+void ServingSession::WriteLabels(const BatchJob& job, uint32_t i,
+                                 int32_t label) const {
+  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+    if (pipeline_.fields()[f].kind != v1::FieldSpec::KIND_LABEL) continue;
+    uint8_t* out = SampleOut(job, f, i);
+    if (pipeline_.fields()[f].dtype == shm::kDTypeInt64) {
+      const int64_t v = label;
+      std::memcpy(out, &v, 8);
+    } else {
+      std::memcpy(out, &label, 4);
+    }
+  }
+}
+
+uint64_t ServingSession::DataBytes() const {
+  uint64_t n = 0;
+  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+    if (pipeline_.fields()[f].spatial()) n += ring_->layout().fields[f].sample_bytes;
+  }
+  return n;
 }
 
 std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
@@ -221,88 +246,118 @@ std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
                                  const SampleTask& t) {
-  const uint32_t i = t.i;
-  const uint64_t dataset_index = t.index;
   if (stopping_.load(std::memory_order_relaxed)) {
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  const bool cacheable = spec_.transform() == v1::VAL;
-  if (cacheable) {
-    if (Bytes done = ctx_.decoded_cache->Lookup(DecodedKey(dataset_index))) {
-      std::memcpy(SampleOut(*job, i), done->data(), done->size());
+  if (pipeline_.deterministic()) {
+    if (Bytes done = ctx_.decoded_cache->Lookup(DecodedKey(t.index))) {
+      const char* p = done->data();
+      for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+        if (!pipeline_.fields()[f].spatial()) continue;
+        const uint64_t n = ring_->layout().fields[f].sample_bytes;
+        std::memcpy(SampleOut(*job, f, t.i), p, n);
+        p += n;
+      }
       FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
       return;
     }
   }
-  const uint64_t t0 = shm::MonotonicNanos();
-  absl::StatusOr<Bytes> bytes =
-      ctx_.fetcher->Fetch(*dataset_, dataset_->samples[dataset_index]);
-  ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
-  if (!bytes.ok()) {
-    FinishSample(job, t, shm::kSampleReadError, bytes.status());
-    return;
+  const Sample& sample = dataset_->samples[t.index];
+  std::vector<Bytes> files;
+  for (uint32_t k = 0; k < pipeline_.files(); ++k) {
+    const uint64_t t0 = shm::MonotonicNanos();
+    absl::StatusOr<Bytes> bytes = ctx_.fetcher->Fetch(*dataset_, sample.file(k));
+    ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
+    if (!bytes.ok()) {
+      FinishSample(job, t, shm::kSampleReadError,
+                   k == 0 ? bytes.status()
+                          : absl::Status(bytes.status().code(),
+                                         absl::StrCat(sample.file(k), ": ",
+                                                      bytes.status().message())));
+      return;
+    }
+    files.push_back(*std::move(bytes));
   }
-  ctx_.decode_pool->Schedule([this, job, t, b = *std::move(bytes)] {
-    DecodeSample(job, t, b);
+  ctx_.decode_pool->Schedule([this, job, t, files = std::move(files)] {
+    DecodeSample(job, t, files);
   });
 }
 
+absl::Status ServingSession::RenderSample(const BatchJob& job,
+                                          const SampleTask& t,
+                                          const std::vector<Bytes>& files) {
+  const std::vector<FieldPlan>& fields = pipeline_.fields();
+  thread_local Image image;
+  std::vector<Canvas> canvases;
+  int width = 0, height = 0;
+  uint64_t decode_ns = 0, write_ns = 0;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    const FieldPlan& field = fields[f];
+    if (!field.spatial()) continue;
+    const Bytes& bytes = files[field.file];
+    bool other_size = false;
+    const uint64_t t0 = shm::MonotonicNanos();
+    absl::Status s = DecodeImage(
+        reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(),
+        pipeline_.Request(field, ctx_.decode_limits),
+        [&](int w, int h) {
+          if (canvases.empty()) {  // The sample's geometry, drawn once.
+            width = w;
+            height = h;
+            canvases = pipeline_.Plan(w, h, spec_.seed(), job.epoch, t.index);
+          } else if (w != width || h != height) {
+            other_size = true;
+            return RegionRequest{8, PixelRect{0, 0, w, h}, false};
+          }
+          return pipeline_.Region(field, canvases[f], w, h);
+        },
+        &image);
+    const std::string& path = dataset_->samples[t.index].file(field.file);
+    if (s.ok() && other_size) {
+      s = absl::DataLossError(absl::StrCat(
+          "is ", image.scaled_width, "x", image.scaled_height, " but the ",
+          "sample's first picture is ", width, "x", height,
+          ": the fields of a sample must be the same size"));
+    }
+    if (!s.ok()) {
+      return field.file == 0 ? s : absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+    }
+    const uint64_t t1 = shm::MonotonicNanos();
+    pipeline_.Write(field, canvases[f], image, width, height, SampleOut(job, f, t.i));
+    decode_ns += t1 - t0;
+    write_ns += shm::MonotonicNanos() - t1;
+  }
+  ctx_.counters->decode.Observe(decode_ns);
+  ctx_.counters->transform.Observe(write_ns);
+  return absl::OkStatus();
+}
+
 void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
-                                  const SampleTask& t, const Bytes& bytes) {
-  const uint32_t i = t.i;
-  const uint64_t dataset_index = t.index;
+                                  const SampleTask& t,
+                                  const std::vector<Bytes>& files) {
   if (stopping_.load(std::memory_order_relaxed)) {
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  thread_local DecodedRegion region;
-  const uint64_t t0 = shm::MonotonicNanos();
-  const int size = static_cast<int>(spec_.image_size());
-  const v1::Decode mode = spec_.decode();
-  CropBox box;
-  JpegDecoder& decoder = ThreadLocalDecoder();
-  decoder.set_limits(ctx_.decode_limits);
-  absl::Status error = DecodeForCrop(
-      decoder, reinterpret_cast<const uint8_t*>(bytes->data()),
-      bytes->size(),
-      [&](int width, int height) {
-        if (spec_.transform() != v1::TRAIN) return CenterCropBox(width, height, size);
-        Rng rng(MixSeed({spec_.seed(), job->epoch, dataset_index}));
-        return RandomResizedCropBox(width, height, rng);
-      },
-      size, /*scale=*/mode == v1::DECODE_AUTO || mode == v1::DECODE_SCALE_CROP,
-      /*crop=*/mode != v1::DECODE_FULL, &region, &box);
+  absl::Status error = RenderSample(*job, t, files);
   if (!error.ok()) {
     FinishSample(job, t, shm::kSampleDecodeError, error);
     return;
   }
-  uint8_t* out = SampleOut(*job, i);
-  const uint64_t t1 = shm::MonotonicNanos();
-  const uint32_t dtype = ring_->layout().dtype;
-  if (dtype == shm::kDTypeUint8) {
-    ResizeBox(region.image.pixels.data(), region.image.width,
-              region.image.height, box, size, size, out);
-  } else {  // Resample once, then normalize into the slot as CHW floats.
-    thread_local std::vector<uint8_t> hwc;
-    hwc.resize(static_cast<size_t>(size) * size * 3);
-    ResizeBox(region.image.pixels.data(), region.image.width,
-              region.image.height, box, size, size, hwc.data());
-    WriteNormalizedChw(hwc.data(), size, size, norm_,
-                       dtype == shm::kDTypeFloat16, out);
-  }
-  ctx_.counters->decode.Observe(t1 - t0);
-  ctx_.counters->transform.Observe(shm::MonotonicNanos() - t1);
   // Only when the whole epoch fits: an LRU over a larger sequential scan
   // would copy every sample in and never hit.
-  const uint64_t epoch_bytes =
-      dataset_->samples.size() * ring_->layout().sample_bytes;
-  if (spec_.transform() == v1::VAL &&
-      epoch_bytes <= ctx_.decoded_cache->capacity_bytes()) {
-    ctx_.decoded_cache->Insert(
-        DecodedKey(dataset_index),
-        std::make_shared<const std::string>(
-            reinterpret_cast<const char*>(out), ring_->layout().sample_bytes));
+  const uint64_t bytes = DataBytes();
+  if (pipeline_.deterministic() &&
+      dataset_->samples.size() * bytes <= ctx_.decoded_cache->capacity_bytes()) {
+    auto value = std::make_shared<std::string>();
+    value->reserve(bytes);
+    for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+      if (!pipeline_.fields()[f].spatial()) continue;
+      value->append(reinterpret_cast<const char*>(SampleOut(*job, f, t.i)),
+                    ring_->layout().fields[f].sample_bytes);
+    }
+    ctx_.decoded_cache->Insert(DecodedKey(t.index), std::move(value));
   }
   FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
 }
@@ -338,7 +393,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         return;
       }
     }
-    view.labels[i] = sample.label;
+    WriteLabels(*job, i, sample.label);
     view.indices[i] = t.original;
     if (status == shm::kSampleOk) {
       view.status[i] = t.index == t.original ? shm::kSampleOk : shm::kSampleReplaced;
@@ -346,7 +401,10 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
       ctx_.counters->samples_decoded.fetch_add(1, std::memory_order_relaxed);
     } else {
       view.status[i] = status;
-      std::memset(SampleOut(*job, i), 0, ring_->layout().sample_bytes);
+      for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+        if (!pipeline_.fields()[f].spatial()) continue;
+        std::memset(SampleOut(*job, f, i), 0, ring_->layout().fields[f].sample_bytes);
+      }
     }
     if (view.status[i] != shm::kSampleOk) {
       job->errors.fetch_add(1, std::memory_order_relaxed);

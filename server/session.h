@@ -34,6 +34,7 @@
 #include "server/dataset.h"
 #include "server/fetcher.h"
 #include "server/histogram.h"
+#include "server/pipeline.h"
 #include "server/plan.h"
 #include "server/thread_pool.h"
 #include "server/transform.h"
@@ -83,14 +84,16 @@ std::string Diagnose(double ring_fill, double wait_fraction, double decode_busy,
                      double share, int active_sessions);
 
 // INVALID_ARGUMENT naming the first bad field (geometry limits are checked
-// again by the ring layout).
+// again by the ring layout); the pipeline's own checks included.
 absl::Status ValidateDatasetSpec(const v1::DatasetSpec& spec);
 absl::Status ValidateSessionSpec(const v1::SessionSpec& spec);
 
 class ServingSession {
  public:
   // Creates the ring (RESOURCE_EXHAUSTED when /dev/shm is full) for a
-  // validated spec over `dataset`. Call Start() to begin filling it.
+  // validated spec over `dataset`; INVALID_ARGUMENT when the pipeline reads
+  // more files per sample than the dataset has. Call Start() to begin
+  // filling it.
   static absl::StatusOr<std::unique_ptr<ServingSession>> Create(
       uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
       std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
@@ -130,22 +133,33 @@ class ServingSession {
 
   ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
           std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
-          std::unique_ptr<shm::RingProducer> ring, const PipelineContext& ctx);
+          Pipeline pipeline, std::unique_ptr<shm::RingProducer> ring,
+          const PipelineContext& ctx);
   void Produce();
   // The dataset sample that stands in for failed `t` (never t.original).
   uint64_t ReplacementFor(const BatchJob& job, const SampleTask& t) const;
   static constexpr int kMaxReplacements = 8;
-  // Reader stage: the decoded cache, else the encoded bytes from the
-  // fetcher, handed to DecodeSample on the decode pool.
+  // Reader stage: the decoded cache, else the encoded bytes of the
+  // sample's files from the fetcher, handed to DecodeSample on the decode
+  // pool.
   void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
   void DecodeSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
-                    const Bytes& bytes);
+                    const std::vector<Bytes>& files);
+  // Decodes and writes every image/mask field of one sample; the error
+  // names the file.
+  absl::Status RenderSample(const BatchJob& job, const SampleTask& t,
+                            const std::vector<Bytes>& files);
   // Records the sample's outcome (or, for a failure under ON_ERROR_REPLACE,
   // starts on a replacement); the batch's last sample publishes it.
   void FinishSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
                     shm::SampleStatus status,
                     const absl::Status& error);
-  uint8_t* SampleOut(const BatchJob& job, uint32_t i) const;
+  uint8_t* SampleOut(const BatchJob& job, size_t field, uint32_t i) const;
+  // Writes the sample's label into every label field.
+  void WriteLabels(const BatchJob& job, uint32_t i, int32_t label) const;
+  // Total bytes of the non-label fields of one sample (the decoded cache's
+  // value).
+  uint64_t DataBytes() const;
   std::string DecodedKey(uint64_t dataset_index) const;
 
   // Constant after construction.
@@ -157,9 +171,9 @@ class ServingSession {
   const std::unique_ptr<shm::RingProducer> ring_;
   const PipelineContext ctx_;
   const absl::Time created_;
-  const Normalization norm_;  // For float outputs.
+  const Pipeline pipeline_;
   // Everything but the sample index that identifies this session's finished
-  // val samples in the decoded cache (built once, not per sample).
+  // samples in the decoded cache (built once, not per sample).
   const std::string decoded_key_prefix_;
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.

@@ -19,11 +19,26 @@ struct AxisCoeffs {
   std::vector<int32_t> taps;  // ksize per output, fixed point.
 };
 
+double BilinearFilter(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+// PIL's bicubic (a = -0.5).
+double BicubicFilter(double x) {
+  constexpr double a = -0.5;
+  x = std::fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
 void ComputeAxis(int in_size, double box0, double box_len, int out_size,
-                 AxisCoeffs* c) {
+                 AxisCoeffs* c, bool bicubic = false) {
   const double scale = box_len / out_size;
   const double filterscale = std::max(scale, 1.0);
-  const double support = 1.0 * filterscale;  // Bilinear support is 1.
+  // Bilinear support is 1, bicubic 2.
+  const double support = (bicubic ? 2.0 : 1.0) * filterscale;
   c->ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   c->first.resize(out_size);
   c->count.resize(out_size);
@@ -39,8 +54,8 @@ void ComputeAxis(int in_size, double box0, double box_len, int out_size,
     xmax -= xmin;
     double total = 0;
     for (int x = 0; x < xmax; ++x) {
-      double t = std::fabs((x + xmin - center + 0.5) * inv);
-      w[x] = t < 1.0 ? 1.0 - t : 0.0;
+      const double t = (x + xmin - center + 0.5) * inv;
+      w[x] = bicubic ? BicubicFilter(t) : BilinearFilter(t);
       total += w[x];
     }
     int32_t* out = &c->taps[static_cast<size_t>(xx) * c->ksize];
@@ -83,12 +98,21 @@ CropBox CenterCropBox(int src_w, int src_h, int size) {
 }
 
 CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng) {
+  CropBox b = RandomResizedCropWindow(src_w, src_h, 0.08, 1.0, 3.0 / 4.0,
+                                      4.0 / 3.0, rng);
+  b.flip = rng.Uniform01() < 0.5;
+  return b;
+}
+
+CropBox RandomResizedCropWindow(int src_w, int src_h, double scale_min,
+                                double scale_max, double ratio_min,
+                                double ratio_max, Rng& rng) {
   const double area = static_cast<double>(src_w) * src_h;
-  const double log_lo = std::log(3.0 / 4.0), log_hi = std::log(4.0 / 3.0);
+  const double log_lo = std::log(ratio_min), log_hi = std::log(ratio_max);
   CropBox b;
   bool found = false;
   for (int attempt = 0; attempt < 10 && !found; ++attempt) {
-    const double target_area = area * rng.Uniform(0.08, 1.0);
+    const double target_area = area * rng.Uniform(scale_min, scale_max);
     const double aspect = std::exp(rng.Uniform(log_lo, log_hi));
     const int w = static_cast<int>(std::nearbyint(std::sqrt(target_area * aspect)));
     const int h = static_cast<int>(std::nearbyint(std::sqrt(target_area / aspect)));
@@ -103,17 +127,16 @@ CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng) {
   if (!found) {  // Fallback: central crop clamped to the ratio range.
     const double in_ratio = static_cast<double>(src_w) / src_h;
     int w = src_w, h = src_h;
-    if (in_ratio < 3.0 / 4.0) {
-      h = static_cast<int>(std::nearbyint(w / (3.0 / 4.0)));
-    } else if (in_ratio > 4.0 / 3.0) {
-      w = static_cast<int>(std::nearbyint(h * (4.0 / 3.0)));
+    if (in_ratio < ratio_min) {
+      h = static_cast<int>(std::nearbyint(w / ratio_min));
+    } else if (in_ratio > ratio_max) {
+      w = static_cast<int>(std::nearbyint(h * ratio_max));
     }
     b.x = (src_w - w) / 2;
     b.y = (src_h - h) / 2;
     b.w = w;
     b.h = h;
   }
-  b.flip = rng.Uniform01() < 0.5;
   return b;
 }
 
@@ -171,13 +194,18 @@ absl::Status DecodeForCrop(
 
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop) {
+  return PlanDecode(width, height, box, out_size, out_size, scale, crop, 1);
+}
+
+DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_w,
+                      int out_h, bool scale, bool crop, int reach) {
   DecodePlan p;
   if (scale) {
     // Only the scales with SIMD IDCTs in libjpeg-turbo (1/8, 1/4, 1/2):
     // the others run plain C and cost more than they save (measured by
     // bench/decode_bench).
     for (int m : {1, 2, 4}) {
-      if (box.w * m / 8 >= out_size && box.h * m / 8 >= out_size) {
+      if (box.w * m / 8 >= out_w && box.h * m / 8 >= out_h) {
         p.eighths = m;
         break;
       }
@@ -193,8 +221,8 @@ DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
   }
   // The resampler reads up to its support (scale, at least 1) plus half a
   // pixel beyond the box; one more pixel of margin covers rounding.
-  const double mx = std::max(1.0, p.box.w / out_size) + 1.5;
-  const double my = std::max(1.0, p.box.h / out_size) + 1.5;
+  const double mx = reach * std::max(1.0, p.box.w / out_w) + 1.5;
+  const double my = reach * std::max(1.0, p.box.h / out_h) + 1.5;
   p.need.x0 = std::max(0, static_cast<int>(std::floor(p.box.x - mx)));
   p.need.y0 = std::max(0, static_cast<int>(std::floor(p.box.y - my)));
   p.need.x1 = std::min(sw, static_cast<int>(std::ceil(p.box.x + p.box.w + mx)));
@@ -257,6 +285,77 @@ void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,
       const uint32_t px = static_cast<uint32_t>(_mm_cvtsi128_si32(v));
       std::memcpy(o + (box.flip ? out_w - 1 - x : x) * 3, &px, 3);
     }
+  }
+}
+
+// Any channel count, bilinear or bicubic: PIL's separable filter with its
+// fixed-point taps, vertical pass first into unrounded floats, then
+// horizontal, rounded and clamped (bicubic overshoots).
+void ResampleGeneric(const uint8_t* src, int src_w, int src_h, int channels,
+                     const CropBox& box, int out_w, int out_h, bool bicubic,
+                     uint8_t* dst) {
+  thread_local AxisCoeffs cx, cy;
+  thread_local std::vector<float> row;
+  ComputeAxis(src_w, box.x, box.w, out_w, &cx, bicubic);
+  ComputeAxis(src_h, box.y, box.h, out_h, &cy, bicubic);
+  constexpr float kUnit = 1.0f / (1 << kPrecisionBits);
+  const size_t stride = static_cast<size_t>(src_w) * channels;
+  row.resize(stride);
+  for (int y = 0; y < out_h; ++y) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    const int32_t* k = &cy.taps[static_cast<size_t>(y) * cy.ksize];
+    for (int t = 0; t < cy.count[y]; ++t) {
+      const uint8_t* p = src + static_cast<size_t>(cy.first[y] + t) * stride;
+      const float kt = static_cast<float>(k[t]) * kUnit;
+      for (size_t j = 0; j < stride; ++j) row[j] += p[j] * kt;
+    }
+    uint8_t* o = dst + static_cast<size_t>(y) * out_w * channels;
+    for (int x = 0; x < out_w; ++x) {
+      const int32_t* kx = &cx.taps[static_cast<size_t>(x) * cx.ksize];
+      uint8_t* px = o + static_cast<size_t>(box.flip ? out_w - 1 - x : x) * channels;
+      for (int c = 0; c < channels; ++c) {
+        float sum = 0.5f;
+        for (int t = 0; t < cx.count[x]; ++t) {
+          sum += row[static_cast<size_t>(cx.first[x] + t) * channels + c] *
+                 (static_cast<float>(kx[t]) * kUnit);
+        }
+        px[c] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::floor(sum)), 0, 255));
+      }
+    }
+  }
+}
+
+void ResampleNearest(const uint8_t* src, int src_w, int src_h, int pixel_bytes,
+                     const CropBox& box, int out_w, int out_h, uint8_t* dst) {
+  thread_local std::vector<int> xs;
+  xs.resize(out_w);
+  for (int x = 0; x < out_w; ++x) {
+    const int sx = static_cast<int>(box.x + (x + 0.5) * box.w / out_w);
+    xs[box.flip ? out_w - 1 - x : x] = std::clamp(sx, 0, src_w - 1);
+  }
+  for (int y = 0; y < out_h; ++y) {
+    const int sy = std::clamp(static_cast<int>(box.y + (y + 0.5) * box.h / out_h),
+                              0, src_h - 1);
+    const uint8_t* r = src + static_cast<size_t>(sy) * src_w * pixel_bytes;
+    uint8_t* o = dst + static_cast<size_t>(y) * out_w * pixel_bytes;
+    for (int x = 0; x < out_w; ++x) {
+      std::memcpy(o + static_cast<size_t>(x) * pixel_bytes,
+                  r + static_cast<size_t>(xs[x]) * pixel_bytes, pixel_bytes);
+    }
+  }
+}
+
+void Resample(const uint8_t* src, int src_w, int src_h, int channels,
+              int elem_bytes, const CropBox& box, int out_w, int out_h,
+              Filter filter, uint8_t* dst) {
+  if (filter == Filter::kNearest || elem_bytes != 1) {
+    ResampleNearest(src, src_w, src_h, channels * elem_bytes, box, out_w,
+                    out_h, dst);
+  } else if (channels == 3 && filter == Filter::kBilinear) {
+    ResizeBox(src, src_w, src_h, box, out_w, out_h, dst);
+  } else {
+    ResampleGeneric(src, src_w, src_h, channels, box, out_w, out_h,
+                    filter == Filter::kBicubic, dst);
   }
 }
 

@@ -39,6 +39,12 @@ CropBox CenterCropBox(int src_w, int src_h, int size);
 // torchvision's order (scale, log-ratio, [repeat], top, left, then flip).
 CropBox RandomResizedCropBox(int src_w, int src_h, Rng& rng);
 
+// RandomResizedCrop's box alone (no flip drawn), for area `scale` and
+// aspect `ratio` ranges.
+CropBox RandomResizedCropWindow(int src_w, int src_h, double scale_min,
+                                double scale_max, double ratio_min,
+                                double ratio_max, Rng& rng);
+
 // What to decode for one sample: the DCT scale, the region of the scaled
 // image the resampler reads (the box plus the filter's reach), and the box
 // in scaled coordinates.
@@ -54,6 +60,10 @@ struct DecodePlan {
 // unless `crop`.
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop);
+// The same for an out_w x out_h output and a filter that reaches `reach`
+// (1 bilinear, 2 bicubic) source pixels per output pixel.
+DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_w,
+                      int out_h, bool scale, bool crop, int reach);
 
 // Decodes what an out_size x out_size crop needs: one header read, then
 // `box_for(width, height)` chooses the crop, PlanDecode the scale and
@@ -85,6 +95,17 @@ uint16_t FloatToHalf(float f);
 // packed). The box must lie inside the image.
 void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,
                int out_w, int out_h, uint8_t* dst);
+
+enum class Filter { kBilinear, kBicubic, kNearest };
+
+// Resamples `box` of a packed image of `channels` x `elem_bytes`-byte
+// samples into `dst` (out_w x out_h, packed, mirrored when box.flip).
+// Bilinear and bicubic (uint8 only) are PIL's antialiased filters; 3-channel
+// bilinear is ResizeBox. Nearest (any element size) takes the source pixel
+// under each output pixel's center, as PIL's NEAREST.
+void Resample(const uint8_t* src, int src_w, int src_h, int channels,
+              int elem_bytes, const CropBox& box, int out_w, int out_h,
+              Filter filter, uint8_t* dst);
 
 }  // namespace stoker
 

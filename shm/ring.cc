@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <vector>
 #include <ctime>
 #include <new>
 
@@ -42,14 +45,46 @@ const char* ReasonText(uint32_t reason) {
 SlotView SlotAt(void* base, const RingLayout& h, int index) {
   auto* slot = static_cast<uint8_t*>(base) + h.slots_offset +
                static_cast<uint64_t>(index) * h.slot_stride;
-  return SlotView{reinterpret_cast<SlotControl*>(slot),
-                  reinterpret_cast<int32_t*>(slot + h.labels_offset),
-                  reinterpret_cast<uint32_t*>(slot + h.status_offset),
-                  reinterpret_cast<uint64_t*>(slot + h.index_offset),
-                  slot + h.data_offset};
+  SlotView v{reinterpret_cast<SlotControl*>(slot),
+             reinterpret_cast<uint32_t*>(slot + h.status_offset),
+             reinterpret_cast<uint64_t*>(slot + h.index_offset),
+             {}};
+  for (uint32_t f = 0; f < h.field_count && f < kMaxFields; ++f) {
+    v.fields[f] = slot + h.fields[f].offset;
+  }
+  return v;
+}
+
+bool ValidFieldName(const std::string& name) {
+  if (name.empty() || name.size() >= kFieldNameBytes) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
 }
 
 }  // namespace
+
+RingGeometry ImageLabelGeometry(uint32_t slots, uint32_t batch_size,
+                                uint32_t height, uint32_t width,
+                                uint32_t channels, uint32_t dtype) {
+  RingGeometry g;
+  g.slots = slots;
+  g.batch_size = batch_size;
+  FieldGeometry image{"image", dtype, {height, width, channels}};
+  if (dtype != kDTypeUint8) image.shape = {channels, height, width};
+  g.fields = {image, FieldGeometry{"label", kDTypeInt32, {}}};
+  return g;
+}
+
+int FindField(const RingLayout& layout, const char* name) {
+  for (uint32_t f = 0; f < layout.field_count && f < kMaxFields; ++f) {
+    if (std::strncmp(layout.fields[f].name, name, kFieldNameBytes) == 0) {
+      return static_cast<int>(f);
+    }
+  }
+  return -1;
+}
 
 absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g) {
   auto bad = [](const char* field, uint64_t v, const char* rule) {
@@ -60,29 +95,54 @@ absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g) {
     return bad("slots", g.slots, "must be in 1..256");
   if (g.batch_size == 0 || g.batch_size > 65536)
     return bad("batch_size", g.batch_size, "must be in 1..65536");
-  if (g.height == 0 || g.height > 16384) return bad("height", g.height, "must be in 1..16384");
-  if (g.width == 0 || g.width > 16384) return bad("width", g.width, "must be in 1..16384");
-  if (g.channels == 0 || g.channels > 4)
-    return bad("channels", g.channels, "must be in 1..4");
+  if (g.fields.empty() || g.fields.size() > kMaxFields)
+    return bad("field count", g.fields.size(), "must be in 1..16");
   RingLayout h{};
   h.magic = kRingMagic;
   h.layout_version = kLayoutVersion;
   h.header_bytes = kHeaderBytes;
   h.slot_count = g.slots;
   h.batch_size = g.batch_size;
-  h.height = g.height;
-  h.width = g.width;
-  h.channels = g.channels;
-  if (g.dtype < kDTypeUint8 || g.dtype > kDTypeFloat16)
-    return bad("dtype", g.dtype, "must be 1 (uint8), 2 (float32) or 3 (float16)");
-  h.dtype = g.dtype;
-  h.sample_bytes = uint64_t{g.height} * g.width * g.channels * DTypeBytes(g.dtype);
-  h.labels_offset = sizeof(SlotControl);
-  h.status_offset = AlignUp(h.labels_offset + 4ULL * g.batch_size, 64);
+  h.field_count = static_cast<uint32_t>(g.fields.size());
+  h.status_offset = sizeof(SlotControl);
   h.index_offset = AlignUp(h.status_offset + 4ULL * g.batch_size, 64);
-  h.data_offset = AlignUp(h.index_offset + 8ULL * g.batch_size, kPageBytes);
-  h.slot_stride =
-      AlignUp(h.data_offset + h.sample_bytes * g.batch_size, kPageBytes);
+  uint64_t end = h.index_offset + 8ULL * g.batch_size;
+  for (size_t f = 0; f < g.fields.size(); ++f) {
+    const FieldGeometry& fg = g.fields[f];
+    auto bad_field = [&](const std::string& rule) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ring field '", fg.name, "': ", rule));
+    };
+    if (!ValidFieldName(fg.name))
+      return bad_field("a name is 1..31 of [A-Za-z0-9_]");
+    for (size_t e = 0; e < f; ++e) {
+      if (g.fields[e].name == fg.name) return bad_field("named twice");
+    }
+    if (DTypeBytes(fg.dtype) == 0)
+      return bad_field(absl::StrCat("unknown dtype code ", fg.dtype));
+    if (fg.shape.size() > kMaxFieldDims)
+      return bad_field(absl::StrCat(fg.shape.size(), " dimensions; at most ",
+                                    kMaxFieldDims));
+    FieldLayout& fl = h.fields[f];
+    std::memcpy(fl.name, fg.name.data(), fg.name.size());
+    fl.dtype = fg.dtype;
+    fl.ndim = static_cast<uint32_t>(fg.shape.size());
+    uint64_t elements = 1;
+    for (size_t d = 0; d < fg.shape.size(); ++d) {
+      if (fg.shape[d] == 0 || fg.shape[d] > (1u << 20))
+        return bad_field(absl::StrCat("dimension ", d, " is ", fg.shape[d],
+                                      "; must be in 1..1048576"));
+      fl.shape[d] = fg.shape[d];
+      elements *= fg.shape[d];
+      if (elements > kMaxRingBytes) return bad_field("too many elements");
+    }
+    fl.sample_bytes = elements * DTypeBytes(fg.dtype);
+    const uint64_t region = fl.sample_bytes * g.batch_size;
+    if (region > kMaxRingBytes) return bad_field("exceeds the ring size limit");
+    fl.offset = AlignUp(end, region >= kPageBytes ? kPageBytes : 64);
+    end = fl.offset + region;
+  }
+  h.slot_stride = AlignUp(end, kPageBytes);
   h.slots_offset = kHeaderBytes;
   h.segment_bytes = h.slots_offset + h.slot_stride * g.slots;
   if (h.segment_bytes > kMaxRingBytes) {
@@ -223,28 +283,36 @@ absl::Status CheckLayout(const RingLayout& got, uint64_t mapped_bytes,
   RingGeometry g;
   g.slots = got.slot_count;
   g.batch_size = got.batch_size;
-  g.height = got.height;
-  g.width = got.width;
-  g.channels = got.channels;
-  g.dtype = got.dtype;
+  for (uint32_t f = 0; f < got.field_count && f < kMaxFields; ++f) {
+    const FieldLayout& fl = got.fields[f];
+    FieldGeometry fg;
+    fg.name.assign(fl.name, strnlen(fl.name, kFieldNameBytes));
+    fg.dtype = fl.dtype;
+    fg.shape.assign(fl.shape, fl.shape + std::min(fl.ndim, kMaxFieldDims + 1));
+    g.fields.push_back(std::move(fg));
+  }
+  if (got.field_count > kMaxFields) g.fields.resize(kMaxFields + 1);
   absl::StatusOr<RingLayout> want = ComputeLayout(g);
   if (!want.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "segment ", name, " has an invalid ring geometry: ",
         want.status().message()));
   }
-  const std::pair<const char*, std::pair<uint64_t, uint64_t>> fields[] = {
+  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> fields = {
       {"header_bytes", {got.header_bytes, want->header_bytes}},
       {"segment_bytes", {got.segment_bytes, want->segment_bytes}},
-      {"sample_bytes", {got.sample_bytes, want->sample_bytes}},
       {"slots_offset", {got.slots_offset, want->slots_offset}},
       {"slot_stride", {got.slot_stride, want->slot_stride}},
-      {"labels_offset", {got.labels_offset, want->labels_offset}},
       {"status_offset", {got.status_offset, want->status_offset}},
       {"index_offset", {got.index_offset, want->index_offset}},
-      {"data_offset", {got.data_offset, want->data_offset}},
       {"mapped size", {mapped_bytes, want->segment_bytes}},
   };
+  for (uint32_t f = 0; f < got.field_count; ++f) {
+    const std::string n = absl::StrCat("field ", f);
+    fields.push_back({n + " offset", {got.fields[f].offset, want->fields[f].offset}});
+    fields.push_back({n + " sample_bytes",
+                      {got.fields[f].sample_bytes, want->fields[f].sample_bytes}});
+  }
   for (const auto& [field, values] : fields) {
     if (values.first != values.second) {
       return absl::FailedPreconditionError(absl::StrFormat(

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,30 +31,44 @@
 
 namespace stoker::shm {
 
+// One named field of every sample (see FieldLayout).
+struct FieldGeometry {
+  std::string name;
+  uint32_t dtype = kDTypeUint8;
+  std::vector<uint64_t> shape;  // Per sample; empty: a scalar.
+};
+
 struct RingGeometry {
   uint32_t slots = 0;
   uint32_t batch_size = 0;
-  uint32_t height = 0;
-  uint32_t width = 0;
-  uint32_t channels = 3;
-  uint32_t dtype = kDTypeUint8;
+  std::vector<FieldGeometry> fields;
 };
+
+// The classic two-field geometry: "image" [H, W, C] uint8 (NHWC batches) or
+// [C, H, W] float (NCHW), and "label" int32.
+RingGeometry ImageLabelGeometry(uint32_t slots, uint32_t batch_size,
+                                uint32_t height, uint32_t width,
+                                uint32_t channels, uint32_t dtype);
+
+// The index of field `name` in `layout`, or -1.
+int FindField(const RingLayout& layout, const char* name);
 
 inline constexpr uint32_t kMaxRingSlots = 256;
 inline constexpr uint64_t kMaxRingBytes = 16ULL << 30;
 
 // Validates `g` and computes the ring's layout (offsets, strides, total
 // size). INVALID_ARGUMENT naming the field for zero or absurd values
-// (more than kMaxRingSlots slots or kMaxRingBytes in all).
+// (more than kMaxRingSlots slots or kMaxRingBytes in all, no fields, a bad
+// or repeated name, an unknown dtype, a zero or too many dimensions).
 absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g);
 
 // Views of one slot's regions.
 struct SlotView {
   SlotControl* control;
-  int32_t* labels;        // [batch_size]
   uint32_t* status;       // [batch_size], SampleStatus
   uint64_t* indices;      // [batch_size], dataset sample index
-  uint8_t* data;          // [batch_size * sample_bytes]
+  // Per field of the layout: [batch_size * fields[f].sample_bytes].
+  uint8_t* fields[kMaxFields];
 };
 
 // A slot's control fields as they were when the consumer took it (a

@@ -21,9 +21,13 @@
 namespace stoker::shm {
 
 inline constexpr uint64_t kRingMagic = 0x474e49524b4f5453ULL;  // "STOKRING"
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: float32/float16 NCHW dtypes.
+// 2: float32/float16 NCHW dtypes. 3: a batch is a table of named fields.
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint64_t kPageBytes = 4096;
+inline constexpr uint32_t kMaxFields = 16;
+inline constexpr uint32_t kMaxFieldDims = 6;
+inline constexpr uint32_t kFieldNameBytes = 32;  // Including the NUL.
 
 // Slot life cycle. Only the producer moves FREE->FILLING->READY; only the
 // consumer moves READY->HELD->FREE.
@@ -46,21 +50,47 @@ enum CloseReason : uint32_t {
 enum SampleStatus : uint32_t {
   kSampleOk = 0,
   kSampleReadError = 1,    // File missing, unreadable or empty.
-  kSampleDecodeError = 2,  // Not a decodable JPEG (pixels are zero).
-  kSampleReplaced = 3,     // Failed; another sample's pixels and label
-                           // stand in (the index is still the failed one).
+  kSampleDecodeError = 2,  // Not decodable, or not what the field needs
+                           // (its fields are zero).
+  kSampleReplaced = 3,     // Failed; another sample's fields stand in
+                           // (the index is still the failed one).
 };
 
-// Element type of the pixel data; it also fixes the sample layout.
+// Element type of a field (the codes are the proto's DType numbers + 1).
 enum DType : uint32_t {
-  kDTypeUint8 = 1,    // NHWC, 0..255.
-  kDTypeFloat32 = 2,  // NCHW, normalized ((x/255 - mean) / std).
-  kDTypeFloat16 = 3,  // NCHW, normalized, IEEE half.
+  kDTypeUint8 = 1,
+  kDTypeFloat32 = 2,
+  kDTypeFloat16 = 3,  // IEEE half.
+  kDTypeUint16 = 4,
+  kDTypeInt16 = 5,
+  kDTypeInt32 = 6,
+  kDTypeInt64 = 7,
 };
 
+// Bytes per element; 0 for an unknown code.
 inline constexpr uint32_t DTypeBytes(uint32_t dtype) {
-  return dtype == kDTypeFloat32 ? 4 : dtype == kDTypeFloat16 ? 2 : 1;
+  switch (dtype) {
+    case kDTypeUint8: return 1;
+    case kDTypeFloat16: case kDTypeUint16: case kDTypeInt16: return 2;
+    case kDTypeFloat32: case kDTypeInt32: return 4;
+    case kDTypeInt64: return 8;
+    default: return 0;
+  }
 }
+
+// One field of every sample: `shape` (row-major, ndim dims) of `dtype`
+// elements. A slot holds the field of all batch_size samples contiguously
+// at `offset`: sample i at offset + i * sample_bytes.
+struct FieldLayout {
+  char name[kFieldNameBytes];  // [A-Za-z0-9_]+, NUL-padded.
+  uint32_t dtype;              // DType.
+  uint32_t ndim;               // 0 (a scalar per sample) .. kMaxFieldDims.
+  uint64_t shape[kMaxFieldDims];
+  uint64_t sample_bytes;       // prod(shape) * DTypeBytes(dtype).
+  uint64_t offset;             // Within a slot; 64-byte aligned, page
+                               // aligned when the region is >= a page.
+  uint64_t reserved[3];
+};
 
 // Geometry of a ring: plain integers, written once by the producer before
 // the segment's name is given to anyone, never changed after.
@@ -70,19 +100,15 @@ struct RingLayout {
   uint32_t header_bytes;
   uint64_t segment_bytes;
   uint32_t slot_count;
-  uint32_t batch_size;  // Sample capacity of a slot.
-  uint32_t height;
-  uint32_t width;
-  uint32_t channels;
-  uint32_t dtype;         // DType (uint8 NHWC or float NCHW).
-  uint64_t sample_bytes;  // height * width * channels * element size.
+  uint32_t batch_size;    // Sample capacity of a slot.
+  uint32_t field_count;   // 1..kMaxFields; fields[field_count..] are zero.
+  uint32_t reserved0;
   uint64_t slots_offset;  // From segment start to slot 0.
   uint64_t slot_stride;   // Between consecutive slots; a multiple of 4096.
   // Offsets within a slot.
-  uint64_t labels_offset;  // int32_t[batch_size]
   uint64_t status_offset;  // uint32_t[batch_size], SampleStatus
   uint64_t index_offset;   // uint64_t[batch_size], dataset sample index
-  uint64_t data_offset;    // sample_bytes * batch_size, page aligned.
+  FieldLayout fields[kMaxFields];
 };
 
 struct RingHeader {
@@ -133,6 +159,8 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == 4);
 static_assert(sizeof(std::atomic<uint64_t>) == 8);
 static_assert(std::is_trivially_copyable_v<RingLayout>);
+static_assert(sizeof(FieldLayout) == 128);
+static_assert(offsetof(RingLayout, fields) % 8 == 0);
 static_assert(std::is_standard_layout_v<RingHeader>);
 static_assert(std::is_standard_layout_v<SlotControl>);
 static_assert(std::is_trivially_destructible_v<RingHeader>);

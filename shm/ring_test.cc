@@ -21,23 +21,19 @@ std::string TestName(const char* what) {
 }
 
 RingGeometry SmallGeometry(uint32_t slots) {
-  RingGeometry g;
-  g.slots = slots;
-  g.batch_size = 4;
-  g.height = 16;
-  g.width = 16;
-  g.channels = 3;
-  return g;
+  return ImageLabelGeometry(slots, 4, 16, 16, 3, kDTypeUint8);
 }
+
+int32_t* Labels(const SlotView& v) { return reinterpret_cast<int32_t*>(v.fields[1]); }
 
 // Fills a claimed slot with a pattern derived from `seq`.
 void FillPattern(const SlotView& v, const RingLayout& h, uint64_t seq) {
   for (uint32_t i = 0; i < h.batch_size; ++i) {
-    v.labels[i] = static_cast<int32_t>(seq * 7 + i);
+    Labels(v)[i] = static_cast<int32_t>(seq * 7 + i);
     v.status[i] = kSampleOk;
   }
-  for (uint64_t b = 0; b < h.sample_bytes * h.batch_size; ++b) {
-    v.data[b] = static_cast<uint8_t>(seq * 31 + b * 7);
+  for (uint64_t b = 0; b < h.fields[0].sample_bytes * h.batch_size; ++b) {
+    v.fields[0][b] = static_cast<uint8_t>(seq * 31 + b * 7);
   }
 }
 
@@ -45,10 +41,10 @@ void FillPattern(const SlotView& v, const RingLayout& h, uint64_t seq) {
 int CountMismatches(const SlotView& v, const RingLayout& h, uint64_t seq) {
   int bad = 0;
   for (uint32_t i = 0; i < h.batch_size; ++i) {
-    bad += v.labels[i] != static_cast<int32_t>(seq * 7 + i);
+    bad += Labels(v)[i] != static_cast<int32_t>(seq * 7 + i);
   }
-  for (uint64_t b = 0; b < h.sample_bytes * h.batch_size; ++b) {
-    bad += v.data[b] != static_cast<uint8_t>(seq * 31 + b * 7);
+  for (uint64_t b = 0; b < h.fields[0].sample_bytes * h.batch_size; ++b) {
+    bad += v.fields[0][b] != static_cast<uint8_t>(seq * 31 + b * 7);
   }
   return bad;
 }
@@ -67,12 +63,15 @@ TEST(ConsumerTest, RejectsCorruptHeadersAndSlots) {
     std::function<void(RingLayout*)> apply;
   };
   const Patch patches[] = {
-      {"data_offset", [](RingLayout* l) { l->data_offset += 4096; }},
+      {"field offset", [](RingLayout* l) { l->fields[0].offset += 4096; }},
       {"slot_stride", [](RingLayout* l) { l->slot_stride *= 2; }},
-      {"labels_offset", [](RingLayout* l) { l->labels_offset = 1 << 30; }},
+      {"label offset", [](RingLayout* l) { l->fields[1].offset = 1 << 30; }},
       {"slot_count", [](RingLayout* l) { l->slot_count = 200; }},
       {"batch_size", [](RingLayout* l) { l->batch_size = 1000; }},
-      {"height", [](RingLayout* l) { l->height = 0; }},
+      {"height", [](RingLayout* l) { l->fields[0].shape[0] = 0; }},
+      {"field_count", [](RingLayout* l) { l->field_count = 17; }},
+      {"field name", [](RingLayout* l) { std::memset(l->fields[1].name, 'x', 32); }},
+      {"dtype", [](RingLayout* l) { l->fields[0].dtype = 9; }},
   };
   for (const Patch& patch : patches) {
     *layout = good;
@@ -108,27 +107,54 @@ TEST(LayoutTest, RejectsBadGeometryWithFieldName) {
   EXPECT_NE(ComputeLayout(g).status().message().find("batch_size"),
             std::string::npos);
   // 256 slots of 1024 x 224x224x3 bytes is ~38 GiB: refused.
-  g = SmallGeometry(256);
-  g.batch_size = 1024;
-  g.height = g.width = 224;
+  g = ImageLabelGeometry(256, 1024, 224, 224, 3, kDTypeUint8);
   s = ComputeLayout(g).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("exceeds"), std::string::npos);
+  // Fields: names, dtypes and dimensions are checked and named.
+  g = SmallGeometry(2);
+  g.fields[1].name = "image";
+  EXPECT_NE(ComputeLayout(g).status().message().find("named twice"),
+            std::string::npos);
+  g = SmallGeometry(2);
+  g.fields[1].name = "bad name";
+  EXPECT_NE(ComputeLayout(g).status().message().find("'bad name'"),
+            std::string::npos);
+  g = SmallGeometry(2);
+  g.fields[1].dtype = 0;
+  EXPECT_NE(ComputeLayout(g).status().message().find("dtype"), std::string::npos);
+  g = SmallGeometry(2);
+  g.fields[0].shape = {1, 2, 3, 4, 5, 6, 7};
+  EXPECT_NE(ComputeLayout(g).status().message().find("dimensions"),
+            std::string::npos);
+  g.fields.clear();
+  EXPECT_EQ(ComputeLayout(g).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(LayoutTest, OffsetsAreAlignedAndNonOverlapping) {
   RingGeometry g = SmallGeometry(3);
   g.batch_size = 5;
+  g.fields[0].shape = {32, 32, 3};
+  g.fields.push_back(FieldGeometry{"volume", kDTypeFloat32, {2, 3, 5}});
   auto h = ComputeLayout(g);
   ASSERT_TRUE(h.ok()) << h.status();
-  EXPECT_EQ(h->sample_bytes, 16u * 16u * 3u);
-  EXPECT_EQ(h->data_offset % kPageBytes, 0u);
+  ASSERT_EQ(h->field_count, 3u);
+  EXPECT_EQ(h->fields[0].sample_bytes, 32u * 32u * 3u);
+  EXPECT_EQ(h->fields[1].sample_bytes, 4u);
+  EXPECT_EQ(h->fields[2].sample_bytes, 2u * 3u * 5u * 4u);
+  EXPECT_EQ(h->fields[2].ndim, 3u);
+  EXPECT_STREQ(h->fields[2].name, "volume");
+  EXPECT_EQ(FindField(*h, "volume"), 2);
+  EXPECT_EQ(FindField(*h, "mask"), -1);
+  EXPECT_EQ(h->fields[0].offset % kPageBytes, 0u);  // >= a page: aligned.
+  EXPECT_EQ(h->fields[1].offset % 64, 0u);
   EXPECT_EQ(h->slot_stride % kPageBytes, 0u);
-  EXPECT_GE(h->status_offset, h->labels_offset + 4 * 5);
   EXPECT_GE(h->index_offset, h->status_offset + 4 * 5);
   EXPECT_EQ(h->index_offset % 8, 0u);
-  EXPECT_GE(h->data_offset, h->index_offset + 8 * 5);
-  EXPECT_GE(h->slot_stride, h->data_offset + h->sample_bytes * 5);
+  EXPECT_GE(h->fields[0].offset, h->index_offset + 8 * 5);
+  EXPECT_GE(h->fields[1].offset, h->fields[0].offset + h->fields[0].sample_bytes * 5);
+  EXPECT_GE(h->fields[2].offset, h->fields[1].offset + 4 * 5);
+  EXPECT_GE(h->slot_stride, h->fields[2].offset + h->fields[2].sample_bytes * 5);
   EXPECT_EQ(h->segment_bytes, kHeaderBytes + 3 * h->slot_stride);
 }
 

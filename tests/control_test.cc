@@ -31,9 +31,8 @@ class ControlTest : public ::testing::Test {
   }
   static v1::SessionSpec Spec() {
     v1::SessionSpec s;
-    s.mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-    s.mutable_dataset()->set_path(*root_);
-    s.set_transform(v1::TRAIN);
+    s.mutable_dataset()->mutable_folder()->set_path(*root_);
+    s.set_transform(v1::TRANSFORM_TRAIN);
     s.set_batch_size(4);
     s.set_image_size(64);
     s.set_shuffle(true);

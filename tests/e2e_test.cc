@@ -64,8 +64,7 @@ class E2ETest : public ::testing::TestWithParam<bool> {
   static v1::SessionSpec Spec(v1::Transform t, uint32_t batch, uint32_t size,
                               bool shuffle, uint64_t seed = 0) {
     v1::SessionSpec s;
-    s.mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-    s.mutable_dataset()->set_path(*root_);
+    s.mutable_dataset()->mutable_folder()->set_path(*root_);
     s.set_transform(t);
     s.set_batch_size(batch);
     s.set_image_size(size);
@@ -147,7 +146,7 @@ TEST_P(E2ETest, FailedSamplesAreReplacedDeterministicallyOrRaised) {
   TestDaemon d(GetParam(), 2);
   auto client = d.Connect();
   ASSERT_NE(client, nullptr);
-  v1::SessionSpec spec = Spec(v1::TRAIN, 4, 24, true, 9);
+  v1::SessionSpec spec = Spec(v1::TRANSFORM_TRAIN, 4, 24, true, 9);
   spec.clear_on_error();
   std::vector<uint64_t> checksums;
   for (int run = 0; run < 2; ++run) {
@@ -204,7 +203,7 @@ TEST_P(E2ETest, ValTwoEpochsMatchReference) {
   auto client = d.Connect();
   ASSERT_NE(client, nullptr);
   ASSERT_TRUE(client->CheckHealth().ok());
-  ReadAndCheck(*client, Spec(v1::VAL, 4, 48, false), 2,
+  ReadAndCheck(*client, Spec(v1::TRANSFORM_VAL, 4, 48, false), 2,
                [](const reference::Image& img, uint64_t, uint64_t) {
                  return reference::ValTransform(img, 48);
                });
@@ -219,7 +218,7 @@ TEST_P(E2ETest, TrainTwoEpochsMatchReferenceDraws) {
   auto client = d.Connect();
   ASSERT_NE(client, nullptr);
   const uint64_t seed = 7;
-  ReadAndCheck(*client, Spec(v1::TRAIN, 5, 40, true, seed), 2,
+  ReadAndCheck(*client, Spec(v1::TRANSFORM_TRAIN, 5, 40, true, seed), 2,
                [seed](const reference::Image& img, uint64_t epoch, uint64_t idx) {
                  Rng rng(MixSeed({seed, epoch, idx}));
                  CropBox b = RandomResizedCropBox(img.width, img.height, rng);
@@ -235,20 +234,20 @@ TEST_P(E2ETest, ErrorsCarryCanonicalCodesOverGrpc) {
   struct stat st;
   ASSERT_EQ(stat(d.socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);  // Owner and group may connect.
-  v1::SessionSpec s = Spec(v1::VAL, 4, 32, false);
-  s.mutable_dataset()->set_path("/no/such/dataset");
+  v1::SessionSpec s = Spec(v1::TRANSFORM_VAL, 4, 32, false);
+  s.mutable_dataset()->mutable_folder()->set_path("/no/such/dataset");
   auto r = client->OpenSession(s);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(r.status().message().find("/no/such/dataset"), std::string::npos);
   const std::string empty = testdata::MakeTempDir("e2e-empty");
-  s.mutable_dataset()->set_path(empty);
+  s.mutable_dataset()->mutable_folder()->set_path(empty);
   EXPECT_EQ(client->OpenSession(s).status().code(),
             absl::StatusCode::kFailedPrecondition);
   fs::remove_all(empty);
-  s = Spec(v1::VAL, 0, 32, false);
+  s = Spec(v1::TRANSFORM_VAL, 0, 32, false);
   EXPECT_EQ(client->OpenSession(s).status().code(),
             absl::StatusCode::kInvalidArgument);
-  s = Spec(v1::VAL, 4, 32, false);
+  s = Spec(v1::TRANSFORM_VAL, 4, 32, false);
   s.set_rank(3);
   s.set_world_size(2);
   EXPECT_EQ(client->OpenSession(s).status().code(),
@@ -260,7 +259,7 @@ TEST_P(E2ETest, SameSpecSameChecksumAnyThreadCountSeedChangesOrder) {
   auto checksum_with = [&](int threads, uint64_t seed, std::vector<uint64_t>* order) {
     TestDaemon d(GetParam(), threads);
     auto client = d.Connect();
-    auto session = client->OpenSession(Spec(v1::TRAIN, 4, 32, true, seed));
+    auto session = client->OpenSession(Spec(v1::TRANSFORM_TRAIN, 4, 32, true, seed));
     EXPECT_TRUE(session.ok()) << session.status();
     auto sum = ReadBatches(**session, 2 * (*session)->batches_per_epoch(),
                            [&](const Batch& b) {
@@ -285,7 +284,7 @@ TEST_P(E2ETest, RanksCoverTheEpoch) {
   auto client = d.Connect();
   std::map<uint64_t, int> count;
   for (uint32_t r = 0; r < 3; ++r) {
-    v1::SessionSpec s = Spec(v1::VAL, 3, 16, true, 11);
+    v1::SessionSpec s = Spec(v1::TRANSFORM_VAL, 3, 16, true, 11);
     s.set_rank(r);
     s.set_world_size(3);
     auto session = client->OpenSession(s);
@@ -337,7 +336,7 @@ TEST_P(E2ETest, KilledClientsRingIsReclaimedAndDaemonServesOn) {
   EXPECT_EQ(stats->sessions_reclaimed(), 1u);
   EXPECT_EQ(stats->sessions_size(), 0);
   // Still serving.
-  auto session = client->OpenSession(Spec(v1::VAL, 4, 32, false));
+  auto session = client->OpenSession(Spec(v1::TRANSFORM_VAL, 4, 32, false));
   ASSERT_TRUE(session.ok()) << session.status();
   auto sum = ReadBatches(**session, (*session)->batches_per_epoch());
   ASSERT_TRUE(sum.ok()) << sum.status();
@@ -348,7 +347,7 @@ TEST_P(E2ETest, KilledClientsRingIsReclaimedAndDaemonServesOn) {
 TEST_P(E2ETest, HeldBatchesStayIntactAndClosedSessionFailsFast) {
   TestDaemon d(GetParam(), 2);
   auto client = d.Connect();
-  v1::SessionSpec s = Spec(v1::VAL, 2, 24, false);
+  v1::SessionSpec s = Spec(v1::TRANSFORM_VAL, 2, 24, false);
   s.set_ring_slots(4);
   auto session = client->OpenSession(s);
   ASSERT_TRUE(session.ok());
@@ -389,15 +388,15 @@ TEST_P(E2ETest, FloatOutputsAreTheNormalizedUint8InChw) {
   if (GetParam()) GTEST_SKIP() << "same code path as in-process";
   TestDaemon d(false, 2);
   auto client = d.Connect();
-  v1::SessionSpec spec = Spec(v1::TRAIN, 4, 24, true, 5);
+  v1::SessionSpec spec = Spec(v1::TRANSFORM_TRAIN, 4, 24, true, 5);
   auto u8 = client->OpenSession(spec);
-  spec.set_dtype(v1::FLOAT32);
+  spec.set_dtype(v1::DTYPE_FLOAT32);
   spec.add_mean(0.5f);
   spec.add_mean(0.4f);
   spec.add_mean(0.3f);
   for (float s : {0.2f, 0.25f, 0.3f}) spec.add_std(s);
   auto f32 = client->OpenSession(spec);
-  spec.set_dtype(v1::FLOAT16);
+  spec.set_dtype(v1::DTYPE_FLOAT16);
   auto f16 = client->OpenSession(spec);
   ASSERT_TRUE(u8.ok() && f32.ok() && f16.ok());
   const float mean[3] = {0.5f, 0.4f, 0.3f}, stdv[3] = {0.2f, 0.25f, 0.3f};

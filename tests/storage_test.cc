@@ -49,10 +49,9 @@ class StorageTest : public ::testing::Test {
     return o;
   }
 
-  v1::SessionSpec Spec(v1::Transform t = v1::TRAIN, uint64_t seed = 1) {
+  v1::SessionSpec Spec(v1::Transform t = v1::TRANSFORM_TRAIN, uint64_t seed = 1) {
     v1::SessionSpec s;
-    s.mutable_dataset()->set_kind(v1::DatasetSpec::FOLDER);
-    s.mutable_dataset()->set_path(root_);
+    s.mutable_dataset()->mutable_folder()->set_path(root_);
     s.set_transform(t);
     s.set_batch_size(5);
     s.set_image_size(32);
@@ -198,7 +197,7 @@ TEST_F(StorageTest, MapFullStopsWritesAndServingGoesOn) {
 TEST_F(StorageTest, ChangedSourceFileIsReReadNotServedStale) {
   {
     TestDaemon d(false, Options(true));
-    Read(d, Spec(v1::VAL), 1);
+    Read(d, Spec(v1::TRANSFORM_VAL), 1);
   }
   // Replace one file with different content (and a later mtime).
   auto jpeg = testdata::EncodeJpeg(testdata::PhotoLikeRgb(120, 90, 999), 120, 90, 90);
@@ -209,11 +208,11 @@ TEST_F(StorageTest, ChangedSourceFileIsReReadNotServedStale) {
   uint64_t fresh;
   {  // Reference: no L2 at all.
     TestDaemon d(false, Options(false));
-    fresh = Read(d, Spec(v1::VAL), 1).at(0).checksum;
+    fresh = Read(d, Spec(v1::TRANSFORM_VAL), 1).at(0).checksum;
   }
   counting_.reads = 0;
   TestDaemon d(false, Options(true));
-  EXPECT_EQ(Read(d, Spec(v1::VAL), 1).at(0).checksum, fresh);
+  EXPECT_EQ(Read(d, Spec(v1::TRANSFORM_VAL), 1).at(0).checksum, fresh);
   EXPECT_EQ(counting_.reads.load(), 1u);
   EXPECT_EQ(Tier(d.daemon()->GetStats(), "l2").stale(), 1u);
 }
@@ -221,8 +220,8 @@ TEST_F(StorageTest, ChangedSourceFileIsReReadNotServedStale) {
 TEST_F(StorageTest, TwoSessionsShareOneL1) {
   TestDaemon d(false, Options(false));
   std::vector<ReadSummary> a, b;
-  std::thread ta([&] { a = Read(d, Spec(v1::TRAIN, 1), 1); });
-  std::thread tb([&] { b = Read(d, Spec(v1::TRAIN, 2), 1); });
+  std::thread ta([&] { a = Read(d, Spec(v1::TRANSFORM_TRAIN, 1), 1); });
+  std::thread tb([&] { b = Read(d, Spec(v1::TRANSFORM_TRAIN, 2), 1); });
   ta.join();
   tb.join();
   ASSERT_EQ(a.size(), 1u);
@@ -232,7 +231,7 @@ TEST_F(StorageTest, TwoSessionsShareOneL1) {
 
 TEST_F(StorageTest, DecodedCacheServesLaterValEpochsWithoutDecoding) {
   TestDaemon d(false, Options(false));
-  v1::SessionSpec spec = Spec(v1::VAL);
+  v1::SessionSpec spec = Spec(v1::TRANSFORM_VAL);
   spec.set_shuffle(false);
   auto epochs = Read(d, spec, 3);
   ASSERT_EQ(epochs.size(), 3u);
@@ -273,8 +272,7 @@ TEST_F(StorageTest, LmdbDatasetMatchesTheFolder) {
   TestDaemon d(false, Options(false));
   const uint64_t folder = Read(d, Spec(), 1).at(0).checksum;
   v1::SessionSpec spec = Spec();
-  spec.mutable_dataset()->set_kind(v1::DatasetSpec::LMDB);
-  spec.mutable_dataset()->set_path(db);
+  spec.mutable_dataset()->mutable_lmdb()->set_path(db);
   counting_.reads = 0;
   EXPECT_EQ(Read(d, spec, 1).at(0).checksum, folder);
   EXPECT_EQ(counting_.reads.load(), 0u);  // Not files.
@@ -282,7 +280,7 @@ TEST_F(StorageTest, LmdbDatasetMatchesTheFolder) {
   ASSERT_TRUE(testdata::WriteFile(db + "/labels.tsv",
                                   "class_02/img_0001.jpg\t7\n"
                                   "class_00/img_0003.jpg\t2\n").ok());
-  spec.mutable_dataset()->set_manifest(db + "/labels.tsv");
+  spec.mutable_dataset()->mutable_lmdb()->set_manifest(db + "/labels.tsv");
   spec.set_shuffle(false);
   auto client = d.Connect();
   auto session = client->OpenSession(spec);
@@ -294,7 +292,7 @@ TEST_F(StorageTest, LmdbDatasetMatchesTheFolder) {
   EXPECT_EQ(batch->labels()[0], 7);
   EXPECT_EQ(batch->labels()[1], 2);
   EXPECT_EQ(batch->error_count(), 0u);
-  spec.mutable_dataset()->set_path(db + "/missing");
+  spec.mutable_dataset()->mutable_lmdb()->set_path(db + "/missing");
   EXPECT_EQ(client->OpenSession(spec).status().code(),
             absl::StatusCode::kNotFound);
   fs::remove_all(db);
@@ -322,7 +320,7 @@ TEST_F(StorageTest, WarmCacheFillsTheTiersWithProgress) {
   EXPECT_EQ(Tier(d.daemon()->GetStats(), "l2").entries(), uint64_t{kSamples});
   Read(d, Spec(), 1);
   EXPECT_EQ(counting_.reads.load(), uint64_t{kSamples});  // None added.
-  req.mutable_dataset()->set_path("/no/such/data");
+  req.mutable_dataset()->mutable_folder()->set_path("/no/such/data");
   EXPECT_EQ(client->WarmCache(req).status().code(), absl::StatusCode::kNotFound);
 }
 

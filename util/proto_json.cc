@@ -1,6 +1,11 @@
 #include "util/proto_json.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
 namespace stoker {
@@ -58,7 +63,105 @@ nlohmann::json ToJson(const Message& m) {
   return out;
 }
 
+// The prefix every value name of `type` shares, up to and including its
+// last '_' ("ON_ERROR_"), or "".
+std::string SharedPrefix(const google::protobuf::EnumDescriptor* type) {
+  std::string prefix = type->value(0)->name();
+  for (int i = 1; i < type->value_count(); ++i) {
+    const std::string& n = type->value(i)->name();
+    size_t k = 0;
+    while (k < prefix.size() && k < n.size() && prefix[k] == n[k]) ++k;
+    prefix.resize(k);
+  }
+  const size_t underscore = prefix.rfind('_');
+  return underscore == std::string::npos ? "" : prefix.substr(0, underscore + 1);
+}
+
+// Rewrites enum values given by short name into their full names, in
+// place, following `d`; other values are left for protobuf's parser.
+absl::Status NormalizeEnums(const google::protobuf::Descriptor* d,
+                            nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) return absl::OkStatus();
+  for (auto& [key, value] : j.items()) {
+    const FieldDescriptor* f = d->FindFieldByName(key);
+    if (f == nullptr) f = d->FindFieldByCamelcaseName(key);
+    if (f == nullptr) {
+      for (int k = 0; k < d->field_count() && f == nullptr; ++k) {
+        if (d->field(k)->json_name() == key) f = d->field(k);
+      }
+    }
+    if (f == nullptr) continue;  // Protobuf's parser names it.
+    const std::string where = path.empty() ? f->name() : path + "." + f->name();
+    auto fix = [&](nlohmann::json& v) -> absl::Status {
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        return NormalizeEnums(f->message_type(), v, where);
+      }
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_ENUM && v.is_string()) {
+        int number = 0;
+        absl::Status s = EnumFromName(f->enum_type(), v.get<std::string>(),
+                                      where, &number);
+        if (!s.ok()) return s;
+        v = f->enum_type()->FindValueByNumber(number)->name();
+      }
+      return absl::OkStatus();
+    };
+    if (f->is_repeated() && value.is_array()) {
+      for (auto& v : value) {
+        absl::Status s = fix(v);
+        if (!s.ok()) return s;
+      }
+    } else {
+      absl::Status s = fix(value);
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string EnumShortNames(const google::protobuf::EnumDescriptor* type) {
+  const std::string prefix = SharedPrefix(type);
+  std::vector<std::string> names;
+  for (int i = 0; i < type->value_count(); ++i) {
+    const std::string& n = type->value(i)->name();
+    if (absl::EndsWith(n, "_UNSPECIFIED")) continue;
+    names.push_back(absl::AsciiStrToLower(n.substr(prefix.size())));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status EnumFromName(const google::protobuf::EnumDescriptor* type,
+                          absl::string_view name, absl::string_view what,
+                          int* value) {
+  const std::string upper = absl::AsciiStrToUpper(name);
+  const google::protobuf::EnumValueDescriptor* v = type->FindValueByName(upper);
+  if (v == nullptr) v = type->FindValueByName(SharedPrefix(type) + upper);
+  if (v == nullptr || absl::EndsWith(v->name(), "_UNSPECIFIED")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " must be one of ", EnumShortNames(type), ", got '", name, "'"));
+  }
+  *value = v->number();
+  return absl::OkStatus();
+}
+
+absl::Status JsonToProto(absl::string_view json,
+                         google::protobuf::Message* message) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(message->GetDescriptor()->name(), ": not valid JSON"));
+  }
+  absl::Status s = NormalizeEnums(message->GetDescriptor(), j, "");
+  if (!s.ok()) return s;
+  google::protobuf::util::JsonParseOptions options;
+  auto parsed = google::protobuf::util::JsonStringToMessage(j.dump(), message, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        message->GetDescriptor()->name(), ": ", parsed.message().as_string()));
+  }
+  return absl::OkStatus();
+}
 
 std::string ProtoToJson(const Message& message, int indent) {
   return ToJson(message).dump(indent);

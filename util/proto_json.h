@@ -8,6 +8,9 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
 namespace stoker {
@@ -15,6 +18,25 @@ namespace stoker {
 // Every set field (and every scalar of a proto3 message, default or not).
 std::string ProtoToJson(const google::protobuf::Message& message,
                         int indent = -1);
+
+// The one way a spec reaches the daemon from text (the C ABI's JSON,
+// stokerctl's flags): protobuf's JSON mapping, where an enum value may also
+// be given by its short name in any case, the value name without the prefix
+// all of the enum's values share ("train" for TRANSFORM_TRAIN, "float16"
+// for DTYPE_FLOAT16, "raise" for ON_ERROR_RAISE). INVALID_ARGUMENT naming
+// the field and, for an enum, the names it takes.
+absl::Status JsonToProto(absl::string_view json,
+                         google::protobuf::Message* message);
+
+// An enum value from its full or short name (see above); INVALID_ARGUMENT
+// "`what` must be one of a, b, c" otherwise.
+absl::Status EnumFromName(const google::protobuf::EnumDescriptor* type,
+                          absl::string_view name, absl::string_view what,
+                          int* value);
+
+// The short names of an enum's values, "_UNSPECIFIED" ones left out,
+// lower case: "val, train".
+std::string EnumShortNames(const google::protobuf::EnumDescriptor* type);
 
 }  // namespace stoker
 

@@ -92,13 +92,8 @@ int stoker_open_session(stoker_client* client, const char* spec_json,
   if (spec_json == nullptr) return NullArgument("spec_json", err);
   if (out == nullptr) return NullArgument("out", err);
   stoker::v1::SessionSpec spec;
-  auto parsed = google::protobuf::util::JsonStringToMessage(spec_json, &spec);
-  if (!parsed.ok()) {
-    return Report(absl::InvalidArgumentError(
-                      "session spec is not a stoker.v1.SessionSpec in JSON: " +
-                      std::string(parsed.message())),
-                  err);
-  }
+  absl::Status parsed = stoker::JsonToProto(spec_json, &spec);
+  if (!parsed.ok()) return Report(parsed, err);
   auto s = client->client->OpenSession(spec);
   if (!s.ok()) return Report(s.status(), err);
   *out = new stoker_session{*std::move(s)};
@@ -164,16 +159,16 @@ int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info,
   if (batch == nullptr || info == nullptr) return NullArgument("batch/info", nullptr);
   stoker_batch_info full{};
   const stoker::Batch& b = batch->batch;
-  full.data = b.data();
-  full.size_bytes = b.size_bytes();
-  full.sample_bytes = b.sample_bytes();
-  full.dtype = b.dtype();
-  full.ndim = 4;
-  const bool nhwc = b.dtype() == stoker::shm::kDTypeUint8;
-  const uint64_t shape[4] = {b.samples(), nhwc ? b.height() : b.channels(),
-                             nhwc ? b.width() : b.height(),
-                             nhwc ? b.channels() : b.width()};
-  std::memcpy(full.shape, shape, sizeof(shape));
+  const stoker::BatchField first = b.field(0);
+  full.data = first.data;
+  full.size_bytes = first.size_bytes;
+  full.sample_bytes = first.sample_bytes;
+  full.dtype = first.dtype;
+  if (first.shape.size() <= 3) {
+    full.ndim = static_cast<uint32_t>(1 + first.shape.size());
+    full.shape[0] = b.samples();
+    std::copy(first.shape.begin(), first.shape.end(), full.shape + 1);
+  }
   full.samples = b.samples();
   full.error_count = b.error_count();
   full.labels = b.labels();
@@ -184,6 +179,31 @@ int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info,
   full.sequence = b.sequence();
   full.mapping_base = b.mapping_base();
   full.mapping_size = b.mapping_size();
+  std::memcpy(info, &full, std::min(struct_size, sizeof(full)));
+  return STOKER_OK;
+}
+
+uint32_t stoker_batch_field_count(const stoker_batch* batch) {
+  return batch == nullptr ? 0 : static_cast<uint32_t>(batch->batch.field_count());
+}
+
+int stoker_batch_get_field(const stoker_batch* batch, uint32_t index,
+                           stoker_field_info* info, size_t struct_size) {
+  if (batch == nullptr || info == nullptr) return NullArgument("batch/info", nullptr);
+  const stoker::Batch& b = batch->batch;
+  if (index >= static_cast<uint32_t>(b.field_count())) {
+    return 3;  // INVALID_ARGUMENT
+  }
+  const stoker::BatchField f = b.field(static_cast<int>(index));
+  stoker_field_info full{};
+  full.name = f.name.data();  // NUL-terminated in the validated layout copy.
+  full.data = f.data;
+  full.size_bytes = f.size_bytes;
+  full.sample_bytes = f.sample_bytes;
+  full.dtype = f.dtype;
+  full.ndim = static_cast<uint32_t>(1 + f.shape.size());
+  full.shape[0] = b.samples();
+  std::copy(f.shape.begin(), f.shape.end(), full.shape + 1);
   std::memcpy(info, &full, std::min(struct_size, sizeof(full)));
   return STOKER_OK;
 }

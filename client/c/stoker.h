@@ -49,6 +49,13 @@ extern "C" {
 #define STOKER_DTYPE_UINT8 1
 #define STOKER_DTYPE_FLOAT32 2
 #define STOKER_DTYPE_FLOAT16 3
+#define STOKER_DTYPE_UINT16 4
+#define STOKER_DTYPE_INT16 5
+#define STOKER_DTYPE_INT32 6
+#define STOKER_DTYPE_INT64 7
+
+/* Most dimensions a field has per sample. */
+#define STOKER_MAX_FIELD_DIMS 6
 
 /* Per-sample status codes (stoker_batch_info.status). */
 #define STOKER_SAMPLE_OK 0
@@ -65,19 +72,23 @@ typedef struct stoker_error {
   char message[1024]; /* NUL-terminated; truncated if longer. */
 } stoker_error;
 
-/* One ready batch. Pointers stay valid until stoker_batch_release. */
+/* One ready batch. Pointers stay valid until stoker_batch_release. A batch
+ * is a set of named fields (stoker_batch_get_field); `data` and `labels`
+ * here are shortcuts for the first field and an int32 "label" field. */
 typedef struct stoker_batch_info {
-  const void* data;      /* Pixels of every valid sample. */
+  const void* data;      /* The first field's valid samples. */
   uint64_t size_bytes;   /* samples * sample_bytes. */
-  uint64_t sample_bytes; /* Bytes per sample. */
+  uint64_t sample_bytes; /* Bytes per sample of the first field. */
   uint32_t dtype;        /* STOKER_DTYPE_*. */
-  uint32_t ndim;         /* 4. */
-  /* [samples, height, width, channels] for uint8 (NHWC);
+  uint32_t ndim;         /* 1 + the first field's dims when that is <= 3,
+                          * else 0 (use stoker_batch_get_field). */
+  /* [samples, per-sample dims...]; for the presets' image
+   * [samples, height, width, channels] for uint8 (NHWC),
    * [samples, channels, height, width] for float dtypes (NCHW). */
   uint64_t shape[4];
   uint32_t samples;      /* Valid samples; short at an epoch's end. */
   uint32_t error_count;  /* Samples whose status is not STOKER_SAMPLE_OK. */
-  const int32_t* labels;   /* [samples] */
+  const int32_t* labels;   /* [samples], or NULL without an int32 "label" */
   const uint32_t* status;  /* [samples], STOKER_SAMPLE_* */
   const uint64_t* indices; /* [samples], dataset sample index */
   uint64_t epoch;
@@ -101,10 +112,12 @@ void stoker_client_free(stoker_client* client);
 
 /* Opens a session. `spec_json` is a stoker.v1.SessionSpec in protobuf's JSON
  * mapping (proto/stoker.proto is the schema), e.g.
- *   {"dataset": {"kind": "FOLDER", "path": "/data/train"},
- *    "batchSize": 256, "transform": "TRAIN", "imageSize": 224}
- * INVALID_ARGUMENT for JSON that does not match the schema; otherwise the
- * daemon's code and message. */
+ *   {"dataset": {"folder": {"path": "/data/train"}},
+ *    "batch_size": 256, "transform": "train", "image_size": 224}
+ * Enum values may be given by their full name (TRANSFORM_TRAIN) or their
+ * short name in any case (train). INVALID_ARGUMENT for JSON that does not
+ * match the schema (naming the field); otherwise the daemon's code and
+ * message. */
 int stoker_open_session(stoker_client* client, const char* spec_json,
                         stoker_session** out, stoker_error* err);
 
@@ -146,6 +159,25 @@ void stoker_session_free(stoker_session* session);
 /* Fills `info` (`struct_size` = sizeof(stoker_batch_info) of the caller). */
 int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info,
                           size_t struct_size);
+/* One field of every sample. Pointers stay valid until
+ * stoker_batch_release. */
+typedef struct stoker_field_info {
+  const char* name;      /* NUL-terminated. */
+  const void* data;      /* The valid samples: samples * sample_bytes. */
+  uint64_t size_bytes;
+  uint64_t sample_bytes;
+  uint32_t dtype;        /* STOKER_DTYPE_*. */
+  uint32_t ndim;         /* 1 + per-sample dims (a scalar field: 1). */
+  uint64_t shape[1 + STOKER_MAX_FIELD_DIMS]; /* [samples, dims...] */
+} stoker_field_info;
+
+/* Number of fields in the batch (the same for every batch of a session). */
+uint32_t stoker_batch_field_count(const stoker_batch* batch);
+/* Fills `info` for field `index` (< stoker_batch_field_count);
+ * INVALID_ARGUMENT for an index out of range. */
+int stoker_batch_get_field(const stoker_batch* batch, uint32_t index,
+                           stoker_field_info* info, size_t struct_size);
+
 /* Returns the batch's slot to the daemon; its pointers become invalid. */
 void stoker_batch_release(stoker_batch* batch);
 

@@ -61,13 +61,20 @@ int main(void) {
                             &err) == 3); /* INVALID_ARGUMENT: not the schema */
   char spec[512];
   snprintf(spec, sizeof(spec),
-           "{\"dataset\": {\"kind\": \"FOLDER\", \"path\": \"%s/missing\"},"
+           "{\"dataset\": {\"folder\": {\"path\": \"%s/missing\"}},"
            " \"batch_size\": 4, \"transform\": \"VAL\", \"image_size\": 8}",
            dir);
   CHECK(stoker_open_session(client, spec, &session, &err) == 5); /* NOT_FOUND */
+  /* Short enum names; a wrong one is named with the names it takes. */
   snprintf(spec, sizeof(spec),
-           "{\"dataset\": {\"kind\": \"FOLDER\", \"path\": \"%s\"},"
-           " \"batch_size\": 4, \"transform\": \"VAL\", \"image_size\": 8}",
+           "{\"dataset\": {\"folder\": {\"path\": \"%s\"}},"
+           " \"batch_size\": 4, \"transform\": \"sideways\", \"image_size\": 8}",
+           data);
+  CHECK(stoker_open_session(client, spec, &session, &err) == 3);
+  CHECK(strstr(err.message, "transform must be one of val, train") != NULL);
+  snprintf(spec, sizeof(spec),
+           "{\"dataset\": {\"folder\": {\"path\": \"%s\"}},"
+           " \"batch_size\": 4, \"transform\": \"val\", \"image_size\": 8}",
            data);
   CHECK(stoker_open_session(client, spec, &session, &err) == STOKER_OK);
   char* info = NULL;
@@ -86,6 +93,17 @@ int main(void) {
     CHECK(b.shape[1] == 8 && b.shape[2] == 8 && b.shape[3] == 3);
     CHECK(b.batch_index == (uint64_t)i && b.epoch == 0);
     CHECK(b.size_bytes == b.shape[0] * 8 * 8 * 3);
+    /* The same batch as named fields: "image" [n, 8, 8, 3], "label" [n]. */
+    CHECK(stoker_batch_field_count(batch) == 2);
+    stoker_field_info image, label;
+    CHECK(stoker_batch_get_field(batch, 0, &image, sizeof(image)) == STOKER_OK);
+    CHECK(stoker_batch_get_field(batch, 1, &label, sizeof(label)) == STOKER_OK);
+    CHECK(stoker_batch_get_field(batch, 2, &label, sizeof(label)) == 3);
+    CHECK(strcmp(image.name, "image") == 0 && image.data == b.data);
+    CHECK(image.ndim == 4 && image.shape[3] == 3);
+    CHECK(strcmp(label.name, "label") == 0 && label.dtype == STOKER_DTYPE_INT32);
+    CHECK(label.ndim == 1 && label.shape[0] == b.samples);
+    CHECK(label.data == (const void*)b.labels);
     for (uint32_t k = 0; k < b.samples; ++k) {
       CHECK(b.status[k] == STOKER_SAMPLE_OK);
       label_sum += b.labels[k];

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,21 +30,34 @@ namespace stoker {
 class SessionCore;  // Ring mapping + attach stream; defined in client.cc.
 class Session;
 
+// One named field of a batch: samples() x shape elements of dtype.
+struct BatchField {
+  std::string_view name;
+  const void* data = nullptr;   // samples() * sample_bytes bytes.
+  uint32_t dtype = 0;           // shm::DType (shm/ring_data.h).
+  std::vector<uint64_t> shape;  // Per sample, row-major.
+  uint64_t sample_bytes = 0;
+  uint64_t size_bytes = 0;      // Of the valid samples.
+};
+
 class Batch {
  public:
   Batch() = default;
 
-  // Pixels: for dtype() kDTypeUint8 (shm/ring_data.h) samples() x height()
-  // x width() x channels() uint8 (NHWC); for float32/float16 samples() x
-  // channels() x height() x width() (NCHW), normalized.
+  // The session's fields, in the order its spec declared them (the
+  // presets: "image" then "label").
+  int field_count() const;
+  BatchField field(int i) const;       // 0 <= i < field_count().
+  int FindField(std::string_view name) const;  // -1 when absent.
+
+  // Shortcuts for the first field (the presets' image: uint8 [H, W, C], or
+  // float32/float16 [C, H, W] normalized).
   const uint8_t* data() const;
   uint32_t dtype() const;
   uint64_t size_bytes() const;
+  uint64_t sample_bytes() const;
   uint32_t samples() const;      // Valid samples (short at an epoch's end).
-  uint32_t height() const;
-  uint32_t width() const;
-  uint32_t channels() const;
-  uint64_t sample_bytes() const;  // Bytes per sample, any dtype.
+  // The "label" field when it is int32, else null.
   const int32_t* labels() const;   // [samples()]
   const uint32_t* status() const;  // [samples()], 0 = OK (see ring_data.h)
   const uint64_t* indices() const; // [samples()], dataset sample indices

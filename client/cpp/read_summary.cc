@@ -16,8 +16,11 @@ absl::StatusOr<ReadSummary> ReadBatches(
     absl::StatusOr<Batch> b = session.Next();
     if (!b.ok()) return b.status();
     if (i == 0) s.first_batch_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    sum.Update(b->data(), b->size_bytes());
-    sum.Update(b->labels(), sizeof(int32_t) * b->samples());
+    // Every field's valid samples in field order, then the statuses.
+    for (int f = 0; f < b->field_count(); ++f) {
+      const BatchField field = b->field(f);
+      sum.Update(field.data, field.size_bytes);
+    }
     sum.Update(b->status(), sizeof(uint32_t) * b->samples());
     s.batches++;
     s.samples += b->samples();

@@ -20,7 +20,7 @@ struct ReadSummary {
   double seconds = 0;   // From the call to the last batch's release.
   double first_batch_seconds = 0;
   double images_per_second = 0;
-  uint64_t checksum = 0;  // Over every batch's pixels, labels and status.
+  uint64_t checksum = 0;  // Over every batch's fields (in order) and status.
   uint64_t reconnects = 0;  // Daemon restarts the session went through.
 };
 

@@ -208,12 +208,15 @@ bool DatasetFromFlags(const Args& a, v1::DatasetSpec* ds, std::string* error) {
     *error = "give exactly one of --dataset DIR, --list MANIFEST, --lmdb PATH";
     return false;
   }
-  ds->set_kind(!folder.empty() ? v1::DatasetSpec::FOLDER
-               : !list.empty() ? v1::DatasetSpec::LIST
-                               : v1::DatasetSpec::LMDB);
-  ds->set_path(Absolute(!folder.empty() ? folder : !list.empty() ? list : lmdb));
-  ds->set_root(Absolute(Flag(a, "root")));
-  ds->set_manifest(Absolute(Flag(a, "manifest")));
+  if (!folder.empty()) {
+    ds->mutable_folder()->set_path(Absolute(folder));
+  } else if (!list.empty()) {
+    ds->mutable_list()->set_path(Absolute(list));
+    ds->mutable_list()->set_root(Absolute(Flag(a, "root")));
+  } else {
+    ds->mutable_lmdb()->set_path(Absolute(lmdb));
+    ds->mutable_lmdb()->set_manifest(Absolute(Flag(a, "manifest")));
+  }
   return true;
 }
 
@@ -221,10 +224,27 @@ int Read(Client& client, const Args& a) {
   v1::SessionSpec spec;
   std::string err;
   if (!DatasetFromFlags(a, spec.mutable_dataset(), &err)) return Usage(err);
-  const std::string transform = Flag(a, "transform").empty() ? "val" : Flag(a, "transform");
-  if (transform != "val" && transform != "train")
-    return Usage("--transform must be val or train");
-  spec.set_transform(transform == "train" ? v1::TRAIN : v1::VAL);
+  // Names map onto the proto's enums (the one schema), not a table here.
+  auto set_enum = [&](const char* flag, const char* fallback,
+                      const char* field) -> bool {
+    const std::string name = Flag(a, flag).empty() ? fallback : Flag(a, flag);
+    const auto* f = spec.GetDescriptor()->FindFieldByName(field);
+    int value = 0;
+    absl::Status s = EnumFromName(f->enum_type(), name,
+                                  absl::StrCat("--", flag), &value);
+    if (!s.ok()) {
+      err = std::string(s.message());
+      return false;
+    }
+    spec.GetReflection()->SetEnumValue(&spec, f, value);
+    return true;
+  };
+  if (!set_enum("transform", "val", "transform") ||
+      !set_enum("decode", "auto", "decode") ||
+      !set_enum("dtype", "uint8", "dtype") ||
+      !set_enum("on-error", "replace", "on_error")) {
+    return Usage(err);
+  }
   uint64_t batch_size, epochs, size, seed, rank, world, slots, se, sb;
   if (!a.flags.count("batch-size")) return Usage("read needs --batch-size");
   if (!UintFlag(a, "batch-size", 0, &batch_size, &err) ||
@@ -250,24 +270,7 @@ int Read(Client& client, const Args& a) {
   spec.set_start_epoch(se);
   spec.set_start_batch(sb);
   spec.set_drop_last(a.flags.count("drop-last") > 0);
-  // Names map onto the proto's enums (the one schema), not a table here.
-  const std::string decode = Flag(a, "decode").empty() ? "auto" : Flag(a, "decode");
-  v1::Decode decode_mode;
-  if (!v1::Decode_Parse("DECODE_" + absl::AsciiStrToUpper(decode), &decode_mode))
-    return Usage("--decode must be auto, full, crop or scale_crop");
-  spec.set_decode(decode_mode);
-  const std::string dtype = Flag(a, "dtype").empty() ? "uint8" : Flag(a, "dtype");
-  v1::DType dtype_value;
-  if (!v1::DType_Parse(absl::AsciiStrToUpper(dtype), &dtype_value))
-    return Usage("--dtype must be uint8, float32 or float16");
-  spec.set_dtype(dtype_value);
-  const std::string on_error = Flag(a, "on-error").empty() ? "replace" : Flag(a, "on-error");
-  v1::OnError policy;
-  if (!v1::OnError_Parse("ON_ERROR_" + absl::AsciiStrToUpper(on_error), &policy)) {
-    return Usage("--on-error must be replace, raise or zeros");
-  }
-  spec.set_on_error(policy);
-  bool shuffle = transform == "train";
+  bool shuffle = spec.transform() == v1::TRANSFORM_TRAIN;
   if (a.flags.count("shuffle")) shuffle = true;
   if (a.flags.count("no-shuffle")) shuffle = false;
   spec.set_shuffle(shuffle);

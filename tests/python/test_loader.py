@@ -119,6 +119,31 @@ def test_set_epoch_selects_the_permutation(daemon, dataset):
     assert labels_of(3) != labels_of(4)
 
 
+def test_batches_are_named_fields(daemon, dataset):
+    b = next(iter(loader(daemon, dataset).batches()))
+    assert [(n, d, s) for n, d, s, _ in b.field_specs()] == [
+        ("image", "uint8", (5, 48, 48, 3)), ("label", "int32", (5,))]
+    fields = b.fields
+    assert list(fields) == ["image", "label"]
+    assert fields["image"].ctypes.data == b.images.ctypes.data
+    assert list(fields["label"]) == list(b.labels) == [0] * 5
+    with pytest.raises(KeyError, match="mask"):
+        b.field("mask")
+
+
+def test_spec_enums_by_short_name_and_errors_name_the_choices(daemon, dataset):
+    client = lib.Client(daemon.socket)
+    spec = {"dataset": {"folder": {"path": dataset}}, "batch_size": 4,
+            "transform": "VAL", "image_size": 16, "dtype": "Float16"}
+    s = client.open_session(spec)
+    assert s.next().field_specs()[0][1:3] == ("float16", (4, 3, 16, 16))
+    s.close()
+    spec["on_error"] = "ignore"
+    with pytest.raises(stoker.StokerError, match="on_error must be one of "
+                       "replace, raise, zeros, got 'ignore'"):
+        client.open_session(spec)
+
+
 def test_numpy_interface(daemon, dataset):
     b = next(iter(loader(daemon, dataset).batches()))
     assert isinstance(b.images, np.ndarray) and b.images.dtype == np.uint8

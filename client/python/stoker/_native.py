@@ -23,7 +23,7 @@ except ImportError:  # The memoryview path.
     np = None
 
 ABI_VERSION = 1
-DTYPE_UINT8, DTYPE_FLOAT32, DTYPE_FLOAT16 = 1, 2, 3  # STOKER_DTYPE_*
+MAX_FIELD_DIMS = 6  # STOKER_MAX_FIELD_DIMS
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # gRPC's canonical code names, indexed by number (the C ABI returns numbers).
@@ -88,6 +88,16 @@ class _BatchInfo(ctypes.Structure):
                 ("mapping_size", ctypes.c_uint64)]
 
 
+class _FieldInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p),
+                ("data", ctypes.c_void_p),
+                ("size_bytes", ctypes.c_uint64),
+                ("sample_bytes", ctypes.c_uint64),
+                ("dtype", ctypes.c_uint32),
+                ("ndim", ctypes.c_uint32),
+                ("shape", ctypes.c_uint64 * (1 + MAX_FIELD_DIMS))]
+
+
 class _ChecksumState(ctypes.Structure):
     _fields_ = [("state", ctypes.c_uint64)]
 
@@ -116,6 +126,10 @@ def _declare(dll):
         "stoker_batch_get_info": (c_int, [p, ctypes.POINTER(_BatchInfo),
                                           ctypes.c_size_t]),
         "stoker_batch_release": (None, [p]),
+        "stoker_batch_field_count": (ctypes.c_uint32, [p]),
+        "stoker_batch_get_field": (c_int, [p, ctypes.c_uint32,
+                                           ctypes.POINTER(_FieldInfo),
+                                           ctypes.c_size_t]),
         "stoker_stats_json": (c_int, [p, ctypes.POINTER(p), err]),
         "stoker_health": (c_int, [p, err]),
         "stoker_string_free": (None, [p]),
@@ -165,12 +179,14 @@ def _timeout(seconds):
     return -1.0 if seconds is None else float(seconds)
 
 
-_NUMPY_DTYPES = {DTYPE_UINT8: "uint8", DTYPE_FLOAT32: "float32",
-                 DTYPE_FLOAT16: "float16"}
+# STOKER_DTYPE_* codes (1..7) by name, in code order.
+DTYPE_NAMES = (None, "uint8", "float32", "float16", "uint16", "int16",
+               "int32", "int64")
 # memoryview cannot cast to half floats: without numpy, float16 pixels come
 # as their raw 16-bit patterns ("H"); torch.frombuffer reads them as float16.
 _VIEW_FORMATS = {"uint8": "B", "float32": "f", "float16": "H",
-                 "int32": "i", "uint32": "I", "uint64": "Q"}
+                 "uint16": "H", "int16": "h", "int32": "i", "int64": "q",
+                 "uint32": "I", "uint64": "Q"}
 
 
 class _Owned:
@@ -208,7 +224,8 @@ class Batch(_Owned):
         self.data_ptr = info.data or 0
         self.mapping_base = info.mapping_base or 0
         self.mapping_size = info.mapping_size
-        self.dtype = _NUMPY_DTYPES[info.dtype]
+        self.dtype = DTYPE_NAMES[info.dtype]
+        self._specs = None
 
     def _view(self, address, dtype, shape):
         count = 1
@@ -221,16 +238,47 @@ class Batch(_Owned):
             return np.frombuffer(raw, dtype=dtype).reshape(shape)
         return memoryview(raw).cast("B").cast(_VIEW_FORMATS[dtype], shape)
 
+    def field_specs(self):
+        """(name, dtype name, shape with the batch dimension first, address)
+        of every field, in the session's order."""
+        if self._specs is None:
+            out = []
+            for i in range(_dll.stoker_batch_field_count(self._handle)):
+                f = _FieldInfo()
+                _dll.stoker_batch_get_field(self._handle, i, ctypes.byref(f),
+                                            ctypes.sizeof(f))
+                out.append((f.name.decode(), DTYPE_NAMES[f.dtype],
+                            tuple(int(d) for d in f.shape[:f.ndim]), f.data))
+            self._specs = out
+        return self._specs
+
+    @property
+    def fields(self):
+        """Every field as a new view, by name (in the session's order).
+        The views, not the Batch, keep the slot: no cycle holds it."""
+        return {name: self._view(address, dtype, shape)
+                for name, dtype, shape, address in self.field_specs()}
+
+    def field(self, name):
+        for fname, dtype, shape, address in self.field_specs():
+            if fname == name:
+                return self._view(address, dtype, shape)
+        raise KeyError(f"batch has no field {name!r}")
+
     @property
     def images(self):
-        """Pixels: uint8 NHWC, or float32/float16 NCHW normalized."""
-        info = self._info
-        shape = tuple(int(d) for d in info.shape[:info.ndim])
-        return self._view(info.data, _NUMPY_DTYPES[info.dtype], shape)
+        """The first field: the presets' pixels, uint8 NHWC or float32 /
+        float16 NCHW normalized."""
+        name, dtype, shape, address = self.field_specs()[0]
+        return self._view(address, dtype, shape)
 
     @property
     def labels(self):
-        return self._view(self._info.labels, "int32", (self.samples,))
+        """The "label" field (None without one)."""
+        for name, dtype, shape, address in self.field_specs():
+            if name == "label":
+                return self._view(address, dtype, shape)
+        return None
 
     @property
     def status(self):

@@ -356,12 +356,15 @@ class Loader:
             socket = self._socket or _daemon.daemon_socket(self._threads)
             self._client = lib.Client(socket)
         # A stoker.v1.SessionSpec in protobuf's JSON mapping: enum values by
-        # their proto names, 64-bit integers as strings.
+        # their short names (libstoker maps them onto the proto's), 64-bit
+        # integers as strings.
+        source = {"path": self._path}
+        if self._kind == "list":
+            source["root"] = self._root
         spec = {
-            "dataset": {"kind": self._kind.upper(), "path": self._path,
-                        "root": self._root},
+            "dataset": {self._kind: source},
             "batch_size": self.batch_size,
-            "transform": self.transform.upper(),
+            "transform": self.transform,
             "image_size": self.image_size,
             "shuffle": self.shuffle,
             "seed": str(self.seed),
@@ -371,11 +374,11 @@ class Loader:
             "ring_slots": self._ring_slots,
             "start_epoch": str(epoch),
             "start_batch": str(batch),
-            "decode": "DECODE_" + self.decode.upper(),
-            "dtype": self.dtype.upper(),
+            "decode": self.decode,
+            "dtype": self.dtype,
             "mean": self._mean,
             "std": self._std,
-            "on_error": "ON_ERROR_" + self.on_error.upper(),
+            "on_error": self.on_error,
         }
         self._session = self._client.open_session(spec)
         self._session.set_resume_window(self._resume_timeout)

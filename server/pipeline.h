@@ -1,0 +1,95 @@
+// A session's per-sample program, compiled once from its spec: the batch's
+// fields and the ops applied to every sample. The presets (`val`, `train`)
+// compile to the same ops a user could write, so they run on this path too.
+//
+// Compile() validates everything that does not depend on the data and
+// answers INVALID_ARGUMENT naming the op (by position and kind) and the
+// field: unknown or empty ops, fields an op cannot apply to, dtypes and
+// shapes a field kind does not allow, a pipeline whose output size is not
+// the field's shape. What depends on the data (a file that is not an image,
+// fields of one sample with different sizes) is a per-sample error.
+//
+// Per sample, Plan() draws the random geometry once from (seed, epoch,
+// sample index) in op order and returns one Canvas per field: every field
+// an op names gets the same draw, so an image and its mask stay aligned.
+// Immutable after Compile; thread-safe.
+#ifndef STOKER_SERVER_PIPELINE_H_
+#define STOKER_SERVER_PIPELINE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/stoker.pb.h"
+#include "server/decode.h"
+#include "server/geometry.h"
+#include "shm/ring.h"
+
+namespace stoker {
+
+struct FieldPlan {
+  std::string name;
+  v1::FieldSpec::Kind kind = v1::FieldSpec::KIND_UNSPECIFIED;
+  uint32_t dtype = 0;           // Ring code (shm::DType).
+  std::vector<uint64_t> shape;  // Per sample, as in the ring.
+  int height = 0, width = 0, channels = 0;  // Images and masks.
+  bool chw = false;
+  uint32_t file = 0;
+  uint32_t pad = 0;
+  // Float images: out = x * scale[c] + offset[c] (x in 0..255).
+  float scale[4] = {1, 1, 1, 1};
+  float offset[4] = {0, 0, 0, 0};
+  bool spatial() const {
+    return kind == v1::FieldSpec::KIND_IMAGE || kind == v1::FieldSpec::KIND_MASK;
+  }
+};
+
+class Pipeline {
+ public:
+  static absl::StatusOr<Pipeline> Compile(const v1::SessionSpec& spec);
+
+  const std::vector<FieldPlan>& fields() const { return fields_; }
+  shm::RingGeometry Geometry(uint32_t slots, uint32_t batch_size) const;
+  // Files each sample must have (1 + the largest `file` of a field).
+  uint32_t files() const { return files_; }
+  // No random op: a sample's output depends only on its data.
+  bool deterministic() const { return deterministic_; }
+  // Identifies fields + ops + decode mode (for cache keys).
+  const std::string& fingerprint() const { return fingerprint_; }
+
+  // The canvases of a sample whose spatial fields are width x height.
+  std::vector<Canvas> Plan(int width, int height, uint64_t seed, uint64_t epoch,
+                           uint64_t index) const;
+
+  // What to ask the decoder for field `f`.
+  ImageRequest Request(const FieldPlan& f, const DecodeLimits& limits) const;
+  // The decoder's scale/region for field `f` of a source_w x source_h file
+  // rendered as `canvas`.
+  RegionRequest Region(const FieldPlan& f, const Canvas& canvas, int source_w,
+                       int source_h) const;
+  // Renders decoded `img` (of a source_w x source_h file) as `canvas` and
+  // writes the field's sample (sample_bytes of the ring) at `out`.
+  void Write(const FieldPlan& f, const Canvas& canvas, const Image& img,
+             int source_w, int source_h, uint8_t* out) const;
+
+ private:
+  struct Step {
+    v1::Op op;
+    std::vector<int> fields;  // Spatial fields it applies to.
+  };
+  static absl::StatusOr<Pipeline> Build(const v1::SessionSpec& spec,
+                                        const std::vector<v1::FieldSpec>& fields,
+                                        const std::vector<v1::Op>& ops);
+
+  std::vector<FieldPlan> fields_;
+  std::vector<Step> steps_;
+  uint32_t files_ = 1;
+  bool deterministic_ = true;
+  bool scale_decode_ = true, crop_decode_ = true;
+  std::string fingerprint_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_PIPELINE_H_

@@ -1,12 +1,20 @@
 // make_dataset: writes a photographic-like JPEG dataset in ImageFolder
 // layout, showing progress. Used by `make demo` and the benchmarks.
 //   make_dataset --out DIR [--classes C] [--per_class N] [--min_side A]
-//                [--max_side B] [--quality Q] [--seed S]
+//                [--max_side B] [--quality Q] [--seed S] [--lmdb DB]
+// With --lmdb, the same files are also packed into an LMDB environment
+// (folder DB, key = path relative to DIR), the layout of an LMDB source.
+#include <lmdb.h>
+
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "server/lmdb_env.h"
 #include "tests/testdata.h"
 
 ABSL_FLAG(std::string, out, "", "Output folder (created).");
@@ -16,6 +24,34 @@ ABSL_FLAG(int, min_side, 375, "Smallest image side.");
 ABSL_FLAG(int, max_side, 500, "Largest image side.");
 ABSL_FLAG(int, quality, 90, "JPEG quality.");
 ABSL_FLAG(uint64_t, seed, 1, "Content seed.");
+ABSL_FLAG(std::string, lmdb, "", "Also pack the files into this LMDB folder.");
+
+namespace {
+
+absl::Status PackLmdb(const std::string& root, const std::vector<std::string>& paths,
+                      const std::string& db) {
+  stoker::LmdbEnv::Options o;
+  o.read_only = false;
+  o.map_bytes = 1ULL << 32;
+  auto env = stoker::LmdbEnv::Open(db, o);
+  if (!env.ok()) return env.status();
+  return (*env)->WriteTxn([&](MDB_txn* txn, MDB_dbi dbi) {
+    for (const std::string& path : paths) {
+      std::ifstream in(path, std::ios::binary);
+      std::stringstream bytes;
+      bytes << in.rdbuf();
+      std::string value = bytes.str();
+      std::string key = path.substr(root.size() + 1);
+      MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
+      if (int rc = mdb_put(txn, dbi, &k, &v, 0); rc != 0) {
+        return absl::InternalError(absl::StrCat("mdb_put: ", mdb_strerror(rc)));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -49,5 +85,12 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "\nmake_dataset: %zu images, %.1f KB average, in %s\n",
                paths->size(), total_bytes / 1024.0 / paths->size(), out.c_str());
+  if (const std::string db = absl::GetFlag(FLAGS_lmdb); !db.empty()) {
+    if (absl::Status s = PackLmdb(out, *paths, db); !s.ok()) {
+      std::fprintf(stderr, "make_dataset: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "make_dataset: packed into LMDB %s\n", db.c_str());
+  }
   return 0;
 }

@@ -5,6 +5,10 @@
     for images, labels in loader:      # uint8 NHWC torch tensors (ring views)
         ...
 
+Any sample, any pipeline: fields= and pipeline= (stoker.image, stoker.mask,
+stoker.label; stoker.resize, letterbox, center_crop, random_resized_crop,
+random_crop, flip, normalize) yield dicts of tensors by field name.
+
 Pure Python over libstoker.so (ctypes): any CPython >= 3.8, with or without
 numpy and torch. See Loader for the arguments. Errors reported by the daemon raise
 StokerError, which carries the gRPC status code name and message.
@@ -13,10 +17,15 @@ StokerError, which carries the gRPC status code name and message.
 from stoker.errors import SampleErrorWarning, StokerError, StarvationWarning
 from stoker import _native
 from stoker.loader import Loader
+from stoker.pipeline import (image, mask, label, resize, letterbox,
+                             center_crop, random_resized_crop, random_crop,
+                             flip, normalize)
 from stoker._daemon import daemon_socket, stop_embedded_daemon
 
 __version__ = _native.version  # libstoker.so's, so package and library agree.
 
 __all__ = ["Loader", "StokerError", "StarvationWarning", "SampleErrorWarning",
-           "daemon_socket",
+           "daemon_socket", "image", "mask", "label", "resize", "letterbox",
+           "center_crop", "random_resized_crop", "random_crop", "flip",
+           "normalize",
            "stop_embedded_daemon", "__version__"]

@@ -75,15 +75,26 @@ def default_rank_and_world_size():
 
 
 class Loader:
-    """Iterates one epoch of (images, labels) per pass, like a DataLoader.
+    """Iterates one epoch of (images, labels) per pass, like a DataLoader;
+    or of {field: tensor} dicts with fields= and pipeline=.
 
     Args:
-      dataset: an ImageFolder-style folder (sorted class sub-folders), or a
-        manifest file of `relative/path<TAB>label` lines (paths relative to
-        `root`, default the manifest's folder).
+      dataset: an ImageFolder-style folder (sorted class sub-folders; JPEG
+        and PNG files), a manifest file of `path[<TAB>path...]<TAB>label`
+        lines (paths relative to `root`, default the manifest's folder;
+        several paths per line are one sample's files, e.g. image and mask),
+        an LMDB environment (a folder holding data.mdb), or a dict naming the
+        source as stoker.v1.DatasetSpec does ({"lmdb": {"path": ...,
+        "manifest": ...}}).
       batch_size: samples per batch (1..65536).
-      transform: "train" (RandomResizedCrop + flip) or "val" (Resize +
-        CenterCrop), both to image_size x image_size.
+      transform: the preset: "train" (RandomResizedCrop + flip, the
+        default) or "val" (Resize + CenterCrop), both to image_size x
+        image_size (default 224).
+      fields, pipeline: instead of a preset, the batch's fields and the ops
+        applied to each sample (stoker.image/mask/label and stoker.resize,
+        center_crop, random_resized_crop, random_crop, flip, normalize, or
+        the dicts they return). Batches are then dicts of tensors by field
+        name.
       shuffle, seed: per-epoch permutation from (seed, epoch).
       rank, world_size: DistributedSampler-style sharding. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE
@@ -122,29 +133,42 @@ class Loader:
 
     Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor (or a
     float [B, 3, S, S] one) that views the ring slot (no copy); the slot stays reserved while any view of it is
-    alive. labels an int64 [B] tensor. Without torch, numpy arrays.
+    alive. labels an int64 [B] tensor. Without torch, numpy arrays. With
+    fields=, a dict {name: tensor} of ring views instead.
     Each full pass advances the epoch; set_epoch(e) picks one explicitly.
     """
 
-    def __init__(self, dataset, batch_size, transform="train", image_size=224,
+    def __init__(self, dataset, batch_size, transform=None, image_size=None,
                  shuffle=True, seed=0, rank=None, world_size=None, drop_last=False,
-                 dtype="uint8", device=None, socket=None, ring_slots=None,
+                 dtype=None, device=None, socket=None, ring_slots=None,
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
-                 resume_timeout=60, on_error="replace"):
-        if not isinstance(dataset, (str, os.PathLike)):
-            raise TypeError(f"dataset must be a path, got {type(dataset).__name__}")
-        path = os.path.abspath(os.fspath(dataset))
-        self._kind = "list" if os.path.isfile(path) else "folder"
-        self._path = path
+                 resume_timeout=60, on_error="replace", fields=None,
+                 pipeline=None):
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.path.abspath(os.fspath(root)) if root is not None else ""
+        self._source = self._source_spec(dataset, self._root)
         self.batch_size = _check_int("batch_size", batch_size, 1, 65536)
-        if transform not in ("train", "val"):
+        self._fields = None if fields is None else [dict(f) for f in fields]
+        self._pipeline = [dict(op) for op in (pipeline or [])]
+        if self._fields is None:
+            if pipeline is not None:
+                raise ValueError("pipeline= needs fields=: the batch's fields")
+            transform = "train" if transform is None else transform
+            image_size = 224 if image_size is None else image_size
+            dtype = "uint8" if dtype is None else dtype
+        elif any(v is not None for v in (transform, image_size, dtype, mean, std)):
+            raise ValueError("with fields=, leave transform, image_size, dtype, "
+                             "mean and std unset: the fields and a normalize "
+                             "op say it")
+        else:
+            dtype = "uint8"  # Unused.
+        if transform not in (None, "train", "val"):
             raise ValueError(f"transform must be 'train' or 'val', got {transform!r}")
         self.transform = transform
-        self.image_size = _check_int("image_size", image_size, 1, 4096)
+        self.image_size = None if image_size is None else _check_int(
+            "image_size", image_size, 1, 4096)
         self.shuffle = _check_bool("shuffle", shuffle)
         self.seed = _check_int("seed", seed, 0, 2**64 - 1)
         if rank is None or world_size is None:
@@ -202,6 +226,27 @@ class Loader:
         self._totals = {"batches": 0, "images": 0, "wait_seconds": 0.0,
                         "compute_seconds": 0.0}
         self._last_epoch = None
+
+    @staticmethod
+    def _source_spec(dataset, root):
+        """The DatasetSpec source dict for `dataset` (see the class doc)."""
+        if isinstance(dataset, dict):
+            if len(dataset) != 1 or next(iter(dataset)) not in ("folder", "list", "lmdb"):
+                raise ValueError("a dataset dict names one source: folder, "
+                                 f"list or lmdb, got {sorted(dataset)!r}")
+            kind, src = next(iter(dataset.items()))
+            src = {k: os.path.abspath(os.fspath(v)) if k in ("path", "root", "manifest")
+                   and v else v for k, v in dict(src).items()}
+            return {kind: src}
+        if not isinstance(dataset, (str, os.PathLike)):
+            raise TypeError(f"dataset must be a path or a dict, got "
+                            f"{type(dataset).__name__}")
+        path = os.path.abspath(os.fspath(dataset))
+        if os.path.isfile(path):
+            return {"list": {"path": path, "root": root}}
+        if os.path.isfile(os.path.join(path, "data.mdb")):
+            return {"lmdb": {"path": path}}
+        return {"folder": {"path": path}}
 
     @staticmethod
     def _triple(name, value):
@@ -358,14 +403,9 @@ class Loader:
         # A stoker.v1.SessionSpec in protobuf's JSON mapping: enum values by
         # their short names (libstoker maps them onto the proto's), 64-bit
         # integers as strings.
-        source = {"path": self._path}
-        if self._kind == "list":
-            source["root"] = self._root
         spec = {
-            "dataset": {self._kind: source},
+            "dataset": self._source,
             "batch_size": self.batch_size,
-            "transform": self.transform,
-            "image_size": self.image_size,
             "shuffle": self.shuffle,
             "seed": str(self.seed),
             "rank": self.rank,
@@ -375,17 +415,50 @@ class Loader:
             "start_epoch": str(epoch),
             "start_batch": str(batch),
             "decode": self.decode,
-            "dtype": self.dtype,
-            "mean": self._mean,
-            "std": self._std,
             "on_error": self.on_error,
         }
+        if self._fields is None:
+            spec.update(transform=self.transform, image_size=self.image_size,
+                        dtype=self.dtype, mean=self._mean, std=self._std)
+        else:
+            spec.update(fields=self._fields, pipeline=self._pipeline)
         self._session = self._client.open_session(spec)
         self._session.set_resume_window(self._resume_timeout)
         self._stream = (epoch, batch)
         return self._session
 
+    def _fields_output(self, batch):
+        views = batch.fields
+        if torch is None:
+            return views
+        out = {}
+        for name, dtype, _, _ in batch.field_specs():
+            view = views[name]
+            if not hasattr(torch, dtype):
+                # uint16 before torch 2.3: widened to int32 (a copy).
+                view = np.asarray(view, dtype=np.uint16) if np is not None else view
+                out[name] = torch.tensor(
+                    np.asarray(view).astype(np.int32) if np is not None
+                    else list(view.cast("B").cast("H")), dtype=torch.int32
+                ).reshape(tuple(view.shape))
+            elif np is not None:
+                out[name] = torch.from_numpy(view)
+            else:
+                t = torch.frombuffer(view, dtype=getattr(torch, dtype))
+                out[name] = t.reshape(view.shape)
+        if self._device is None:
+            return out
+        if self._pinned != batch.mapping_base:
+            self._pin(batch.mapping_base, batch.mapping_size)
+        gpu = {n: t.to(self._device, non_blocking=True) for n, t in out.items()}
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self._device))
+        self._pending.append((event, out))  # Holds the slot until copied.
+        return gpu
+
     def _to_output(self, batch):
+        if self._fields is not None:
+            return self._fields_output(batch)
         if torch is None:
             if np is None:  # memoryviews of the slot
                 return batch.images, batch.labels

@@ -1,0 +1,99 @@
+"""The fields of a batch and the ops of a pipeline, for stoker.Loader.
+
+Each helper returns the dict the daemon's spec takes (stoker.v1.FieldSpec and
+stoker.v1.Op in protobuf's JSON mapping, proto/stoker.proto), so a dict
+written by hand works the same. The daemon checks them when the session
+opens and names the op and field of any mistake.
+
+    fields = [stoker.image(384, 384), stoker.mask(384, 384, file=1),
+              stoker.label()]
+    pipeline = [stoker.random_crop(384, 384), stoker.flip()]
+
+Geometry ops draw their randomness once per sample (from seed, epoch and
+sample index) and apply it to every image and mask they name (`fields`,
+default all), so a mask stays aligned with its image. Consecutive ops are
+composed and each field is resampled once from its source pixels.
+"""
+
+
+def _field(kind, name, dtype, shape, **extra):
+    spec = {"name": name, "kind": kind, "dtype": dtype,
+            "shape": [int(d) for d in shape]}
+    spec.update({k: v for k, v in extra.items() if v})
+    return spec
+
+
+def image(height, width, channels=3, name="image", dtype="uint8", chw=False,
+          file=0):
+    """A picture decoded from the sample's file `file` (JPEG or PNG, by
+    content): [height, width, channels] (channels 1, 3 or 4), or
+    [channels, height, width] with chw. uint8 0..255, or float32/float16
+    as x/255 (or normalized by a normalize op)."""
+    shape = (channels, height, width) if chw else (height, width, channels)
+    return _field("image", name, dtype, shape, chw=chw, file=file)
+
+
+def mask(height, width, name="mask", dtype="uint8", file=1, pad_value=0):
+    """Class ids decoded from file `file` (a palette PNG keeps its indices;
+    uint16 for 16-bit PNGs): [height, width], resampled nearest, padded with
+    pad_value."""
+    return _field("mask", name, dtype, (height, width), file=file,
+                  pad_value=pad_value)
+
+
+def label(name="label", dtype="int64"):
+    """The sample's integer label (a scalar per sample)."""
+    return _field("label", name, dtype, ())
+
+
+def _op(kind, fields, **params):
+    op = {kind: {k: v for k, v in params.items() if v is not None}}
+    if fields:
+        op["fields"] = list(fields)
+    return op
+
+
+def resize(size=None, width=None, height=None, mode=None,
+           interpolation="bilinear", fill=0, fields=None):
+    """mode "shorter" (default with size: the shorter side becomes size),
+    "longer", "letterbox" (longer side to size, centered on size x size,
+    padded with fill) or "exact" (default with width and height)."""
+    if mode is None:
+        mode = "exact" if size is None else "shorter"
+    return _op("resize", fields, mode=mode, size=size, width=width,
+               height=height, interpolation=interpolation, fill=fill or None)
+
+
+def letterbox(size, fill=0, interpolation="bilinear", fields=None):
+    return resize(size, mode="letterbox", fill=fill,
+                  interpolation=interpolation, fields=fields)
+
+
+def center_crop(width, height=None, fields=None):
+    return _op("center_crop", fields, width=width,
+               height=width if height is None else height)
+
+
+def random_resized_crop(width, height=None, scale=(0.08, 1.0),
+                        ratio=(3 / 4, 4 / 3), interpolation="bilinear",
+                        fields=None):
+    return _op("random_resized_crop", fields, width=width,
+               height=width if height is None else height,
+               scale_min=scale[0], scale_max=scale[1], ratio_min=ratio[0],
+               ratio_max=ratio[1], interpolation=interpolation)
+
+
+def random_crop(width, height=None, fields=None):
+    """A random window; smaller pictures are padded (masks with pad_value)."""
+    return _op("random_crop", fields, width=width,
+               height=width if height is None else height)
+
+
+def flip(p=0.5, vertical=False, fields=None):
+    return _op("flip", fields, probability=float(p), vertical=vertical or None)
+
+
+def normalize(mean, std, fields=None):
+    """(x / 255 - mean) / std for float image fields; 1 or C values each."""
+    return _op("normalize", fields, mean=[float(m) for m in mean],
+               std=[float(s) for s in std])

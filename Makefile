@@ -33,11 +33,13 @@ test: deps
 	$(PYTHON) deploy/package.py dist
 	$(MAKE) --no-print-directory pytest
 
-# AddressSanitizer + UBSan: the unit tests of the decode path, the ring and
-# the socket code, then 3,000 mutations of real photographs (Debian's
-# mate-backgrounds) through the decoder. Any report fails the run.
+# AddressSanitizer + UBSan: the unit tests of the decode path, the pipeline,
+# the ring and the socket code, then 3,000 mutations of real photographs
+# (Debian's mate-backgrounds, as JPEG and PNG) through the decoders and a
+# custom pipeline. Any report fails the run.
 SANITIZED_TESTS := //server:jpeg_test //server:decode_test //server:transform_test \
-	//server:dataset_test //shm:ring_test //shm:fd_passing_test //util:util_test
+	//server:dataset_test //server:pipeline_test //shm:ring_test //shm:fd_passing_test \
+	//util:util_test
 sanitize: deps
 	$(BAZEL) test --config=sanitize $(SANITIZED_TESTS)
 	$(BAZEL) build --config=sanitize //tests:fuzz_decode

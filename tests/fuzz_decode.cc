@@ -8,8 +8,11 @@
 //
 // The photos (e.g. /usr/share/backgrounds/mate/nature, Debian's
 // mate-backgrounds) are first reduced to about --side pixels and
-// re-encoded baseline 4:2:0, 4:4:4, grayscale and progressive, so the
-// mutations stay fast to decode; the content stays photographic.
+// re-encoded baseline 4:2:0, 4:4:4, grayscale and progressive, and as PNG
+// (RGB, gray, RGBA, palette, 16-bit gray), so the mutations stay fast to
+// decode; the content stays photographic. JPEGs go through the fast path of
+// the presets; PNGs through the by-content decoder and a custom pipeline
+// (an image and a mask of the same file, joint random geometry).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,8 +24,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "server/decode.h"
 #include "server/jpeg.h"
+#include "server/pipeline.h"
 #include "server/transform.h"
+#include "util/proto_json.h"
 #include "tests/testdata.h"
 #include "util/rng.h"
 
@@ -61,7 +67,40 @@ std::vector<Bytes> Variants(const Bytes& jpeg, int side) {
     auto enc = testdata::EncodeJpeg(small, w, h, 85, sub, progressive);
     if (enc.ok()) out.push_back(*enc);
   }
+  using testdata::PngKind;
+  for (PngKind kind : {PngKind::kRgb8, PngKind::kGray8, PngKind::kRgba8,
+                       PngKind::kPalette8, PngKind::kGray16}) {
+    auto enc = testdata::EncodePng(small, w, h, kind);
+    if (enc.ok()) out.push_back(*enc);
+  }
   return out;
+}
+
+// Decodes a (mutated) PNG as an image and a mask field with random joint
+// geometry, as a session would.
+absl::Status RunPipeline(const Pipeline& p, const Bytes& bytes, uint64_t index) {
+  std::vector<Canvas> canvases;
+  int width = 0, height = 0;
+  Image image;
+  for (size_t f = 0; f < p.fields().size(); ++f) {
+    const FieldPlan& field = p.fields()[f];
+    absl::Status s = DecodeImage(
+        reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+        p.Request(field, DecodeLimits()),
+        [&](int w, int h) {
+          if (canvases.empty()) {
+            width = w;
+            height = h;
+            canvases = p.Plan(w, h, 1, 0, index);
+          }
+          return p.Region(field, canvases[f], w, h);
+        },
+        &image);
+    if (!s.ok()) return s;
+    std::vector<uint8_t> out(field.height * field.width * field.channels);
+    p.Write(field, canvases[f], image, width, height, out.data());
+  }
+  return absl::OkStatus();
 }
 
 // One mutation of `in`, chosen by `rng`; its kind is named in `kind`.
@@ -148,13 +187,32 @@ int Run() {
                  absl::GetFlag(FLAGS_photos).c_str());
     return 2;
   }
+  v1::SessionSpec spec;
+  absl::Status parsed = JsonToProto(R"({"fields": [
+      {"name": "image", "kind": "image", "shape": [40, 48, 3]},
+      {"name": "mask", "kind": "mask", "shape": [40, 48]}], "pipeline": [
+      {"random_resized_crop": {"width": 56, "height": 44, "interpolation": "bicubic"}},
+      {"flip": {}}, {"random_crop": {"width": 48, "height": 40}}]})", &spec);
+  absl::StatusOr<Pipeline> png_pipeline = Pipeline::Compile(spec);
+  if (!parsed.ok() || !png_pipeline.ok()) {
+    std::fprintf(stderr, "fuzz_decode: bad pipeline: %s\n",
+                 png_pipeline.status().ToString().c_str());
+    return 2;
+  }
   Rng rng(absl::GetFlag(FLAGS_seed));
   JpegDecoder decoder;  // One decoder for all: no state may carry over.
   std::map<std::string, int> outcomes;
   const int total = absl::GetFlag(FLAGS_mutations);
   for (int m = 0; m < total; ++m) {
     std::string kind;
-    const Bytes bad = Mutate(bases[rng.Next() % bases.size()], rng, &kind);
+    const Bytes& base = bases[rng.Next() % bases.size()];
+    const Bytes bad = Mutate(base, rng, &kind);
+    if (SniffImageFormat(reinterpret_cast<const uint8_t*>(base.data()),
+                         base.size()) == ImageFormat::kPng) {
+      absl::Status s = RunPipeline(*png_pipeline, bad, m);
+      ++outcomes[absl::StrCat("png ", kind, " ", absl::StatusCodeToString(s.code()))];
+      continue;
+    }
     const bool train = m % 2 == 0;
     const int size = train ? 64 : 96;
     DecodedRegion region;

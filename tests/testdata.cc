@@ -1,5 +1,6 @@
 #include "tests/testdata.h"
 
+#include <spng.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -185,6 +186,75 @@ std::string MakeTempDir(const std::string& tag) {
   std::string tmpl = absl::StrCat("/tmp/stoker-", tag, "-XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) std::abort();
   return tmpl;
+}
+
+absl::StatusOr<std::string> EncodePng(const std::vector<uint8_t>& rgb,
+                                      int width, int height, PngKind kind) {
+  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  if (ctx == nullptr) return absl::ResourceExhaustedError("spng_ctx_new");
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_ihdr ihdr{};
+  ihdr.width = static_cast<uint32_t>(width);
+  ihdr.height = static_cast<uint32_t>(height);
+  ihdr.bit_depth = kind == PngKind::kGray16 ? 16 : 8;
+  const size_t n = static_cast<size_t>(width) * height;
+  std::vector<uint8_t> px;
+  switch (kind) {
+    case PngKind::kRgb8:
+      ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
+      px = rgb;
+      break;
+    case PngKind::kRgba8:
+      ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR_ALPHA;
+      for (size_t i = 0; i < n; ++i) {
+        px.insert(px.end(), {rgb[i * 3], rgb[i * 3 + 1], rgb[i * 3 + 2],
+                             static_cast<uint8_t>(i * 7)});
+      }
+      break;
+    case PngKind::kGray8:
+      ihdr.color_type = SPNG_COLOR_TYPE_GRAYSCALE;
+      for (size_t i = 0; i < n; ++i) px.push_back(rgb[i * 3 + 1]);
+      break;
+    case PngKind::kGray16:
+      ihdr.color_type = SPNG_COLOR_TYPE_GRAYSCALE;
+      for (size_t i = 0; i < n; ++i) {  // Big-endian samples.
+        px.push_back(rgb[i * 3]);
+        px.push_back(rgb[i * 3 + 2]);
+      }
+      break;
+    case PngKind::kPalette8: {
+      ihdr.color_type = SPNG_COLOR_TYPE_INDEXED;
+      spng_plte plte{};
+      plte.n_entries = 256;
+      for (int k = 0; k < 256; ++k) {  // 3-3-2 bits of R, G, B.
+        plte.entries[k] = spng_plte_entry{static_cast<uint8_t>((k >> 5) * 36),
+                                          static_cast<uint8_t>(((k >> 2) & 7) * 36),
+                                          static_cast<uint8_t>((k & 3) * 85), 255};
+      }
+      spng_set_plte(ctx, &plte);
+      for (size_t i = 0; i < n; ++i) {
+        px.push_back(static_cast<uint8_t>((rgb[i * 3] >> 5) << 5 |
+                                          (rgb[i * 3 + 1] >> 5) << 2 |
+                                          rgb[i * 3 + 2] >> 6));
+      }
+      break;
+    }
+  }
+  spng_set_ihdr(ctx, &ihdr);
+  int rc = spng_encode_image(ctx, px.data(), px.size(), SPNG_FMT_PNG,
+                             SPNG_ENCODE_FINALIZE);
+  std::string out;
+  if (rc == 0) {
+    size_t len = 0;
+    void* buf = spng_get_png_buffer(ctx, &len, &rc);
+    if (buf != nullptr) {
+      out.assign(static_cast<const char*>(buf), len);
+      free(buf);
+    }
+  }
+  spng_ctx_free(ctx);
+  if (rc != 0) return absl::InternalError(absl::StrCat("spng: ", spng_strerror(rc)));
+  return out;
 }
 
 }  // namespace stoker::testdata

@@ -25,6 +25,11 @@ absl::StatusOr<std::string> EncodeJpeg(const std::vector<uint8_t>& rgb,
                                        Subsampling sub = Subsampling::k420,
                                        bool progressive = false);
 
+// PNG encodings of packed RGB (libspng): the kinds a decoder must read.
+enum class PngKind { kRgb8, kGray8, kRgba8, kPalette8, kGray16 };
+absl::StatusOr<std::string> EncodePng(const std::vector<uint8_t>& rgb,
+                                      int width, int height, PngKind kind);
+
 // An Adobe (inverted) CMYK JPEG of the RGB image, the way Photoshop writes
 // them: stored K = max(R,G,B), stored C = R*255/K (likewise M, Y), so that
 // R = C*K/255.

@@ -3,6 +3,8 @@
 #ifndef STOKER_PROTO_SPEC_UTIL_H_
 #define STOKER_PROTO_SPEC_UTIL_H_
 
+#include <sys/stat.h>
+
 #include <string>
 
 #include "proto/stoker.pb.h"
@@ -16,6 +18,8 @@ inline const std::string& DatasetPath(const v1::DatasetSpec& ds) {
     case v1::DatasetSpec::kFolder: return ds.folder().path();
     case v1::DatasetSpec::kList: return ds.list().path();
     case v1::DatasetSpec::kLmdb: return ds.lmdb().path();
+    case v1::DatasetSpec::kNpy: return ds.npy().path();
+    case v1::DatasetSpec::kHdf5: return ds.hdf5().path();
     default: return ds.folder().path();  // The empty default instance's.
   }
 }
@@ -25,14 +29,24 @@ inline uint32_t RingDType(v1::DType dtype) {
   return static_cast<uint32_t>(dtype) + 1;
 }
 
+// True when `path` is a regular file (an npy/HDF5 source may name a file
+// or a folder).
+inline bool DatasetIsFile(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 // The folder a dataset lives in, as its spec names it (no trailing '/'):
-// the folder itself, the LMDB environment, or for a manifest its `root`
-// (default: the manifest's own folder). A client proves it can open this
-// folder, and a non-admin's dataset is read only beneath it.
+// the folder itself, the LMDB environment, for a manifest its `root`
+// (default: the manifest's own folder), for an npy/HDF5 file its folder.
+// A client proves it can open this folder, and a non-admin's dataset is
+// read only beneath it.
 inline std::string DatasetFolder(const v1::DatasetSpec& ds) {
   std::string dir = DatasetPath(ds);
-  if (ds.has_list()) {
-    if (!ds.list().root().empty()) {
+  const bool file = (ds.has_npy() || ds.has_hdf5()) && dir.size() > 1 &&
+                    dir.back() != '/' && DatasetIsFile(dir);
+  if (ds.has_list() || file) {
+    if (ds.has_list() && !ds.list().root().empty()) {
       dir = ds.list().root();
     } else {
       const size_t slash = dir.rfind('/');

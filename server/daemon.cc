@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/array_source.h"
 #include "shm/futex.h"
 #include "shm/segment.h"
 #include "util/log.h"
@@ -118,10 +119,23 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
                           Confinement(spec, caller));
   ScanLimits limits = ScanLimitsNow();
   if (beneath) limits.beneath = beneath->prefix;
-  absl::StatusOr<Dataset> ds =
-      spec.has_folder() ? LoadFolderDataset(spec.folder().path(), limits)
-      : spec.has_list() ? LoadListDataset(spec.list().path(), spec.list().root())
-                        : LoadLmdbDataset(spec.lmdb().path(), spec.lmdb().manifest());
+  absl::StatusOr<Dataset> ds;
+  if (spec.has_npy() || spec.has_hdf5()) {
+    absl::StatusOr<std::shared_ptr<const ArraySource>> arrays =
+        spec.has_npy()
+            ? OpenNpySource(spec.npy().path(), spec.npy().labels(), beneath)
+            : OpenHdf5Source(spec.hdf5().path(), spec.hdf5().dataset(),
+                             spec.hdf5().labels(), options_.l1_bytes, beneath);
+    if (!arrays.ok()) return arrays.status();
+    ds = ArrayDataset(*std::move(arrays),
+                      spec.has_npy() ? absl::StrCat("npy:", spec.npy().path())
+                                     : absl::StrCat("hdf5:", spec.hdf5().path(), ":",
+                                                    spec.hdf5().dataset()));
+  } else {
+    ds = spec.has_folder() ? LoadFolderDataset(spec.folder().path(), limits)
+         : spec.has_list() ? LoadListDataset(spec.list().path(), spec.list().root())
+                           : LoadLmdbDataset(spec.lmdb().path(), spec.lmdb().manifest());
+  }
   if (!ds.ok()) return ds.status();
   ds->beneath = std::move(beneath);
   return std::make_shared<const Dataset>(*std::move(ds));

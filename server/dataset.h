@@ -16,6 +16,8 @@
 
 namespace stoker {
 
+class ArraySource;  // server/array_source.h
+
 // A dataset's confinement: paths below `prefix` are opened relative to the
 // folder `dir_fd` (which the client proved it could open) and may not leave
 // it, through `..` or symlinks (openat2 RESOLVE_BENEATH). Owns dir_fd.
@@ -48,6 +50,9 @@ struct Dataset {
   std::shared_ptr<const Beneath> beneath;
   // Set for LMDB datasets: samples are read from here, not from files.
   std::shared_ptr<const LmdbEnv> lmdb;
+  // Set for npy/HDF5 datasets: samples are typed arrays read from here
+  // (sample.path is the sample's name, e.g. "file.npy[7]").
+  std::shared_ptr<const ArraySource> arrays;
 
   // The cache key of a sample's file (unique across datasets and sources).
   std::string CacheKey(const std::string& path) const {

@@ -14,15 +14,7 @@
 #include "util/status_macros.h"
 
 namespace stoker {
-namespace {
 
-FileVersion VersionOf(const struct stat& st) {
-  return FileVersion{static_cast<uint64_t>(st.st_size),
-                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                         st.st_mtim.tv_nsec};
-}
-
-// Opens `path` (flags O_RDONLY or O_PATH), confined to `beneath` if set.
 absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
                                  const Beneath* beneath) {
   if (beneath == nullptr) {
@@ -47,6 +39,14 @@ absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
   }
   if (fd < 0) return ErrnoStatus(errno, path);
   return static_cast<int>(fd);
+}
+
+namespace {
+
+FileVersion VersionOf(const struct stat& st) {
+  return FileVersion{static_cast<uint64_t>(st.st_size),
+                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                         st.st_mtim.tv_nsec};
 }
 
 class PosixFileSystem : public FileSystem {

@@ -25,6 +25,13 @@ struct FileVersion {
   }
 };
 
+// Opens `path` with `flags` (O_RDONLY or O_PATH; O_CLOEXEC is added),
+// confined to `beneath` if set (openat2 RESOLVE_BENEATH): PERMISSION_DENIED
+// for a path outside its folder or leading out of it. The caller closes
+// the descriptor.
+absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
+                                 const Beneath* beneath);
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;

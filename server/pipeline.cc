@@ -20,6 +20,7 @@ const char* KindName(FieldSpec::Kind k) {
     case FieldSpec::KIND_IMAGE: return "image";
     case FieldSpec::KIND_MASK: return "mask";
     case FieldSpec::KIND_LABEL: return "label";
+    case FieldSpec::KIND_ARRAY: return "array";
     default: return "unspecified";
   }
 }
@@ -138,8 +139,12 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       if (fs.shape_size() != 0)
         return bad(absl::StrCat("shape ", shape, " must be [] (a scalar)"));
       break;
+    case FieldSpec::KIND_ARRAY:
+      if (fs.chw()) return bad("chw applies to images only");
+      if (fs.shape_size() > 6) return bad(absl::StrCat("shape ", shape, ": at most 6 dimensions"));
+      break;
     default:
-      return bad("kind must be one of image, mask, label");
+      return bad("kind must be one of image, mask, label, array");
   }
   if (f->spatial() && (f->height <= 0 || f->width <= 0 ||
                        f->height > 16384 || f->width > 16384))
@@ -226,14 +231,18 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
       const FieldPlan& f = p.fields_[i];
       const bool named = std::find(op.fields().begin(), op.fields().end(),
                                    f.name) != op.fields().end();
-      const bool fits = normalize ? f.kind == FieldSpec::KIND_IMAGE &&
-                                        f.dtype != shm::kDTypeUint8
+      const bool is_float = f.dtype == shm::kDTypeFloat32 || f.dtype == shm::kDTypeFloat16;
+      const bool patch = op.op_case() == v1::Op::kRandomPatch;
+      const bool fits = normalize ? (f.kind == FieldSpec::KIND_IMAGE ||
+                                     f.kind == FieldSpec::KIND_ARRAY) && is_float
+                        : patch   ? f.kind == FieldSpec::KIND_ARRAY
                                   : f.spatial();
       if (named && !fits) {
         return bad(absl::StrCat(
             "field '", f.name, "' is a ", KindName(f.kind), " of ",
             DTypeName(static_cast<v1::DType>(f.dtype - 1)), "; ", OpName(op),
-            normalize ? " applies to float32/float16 images"
+            normalize ? " applies to float32/float16 images and arrays"
+            : patch   ? " applies to arrays"
                       : " applies to images and masks"));
       }
       if (named || (op.fields().empty() && fits)) step.fields.push_back(static_cast<int>(i));
@@ -298,10 +307,34 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
         p.deterministic_ = false;
         break;
       }
+      case v1::Op::kRandomPatch: {
+        const auto& shape = op.random_patch().shape();
+        for (int i : step.fields) {
+          FieldPlan& f = p.fields_[i];
+          if (static_cast<size_t>(shape.size()) != f.shape.size() ||
+              !std::equal(shape.begin(), shape.end(), f.shape.begin()))
+            return bad(absl::StrCat("patch [", absl::StrJoin(shape, ", "),
+                                    "] differs from field '", f.name, "' [",
+                                    absl::StrJoin(f.shape, ", "), "]"));
+          f.patch.assign(shape.begin(), shape.end());
+        }
+        p.deterministic_ = false;
+        break;
+      }
       case v1::Op::kNormalize: {
         const v1::NormalizeOp& n = op.normalize();
         for (int i : step.fields) {
           FieldPlan& f = p.fields_[i];
+          if (f.kind == FieldSpec::KIND_ARRAY) {
+            if (n.mean_size() != 1 || n.std_size() != 1)
+              return bad(absl::StrCat("mean and std need 1 value each for array field '",
+                                      f.name, "'"));
+            if (!(n.std(0) > 0)) return bad(absl::StrCat("std values must be > 0, got ", n.std(0)));
+            f.normalize = true;
+            f.scale[0] = 1.0f / n.std(0);
+            f.offset[0] = -n.mean(0) / n.std(0);
+            continue;
+          }
           const int c = f.channels;
           if ((n.mean_size() != 1 && n.mean_size() != c) ||
               (n.std_size() != 1 && n.std_size() != c))
@@ -341,8 +374,67 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
           size[i].first));
     }
   }
+  if (p.has_spatial() && p.has_arrays())
+    return absl::InvalidArgumentError(
+        "fields: image/mask fields come from image files, array fields from "
+        "npy/hdf5 sources; one session reads one source");
   p.fingerprint_ += absl::StrCat("|decode", spec.decode());
   return p;
+}
+
+bool Pipeline::has_spatial() const {
+  return std::any_of(fields_.begin(), fields_.end(),
+                     [](const FieldPlan& f) { return f.spatial(); });
+}
+
+bool Pipeline::has_arrays() const {
+  return std::any_of(fields_.begin(), fields_.end(), [](const FieldPlan& f) {
+    return f.kind == FieldSpec::KIND_ARRAY;
+  });
+}
+
+std::vector<uint64_t> Pipeline::RegionOf(const FieldPlan& f,
+                                         const std::vector<uint64_t>& shape) {
+  return f.patch.empty() ? shape : f.patch;
+}
+
+absl::Status Pipeline::CheckArrayShape(const FieldPlan& f,
+                                       const std::vector<uint64_t>& shape,
+                                       const std::string& what) const {
+  const std::string have = absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+  if (f.patch.empty()) {
+    if (shape != f.shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", f.name, "' is [", absl::StrJoin(f.shape, ", "), "] but ",
+          what, " is ", have, ": declare that shape or add a random_patch op"));
+    return absl::OkStatus();
+  }
+  bool fits = shape.size() == f.patch.size();
+  for (size_t d = 0; fits && d < shape.size(); ++d) fits = f.patch[d] <= shape[d];
+  if (!fits)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "random_patch [", absl::StrJoin(f.patch, ", "), "] of field '", f.name,
+        "' does not fit ", what, " ", have));
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<uint64_t>> Pipeline::PlanArrays(
+    const std::vector<uint64_t>& shape, uint64_t seed, uint64_t epoch,
+    uint64_t index) const {
+  std::vector<std::vector<uint64_t>> starts(fields_.size(),
+                                            std::vector<uint64_t>(shape.size(), 0));
+  Rng rng(MixSeed({seed, epoch, index}));
+  for (const Step& step : steps_) {
+    if (step.op.op_case() != v1::Op::kRandomPatch) continue;
+    // One draw per op, shared by the fields it names.
+    const std::vector<uint64_t>& patch = fields_[step.fields[0]].patch;
+    std::vector<uint64_t> start(shape.size(), 0);
+    for (size_t d = 0; d < shape.size() && d < patch.size(); ++d) {
+      start[d] = shape[d] > patch[d] ? rng.Below(shape[d] - patch[d] + 1) : 0;
+    }
+    for (int i : step.fields) starts[i] = start;
+  }
+  return starts;
 }
 
 shm::RingGeometry Pipeline::Geometry(uint32_t slots, uint32_t batch_size) const {

@@ -40,6 +40,9 @@ struct FieldPlan {
   // Float images: out = x * scale[c] + offset[c] (x in 0..255).
   float scale[4] = {1, 1, 1, 1};
   float offset[4] = {0, 0, 0, 0};
+  // Array fields: the random_patch shape (empty: the whole sample).
+  std::vector<uint64_t> patch;
+  bool normalize = false;  // Array fields: x * scale[0] + offset[0].
   bool spatial() const {
     return kind == v1::FieldSpec::KIND_IMAGE || kind == v1::FieldSpec::KIND_MASK;
   }
@@ -61,6 +64,24 @@ class Pipeline {
   // The canvases of a sample whose spatial fields are width x height.
   std::vector<Canvas> Plan(int width, int height, uint64_t seed, uint64_t epoch,
                            uint64_t index) const;
+
+  // Whether any field is an image/mask (needs files) or an array (needs an
+  // npy/HDF5 source).
+  bool has_spatial() const;
+  bool has_arrays() const;
+  // INVALID_ARGUMENT when a sample of `shape` cannot fill array field `f`
+  // (its shape, or a patch larger than the sample); `what` names it.
+  absl::Status CheckArrayShape(const FieldPlan& f,
+                               const std::vector<uint64_t>& shape,
+                               const std::string& what) const;
+  // The start of each array field's region in a sample of `shape` (zeros
+  // without a patch), drawn like Plan's geometry.
+  std::vector<std::vector<uint64_t>> PlanArrays(
+      const std::vector<uint64_t>& shape, uint64_t seed, uint64_t epoch,
+      uint64_t index) const;
+  // The region's size for field f in a sample of `shape`.
+  static std::vector<uint64_t> RegionOf(const FieldPlan& f,
+                                        const std::vector<uint64_t>& shape);
 
   // What to ask the decoder for field `f`.
   ImageRequest Request(const FieldPlan& f, const DecodeLimits& limits) const;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/spec_util.h"
+#include "server/array_source.h"
 #include "server/decode.h"
 #include "server/jpeg.h"
 #include "shm/futex.h"
@@ -43,7 +44,7 @@ std::string Diagnose(double ring_fill, double wait_fraction, double decode_busy,
 absl::Status ValidateDatasetSpec(const v1::DatasetSpec& ds) {
   if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
     return absl::InvalidArgumentError(
-        "dataset needs a source: folder, list or lmdb");
+        "dataset needs a source: folder, list, lmdb, npy or hdf5");
   if (DatasetPath(ds).empty())
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(),
@@ -95,6 +96,39 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The pipeline's fields against what the dataset holds.
+absl::Status CheckSource(const Pipeline& p, const Dataset& ds) {
+  if (p.has_spatial() && ds.arrays)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "image and mask fields decode image files, but ", ds.description,
+        " holds arrays: declare array fields"));
+  if (p.has_arrays() && !ds.arrays)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "array fields need an npy or hdf5 source, not ", ds.description));
+  if (!ds.arrays) return absl::OkStatus();
+  // A spec that no sample fits fails now; a folder's odd file (a different
+  // or corrupt shape) fails when it is read, as a per-sample error.
+  for (const FieldPlan& f : p.fields()) {
+    if (f.kind != v1::FieldSpec::KIND_ARRAY) continue;
+    // The rows of one file share one shape: sample 0 speaks for all.
+    const ArraySource& a = *ds.arrays;
+    const bool one_shape = &a.shape(0) == &a.shape(a.size() - 1);
+    absl::Status first = absl::FailedPreconditionError("no readable sample");
+    for (size_t i = 0; i < (one_shape ? 1 : a.size()); ++i) {
+      if (!a.Broken(i).ok()) continue;
+      absl::Status s = p.CheckArrayShape(f, a.shape(i), a.Name(i));
+      if (s.ok()) break;
+      if (first.code() == absl::StatusCode::kFailedPrecondition) first = s;
+      if (i + 1 == (one_shape ? 1 : a.size())) return first;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 struct ServingSession::BatchJob {
   int slot;
   uint64_t sequence;
@@ -110,6 +144,7 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
     const std::string& shm_name, const PipelineContext& ctx) {
   STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
+  STOKER_RETURN_IF_ERROR(CheckSource(pipeline, *dataset));
   if (pipeline.files() > dataset->files_per_sample) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fields read file ", pipeline.files() - 1, " of each sample, but the "
@@ -250,6 +285,17 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
+  if (dataset_->arrays) {  // Typed arrays: a region copy, no decode stage.
+    absl::Status s = ReadArrays(*job, t);
+    // A file that is not a valid array, or not of a shape the fields take,
+    // is like an undecodable image.
+    FinishSample(job, t,
+                 s.ok() ? shm::kSampleOk
+                 : s.code() == absl::StatusCode::kDataLoss ? shm::kSampleDecodeError
+                                                           : shm::kSampleReadError,
+                 s);
+    return;
+  }
   if (pipeline_.deterministic()) {
     if (Bytes done = ctx_.decoded_cache->Lookup(DecodedKey(t.index))) {
       const char* p = done->data();
@@ -282,6 +328,49 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
   ctx_.decode_pool->Schedule([this, job, t, files = std::move(files)] {
     DecodeSample(job, t, files);
   });
+}
+
+absl::Status ServingSession::ReadArrays(const BatchJob& job,
+                                        const SampleTask& t) {
+  const ArraySource& src = *dataset_->arrays;
+  STOKER_RETURN_IF_ERROR(src.Broken(t.index));
+  const std::vector<uint64_t>& shape = src.shape(t.index);
+  for (const FieldPlan& field : pipeline_.fields()) {
+    if (field.kind != v1::FieldSpec::KIND_ARRAY) continue;
+    absl::Status fits = pipeline_.CheckArrayShape(field, shape, "the sample");
+    if (!fits.ok()) return absl::DataLossError(fits.message());
+  }
+  const std::vector<std::vector<uint64_t>> starts =
+      pipeline_.PlanArrays(shape, spec_.seed(), job.epoch, t.index);
+  const uint64_t t0 = shm::MonotonicNanos();
+  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+    const FieldPlan& field = pipeline_.fields()[f];
+    if (field.kind != v1::FieldSpec::KIND_ARRAY) continue;
+    const std::vector<uint64_t> region = Pipeline::RegionOf(field, shape);
+    uint8_t* out = SampleOut(job, f, t.i);
+    if (!field.normalize) {
+      STOKER_RETURN_IF_ERROR(src.Read(t.index, starts[f].data(), region.data(),
+                                      FromRingDType(field.dtype), out));
+      continue;
+    }
+    thread_local std::vector<float> tmp;
+    uint64_t n = 1;
+    for (uint64_t d : region) n *= d;
+    tmp.resize(n);
+    STOKER_RETURN_IF_ERROR(src.Read(t.index, starts[f].data(), region.data(),
+                                    ElemType::kFloat32,
+                                    reinterpret_cast<uint8_t*>(tmp.data())));
+    const float scale = field.scale[0], offset = field.offset[0];
+    if (field.dtype == shm::kDTypeFloat16) {
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      for (uint64_t k = 0; k < n; ++k) o[k] = FloatToHalf(tmp[k] * scale + offset);
+    } else {
+      auto* o = reinterpret_cast<float*>(out);
+      for (uint64_t k = 0; k < n; ++k) o[k] = tmp[k] * scale + offset;
+    }
+  }
+  ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
+  return absl::OkStatus();
 }
 
 absl::Status ServingSession::RenderSample(const BatchJob& job,
@@ -402,7 +491,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
     } else {
       view.status[i] = status;
       for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
-        if (!pipeline_.fields()[f].spatial()) continue;
+        if (pipeline_.fields()[f].kind == v1::FieldSpec::KIND_LABEL) continue;
         std::memset(SampleOut(*job, f, i), 0, ring_->layout().fields[f].sample_bytes);
       }
     }

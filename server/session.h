@@ -145,6 +145,8 @@ class ServingSession {
   void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
   void DecodeSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
                     const std::vector<Bytes>& files);
+  // Copies every array field of one sample (its region) into the slot.
+  absl::Status ReadArrays(const BatchJob& job, const SampleTask& t);
   // Decodes and writes every image/mask field of one sample; the error
   // names the file.
   absl::Status RenderSample(const BatchJob& job, const SampleTask& t,

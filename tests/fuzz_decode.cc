@@ -24,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "server/array_source.h"
 #include "server/decode.h"
 #include "server/jpeg.h"
 #include "server/pipeline.h"
@@ -171,8 +172,29 @@ Bytes Mutate(const Bytes& in, Rng& rng, std::string* kind) {
   return b;
 }
 
+// A mutated .npy of the photo's pixels: header parse, then a region read
+// of what the header claims (the parse must have bounded it by the data).
+absl::Status RunNpy(const Bytes& bytes, Rng& rng) {
+  absl::StatusOr<NpyHeader> h =
+      ParseNpyHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!h.ok()) return h.status();
+  std::vector<uint64_t> start(h->shape.size()), count(h->shape.size());
+  uint64_t n = 1;
+  for (size_t d = 0; d < h->shape.size(); ++d) {
+    if (h->shape[d] == 0) return absl::OkStatus();
+    start[d] = rng.Below(h->shape[d]);
+    count[d] = 1 + rng.Below(std::min<uint64_t>(h->shape[d] - start[d], 64));
+    n *= count[d];
+  }
+  std::vector<uint8_t> out(n * 4);
+  CopyRegion(reinterpret_cast<const uint8_t*>(bytes.data()) + h->data_offset,
+             h->type, h->shape, start.data(), count.data(), out.data(),
+             ElemType::kFloat32);
+  return absl::OkStatus();
+}
+
 int Run() {
-  std::vector<Bytes> bases;
+  std::vector<Bytes> bases, npys;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(absl::GetFlag(FLAGS_photos), ec)) {
     const std::string ext = e.path().extension().string();
@@ -181,6 +203,18 @@ int Run() {
     std::stringstream ss;
     ss << in.rdbuf();
     for (Bytes& v : Variants(ss.str(), absl::GetFlag(FLAGS_side))) bases.push_back(v);
+    // The photo's pixels as .npy arrays (uint8 HWC and float32).
+    JpegDecoder d;
+    RgbImage px;
+    const std::string jpeg = ss.str();
+    if (d.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), &px).ok()) {
+      const std::vector<uint64_t> shape{static_cast<uint64_t>(px.height),
+                                        static_cast<uint64_t>(px.width), 3};
+      npys.push_back(NpyBytes(ElemType::kUint8, shape, px.pixels.data()));
+      std::vector<float> f(px.pixels.begin(), px.pixels.begin() + 3 * px.width * 16);
+      npys.push_back(NpyBytes(ElemType::kFloat32, {16, static_cast<uint64_t>(px.width), 3},
+                              f.data()));
+    }
   }
   if (bases.empty()) {
     std::fprintf(stderr, "fuzz_decode: no JPEG photos in %s\n",
@@ -205,6 +239,12 @@ int Run() {
   const int total = absl::GetFlag(FLAGS_mutations);
   for (int m = 0; m < total; ++m) {
     std::string kind;
+    if (m % 8 == 7 && !npys.empty()) {  // One in eight: a .npy.
+      const Bytes bad = Mutate(npys[rng.Next() % npys.size()], rng, &kind);
+      absl::Status s = RunNpy(bad, rng);
+      ++outcomes[absl::StrCat("npy ", kind, " ", absl::StatusCodeToString(s.code()))];
+      continue;
+    }
     const Bytes& base = bases[rng.Next() % bases.size()];
     const Bytes bad = Mutate(base, rng, &kind);
     if (SniffImageFormat(reinterpret_cast<const uint8_t*>(base.data()),

@@ -6,8 +6,9 @@
         ...
 
 Any sample, any pipeline: fields= and pipeline= (stoker.image, stoker.mask,
-stoker.label; stoker.resize, letterbox, center_crop, random_resized_crop,
-random_crop, flip, normalize) yield dicts of tensors by field name.
+stoker.label, stoker.array; stoker.resize, letterbox, center_crop,
+random_resized_crop, random_crop, flip, random_patch, normalize) yield dicts
+of tensors by field name.
 
 Pure Python over libstoker.so (ctypes): any CPython >= 3.8, with or without
 numpy and torch. See Loader for the arguments. Errors reported by the daemon raise
@@ -17,15 +18,15 @@ StokerError, which carries the gRPC status code name and message.
 from stoker.errors import SampleErrorWarning, StokerError, StarvationWarning
 from stoker import _native
 from stoker.loader import Loader
-from stoker.pipeline import (image, mask, label, resize, letterbox,
+from stoker.pipeline import (image, mask, label, array, resize, letterbox,
                              center_crop, random_resized_crop, random_crop,
-                             flip, normalize)
+                             flip, random_patch, normalize)
 from stoker._daemon import daemon_socket, stop_embedded_daemon
 
 __version__ = _native.version  # libstoker.so's, so package and library agree.
 
 __all__ = ["Loader", "StokerError", "StarvationWarning", "SampleErrorWarning",
-           "daemon_socket", "image", "mask", "label", "resize", "letterbox",
-           "center_crop", "random_resized_crop", "random_crop", "flip",
-           "normalize",
+           "daemon_socket", "image", "mask", "label", "array", "resize",
+           "letterbox", "center_crop", "random_resized_crop", "random_crop",
+           "flip", "random_patch", "normalize",
            "stop_embedded_daemon", "__version__"]

@@ -83,17 +83,19 @@ class Loader:
         and PNG files), a manifest file of `path[<TAB>path...]<TAB>label`
         lines (paths relative to `root`, default the manifest's folder;
         several paths per line are one sample's files, e.g. image and mask),
-        an LMDB environment (a folder holding data.mdb), or a dict naming the
-        source as stoker.v1.DatasetSpec does ({"lmdb": {"path": ...,
-        "manifest": ...}}).
+        an LMDB environment (a folder holding data.mdb), a .npy file of N
+        samples, or a dict naming the source as stoker.v1.DatasetSpec does:
+        {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
+        folder of .npy, "labels": .npy of N ints}}, {"hdf5": {"path": file
+        or folder, "dataset": name, "labels": dataset name}}.
       batch_size: samples per batch (1..65536).
       transform: the preset: "train" (RandomResizedCrop + flip, the
         default) or "val" (Resize + CenterCrop), both to image_size x
         image_size (default 224).
       fields, pipeline: instead of a preset, the batch's fields and the ops
-        applied to each sample (stoker.image/mask/label and stoker.resize,
-        center_crop, random_resized_crop, random_crop, flip, normalize, or
-        the dicts they return). Batches are then dicts of tensors by field
+        applied to each sample (stoker.image/mask/label/array and
+        stoker.resize, center_crop, random_resized_crop, random_crop, flip,
+        random_patch, normalize, or the dicts they return). Batches are then dicts of tensors by field
         name.
       shuffle, seed: per-epoch permutation from (seed, epoch).
       rank, world_size: DistributedSampler-style sharding. None (default):
@@ -231,17 +233,21 @@ class Loader:
     def _source_spec(dataset, root):
         """The DatasetSpec source dict for `dataset` (see the class doc)."""
         if isinstance(dataset, dict):
-            if len(dataset) != 1 or next(iter(dataset)) not in ("folder", "list", "lmdb"):
+            kinds = ("folder", "list", "lmdb", "npy", "hdf5")
+            if len(dataset) != 1 or next(iter(dataset)) not in kinds:
                 raise ValueError("a dataset dict names one source: folder, "
-                                 f"list or lmdb, got {sorted(dataset)!r}")
+                                 f"list, lmdb, npy or hdf5, got {sorted(dataset)!r}")
             kind, src = next(iter(dataset.items()))
-            src = {k: os.path.abspath(os.fspath(v)) if k in ("path", "root", "manifest")
-                   and v else v for k, v in dict(src).items()}
+            paths = ("path", "root", "manifest") + (("labels",) if kind == "npy" else ())
+            src = {k: os.path.abspath(os.fspath(v)) if k in paths and v else v
+                   for k, v in dict(src).items()}
             return {kind: src}
         if not isinstance(dataset, (str, os.PathLike)):
             raise TypeError(f"dataset must be a path or a dict, got "
                             f"{type(dataset).__name__}")
         path = os.path.abspath(os.fspath(dataset))
+        if path.endswith(".npy"):
+            return {"npy": {"path": path}}
         if os.path.isfile(path):
             return {"list": {"path": path, "root": root}}
         if os.path.isfile(os.path.join(path, "data.mdb")):

@@ -46,6 +46,12 @@ def label(name="label", dtype="int64"):
     return _field("label", name, dtype, ())
 
 
+def array(shape, name="array", dtype="float32"):
+    """A typed array from an npy or hdf5 source: the sample (or the region
+    a random_patch picks), converted by value to dtype."""
+    return _field("array", name, dtype, shape)
+
+
 def _op(kind, fields, **params):
     op = {kind: {k: v for k, v in params.items() if v is not None}}
     if fields:
@@ -93,7 +99,14 @@ def flip(p=0.5, vertical=False, fields=None):
     return _op("flip", fields, probability=float(p), vertical=vertical or None)
 
 
+def random_patch(shape, fields=None):
+    """A random window of `shape` of every array field it names (a patch of
+    a volume), drawn once per sample."""
+    return _op("random_patch", fields, shape=[int(d) for d in shape])
+
+
 def normalize(mean, std, fields=None):
-    """(x / 255 - mean) / std for float image fields; 1 or C values each."""
+    """(x / 255 - mean) / std for float image fields (1 or C values each);
+    (x - mean) / std for float array fields (1 value each)."""
     return _op("normalize", fields, mean=[float(m) for m in mean],
                std=[float(s) for s in std])

@@ -1,0 +1,113 @@
+// Typed-array sample sources: NumPy .npy files and HDF5 datasets. A sample
+// is an N-D array (a feature vector, a volume); reads are regions of it,
+// converted to the field's element type on the way into the ring slot.
+//
+//   npy, one file  [N, ...]: sample i is array[i]; memory-mapped.
+//   npy, a folder of .npy files (sorted): one sample each, any shapes.
+//   HDF5, one file, dataset D [N, ...]: sample i is D[i].
+//   HDF5, a folder of .h5/.hdf5 files: dataset D of each is one sample.
+//
+// NumPy files are mapped read-only: the page cache is their cache, shared
+// by every session and process. An HDF5 dataset no larger than the
+// in-memory budget is read once, whole, into RAM (one large read instead of
+// one library call per sample); a larger one is read by hyperslab per
+// region. Both are shared by all sessions of the daemon while any uses
+// them (a registry keyed by path, size and mtime).
+//
+// Labels: a .npy of N integers (`labels`) or an HDF5 dataset of N integers
+// in the same file; without, every label is 0.
+//
+// Headers are validated when the source opens (magic, version, dtype,
+// C order, shape against the file size): a bad single file is
+// FAILED_PRECONDITION naming it; a bad file in a folder is a broken sample
+// whose reads fail (per-sample errors), never a crash on a later read.
+// Thread-safe after Open.
+#ifndef STOKER_SERVER_ARRAY_SOURCE_H_
+#define STOKER_SERVER_ARRAY_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/dataset.h"
+
+namespace stoker {
+
+// Element types of arrays in files (a superset of the ring's).
+enum class ElemType : uint8_t {
+  kBool, kInt8, kUint8, kInt16, kUint16, kInt32, kUint32, kInt64, kUint64,
+  kFloat16, kFloat32, kFloat64,
+};
+int ElemBytes(ElemType t);
+const char* ElemName(ElemType t);
+// The ring dtype code's element type.
+ElemType FromRingDType(uint32_t dtype);
+
+// Copies the row-major region [start, start + count) of an array of `shape`
+// and type `from` at `src` into `dst` (contiguous, type `to`), converting
+// by value (float to integer truncates toward zero, saturating; NaN is 0).
+void CopyRegion(const uint8_t* src, ElemType from,
+                const std::vector<uint64_t>& shape, const uint64_t* start,
+                const uint64_t* count, uint8_t* dst, ElemType to);
+
+class ArraySource {
+ public:
+  virtual ~ArraySource() = default;
+  virtual size_t size() const = 0;
+  virtual ElemType type() const = 0;
+  // Shape of sample i (without the sample dimension).
+  virtual const std::vector<uint64_t>& shape(size_t i) const = 0;
+  virtual int64_t label(size_t i) const = 0;
+  // What to call sample i in errors and DescribeSamples: "file.npy[7]".
+  virtual std::string Name(size_t i) const = 0;
+  // A file of a folder source that could not be opened (a bad header, not
+  // an HDF5 file): the error its reads return (a per-sample error, as for
+  // a corrupt image); OK otherwise.
+  virtual absl::Status Broken(size_t i) const { return absl::OkStatus(); }
+  // Region of sample i into dst as `to` (see CopyRegion). DATA_LOSS when
+  // the file changed or cannot be read any more.
+  virtual absl::Status Read(size_t i, const uint64_t* start,
+                            const uint64_t* count, ElemType to,
+                            uint8_t* dst) const = 0;
+};
+
+// Opens a NumPy source: `path` a .npy file of N samples or a folder of .npy
+// files; `labels` (may be empty) a .npy of N integers. Paths are opened
+// beneath `beneath` when it is set.
+absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
+    const std::string& path, const std::string& labels,
+    std::shared_ptr<const Beneath> beneath);
+
+// Opens an HDF5 source: `path` a file (dataset `dataset` [N, ...]) or a
+// folder of HDF5 files (dataset `dataset` of each is one sample); `labels`
+// (may be empty) a dataset of N integers in the file. Datasets up to
+// `memory_budget` bytes are read whole into RAM.
+absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
+    const std::string& path, const std::string& dataset,
+    const std::string& labels, uint64_t memory_budget,
+    std::shared_ptr<const Beneath> beneath);
+
+// A Dataset over an array source: one Sample per array sample (its Name
+// and label). FAILED_PRECONDITION for a label outside 0..2^31-1.
+absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
+                                     std::string description);
+
+// Parses a .npy header (for tests and the fuzz run): type, shape, and the
+// offset of the data; FAILED_PRECONDITION naming what is wrong.
+struct NpyHeader {
+  ElemType type = ElemType::kUint8;
+  std::vector<uint64_t> shape;
+  uint64_t data_offset = 0;
+};
+absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* data, size_t size);
+
+// A .npy file's bytes for an array (tests and benchmarks).
+std::string NpyBytes(ElemType type, const std::vector<uint64_t>& shape,
+                     const void* data);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_ARRAY_SOURCE_H_

@@ -1,0 +1,99 @@
+#include "server/array_source.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+std::string Header(const std::string& dict, int version = 1) {
+  std::string out("\x93NUMPY", 6);
+  out += static_cast<char>(version);
+  out += '\0';
+  const size_t len = dict.size();
+  out += static_cast<char>(len & 0xff);
+  out += static_cast<char>(len >> 8);
+  if (version >= 2) out += std::string(2, '\0');
+  return out + dict;
+}
+
+TEST(NpyTest, ParsesWhatNumpyWrites) {
+  const std::vector<float> data(2 * 3 * 4, 1.5f);
+  const std::string bytes = NpyBytes(ElemType::kFloat32, {2, 3, 4}, data.data());
+  auto h = ParseNpyHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->type, ElemType::kFloat32);
+  EXPECT_EQ(h->shape, (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(h->data_offset % 64, 0u);
+  // Version 2 headers and scalars.
+  std::string v2 = Header("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", 2);
+  v2 += std::string(8, '\0');
+  h = ParseNpyHeader(reinterpret_cast<const uint8_t*>(v2.data()), v2.size());
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(h->shape.empty());
+  EXPECT_EQ(h->type, ElemType::kInt64);
+}
+
+TEST(NpyTest, RejectsWhatItCannotReadAndSaysWhy) {
+  struct Case {
+    std::string bytes;
+    const char* words;
+  } cases[] = {
+      {"PK\x03\x04 zip", "no \\x93NUMPY magic"},
+      {Header("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }") +
+           std::string(8, '\0'), "Fortran-order"},
+      {Header("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }") +
+           std::string(8, '\0'), "big-endian"},
+      {Header("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }"),
+       "structured"},
+      {Header("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }"),
+       "not a plain number"},
+      {Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 5), }") +
+           std::string(79, '\0'), "needs 80 bytes"},
+      {Header("{'descr': '<f4', 'fortran_order': False, 'shape': (x,), }"), "bad .npy shape"},
+      {Header("{'descr': '<f4', 'shape': (2,), }"), "lacks 'fortran_order'"},
+      {Header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 9), "version 9"},
+      {Header("{'descr': '<f4', 'fortran_order': False, "
+              "'shape': (4294967296, 4294967296, 4294967296), }"), "absurd"},
+  };
+  for (const Case& c : cases) {
+    auto h = ParseNpyHeader(reinterpret_cast<const uint8_t*>(c.bytes.data()),
+                            c.bytes.size());
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kFailedPrecondition) << c.words;
+    EXPECT_NE(h.status().message().find(c.words), std::string::npos)
+        << h.status().message() << " / wanted: " << c.words;
+  }
+}
+
+TEST(CopyRegionTest, CopiesRegionsAndConvertsByValue) {
+  // A 3 x 4 x 5 array of its own linear index.
+  std::vector<int16_t> a(60);
+  for (int i = 0; i < 60; ++i) a[i] = static_cast<int16_t>(i - 30);
+  const std::vector<uint64_t> shape{3, 4, 5};
+  const uint64_t start[] = {1, 2, 1}, count[] = {2, 2, 3};
+  std::vector<float> out(12);
+  CopyRegion(reinterpret_cast<const uint8_t*>(a.data()), ElemType::kInt16, shape,
+             start, count, reinterpret_cast<uint8_t*>(out.data()), ElemType::kFloat32);
+  int k = 0;
+  for (int z = 1; z < 3; ++z)
+    for (int y = 2; y < 4; ++y)
+      for (int x = 1; x < 4; ++x) EXPECT_EQ(out[k++], z * 20 + y * 5 + x - 30);
+  // Saturating float -> int; NaN -> 0.
+  const double src[] = {1e10, -1e10, 3.9, -3.9, std::nan("")};
+  int8_t small[5];
+  const std::vector<uint64_t> s1{5};
+  const uint64_t zero = 0, five = 5;
+  CopyRegion(reinterpret_cast<const uint8_t*>(src), ElemType::kFloat64, s1, &zero,
+             &five, reinterpret_cast<uint8_t*>(small), ElemType::kInt8);
+  EXPECT_EQ(small[0], 127);
+  EXPECT_EQ(small[1], -128);
+  EXPECT_EQ(small[2], 3);
+  EXPECT_EQ(small[3], -3);
+  EXPECT_EQ(small[4], 0);
+}
+
+}  // namespace
+}  // namespace stoker

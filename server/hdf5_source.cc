@@ -1,0 +1,308 @@
+// HDF5 datasets as an ArraySource (declared in array_source.h), through
+// Debian's libhdf5 (serial, thread-safe build: the library serializes its
+// calls). Files confined to a dataset folder are opened through the
+// descriptor openat2 gave (/proc/self/fd/N), so HDF5 never resolves a path
+// itself.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <hdf5/serial/hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "server/array_source.h"
+#include "server/file_system.h"
+
+namespace stoker {
+namespace {
+
+// Closes an HDF5 id with the matching function.
+class Id {
+ public:
+  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+absl::Status Failed(const std::string& file, const std::string& what) {
+  return absl::FailedPreconditionError(absl::StrCat(file, ": ", what));
+}
+
+absl::StatusOr<ElemType> TypeOf(hid_t dtype, const std::string& file) {
+  const H5T_class_t cls = H5Tget_class(dtype);
+  const size_t size = H5Tget_size(dtype);
+  if (cls == H5T_FLOAT) {
+    if (size == 2) return ElemType::kFloat16;
+    if (size == 4) return ElemType::kFloat32;
+    if (size == 8) return ElemType::kFloat64;
+  } else if (cls == H5T_INTEGER) {
+    const bool sign = H5Tget_sign(dtype) == H5T_SGN_2;
+    switch (size) {
+      case 1: return sign ? ElemType::kInt8 : ElemType::kUint8;
+      case 2: return sign ? ElemType::kInt16 : ElemType::kUint16;
+      case 4: return sign ? ElemType::kInt32 : ElemType::kUint32;
+      case 8: return sign ? ElemType::kInt64 : ElemType::kUint64;
+    }
+  }
+  return Failed(file, "the dataset's elements are not plain numbers");
+}
+
+hid_t MemType(ElemType t) {
+  switch (t) {
+    case ElemType::kBool:
+    case ElemType::kUint8: return H5T_NATIVE_UINT8;
+    case ElemType::kInt8: return H5T_NATIVE_INT8;
+    case ElemType::kInt16: return H5T_NATIVE_INT16;
+    case ElemType::kUint16: return H5T_NATIVE_UINT16;
+    case ElemType::kInt32: return H5T_NATIVE_INT32;
+    case ElemType::kUint32: return H5T_NATIVE_UINT32;
+    case ElemType::kInt64: return H5T_NATIVE_INT64;
+    case ElemType::kUint64: return H5T_NATIVE_UINT64;
+    case ElemType::kFloat16: return -1;  // No native half: read as float.
+    case ElemType::kFloat32: return H5T_NATIVE_FLOAT;
+    case ElemType::kFloat64: return H5T_NATIVE_DOUBLE;
+  }
+  return -1;
+}
+
+// An open file, confined when `beneath` is set.
+struct File {
+  std::string path;
+  std::unique_ptr<Id> id;
+};
+
+absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
+  absl::StatusOr<int> fd = OpenConfined(path, O_RDONLY, beneath);
+  if (!fd.ok()) return fd.status();
+  // The descriptor names the file openat2 checked; HDF5 reopens that file.
+  const std::string via = absl::StrCat("/proc/self/fd/", *fd);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // Errors come back as statuses.
+  const hid_t id = H5Fopen(via.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  close(*fd);
+  if (id < 0) return Failed(path, "not an HDF5 file (or unreadable)");
+  return File{path, std::make_unique<Id>(id, H5Fclose)};
+}
+
+struct Dataset5 {
+  std::unique_ptr<Id> set, space, type;
+  std::vector<uint64_t> dims;
+  ElemType elem = ElemType::kUint8;
+};
+
+absl::StatusOr<Dataset5> OpenSet(const File& f, const std::string& name) {
+  Dataset5 d;
+  d.set = std::make_unique<Id>(H5Dopen2(f.id->get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d.set->ok()) return Failed(f.path, absl::StrCat("has no dataset '", name, "'"));
+  d.space = std::make_unique<Id>(H5Dget_space(d.set->get()), H5Sclose);
+  d.type = std::make_unique<Id>(H5Dget_type(d.set->get()), H5Tclose);
+  if (!d.space->ok() || !d.type->ok()) return Failed(f.path, "unreadable dataset");
+  const int nd = H5Sget_simple_extent_ndims(d.space->get());
+  if (nd < 0 || nd > 32) return Failed(f.path, "dataset of an unknown rank");
+  std::vector<hsize_t> dims(nd);
+  H5Sget_simple_extent_dims(d.space->get(), dims.data(), nullptr);
+  d.dims.assign(dims.begin(), dims.end());
+  absl::StatusOr<ElemType> t = TypeOf(d.type->get(), f.path);
+  if (!t.ok()) return t.status();
+  d.elem = *t;
+  return d;
+}
+
+// Reads the hyperslab [start, start + count) of `d` into dst as `to`.
+absl::Status ReadSlab(const Dataset5& d, const std::vector<hsize_t>& start,
+                      const std::vector<hsize_t>& count, ElemType to,
+                      uint8_t* dst, const std::string& what) {
+  Id fspace(H5Scopy(d.space->get()), H5Sclose);
+  Id mspace(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
+            H5Sclose);
+  if (!fspace.ok() || !mspace.ok() ||
+      H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr,
+                          count.data(), nullptr) < 0) {
+    return absl::DataLossError(absl::StrCat(what, ": bad region"));
+  }
+  hsize_t n = 1;
+  for (hsize_t c : count) n *= c;
+  const hid_t mem = MemType(to);
+  if (mem < 0) {  // float16: read float32, then narrow.
+    std::vector<float> tmp(n);
+    if (H5Dread(d.set->get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(),
+                H5P_DEFAULT, tmp.data()) < 0)
+      return absl::DataLossError(absl::StrCat(what, ": HDF5 read failed"));
+    const std::vector<uint64_t> shape{n};
+    const uint64_t zero = 0, all = n;
+    CopyRegion(reinterpret_cast<const uint8_t*>(tmp.data()), ElemType::kFloat32,
+               shape, &zero, &all, dst, to);
+    return absl::OkStatus();
+  }
+  if (H5Dread(d.set->get(), mem, mspace.get(), fspace.get(), H5P_DEFAULT, dst) < 0)
+    return absl::DataLossError(absl::StrCat(what, ": HDF5 read failed"));
+  return absl::OkStatus();
+}
+
+class Hdf5Source : public ArraySource {
+ public:
+  size_t size() const override { return folder_ ? files_.size() : rows_; }
+  ElemType type() const override { return elem_; }
+  const std::vector<uint64_t>& shape(size_t i) const override {
+    return folder_ ? shapes_[i] : row_shape_;
+  }
+  int64_t label(size_t i) const override { return labels_.empty() ? 0 : labels_[i]; }
+  absl::Status Broken(size_t i) const override {
+    return broken_.empty() ? absl::OkStatus() : broken_[i];
+  }
+  std::string Name(size_t i) const override {
+    return folder_ ? files_[i] : absl::StrCat(path_, ":", dataset_, "[", i, "]");
+  }
+  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count,
+                    ElemType to, uint8_t* dst) const override {
+    if (absl::Status b = Broken(i); !b.ok()) return b;
+    const std::vector<uint64_t>& sh = shape(i);
+    if (memory_ != nullptr) {  // Whole dataset in RAM.
+      uint64_t row = ElemBytes(elem_);
+      for (uint64_t d : row_shape_) row *= d;
+      CopyRegion(reinterpret_cast<const uint8_t*>(memory_->data()) + i * row,
+                 elem_, sh, start, count, dst, to);
+      return absl::OkStatus();
+    }
+    std::vector<hsize_t> s, c;
+    if (folder_) {
+      absl::StatusOr<File> f = OpenFile(files_[i], beneath_.get());
+      if (!f.ok()) return absl::DataLossError(f.status().message());
+      absl::StatusOr<Dataset5> d = OpenSet(*f, dataset_);
+      if (!d.ok()) return absl::DataLossError(d.status().message());
+      s.assign(start, start + sh.size());
+      c.assign(count, count + sh.size());
+      return ReadSlab(*d, s, c, to, dst, files_[i]);
+    }
+    s.push_back(i);
+    c.push_back(1);
+    s.insert(s.end(), start, start + sh.size());
+    c.insert(c.end(), count, count + sh.size());
+    return ReadSlab(set_, s, c, to, dst, Name(i));
+  }
+
+  bool folder_ = false;
+  std::string path_, dataset_;
+  std::vector<std::string> files_;
+  std::vector<std::vector<uint64_t>> shapes_;
+  std::vector<uint64_t> row_shape_;
+  uint64_t rows_ = 0;
+  ElemType elem_ = ElemType::kUint8;
+  std::vector<int64_t> labels_;
+  std::vector<absl::Status> broken_;  // Folder: per file.
+  File file_;        // Single file: kept open.
+  Dataset5 set_;
+  std::shared_ptr<const std::string> memory_;
+  std::shared_ptr<const Beneath> beneath_;
+};
+
+absl::StatusOr<std::vector<int64_t>> ReadLabels(const File& f, const std::string& name,
+                                                size_t n) {
+  absl::StatusOr<Dataset5> d = OpenSet(f, name);
+  if (!d.ok()) return d.status();
+  if (d->dims.size() != 1 || d->dims[0] != n || d->elem == ElemType::kFloat16 ||
+      d->elem == ElemType::kFloat32 || d->elem == ElemType::kFloat64) {
+    return Failed(f.path, absl::StrCat("labels '", name, "' must be 1-D integers, ",
+                                       n, " of them"));
+  }
+  std::vector<int64_t> out(n);
+  absl::Status s = ReadSlab(*d, {0}, {static_cast<hsize_t>(n)}, ElemType::kInt64,
+                            reinterpret_cast<uint8_t*>(out.data()), f.path);
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
+    const std::string& path, const std::string& dataset,
+    const std::string& labels, uint64_t memory_budget,
+    std::shared_ptr<const Beneath> beneath) {
+  if (dataset.empty())
+    return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
+  auto src = std::make_shared<Hdf5Source>();
+  src->path_ = path;
+  src->dataset_ = dataset;
+  src->beneath_ = beneath;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
+  if (std::filesystem::is_directory(path, ec)) {
+    src->folder_ = true;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+      const std::string ext = e.path().extension().string();
+      if ((ext == ".h5" || ext == ".hdf5") && e.is_regular_file(ec)) {
+        src->files_.push_back(e.path().string());
+      }
+    }
+    std::sort(src->files_.begin(), src->files_.end());
+    if (src->files_.empty()) return Failed(path, "holds no .h5/.hdf5 files");
+    bool typed = false;
+    for (const std::string& name : src->files_) {
+      absl::StatusOr<File> f = OpenFile(name, beneath.get());
+      absl::StatusOr<Dataset5> d =
+          f.ok() ? OpenSet(*f, dataset) : absl::StatusOr<Dataset5>(f.status());
+      if (!d.ok()) {  // A broken sample, reported when it is read.
+        src->broken_.push_back(absl::DataLossError(d.status().message()));
+        src->shapes_.emplace_back();
+        continue;
+      }
+      if (typed && d->elem != src->elem_)
+        return Failed(name, "its element type differs from the folder's first file's");
+      typed = true;
+      src->elem_ = d->elem;
+      src->shapes_.push_back(d->dims);
+      src->broken_.push_back(absl::OkStatus());
+    }
+    if (!typed) return Failed(path, "holds no readable HDF5 file");
+    if (!labels.empty())
+      return absl::InvalidArgumentError(
+          "dataset.hdf5.labels applies to a single file, not a folder");
+    return std::shared_ptr<const ArraySource>(std::move(src));
+  }
+  absl::StatusOr<File> f = OpenFile(path, beneath.get());
+  if (!f.ok()) return f.status();
+  absl::StatusOr<Dataset5> d = OpenSet(*f, dataset);
+  if (!d.ok()) return d.status();
+  if (d->dims.empty() || d->dims[0] == 0)
+    return Failed(path, absl::StrCat("dataset '", dataset,
+                                     "' needs a first dimension of samples"));
+  src->rows_ = d->dims[0];
+  src->row_shape_.assign(d->dims.begin() + 1, d->dims.end());
+  src->elem_ = d->elem;
+  if (!labels.empty()) {
+    absl::StatusOr<std::vector<int64_t>> l = ReadLabels(*f, labels, src->rows_);
+    if (!l.ok()) return l.status();
+    src->labels_ = *std::move(l);
+  }
+  uint64_t bytes = ElemBytes(src->elem_);
+  for (uint64_t dim : d->dims) bytes *= dim;
+  src->set_ = *std::move(d);
+  if (bytes <= memory_budget && src->elem_ != ElemType::kFloat16) {
+    // One read of everything: per-sample reads would cost a library call
+    // (and its lock) each.
+    auto all = std::make_shared<std::string>(bytes, '\0');
+    std::vector<hsize_t> start(src->set_.dims.size(), 0), count(src->set_.dims.begin(),
+                                                                 src->set_.dims.end());
+    absl::Status s = ReadSlab(src->set_, start, count, src->elem_,
+                              reinterpret_cast<uint8_t*>(all->data()), path);
+    if (!s.ok()) return s;
+    src->memory_ = std::move(all);
+  }
+  src->file_ = *std::move(f);
+  return std::shared_ptr<const ArraySource>(std::move(src));
+}
+
+}  // namespace stoker

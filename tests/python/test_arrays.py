@@ -1,0 +1,187 @@
+"""NumPy and HDF5 sources through a real stokerd: fields bit-identical to a
+numpy/h5py reference in the same plan order, patches of volumes, dtype
+conversion and normalize, bad inputs named."""
+
+import os
+
+import pytest
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+h5py = pytest.importorskip("h5py")
+
+import stoker
+
+
+def loader(daemon, source, fields, pipeline=(), **kw):
+    args = dict(batch_size=64, shuffle=True, seed=7, socket=daemon.socket,
+                fields=fields, pipeline=list(pipeline))
+    args.update(kw)
+    return stoker.Loader(source, **args)
+
+
+@pytest.fixture(scope="module")
+def features(tmp_path_factory):
+    d = tmp_path_factory.mktemp("feats")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1000, 24)).astype(np.float32)
+    y = rng.integers(0, 50, 1000)
+    np.save(d / "x.npy", x)
+    np.save(d / "y.npy", y)
+    np.save(d / "x64.npy", x.astype(np.float64))
+    with h5py.File(d / "f.h5", "w") as f:
+        f["x"] = x
+        f["y"] = y
+        f["i16"] = (x * 100).astype(np.int16)
+    return d, x, y
+
+
+@pytest.mark.parametrize("kind", ["npy", "hdf5"])
+def test_features_are_bit_identical_in_plan_order(daemon, features, kind):
+    d, x, y = features
+    src = ({"npy": {"path": str(d / "x.npy"), "labels": str(d / "y.npy")}}
+           if kind == "npy" else
+           {"hdf5": {"path": str(d / "f.h5"), "dataset": "x", "labels": "y"}})
+    ld = loader(daemon, src, [stoker.array((24,), "features"), stoker.label()])
+    seen = []
+    for epoch in range(2):
+        ld.set_epoch(epoch)
+        for b in ld.batches():
+            idx = np.array(b.indices)  # A copy: views would hold the slot.
+            assert np.array_equal(b.field("features"), x[idx])  # Bit-identical.
+            assert np.array_equal(b.field("label"), y[idx])
+            seen.append(idx)
+    order0 = np.concatenate(seen[:16])
+    assert sorted(order0) == list(range(1000))  # One epoch: each once.
+    assert not np.array_equal(order0, np.concatenate(seen[16:]))  # Reshuffled.
+
+
+def test_conversion_and_normalize(daemon, features):
+    d, x, _ = features
+    ld = loader(daemon, {"npy": {"path": str(d / "x64.npy")}},
+                [stoker.array((24,), "f16", dtype="float16")],
+                [stoker.normalize([0.5], [2.0])], shuffle=False)
+    b = next(ld.batches())
+    want = ((x[:64].astype(np.float64) - 0.5) / 2.0).astype(np.float16)
+    got = np.asarray(b.field("f16"))
+    assert np.abs(got.astype(np.float32) - want.astype(np.float32)).max() <= 2e-3
+    ld = loader(daemon, {"hdf5": {"path": str(d / "f.h5"), "dataset": "i16"}},
+                [stoker.array((24,), "wide", dtype="int64")], shuffle=False)
+    b = next(ld.batches())
+    assert np.array_equal(b.field("wide"), (x[:64] * 100).astype(np.int16))
+
+
+@pytest.fixture(scope="module")
+def volumes(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vols")
+    rng = np.random.default_rng(1)
+    vols = [rng.standard_normal(s).astype(np.float32)
+            for s in ((20, 30, 40), (24, 26, 33), (21, 31, 41))]
+    os.mkdir(d / "npy")
+    os.mkdir(d / "h5")
+    for i, v in enumerate(vols):
+        np.save(d / "npy" / f"v{i}.npy", v)
+        with h5py.File(d / "h5" / f"v{i}.h5", "w") as f:
+            f["vol"] = v
+    return d, vols
+
+
+def find_patch(vol, patch):
+    pz, py, px = patch.shape
+    for z in range(vol.shape[0] - pz + 1):
+        for y in range(vol.shape[1] - py + 1):
+            for x in range(vol.shape[2] - px + 1):
+                if np.array_equal(vol[z:z + pz, y:y + py, x:x + px], patch):
+                    return (z, y, x)
+    return None
+
+
+@pytest.mark.parametrize("kind", ["npy", "h5"])
+def test_volume_patches_are_regions_of_their_volume(daemon, volumes, kind):
+    d, vols = volumes
+    src = ({"npy": {"path": str(d / "npy")}} if kind == "npy" else
+           {"hdf5": {"path": str(d / "h5"), "dataset": "vol"}})
+    ld = loader(daemon, src, [stoker.array((8, 9, 10), "patch")],
+                [stoker.random_patch((8, 9, 10))], batch_size=3, seed=2)
+    corners = {}
+    for epoch in range(3):
+        ld.set_epoch(epoch)
+        for b in ld.batches():
+            for i, p in zip(b.indices, np.asarray(b.field("patch"))):
+                corner = find_patch(vols[int(i)], p)
+                assert corner is not None
+                corners[(epoch, int(i))] = corner
+    assert len(set(corners.values())) > 3  # Drawn anew per epoch and sample.
+    ld.set_epoch(1)  # Deterministic: the same epoch gives the same patches.
+    for b in ld.batches():
+        for i, p in zip(b.indices, np.asarray(b.field("patch"))):
+            assert find_patch(vols[int(i)], p) == corners[(1, int(i))]
+
+
+@pytest.mark.parametrize("fields, pipeline, source, words", [
+    ([stoker.array((25, 9, 10))], [stoker.random_patch((25, 9, 10))],
+     "npy", "does not fit"),
+    ([stoker.array((19, 30, 40))], [], "npy", "add a random_patch op"),
+    ([stoker.array((4, 4, 4))], [stoker.random_patch((4, 4))], "npy",
+     "patch [4, 4] differs from field 'array'"),
+    ([stoker.image(8, 8)], [stoker.center_crop(8)], "npy",
+     "holds arrays: declare array fields"),
+])
+def test_bad_array_specs_name_what_is_wrong(daemon, volumes, fields, pipeline,
+                                            source, words):
+    d, _ = volumes
+    ld = loader(daemon, {"npy": {"path": str(d / "npy")}}, fields, pipeline)
+    with pytest.raises(stoker.StokerError) as e:
+        next(iter(ld))
+    assert e.value.code == "INVALID_ARGUMENT" and words in str(e.value)
+
+
+def test_a_volume_the_patch_does_not_fit_is_a_per_sample_error(daemon, volumes):
+    d, _ = volumes  # Depths 20, 24, 21: a patch 21 deep misses the first.
+    ld = loader(daemon, {"npy": {"path": str(d / "npy")}},
+                [stoker.array((21, 9, 10))], [stoker.random_patch((21, 9, 10))],
+                batch_size=3, shuffle=False, on_error="zeros")
+    with pytest.warns(stoker.SampleErrorWarning, match="v0.npy"):
+        b = list(ld.batches())[0]
+    assert list(b.status) == [2, 0, 0]
+
+
+def test_corrupt_files_are_per_sample_errors(daemon, tmp_path):
+    rng = np.random.default_rng(3)
+    os.mkdir(tmp_path / "npy")
+    os.mkdir(tmp_path / "h5")
+    for i in range(3):
+        v = rng.standard_normal((6, 7)).astype(np.float32)
+        np.save(tmp_path / "npy" / f"{i}.npy", v)
+        with h5py.File(tmp_path / "h5" / f"{i}.h5", "w") as f:
+            f["v"] = v
+    raw = (tmp_path / "npy" / "1.npy").read_bytes()
+    (tmp_path / "npy" / "1.npy").write_bytes(raw[:100])  # Truncated data.
+    (tmp_path / "h5" / "1.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 64)
+    for src, bad in (({"npy": {"path": str(tmp_path / "npy")}}, "1.npy"),
+                     ({"hdf5": {"path": str(tmp_path / "h5"), "dataset": "v"}}, "1.h5")):
+        ld = loader(daemon, src, [stoker.array((6, 7), "v")], shuffle=False,
+                    batch_size=3, on_error="zeros")
+        with pytest.warns(stoker.SampleErrorWarning, match=bad):
+            b = list(ld.batches())[0]  # Reported at the epoch's end.
+        assert list(b.status) == [0, 2, 0]
+        assert not np.asarray(b.field("v"))[1].any()
+
+
+def test_bad_single_files_fail_the_session(daemon, tmp_path):
+    np.save(tmp_path / "f.npy", np.asfortranarray(np.ones((4, 3))))
+    (tmp_path / "big.npy").write_bytes(
+        stoker_npy_header("<f4", "(4, 3)") + b"\0" * 10)
+    for name, words in (("f.npy", "Fortran-order"), ("big.npy", "needs 48 bytes")):
+        ld = loader(daemon, {"npy": {"path": str(tmp_path / name)}},
+                    [stoker.array((3,))])
+        with pytest.raises(stoker.StokerError) as e:
+            next(iter(ld))
+        assert e.value.code == "FAILED_PRECONDITION" and words in str(e.value)
+        assert name in str(e.value)
+
+
+def stoker_npy_header(descr, shape):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    d += " " * (63 - (10 + len(d)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(d).to_bytes(2, "little") + d.encode()

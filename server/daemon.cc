@@ -69,7 +69,7 @@ absl::Status Daemon::Start() {
     if (!l2.ok()) return l2.status();
     l2_ = *std::move(l2);
   }
-  fetcher_ = std::make_unique<SampleFetcher>(options_.fs, &l1_, l2_.get(),
+  fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(),
                                              options_.reader_threads);
   reader_pool_ =
       std::make_unique<ThreadPool>("stoker-io", options_.reader_threads);
@@ -137,6 +137,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
                            : LoadLmdbDataset(spec.lmdb().path(), spec.lmdb().manifest());
   }
   if (!ds.ok()) return ds.status();
+  if (!ds->arrays) {
+    ds->files = ds->lmdb ? MakeLmdbSource(ds->lmdb) : MakeFileSource(options_.fs, beneath);
+  }
   ds->beneath = std::move(beneath);
   return std::make_shared<const Dataset>(*std::move(ds));
 }

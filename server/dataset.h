@@ -16,7 +16,8 @@
 
 namespace stoker {
 
-class ArraySource;  // server/array_source.h
+class ArraySource;   // server/array_source.h
+class SampleSource;  // server/sample_source.h
 
 // A dataset's confinement: paths below `prefix` are opened relative to the
 // folder `dir_fd` (which the client proved it could open) and may not leave
@@ -48,16 +49,15 @@ struct Dataset {
   // Set when the dataset is confined to a folder its client proved it could
   // open: every read and stat stays beneath it.
   std::shared_ptr<const Beneath> beneath;
-  // Set for LMDB datasets: samples are read from here, not from files.
+  // Where the samples' files are read (files, confined or not, or the
+  // LMDB environment); set by the daemon when it opens the dataset.
+  std::shared_ptr<const SampleSource> files;
+  // Set for LMDB datasets (the daemon makes it the source).
   std::shared_ptr<const LmdbEnv> lmdb;
   // Set for npy/HDF5 datasets: samples are typed arrays read from here
   // (sample.path is the sample's name, e.g. "file.npy[7]").
   std::shared_ptr<const ArraySource> arrays;
 
-  // The cache key of a sample's file (unique across datasets and sources).
-  std::string CacheKey(const std::string& path) const {
-    return lmdb ? "lmdb:" + lmdb->path() + ":" + path : path;
-  }
 };
 
 // Bounds on a folder scan (a folder may be huge, slow, or loop through

@@ -5,15 +5,18 @@
 
 namespace stoker {
 
-SampleFetcher::SampleFetcher(FileSystem* fs, ShardedLruCache* l1, L2Cache* l2,
+SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2,
                              int reader_threads)
-    : fs_(fs), l1_(l1), l2_(l2), reader_threads_(reader_threads) {}
+    : l1_(l1), l2_(l2), reader_threads_(reader_threads) {}
 
 absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                            const std::string& path,
                                            bool* from_source) {
   if (from_source != nullptr) *from_source = false;
-  const std::string key = ds.CacheKey(path);
+  if (ds.files == nullptr) {
+    return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
+  }
+  const std::string key = ds.files->CacheKey(path);
   std::shared_ptr<Inflight> flight;
   bool leader = false;
   {
@@ -48,12 +51,13 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
                                           const std::string& key,
                                           bool* read_source) {
   // Files can change between runs, so an L2 entry is checked against the
-  // file's current size and mtime. LMDB datasets are local already: no L2.
-  const bool use_l2 = l2_ != nullptr && ds.lmdb == nullptr;
+  // file's current size and mtime. Unversioned sources (LMDB) are local
+  // already: no L2.
+  const bool use_l2 = l2_ != nullptr && ds.files->Versioned();
   FileVersion version;
   if (use_l2) {
     stats_.fetch_add(1, std::memory_order_relaxed);
-    absl::StatusOr<FileVersion> v = fs_->Stat(path, ds.beneath.get());
+    absl::StatusOr<FileVersion> v = ds.files->Stat(path);
     if (!v.ok()) {
       read_errors_.fetch_add(1, std::memory_order_relaxed);
       return v.status();
@@ -79,9 +83,7 @@ absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 FileVersion* version) {
   auto bytes = std::make_shared<std::string>();
   const uint64_t t0 = shm::MonotonicNanos();
-  absl::Status s = ds.lmdb ? ds.lmdb->Get(path, bytes.get())
-                           : fs_->ReadFile(path, bytes.get(), version,
-                                           ds.beneath.get());
+  absl::Status s = ds.files->Read(path, bytes.get(), version);
   const uint64_t ns = shm::MonotonicNanos() - t0;
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_ns_total_.fetch_add(ns, std::memory_order_relaxed);

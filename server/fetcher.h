@@ -1,7 +1,7 @@
 // The reader stage's cache hierarchy: a sample's encoded bytes come from L1
 // (RAM), else L2 (LMDB on local disk, validated against the source file's
-// size and mtime), else the source (files through FileSystem, or the LMDB
-// dataset), and are then put into L1 and queued for L2.
+// size and mtime), else the dataset's SampleSource (sample_source.h), and
+// are then put into L1 and queued for L2.
 //
 // Fetch blocks on I/O, so it runs on the reader pool, never on decode
 // threads. Concurrent fetches of one key share a single source read
@@ -23,19 +23,18 @@
 #include "proto/stoker.pb.h"
 #include "server/cache.h"
 #include "server/dataset.h"
-#include "server/file_system.h"
 #include "server/l2_cache.h"
+#include "server/sample_source.h"
 
 namespace stoker {
 
 class SampleFetcher {
  public:
   // `l2` may be null (no L2).
-  SampleFetcher(FileSystem* fs, ShardedLruCache* l1, L2Cache* l2,
-                int reader_threads);
+  SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads);
 
   // The encoded bytes of one of a sample's files (Sample::file(k): a path,
-  // or an LMDB key). Errors are the source's (NOT_FOUND, ...); an empty
+  // or an LMDB key) from ds.files. Errors are the source's (NOT_FOUND, ...); an empty
   // source file is DATA_LOSS "file is empty". Nothing failed is cached.
   // `*from_source` (optional) tells whether the source was read.
   absl::StatusOr<Bytes> Fetch(const Dataset& ds, const std::string& path,
@@ -53,7 +52,6 @@ class SampleFetcher {
   absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
                                    FileVersion* version);
 
-  FileSystem* const fs_;
   ShardedLruCache* const l1_;
   L2Cache* const l2_;
   const int reader_threads_;

@@ -1,0 +1,255 @@
+"""Any sample, any pipeline: Stoker against the PyTorch DataLoader, in one
+run on the same files and cores.
+
+  (a) features: HDF5 [200k, 128] float32 + int labels, batch 8192, shuffled.
+      DataLoader: a Dataset whose __getitem__ reads one row with h5py.
+      Also reported: GB/s against single-thread memcpy bandwidth.
+  (b) volumes: random 72x136x136 float32 patches from four ~0.5 GiB volumes
+      (.npy and HDF5), batch 2. DataLoader: np.load(mmap_mode="r") / h5py
+      slicing per patch. Also: patch GB/s against memcpy bandwidth x cores.
+  (c) segmentation: 512x512 JPEG photos + PNG masks, joint random crop 384
+      + horizontal flip, batch 32. DataLoader: PIL + torchvision functional.
+
+The DataLoader runs at its best num_workers of 0..cores (persistent
+workers); stokerd gets one decode thread per core. Every figure is the
+median of RUNS (default 3) timed passes after one warm-up pass, so files sit
+in the page cache for both. Samples per second; ratios against the
+DataLoader measured in the same run. Run with `make bench` (or directly
+with Debian's python3; data is generated under $STOKER_BENCH_ARRAYS).
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import h5py
+from PIL import Image
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+import stoker  # noqa: E402
+
+BIN = os.path.join(ROOT, "bazel-bin")
+DATA = os.environ.get("STOKER_BENCH_ARRAYS", "/tmp/stoker-bench-arrays")
+CORES = os.cpu_count() or 1
+RUNS = int(os.environ.get("RUNS", "3"))
+PATCH = (72, 136, 136)
+
+
+# ------------------------------------------------------------------ data
+def make_data():
+    os.makedirs(DATA, exist_ok=True)
+    done = os.path.join(DATA, ".complete")
+    if os.path.exists(done):
+        return
+    rng = np.random.default_rng(0)
+    print("bench: generating features, volumes and segmentation pairs in",
+          DATA, flush=True)
+    with h5py.File(os.path.join(DATA, "features.h5"), "w") as f:
+        f["x"] = rng.standard_normal((200_000, 128), dtype=np.float32)
+        f["y"] = rng.integers(0, 1000, 200_000)
+    os.makedirs(os.path.join(DATA, "vol_npy"), exist_ok=True)
+    os.makedirs(os.path.join(DATA, "vol_h5"), exist_ok=True)
+    for k in range(4):  # 4 x 176 x 800 x 900 x 4 B = 4 x 0.47 GiB.
+        v = rng.standard_normal((176, 800, 900), dtype=np.float32)
+        np.save(os.path.join(DATA, "vol_npy", f"v{k}.npy"), v)
+        with h5py.File(os.path.join(DATA, "vol_h5", f"v{k}.h5"), "w") as f:
+            f["vol"] = v
+        print(f"bench: volume {k + 1}/4", flush=True)
+    seg = os.path.join(DATA, "seg")
+    subprocess.run([os.path.join(BIN, "tests", "make_dataset"), "--out", seg,
+                    "--classes", "1", "--per_class", "256", "--min_side", "512",
+                    "--max_side", "512", "--seed", "21"], check=True,
+                   capture_output=True)
+    rows = []
+    folder = os.path.join(seg, "class_00")
+    for name in sorted(os.listdir(folder)):
+        img = np.asarray(Image.open(os.path.join(folder, name)).convert("L"))
+        mask = Image.fromarray((img // 12).astype(np.uint8))  # 22 classes.
+        mname = name.rsplit(".", 1)[0] + "_mask.png"
+        mask.save(os.path.join(folder, mname))
+        rows.append(f"class_00/{name}\tclass_00/{mname}\t0")
+    with open(os.path.join(seg, "pairs.tsv"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+    open(done, "w").close()
+
+
+def memcpy_gbps():
+    a = np.ones(64 << 20, dtype=np.float32)  # 256 MiB.
+    b = np.empty_like(a)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        times.append(time.perf_counter() - t)
+    return a.nbytes / statistics.median(times) / 1e9
+
+
+# ------------------------------------------------------------- datasets
+class Features(torch.utils.data.Dataset):
+    def __init__(self, path):
+        self.path, self.f = path, None
+        with h5py.File(path, "r") as f:
+            self.n = len(f["y"])
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.f is None:  # One handle per worker.
+            self.f = h5py.File(self.path, "r")
+        return torch.from_numpy(self.f["x"][i]), int(self.f["y"][i])
+
+
+class Volumes(torch.utils.data.Dataset):
+    """Random patches; length = patches per pass."""
+
+    def __init__(self, kind, length):
+        self.kind, self.length, self.vols = kind, length, None
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        if self.vols is None:
+            if self.kind == "npy":
+                self.vols = [np.load(os.path.join(DATA, "vol_npy", f"v{k}.npy"),
+                                     mmap_mode="r") for k in range(4)]
+            else:
+                self.vols = [h5py.File(os.path.join(DATA, "vol_h5", f"v{k}.h5"),
+                                       "r")["vol"] for k in range(4)]
+        v = self.vols[i % 4]
+        r = np.random.default_rng(i)
+        z, y, x = (int(r.integers(0, s - p + 1)) for s, p in zip(v.shape, PATCH))
+        return torch.from_numpy(np.ascontiguousarray(
+            v[z:z + PATCH[0], y:y + PATCH[1], x:x + PATCH[2]]))
+
+
+class Pairs(torch.utils.data.Dataset):
+    def __init__(self):
+        root = os.path.join(DATA, "seg")
+        with open(os.path.join(root, "pairs.tsv")) as f:
+            self.rows = [[os.path.join(root, p) for p in line.split("\t")[:2]]
+                         for line in f if line.strip()]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        import torchvision.transforms.functional as F
+        from torchvision.transforms import RandomCrop
+        img = Image.open(self.rows[i][0]).convert("RGB")
+        mask = Image.open(self.rows[i][1])
+        top, left, h, w = RandomCrop.get_params(img, (384, 384))
+        img, mask = F.crop(img, top, left, h, w), F.crop(mask, top, left, h, w)
+        if torch.rand(1) < 0.5:
+            img, mask = F.hflip(img), F.hflip(mask)
+        return F.pil_to_tensor(img), F.pil_to_tensor(mask)
+
+
+# --------------------------------------------------------------- timing
+def timed(iterate, passes=RUNS):
+    """Median seconds of `passes` calls after one warm-up."""
+    iterate()
+    times = []
+    for _ in range(passes):
+        t = time.perf_counter()
+        iterate()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def dataloader_best(dataset, batch, samples):
+    best = None
+    for workers in range(0, CORES + 1):
+        dl = torch.utils.data.DataLoader(
+            dataset, batch_size=batch, shuffle=True, num_workers=workers,
+            persistent_workers=workers > 0)
+
+        def run():
+            for _ in dl:
+                pass
+        rate = samples / timed(run)
+        if best is None or rate > best[0]:
+            best = (rate, workers)
+        del dl
+    return best
+
+
+def stoker_rate(loader, samples, epochs=1):
+    def run():
+        for _ in range(epochs):
+            for _ in loader:
+                pass
+    return samples * epochs / timed(run)
+
+
+def main():
+    make_data()
+    bw = memcpy_gbps()
+    print(f"cores {CORES}; single-thread memcpy {bw:.1f} GB/s; medians of "
+          f"{RUNS} passes after a warm-up\n", flush=True)
+    sock_dir = tempfile.mkdtemp(prefix="stoker-bench-")
+    sock = os.path.join(sock_dir, "s.sock")
+    flags = ["--allow-root"] if os.geteuid() == 0 else []
+    daemon = subprocess.Popen([os.path.join(BIN, "server", "stokerd"), "--socket",
+                               sock, "--threads", str(CORES), *flags],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        rows = []
+        # (a) HDF5 features.
+        n, batch = 200_000, 8192
+        ld = stoker.Loader({"hdf5": {"path": os.path.join(DATA, "features.h5"),
+                                     "dataset": "x", "labels": "y"}},
+                           batch_size=batch, socket=sock,
+                           fields=[stoker.array((128,), "x"), stoker.label()],
+                           pipeline=[])
+        s = stoker_rate(ld, n)
+        ld.close()
+        t, w = dataloader_best(Features(os.path.join(DATA, "features.h5")), batch, n)
+        rows.append(("(a) HDF5 features [200k,128] f32, batch 8192", s, t, w,
+                     s * 512 / 1e9, bw))
+        # (b) Volume patches.
+        patch_bytes = 4 * PATCH[0] * PATCH[1] * PATCH[2]
+        for kind, src in (("npy", {"npy": {"path": os.path.join(DATA, "vol_npy")}}),
+                          ("hdf5", {"hdf5": {"path": os.path.join(DATA, "vol_h5"),
+                                             "dataset": "vol"}})):
+            ld = stoker.Loader(src, batch_size=2, socket=sock, ring_slots=8,
+                               fields=[stoker.array(PATCH, "patch")],
+                               pipeline=[stoker.random_patch(PATCH)])
+            s = stoker_rate(ld, 4, epochs=25)
+            ld.close()
+            t, w = dataloader_best(Volumes(kind, 100), 2, 100)
+            rows.append((f"(b) {kind} patches 72x136x136 f32 of 4 x 0.47 GiB, batch 2",
+                         s, t, w, s * patch_bytes / 1e9, bw * CORES))
+        # (c) Segmentation pairs.
+        ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,
+                           socket=sock,
+                           fields=[stoker.image(384, 384), stoker.mask(384, 384, file=1)],
+                           pipeline=[stoker.random_crop(384), stoker.flip()])
+        s = stoker_rate(ld, 256)
+        ld.close()
+        t, w = dataloader_best(Pairs(), 32, 256)
+        rows.append(("(c) 512x512 JPEG + PNG mask, random crop 384 + flip, batch 32",
+                     s, t, w, None, None))
+    finally:
+        daemon.terminate()
+        daemon.wait()
+    print(f"{'benchmark':62} {'stoker/s':>10} {'DataLoader/s':>13} {'workers':>7} "
+          f"{'ratio':>6} {'GB/s':>6} {'of bw':>6}")
+    for name, s, t, w, gbps, ref in rows:
+        extra = f"{gbps:6.2f} {gbps / ref:6.0%}" if gbps is not None else ""
+        print(f"{name:62} {s:10.1f} {t:13.1f} {w:7d} {s / t:6.2f} {extra}")
+
+
+if __name__ == "__main__":
+    main()

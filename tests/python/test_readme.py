@@ -1,0 +1,26 @@
+"""The README's Python recipes run as written (against a test daemon)."""
+
+import os
+import re
+
+import pytest
+
+pytest.importorskip("numpy")
+pytest.importorskip("torch")
+pytest.importorskip("h5py")
+pytest.importorskip("PIL")
+
+from conftest import ROOT
+
+RECIPES = re.findall(r"```python\n(.*?)```",
+                     open(os.path.join(ROOT, "README.md")).read(), re.S)
+
+
+@pytest.mark.parametrize("code", [c for c in RECIPES if "fields=" in c],
+                         ids=lambda c: c.split("\n")[0][:40])
+def test_recipe_runs(code, daemon, monkeypatch):
+    monkeypatch.setenv("STOKER_SOCKET", daemon.socket)
+    scope = {}
+    exec(compile(code, "README recipe", "exec"), scope)
+    batch = scope["batch"]
+    assert isinstance(batch, dict) and batch  # It iterated and got fields.

@@ -58,6 +58,7 @@ bench: deps
 	bazel-bin/bench/storage_bench --data /tmp/stoker-demo-data
 	$(PYENV) $(PYTHON) bench/loader_overhead.py
 	$(PYTHON) bench/vs_torch.py
+	$(PYTHON) bench/any_sample.py
 
 demo: deps
 	$(BAZEL) build //server:stokerd //client/cpp:stokerctl //tests:make_dataset

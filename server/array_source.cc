@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <emmintrin.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,11 +120,34 @@ void StoreAny(double v, uint8_t* p, ElemType t) {
   }
 }
 
+// Copies `bytes` to 16-byte aligned `dst` with non-temporal stores: the
+// ring slot is read later by another process, so filling the cache with it
+// (and reading each destination line first) only costs bandwidth.
+void StreamCopy(const uint8_t* src, uint8_t* dst, size_t bytes) {
+  size_t k = 0;
+  for (; k + 64 <= bytes; k += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k + 48), d);
+  }
+  std::memcpy(dst + k, src + k, bytes - k);
+}
+
 // One contiguous run of `n` elements.
 void CopyRun(const uint8_t* src, ElemType from, uint64_t n, uint8_t* dst,
              ElemType to) {
   if (from == to) {
-    std::memcpy(dst, src, n * ElemBytes(from));
+    const size_t bytes = n * ElemBytes(from);
+    if (bytes >= 256 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+      StreamCopy(src, dst, bytes);
+    } else {
+      std::memcpy(dst, src, bytes);
+    }
     return;
   }
   if (from == ElemType::kFloat64 && to == ElemType::kFloat32) {  // Common.
@@ -168,14 +192,11 @@ absl::StatusOr<ElemType> NpyType(absl::string_view descr) {
       absl::StrCat("element type '", descr, "' is not a plain number"));
 }
 
-// A read-only mapping of a whole file.
-struct Mapping {
-  const uint8_t* data = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (data != nullptr && size > 0) munmap(const_cast<uint8_t*>(data), size);
-  }
-};
+}  // namespace
+
+Mapping::~Mapping() {
+  if (data != nullptr && size > 0) munmap(const_cast<uint8_t*>(data), size);
+}
 
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
     const std::string& path, const Beneath* beneath) {
@@ -200,6 +221,8 @@ absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
   close(*fd);
   return std::shared_ptr<const Mapping>(std::move(m));
 }
+
+namespace {
 
 struct NpyFile {
   std::string path;
@@ -328,6 +351,7 @@ void CopyRegion(const uint8_t* src, ElemType from,
       idx[d] = 0;
     }
   }
+  _mm_sfence();  // Streamed stores are visible before the slot is published.
 }
 
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,

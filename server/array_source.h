@@ -53,6 +53,17 @@ void CopyRegion(const uint8_t* src, ElemType from,
                 const std::vector<uint64_t>& shape, const uint64_t* start,
                 const uint64_t* count, uint8_t* dst, ElemType to);
 
+// A read-only mapping of a whole file (unmapped when the last owner goes).
+struct Mapping {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  ~Mapping();
+};
+// Maps `path` (opened beneath `beneath` when set). FAILED_PRECONDITION for
+// something that is not a regular file.
+absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(const std::string& path,
+                                                       const Beneath* beneath);
+
 class ArraySource {
  public:
   virtual ~ArraySource() = default;

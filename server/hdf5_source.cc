@@ -1,8 +1,11 @@
 // HDF5 datasets as an ArraySource (declared in array_source.h), through
 // Debian's libhdf5 (serial, thread-safe build: the library serializes its
-// calls). Files confined to a dataset folder are opened through the
-// descriptor openat2 gave (/proc/self/fd/N), so HDF5 never resolves a path
-// itself.
+// calls, so it is kept off the hot path where it can be): a contiguous,
+// unfiltered little-endian dataset is read straight from a read-only
+// mapping of its file at the offset HDF5 reports (as an .npy); a chunked or
+// compressed one by hyperslab through the library. Files confined to a
+// dataset folder are opened through the descriptor openat2 gave
+// (/proc/self/fd/N), so HDF5 never resolves a path itself.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -100,6 +103,10 @@ struct Dataset5 {
   std::unique_ptr<Id> set, space, type;
   std::vector<uint64_t> dims;
   ElemType elem = ElemType::kUint8;
+  // Contiguous, unfiltered, little-endian: its elements at this offset of
+  // the file, readable without the library.
+  bool raw = false;
+  uint64_t offset = 0;
 };
 
 absl::StatusOr<Dataset5> OpenSet(const File& f, const std::string& name) {
@@ -117,6 +124,12 @@ absl::StatusOr<Dataset5> OpenSet(const File& f, const std::string& name) {
   absl::StatusOr<ElemType> t = TypeOf(d.type->get(), f.path);
   if (!t.ok()) return t.status();
   d.elem = *t;
+  Id plist(H5Dget_create_plist(d.set->get()), H5Pclose);
+  const haddr_t at = H5Dget_offset(d.set->get());
+  d.raw = plist.ok() && H5Pget_layout(plist.get()) == H5D_CONTIGUOUS &&
+          H5Pget_nfilters(plist.get()) == 0 && at != HADDR_UNDEF &&
+          (ElemBytes(d.elem) == 1 || H5Tget_order(d.type->get()) == H5T_ORDER_LE);
+  d.offset = at;
   return d;
 }
 
@@ -169,28 +182,50 @@ class Hdf5Source : public ArraySource {
                     ElemType to, uint8_t* dst) const override {
     if (absl::Status b = Broken(i); !b.ok()) return b;
     const std::vector<uint64_t>& sh = shape(i);
+    uint64_t row = ElemBytes(elem_);
+    for (uint64_t d : row_shape_) row *= d;
     if (memory_ != nullptr) {  // Whole dataset in RAM.
-      uint64_t row = ElemBytes(elem_);
-      for (uint64_t d : row_shape_) row *= d;
       CopyRegion(reinterpret_cast<const uint8_t*>(memory_->data()) + i * row,
                  elem_, sh, start, count, dst, to);
       return absl::OkStatus();
     }
+    const Open& o = folder_ ? open_[i] : open_[0];
+    if (o.map != nullptr) {  // Contiguous: straight from the mapping.
+      CopyRegion(o.map->data + o.set.offset + (folder_ ? 0 : i * row), elem_, sh,
+                 start, count, dst, to);
+      return absl::OkStatus();
+    }
     std::vector<hsize_t> s, c;
     if (folder_) {
-      absl::StatusOr<File> f = OpenFile(files_[i], beneath_.get());
-      if (!f.ok()) return absl::DataLossError(f.status().message());
-      absl::StatusOr<Dataset5> d = OpenSet(*f, dataset_);
-      if (!d.ok()) return absl::DataLossError(d.status().message());
       s.assign(start, start + sh.size());
       c.assign(count, count + sh.size());
-      return ReadSlab(*d, s, c, to, dst, files_[i]);
+      return ReadSlab(o.set, s, c, to, dst, files_[i]);
     }
     s.push_back(i);
     c.push_back(1);
     s.insert(s.end(), start, start + sh.size());
     c.insert(c.end(), count, count + sh.size());
-    return ReadSlab(set_, s, c, to, dst, Name(i));
+    return ReadSlab(o.set, s, c, to, dst, Name(i));
+  }
+
+  // One file kept open for reads: its dataset, and a mapping when the
+  // dataset is contiguous.
+  struct Open {
+    File file;
+    Dataset5 set;
+    std::shared_ptr<const Mapping> map;
+  };
+  // Keeps `f` and `d` open, mapping the file when `d` is raw and its bytes
+  // lie inside it.
+  void Keep(File f, Dataset5 d) {
+    Open o{std::move(f), std::move(d), nullptr};
+    if (o.set.raw) {
+      absl::StatusOr<std::shared_ptr<const Mapping>> m = MapFile(o.file.path, beneath_.get());
+      uint64_t bytes = ElemBytes(o.set.elem);
+      for (uint64_t dim : o.set.dims) bytes *= dim;
+      if (m.ok() && o.set.offset + bytes <= (*m)->size) o.map = *std::move(m);
+    }
+    open_.push_back(std::move(o));
   }
 
   bool folder_ = false;
@@ -202,8 +237,7 @@ class Hdf5Source : public ArraySource {
   ElemType elem_ = ElemType::kUint8;
   std::vector<int64_t> labels_;
   std::vector<absl::Status> broken_;  // Folder: per file.
-  File file_;        // Single file: kept open.
-  Dataset5 set_;
+  std::vector<Open> open_;            // Per file (one for a single file).
   std::shared_ptr<const std::string> memory_;
   std::shared_ptr<const Beneath> beneath_;
 };
@@ -257,6 +291,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
       if (!d.ok()) {  // A broken sample, reported when it is read.
         src->broken_.push_back(absl::DataLossError(d.status().message()));
         src->shapes_.emplace_back();
+        src->open_.emplace_back();
         continue;
       }
       if (typed && d->elem != src->elem_)
@@ -265,6 +300,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
       src->elem_ = d->elem;
       src->shapes_.push_back(d->dims);
       src->broken_.push_back(absl::OkStatus());
+      src->Keep(*std::move(f), *std::move(d));
     }
     if (!typed) return Failed(path, "holds no readable HDF5 file");
     if (!labels.empty())
@@ -289,19 +325,19 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   }
   uint64_t bytes = ElemBytes(src->elem_);
   for (uint64_t dim : d->dims) bytes *= dim;
-  src->set_ = *std::move(d);
-  if (bytes <= memory_budget && src->elem_ != ElemType::kFloat16) {
-    // One read of everything: per-sample reads would cost a library call
-    // (and its lock) each.
+  src->Keep(*std::move(f), *std::move(d));
+  const Dataset5& set = src->open_[0].set;
+  if (src->open_[0].map == nullptr && bytes <= memory_budget &&
+      src->elem_ != ElemType::kFloat16) {
+    // Chunked or compressed: one read of everything, not a library call
+    // (and its lock) per sample.
     auto all = std::make_shared<std::string>(bytes, '\0');
-    std::vector<hsize_t> start(src->set_.dims.size(), 0), count(src->set_.dims.begin(),
-                                                                 src->set_.dims.end());
-    absl::Status s = ReadSlab(src->set_, start, count, src->elem_,
+    std::vector<hsize_t> start(set.dims.size(), 0), count(set.dims.begin(), set.dims.end());
+    absl::Status s = ReadSlab(set, start, count, src->elem_,
                               reinterpret_cast<uint8_t*>(all->data()), path);
     if (!s.ok()) return s;
     src->memory_ = std::move(all);
   }
-  src->file_ = *std::move(f);
   return std::shared_ptr<const ArraySource>(std::move(src));
 }
 

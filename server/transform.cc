@@ -325,6 +325,33 @@ void ResampleGeneric(const uint8_t* src, int src_w, int src_h, int channels,
   }
 }
 
+// A box of whole pixels the output's size: every filter is the identity
+// there (the taps are 1 and 0), so rows are copied (mirrored when flipped).
+bool CopyCrop(const uint8_t* src, int src_w, int pixel_bytes, const CropBox& box,
+              int out_w, int out_h, uint8_t* dst) {
+  if (box.w != out_w || box.h != out_h || box.x != std::floor(box.x) ||
+      box.y != std::floor(box.y)) {
+    return false;
+  }
+  const size_t x0 = static_cast<size_t>(box.x), y0 = static_cast<size_t>(box.y);
+  const size_t row = static_cast<size_t>(out_w) * pixel_bytes;
+  for (int y = 0; y < out_h; ++y) {
+    const uint8_t* s = src + ((y0 + y) * src_w + x0) * pixel_bytes;
+    uint8_t* o = dst + y * row;
+    if (!box.flip) {
+      std::memcpy(o, s, row);
+    } else if (pixel_bytes == 1) {
+      for (int x = 0; x < out_w; ++x) o[x] = s[out_w - 1 - x];
+    } else {
+      for (int x = 0; x < out_w; ++x) {
+        std::memcpy(o + static_cast<size_t>(x) * pixel_bytes,
+                    s + static_cast<size_t>(out_w - 1 - x) * pixel_bytes, pixel_bytes);
+      }
+    }
+  }
+  return true;
+}
+
 void ResampleNearest(const uint8_t* src, int src_w, int src_h, int pixel_bytes,
                      const CropBox& box, int out_w, int out_h, uint8_t* dst) {
   thread_local std::vector<int> xs;
@@ -338,6 +365,10 @@ void ResampleNearest(const uint8_t* src, int src_w, int src_h, int pixel_bytes,
                               0, src_h - 1);
     const uint8_t* r = src + static_cast<size_t>(sy) * src_w * pixel_bytes;
     uint8_t* o = dst + static_cast<size_t>(y) * out_w * pixel_bytes;
+    if (pixel_bytes == 1) {  // Masks: no call per pixel.
+      for (int x = 0; x < out_w; ++x) o[x] = r[xs[x]];
+      continue;
+    }
     for (int x = 0; x < out_w; ++x) {
       std::memcpy(o + static_cast<size_t>(x) * pixel_bytes,
                   r + static_cast<size_t>(xs[x]) * pixel_bytes, pixel_bytes);
@@ -348,6 +379,7 @@ void ResampleNearest(const uint8_t* src, int src_w, int src_h, int pixel_bytes,
 void Resample(const uint8_t* src, int src_w, int src_h, int channels,
               int elem_bytes, const CropBox& box, int out_w, int out_h,
               Filter filter, uint8_t* dst) {
+  if (CopyCrop(src, src_w, channels * elem_bytes, box, out_w, out_h, dst)) return;
   if (filter == Filter::kNearest || elem_bytes != 1) {
     ResampleNearest(src, src_w, src_h, channels * elem_bytes, box, out_w,
                     out_h, dst);

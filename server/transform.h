@@ -102,7 +102,9 @@ enum class Filter { kBilinear, kBicubic, kNearest };
 // samples into `dst` (out_w x out_h, packed, mirrored when box.flip).
 // Bilinear and bicubic (uint8 only) are PIL's antialiased filters; 3-channel
 // bilinear is ResizeBox. Nearest (any element size) takes the source pixel
-// under each output pixel's center, as PIL's NEAREST.
+// under each output pixel's center, as PIL's NEAREST. A box of whole pixels
+// the output's size (a plain crop) is copied: every filter is the identity
+// there.
 void Resample(const uint8_t* src, int src_w, int src_h, int channels,
               int elem_bytes, const CropBox& box, int out_w, int out_h,
               Filter filter, uint8_t* dst);

@@ -217,5 +217,24 @@ TEST(NormalizeTest, WritesChwPlanesWithMeanAndStd) {
   for (int i = 0; i < 12; ++i) EXPECT_EQ(half[i], FloatToHalf(out[i]));
 }
 
+// A plain crop is copied instead of filtered: the filters are the identity
+// there, so the copy must equal them bit for bit, mirrored or not.
+TEST(ResampleTest, PlainCropsEqualTheFiltersOutput) {
+  const int w = 37, h = 29;
+  std::vector<uint8_t> src(w * h * 3);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + (i >> 3));
+  for (bool flip : {false, true}) {
+    const CropBox box{5, 3, 20, 17, flip};
+    std::vector<uint8_t> copied(20 * 17 * 3), filtered(20 * 17 * 3), bicubic(20 * 17 * 3);
+    Resample(src.data(), w, h, 3, 1, box, 20, 17, Filter::kBilinear, copied.data());
+    ResizeBox(src.data(), w, h, box, 20, 17, filtered.data());
+    EXPECT_EQ(copied, filtered) << "flip " << flip;
+    // Off by a fraction of a pixel: filtered, not copied.
+    Resample(src.data(), w, h, 3, 1, CropBox{5.5, 3, 20, 17, flip}, 20, 17,
+             Filter::kBilinear, bicubic.data());
+    EXPECT_NE(bicubic, filtered);
+  }
+}
+
 }  // namespace
 }  // namespace stoker

@@ -23,6 +23,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -55,7 +58,7 @@ struct OptionSpec {
 
 constexpr OptionSpec kDatasetOptions[] = {
     {"dataset", false, "ImageFolder-style folder"},
-    {"list", false, "manifest of 'relative/path<TAB>label' lines"},
+    {"list", false, "manifest of 'path[<TAB>path...]<TAB>label' lines"},
     {"root", false, "folder the manifest's paths are relative to"},
     {"lmdb", false, "LMDB environment of encoded samples"},
     {"manifest", false, "key<TAB>label manifest selecting LMDB samples"},
@@ -68,7 +71,10 @@ Commands() {
           {"read",
            {"read epochs from a dataset and print a JSON summary (exit status 1 "
             "when a sample failed, unless --allow-errors)",
-            {{"batch-size", false, "samples per batch (required)"},
+            {{"spec", false,
+              "a SessionSpec in JSON (a file, or - for stdin): any source, "
+              "fields and pipeline; then only --epochs applies"},
+             {"batch-size", false, "samples per batch (required)"},
              {"epochs", false, "epochs to read (default 1)"},
              {"transform", false, "val (default) or train"},
              {"size", false, "output side in pixels (default 224)"},
@@ -220,9 +226,27 @@ bool DatasetFromFlags(const Args& a, v1::DatasetSpec* ds, std::string* error) {
   return true;
 }
 
+// Reads, opens and summarizes `epochs` epochs of a session.
+int ReadSession(Client& client, const v1::SessionSpec& spec, uint64_t epochs,
+                const Args& a);
+
 int Read(Client& client, const Args& a) {
   v1::SessionSpec spec;
   std::string err;
+  if (a.flags.count("spec")) {
+    const std::string path = Flag(a, "spec");
+    std::ifstream file;
+    if (path != "-") file.open(path);
+    std::istream& in = path == "-" ? std::cin : file;
+    if (!in) return Usage(absl::StrCat("cannot read --spec ", path));
+    const std::string json((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+    absl::Status parsed = JsonToProto(json, &spec);
+    if (!parsed.ok()) return Usage(std::string(parsed.message()));
+    uint64_t epochs;
+    if (!UintFlag(a, "epochs", 1, &epochs, &err)) return Usage(err);
+    return ReadSession(client, spec, epochs, a);
+  }
   if (!DatasetFromFlags(a, spec.mutable_dataset(), &err)) return Usage(err);
   // Names map onto the proto's enums (the one schema), not a table here.
   auto set_enum = [&](const char* flag, const char* fallback,
@@ -275,6 +299,11 @@ int Read(Client& client, const Args& a) {
   if (a.flags.count("no-shuffle")) shuffle = false;
   spec.set_shuffle(shuffle);
 
+  return ReadSession(client, spec, epochs, a);
+}
+
+int ReadSession(Client& client, const v1::SessionSpec& spec, uint64_t epochs,
+                const Args& a) {
   auto session = client.OpenSession(spec);
   if (!session.ok()) return Fail(session.status());
   const uint64_t total = epochs * (*session)->batches_per_epoch();

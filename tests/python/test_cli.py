@@ -61,3 +61,31 @@ def test_useless_values_are_refused_with_a_reason(daemon, dataset, tmp_path):
     out = run(STOKERD, "--socket", str(tmp_path / "s.sock"), "--l2-path",
               str(tmp_path / "l2"), "--l2-max-bytes", "0", *ROOT_FLAG)
     assert out.returncode == 2 and "--l2-max-bytes" in out.stderr
+
+
+def test_read_takes_a_whole_spec_as_json(daemon, dataset, tmp_path):
+    """--spec: the same schema every client uses (short enum names too);
+    the checksum equals the flags' for the same preset."""
+    by_flags = json.loads(run(STOKERCTL, "--socket", daemon.socket, "read",
+                              "--dataset", dataset, "--batch-size", "4",
+                              "--size", "32", "--epochs", "2").stdout)
+    spec = {"dataset": {"folder": {"path": dataset}}, "batch_size": 4,
+            "transform": "val", "image_size": 32}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    by_spec = json.loads(run(STOKERCTL, "--socket", daemon.socket, "read",
+                             "--spec", str(tmp_path / "spec.json"),
+                             "--epochs", "2").stdout)
+    assert by_spec["checksum"] == by_flags["checksum"]
+    assert by_spec["samples"] == 48
+    custom = {k: v for k, v in spec.items() if k not in ("transform", "image_size")}
+    custom["fields"] = [{"name": "image", "kind": "image", "shape": [16, 16, 3]},
+                        {"name": "label", "kind": "label", "dtype": "int64"}]
+    custom["pipeline"] = [{"random_crop": {"width": 16, "height": 16}}]
+    out = run(STOKERCTL, "--socket", daemon.socket, "read", "--spec", "-",
+              input=json.dumps(custom))
+    assert out.returncode == 0 and json.loads(out.stdout)["samples"] == 24
+    custom["pipeline"] = [{"random_crop": {"width": 17, "height": 16}}]
+    out = run(STOKERCTL, "--socket", daemon.socket, "read", "--spec", "-",
+              input=json.dumps(custom))
+    assert out.returncode == 1
+    assert "INVALID_ARGUMENT" in out.stderr and "makes it 16x17" in out.stderr

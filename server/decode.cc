@@ -2,6 +2,7 @@
 
 #include <spng.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -70,7 +71,16 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
         " pixels exceeds the limit of ", r.limits.max_pixels));
   }
   const int w = static_cast<int>(ihdr.width), h = static_cast<int>(ihdr.height);
-  plan(w, h);
+  const RegionRequest want = plan(w, h);
+  // Rows [y0, y1) are kept; rows past y1 are never inflated. (Interlaced
+  // images arrive pass by pass: decoded whole.)
+  int y0 = 0, y1 = h;
+  if (want.crop && ihdr.interlace_method == 0) {
+    // The plan is in DCT-scaled coordinates (a PNG is never scaled).
+    const int e = std::clamp(want.eighths, 1, 8);
+    y0 = std::clamp(want.need.y0 * 8 / e, 0, h);
+    y1 = std::clamp((want.need.y1 * 8 + e - 1) / e, y0, h);
+  }
   const bool gray = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE;
   // The formats libspng produces directly; anything else goes through RGB(A).
   int fmt = r.channels == 4 ? SPNG_FMT_RGBA8 : SPNG_FMT_RGB8;
@@ -92,26 +102,43 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
     return absl::ResourceExhaustedError(absl::StrCat(
         "PNG needs ", bytes, " bytes, over the limit of ", r.limits.max_bytes));
   }
-  std::vector<uint8_t> buf(bytes);
-  rc = spng_decode_image(ctx.get(), buf.data(), bytes, fmt,
-                         fmt == SPNG_FMT_RGBA8 ? SPNG_DECODE_TRNS : 0);
-  if (rc != 0) return PngError("data", rc);
+  const size_t row_bytes = bytes / h;
+  const int flags = fmt == SPNG_FMT_RGBA8 ? SPNG_DECODE_TRNS : 0;
+  thread_local std::vector<uint8_t> buf;
+  buf.resize(row_bytes * (y1 - y0));
+  if (y0 == 0 && y1 == h) {
+    rc = spng_decode_image(ctx.get(), buf.data(), buf.size(), fmt, flags);
+    if (rc != 0) return PngError("data", rc);
+  } else {
+    rc = spng_decode_image(ctx.get(), nullptr, 0, fmt, flags | SPNG_DECODE_PROGRESSIVE);
+    if (rc != 0) return PngError("data", rc);
+    thread_local std::vector<uint8_t> skip;
+    skip.resize(row_bytes);
+    for (int y = 0; y < y1; ++y) {
+      rc = spng_decode_row(ctx.get(), y < y0 ? skip.data() : &buf[(y - y0) * row_bytes],
+                           row_bytes);
+      if (rc != 0 && !(rc == SPNG_EOI && y == h - 1)) return PngError("data", rc);
+    }
+  }
+  const int64_t kept = int64_t{w} * (y1 - y0);
   out->width = out->scaled_width = w;
-  out->height = out->scaled_height = h;
-  out->x = out->y = 0;
+  out->height = y1 - y0;
+  out->scaled_height = h;
+  out->x = 0;
+  out->y = y0;
   out->channels = r.channels;
   out->elem_bytes = r.elem_bytes;
   if (direct_bytes == r.elem_bytes) {
-    out->pixels = std::move(buf);
+    out->pixels.swap(buf);  // Both stay reusable per-thread buffers.
   } else if (direct_bytes == 1) {  // 8-bit gray widened to 16.
-    out->pixels.resize(static_cast<size_t>(pixels) * 2);
-    for (int64_t i = 0; i < pixels; ++i) {
+    out->pixels.resize(static_cast<size_t>(kept) * 2);
+    for (int64_t i = 0; i < kept; ++i) {
       const uint16_t v = buf[i];
       std::memcpy(&out->pixels[i * 2], &v, 2);
     }
   } else {
-    ConvertFromRgb(buf, fmt == SPNG_FMT_RGBA8 ? 4 : 3, static_cast<int>(pixels),
-                   r, &out->pixels);
+    ConvertFromRgb(buf, fmt == SPNG_FMT_RGBA8 ? 4 : 3, static_cast<int>(kept), r,
+                   &out->pixels);
   }
   return absl::OkStatus();
 }

@@ -50,8 +50,9 @@ struct ImageRequest {
 };
 
 // Decodes `data`. `plan(width, height)` is called once with the source size
-// before pixels are decoded; a JPEG honours its scale and region, a PNG is
-// decoded whole (its Image then says scaled = source size, x = y = 0).
+// before pixels are decoded; a JPEG honours its scale and region, a PNG its
+// rows (never scaled: its Image has scaled = source size and x = 0; rows
+// past the region are not inflated).
 // DATA_LOSS for unknown, truncated or corrupt data (the message names the
 // format), RESOURCE_EXHAUSTED over a limit.
 absl::Status DecodeImage(

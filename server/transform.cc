@@ -342,6 +342,13 @@ bool CopyCrop(const uint8_t* src, int src_w, int pixel_bytes, const CropBox& box
       std::memcpy(o, s, row);
     } else if (pixel_bytes == 1) {
       for (int x = 0; x < out_w; ++x) o[x] = s[out_w - 1 - x];
+    } else if (pixel_bytes == 3) {  // RGB: no call per pixel.
+      for (int x = 0; x < out_w; ++x) {
+        const uint8_t* p = s + static_cast<size_t>(out_w - 1 - x) * 3;
+        o[x * 3] = p[0];
+        o[x * 3 + 1] = p[1];
+        o[x * 3 + 2] = p[2];
+      }
     } else {
       for (int x = 0; x < out_w; ++x) {
         std::memcpy(o + static_cast<size_t>(x) * pixel_bytes,

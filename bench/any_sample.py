@@ -91,6 +91,23 @@ def memcpy_gbps():
     return a.nbytes / statistics.median(times) / 1e9
 
 
+def patch_copy_gbps():
+    """One thread copying random 72x136x136 patches out of a volume held in
+    RAM with numpy: the ceiling of this strided access pattern (rows of 544
+    bytes), against which "of bw" should be read too."""
+    v = np.load(os.path.join(DATA, "vol_npy", "v0.npy"))
+    out = np.empty(PATCH, np.float32)
+    r = np.random.default_rng(0)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(50):
+            z, y, x = (int(r.integers(0, s - p + 1)) for s, p in zip(v.shape, PATCH))
+            np.copyto(out, v[z:z + PATCH[0], y:y + PATCH[1], x:x + PATCH[2]])
+        times.append(time.perf_counter() - t)
+    return 50 * out.nbytes / statistics.median(times) / 1e9
+
+
 # ------------------------------------------------------------- datasets
 class Features(torch.utils.data.Dataset):
     def __init__(self, path):
@@ -196,8 +213,10 @@ def main():
     warnings.simplefilter("ignore", stoker.StarvationWarning)
     make_data()
     bw = memcpy_gbps()
-    print(f"cores {CORES}; single-thread memcpy {bw:.1f} GB/s; medians of "
-          f"{RUNS} passes after a warm-up\n", flush=True)
+    patch_bw = patch_copy_gbps()
+    print(f"cores {CORES}; single-thread memcpy {bw:.1f} GB/s, patch copy "
+          f"(numpy, in RAM) {patch_bw:.1f} GB/s; medians of {RUNS} passes "
+          "after a warm-up\n", flush=True)
     sock_dir = tempfile.mkdtemp(prefix="stoker-bench-")
     sock = os.path.join(sock_dir, "s.sock")
     flags = ["--allow-root"] if os.geteuid() == 0 else []
@@ -235,6 +254,8 @@ def main():
             t, w = dataloader_best(Volumes(kind, 100), 2, 100)
             rows.append((f"(b) {kind} patches 72x136x136 f32 of 4 x 0.47 GiB, batch 2",
                          s, t, w, s * patch_bytes / 1e9, bw * CORES))
+            rows.append(("    the same against the patch-copy ceiling x cores", s, t, w,
+                         s * patch_bytes / 1e9, patch_bw * CORES))
         # (c) Segmentation pairs.
         ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,
                            socket=sock,

@@ -172,8 +172,54 @@ absl::StatusOr<ElemType> NpyType(absl::string_view descr) {
 
 }  // namespace
 
+namespace {
+
+// RAM copies by file version, and the bytes they hold together.
+struct ResidentSet {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, std::weak_ptr<const Mapping>> copies;
+  uint64_t bytes = 0;
+};
+ResidentSet& Residents() {
+  static auto* set = new ResidentSet;  // Never destroyed: mappings may outlive main.
+  return *set;
+}
+
+}  // namespace
+
 Mapping::~Mapping() {
   if (data != nullptr && size > 0) munmap(const_cast<uint8_t*>(data), size);
+  if (resident) {
+    absl::MutexLock lock(&Residents().mu);
+    Residents().bytes -= size;
+    auto it = Residents().copies.find(key);
+    if (it != Residents().copies.end() && it->second.expired()) Residents().copies.erase(it);
+  }
+}
+
+std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
+                                        uint64_t budget) {
+  ResidentSet& set = Residents();
+  absl::MutexLock lock(&set.mu);
+  auto it = set.copies.find(file->key);
+  if (it != set.copies.end()) {
+    if (std::shared_ptr<const Mapping> copy = it->second.lock()) return copy;
+  }
+  if (file->size == 0 || set.bytes + file->size > budget) return file;
+  void* p = mmap(nullptr, file->size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return file;
+  madvise(p, file->size, MADV_HUGEPAGE);
+  std::memcpy(p, file->data, file->size);
+  mprotect(p, file->size, PROT_READ);
+  auto copy = std::make_shared<Mapping>();
+  copy->data = static_cast<const uint8_t*>(p);
+  copy->size = file->size;
+  copy->key = file->key;
+  copy->resident = true;
+  set.bytes += copy->size;
+  set.copies[copy->key] = copy;
+  return copy;
 }
 
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
@@ -187,6 +233,8 @@ absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
   }
   auto m = std::make_shared<Mapping>();
   m->size = static_cast<size_t>(st.st_size);
+  m->key = absl::StrCat(path, "|", st.st_dev, "|", st.st_ino, "|", st.st_size, "|",
+                        st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
   if (m->size > 0) {
     void* p = mmap(nullptr, m->size, PROT_READ, MAP_SHARED, *fd, 0);
     if (p == MAP_FAILED) {
@@ -208,9 +256,11 @@ struct NpyFile {
   std::shared_ptr<const Mapping> map;
 };
 
-absl::StatusOr<NpyFile> OpenNpy(const std::string& path, const Beneath* beneath) {
+absl::StatusOr<NpyFile> OpenNpy(const std::string& path, const Beneath* beneath,
+                                uint64_t budget = 0) {
   absl::StatusOr<std::shared_ptr<const Mapping>> map = MapFile(path, beneath);
   if (!map.ok()) return map.status();
+  if (budget > 0) *map = Resident(*std::move(map), budget);
   absl::StatusOr<NpyHeader> h = ParseNpyHeader((*map)->data, (*map)->size);
   if (!h.ok()) return Bad(path, std::string(h.status().message()));
   return NpyFile{path, *std::move(h), *std::move(map)};
@@ -443,7 +493,7 @@ std::string NpyBytes(ElemType type, const std::vector<uint64_t>& shape,
 
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath) {
+    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget) {
   auto src = std::make_shared<NpySource>();
   src->beneath_ = beneath;
   std::error_code ec;
@@ -459,7 +509,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     if (names.empty()) return Bad(path, "holds no .npy files");
     bool typed = false;
     for (const std::string& name : names) {
-      absl::StatusOr<NpyFile> f = OpenNpy(name, beneath.get());
+      absl::StatusOr<NpyFile> f = OpenNpy(name, beneath.get(), memory_budget);
       if (!f.ok()) {  // A broken sample, reported when it is read.
         src->files_.push_back(NpyFile{name, {}, nullptr});
         src->broken_.push_back(absl::DataLossError(f.status().message()));
@@ -479,7 +529,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
   } else {
     if (!std::filesystem::exists(path, ec))
       return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
-    absl::StatusOr<NpyFile> f = OpenNpy(path, beneath.get());
+    absl::StatusOr<NpyFile> f = OpenNpy(path, beneath.get(), memory_budget);
     if (!f.ok()) return f.status();
     if (f->header.shape.empty() || f->header.shape[0] == 0)
       return Bad(path, "needs a first dimension of samples (shape (N, ...), N >= 1)");

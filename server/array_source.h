@@ -53,12 +53,23 @@ void CopyRegion(const uint8_t* src, ElemType from,
                 const std::vector<uint64_t>& shape, const uint64_t* start,
                 const uint64_t* count, uint8_t* dst, ElemType to);
 
-// A read-only mapping of a whole file (unmapped when the last owner goes).
+// A read-only mapping of a whole file (unmapped when the last owner goes),
+// or a RAM copy of one (see Resident).
 struct Mapping {
   const uint8_t* data = nullptr;
   size_t size = 0;
+  std::string key;        // path, device, inode, size, mtime.
+  bool resident = false;  // A RAM copy, counted against the budget.
   ~Mapping();
 };
+
+// A RAM copy of `file` (anonymous memory, on huge pages where the kernel
+// allows: random regions of a volume copy twice as fast as from the page
+// cache's 4 KiB pages), shared by every source that asks for the same file
+// version while any holds it; `file` itself when the copy would take the
+// RAM copies of all sources together past `budget` bytes.
+std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
+                                        uint64_t budget);
 // Maps `path` (opened beneath `beneath` when set). FAILED_PRECONDITION for
 // something that is not a regular file.
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(const std::string& path,
@@ -87,10 +98,11 @@ class ArraySource {
 
 // Opens a NumPy source: `path` a .npy file of N samples or a folder of .npy
 // files; `labels` (may be empty) a .npy of N integers. Paths are opened
-// beneath `beneath` when it is set.
+// beneath `beneath` when it is set. Files are held in RAM (Resident) within
+// `memory_budget`, else read from their mapping.
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath);
+    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget);
 
 // Opens an HDF5 source: `path` a file (dataset `dataset` [N, ...]) or a
 // folder of HDF5 files (dataset `dataset` of each is one sample); `labels`

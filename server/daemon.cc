@@ -123,7 +123,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   if (spec.has_npy() || spec.has_hdf5()) {
     absl::StatusOr<std::shared_ptr<const ArraySource>> arrays =
         spec.has_npy()
-            ? OpenNpySource(spec.npy().path(), spec.npy().labels(), beneath)
+            ? OpenNpySource(spec.npy().path(), spec.npy().labels(), beneath,
+                            options_.l1_bytes)
             : OpenHdf5Source(spec.hdf5().path(), spec.hdf5().dataset(),
                              spec.hdf5().labels(), options_.l1_bytes, beneath);
     if (!arrays.ok()) return arrays.status();

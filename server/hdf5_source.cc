@@ -223,7 +223,9 @@ class Hdf5Source : public ArraySource {
       absl::StatusOr<std::shared_ptr<const Mapping>> m = MapFile(o.file.path, beneath_.get());
       uint64_t bytes = ElemBytes(o.set.elem);
       for (uint64_t dim : o.set.dims) bytes *= dim;
-      if (m.ok() && o.set.offset + bytes <= (*m)->size) o.map = *std::move(m);
+      if (m.ok() && o.set.offset + bytes <= (*m)->size) {
+        o.map = Resident(*std::move(m), memory_budget_);
+      }
     }
     open_.push_back(std::move(o));
   }
@@ -238,6 +240,7 @@ class Hdf5Source : public ArraySource {
   std::vector<int64_t> labels_;
   std::vector<absl::Status> broken_;  // Folder: per file.
   std::vector<Open> open_;            // Per file (one for a single file).
+  uint64_t memory_budget_ = 0;
   std::shared_ptr<const std::string> memory_;
   std::shared_ptr<const Beneath> beneath_;
 };
@@ -269,6 +272,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   auto src = std::make_shared<Hdf5Source>();
   src->path_ = path;
   src->dataset_ = dataset;
+  src->memory_budget_ = memory_budget;
   src->beneath_ = beneath;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))

@@ -13,6 +13,11 @@
 // decode; the content stays photographic. JPEGs go through the fast path of
 // the presets; PNGs through the by-content decoder and a custom pipeline
 // (an image and a mask of the same file, joint random geometry).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hdf5/serial/hdf5.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +43,11 @@ ABSL_FLAG(std::string, photos, "/usr/share/backgrounds/mate/nature",
 ABSL_FLAG(int, mutations, 3000, "Mutated files to decode.");
 ABSL_FLAG(uint64_t, seed, 1, "Mutation seed.");
 ABSL_FLAG(int, side, 320, "Longest side the photos are reduced to first.");
+ABSL_FLAG(int, hdf5_mutations, 300,
+          "Mutated HDF5 files opened and read, each in a child process: "
+          "libhdf5 is not hardened against corrupt files, so its crashes are "
+          "counted (and listed), not fatal; a crash in Stoker's own code "
+          "under the sanitizers still fails the run.");
 
 namespace stoker {
 namespace {
@@ -193,8 +203,71 @@ absl::Status RunNpy(const Bytes& bytes, Rng& rng) {
   return absl::OkStatus();
 }
 
+// An HDF5 file of the photo's pixels: dataset "c" contiguous (read through
+// a mapping), "z" chunked and deflated (read through libhdf5).
+Bytes Hdf5Of(const RgbImage& px, const std::string& path) {
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[3] = {static_cast<hsize_t>(px.height),
+                           static_cast<hsize_t>(px.width), 3};
+  const hsize_t chunk[3] = {16, 16, 3};
+  const hid_t space = H5Screate_simple(3, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 3, chunk);
+  H5Pset_deflate(dcpl, 6);
+  for (const char* name : {"c", "z"}) {
+    const hid_t set = H5Dcreate2(file, name, H5T_NATIVE_UINT8, space, H5P_DEFAULT,
+                                 name[0] == 'z' ? dcpl : H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(set, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px.pixels.data());
+    H5Dclose(set);
+  }
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(file);
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Opens mutated HDF5 files as array sources and reads a region of their
+// first sample, each in a forked child; outcomes by how the child ended.
+void RunHdf5(const std::vector<Bytes>& bases, Rng& rng, int n,
+             const std::string& dir, std::map<std::string, int>* outcomes) {
+  const std::string path = dir + "/m.h5";
+  for (int m = 0; m < n; ++m) {
+    std::string kind;
+    const Bytes bad = Mutate(bases[rng.Next() % bases.size()], rng, &kind);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
+    const char* set = m % 2 ? "z" : "c";
+    const uint64_t budget = m % 4 < 2 ? 0 : uint64_t{1} << 30;
+    std::fflush(nullptr);
+    const pid_t child = fork();
+    if (child == 0) {
+      absl::StatusOr<std::shared_ptr<const ArraySource>> src =
+          OpenHdf5Source(path, set, "", budget, nullptr);
+      int code = src.ok() ? 0 : 1;
+      if (src.ok() && (*src)->size() > 0 && (*src)->Broken(0).ok() &&
+          (*src)->shape(0).size() == 2) {
+        const std::vector<uint64_t>& shape = (*src)->shape(0);
+        const uint64_t start[2] = {0, 0};
+        const uint64_t count[2] = {std::min<uint64_t>(shape[0], 8), shape[1]};
+        std::vector<uint8_t> out(count[0] * count[1] * 4);
+        code = (*src)->Read(0, start, count, ElemType::kFloat32, out.data()).ok() ? 0 : 1;
+      }
+      _exit(code);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    const std::string how = WIFEXITED(status)
+                                ? (WEXITSTATUS(status) == 0 ? "OK" : "ERROR")
+                                : absl::StrCat("libhdf5 CRASHED (signal ", WTERMSIG(status), ")");
+    ++(*outcomes)[absl::StrCat("hdf5 ", kind, " ", how)];
+  }
+}
+
 int Run() {
-  std::vector<Bytes> bases, npys;
+  std::vector<Bytes> bases, npys, h5s;
+  const std::string h5dir = testdata::MakeTempDir("fuzz-h5");
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(absl::GetFlag(FLAGS_photos), ec)) {
     const std::string ext = e.path().extension().string();
@@ -214,6 +287,12 @@ int Run() {
       std::vector<float> f(px.pixels.begin(), px.pixels.begin() + 3 * px.width * 16);
       npys.push_back(NpyBytes(ElemType::kFloat32, {16, static_cast<uint64_t>(px.width), 3},
                               f.data()));
+      if (h5s.size() < 2) {  // Two photos are plenty for the slower HDF5 run.
+        RgbImage small = px;
+        small.height = std::min(px.height, 64);
+        small.pixels.resize(static_cast<size_t>(small.height) * px.width * 3);
+        h5s.push_back(Hdf5Of(small, h5dir + "/base.h5"));
+      }
     }
   }
   if (bases.empty()) {
@@ -271,8 +350,12 @@ int Run() {
     }
     ++outcomes[absl::StrCat(kind, " ", absl::StatusCodeToString(s.code()))];
   }
-  std::printf("fuzz_decode: %d mutations of %zu photo encodings\n", total,
-              bases.size());
+  if (!h5s.empty()) {
+    RunHdf5(h5s, rng, absl::GetFlag(FLAGS_hdf5_mutations), h5dir, &outcomes);
+  }
+  std::filesystem::remove_all(h5dir, ec);
+  std::printf("fuzz_decode: %d mutations of %zu photo encodings, %d of HDF5 files\n",
+              total, bases.size(), absl::GetFlag(FLAGS_hdf5_mutations));
   for (const auto& [what, count] : outcomes) {
     std::printf("  %-32s %d\n", what.c_str(), count);
   }

@@ -24,6 +24,17 @@ inline const std::string& DatasetPath(const v1::DatasetSpec& ds) {
   }
 }
 
+// "decode-bound" for DIAGNOSIS_DECODE_BOUND: how people, logs and metric
+// labels name a diagnosis.
+inline std::string DiagnosisName(v1::Diagnosis d) {
+  std::string name = v1::Diagnosis_Name(d);
+  if (name.rfind("DIAGNOSIS_", 0) == 0) name = name.substr(10);
+  for (char& c : name) {
+    c = c == '_' ? '-' : (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  return name;
+}
+
 // The ring's dtype code (shm/ring_data.h) of a proto DType.
 inline uint32_t RingDType(v1::DType dtype) {
   return static_cast<uint32_t>(dtype) + 1;

@@ -48,7 +48,14 @@ Daemon::Daemon(DaemonOptions options)
       generation_(RandomGeneration()),
       started_(absl::Now()),
       l1_("l1", options_.l1_bytes),
-      decoded_cache_("decoded", options_.decoded_cache_bytes) {}
+      decoded_cache_("decoded", options_.decoded_cache_bytes),
+      monitor_([this] {
+        LoadMonitor::Options o;
+        o.min_reader_threads = options_.reader_threads;
+        o.max_reader_threads = options_.max_reader_threads;
+        o.max_decode_threads = options_.max_decode_threads;
+        return o;
+      }()) {}
 
 Daemon::~Daemon() {
   Stop();
@@ -335,7 +342,6 @@ void Daemon::Finish(Entry entry, shm::CloseReason reason) {
 }
 
 void Daemon::ReapLoop() {
-  uint64_t last = shm::MonotonicNanos();
   absl::Time next_sweep = absl::Now() + options_.orphan_sweep_interval;
   while (!stop_reaper_.WaitForNotificationWithTimeout(options_.reap_interval)) {
     // Rings of another daemon on this prefix that died (or is a zombie)
@@ -351,10 +357,7 @@ void Daemon::ReapLoop() {
     std::vector<uint64_t> gone;
     {
       absl::MutexLock lock(&mu_);
-      const uint64_t now = shm::MonotonicNanos();
-      UpdateWindows((now - last) * 1e-9);
-      last = now;
-      if (options_.autotune) Autotune();
+      ControlTick(shm::MonotonicNanos());
       for (auto& [id, e] : sessions_) {
         e.session->Heartbeat();
         const uint32_t pid = e.peer_pid > 0 ? e.peer_pid : e.session->client_pid();
@@ -502,15 +505,15 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   s.set_sessions_reclaimed(reclaimed_);
   s.set_stale_segments_removed(stale_removed_);
   s.set_autotune_changes(autotune_changes_);
-  for (auto [name, pool, w] :
-       {std::tuple{"decode", decode_pool_.get(), &decode_window_},
-        std::tuple{"reader", reader_pool_.get(), &reader_window_}}) {
+  for (auto [name, pool, busy] :
+       {std::tuple{"decode", decode_pool_.get(), monitor_.decode_busy()},
+        std::tuple{"reader", reader_pool_.get(), monitor_.reader_busy()}}) {
     if (pool == nullptr) continue;
     v1::PoolStats* p = s.add_pools();
     p->set_pool(name);
     p->set_threads(pool->size());
     p->set_busy_seconds(pool->busy_ns() * 1e-9);
-    p->set_busy_fraction(w->busy_fraction);
+    p->set_busy_fraction(busy);
     p->set_queued(pool->queued());
   }
   for (const auto& [id, e] : sessions_) *s.add_sessions() = VisibleStats(e, caller);

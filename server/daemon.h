@@ -29,6 +29,7 @@
 #include "server/cache.h"
 #include "server/dataset.h"
 #include "server/fetcher.h"
+#include "server/load_monitor.h"
 #include "server/l2_cache.h"
 #include "server/session.h"
 
@@ -153,13 +154,6 @@ class Daemon {
   int decode_threads() const;
 
  private:
-  // A session's recent behaviour, updated by the reaper every tick.
-  struct Window {
-    uint64_t wait_ns = 0, decoded = 0;  // Counters at the last tick.
-    double fill = 0, wait_fraction = 0, images_per_second = 0, share = 1;
-    int ticks = 0;
-    std::string diagnosis = "warming-up";
-  };
   struct Entry {
     std::unique_ptr<ServingSession> session;
     std::function<void()> on_close;
@@ -168,12 +162,6 @@ class Daemon {
     std::string handoff_token;  // Secret shown only to the opener.
     int64_t owner_uid = -1;     // Set when the ring is handed over.
     uint32_t peer_pid = 0;      // Likewise; 0: use the reported pid.
-    Window window;
-  };
-  // Pools' busy fraction over recent ticks.
-  struct PoolWindow {
-    uint64_t busy_ns = 0;
-    double busy_fraction = 0;
   };
 
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
@@ -187,9 +175,9 @@ class Daemon {
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
   void Finish(Entry entry, shm::CloseReason reason);
   void ReapLoop();
-  // One reaper tick's measurements, diagnoses and autotune decisions.
-  void UpdateWindows(double dt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Autotune() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One reaper tick: reports the counters to the LoadMonitor and carries
+  // out its autotune decision.
+  void ControlTick(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::SessionStats EntryStats(const Entry& e) const;
   // EntryStats, without what `caller` may not see of another's session.
   v1::SessionStats VisibleStats(const Entry& e, const Caller& caller) const;
@@ -232,9 +220,7 @@ class Daemon {
   uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t stale_removed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_warm_id_ ABSL_GUARDED_BY(mu_) = 1;
-  PoolWindow decode_window_ ABSL_GUARDED_BY(mu_);
-  PoolWindow reader_window_ ABSL_GUARDED_BY(mu_);
-  int ticks_since_tune_ ABSL_GUARDED_BY(mu_) = 0;
+  LoadMonitor monitor_ ABSL_GUARDED_BY(mu_);
   uint64_t autotune_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> metrics_port_{0};
   std::atomic<bool> stopping_scans_{false};  // Set first thing in Stop().

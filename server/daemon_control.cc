@@ -1,6 +1,7 @@
-// Daemon's control loop: the per-session windows and diagnoses the reaper
-// updates every tick, autotune, pool resizing and session listing (see
-// daemon.h for the contract). Split from daemon.cc, which owns sessions.
+// Daemon's control loop: each reaper tick reports the sessions' and pools'
+// counters to the LoadMonitor (windows, diagnoses, autotune decisions) and
+// carries out its decision; pool resizing and session listing (see daemon.h
+// for the contract). Split from daemon.cc, which owns sessions.
 #include <algorithm>
 #include <tuple>
 #include <utility>
@@ -15,79 +16,32 @@ namespace stoker {
 
 int Daemon::decode_threads() const { return decode_pool_->size(); }
 
-namespace {
-constexpr double kAlpha = 0.3;  // EWMA weight of the newest tick.
-double Ewma(double old, double sample) { return old + kAlpha * (sample - old); }
-}  // namespace
-
-void Daemon::UpdateWindows(double dt) {
-  if (dt <= 0) return;
-  for (auto [pool, w] : {std::pair{decode_pool_.get(), &decode_window_},
-                         std::pair{reader_pool_.get(), &reader_window_}}) {
-    const uint64_t busy = pool->busy_ns();
-    w->busy_fraction = Ewma(w->busy_fraction,
-                            std::min(1.0, (busy - w->busy_ns) * 1e-9 /
-                                              (dt * pool->size())));
-    w->busy_ns = busy;
-  }
-  uint64_t total = 0;
-  std::vector<std::pair<Entry*, uint64_t>> decoded;
-  for (auto& [id, e] : sessions_) {
-    const uint64_t d = e.session->samples_decoded();
-    decoded.emplace_back(&e, d - e.window.decoded);
-    total += d - e.window.decoded;
-    e.window.decoded = d;
-  }
-  for (auto& [e, delta] : decoded) {
-    Window& w = e->window;
-    const shm::RingHeader& h = e->session->ring().header();
-    const uint64_t wait = h.consumer_wait_ns.load(std::memory_order_relaxed);
-    const double fill = static_cast<double>(e->session->ring().FilledSlots()) /
-                        e->session->ring().layout().slot_count;
-    w.fill = w.ticks == 0 ? fill : Ewma(w.fill, fill);
-    w.wait_fraction = Ewma(w.wait_fraction, std::min(1.0, (wait - w.wait_ns) * 1e-9 / dt));
-    w.images_per_second = Ewma(w.images_per_second, delta / dt);
-    w.share = Ewma(w.share, total ? static_cast<double>(delta) / total : 1.0);
-    w.wait_ns = wait;
-    if (++w.ticks >= 4) {
-      w.diagnosis = Diagnose(w.fill, w.wait_fraction, decode_window_.busy_fraction,
-                             w.share, static_cast<int>(sessions_.size()));
-    }
-  }
-}
-
-void Daemon::Autotune() {
-  // Decide once a second, and let a change show in the windows first.
-  if (++ticks_since_tune_ < 4) return;
-  bool decode_bound = false, read_bound = false, all_consumer = true;
+void Daemon::ControlTick(uint64_t now_ns) {
+  std::vector<LoadMonitor::SessionReport> reports;
   for (const auto& [id, e] : sessions_) {
-    decode_bound |= e.window.diagnosis == "decode-bound" ||
-                    e.window.diagnosis == "starved-by-fair-share";
-    read_bound |= e.window.diagnosis == "read-bound";
-    all_consumer &= e.window.diagnosis == "consumer-bound";
+    LoadMonitor::SessionReport r;
+    r.id = id;
+    r.samples = e.session->samples_decoded();
+    r.client_wait_ns =
+        e.session->ring().header().consumer_wait_ns.load(std::memory_order_relaxed);
+    r.read_ns = e.session->read_ns();
+    r.work_ns = e.session->work_ns();
+    r.ring_fill = static_cast<double>(e.session->ring().FilledSlots()) /
+                  e.session->ring().layout().slot_count;
+    reports.push_back(r);
   }
-  auto change = [&](ThreadPool* pool, int to, const char* why) {
-    const int from = pool->size();
-    if (to == from) return;
-    pool->Resize(to);
-    ++autotune_changes_;
-    ticks_since_tune_ = 0;
-    LogInfo(absl::StrCat("autotune: ", pool->name(), " pool ", from, " -> ", to,
-                         " threads (", why, ")"));
-  };
-  const int decode = decode_pool_->size(), reader = reader_pool_->size();
-  if (decode_bound && decode < options_.max_decode_threads) {
-    change(decode_pool_.get(), decode + 1, "a session is decode-bound");
-  } else if (all_consumer && decode > 1 && decode_window_.busy_fraction < 0.6) {
-    change(decode_pool_.get(), decode - 1, "every session is consumer-bound");
-  } else if (read_bound && reader < options_.max_reader_threads) {
-    change(reader_pool_.get(), std::min(options_.max_reader_threads, reader * 2),
-           "a session is read-bound");
-  } else if (!read_bound && reader > options_.reader_threads &&
-             reader_window_.busy_fraction < 0.2) {
-    change(reader_pool_.get(), std::max(options_.reader_threads, reader / 2),
-           "readers idle");
-  }
+  monitor_.Tick(now_ns, {decode_pool_->size(), decode_pool_->busy_ns()},
+                {reader_pool_->size(), reader_pool_->busy_ns()}, reports);
+  if (!options_.autotune) return;
+  std::optional<LoadMonitor::Decision> d =
+      monitor_.Autotune(decode_pool_->size(), reader_pool_->size());
+  if (!d) return;
+  ThreadPool* pool = Pool(d->pool);
+  const int from = pool->size();
+  pool->Resize(d->threads);
+  ++autotune_changes_;
+  LogInfo(absl::StrCat("autotune: ", pool->name(), " pool ", from, " -> ",
+                       d->threads, " threads (", d->why, ")"));
 }
 
 v1::SessionStats Daemon::EntryStats(const Entry& e) const {
@@ -95,10 +49,11 @@ v1::SessionStats Daemon::EntryStats(const Entry& e) const {
   const shm::RingHeader& h = e.session->ring().header();
   s.set_client_wait_seconds(h.consumer_wait_ns.load(std::memory_order_relaxed) * 1e-9);
   s.set_batches_delivered(h.consumer_batches.load(std::memory_order_relaxed));
-  s.set_diagnosis(e.window.diagnosis);
-  s.set_images_per_second(e.window.images_per_second);
-  s.set_ring_fill(e.window.fill);
-  s.set_client_wait_fraction(e.window.wait_fraction);
+  const LoadMonitor::SessionView w = monitor_.Session(s.session_id());
+  s.set_diagnosis(w.diagnosis);
+  s.set_images_per_second(w.samples_per_second);
+  s.set_ring_fill(w.ring_fill);
+  s.set_client_wait_fraction(w.wait_fraction);
   s.set_client_uid(e.owner_uid);
   return s;
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/exposer.h"
+#include "server/load_monitor.h"
 
 namespace stoker {
 namespace {
@@ -158,7 +159,7 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
     Add(slots, ss.ring_slots(), l);
     Add(delivered, ss.batches_delivered(), l);
     Add(wait, ss.client_wait_seconds(), l);
-    Add(diagnosis, 1, {{"diagnosis", ss.diagnosis()}, l[0]});
+    Add(diagnosis, 1, {{"diagnosis", DiagnosisName(ss.diagnosis())}, l[0]});
   }
   for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis}) {
     out.push_back(std::move(*f));

@@ -28,19 +28,6 @@ void SampleErrorLog::Report(const std::string& path,
                           path, ": ", status.message()));
 }
 
-std::string Diagnose(double ring_fill, double wait_fraction, double decode_busy,
-                     double share, int active_sessions) {
-  if (ring_fill >= 0.75) return "consumer-bound";
-  if (decode_busy >= 0.8) {
-    return active_sessions > 1 && share < 0.8 / active_sessions
-               ? "starved-by-fair-share"
-               : "decode-bound";
-  }
-  // Decode has spare capacity, yet the client waits: data is not arriving.
-  if (wait_fraction >= 0.05) return "read-bound";
-  return "balanced";
-}
-
 absl::Status ValidateDatasetSpec(const v1::DatasetSpec& ds) {
   if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
     return absl::InvalidArgumentError(
@@ -315,6 +302,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     const uint64_t t0 = shm::MonotonicNanos();
     absl::StatusOr<Bytes> bytes = ctx_.fetcher->Fetch(*dataset_, sample.file(k));
     ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
+    read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
     if (!bytes.ok()) {
       FinishSample(job, t, shm::kSampleReadError,
                    k == 0 ? bytes.status()
@@ -370,6 +358,7 @@ absl::Status ServingSession::ReadArrays(const BatchJob& job,
     }
   }
   ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
+  read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -419,6 +408,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
   }
   ctx_.counters->decode.Observe(decode_ns);
   ctx_.counters->transform.Observe(write_ns);
+  work_ns_.fetch_add(decode_ns + write_ns, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

@@ -77,12 +77,6 @@ struct PipelineContext {
   DecodeLimits decode_limits;
 };
 
-// What limits a session, from its recent window: ring fill (0..1), share of
-// wall time its client waited, the decode pool's busy fraction, and its
-// share of the samples decoded across sessions (1 when alone).
-std::string Diagnose(double ring_fill, double wait_fraction, double decode_busy,
-                     double share, int active_sessions);
-
 // INVALID_ARGUMENT naming the first bad field (geometry limits are checked
 // again by the ring layout); the pipeline's own checks included.
 absl::Status ValidateDatasetSpec(const v1::DatasetSpec& spec);
@@ -117,6 +111,10 @@ class ServingSession {
   uint64_t samples_decoded() const {
     return decoded_.load(std::memory_order_relaxed);
   }
+  // Time its samples spent in the reader stage (caches, storage, array
+  // copies) and in decode + transform, summed over threads.
+  uint64_t read_ns() const { return read_ns_.load(std::memory_order_relaxed); }
+  uint64_t work_ns() const { return work_ns_.load(std::memory_order_relaxed); }
 
  private:
   struct BatchJob;
@@ -182,6 +180,7 @@ class ServingSession {
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> decoded_{0};
   std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> read_ns_{0}, work_ns_{0};
 
   absl::Mutex mu_;
   std::thread producer_ ABSL_GUARDED_BY(mu_);

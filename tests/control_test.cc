@@ -115,7 +115,7 @@ TEST_F(ControlTest, DiagnosisSaysConsumerBoundWhenTheClientIsSlow) {
     }
   });
   EXPECT_TRUE(WaitFor(*c, 15, [](const v1::DaemonStats& st) {
-    return st.sessions_size() == 1 && st.sessions(0).diagnosis() == "consumer-bound";
+    return st.sessions_size() == 1 && st.sessions(0).diagnosis() == v1::DIAGNOSIS_CONSUMER_BOUND;
   }));
   auto list = c->ListSessions();
   ASSERT_TRUE(list.ok());
@@ -137,7 +137,7 @@ TEST_F(ControlTest, DiagnosisSaysDecodeBoundWithOneThreadAndAFastClient) {
     }
   });
   EXPECT_TRUE(WaitFor(*c, 15, [](const v1::DaemonStats& st) {
-    return st.sessions_size() == 1 && st.sessions(0).diagnosis() == "decode-bound";
+    return st.sessions_size() == 1 && st.sessions(0).diagnosis() == v1::DIAGNOSIS_DECODE_BOUND;
   }));
   auto st = c->GetStats();
   ASSERT_TRUE(st.ok());

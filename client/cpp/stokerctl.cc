@@ -40,6 +40,7 @@
 #include "client/cpp/client.h"
 #include "client/cpp/read_summary.h"
 #include "client/cpp/top.h"
+#include "proto/spec_util.h"
 #include "util/proto_json.h"
 #include "util/version.h"
 
@@ -444,7 +445,8 @@ int Stats(Client& client, const Args& a) {
                 (unsigned long long)ss.session_id(), ss.client_pid(),
                 ss.dataset().c_str(), (unsigned long long)ss.batches_published(),
                 (unsigned long long)ss.samples_failed(), ss.ring_ready(),
-                ss.ring_slots(), ss.client_wait_seconds(), ss.diagnosis().c_str());
+                ss.ring_slots(), ss.client_wait_seconds(),
+                DiagnosisName(ss.diagnosis()).c_str());
   }
   return 0;
 }
@@ -477,7 +479,8 @@ int Main(int argc, char** argv) {
       std::printf("%-8llu %-8u %10llu %2u/%-3u %-22s %s\n",
                   (unsigned long long)s.session_id(), s.client_pid(),
                   (unsigned long long)s.batches_delivered(), s.ring_ready(),
-                  s.ring_slots(), s.diagnosis().c_str(), s.dataset().c_str());
+                  s.ring_slots(), DiagnosisName(s.diagnosis()).c_str(),
+                  s.dataset().c_str());
     }
     return 0;
   }

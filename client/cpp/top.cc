@@ -1,5 +1,7 @@
 #include "client/cpp/top.h"
 
+#include "proto/spec_util.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -46,7 +48,7 @@ std::string RenderTop(const v1::DaemonStats& s, const std::string& socket,
         "%-8llu %-20s %8.0f %2u/%-3u %6.1f %-22s",
         (unsigned long long)ss.session_id(), ds, ss.images_per_second(),
         ss.ring_ready(), ss.ring_slots(), 100 * ss.client_wait_fraction(),
-        ss.diagnosis()));
+        DiagnosisName(ss.diagnosis())));
   }
   if (s.sessions_size() == 0) lines.push_back("(no sessions)");
   lines.push_back("");

@@ -18,7 +18,7 @@ TEST(TopTest, FitsEightyColumnsAndShowsSessionsPoolsCaches) {
   ss->set_ring_ready(3);
   ss->set_ring_slots(4);
   ss->set_client_wait_fraction(0.125);
-  ss->set_diagnosis("decode-bound");
+  ss->set_diagnosis(v1::DIAGNOSIS_DECODE_BOUND);
   v1::PoolStats* p = s.add_pools();
   p->set_pool("decode");
   p->set_threads(2);

@@ -382,7 +382,9 @@ class Loader:
             return "The daemon did not answer for a diagnosis."
         mine = [s for s in stats["sessions"]
                 if self._session is not None and s["session_id"] == self._session.id]
-        diagnosis = mine[0]["diagnosis"] if mine else "unknown"
+        # DIAGNOSIS_READ_BOUND -> read-bound, as stokerctl and metrics say it.
+        diagnosis = (mine[0]["diagnosis"].replace("DIAGNOSIS_", "").lower()
+                     .replace("_", "-") if mine else "unknown")
         threads = stats["decode_threads"]
         cores = os.cpu_count() or 1
         advice = {
@@ -395,6 +397,8 @@ class Loader:
             "starved-by-fair-share": "other sessions share the decode threads; "
                                      "add threads (stokerctl resize)",
             "consumer-bound": "the ring was full at the end: the wait came earlier",
+            "latency-bound": "no stage is busy, yet batches arrive late: "
+                             "raise ring_slots so more are in flight",
         }.get(diagnosis, "see stokerctl top")
         return f"Daemon's diagnosis: {diagnosis}: {advice}."
 

@@ -1,0 +1,112 @@
+// LoadMonitor: the daemon's control loop without the daemon. Callers report
+// cumulative counters every tick (time injected, so tests need no sleeps);
+// it keeps the recent windows, answers each session's diagnosis, and
+// proposes pool resizes (tf.data service's AutoScaler is the model: callers
+// report, it answers).
+//
+// Diagnosis, from the session's window (EWMA over ticks):
+//   consumer-bound      the ring stays full: the trainer is the bottleneck.
+//   decode-bound        the client waits and decode/transform is where its
+//                       samples spend their time (the decode pool is busy).
+//   starved-by-fair-share  decode is saturated and this session gets less
+//                       than its share of it.
+//   read-bound          the client waits and the reader stage is measurably
+//                       the wait: its samples spend most of their time in
+//                       reads, or the reader pool is saturated. Never by
+//                       elimination.
+//   latency-bound       the client waits, yet no stage is busy: too few
+//                       batches in flight (more ring slots help).
+//   balanced            the client rarely waits.
+//   warming-up          fewer ticks than the window needs.
+//
+// Not thread-safe: the daemon calls it under its own lock.
+#ifndef STOKER_SERVER_LOAD_MONITOR_H_
+#define STOKER_SERVER_LOAD_MONITOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "proto/spec_util.h"
+#include "proto/stoker.pb.h"
+
+namespace stoker {
+
+class LoadMonitor {
+ public:
+  struct Options {
+    double alpha = 0.3;      // EWMA weight of the newest tick.
+    int warmup_ticks = 4;    // Ticks before a session is diagnosed.
+    int ticks_per_tune = 4;  // Ticks between autotune decisions.
+    int min_reader_threads = 64, max_reader_threads = 1024;
+    int max_decode_threads = 64;
+  };
+  // Cumulative counters of one pool.
+  struct PoolReport {
+    int threads = 1;
+    uint64_t busy_ns = 0;
+  };
+  // Cumulative counters of one session, and its ring's fill now.
+  struct SessionReport {
+    uint64_t id = 0;
+    uint64_t samples = 0;         // Finished samples.
+    uint64_t client_wait_ns = 0;  // Time its trainer waited in next().
+    uint64_t read_ns = 0;         // Its samples' time in the reader stage.
+    uint64_t work_ns = 0;         // Their time in decode + transform.
+    double ring_fill = 0;         // Ready slots / slots.
+  };
+  struct SessionView {
+    v1::Diagnosis diagnosis = v1::DIAGNOSIS_WARMING_UP;
+    double ring_fill = 0, wait_fraction = 0, samples_per_second = 0;
+    double share = 1;       // Of the samples finished across sessions.
+    double read_share = 0;  // Of its samples' time spent reading.
+  };
+  // A proposed resize: pool "decode" or "reader" to `threads`.
+  struct Decision {
+    std::string pool;
+    int threads = 0;
+    std::string why;
+  };
+
+  explicit LoadMonitor(const Options& options) : options_(options) {}
+
+  // One tick at `now_ns`. Sessions not reported are forgotten.
+  void Tick(uint64_t now_ns, const PoolReport& decode, const PoolReport& reader,
+            const std::vector<SessionReport>& sessions);
+
+  // The session's window; a default view for an unknown one.
+  SessionView Session(uint64_t id) const;
+  double decode_busy() const { return decode_.busy; }
+  double reader_busy() const { return reader_.busy; }
+
+  // At most one resize per ticks_per_tune ticks, after Tick.
+  std::optional<Decision> Autotune(int decode_threads, int reader_threads);
+
+ private:
+  struct Pool {
+    uint64_t busy_ns = 0;
+    double busy = 0;
+  };
+  struct Window {
+    SessionReport last;
+    SessionView view;
+    int ticks = 0;
+  };
+  double Ewma(double old, double sample) const {
+    return old + options_.alpha * (sample - old);
+  }
+  v1::Diagnosis Diagnose(const SessionView& w, int sessions) const;
+
+  const Options options_;
+  uint64_t last_ns_ = 0;
+  bool started_ = false;
+  Pool decode_, reader_;
+  absl::flat_hash_map<uint64_t, Window> windows_;
+  int ticks_since_tune_ = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_LOAD_MONITOR_H_

@@ -1,0 +1,122 @@
+#include "server/load_monitor.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+// Drives a monitor with steady per-second rates for `ticks` ticks.
+struct Driver {
+  LoadMonitor monitor{LoadMonitor::Options{}};
+  uint64_t now = 0;
+  LoadMonitor::PoolReport decode{2, 0}, reader{64, 0};
+  std::vector<LoadMonitor::SessionReport> sessions;
+
+  // Per second: busy fractions of the pools; per session: samples, wait
+  // fraction, read and work seconds, ring fill.
+  struct Rates {
+    uint64_t samples = 100;
+    double wait = 0, read = 0.01, work = 0.1, fill = 0.5;
+  };
+  void Run(int ticks, double decode_busy, double reader_busy,
+           const std::vector<Rates>& rates) {
+    sessions.resize(rates.size());
+    for (int t = 0; t < ticks; ++t) {
+      now += kSecond;
+      decode.busy_ns += static_cast<uint64_t>(decode_busy * decode.threads * kSecond);
+      reader.busy_ns += static_cast<uint64_t>(reader_busy * reader.threads * kSecond);
+      for (size_t i = 0; i < rates.size(); ++i) {
+        auto& s = sessions[i];
+        s.id = i + 1;
+        s.samples += rates[i].samples;
+        s.client_wait_ns += static_cast<uint64_t>(rates[i].wait * kSecond);
+        s.read_ns += static_cast<uint64_t>(rates[i].read * kSecond);
+        s.work_ns += static_cast<uint64_t>(rates[i].work * kSecond);
+        s.ring_fill = rates[i].fill;
+      }
+      monitor.Tick(now, decode, reader, sessions);
+    }
+  }
+  v1::Diagnosis Of(uint64_t id) const { return monitor.Session(id).diagnosis; }
+};
+
+TEST(LoadMonitorTest, WarmsUpThenDiagnosesEachCase) {
+  Driver d;
+  d.Run(2, 0.2, 0.1, {{}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_WARMING_UP);
+  d.Run(10, 0.2, 0.1, {{100, 0.01}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_BALANCED);
+  d.Run(15, 0.2, 0.1, {{100, 0.0, 0.01, 0.1, 1.0}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_CONSUMER_BOUND);
+  d.Run(15, 0.95, 0.1, {{100, 0.5, 0.01, 0.5, 0.0}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_DECODE_BOUND);
+  // Reads take most of the samples' time: read-bound.
+  d.Run(15, 0.3, 0.3, {{100, 0.5, 0.9, 0.1, 0.0}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_READ_BOUND);
+  // Nothing busy, yet the client waits: too few batches in flight.
+  d.Run(15, 0.2, 0.05, {{100, 0.5, 0.01, 0.1, 0.0}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_LATENCY_BOUND);
+  EXPECT_NEAR(d.monitor.Session(1).samples_per_second, 100, 1);
+  EXPECT_EQ(d.monitor.Session(99).diagnosis, v1::DIAGNOSIS_WARMING_UP);
+}
+
+// The misdiagnosis this class fixes: data in the page cache (reads take
+// almost no time), decode threads mostly busy, the client waiting. That is
+// decode work, not storage.
+TEST(LoadMonitorTest, FastReadsAreNeverReadBound) {
+  Driver d;
+  d.Run(20, 0.7, 0.02, {{400, 0.3, 0.002, 0.9, 0.0}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_DECODE_BOUND);
+  EXPECT_LT(d.monitor.Session(1).read_share, 0.01);
+}
+
+TEST(LoadMonitorTest, StarvedByFairShareNeedsASmallShareOfABusyPool) {
+  Driver d;
+  // Two sessions, the first gets 9 of every 10 samples.
+  d.Run(20, 0.95, 0.1, {{900, 0.5, 0.01, 0.5, 0.0}, {100, 0.5, 0.01, 0.5, 0.0}});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_DECODE_BOUND);
+  EXPECT_EQ(d.Of(2), v1::DIAGNOSIS_STARVED_BY_FAIR_SHARE);
+  EXPECT_NEAR(d.monitor.Session(2).share, 0.1, 0.01);
+  // A session that goes away is forgotten.
+  d.Run(1, 0.95, 0.1, {{900, 0.5, 0.01, 0.5, 0.0}});
+  EXPECT_EQ(d.monitor.Session(2).samples_per_second, 0);
+}
+
+TEST(LoadMonitorTest, AutotuneStepsEveryFewTicks) {
+  Driver d;
+  d.Run(15, 0.95, 0.1, {{100, 0.5, 0.01, 0.5, 0.0}});
+  auto grow = d.monitor.Autotune(2, 64);
+  EXPECT_FALSE(grow.has_value());  // Only every 4th call decides.
+  d.monitor.Autotune(2, 64);
+  d.monitor.Autotune(2, 64);
+  grow = d.monitor.Autotune(2, 64);
+  ASSERT_TRUE(grow.has_value());
+  EXPECT_EQ(grow->pool, "decode");
+  EXPECT_EQ(grow->threads, 3);
+  // Every session consumer-bound and decode idle: one thread less.
+  d.Run(15, 0.3, 0.1, {{100, 0.0, 0.01, 0.1, 1.0}});
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(d.monitor.Autotune(3, 64).has_value());
+  auto shrink = d.monitor.Autotune(3, 64);
+  ASSERT_TRUE(shrink.has_value());
+  EXPECT_EQ(shrink->pool, "decode");
+  EXPECT_EQ(shrink->threads, 2);
+  // Read-bound: readers double.
+  d.Run(15, 0.3, 0.9, {{100, 0.5, 0.9, 0.1, 0.0}});
+  for (int i = 0; i < 3; ++i) d.monitor.Autotune(2, 64);
+  auto readers = d.monitor.Autotune(2, 64);
+  ASSERT_TRUE(readers.has_value());
+  EXPECT_EQ(readers->pool, "reader");
+  EXPECT_EQ(readers->threads, 128);
+}
+
+TEST(LoadMonitorTest, NamesForPeople) {
+  EXPECT_EQ(DiagnosisName(v1::DIAGNOSIS_STARVED_BY_FAIR_SHARE), "starved-by-fair-share");
+  EXPECT_EQ(DiagnosisName(v1::DIAGNOSIS_WARMING_UP), "warming-up");
+}
+
+}  // namespace
+}  // namespace stoker

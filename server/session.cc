@@ -225,7 +225,7 @@ void ServingSession::Produce() {
       const uint64_t index = order[first + i];
       ctx_.reader_pool->Schedule([this, job, t = SampleTask{i, index, index, 0}] {
         FetchSample(job, t);
-      });
+      }, id_);
     }
     if (++batch == per_epoch) {
       batch = 0;
@@ -315,7 +315,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
   }
   ctx_.decode_pool->Schedule([this, job, t, files = std::move(files)] {
     DecodeSample(job, t, files);
-  });
+  }, id_);
 }
 
 absl::Status ServingSession::ReadArrays(const BatchJob& job,
@@ -468,7 +468,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         // Another deterministic sample stands in; the batch waits for it.
         SampleTask next{i, 0, t.original, t.attempt + 1};
         next.index = ReplacementFor(*job, t);
-        ctx_.reader_pool->Schedule([this, job, next] { FetchSample(job, next); });
+        ctx_.reader_pool->Schedule([this, job, next] { FetchSample(job, next); }, id_);
         return;
       }
     }

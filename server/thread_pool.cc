@@ -60,14 +60,17 @@ int ThreadPool::size() const {
   return target_;
 }
 
-void ThreadPool::Schedule(std::function<void()> task) {
+void ThreadPool::Schedule(std::function<void()> task, uint64_t group) {
   absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(task));
+  std::deque<std::function<void()>>& q = queues_[group];
+  if (q.empty()) turns_.push_back(group);
+  q.push_back(std::move(task));
+  ++queued_;
 }
 
 size_t ThreadPool::queued() const {
   absl::MutexLock lock(&mu_);
-  return queue_.size();
+  return queued_;
 }
 
 void ThreadPool::WorkerLoop() {
@@ -76,7 +79,7 @@ void ThreadPool::WorkerLoop() {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || running_ > target_ || !queue_.empty();
+        return stopping_ || running_ > target_ || queued_ > 0;
       };
       mu_.Await(absl::Condition(&ready));
       if (running_ > target_ && !stopping_) {
@@ -84,9 +87,19 @@ void ThreadPool::WorkerLoop() {
         retired_.push_back(std::this_thread::get_id());
         return;
       }
-      if (queue_.empty()) return;  // Stopping and drained.
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      if (queued_ == 0) return;  // Stopping and drained.
+      // The group whose turn it is runs one task, then waits its next turn.
+      const uint64_t group = turns_.front();
+      turns_.pop_front();
+      auto it = queues_.find(group);
+      task = std::move(it->second.front());
+      it->second.pop_front();
+      --queued_;
+      if (it->second.empty()) {
+        queues_.erase(it);
+      } else {
+        turns_.push_back(group);
+      }
     }
     Account(+1);
     task();

@@ -1,9 +1,13 @@
-// A pool of worker threads running closures in FIFO order, resizable while
-// it runs, that accounts the time its workers spend in tasks.
+// A pool of worker threads running closures, resizable while it runs, that
+// accounts the time its workers spend in tasks. Tasks belong to groups (a
+// session each): FIFO within a group, and the groups with work take turns,
+// one task each, so a session that queues more work (bigger batches, more
+// ring slots) does not crowd out the others: N busy sessions each get about
+// 1/N of a saturated pool, and an idle one's turns go to the rest.
 //
 // Thread-safe: Schedule() and Resize() may be called from any thread.
 // Shrinking retires workers as they finish their current task, so no task
-// is dropped or run twice and FIFO order is kept. The destructor runs every
+// is dropped or run twice and each group's order is kept. The destructor runs every
 // task already scheduled, then joins the workers; a task must not destroy
 // its own pool. Tasks must not throw.
 #ifndef STOKER_SERVER_THREAD_POOL_H_
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
 namespace stoker {
@@ -29,7 +34,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void Schedule(std::function<void()> task);
+  void Schedule(std::function<void()> task, uint64_t group = 0);
   // Grows or shrinks to `threads` (at least 1) workers.
   void Resize(int threads);
 
@@ -54,7 +59,11 @@ class ThreadPool {
   int active_ ABSL_GUARDED_BY(busy_mu_) = 0;
 
   mutable absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  // Queued tasks by group, and the groups with tasks in turn order.
+  absl::flat_hash_map<uint64_t, std::deque<std::function<void()>>> queues_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> turns_ ABSL_GUARDED_BY(mu_);
+  size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);  // Incl. retired.
   int target_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // Workers not yet retired.

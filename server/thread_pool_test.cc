@@ -27,6 +27,41 @@ TEST(ThreadPoolTest, RunsEveryTaskOnceInFifoOrderWithOneWorker) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
 }
 
+// Groups take turns: a session that queued 10x more work does not hold the
+// pool; each gets one task per turn, in its own FIFO order, and when one
+// runs dry the other has the pool. Counted in tasks, not timed.
+TEST(ThreadPoolTest, GroupsTakeTurnsAndKeepTheirOwnOrder) {
+  std::vector<std::pair<uint64_t, int>> order;
+  absl::Mutex mu;
+  absl::Notification go;
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([&] { go.WaitForNotification(); });  // Hold the worker.
+    for (int i = 0; i < 1000; ++i) {
+      pool.Schedule([&, i] {
+        absl::MutexLock lock(&mu);
+        order.push_back({7, i});
+      }, 7);
+    }
+    for (int i = 0; i < 100; ++i) {
+      pool.Schedule([&, i] {
+        absl::MutexLock lock(&mu);
+        order.push_back({9, i});
+      }, 9);
+    }
+    EXPECT_EQ(pool.queued(), 1100u);
+    go.Notify();
+  }
+  ASSERT_EQ(order.size(), 1100u);
+  int seven = 0, nine = 0;
+  for (int k = 0; k < 200; ++k) (order[k].first == 7 ? seven : nine)++;
+  EXPECT_EQ(seven, 100);  // Equal shares while both have work...
+  EXPECT_EQ(nine, 100);
+  for (size_t k = 200; k < order.size(); ++k) EXPECT_EQ(order[k].first, 7u);  // ...then all.
+  int next7 = 0, next9 = 0;
+  for (const auto& [g, i] : order) EXPECT_EQ(i, g == 7 ? next7++ : next9++);
+}
+
 TEST(ThreadPoolTest, ResizingWhileBusyLosesAndRepeatsNothing) {
   std::atomic<int> ran{0};
   std::vector<std::atomic<int>> seen(5000);

@@ -74,6 +74,8 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   if (spec.rank() >= world)
     return bad(absl::StrCat("rank ", spec.rank(),
                             " must be less than world_size ", world));
+  if (spec.priority() > 16)
+    return bad(absl::StrCat("priority ", spec.priority(), " must be in 0..16"));
   if (spec.ring_slots() > shm::kMaxRingSlots)
     return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
                             " must be at most ", shm::kMaxRingSlots));
@@ -225,7 +227,7 @@ void ServingSession::Produce() {
       const uint64_t index = order[first + i];
       ctx_.reader_pool->Schedule([this, job, t = SampleTask{i, index, index, 0}] {
         FetchSample(job, t);
-      }, id_);
+      }, id_, Weight());
     }
     if (++batch == per_epoch) {
       batch = 0;
@@ -315,7 +317,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
   }
   ctx_.decode_pool->Schedule([this, job, t, files = std::move(files)] {
     DecodeSample(job, t, files);
-  }, id_);
+  }, id_, Weight());
 }
 
 absl::Status ServingSession::ReadArrays(const BatchJob& job,
@@ -468,7 +470,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         // Another deterministic sample stands in; the batch waits for it.
         SampleTask next{i, 0, t.original, t.attempt + 1};
         next.index = ReplacementFor(*job, t);
-        ctx_.reader_pool->Schedule([this, job, next] { FetchSample(job, next); }, id_);
+        ctx_.reader_pool->Schedule([this, job, next] { FetchSample(job, next); }, id_, Weight());
         return;
       }
     }

@@ -17,6 +17,7 @@
 #ifndef STOKER_SERVER_SESSION_H_
 #define STOKER_SERVER_SESSION_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -155,6 +156,8 @@ class ServingSession {
                     shm::SampleStatus status,
                     const absl::Status& error);
   uint8_t* SampleOut(const BatchJob& job, size_t field, uint32_t i) const;
+  // The session's share weight in the pools (its spec's priority, >= 1).
+  int Weight() const { return std::max<int>(1, spec_.priority()); }
   // Writes the sample's label into every label field.
   void WriteLabels(const BatchJob& job, uint32_t i, int32_t label) const;
   // Total bytes of the non-label fields of one sample (the decoded cache's

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "shm/futex.h"
@@ -60,11 +61,12 @@ int ThreadPool::size() const {
   return target_;
 }
 
-void ThreadPool::Schedule(std::function<void()> task, uint64_t group) {
+void ThreadPool::Schedule(std::function<void()> task, uint64_t group, int weight) {
   absl::MutexLock lock(&mu_);
-  std::deque<std::function<void()>>& q = queues_[group];
-  if (q.empty()) turns_.push_back(group);
-  q.push_back(std::move(task));
+  Queue& q = queues_[group];
+  if (q.tasks.empty()) turns_.push_back(group);
+  q.tasks.push_back(std::move(task));
+  q.weight = std::max(1, weight);
   ++queued_;
 }
 
@@ -88,16 +90,20 @@ void ThreadPool::WorkerLoop() {
         return;
       }
       if (queued_ == 0) return;  // Stopping and drained.
-      // The group whose turn it is runs one task, then waits its next turn.
+      // The group whose turn it is runs a task; after `weight` of them it
+      // waits for its next turn.
       const uint64_t group = turns_.front();
-      turns_.pop_front();
       auto it = queues_.find(group);
-      task = std::move(it->second.front());
-      it->second.pop_front();
+      Queue& q = it->second;
+      task = std::move(q.tasks.front());
+      q.tasks.pop_front();
       --queued_;
-      if (it->second.empty()) {
+      if (q.tasks.empty()) {
+        turns_.pop_front();
         queues_.erase(it);
-      } else {
+      } else if (++q.used >= q.weight) {
+        q.used = 0;
+        turns_.pop_front();
         turns_.push_back(group);
       }
     }

@@ -3,7 +3,8 @@
 // session each): FIFO within a group, and the groups with work take turns,
 // one task each, so a session that queues more work (bigger batches, more
 // ring slots) does not crowd out the others: N busy sessions each get about
-// 1/N of a saturated pool, and an idle one's turns go to the rest.
+// 1/N of a saturated pool (weight/sum of weights: a group of weight w runs
+// up to w tasks per turn), and an idle one's turns go to the rest.
 //
 // Thread-safe: Schedule() and Resize() may be called from any thread.
 // Shrinking retires workers as they finish their current task, so no task
@@ -34,7 +35,8 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void Schedule(std::function<void()> task, uint64_t group = 0);
+  // `weight` (>= 1) is the group's, as of its latest task.
+  void Schedule(std::function<void()> task, uint64_t group = 0, int weight = 1);
   // Grows or shrinks to `threads` (at least 1) workers.
   void Resize(int threads);
 
@@ -60,8 +62,12 @@ class ThreadPool {
 
   mutable absl::Mutex mu_;
   // Queued tasks by group, and the groups with tasks in turn order.
-  absl::flat_hash_map<uint64_t, std::deque<std::function<void()>>> queues_
-      ABSL_GUARDED_BY(mu_);
+  struct Queue {
+    std::deque<std::function<void()>> tasks;
+    int weight = 1;
+    int used = 0;  // Tasks run in its current turn.
+  };
+  absl::flat_hash_map<uint64_t, Queue> queues_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> turns_ ABSL_GUARDED_BY(mu_);
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);  // Incl. retired.

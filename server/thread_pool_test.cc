@@ -62,6 +62,29 @@ TEST(ThreadPoolTest, GroupsTakeTurnsAndKeepTheirOwnOrder) {
   for (const auto& [g, i] : order) EXPECT_EQ(i, g == 7 ? next7++ : next9++);
 }
 
+TEST(ThreadPoolTest, WeightsSetTheShares) {
+  std::vector<uint64_t> order;
+  absl::Mutex mu;
+  absl::Notification go;
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([&] { go.WaitForNotification(); });
+    for (int i = 0; i < 400; ++i) {
+      for (uint64_t g : {1, 2}) {
+        pool.Schedule([&, g] {
+          absl::MutexLock lock(&mu);
+          order.push_back(g);
+        }, g, g == 2 ? 3 : 1);
+      }
+    }
+    go.Notify();
+  }
+  int one = 0, two = 0;
+  for (int k = 0; k < 400; ++k) (order[k] == 1 ? one : two)++;
+  EXPECT_EQ(one, 100);  // 1 : 3 while both have work.
+  EXPECT_EQ(two, 300);
+}
+
 TEST(ThreadPoolTest, ResizingWhileBusyLosesAndRepeatsNothing) {
   std::atomic<int> ran{0};
   std::vector<std::atomic<int>> seen(5000);

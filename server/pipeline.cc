@@ -117,7 +117,7 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       f->height = static_cast<int>(fs.chw() ? fs.shape(1) : fs.shape(0));
       f->width = static_cast<int>(fs.chw() ? fs.shape(2) : fs.shape(1));
       if (fs.dtype() != v1::DTYPE_UINT8) {
-        for (int k = 0; k < 4; ++k) f->scale[k] = 1.0f / 255.0f;
+        for (float& k : f->norm.scale) k = 1.0f / 255.0f;
       }
       break;
     }
@@ -162,19 +162,7 @@ void Convert(const FieldPlan& f, const uint8_t* hwc, uint8_t* out) {
     }
     return;
   }
-  const bool half = f.dtype == shm::kDTypeFloat16;
-  for (int k = 0; k < c; ++k) {
-    const float scale = f.scale[k], offset = f.offset[k];
-    for (size_t i = 0; i < plane; ++i) {
-      const size_t o = f.chw ? k * plane + i : i * c + k;
-      const float v = hwc[i * c + k] * scale + offset;
-      if (half) {
-        reinterpret_cast<uint16_t*>(out)[o] = FloatToHalf(v);
-      } else {
-        reinterpret_cast<float*>(out)[o] = v;
-      }
-    }
-  }
+  WriteNormalized(hwc, plane, c, f.norm, f.chw, f.dtype == shm::kDTypeFloat16, out);
 }
 
 }  // namespace
@@ -331,8 +319,8 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
                                       f.name, "'"));
             if (!(n.std(0) > 0)) return bad(absl::StrCat("std values must be > 0, got ", n.std(0)));
             f.normalize = true;
-            f.scale[0] = 1.0f / n.std(0);
-            f.offset[0] = -n.mean(0) / n.std(0);
+            f.norm.scale[0] = 1.0f / n.std(0);
+            f.norm.offset[0] = -n.mean(0) / n.std(0);
             continue;
           }
           const int c = f.channels;
@@ -344,8 +332,8 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
             const float m = n.mean(n.mean_size() == 1 ? 0 : ch);
             const float s = n.std(n.std_size() == 1 ? 0 : ch);
             if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
-            f.scale[ch] = 1.0f / (255.0f * s);
-            f.offset[ch] = -m / s;
+            f.norm.scale[ch] = 1.0f / (255.0f * s);
+            f.norm.offset[ch] = -m / s;
           }
         }
         break;
@@ -401,21 +389,20 @@ std::vector<uint64_t> Pipeline::RegionOf(const FieldPlan& f,
 absl::Status Pipeline::CheckArrayShape(const FieldPlan& f,
                                        const std::vector<uint64_t>& shape,
                                        const std::string& what) const {
-  const std::string have = absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+  // Checked per sample: messages are built only for a misfit.
   if (f.patch.empty()) {
-    if (shape != f.shape)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "field '", f.name, "' is [", absl::StrJoin(f.shape, ", "), "] but ",
-          what, " is ", have, ": declare that shape or add a random_patch op"));
-    return absl::OkStatus();
+    if (shape == f.shape) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field '", f.name, "' is [", absl::StrJoin(f.shape, ", "), "] but ", what,
+        " is [", absl::StrJoin(shape, ", "), "]: declare that shape or add a "
+        "random_patch op"));
   }
   bool fits = shape.size() == f.patch.size();
   for (size_t d = 0; fits && d < shape.size(); ++d) fits = f.patch[d] <= shape[d];
-  if (!fits)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "random_patch [", absl::StrJoin(f.patch, ", "), "] of field '", f.name,
-        "' does not fit ", what, " ", have));
-  return absl::OkStatus();
+  if (fits) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "random_patch [", absl::StrJoin(f.patch, ", "), "] of field '", f.name,
+      "' does not fit ", what, " [", absl::StrJoin(shape, ", "), "]"));
 }
 
 std::vector<std::vector<uint64_t>> Pipeline::PlanArrays(

@@ -37,12 +37,11 @@ struct FieldPlan {
   bool chw = false;
   uint32_t file = 0;
   uint32_t pad = 0;
-  // Float images: out = x * scale[c] + offset[c] (x in 0..255).
-  float scale[4] = {1, 1, 1, 1};
-  float offset[4] = {0, 0, 0, 0};
+  // Float images (x in 0..255) and normalized arrays.
+  Normalization norm;
   // Array fields: the random_patch shape (empty: the whole sample).
   std::vector<uint64_t> patch;
-  bool normalize = false;  // Array fields: x * scale[0] + offset[0].
+  bool normalize = false;  // Array fields: apply norm (channel 0).
   bool spatial() const {
     return kind == v1::FieldSpec::KIND_IMAGE || kind == v1::FieldSpec::KIND_MASK;
   }

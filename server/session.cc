@@ -350,14 +350,8 @@ absl::Status ServingSession::ReadArrays(const BatchJob& job,
     STOKER_RETURN_IF_ERROR(src.Read(t.index, starts[f].data(), region.data(),
                                     ElemType::kFloat32,
                                     reinterpret_cast<uint8_t*>(tmp.data())));
-    const float scale = field.scale[0], offset = field.offset[0];
-    if (field.dtype == shm::kDTypeFloat16) {
-      auto* o = reinterpret_cast<uint16_t*>(out);
-      for (uint64_t k = 0; k < n; ++k) o[k] = FloatToHalf(tmp[k] * scale + offset);
-    } else {
-      auto* o = reinterpret_cast<float*>(out);
-      for (uint64_t k = 0; k < n; ++k) o[k] = tmp[k] * scale + offset;
-    }
+    WriteNormalized(tmp.data(), n, 1, field.norm, false,
+                    field.dtype == shm::kDTypeFloat16, out);
   }
   ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);

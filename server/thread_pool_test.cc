@@ -33,10 +33,14 @@ TEST(ThreadPoolTest, RunsEveryTaskOnceInFifoOrderWithOneWorker) {
 TEST(ThreadPoolTest, GroupsTakeTurnsAndKeepTheirOwnOrder) {
   std::vector<std::pair<uint64_t, int>> order;
   absl::Mutex mu;
-  absl::Notification go;
+  absl::Notification go, holding;
   {
     ThreadPool pool("t", 1);
-    pool.Schedule([&] { go.WaitForNotification(); });  // Hold the worker.
+    pool.Schedule([&] {  // Hold the worker while the rest is queued.
+      holding.Notify();
+      go.WaitForNotification();
+    });
+    holding.WaitForNotification();
     for (int i = 0; i < 1000; ++i) {
       pool.Schedule([&, i] {
         absl::MutexLock lock(&mu);

@@ -162,20 +162,28 @@ uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-void WriteNormalizedChw(const uint8_t* hwc, int height, int width,
-                        const Normalization& n, bool half, void* dst) {
-  const size_t plane = static_cast<size_t>(height) * width;
-  for (int c = 0; c < 3; ++c) {
+template <typename T>
+void WriteNormalized(const T* src, size_t pixels, int channels,
+                     const Normalization& n, bool chw, bool half, void* dst) {
+  for (int c = 0; c < channels; ++c) {
     const float scale = n.scale[c], offset = n.offset[c];
+    // Channel c's outputs: a plane (chw) or every channels-th value.
+    const size_t first = chw ? c * pixels : c, step = chw ? 1 : channels;
     if (half) {
-      uint16_t* o = static_cast<uint16_t*>(dst) + c * plane;
-      for (size_t i = 0; i < plane; ++i) o[i] = FloatToHalf(hwc[i * 3 + c] * scale + offset);
+      uint16_t* o = static_cast<uint16_t*>(dst) + first;
+      for (size_t i = 0; i < pixels; ++i) {
+        o[i * step] = FloatToHalf(src[i * channels + c] * scale + offset);
+      }
     } else {
-      float* o = static_cast<float*>(dst) + c * plane;
-      for (size_t i = 0; i < plane; ++i) o[i] = hwc[i * 3 + c] * scale + offset;
+      float* o = static_cast<float*>(dst) + first;
+      for (size_t i = 0; i < pixels; ++i) o[i * step] = src[i * channels + c] * scale + offset;
     }
   }
 }
+template void WriteNormalized<uint8_t>(const uint8_t*, size_t, int,
+                                       const Normalization&, bool, bool, void*);
+template void WriteNormalized<float>(const float*, size_t, int,
+                                     const Normalization&, bool, bool, void*);
 
 absl::Status DecodeForCrop(
     JpegDecoder& decoder, const uint8_t* data, size_t size,

@@ -75,18 +75,20 @@ absl::Status DecodeForCrop(JpegDecoder& decoder, const uint8_t* data,
                            int out_size, bool scale, bool crop,
                            DecodedRegion* region, CropBox* box);
 
-// Per-channel affine map applied to 0..255 values: out = x * scale + offset.
-// From torchvision's Normalize(mean, std) on x/255: scale = 1/(255 std),
-// offset = -mean/std.
+// Per-channel affine map: out = x * scale + offset. For images, from
+// torchvision's Normalize(mean, std) on x/255: scale = 1/(255 std),
+// offset = -mean/std; for arrays scale = 1/std.
 struct Normalization {
-  float scale[3];
-  float offset[3];
+  float scale[4] = {1, 1, 1, 1};
+  float offset[4] = {0, 0, 0, 0};
 };
 
-// Writes packed HWC uint8 pixels as normalized CHW float32 (`half` false)
-// or IEEE float16 (`half` true, rounded to nearest even) into `dst`.
-void WriteNormalizedChw(const uint8_t* hwc, int height, int width,
-                        const Normalization& n, bool half, void* dst);
+// Writes `pixels` x `channels` interleaved values (uint8_t or float) as
+// x * scale[c] + offset[c] into `dst`: float32, or IEEE float16 (`half`,
+// rounded to nearest even); channel planes first when `chw`.
+template <typename T>
+void WriteNormalized(const T* src, size_t pixels, int channels,
+                     const Normalization& n, bool chw, bool half, void* dst);
 
 // Float to IEEE half, round to nearest even (NaN stays NaN, overflow to inf).
 uint16_t FloatToHalf(float f);

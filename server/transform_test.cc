@@ -205,7 +205,7 @@ TEST(NormalizeTest, WritesChwPlanesWithMeanAndStd) {
     n.offset[c] = -(0.4f + 0.05f * c) / (0.2f + 0.1f * c);
   }
   float out[12];
-  WriteNormalizedChw(hwc, 2, 2, n, /*half=*/false, out);
+  WriteNormalized(hwc, 4, 3, n, /*chw=*/true, /*half=*/false, out);
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < 4; ++i) {
       const float want = (hwc[i * 3 + c] / 255.0f - (0.4f + 0.05f * c)) / (0.2f + 0.1f * c);
@@ -213,7 +213,7 @@ TEST(NormalizeTest, WritesChwPlanesWithMeanAndStd) {
     }
   }
   uint16_t half[12];
-  WriteNormalizedChw(hwc, 2, 2, n, /*half=*/true, half);
+  WriteNormalized(hwc, 4, 3, n, /*chw=*/true, /*half=*/true, half);
   for (int i = 0; i < 12; ++i) EXPECT_EQ(half[i], FloatToHalf(out[i]));
 }
 

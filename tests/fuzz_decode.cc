@@ -1,6 +1,6 @@
-// fuzz_decode: runs mutated real-photo JPEGs through the daemon's decode
-// path (header limits, DCT-scaled region decode, crop, resample) and
-// counts the outcomes. Built with AddressSanitizer and UBSan by
+// fuzz_decode: runs mutated real-photo files through the daemon's decode
+// path (header limits, DCT-scaled region decode, crop, resample, array
+// reads) and counts the outcomes. Built with AddressSanitizer and UBSan by
 // `make sanitize` (CI), where any memory error or undefined behaviour
 // aborts with a report; without them it is a plain robustness run.
 //
@@ -10,9 +10,11 @@
 // mate-backgrounds) are first reduced to about --side pixels and
 // re-encoded baseline 4:2:0, 4:4:4, grayscale and progressive, and as PNG
 // (RGB, gray, RGBA, palette, 16-bit gray), so the mutations stay fast to
-// decode; the content stays photographic. JPEGs go through the fast path of
-// the presets; PNGs through the by-content decoder and a custom pipeline
-// (an image and a mask of the same file, joint random geometry).
+// decode; the content stays photographic. Every file goes through the
+// session's own decode path (by-content decoder + compiled pipeline): JPEGs
+// through the val/train presets with each decode lever, PNGs through a
+// custom pipeline (an image and a mask of the same file, joint random
+// geometry); .npy and HDF5 files through the array sources.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,14 +89,15 @@ std::vector<Bytes> Variants(const Bytes& jpeg, int side) {
   return out;
 }
 
-// Decodes a (mutated) PNG as an image and a mask field with random joint
-// geometry, as a session would.
+// Decodes a (mutated) file into the spatial fields of `p` with its random
+// geometry, as a session's decode task does.
 absl::Status RunPipeline(const Pipeline& p, const Bytes& bytes, uint64_t index) {
   std::vector<Canvas> canvases;
   int width = 0, height = 0;
   Image image;
   for (size_t f = 0; f < p.fields().size(); ++f) {
     const FieldPlan& field = p.fields()[f];
+    if (!field.spatial()) continue;
     absl::Status s = DecodeImage(
         reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
         p.Request(field, DecodeLimits()),
@@ -312,8 +315,20 @@ int Run() {
                  png_pipeline.status().ToString().c_str());
     return 2;
   }
+  // JPEGs go through the presets as sessions run them, every decode lever.
+  std::vector<Pipeline> presets;
+  for (v1::Transform t : {v1::TRANSFORM_TRAIN, v1::TRANSFORM_VAL}) {
+    for (v1::Decode d : {v1::DECODE_SCALE_CROP, v1::DECODE_CROP, v1::DECODE_FULL}) {
+      v1::SessionSpec preset;
+      preset.set_transform(t);
+      preset.set_image_size(t == v1::TRANSFORM_TRAIN ? 64 : 96);
+      preset.set_batch_size(1);
+      preset.set_decode(d);
+      presets.push_back(*Pipeline::Compile(preset));
+    }
+  }
+  // One thread's decoder for every file: no state may carry over.
   Rng rng(absl::GetFlag(FLAGS_seed));
-  JpegDecoder decoder;  // One decoder for all: no state may carry over.
   std::map<std::string, int> outcomes;
   const int total = absl::GetFlag(FLAGS_mutations);
   for (int m = 0; m < total; ++m) {
@@ -332,22 +347,7 @@ int Run() {
       ++outcomes[absl::StrCat("png ", kind, " ", absl::StatusCodeToString(s.code()))];
       continue;
     }
-    const bool train = m % 2 == 0;
-    const int size = train ? 64 : 96;
-    DecodedRegion region;
-    CropBox box;
-    Rng crop_rng(m);
-    absl::Status s = DecodeForCrop(
-        decoder, reinterpret_cast<const uint8_t*>(bad.data()), bad.size(),
-        [&](int w, int h) {
-          return train ? RandomResizedCropBox(w, h, crop_rng) : CenterCropBox(w, h, size);
-        },
-        size, /*scale=*/m % 3 != 0, /*crop=*/m % 5 != 0, &region, &box);
-    if (s.ok()) {
-      std::vector<uint8_t> out(static_cast<size_t>(size) * size * 3);
-      ResizeBox(region.image.pixels.data(), region.image.width,
-                region.image.height, box, size, size, out.data());
-    }
+    absl::Status s = RunPipeline(presets[m % presets.size()], bad, m);
     ++outcomes[absl::StrCat(kind, " ", absl::StatusCodeToString(s.code()))];
   }
   if (!h5s.empty()) {

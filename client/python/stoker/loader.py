@@ -437,60 +437,49 @@ class Loader:
         self._stream = (epoch, batch)
         return self._session
 
-    def _fields_output(self, batch):
+    def _tensors(self, batch):
+        """{field: tensor} viewing the slot (no copy)."""
         views = batch.fields
-        if torch is None:
-            return views
         out = {}
         for name, dtype, _, _ in batch.field_specs():
             view = views[name]
             if not hasattr(torch, dtype):
                 # uint16 before torch 2.3: widened to int32 (a copy).
-                view = np.asarray(view, dtype=np.uint16) if np is not None else view
-                out[name] = torch.tensor(
-                    np.asarray(view).astype(np.int32) if np is not None
-                    else list(view.cast("B").cast("H")), dtype=torch.int32
-                ).reshape(tuple(view.shape))
+                flat = (np.asarray(view, dtype=np.int32) if np is not None
+                        else list(view.cast("B").cast("H")))
+                out[name] = torch.tensor(flat, dtype=torch.int32).reshape(
+                    tuple(view.shape))
             elif np is not None:
                 out[name] = torch.from_numpy(view)
             else:
                 t = torch.frombuffer(view, dtype=getattr(torch, dtype))
                 out[name] = t.reshape(view.shape)
+        return out
+
+    def _upload(self, batch, tensors):
+        """With device=, asynchronous copies of `tensors`; the slot stays
+        held until they complete."""
         if self._device is None:
-            return out
+            return tensors
         if self._pinned != batch.mapping_base:
             self._pin(batch.mapping_base, batch.mapping_size)
-        gpu = {n: t.to(self._device, non_blocking=True) for n, t in out.items()}
+        gpu = {n: t.to(self._device, non_blocking=True) for n, t in tensors.items()}
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(self._device))
-        self._pending.append((event, out))  # Holds the slot until copied.
+        self._pending.append((event, tensors))  # Holds the slot until copied.
         return gpu
 
     def _to_output(self, batch):
+        if torch is None:  # numpy arrays, or memoryviews of the slot
+            views = batch.fields
+            if self._fields is not None:
+                return views
+            labels = views["label"]
+            return views["image"], labels if np is None else labels.astype(np.int64)
+        out = self._upload(batch, self._tensors(batch))
         if self._fields is not None:
-            return self._fields_output(batch)
-        if torch is None:
-            if np is None:  # memoryviews of the slot
-                return batch.images, batch.labels
-            return batch.images, batch.labels.astype(np.int64)
-        if np is not None:
-            images = torch.from_numpy(batch.images)
-            labels = torch.from_numpy(batch.labels).to(torch.int64)
-        else:
-            view = batch.images
-            images = torch.frombuffer(view, dtype=getattr(torch, batch.dtype))
-            images = images.reshape(view.shape)
-            labels = torch.frombuffer(batch.labels, dtype=torch.int32)
-            labels = labels.to(torch.int64)
-        if self._device is None:
-            return images, labels
-        if self._pinned != batch.mapping_base:
-            self._pin(batch.mapping_base, batch.mapping_size)
-        gpu = images.to(self._device, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record(torch.cuda.current_stream(self._device))
-        self._pending.append((event, images))  # Holds the slot until copied.
-        return gpu, labels.to(self._device, non_blocking=True)
+            return out
+        return out["image"], out["label"].to(torch.int64)
 
     def _pin(self, base, size):
         self._unpin()

@@ -24,6 +24,12 @@ inline const std::string& DatasetPath(const v1::DatasetSpec& ds) {
   }
 }
 
+// "decode" or, for one NUMA node's decode pool, "decode@1": how people
+// name a pool.
+inline std::string PoolLabel(const v1::PoolStats& p) {
+  return p.has_node() ? p.pool() + "@" + std::to_string(p.node()) : p.pool();
+}
+
 // "decode-bound" for DIAGNOSIS_DECODE_BOUND: how people, logs and metric
 // labels name a diagnosis.
 inline std::string DiagnosisName(v1::Diagnosis d) {

@@ -53,7 +53,6 @@ Daemon::Daemon(DaemonOptions options)
         LoadMonitor::Options o;
         o.min_reader_threads = options_.reader_threads;
         o.max_reader_threads = options_.max_reader_threads;
-        o.max_decode_threads = options_.max_decode_threads;
         return o;
       }()) {}
 
@@ -61,7 +60,7 @@ Daemon::~Daemon() {
   Stop();
   // Pools run what is queued, then join; L2 writes what is queued.
   reader_pool_.reset();
-  decode_pool_.reset();
+  decode_pools_.reset();
   l2_.reset();
 }
 
@@ -71,6 +70,22 @@ absl::Status Daemon::Start() {
     if (started_flag_) return absl::FailedPreconditionError("already started");
     started_flag_ = true;
   }
+  Topology topology = Topology::Single();
+  bool pinned = false;
+  if (!options_.numa_topology.empty()) {
+    STOKER_ASSIGN_OR_RETURN(topology, Topology::Parse(options_.numa_topology));
+    pinned = options_.numa != NumaMode::kOff;
+    numa_ = pinned ? absl::StrCat(topology.size(), " node(s) (--numa-topology)") : "off";
+  } else if (options_.numa != NumaMode::kOff) {
+    Topology detected = Topology::Detect();
+    pinned = options_.numa == NumaMode::kOn || detected.size() > 1;
+    if (pinned) topology = std::move(detected);
+    numa_ = pinned ? absl::StrCat(topology.size(), " node(s) (libnuma)")
+                   : "off (one node)";
+  } else {
+    numa_ = "off";
+  }
+  if (!pinned) topology = Topology::Single();
   if (!options_.l2.path.empty()) {
     auto l2 = L2Cache::Open(options_.l2);
     if (!l2.ok()) return l2.status();
@@ -85,8 +100,15 @@ absl::Status Daemon::Start() {
     LogInfo(absl::StrCat("removed ", stale,
                          " ring segment(s) left by a previous daemon"));
   }
-  decode_pool_ =
-      std::make_unique<ThreadPool>("stoker-dec", options_.decode_threads);
+  const int threads = options_.decode_threads > 0 ? options_.decode_threads
+                                                 : topology.total_cpus();
+  decode_pools_ = std::make_unique<NodePools>("stoker-dec", topology, pinned,
+                                              threads, options_.numa_spill);
+  for (int n = 0; pinned && n < topology.size(); ++n) {
+    LogInfo(absl::StrCat("decode pool of node ", n, ": CPUs ",
+                         FormatCpuList(topology.nodes()[n].cpus), ", ",
+                         decode_pools_->pool(n).size(), " threads"));
+  }
   reaper_ = std::thread([this] { ReapLoop(); });
   absl::MutexLock lock(&mu_);
   stale_removed_ = stale;
@@ -175,13 +197,24 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
   ps.drop_last = spec.drop_last();
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(ps));
-  PipelineContext ctx{reader_pool_.get(), decode_pool_.get(), fetcher_.get(),
-                      &decoded_cache_, &counters_, &error_log_, generation_,
-                      options_.decode_limits};
-  STOKER_ASSIGN_OR_RETURN(
-      std::unique_ptr<ServingSession> session,
-      ServingSession::Create(id, spec, request.client_pid(), dataset, plan,
-                      shm::Segment::UniqueName(options_.shm_prefix, id), ctx));
+  std::pair<int, std::string> placed;
+  {
+    absl::MutexLock lock(&mu_);
+    STOKER_ASSIGN_OR_RETURN(placed, Place(spec.placement()));
+  }
+  PipelineContext ctx{reader_pool_.get(), decode_pools_.get(), placed.first,
+                      fetcher_.get(), &decoded_cache_, &counters_, &error_log_,
+                      generation_, options_.decode_limits};
+  // The ring's pages are allocated by a thread on the session's node, so
+  // they are that node's memory.
+  absl::StatusOr<std::unique_ptr<ServingSession>> created;
+  decode_pools_->topology().RunOn(placed.first, [&] {
+    created = ServingSession::Create(id, spec, request.client_pid(), dataset, plan,
+                                     shm::Segment::UniqueName(options_.shm_prefix, id),
+                                     ctx);
+  });
+  if (!created.ok()) return created.status();
+  std::unique_ptr<ServingSession> session = *std::move(created);
 
   v1::OpenSessionResponse resp;
   resp.set_session_id(id);
@@ -211,6 +244,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   resp.set_batches_per_epoch(plan.batches_per_epoch());
 
   Entry entry;
+  entry.node = placed.first;
+  entry.placement = placed.second;
   entry.handoff_token = token;
   entry.owner_uid = caller.uid;
   entry.pid_visible = request.client_pid() != 0 &&
@@ -232,7 +267,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   LogInfo(absl::StrCat("session ", id, " opened: ", dataset->description, ", ",
                        dataset->samples.size(), " samples, batch ",
                        spec.batch_size(), ", ring ", ring->shm_name(),
-                       " (client pid ", request.client_pid(), ")"));
+                       " (client pid ", request.client_pid(), "), node ",
+                       placed.first, " (", placed.second, ")"));
   return resp;
 }
 
@@ -477,7 +513,8 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   s.set_pid(static_cast<uint32_t>(getpid()));
   s.set_version(kVersion);
   s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
-  s.set_decode_threads(decode_pool_ ? decode_pool_->size() : 0);
+  s.set_decode_threads(decode_pools_ ? decode_pools_->threads() : 0);
+  s.set_numa(numa_);
   s.set_autotune(options_.autotune);
   s.set_metrics_port(metrics_port_.load());
   s.set_samples_decoded(counters_.samples_decoded.load(std::memory_order_relaxed));
@@ -505,17 +542,24 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   s.set_sessions_reclaimed(reclaimed_);
   s.set_stale_segments_removed(stale_removed_);
   s.set_autotune_changes(autotune_changes_);
-  for (auto [name, pool, busy] :
-       {std::tuple{"decode", decode_pool_.get(), monitor_.decode_busy()},
-        std::tuple{"reader", reader_pool_.get(), monitor_.reader_busy()}}) {
-    if (pool == nullptr) continue;
+  auto add_pool = [&s](const char* name, const ThreadPool& pool, double busy) {
     v1::PoolStats* p = s.add_pools();
     p->set_pool(name);
-    p->set_threads(pool->size());
-    p->set_busy_seconds(pool->busy_ns() * 1e-9);
+    p->set_threads(pool.size());
+    p->set_busy_seconds(pool.busy_ns() * 1e-9);
     p->set_busy_fraction(busy);
-    p->set_queued(pool->queued());
+    p->set_queued(pool.queued());
+    return p;
+  };
+  for (int n = 0; decode_pools_ && n < decode_pools_->size(); ++n) {
+    v1::PoolStats* p = add_pool("decode", decode_pools_->pool(n), monitor_.decode_busy(n));
+    p->set_node(n);
+    if (decode_pools_->pinned()) {
+      p->set_cpus(FormatCpuList(decode_pools_->topology().nodes()[n].cpus));
+    }
+    p->set_spilled_in(decode_pools_->spilled_in(n));
   }
+  if (reader_pool_) add_pool("reader", *reader_pool_, monitor_.reader_busy());
   for (const auto& [id, e] : sessions_) *s.add_sessions() = VisibleStats(e, caller);
   std::sort(s.mutable_sessions()->begin(), s.mutable_sessions()->end(),
             [](const auto& a, const auto& b) { return a.session_id() < b.session_id(); });

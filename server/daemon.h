@@ -31,6 +31,7 @@
 #include "server/fetcher.h"
 #include "server/load_monitor.h"
 #include "server/l2_cache.h"
+#include "server/node_pools.h"
 #include "server/session.h"
 
 namespace stoker {
@@ -48,8 +49,20 @@ struct Caller {
   }
 };
 
+// Decode pools per NUMA node: auto = one per node when there are several.
+enum class NumaMode { kAuto, kOn, kOff };
+
 struct DaemonOptions {
   int decode_threads = 0;  // 0: one per online core.
+  NumaMode numa = NumaMode::kAuto;
+  // Hand-made nodes ("0-3;4-7", server/topology.h) instead of the
+  // machine's; decode pools per node then whatever `numa` says.
+  std::string numa_topology;
+  // Sessions may use other nodes' idle decode threads.
+  bool numa_spill = true;
+  // Where GPUs' NUMA nodes are read (/sys/bus/pci/devices/...); tests
+  // point it at a tree of their own.
+  std::string sysfs = "/sys";
   int reader_threads = 64;  // Outstanding source reads.
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
@@ -85,8 +98,9 @@ class Daemon {
   explicit Daemon(DaemonOptions options);
   ~Daemon();  // Stop().
 
-  // Removes rings orphaned by a previous daemon, starts the decode pool
-  // and the reaper. FAILED_PRECONDITION if called twice.
+  // Removes rings orphaned by a previous daemon, starts the decode pools
+  // (per NUMA node) and the reaper. FAILED_PRECONDITION if called twice;
+  // INVALID_ARGUMENT for a bad numa_topology.
   absl::Status Start();
   void Stop();
 
@@ -151,7 +165,9 @@ class Daemon {
   // Waits for every warm job to finish (tests, benchmarks).
   void WaitForWarmJobs();
   L2Cache* l2() { return l2_.get(); }
-  int decode_threads() const;
+  int decode_threads() const;  // Over all nodes.
+  // The decode pools, after Start().
+  const NodePools& decode_pools() const { return *decode_pools_; }
 
  private:
   struct Entry {
@@ -162,6 +178,8 @@ class Daemon {
     std::string handoff_token;  // Secret shown only to the opener.
     int64_t owner_uid = -1;     // Set when the ring is handed over.
     uint32_t peer_pid = 0;      // Likewise; 0: use the reported pid.
+    int node = 0;               // Its decode pool's NUMA node,
+    std::string placement;      // and why.
   };
 
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
@@ -187,7 +205,8 @@ class Daemon {
   absl::Status CheckQuotas(const Caller& caller, uint64_t ring_bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsAdmin(uid_t uid) const;
-  ThreadPool* Pool(const std::string& name);
+  // The node a session's decode runs on, and why (SessionStats.placement).
+  absl::StatusOr<std::pair<int, std::string>> Place(const v1::Placement& p) const;
   struct WarmState;
   void RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency);
 
@@ -205,7 +224,8 @@ class Daemon {
   std::unique_ptr<L2Cache> l2_;
   std::unique_ptr<SampleFetcher> fetcher_;
   std::unique_ptr<ThreadPool> reader_pool_;
-  std::unique_ptr<ThreadPool> decode_pool_;
+  std::unique_ptr<NodePools> decode_pools_;
+  std::string numa_;  // DaemonStats.numa.
   std::thread reaper_;
   absl::Notification stop_reaper_;
 

@@ -14,7 +14,41 @@
 
 namespace stoker {
 
-int Daemon::decode_threads() const { return decode_pool_->size(); }
+int Daemon::decode_threads() const { return decode_pools_->threads(); }
+
+absl::StatusOr<std::pair<int, std::string>> Daemon::Place(
+    const v1::Placement& p) const {
+  const Topology& topology = decode_pools_->topology();
+  if (p.has_node()) {
+    if (p.node() < 0 || p.node() >= topology.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement.node ", p.node(), " is not a node of this daemon (0..",
+          topology.size() - 1, ")"));
+    }
+    return std::pair{p.node(), std::string("requested")};
+  }
+  if (!decode_pools_->pinned()) return std::pair{0, std::string("numa off")};
+  if (!p.gpu_bus_id().empty()) {
+    const int node = topology.NodeOfGpu(p.gpu_bus_id(), options_.sysfs);
+    if (node >= 0) return std::pair{node, absl::StrCat("gpu ", p.gpu_bus_id())};
+  }
+  const std::vector<int> cpus(p.cpus().begin(), p.cpus().end());
+  const int node = topology.NodeOfCpus(cpus);
+  if (node >= 0) return std::pair{node, absl::StrCat("cpus ", FormatCpuList(cpus))};
+  // Least loaded: the fewest sessions' weight per decode thread.
+  std::vector<double> load(topology.size(), 0);
+  for (const auto& [id, e] : sessions_) {
+    load[e.node] += std::max<uint32_t>(1, e.session->spec().priority());
+  }
+  int best = 0;
+  for (int n = 1; n < topology.size(); ++n) {
+    if (load[n] / decode_pools_->pool(n).size() <
+        load[best] / decode_pools_->pool(best).size()) {
+      best = n;
+    }
+  }
+  return std::pair{best, std::string("least loaded")};
+}
 
 void Daemon::ControlTick(uint64_t now_ns) {
   std::vector<LoadMonitor::SessionReport> reports;
@@ -28,15 +62,26 @@ void Daemon::ControlTick(uint64_t now_ns) {
     r.work_ns = e.session->work_ns();
     r.ring_fill = static_cast<double>(e.session->ring().FilledSlots()) /
                   e.session->ring().layout().slot_count;
+    r.node = e.node;
     reports.push_back(r);
   }
-  monitor_.Tick(now_ns, {decode_pool_->size(), decode_pool_->busy_ns()},
-                {reader_pool_->size(), reader_pool_->busy_ns()}, reports);
+  std::vector<LoadMonitor::PoolReport> decode;
+  std::vector<int> threads;
+  for (int n = 0; n < decode_pools_->size(); ++n) {
+    const ThreadPool& p = decode_pools_->pool(n);
+    decode.push_back({p.size(), p.busy_ns()});
+    threads.push_back(p.size());
+  }
+  monitor_.Tick(now_ns, decode, {reader_pool_->size(), reader_pool_->busy_ns()}, reports);
   if (!options_.autotune) return;
+  const int max_total = options_.max_decode_threads > 0
+                            ? options_.max_decode_threads
+                            : decode_pools_->topology().total_cpus();
   std::optional<LoadMonitor::Decision> d =
-      monitor_.Autotune(decode_pool_->size(), reader_pool_->size());
+      monitor_.Autotune(threads, decode_pools_->Split(max_total), reader_pool_->size());
   if (!d) return;
-  ThreadPool* pool = Pool(d->pool);
+  ThreadPool* pool =
+      d->pool == "decode" ? &decode_pools_->pool(d->node) : reader_pool_.get();
   const int from = pool->size();
   pool->Resize(d->threads);
   ++autotune_changes_;
@@ -55,6 +100,7 @@ v1::SessionStats Daemon::EntryStats(const Entry& e) const {
   s.set_ring_fill(w.ring_fill);
   s.set_client_wait_fraction(w.wait_fraction);
   s.set_client_uid(e.owner_uid);
+  s.set_placement(e.placement);
   return s;
 }
 
@@ -68,12 +114,6 @@ std::vector<v1::SessionStats> Daemon::ListSessions(const Caller& caller) const {
   return out;
 }
 
-ThreadPool* Daemon::Pool(const std::string& name) {
-  if (name == "decode") return decode_pool_.get();
-  if (name == "reader") return reader_pool_.get();
-  return nullptr;
-}
-
 absl::StatusOr<v1::ResizePoolResponse> Daemon::ResizePool(
     const v1::ResizePoolRequest& request, const Caller& caller) {
   STOKER_RETURN_IF_ERROR(RequireAdmin(caller, "resizing pools"));
@@ -83,18 +123,43 @@ absl::StatusOr<v1::ResizePoolResponse> Daemon::ResizePool(
   }
   absl::MutexLock lock(&mu_);
   if (!serving_ || stopping_) return absl::UnavailableError("the daemon is not serving");
-  ThreadPool* pool = Pool(request.pool());
-  if (pool == nullptr) {
+  if (request.pool() != "decode" && request.pool() != "reader") {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown pool '", request.pool(), "': use decode or reader"));
   }
+  const bool decode = request.pool() == "decode";
+  if (request.has_node() &&
+      (!decode || request.node() < 0 || request.node() >= decode_pools_->size())) {
+    return absl::InvalidArgumentError(
+        decode ? absl::StrCat("node ", request.node(), " is not a node of this daemon (0..",
+                              decode_pools_->size() - 1, ")")
+               : std::string("the reader pool has no nodes"));
+  }
+  const int threads = static_cast<int>(request.threads());
+  if (decode && !request.has_node() && threads < decode_pools_->size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threads ", threads, " must be at least one per node (",
+        decode_pools_->size(), ")"));
+  }
   v1::ResizePoolResponse resp;
-  resp.set_previous_threads(pool->size());
-  pool->Resize(static_cast<int>(request.threads()));
-  resp.set_threads(pool->size());
-  LogInfo(absl::StrCat(request.pool(), " pool resized from ",
-                       resp.previous_threads(), " to ", resp.threads(),
-                       " threads"));
+  std::string what = request.pool();
+  if (!decode) {
+    resp.set_previous_threads(reader_pool_->size());
+    reader_pool_->Resize(threads);
+    resp.set_threads(reader_pool_->size());
+  } else if (request.has_node()) {
+    ThreadPool& pool = decode_pools_->pool(request.node());
+    resp.set_previous_threads(pool.size());
+    pool.Resize(threads);
+    resp.set_threads(pool.size());
+    absl::StrAppend(&what, " (node ", request.node(), ")");
+  } else {
+    resp.set_previous_threads(decode_pools_->threads());
+    decode_pools_->Resize(threads);
+    resp.set_threads(decode_pools_->threads());
+  }
+  LogInfo(absl::StrCat(what, " pool resized from ", resp.previous_threads(), " to ",
+                       resp.threads(), " threads"));
   return resp;
 }
 

@@ -7,9 +7,11 @@
 // Diagnosis, from the session's window (EWMA over ticks):
 //   consumer-bound      the ring stays full: the trainer is the bottleneck.
 //   decode-bound        the client waits and decode/transform is where its
-//                       samples spend their time (the decode pool is busy).
-//   starved-by-fair-share  decode is saturated and this session gets less
-//                       than its share of it.
+//                       samples spend their time (its node's decode pool
+//                       is busy).
+//   starved-by-fair-share  its node's decode pool is saturated and this
+//                       session gets less than its share of it (among the
+//                       sessions of that node).
 //   read-bound          the client waits and the reader stage is measurably
 //                       the wait: its samples spend most of their time in
 //                       reads, or the reader pool is saturated. Never by
@@ -41,7 +43,6 @@ class LoadMonitor {
     int warmup_ticks = 4;    // Ticks before a session is diagnosed.
     int ticks_per_tune = 4;  // Ticks between autotune decisions.
     int min_reader_threads = 64, max_reader_threads = 1024;
-    int max_decode_threads = 64;
   };
   // Cumulative counters of one pool.
   struct PoolReport {
@@ -56,6 +57,7 @@ class LoadMonitor {
     uint64_t read_ns = 0;         // Its samples' time in the reader stage.
     uint64_t work_ns = 0;         // Their time in decode + transform.
     double ring_fill = 0;         // Ready slots / slots.
+    int node = 0;                 // Whose decode pool serves it.
   };
   struct SessionView {
     v1::Diagnosis diagnosis = v1::DIAGNOSIS_WARMING_UP;
@@ -63,26 +65,35 @@ class LoadMonitor {
     double share = 1;       // Of the samples finished across sessions.
     double read_share = 0;  // Of its samples' time spent reading.
   };
-  // A proposed resize: pool "decode" or "reader" to `threads`.
+  // A proposed resize: pool "decode" (of `node`) or "reader" to `threads`.
   struct Decision {
     std::string pool;
+    int node = -1;
     int threads = 0;
     std::string why;
   };
 
   explicit LoadMonitor(const Options& options) : options_(options) {}
 
-  // One tick at `now_ns`. Sessions not reported are forgotten.
-  void Tick(uint64_t now_ns, const PoolReport& decode, const PoolReport& reader,
-            const std::vector<SessionReport>& sessions);
+  // One tick at `now_ns`, with the decode pool of every node. Sessions not
+  // reported are forgotten.
+  void Tick(uint64_t now_ns, const std::vector<PoolReport>& decode,
+            const PoolReport& reader, const std::vector<SessionReport>& sessions);
 
   // The session's window; a default view for an unknown one.
   SessionView Session(uint64_t id) const;
-  double decode_busy() const { return decode_.busy; }
+  double decode_busy(int node = 0) const {
+    return node < static_cast<int>(decode_.size()) ? decode_[node].busy : 0;
+  }
   double reader_busy() const { return reader_.busy; }
 
-  // At most one resize per ticks_per_tune ticks, after Tick.
-  std::optional<Decision> Autotune(int decode_threads, int reader_threads);
+  // At most one resize per ticks_per_tune ticks, after Tick: the decode
+  // pool of a node whose sessions wait on decode grows (up to its
+  // `max_decode` entry), one whose sessions are all consumer-bound shrinks;
+  // else the reader pool doubles or halves.
+  std::optional<Decision> Autotune(const std::vector<int>& decode_threads,
+                                   const std::vector<int>& max_decode,
+                                   int reader_threads);
 
  private:
   struct Pool {
@@ -94,15 +105,17 @@ class LoadMonitor {
     SessionView view;
     int ticks = 0;
   };
+  void Measure(Pool* pool, const PoolReport& report, double dt);
   double Ewma(double old, double sample) const {
     return old + options_.alpha * (sample - old);
   }
-  v1::Diagnosis Diagnose(const SessionView& w, int sessions) const;
+  v1::Diagnosis Diagnose(const SessionView& w, double decode_busy, int sessions) const;
 
   const Options options_;
   uint64_t last_ns_ = 0;
   bool started_ = false;
-  Pool decode_, reader_;
+  std::vector<Pool> decode_;  // Per node.
+  Pool reader_;
   absl::flat_hash_map<uint64_t, Window> windows_;
   int ticks_since_tune_ = 0;
 };

@@ -13,7 +13,8 @@ constexpr uint64_t kSecond = 1'000'000'000;
 struct Driver {
   LoadMonitor monitor{LoadMonitor::Options{}};
   uint64_t now = 0;
-  LoadMonitor::PoolReport decode{2, 0}, reader{64, 0};
+  std::vector<LoadMonitor::PoolReport> decode{{2, 0}};  // Per node.
+  LoadMonitor::PoolReport reader{64, 0};
   std::vector<LoadMonitor::SessionReport> sessions;
 
   // Per second: busy fractions of the pools; per session: samples, wait
@@ -21,13 +22,22 @@ struct Driver {
   struct Rates {
     uint64_t samples = 100;
     double wait = 0, read = 0.01, work = 0.1, fill = 0.5;
+    int node = 0;
   };
   void Run(int ticks, double decode_busy, double reader_busy,
            const std::vector<Rates>& rates) {
+    RunNodes(ticks, std::vector<double>(decode.size(), decode_busy), reader_busy, rates);
+  }
+  // Each node's decode pool at its own busy fraction.
+  void RunNodes(int ticks, const std::vector<double>& decode_busy, double reader_busy,
+                const std::vector<Rates>& rates) {
     sessions.resize(rates.size());
     for (int t = 0; t < ticks; ++t) {
       now += kSecond;
-      decode.busy_ns += static_cast<uint64_t>(decode_busy * decode.threads * kSecond);
+      for (size_t n = 0; n < decode.size(); ++n) {
+        decode[n].busy_ns +=
+            static_cast<uint64_t>(decode_busy[n] * decode[n].threads * kSecond);
+      }
       reader.busy_ns += static_cast<uint64_t>(reader_busy * reader.threads * kSecond);
       for (size_t i = 0; i < rates.size(); ++i) {
         auto& s = sessions[i];
@@ -37,6 +47,7 @@ struct Driver {
         s.read_ns += static_cast<uint64_t>(rates[i].read * kSecond);
         s.work_ns += static_cast<uint64_t>(rates[i].work * kSecond);
         s.ring_fill = rates[i].fill;
+        s.node = rates[i].node;
       }
       monitor.Tick(now, decode, reader, sessions);
     }
@@ -89,28 +100,60 @@ TEST(LoadMonitorTest, StarvedByFairShareNeedsASmallShareOfABusyPool) {
 TEST(LoadMonitorTest, AutotuneStepsEveryFewTicks) {
   Driver d;
   d.Run(15, 0.95, 0.1, {{100, 0.5, 0.01, 0.5, 0.0}});
-  auto grow = d.monitor.Autotune(2, 64);
+  auto grow = d.monitor.Autotune({2}, {64}, 64);
   EXPECT_FALSE(grow.has_value());  // Only every 4th call decides.
-  d.monitor.Autotune(2, 64);
-  d.monitor.Autotune(2, 64);
-  grow = d.monitor.Autotune(2, 64);
+  d.monitor.Autotune({2}, {64}, 64);
+  d.monitor.Autotune({2}, {64}, 64);
+  grow = d.monitor.Autotune({2}, {64}, 64);
   ASSERT_TRUE(grow.has_value());
   EXPECT_EQ(grow->pool, "decode");
   EXPECT_EQ(grow->threads, 3);
   // Every session consumer-bound and decode idle: one thread less.
   d.Run(15, 0.3, 0.1, {{100, 0.0, 0.01, 0.1, 1.0}});
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(d.monitor.Autotune(3, 64).has_value());
-  auto shrink = d.monitor.Autotune(3, 64);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(d.monitor.Autotune({3}, {64}, 64).has_value());
+  auto shrink = d.monitor.Autotune({3}, {64}, 64);
   ASSERT_TRUE(shrink.has_value());
   EXPECT_EQ(shrink->pool, "decode");
   EXPECT_EQ(shrink->threads, 2);
   // Read-bound: readers double.
   d.Run(15, 0.3, 0.9, {{100, 0.5, 0.9, 0.1, 0.0}});
-  for (int i = 0; i < 3; ++i) d.monitor.Autotune(2, 64);
-  auto readers = d.monitor.Autotune(2, 64);
+  for (int i = 0; i < 3; ++i) d.monitor.Autotune({2}, {64}, 64);
+  auto readers = d.monitor.Autotune({2}, {64}, 64);
   ASSERT_TRUE(readers.has_value());
   EXPECT_EQ(readers->pool, "reader");
   EXPECT_EQ(readers->threads, 128);
+}
+
+// Two nodes: each session is judged against its own node's pool, shares
+// are among a node's sessions, and autotune resizes the node that needs it.
+TEST(LoadMonitorTest, NodesAreJudgedAndTunedApart) {
+  Driver d;
+  d.decode = {{2, 0}, {2, 0}};
+  // Node 0 saturated, its session waiting; node 1 idle, its session (a
+  // tenth of all samples, but alone on its node) waiting on little work.
+  Driver::Rates busy{900, 0.5, 0.01, 0.5, 0.0, 0};
+  Driver::Rates alone{100, 0.5, 0.01, 0.1, 0.0, 1};
+  d.RunNodes(20, {0.95, 0.2}, 0.1, {busy, alone});
+  EXPECT_EQ(d.Of(1), v1::DIAGNOSIS_DECODE_BOUND);
+  EXPECT_EQ(d.Of(2), v1::DIAGNOSIS_LATENCY_BOUND);
+  EXPECT_NEAR(d.monitor.Session(2).share, 1.0, 0.01);
+  EXPECT_NEAR(d.monitor.decode_busy(0), 0.95, 0.01);
+  EXPECT_NEAR(d.monitor.decode_busy(1), 0.2, 0.01);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(d.monitor.Autotune({2, 2}, {4, 4}, 64));
+  auto grow = d.monitor.Autotune({2, 2}, {4, 4}, 64);
+  ASSERT_TRUE(grow.has_value());
+  EXPECT_EQ(grow->pool, "decode");
+  EXPECT_EQ(grow->node, 0);
+  EXPECT_EQ(grow->threads, 3);
+  EXPECT_EQ(grow->why, "a session is decode-bound on node 0");
+  // At node 0's limit nothing grows; node 1's consumer-bound session lets
+  // node 1 shrink.
+  d.RunNodes(15, {0.95, 0.3}, 0.1, {busy, {100, 0.0, 0.01, 0.1, 1.0, 1}});
+  for (int i = 0; i < 3; ++i) d.monitor.Autotune({4, 2}, {4, 4}, 64);
+  auto shrink = d.monitor.Autotune({4, 2}, {4, 4}, 64);
+  ASSERT_TRUE(shrink.has_value());
+  EXPECT_EQ(shrink->node, 1);
+  EXPECT_EQ(shrink->threads, 1);
 }
 
 TEST(LoadMonitorTest, NamesForPeople) {

@@ -125,13 +125,20 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   MetricFamily busy_total = Family("stoker_pool_busy_seconds_total",
                                    "Thread time spent in tasks by pool.",
                                    MetricType::Counter);
+  MetricFamily spilled = Family("stoker_pool_spilled_tasks_total",
+                                "Decode tasks a node's pool ran for sessions "
+                                "placed on other nodes.",
+                                MetricType::Counter);
   for (const v1::PoolStats& p : s.pools()) {
-    const Labels l = {{"pool", p.pool()}};
+    // Decode pools carry their NUMA node.
+    Labels l = {{"pool", p.pool()}};
+    if (p.has_node()) l.push_back({"node", absl::StrCat(p.node())});
     Add(threads, p.threads(), l);
     Add(busy, p.busy_fraction(), l);
     Add(busy_total, p.busy_seconds(), l);
+    if (p.has_node()) Add(spilled, p.spilled_in(), l);
   }
-  for (auto* f : {&threads, &busy, &busy_total}) out.push_back(std::move(*f));
+  for (auto* f : {&threads, &busy, &busy_total, &spilled}) out.push_back(std::move(*f));
   counter("stoker_autotune_changes_total", "Pool resizes made by autotune.",
           s.autotune_changes());
   gauge("stoker_sessions", "Open sessions.", s.sessions_size());
@@ -153,15 +160,20 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   MetricFamily diagnosis = Family("stoker_session_diagnosis",
                                   "1 for the session's current diagnosis.",
                                   MetricType::Gauge);
+  MetricFamily session_spilled = Family(
+      "stoker_session_samples_spilled_total",
+      "Samples of a session decoded on another node's idle threads.",
+      MetricType::Counter);
   for (const v1::SessionStats& ss : s.sessions()) {
     const Labels l = {{"session", absl::StrCat(ss.session_id())}};
+    Add(session_spilled, ss.samples_spilled(), {l[0], {"node", absl::StrCat(ss.numa_node())}});
     Add(ready, ss.ring_ready(), l);
     Add(slots, ss.ring_slots(), l);
     Add(delivered, ss.batches_delivered(), l);
     Add(wait, ss.client_wait_seconds(), l);
     Add(diagnosis, 1, {{"diagnosis", DiagnosisName(ss.diagnosis())}, l[0]});
   }
-  for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis}) {
+  for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis, &session_spilled}) {
     out.push_back(std::move(*f));
   }
   return out;

@@ -10,6 +10,7 @@
 #include "server/array_source.h"
 #include "server/decode.h"
 #include "server/jpeg.h"
+#include "server/topology.h"
 #include "shm/futex.h"
 #include "server/transform.h"
 #include "util/log.h"
@@ -315,9 +316,10 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     }
     files.push_back(*std::move(bytes));
   }
-  ctx_.decode_pool->Schedule([this, job, t, files = std::move(files)] {
-    DecodeSample(job, t, files);
-  }, id_, Weight());
+  const int node = ctx_.decode_pools->Schedule(
+      ctx_.node, [this, job, t, files = std::move(files)] { DecodeSample(job, t, files); },
+      id_, Weight());
+  if (node != ctx_.node) spilled_.fetch_add(1, std::memory_order_relaxed);
 }
 
 absl::Status ServingSession::ReadArrays(const BatchJob& job,
@@ -510,6 +512,9 @@ v1::SessionStats ServingSession::Stats() const {
   s.set_ring_slots(ring_->layout().slot_count);
   s.set_ring_ready(ring_->FilledSlots());
   s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - created_));
+  s.set_numa_node(ctx_.node);
+  s.set_samples_spilled(spilled_.load(std::memory_order_relaxed));
+  s.set_ring_memory_node(MemoryNodeOf(ring_->Slot(0).fields[0]));
   return s;
 }
 

@@ -35,6 +35,7 @@
 #include "server/dataset.h"
 #include "server/fetcher.h"
 #include "server/histogram.h"
+#include "server/node_pools.h"
 #include "server/pipeline.h"
 #include "server/plan.h"
 #include "server/thread_pool.h"
@@ -69,7 +70,8 @@ class SampleErrorLog {
 // What sessions share; owned by the daemon, outlives every session.
 struct PipelineContext {
   ThreadPool* reader_pool;
-  ThreadPool* decode_pool;
+  NodePools* decode_pools;
+  int node;  // The session's NUMA node: decode runs on its pool.
   SampleFetcher* fetcher;
   ShardedLruCache* decoded_cache;  // Finished val samples.
   PipelineCounters* counters;
@@ -104,6 +106,7 @@ class ServingSession {
   uint64_t id() const { return id_; }
   uint32_t client_pid() const { return client_pid_; }
   const EpochPlan& plan() const { return plan_; }
+  const v1::SessionSpec& spec() const { return spec_; }
   const Dataset& dataset() const { return *dataset_; }
   std::shared_ptr<const Dataset> shared_dataset() const { return dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }
@@ -183,6 +186,7 @@ class ServingSession {
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> decoded_{0};
   std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> spilled_{0};  // Decoded on another node's pool.
   std::atomic<uint64_t> read_ns_{0}, work_ns_{0};
 
   absl::Mutex mu_;

@@ -41,7 +41,19 @@
 ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
           "Unix socket to serve the control plane on; its folder is created "
           "if missing.");
-ABSL_FLAG(int, threads, 0, "Decode threads; 0 = one per online core.");
+ABSL_FLAG(int, threads, 0,
+          "Decode threads over all NUMA nodes; 0 = one per CPU this process "
+          "may run on.");
+ABSL_FLAG(std::string, numa, "auto",
+          "Decode pools per NUMA node, threads pinned to the node's CPUs and "
+          "sessions placed on their trainer's node: auto (when the machine "
+          "has several nodes), on, off.");
+ABSL_FLAG(std::string, numa_topology, "",
+          "Nodes by hand instead of the machine's: CPU lists separated by "
+          "';', e.g. 0-3;4-7 (to test or to split a node).");
+ABSL_FLAG(bool, numa_spill, true,
+          "Let a session whose node's decode pool is saturated use other "
+          "nodes' idle decode threads.");
 ABSL_FLAG(std::string, socket_mode, "0660",
           "Octal mode of the socket file: who may open sessions (owner and "
           "group by default).");
@@ -186,6 +198,19 @@ int main(int argc, char** argv) {
 
   stoker::DaemonOptions options;
   options.decode_threads = absl::GetFlag(FLAGS_threads);
+  if (const std::string numa = absl::GetFlag(FLAGS_numa); numa == "auto") {
+    options.numa = stoker::NumaMode::kAuto;
+  } else if (numa == "on") {
+    options.numa = stoker::NumaMode::kOn;
+  } else if (numa == "off") {
+    options.numa = stoker::NumaMode::kOff;
+  } else {
+    std::fprintf(stderr, "stokerd: --numa must be auto, on or off, got '%s'\n",
+                 numa.c_str());
+    return 2;
+  }
+  options.numa_topology = absl::GetFlag(FLAGS_numa_topology);
+  options.numa_spill = absl::GetFlag(FLAGS_numa_spill);
   options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;

@@ -9,7 +9,9 @@
 
 namespace stoker {
 
-ThreadPool::ThreadPool(std::string name, int threads) : name_(std::move(name)) {
+ThreadPool::ThreadPool(std::string name, int threads,
+                       std::function<void()> worker_init)
+    : name_(std::move(name)), worker_init_(std::move(worker_init)) {
   Resize(threads);
 }
 
@@ -76,6 +78,7 @@ size_t ThreadPool::queued() const {
 }
 
 void ThreadPool::WorkerLoop() {
+  if (worker_init_) worker_init_();
   while (true) {
     std::function<void()> task;
     {
@@ -119,6 +122,17 @@ void ThreadPool::Account(int delta) {
   busy_settled_ns_ += static_cast<uint64_t>(active_) * (now - busy_since_ns_);
   busy_since_ns_ = now;
   active_ += delta;
+  if (delta > 0) ++tasks_run_;
+}
+
+int ThreadPool::active() const {
+  absl::MutexLock lock(&busy_mu_);
+  return active_;
+}
+
+uint64_t ThreadPool::tasks_run() const {
+  absl::MutexLock lock(&busy_mu_);
+  return tasks_run_;
 }
 
 uint64_t ThreadPool::busy_ns() const {

@@ -30,7 +30,9 @@ namespace stoker {
 
 class ThreadPool {
  public:
-  ThreadPool(std::string name, int threads);
+  // `worker_init`, if set, runs first on every worker thread (pinning).
+  ThreadPool(std::string name, int threads,
+             std::function<void()> worker_init = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -43,6 +45,10 @@ class ThreadPool {
   const std::string& name() const { return name_; }
   int size() const;  // Target number of workers.
   size_t queued() const;
+  // Workers running a task now.
+  int active() const;
+  // Tasks started since construction.
+  uint64_t tasks_run() const;
   // Nanoseconds all workers have spent running tasks, including the time so
   // far of tasks still running (a pool busy with long tasks reads busy now,
   // not when they end).
@@ -55,10 +61,12 @@ class ThreadPool {
   void Account(int delta);  // A task starts (+1) or ends (-1).
 
   const std::string name_;
+  const std::function<void()> worker_init_;
   mutable absl::Mutex busy_mu_;  // Taken twice per task, briefly.
   uint64_t busy_settled_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
   uint64_t busy_since_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
   int active_ ABSL_GUARDED_BY(busy_mu_) = 0;
+  uint64_t tasks_run_ ABSL_GUARDED_BY(busy_mu_) = 0;
 
   mutable absl::Mutex mu_;
   // Queued tasks by group, and the groups with tasks in turn order.

@@ -6,6 +6,7 @@
 
 #include "client/cpp/read_summary.h"
 #include "gtest/gtest.h"
+#include "tests/folder_suite.h"
 #include "tests/harness.h"
 #include "tests/testdata.h"
 
@@ -14,32 +15,8 @@ namespace {
 
 using testing::TestDaemon;
 
-class ControlTest : public ::testing::Test {
+class ControlTest : public testing::FolderSuite {
  protected:
-  static void SetUpTestSuite() {
-    root_ = new std::string(testdata::MakeTempDir("ctl-data"));
-    testdata::FolderSpec spec;
-    spec.classes = 2;
-    spec.per_class = 10;
-    spec.min_side = 300;
-    spec.max_side = 420;
-    ASSERT_TRUE(testdata::MakeFolderDataset(*root_, spec).ok());
-  }
-  static void TearDownTestSuite() {
-    std::filesystem::remove_all(*root_);
-    delete root_;
-  }
-  static v1::SessionSpec Spec() {
-    v1::SessionSpec s;
-    s.mutable_dataset()->mutable_folder()->set_path(*root_);
-    s.set_transform(v1::TRANSFORM_TRAIN);
-    s.set_batch_size(4);
-    s.set_image_size(64);
-    s.set_shuffle(true);
-    s.set_seed(3);
-    s.set_decode(v1::DECODE_FULL);  // Keep decode the costly stage.
-    return s;
-  }
   static DaemonOptions Options(int decode_threads) {
     DaemonOptions o;
     o.decode_threads = decode_threads;
@@ -58,9 +35,7 @@ class ControlTest : public ::testing::Test {
     }
     return false;
   }
-  static std::string* root_;
 };
-std::string* ControlTest::root_ = nullptr;
 
 TEST_F(ControlTest, ResizingPoolsDuringAReadKeepsTheChecksum) {
   uint64_t reference;

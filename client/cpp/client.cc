@@ -1,5 +1,6 @@
 #include "client/cpp/client.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -432,6 +433,17 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     req.mutable_spec()->mutable_dataset()->set_root_token(root_token);
   }
   req.set_client_pid(static_cast<uint32_t>(getpid()));
+  v1::Placement* where = req.mutable_spec()->mutable_placement();
+  if (where->cpus_size() == 0 && !where->has_node()) {
+    // The daemon decodes on the NUMA node of the CPUs this process runs on.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) where->add_cpus(c);
+      }
+    }
+  }
   v1::OpenSessionResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(kRpcTimeout));
@@ -472,10 +484,11 @@ absl::Status Client::CloseSession(uint64_t session_id) {
 }
 
 absl::StatusOr<v1::ResizePoolResponse> Client::ResizePool(
-    const std::string& pool, uint32_t threads) {
+    const std::string& pool, uint32_t threads, int node) {
   v1::ResizePoolRequest req;
   req.set_pool(pool);
   req.set_threads(threads);
+  if (node >= 0) req.set_node(node);
   return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::ResizePool, req);
 }
 

@@ -153,8 +153,9 @@ class Client {
   absl::StatusOr<v1::WarmCacheResponse> WarmCache(
       const v1::WarmCacheRequest& request);
   absl::Status CloseSession(uint64_t session_id);
+  // `node` >= 0: only that NUMA node's decode pool.
   absl::StatusOr<v1::ResizePoolResponse> ResizePool(const std::string& pool,
-                                                    uint32_t threads);
+                                                    uint32_t threads, int node = -1);
   absl::StatusOr<v1::ListSessionsResponse> ListSessions();
   // grpc.health.v1 Check for the whole server: OK when SERVING.
   absl::Status CheckHealth();

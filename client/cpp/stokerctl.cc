@@ -12,7 +12,7 @@
 //   stokerctl [--socket PATH] health
 //   stokerctl [--socket PATH] sessions
 //   stokerctl [--socket PATH] close --session ID
-//   stokerctl [--socket PATH] resize --pool decode|reader --threads N
+//   stokerctl [--socket PATH] resize --pool decode|reader --threads N [--node K]
 //   stokerctl [--socket PATH] top [--frames N]
 //
 // Exit status: 0 on success, 1 when the daemon reports an error, 2 for bad
@@ -105,7 +105,8 @@ Commands() {
           {"resize",
            {"resize a pool live",
             {{"pool", false, "decode or reader"},
-             {"threads", false, "new thread count"}}}},
+             {"threads", false, "new thread count (decode: over all nodes)"},
+             {"node", false, "only this NUMA node's decode pool"}}}},
           {"top",
            {"live view, refreshed every second (q or Ctrl-C quits)",
             {{"frames", false, "stop after this many frames (0: never)"}}}},
@@ -373,9 +374,9 @@ int Stats(Client& client, const Args& a) {
     return 0;
   }
   const v1::DaemonStats& s = *stats;
-  std::printf("stokerd pid %u, version %s, up %.0f s, %u decode threads\n",
+  std::printf("stokerd pid %u, version %s, up %.0f s, %u decode threads, numa %s\n",
               s.pid(), s.version().c_str(), s.uptime_seconds(),
-              s.decode_threads());
+              s.decode_threads(), s.numa().c_str());
   std::printf("samples decoded %llu, failed %llu, bytes read %llu, batches %llu\n",
               (unsigned long long)s.samples_decoded(),
               (unsigned long long)s.samples_failed(),
@@ -435,18 +436,25 @@ int Stats(Client& client, const Args& a) {
                 j.finished() ? " done" : "");
   }
   for (const v1::PoolStats& p : s.pools()) {
-    std::printf("pool %-7s %u threads, %.0f%% busy, %llu queued\n",
-                p.pool().c_str(), p.threads(), 100 * p.busy_fraction(),
-                (unsigned long long)p.queued());
+    std::printf("pool %-9s %u threads, %.0f%% busy, %llu queued", PoolLabel(p).c_str(),
+                p.threads(), 100 * p.busy_fraction(), (unsigned long long)p.queued());
+    if (p.has_node()) {
+      std::printf(", %llu spilled in, CPUs %s", (unsigned long long)p.spilled_in(),
+                  p.cpus().empty() ? "any" : p.cpus().c_str());
+    }
+    std::printf("\n");
   }
   for (const v1::SessionStats& ss : s.sessions()) {
     std::printf("  session %llu pid %u: %s, %llu batches, %llu failed, ring %u/%u, "
-                "client waited %.1f s, %s\n",
+                "client waited %.1f s, %s, node %d (%s; ring memory node %d, "
+                "%llu spilled)\n",
                 (unsigned long long)ss.session_id(), ss.client_pid(),
                 ss.dataset().c_str(), (unsigned long long)ss.batches_published(),
                 (unsigned long long)ss.samples_failed(), ss.ring_ready(),
                 ss.ring_slots(), ss.client_wait_seconds(),
-                DiagnosisName(ss.diagnosis()).c_str());
+                DiagnosisName(ss.diagnosis()).c_str(), ss.numa_node(),
+                ss.placement().c_str(), ss.ring_memory_node(),
+                (unsigned long long)ss.samples_spilled());
   }
   return 0;
 }
@@ -473,13 +481,13 @@ int Main(int argc, char** argv) {
   if (args.command == "sessions") {
     auto list = (*client)->ListSessions();
     if (!list.ok()) return Fail(list.status());
-    std::printf("%-8s %-8s %10s %6s %-22s %s\n", "SESSION", "PID", "BATCHES",
-                "RING", "DIAGNOSIS", "DATASET");
+    std::printf("%-8s %-8s %10s %6s %4s %-22s %s\n", "SESSION", "PID", "BATCHES",
+                "RING", "NODE", "DIAGNOSIS", "DATASET");
     for (const auto& s : list->sessions()) {
-      std::printf("%-8llu %-8u %10llu %2u/%-3u %-22s %s\n",
+      std::printf("%-8llu %-8u %10llu %2u/%-3u %4d %-22s %s\n",
                   (unsigned long long)s.session_id(), s.client_pid(),
                   (unsigned long long)s.batches_delivered(), s.ring_ready(),
-                  s.ring_slots(), DiagnosisName(s.diagnosis()).c_str(),
+                  s.ring_slots(), s.numa_node(), DiagnosisName(s.diagnosis()).c_str(),
                   s.dataset().c_str());
     }
     return 0;
@@ -497,10 +505,16 @@ int Main(int argc, char** argv) {
     uint64_t threads = 0;
     if (!args.flags.count("threads") || !UintFlag(args, "threads", 0, &threads, &err))
       return Usage(err.empty() ? "resize needs --threads N" : err);
+    uint64_t node = 0;
+    const bool one_node = args.flags.count("node") > 0;
+    if (one_node && !UintFlag(args, "node", 0, &node, &err)) return Usage(err);
     auto r = (*client)->ResizePool(Flag(args, "pool"),
-                                   static_cast<uint32_t>(std::min<uint64_t>(threads, 1u << 20)));
+                                   static_cast<uint32_t>(std::min<uint64_t>(threads, 1u << 20)),
+                                   one_node ? static_cast<int>(std::min<uint64_t>(node, 1u << 20))
+                                            : -1);
     if (!r.ok()) return Fail(r.status());
-    std::printf("%s pool: %u -> %u threads\n", Flag(args, "pool").c_str(),
+    std::printf("%s pool%s: %u -> %u threads\n", Flag(args, "pool").c_str(),
+                one_node ? absl::StrCat(" of node ", node).c_str() : "",
                 r->previous_threads(), r->threads());
     return 0;
   }

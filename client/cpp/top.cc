@@ -31,33 +31,35 @@ std::string Fit(const std::string& line, int width) {
 std::string RenderTop(const v1::DaemonStats& s, const std::string& socket,
                       int width) {
   std::vector<std::string> lines;
-  lines.push_back(absl::StrFormat("stokerd %s pid %u  up %.0fs  %s  %s", s.version(),
-                                  s.pid(), s.uptime_seconds(), socket,
-                                  s.autotune() ? "autotune" : ""));
+  lines.push_back(absl::StrFormat("stokerd %s pid %u  up %.0fs  %s  numa %s  %s",
+                                  s.version(), s.pid(), s.uptime_seconds(), socket,
+                                  s.numa(), s.autotune() ? "autotune" : ""));
   lines.push_back(absl::StrFormat(
       "decoded %llu  failed %llu  read %.1f MiB  sessions %d",
       (unsigned long long)s.samples_decoded(), (unsigned long long)s.samples_failed(),
       s.bytes_read() / 1048576.0, s.sessions_size()));
   lines.push_back("");
-  lines.push_back(absl::StrFormat("%-8s %-20s %8s %6s %6s %-22s", "SESSION",
-                                  "DATASET", "IMG/S", "RING", "WAIT%", "DIAGNOSIS"));
+  lines.push_back(absl::StrFormat("%-8s %-20s %4s %8s %6s %6s %-22s", "SESSION",
+                                  "DATASET", "NODE", "IMG/S", "RING", "WAIT%",
+                                  "DIAGNOSIS"));
   for (const v1::SessionStats& ss : s.sessions()) {
     std::string ds = ss.dataset();
     if (ds.size() > 20) ds = "..." + ds.substr(ds.size() - 17);
     lines.push_back(absl::StrFormat(
-        "%-8llu %-20s %8.0f %2u/%-3u %6.1f %-22s",
-        (unsigned long long)ss.session_id(), ds, ss.images_per_second(),
+        "%-8llu %-20s %4d %8.0f %2u/%-3u %6.1f %-22s",
+        (unsigned long long)ss.session_id(), ds, ss.numa_node(), ss.images_per_second(),
         ss.ring_ready(), ss.ring_slots(), 100 * ss.client_wait_fraction(),
         DiagnosisName(ss.diagnosis())));
   }
   if (s.sessions_size() == 0) lines.push_back("(no sessions)");
   lines.push_back("");
-  lines.push_back(absl::StrFormat("%-8s %8s %7s %8s", "POOL", "THREADS", "BUSY%",
-                                  "QUEUED"));
+  lines.push_back(absl::StrFormat("%-10s %8s %7s %8s %8s  %s", "POOL", "THREADS",
+                                  "BUSY%", "QUEUED", "SPILLED", "CPUS"));
   for (const v1::PoolStats& p : s.pools()) {
-    lines.push_back(absl::StrFormat("%-8s %8u %7.1f %8llu", p.pool(), p.threads(),
-                                    100 * p.busy_fraction(),
-                                    (unsigned long long)p.queued()));
+    lines.push_back(absl::StrFormat("%-10s %8u %7.1f %8llu %8llu  %s", PoolLabel(p),
+                                    p.threads(), 100 * p.busy_fraction(),
+                                    (unsigned long long)p.queued(),
+                                    (unsigned long long)p.spilled_in(), p.cpus()));
   }
   lines.push_back("");
   std::string caches = "cache hit rate:";

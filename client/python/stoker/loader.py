@@ -132,6 +132,12 @@ class Loader:
       starvation_threshold: warn at the end of an epoch when the training loop
         spent more than this fraction of it (and at least 0.2 s) waiting for
         data.
+      priority: this Loader's weight (1..16, default 1) when sessions share
+        a saturated daemon: it gets priority / (sum of the busy sessions'
+        priorities) of the decode threads.
+      numa_node: the daemon's NUMA node to decode on (as `stokerctl stats`
+        numbers them). None: the node of device= (its GPU's PCI address),
+        else of this process's CPUs, else the least loaded one.
 
     Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor (or a
     float [B, 3, S, S] one) that views the ring slot (no copy); the slot stays reserved while any view of it is
@@ -146,7 +152,7 @@ class Loader:
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
-                 pipeline=None):
+                 pipeline=None, priority=None, numa_node=None):
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.path.abspath(os.fspath(root)) if root is not None else ""
@@ -213,6 +219,9 @@ class Loader:
                              f"got {on_error!r}")
         self.on_error = on_error
         self._device = _check_device(device)
+        self._priority = 0 if priority is None else _check_int("priority", priority, 1, 16)
+        self._numa_node = None if numa_node is None else _check_int(
+            "numa_node", numa_node, 0, 1023)
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)
         self._socket = os.fspath(socket) if socket is not None else None
@@ -426,6 +435,8 @@ class Loader:
             "start_batch": str(batch),
             "decode": self.decode,
             "on_error": self.on_error,
+            "priority": self._priority,
+            "placement": self._placement(),
         }
         if self._fields is None:
             spec.update(transform=self.transform, image_size=self.image_size,
@@ -436,6 +447,20 @@ class Loader:
         self._session.set_resume_window(self._resume_timeout)
         self._stream = (epoch, batch)
         return self._session
+
+    def _placement(self):
+        """Where this trainer runs (libstoker adds the CPU affinity)."""
+        if self._numa_node is not None:
+            return {"node": self._numa_node}
+        if self._device is None or self._device.type != "cuda":
+            return {}
+        # The PCI address of the GPU (torch >= 2.2 reports its parts).
+        props = torch.cuda.get_device_properties(self._device)
+        parts = [getattr(props, k, None)
+                 for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+        if not all(isinstance(p, int) for p in parts):
+            return {}
+        return {"gpu_bus_id": "%04x:%02x:%02x.0" % tuple(parts)}
 
     def _tensors(self, batch):
         """{field: tensor} viewing the slot (no copy)."""

@@ -1,0 +1,84 @@
+#include "server/node_pools.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+
+NodePools::NodePools(std::string name, const Topology& topology, bool pinned,
+                     int threads, bool spill)
+    : topology_(topology), pinned_(pinned), spill_(spill) {
+  const std::vector<int> split = Split(threads);
+  for (int n = 0; n < topology_.size(); ++n) {
+    std::function<void()> init;
+    if (pinned_) init = [this, n] { topology_.PinThread(n); };
+    // Thread names: "<name>" alone, "<name>N-" per node when several.
+    std::string pool_name = size_t{1} == split.size() && !pinned_
+                                ? name
+                                : absl::StrCat(name, n, "-");
+    pools_.push_back(std::make_unique<ThreadPool>(std::move(pool_name), split[n],
+                                                  std::move(init)));
+    spilled_in_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
+  }
+}
+
+std::vector<int> NodePools::Split(int threads) const {
+  const int nodes = topology_.size();
+  const int cpus = std::max(1, topology_.total_cpus());
+  threads = std::max(threads, nodes);
+  std::vector<int> split(nodes);
+  int given = 0;
+  for (int n = 0; n < nodes; ++n) {
+    split[n] = std::max<int>(
+        1, static_cast<int64_t>(threads) * topology_.nodes()[n].cpus.size() / cpus);
+    given += split[n];
+  }
+  // Rounding: what is left goes one each from node 0; the nodes raised to
+  // one thread are paid for by the last ones.
+  for (int n = 0; given < threads; n = (n + 1) % nodes) {
+    ++split[n];
+    ++given;
+  }
+  for (int n = nodes - 1; given > threads; n = (n + nodes - 1) % nodes) {
+    if (split[n] > 1) {
+      --split[n];
+      --given;
+    }
+  }
+  return split;
+}
+
+int NodePools::threads() const {
+  int total = 0;
+  for (const auto& p : pools_) total += p->size();
+  return total;
+}
+
+int NodePools::Schedule(int node, std::function<void()> task, uint64_t group,
+                        int weight) {
+  if (node < 0 || node >= size()) node = 0;
+  int target = node;
+  ThreadPool& own = *pools_[node];
+  if (spill_ && size() > 1 && own.queued() >= static_cast<size_t>(own.size())) {
+    for (int i = 1; i < size(); ++i) {
+      const int other = (node + i) % size();
+      const ThreadPool& p = *pools_[other];
+      if (p.queued() == 0 && p.active() < p.size()) {
+        target = other;
+        spilled_in_[other]->fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+    }
+  }
+  pools_[target]->Schedule(std::move(task), group, weight);
+  return target;
+}
+
+void NodePools::Resize(int threads) {
+  const std::vector<int> split = Split(threads);
+  for (int n = 0; n < size(); ++n) pools_[n]->Resize(split[n]);
+}
+
+}  // namespace stoker

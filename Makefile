@@ -59,6 +59,7 @@ bench: deps
 	$(PYENV) $(PYTHON) bench/loader_overhead.py
 	$(PYTHON) bench/vs_torch.py
 	$(PYTHON) bench/any_sample.py
+	$(PYTHON) bench/ranks.py
 
 demo: deps
 	$(BAZEL) build //server:stokerd //client/cpp:stokerctl //tests:make_dataset

@@ -12,6 +12,9 @@ taken only while all run. Reported per configuration:
   spread    the fastest process's rate over the slowest's;
   PSS MiB   peak total proportional set size (/proc/*/smaps_rollup) of
             every process involved: clients, DataLoader workers, stokerd;
+  loader    the same less N idle trainers (processes that imported torch
+            and torchvision, measured alongside in the same run): what the
+            data loading itself costs;
   reads     source files read (stokerd: its reader's count; DataLoader:
             files its workers opened) over the dataset's file count.
 
@@ -147,6 +150,23 @@ class Daemon:
         self.proc.wait()
 
 
+IDLE = "import time, torch, torchvision; print('ready', flush=True); time.sleep(3600)"
+
+
+def idle_trainer_pss(n):
+    """Total PSS of N processes that imported torch and do nothing."""
+    procs = [subprocess.Popen(["/usr/bin/python3", "-c", IDLE], stdout=subprocess.PIPE,
+                              text=True) for _ in range(n)]
+    for p in procs:
+        p.stdout.readline()
+    time.sleep(1)
+    total = sum(pss_bytes(p.pid) for p in procs)
+    for p in procs:
+        p.kill()
+        p.wait()
+    return total
+
+
 def run(kind, n, mode, daemon=None, cpus=None):
     """N processes behind a barrier; returns (img/s, spread, PSS, reads)."""
     path = os.path.join(ROOT, "client", "python")
@@ -203,28 +223,31 @@ def main():
     subprocess.run(["cat"] + [os.path.join(dp, f) for dp, _, fs in os.walk(DATA)
                               for f in fs], stdout=subprocess.DEVNULL)
     rows = []
+    idle = {k: idle_trainer_pss(k) for k in (1, n)}
 
-    def row(name, result):
-        rows.append((name, *result))
+    def row(name, result, k):
+        rows.append((name, *result, result[2] - idle[k]))
         rate, spread, pss, reads = result
         print(f"  {name}: {rate:.1f} img/s, spread {spread:.2f}, PSS "
               f"{pss / 2**20:.0f} MiB, reads {reads}", flush=True)
 
     single = stoker_run(1, "jobs")
-    row("stoker, 1 session, whole pool", single)
+    row("stoker, 1 session, whole pool", single, 1)
     for mode in ("ranks", "jobs"):
-        row(f"stoker, {n} {mode} on one daemon", stoker_run(n, mode))
+        row(f"stoker, {n} {mode} on one daemon", stoker_run(n, mode), n)
         row(f"DataLoader x {n} ({WORKERS} workers each), {mode}",
-            run("torch", n, mode))
-    row("DataLoader x 1 (2 workers)", run("torch", 1, "jobs"))
+            run("torch", n, mode), n)
+    row(f"DataLoader x 1 ({WORKERS} workers)", run("torch", 1, "jobs"), 1)
 
     print(f"\n{CORES} cores, {files} files (photographs, 375-500 px), train 224, "
-          f"batch {BATCH}, {SECONDS:.0f} s per run ({WARM:.0f} s warm-up left out)")
+          f"batch {BATCH}, {SECONDS:.0f} s per run ({WARM:.0f} s warm-up left out); "
+          f"an idle trainer (torch + torchvision imported) is "
+          f"{idle[1] / 2**20:.0f} MiB PSS, {n} of them {idle[n] / 2**20:.0f} MiB")
     print(f"{'configuration':44s} {'img/s':>8s} {'x 1 session':>11s} {'spread':>7s} "
-          f"{'PSS MiB':>8s} {'reads/files':>11s}")
-    for name, rate, spread, pss, reads in rows:
+          f"{'PSS MiB':>8s} {'loader MiB':>10s} {'reads/files':>11s}")
+    for name, rate, spread, pss, reads, loader in rows:
         print(f"{name:44s} {rate:8.1f} {rate / single[0]:11.2f} {spread:7.2f} "
-              f"{pss / 2**20:8.0f} {reads / files:11.2f}")
+              f"{pss / 2**20:8.0f} {loader / 2**20:10.0f} {reads / files:11.2f}")
 
     # NUMA on/off on the machine's own node(s): one session, alternating.
     on, off = [], []

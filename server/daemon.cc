@@ -64,6 +64,12 @@ Daemon::~Daemon() {
   l2_.reset();
 }
 
+namespace {
+std::string NodeCount(const Topology& t) {
+  return absl::StrCat(t.size(), t.size() == 1 ? " node" : " nodes");
+}
+}  // namespace
+
 absl::Status Daemon::Start() {
   {
     absl::MutexLock lock(&mu_);
@@ -75,13 +81,12 @@ absl::Status Daemon::Start() {
   if (!options_.numa_topology.empty()) {
     STOKER_ASSIGN_OR_RETURN(topology, Topology::Parse(options_.numa_topology));
     pinned = options_.numa != NumaMode::kOff;
-    numa_ = pinned ? absl::StrCat(topology.size(), " node(s) (--numa-topology)") : "off";
+    numa_ = pinned ? absl::StrCat(NodeCount(topology), " (--numa-topology)") : "off";
   } else if (options_.numa != NumaMode::kOff) {
     Topology detected = Topology::Detect();
     pinned = options_.numa == NumaMode::kOn || detected.size() > 1;
     if (pinned) topology = std::move(detected);
-    numa_ = pinned ? absl::StrCat(topology.size(), " node(s) (libnuma)")
-                   : "off (one node)";
+    numa_ = pinned ? absl::StrCat(NodeCount(topology), " (libnuma)") : "off (one node)";
   } else {
     numa_ = "off";
   }

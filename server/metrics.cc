@@ -132,7 +132,7 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   for (const v1::PoolStats& p : s.pools()) {
     // Decode pools carry their NUMA node.
     Labels l = {{"pool", p.pool()}};
-    if (p.has_node()) l.push_back({"node", absl::StrCat(p.node())});
+    if (p.has_node()) l.push_back({"numa_node", absl::StrCat(p.node())});
     Add(threads, p.threads(), l);
     Add(busy, p.busy_fraction(), l);
     Add(busy_total, p.busy_seconds(), l);
@@ -166,7 +166,7 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
       MetricType::Counter);
   for (const v1::SessionStats& ss : s.sessions()) {
     const Labels l = {{"session", absl::StrCat(ss.session_id())}};
-    Add(session_spilled, ss.samples_spilled(), {l[0], {"node", absl::StrCat(ss.numa_node())}});
+    Add(session_spilled, ss.samples_spilled(), {l[0], {"numa_node", absl::StrCat(ss.numa_node())}});
     Add(ready, ss.ring_ready(), l);
     Add(slots, ss.ring_slots(), l);
     Add(delivered, ss.batches_delivered(), l);

@@ -77,56 +77,71 @@ TEST_F(ControlTest, ResizingPoolsDuringAReadKeepsTheChecksum) {
   EXPECT_EQ(c->GetStats()->decode_threads(), 3u);
 }
 
+// Two sessions read on one decode thread, `a` taking `a_step` per batch
+// (a training step) and `b` as fast as it can. Returns the samples the
+// daemon decoded for each while the total went from 200 to 1,400: counted,
+// not timed.
+std::pair<uint64_t, uint64_t> DecodedSplit(TestDaemon& d, const v1::SessionSpec& a,
+                                           const v1::SessionSpec& b,
+                                           absl::Duration a_step) {
+  auto c = d.Connect();
+  auto sa = c->OpenSession(a);
+  auto sb = c->OpenSession(b);
+  EXPECT_TRUE(sa.ok() && sb.ok());
+  if (!sa.ok() || !sb.ok()) return {0, 0};
+  std::atomic<bool> done{false};
+  auto read = [&](Session& s, absl::Duration step) {
+    while (!done.load() && s.Next(absl::Seconds(30)).ok()) absl::SleepFor(step);
+  };
+  std::thread ta([&] { read(**sa, a_step); }), tb([&] { read(**sb, absl::ZeroDuration()); });
+  // Samples each session had decoded, as the daemon counts them.
+  auto decoded = [&](uint64_t* da, uint64_t* db) {
+    auto st = c->GetStats();
+    *da = *db = 0;
+    for (const auto& ss : st->sessions()) {
+      (ss.session_id() == (*sa)->id() ? *da : *db) = ss.samples_decoded();
+    }
+    return *da + *db;
+  };
+  uint64_t a0, b0, a1, b1;
+  while (decoded(&a0, &b0) < 200) absl::SleepFor(absl::Milliseconds(10));
+  while (decoded(&a1, &b1) < 1400) absl::SleepFor(absl::Milliseconds(10));
+  done = true;
+  (*sa)->Close().IgnoreError();
+  (*sb)->Close().IgnoreError();
+  ta.join();
+  tb.join();
+  return {a1 - a0, b1 - b0};
+}
+
 // Two fast readers share one decode thread. The first queues four times the
 // work (batches of 16 against 4, 8 slots each); by turns they still get
 // equal samples. With priority 3 (and slots enough to keep 3x the work
-// queued) the second gets three times the first's. Counted in samples over
-// the same stretch, not timed.
+// queued) the second gets three times the first's.
 TEST_F(ControlTest, SessionsShareASaturatedPoolByPriority) {
   for (uint32_t priority : {0u, 3u}) {
     TestDaemon d(false, Options(1));
-    auto c = d.Connect();
     v1::SessionSpec a = Spec(), b = Spec();
     a.set_batch_size(16);
     a.set_ring_slots(8);
     b.set_batch_size(4);
     b.set_ring_slots(priority == 0 ? 8 : 64);
     b.set_priority(priority);
-    auto sa = c->OpenSession(a);
-    auto sb = c->OpenSession(b);
-    ASSERT_TRUE(sa.ok() && sb.ok());
-    std::atomic<uint64_t> na{0}, nb{0};
-    std::atomic<bool> done{false};
-    auto read = [&](Session& s, std::atomic<uint64_t>& n) {
-      while (!done.load()) {
-        auto batch = s.Next(absl::Seconds(30));
-        if (!batch.ok()) return;
-        n.fetch_add(batch->samples());
-      }
-    };
-    std::thread ta([&] { read(**sa, na); }), tb([&] { read(**sb, nb); });
-    // Samples each session had decoded, as the daemon counts them.
-    auto decoded = [&](uint64_t* da, uint64_t* db) {
-      auto st = c->GetStats();
-      *da = *db = 0;
-      for (const auto& ss : st->sessions()) {
-        (ss.session_id() == (*sa)->id() ? *da : *db) = ss.samples_decoded();
-      }
-      return *da + *db;
-    };
-    uint64_t a0, b0, a1, b1;
-    while (decoded(&a0, &b0) < 200) absl::SleepFor(absl::Milliseconds(10));
-    while (decoded(&a1, &b1) < 1400) absl::SleepFor(absl::Milliseconds(10));
-    const double ratio = static_cast<double>(b1 - b0) / (a1 - a0);
-    done = true;
-    (*sa)->Close().IgnoreError();
-    (*sb)->Close().IgnoreError();
-    ta.join();
-    tb.join();
+    auto [na, nb] = DecodedSplit(d, a, b, absl::ZeroDuration());
+    const double ratio = static_cast<double>(nb) / na;
     const double want = priority == 0 ? 1.0 : 3.0;
     EXPECT_GT(ratio, want * 0.85) << "priority " << priority;
     EXPECT_LT(ratio, want * 1.15) << "priority " << priority;
   }
+}
+
+// A session whose trainer is slow (its ring full most of the time) leaves
+// the pool to the other: an idle session's turns go to the busy one.
+TEST_F(ControlTest, ASlowConsumerLeavesThePoolToTheOther) {
+  TestDaemon d(false, Options(1));
+  auto [slow, fast] = DecodedSplit(d, Spec(), Spec(), absl::Milliseconds(100));
+  EXPECT_GT(static_cast<double>(fast) / (slow + fast), 0.8)
+      << "slow " << slow << ", fast " << fast;
 }
 
 TEST_F(ControlTest, DiagnosisSaysConsumerBoundWhenTheClientIsSlow) {

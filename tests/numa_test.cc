@@ -97,7 +97,7 @@ TEST_F(NumaTest, PlacesSessionsByRequestGpuCpusAndLoad) {
 
   auto st = c->GetStats();
   ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->numa(), "2 node(s) (--numa-topology)");
+  EXPECT_EQ(st->numa(), "2 nodes (--numa-topology)");
   const v1::SessionStats* a = Find(*st, (*on1)->id());
   const v1::SessionStats* r = Find(*st, (*requested)->id());
   const v1::SessionStats* l = Find(*st, least->session_id());
@@ -228,7 +228,7 @@ TEST_F(NumaTest, DecodeThreadsRunOnlyOnTheirNode) {
   for (const auto& family : MetricFamilies(*st)) {
     if (family.name != "stoker_pool_threads") continue;
     for (const auto& m : family.metric) {
-      for (const auto& label : m.label) labelled += label.name == "node";
+      for (const auto& label : m.label) labelled += label.name == "numa_node";
     }
   }
   EXPECT_EQ(labelled, 2);

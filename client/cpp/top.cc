@@ -33,7 +33,9 @@ std::string RenderTop(const v1::DaemonStats& s, const std::string& socket,
   std::vector<std::string> lines;
   lines.push_back(absl::StrFormat("stokerd %s pid %u  up %.0fs  %s  numa %s  %s",
                                   s.version(), s.pid(), s.uptime_seconds(), socket,
-                                  s.numa(), s.autotune() ? "autotune" : ""));
+                                  // "2 nodes (libnuma)": the count is enough here.
+                                  s.numa().substr(0, s.numa().find(" (")),
+                                  s.autotune() ? "autotune" : ""));
   lines.push_back(absl::StrFormat(
       "decoded %llu  failed %llu  read %.1f MiB  sessions %d",
       (unsigned long long)s.samples_decoded(), (unsigned long long)s.samples_failed(),

@@ -58,7 +58,7 @@ def test_loaders_are_placed_by_request_and_cpus(two_nodes, dataset):
     try:
         assert child.stdout.readline().strip() == "open"
         s = stats(two_nodes)
-        assert s["numa"] == "2 node(s) (--numa-topology)"
+        assert s["numa"] == "2 nodes (--numa-topology)"
         places = sorted((x["numa_node"], x["placement"]) for x in s["sessions"])
         assert places == [(1, f"cpus {CPUS[1]}"), (1, "requested")]
         pools = {(p["pool"], p.get("node")): p for p in s["pools"]}

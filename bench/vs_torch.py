@@ -8,7 +8,11 @@ For train and val at 224 (batch 64) it measures:
       with one decode thread per core, decoded-output cache off so every
       epoch decodes; for val also with it on, the default);
   (c) the naive ceiling: cores x single-thread full tjDecompress2 + resize
-      (bench/decode_bench).
+      (bench/decode_bench);
+  (d) for train, Stoker again from the pixel cache (pictures kept at
+      max_side 256 and 512, filled by the warm-up run: every measured epoch
+      only crops and resizes), with its rate against the decoding path and
+      the PSNR of val batches from such pictures against decode=full.
 and prints images/s, CPU time per image (all processes, interpreter
 start-up excluded), peak total RSS of all processes involved, and the
 ratios. Each Stoker figure is the second of two identical runs (the first
@@ -155,9 +159,10 @@ LOADER_WORKER = r"""
 import json, sys, time
 sys.path[:0] = sys.argv[5].split(":")
 import stoker
-data, transform, sock, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+data, transform, sock, epochs, side = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[6])
 dl = stoker.Loader(data, batch_size=64, transform=transform, image_size=224,
-                   shuffle=transform == "train", socket=sock, starvation_threshold=1.0)
+                   shuffle=transform == "train", socket=sock, starvation_threshold=1.0,
+                   **({"train_cache": "decoded", "max_side": side} if side else {}))
 """ + TIMED_LOOP
 
 
@@ -176,7 +181,7 @@ def torch_best(transform):
     return best
 
 
-def stoker_rows(transform, decoded_cache=False):
+def stoker_rows(transform, decoded_cache=False, max_side=0):
     folder = tempfile.mkdtemp(prefix="stoker-bench-")
     sock = os.path.join(folder, "s.sock")
     daemon = subprocess.Popen(
@@ -192,20 +197,49 @@ def stoker_rows(transform, decoded_cache=False):
         ctl = [os.path.join(BIN, "client", "cpp", "stokerctl"), "--socket",
                sock, "read", "--dataset", DATA, "--transform", transform,
                "--size", "224", "--batch-size", str(BATCH), "--epochs",
-               str(EPOCHS)]
+               str(EPOCHS), *(["--max-side", str(max_side)] if max_side else [])]
         run_client(ctl, [daemon.pid])  # Warm the page cache and L1.
         out, peak, cpu = run_client(ctl, [daemon.pid])
         rows["stokerctl"] = (out["images_per_second"], cpu / out["samples"], peak)
         path = os.path.join(ROOT, "client", "python")
         out, peak, cpu = run_client(
             ["/usr/bin/python3", "-c", LOADER_WORKER, DATA, transform, sock,
-             str(EPOCHS), path], [daemon.pid])
+             str(EPOCHS), path, str(max_side)], [daemon.pid])
         rows["stoker.Loader"] = (out["images"] / out["seconds"],
                                  cpu / out["images"], peak)
     finally:
         daemon.terminate()
         daemon.wait()
     return rows
+
+
+PIXEL_SIDES = (256, 512)
+
+
+def pixel_psnr(side):
+    """PSNR of val batches (resize + center crop, a fixed geometry) from
+    pictures kept at `side` against decoding every pixel."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+    import stoker
+    folder = tempfile.mkdtemp(prefix="stoker-psnr-")
+    sock = os.path.join(folder, "s.sock")
+    daemon = subprocess.Popen(
+        [os.path.join(BIN, "server", "stokerd"), "--socket", sock, "--metrics-address", "",
+         *(["--allow-root"] if os.geteuid() == 0 else [])], stderr=subprocess.DEVNULL)
+    while not os.path.exists(sock):
+        time.sleep(0.02)
+    try:
+        kw = dict(batch_size=BATCH, transform="val", image_size=224, shuffle=False,
+                  decode="full", socket=sock, starvation_threshold=1.0)
+        full = np.concatenate([x.numpy().copy() for x, _ in stoker.Loader(DATA, **kw)])
+        kept = np.concatenate([x.numpy().copy() for x, _ in stoker.Loader(
+            DATA, train_cache="decoded", max_side=side, **kw)])
+    finally:
+        daemon.terminate()
+        daemon.wait()
+    mse = float(np.mean((full.astype(np.float64) - kept) ** 2))
+    return 10 * np.log10(255 ** 2 / mse) if mse else float("inf")  # Nothing scaled.
 
 
 def ceiling(transform):
@@ -234,9 +268,14 @@ def main():
         if transform == "val":  # Deterministic: later epochs from the cache.
             for name, (rate, cpu, rss) in stoker_rows(transform, True).items():
                 table.append((transform, name + " + decoded cache", rate, cpu, rss))
+        else:  # Every epoch from the pixel cache (filled by the warm-up run).
+            for side in PIXEL_SIDES:
+                for name, (rate, cpu, rss) in stoker_rows(transform, max_side=side).items():
+                    table.append((transform, f"{name} + pixel cache {side}", rate, cpu, rss))
         table.append((transform, f"naive ceiling ({CORES} x 1 thread)", c_rate,
                       c_cpu, 0))
         table.append(("ratio", transform, t_rate, c_rate, None))
+    psnr = {side: pixel_psnr(side) for side in PIXEL_SIDES}
     print(f"\n{CORES} cores, {EPOCHS} epochs of {DATA} per run, batch {BATCH}, 224x224")
     print(f"{'transform':9s} {'pipeline':36s} {'img/s':>8s} {'CPU ms/img':>10s} "
           f"{'peak RSS MB':>11s} {'x torch':>8s} {'x ceiling':>9s}")
@@ -248,6 +287,14 @@ def main():
         print(f"{transform:9s} {name:36s} {rate:8.1f} {cpu * 1e3:10.2f} "
               f"{rss / 2**20 if rss else float('nan'):11.0f} "
               f"{rate / ratios[2]:8.2f} {rate / ratios[3]:9.2f}")
+    rate = {name: r for t, name, r, *_ in table if t == "train"}
+    for side in PIXEL_SIDES:
+        print(f"pixel cache {side}: " + ", ".join(
+            f"{name} {rate[f'{name} + pixel cache {side}'] / rate[name]:.2f}x"
+            for name in ("stokerctl", "stoker.Loader")) +
+            f" the decoding path's train rate; val PSNR against decode=full "
+            + (f"{psnr[side]:.1f} dB" if psnr[side] != float("inf")
+               else "inf (identical: no picture is larger)"))
 
 
 if __name__ == "__main__":

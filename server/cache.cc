@@ -30,6 +30,13 @@ Bytes ShardedLruCache::Lookup(const std::string& key) {
   return it->second->value;
 }
 
+Bytes ShardedLruCache::Peek(const std::string& key) {
+  Shard& s = ShardFor(key);
+  absl::MutexLock lock(&s.mu);
+  auto it = s.index.find(key);
+  return it == s.index.end() ? nullptr : it->second->value;
+}
+
 void ShardedLruCache::Insert(const std::string& key, Bytes value) {
   Entry e{key, std::move(value)};
   const uint64_t charge = Charge(e);

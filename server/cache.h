@@ -33,6 +33,8 @@ class ShardedLruCache {
 
   // The value, refreshed as most recently used; nullptr on a miss.
   Bytes Lookup(const std::string& key);
+  // The value, neither counted as a lookup nor refreshed; nullptr if absent.
+  Bytes Peek(const std::string& key);
   // Inserts or replaces; evicts least recently used entries to fit.
   void Insert(const std::string& key, Bytes value);
   void Erase(const std::string& key);

@@ -49,6 +49,7 @@ Daemon::Daemon(DaemonOptions options)
       started_(absl::Now()),
       l1_("l1", options_.l1_bytes),
       decoded_cache_("decoded", options_.decoded_cache_bytes),
+      pixel_ram_("pixels", options_.pixel_cache_bytes),
       monitor_([this] {
         LoadMonitor::Options o;
         o.min_reader_threads = options_.reader_threads;
@@ -96,6 +97,7 @@ absl::Status Daemon::Start() {
     if (!l2.ok()) return l2.status();
     l2_ = *std::move(l2);
   }
+  pixels_ = std::make_unique<PixelCache>(&pixel_ram_, l2_.get());
   fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(),
                                              options_.reader_threads);
   reader_pool_ =
@@ -208,7 +210,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     STOKER_ASSIGN_OR_RETURN(placed, Place(spec.placement()));
   }
   PipelineContext ctx{reader_pool_.get(), decode_pools_.get(), placed.first,
-                      fetcher_.get(), &decoded_cache_, &counters_, &error_log_,
+                      fetcher_.get(), &decoded_cache_, pixels_.get(), &counters_, &error_log_,
                       generation_, options_.decode_limits};
   // The ring's pages are allocated by a thread on the session's node, so
   // they are that node's memory.
@@ -539,6 +541,8 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
     s.add_tiers()->set_tier("l2");  // enabled = false
   }
   *s.add_tiers() = decoded_cache_.Stats();
+  *s.add_tiers() = pixel_ram_.Stats();
+  s.set_pixel_cache_decodes(pixels_ ? pixels_->decodes() : 0);
   s.set_batches_published(
       counters_.batches_published.load(std::memory_order_relaxed));
   absl::MutexLock lock(&mu_);

@@ -66,6 +66,7 @@ struct DaemonOptions {
   int reader_threads = 64;  // Outstanding source reads.
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
+  uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.
   L2Options l2;  // l2.path empty: no L2.
   // Autotune: resize the decode pool within [1, max_decode_threads] and the
   // reader pool within [reader_threads, max_reader_threads] from the
@@ -221,6 +222,8 @@ class Daemon {
   SampleErrorLog error_log_;
   ShardedLruCache l1_;
   ShardedLruCache decoded_cache_;
+  ShardedLruCache pixel_ram_;
+  std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).
   std::unique_ptr<L2Cache> l2_;
   std::unique_ptr<SampleFetcher> fetcher_;
   std::unique_ptr<ThreadPool> reader_pool_;

@@ -32,6 +32,14 @@ enum class ImageFormat { kUnknown, kJpeg, kPng };
 // From the signature bytes.
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 
+// Read-only pixels of a decoded picture (an Image's, or a cached one's),
+// with the same geometry fields as Image.
+struct ImageView {
+  const uint8_t* pixels = nullptr;
+  int width = 0, height = 0, channels = 0, elem_bytes = 1;
+  int x = 0, y = 0, scaled_width = 0, scaled_height = 0;
+};
+
 // A decoded (part of a possibly DCT-scaled) image.
 struct Image {
   int width = 0, height = 0;  // Of `pixels`.
@@ -40,6 +48,10 @@ struct Image {
   int x = 0, y = 0;           // Where pixels' (0, 0) lies in the scaled image.
   int scaled_width = 0, scaled_height = 0;  // The whole (scaled) image.
   std::vector<uint8_t> pixels;  // Packed, row-major.
+  ImageView view() const {
+    return {pixels.data(), width, height, channels, elem_bytes,
+            x, y, scaled_width, scaled_height};
+  }
 };
 
 struct ImageRequest {

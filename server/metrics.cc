@@ -139,6 +139,9 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
     if (p.has_node()) Add(spilled, p.spilled_in(), l);
   }
   for (auto* f : {&threads, &busy, &busy_total, &spilled}) out.push_back(std::move(*f));
+  counter("stoker_pixel_cache_decodes_total",
+          "Pictures decoded and scaled into the pixel cache (missed in RAM and L2).",
+          s.pixel_cache_decodes());
   counter("stoker_autotune_changes_total", "Pool resizes made by autotune.",
           s.autotune_changes());
   gauge("stoker_sessions", "Open sessions.", s.sessions_size());

@@ -537,7 +537,7 @@ RegionRequest Pipeline::Region(const FieldPlan& f, const Canvas& canvas,
   return RegionRequest{d.eighths, d.need, crop_decode_};
 }
 
-void Pipeline::Write(const FieldPlan& f, const Canvas& canvas, const Image& img,
+void Pipeline::Write(const FieldPlan& f, const Canvas& canvas, const ImageView& img,
                      int source_w, int source_h, uint8_t* out) const {
   const RenderPlan rp = PlanRender(canvas, source_w, source_h);
   const double sx = static_cast<double>(img.scaled_width) / source_w;
@@ -546,13 +546,13 @@ void Pipeline::Write(const FieldPlan& f, const Canvas& canvas, const Image& img,
                                                   : f.kind == FieldSpec::KIND_MASK;
   const uint32_t pad = f.kind == FieldSpec::KIND_MASK ? f.pad : canvas.fill;
   if (direct) {
-    Render(canvas, img.pixels.data(), img.width, img.height, img.channels,
+    Render(canvas, img.pixels, img.width, img.height, img.channels,
            img.elem_bytes, rp, sx, sy, img.x, img.y, pad, out);
     return;
   }
   thread_local std::vector<uint8_t> hwc;
   hwc.resize(static_cast<size_t>(f.height) * f.width * f.channels);
-  Render(canvas, img.pixels.data(), img.width, img.height, img.channels, 1, rp,
+  Render(canvas, img.pixels, img.width, img.height, img.channels, 1, rp,
          sx, sy, img.x, img.y, pad, hwc.data());
   Convert(f, hwc.data(), out);
 }

@@ -90,7 +90,7 @@ class Pipeline {
                        int source_h) const;
   // Renders decoded `img` (of a source_w x source_h file) as `canvas` and
   // writes the field's sample (sample_bytes of the ring) at `out`.
-  void Write(const FieldPlan& f, const Canvas& canvas, const Image& img,
+  void Write(const FieldPlan& f, const Canvas& canvas, const ImageView& img,
              int source_w, int source_h, uint8_t* out) const;
 
  private:

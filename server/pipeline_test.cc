@@ -141,8 +141,8 @@ TEST(PipelineTest, RandomGeometryIsAppliedJointly) {
     const std::vector<Canvas> c = p->Plan(w, h, 11, 0, index);
     flips += c[0].src.flip;
     std::vector<uint8_t> out_image(24 * 40), out_mask(24 * 40);
-    p->Write(p->fields()[0], c[0], image, w, h, out_image.data());
-    p->Write(p->fields()[1], c[1], mask, w, h, out_mask.data());
+    p->Write(p->fields()[0], c[0], image.view(), w, h, out_image.data());
+    p->Write(p->fields()[1], c[1], mask.view(), w, h, out_mask.data());
     for (int i = 0; i < 24 * 40; ++i) {
       // Padding: 0 in both (the image's fill, the mask's pad_value).
       padded += out_image[i] == 0;
@@ -172,7 +172,7 @@ TEST(PipelineTest, LetterboxCentersAndPads) {
   img.channels = 3;
   img.pixels.assign(200 * 100 * 3, 200);
   std::vector<uint8_t> out(64 * 64 * 3);
-  p->Write(p->fields()[0], c, img, 200, 100, out.data());
+  p->Write(p->fields()[0], c, img.view(), 200, 100, out.data());
   for (int y = 0; y < 64; ++y) {
     const uint8_t want = y < 16 || y >= 48 ? 7 : 200;
     for (int x = 0; x < 64 * 3; ++x) ASSERT_EQ(out[y * 64 * 3 + x], want) << y;
@@ -196,7 +196,7 @@ TEST(PipelineTest, FloatImagesAreNormalizedPerChannel) {
   img.pixels = {255, 0, 51, 0, 255, 51, 255, 255, 51, 0, 0, 51};
   const Canvas c = p->Plan(2, 2, 0, 0, 0)[0];
   float out[12];
-  p->Write(p->fields()[0], c, img, 2, 2, reinterpret_cast<uint8_t*>(out));
+  p->Write(p->fields()[0], c, img.view(), 2, 2, reinterpret_cast<uint8_t*>(out));
   EXPECT_FLOAT_EQ(out[0], 1.0f);   // R of pixel 0: (1 - 0.5) / 0.5.
   EXPECT_FLOAT_EQ(out[1], -1.0f);  // R of pixel 1.
   EXPECT_FLOAT_EQ(out[4], -0.5f);  // G of pixel 0: (0 - 0.25) / 0.5.

@@ -53,6 +53,13 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
     return bad(absl::StrCat("on_error ", spec.on_error(),
                             " must be ON_ERROR_REPLACE, ON_ERROR_RAISE or "
                             "ON_ERROR_ZEROS"));
+  if (const uint32_t side = spec.pixel_cache().max_side(); side != 0) {
+    if (side < 16 || side > 16384)
+      return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (off) or 16..16384"));
+    if (ds.has_npy() || ds.has_hdf5())
+      return bad("pixel_cache keeps decoded pictures: it applies to image and mask "
+                 "files, not to npy or hdf5 arrays");
+  }
   if (spec.fields_size() == 0) {  // A preset.
     if (spec.transform() != v1::TRANSFORM_VAL &&
         spec.transform() != v1::TRANSFORM_TRAIN)
@@ -166,8 +173,10 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       ctx_(ctx),
       created_(absl::Now()),
       pipeline_(std::move(pipeline)),
+      max_side_(static_cast<int>(spec_.pixel_cache().max_side())),
       decoded_key_prefix_(absl::StrCat(dataset_->description, "|",
-                                       pipeline_.fingerprint(), "|")) {}
+                                       pipeline_.fingerprint(), "|px",
+                                       spec_.pixel_cache().max_side(), "|")) {}
 
 ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
 
@@ -300,26 +309,51 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     }
   }
   const Sample& sample = dataset_->samples[t.index];
-  std::vector<Bytes> files;
-  for (uint32_t k = 0; k < pipeline_.files(); ++k) {
-    const uint64_t t0 = shm::MonotonicNanos();
-    absl::StatusOr<Bytes> bytes = ctx_.fetcher->Fetch(*dataset_, sample.file(k));
-    ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
-    read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
-    if (!bytes.ok()) {
-      FinishSample(job, t, shm::kSampleReadError,
-                   k == 0 ? bytes.status()
-                          : absl::Status(bytes.status().code(),
-                                         absl::StrCat(sample.file(k), ": ",
-                                                      bytes.status().message())));
-      return;
+  Fetched in;
+  if (max_side_ == 0 || !LookupPixels(t, &in)) {
+    for (uint32_t k = 0; k < pipeline_.files(); ++k) {
+      const uint64_t t0 = shm::MonotonicNanos();
+      absl::StatusOr<Bytes> bytes = ctx_.fetcher->Fetch(*dataset_, sample.file(k));
+      ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
+      read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
+      if (!bytes.ok()) {
+        FinishSample(job, t, shm::kSampleReadError,
+                     k == 0 ? bytes.status()
+                            : absl::Status(bytes.status().code(),
+                                           absl::StrCat(sample.file(k), ": ",
+                                                        bytes.status().message())));
+        return;
+      }
+      in.files.push_back(*std::move(bytes));
     }
-    files.push_back(*std::move(bytes));
   }
   const int node = ctx_.decode_pools->Schedule(
-      ctx_.node, [this, job, t, files = std::move(files)] { DecodeSample(job, t, files); },
+      ctx_.node, [this, job, t, in = std::move(in)] { DecodeSample(job, t, in); },
       id_, Weight());
   if (node != ctx_.node) spilled_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool ServingSession::LookupPixels(const SampleTask& t, Fetched* in) {
+  const uint64_t t0 = shm::MonotonicNanos();
+  const std::vector<FieldPlan>& fields = pipeline_.fields();
+  in->pixels.resize(fields.size());
+  in->keys.resize(fields.size());
+  in->versions.resize(fields.size());
+  in->versioned.resize(fields.size(), 0);
+  bool all = true;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    if (!fields[f].spatial()) continue;
+    const std::string& path = dataset_->samples[t.index].file(fields[f].file);
+    in->keys[f] = PixelCache::Key(*dataset_->files, path, max_side_,
+                                  pipeline_.Request(fields[f], ctx_.decode_limits));
+    bool versioned = false;
+    in->pixels[f] = ctx_.pixels->Lookup(*dataset_->files, path, in->keys[f],
+                                        &in->versions[f], &versioned);
+    in->versioned[f] = versioned;
+    all = all && in->pixels[f] != nullptr;
+  }
+  read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
+  return all;
 }
 
 absl::Status ServingSession::ReadArrays(const BatchJob& job,
@@ -360,9 +394,34 @@ absl::Status ServingSession::ReadArrays(const BatchJob& job,
   return absl::OkStatus();
 }
 
+absl::Status ServingSession::Picture(const FieldPlan& field, size_t f,
+                                     const Fetched& in,
+                                     const std::function<RegionRequest(int, int)>& plan,
+                                     Image* image, Bytes* entry, ImageView* view) {
+  const ImageRequest request = pipeline_.Request(field, ctx_.decode_limits);
+  if (max_side_ == 0) {
+    const Bytes& bytes = in.files[field.file];
+    STOKER_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                       bytes->size(), request, plan, image));
+    *view = image->view();
+    return absl::OkStatus();
+  }
+  *entry = in.pixels[f];
+  if (!*entry) {
+    STOKER_ASSIGN_OR_RETURN(
+        *entry, ctx_.pixels->Fill(in.keys[f], in.files[field.file], request, max_side_,
+                                  field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
+                                                                         : Filter::kBilinear,
+                                  in.versioned[f], in.versions[f]));
+  }
+  *view = PixelsOf(*entry);
+  plan(view->width, view->height);  // The geometry, at the cached size.
+  return absl::OkStatus();
+}
+
 absl::Status ServingSession::RenderSample(const BatchJob& job,
                                           const SampleTask& t,
-                                          const std::vector<Bytes>& files) {
+                                          const Fetched& in) {
   const std::vector<FieldPlan>& fields = pipeline_.fields();
   thread_local Image image;
   std::vector<Canvas> canvases;
@@ -371,12 +430,12 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
   for (size_t f = 0; f < fields.size(); ++f) {
     const FieldPlan& field = fields[f];
     if (!field.spatial()) continue;
-    const Bytes& bytes = files[field.file];
     bool other_size = false;
     const uint64_t t0 = shm::MonotonicNanos();
-    absl::Status s = DecodeImage(
-        reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(),
-        pipeline_.Request(field, ctx_.decode_limits),
+    Bytes entry;
+    ImageView view;
+    absl::Status s = Picture(
+        field, f, in,
         [&](int w, int h) {
           if (canvases.empty()) {  // The sample's geometry, drawn once.
             width = w;
@@ -388,11 +447,11 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
           }
           return pipeline_.Region(field, canvases[f], w, h);
         },
-        &image);
+        &image, &entry, &view);
     const std::string& path = dataset_->samples[t.index].file(field.file);
     if (s.ok() && other_size) {
       s = absl::DataLossError(absl::StrCat(
-          "is ", image.scaled_width, "x", image.scaled_height, " but the ",
+          "is ", view.scaled_width, "x", view.scaled_height, " but the ",
           "sample's first picture is ", width, "x", height,
           ": the fields of a sample must be the same size"));
     }
@@ -400,7 +459,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
       return field.file == 0 ? s : absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
     }
     const uint64_t t1 = shm::MonotonicNanos();
-    pipeline_.Write(field, canvases[f], image, width, height, SampleOut(job, f, t.i));
+    pipeline_.Write(field, canvases[f], view, width, height, SampleOut(job, f, t.i));
     decode_ns += t1 - t0;
     write_ns += shm::MonotonicNanos() - t1;
   }
@@ -411,13 +470,12 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
 }
 
 void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
-                                  const SampleTask& t,
-                                  const std::vector<Bytes>& files) {
+                                  const SampleTask& t, const Fetched& in) {
   if (stopping_.load(std::memory_order_relaxed)) {
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  absl::Status error = RenderSample(*job, t, files);
+  absl::Status error = RenderSample(*job, t, in);
   if (!error.ok()) {
     FinishSample(job, t, shm::kSampleDecodeError, error);
     return;

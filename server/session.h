@@ -36,6 +36,7 @@
 #include "server/fetcher.h"
 #include "server/histogram.h"
 #include "server/node_pools.h"
+#include "server/pixel_cache.h"
 #include "server/pipeline.h"
 #include "server/plan.h"
 #include "server/thread_pool.h"
@@ -74,6 +75,7 @@ struct PipelineContext {
   int node;  // The session's NUMA node: decode runs on its pool.
   SampleFetcher* fetcher;
   ShardedLruCache* decoded_cache;  // Finished val samples.
+  PixelCache* pixels;              // Bounded pictures (spec.pixel_cache).
   PipelineCounters* counters;
   SampleErrorLog* error_log;
   uint64_t daemon_generation;
@@ -144,15 +146,32 @@ class ServingSession {
   // Reader stage: the decoded cache, else the encoded bytes of the
   // sample's files from the fetcher, handed to DecodeSample on the decode
   // pool.
+  // What the reader stage hands the decode stage: the encoded files, and
+  // with a pixel cache each spatial field's cached picture (or, on a miss,
+  // its key and its file's version for the fill).
+  struct Fetched {
+    std::vector<Bytes> files;
+    std::vector<Bytes> pixels;
+    std::vector<std::string> keys;
+    std::vector<FileVersion> versions;
+    std::vector<char> versioned;
+  };
   void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
+  // Pixel-cache lookups for every spatial field; true when all hit.
+  bool LookupPixels(const SampleTask& t, Fetched* in);
   void DecodeSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
-                    const std::vector<Bytes>& files);
+                    const Fetched& in);
   // Copies every array field of one sample (its region) into the slot.
   absl::Status ReadArrays(const BatchJob& job, const SampleTask& t);
   // Decodes and writes every image/mask field of one sample; the error
   // names the file.
   absl::Status RenderSample(const BatchJob& job, const SampleTask& t,
-                            const std::vector<Bytes>& files);
+                            const Fetched& in);
+  // Field f's picture: decoded for this sample into `image`, or from the
+  // pixel cache (filled on a miss); `plan` as DecodeImage's.
+  absl::Status Picture(const FieldPlan& field, size_t f, const Fetched& in,
+                       const std::function<RegionRequest(int, int)>& plan,
+                       Image* image, Bytes* entry, ImageView* view);
   // Records the sample's outcome (or, for a failure under ON_ERROR_REPLACE,
   // starts on a replacement); the batch's last sample publishes it.
   void FinishSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
@@ -178,6 +197,7 @@ class ServingSession {
   const PipelineContext ctx_;
   const absl::Time created_;
   const Pipeline pipeline_;
+  const int max_side_;  // spec.pixel_cache.max_side; 0: no pixel cache.
   // Everything but the sample index that identifies this session's finished
   // samples in the decoded cache (built once, not per sample).
   const std::string decoded_key_prefix_;

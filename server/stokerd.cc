@@ -65,6 +65,9 @@ ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
 ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
           "RAM cache of finished val samples, in bytes; 0 disables it.");
+ABSL_FLAG(stoker::ByteSize, pixel_cache_bytes, stoker::ByteSize{2ULL << 30},
+          "RAM cache of decoded pictures for sessions that ask for one "
+          "(pixel_cache.max_side), in bytes; with L2 on they spill there too.");
 ABSL_FLAG(std::string, l2_path, "",
           "Folder of the L2 LMDB cache on local disk; empty disables L2.");
 ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},
@@ -215,6 +218,7 @@ int main(int argc, char** argv) {
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;
+  options.pixel_cache_bytes = absl::GetFlag(FLAGS_pixel_cache_bytes).bytes;
   options.l2.path = absl::GetFlag(FLAGS_l2_path);
   options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes).bytes;
   if (!options.l2.path.empty() && options.l2.max_bytes < (1ULL << 20)) {

@@ -1,6 +1,6 @@
 // fuzz_decode: runs mutated real-photo files through the daemon's decode
-// path (header limits, DCT-scaled region decode, crop, resample, array
-// reads) and counts the outcomes. Built with AddressSanitizer and UBSan by
+// path (header limits, DCT-scaled region decode, crop, resample, the pixel
+// cache's bounded decode, array reads) and counts the outcomes. Built with AddressSanitizer and UBSan by
 // `make sanitize` (CI), where any memory error or undefined behaviour
 // aborts with a report; without them it is a plain robustness run.
 //
@@ -35,6 +35,7 @@
 #include "server/decode.h"
 #include "server/jpeg.h"
 #include "server/pipeline.h"
+#include "server/pixel_cache.h"
 #include "server/transform.h"
 #include "util/proto_json.h"
 #include "tests/testdata.h"
@@ -112,7 +113,7 @@ absl::Status RunPipeline(const Pipeline& p, const Bytes& bytes, uint64_t index) 
         &image);
     if (!s.ok()) return s;
     std::vector<uint8_t> out(field.height * field.width * field.channels);
-    p.Write(field, canvases[f], image, width, height, out.data());
+    p.Write(field, canvases[f], image.view(), width, height, out.data());
   }
   return absl::OkStatus();
 }
@@ -341,6 +342,25 @@ int Run() {
     }
     const Bytes& base = bases[rng.Next() % bases.size()];
     const Bytes bad = Mutate(base, rng, &kind);
+    if (m % 8 == 3) {  // One in eight: the pixel cache's bounded decode.
+      ImageRequest request;
+      request.channels = m % 16 == 3 ? 1 : 3;
+      const int side = 16 + static_cast<int>(rng.Next() % 300);
+      auto entry =
+          DecodeBounded(reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), request,
+                        side, Filter::kBilinear);
+      if (entry.ok()) {
+        const ImageView v = PixelsOf(*entry);
+        if (std::max(v.width, v.height) > side || v.width < 1 || v.height < 1) {
+          std::fprintf(stderr, "fuzz_decode: bounded picture %dx%d over %d\n", v.width,
+                       v.height, side);
+          return 1;
+        }
+      }
+      ++outcomes[absl::StrCat("bounded ", kind, " ",
+                              absl::StatusCodeToString(entry.status().code()))];
+      continue;
+    }
     if (SniffImageFormat(reinterpret_cast<const uint8_t*>(base.data()),
                          base.size()) == ImageFormat::kPng) {
       absl::Status s = RunPipeline(*png_pipeline, bad, m);

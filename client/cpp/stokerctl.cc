@@ -4,7 +4,7 @@
 //       | --lmdb PATH [--manifest M])
 //       --batch-size N [--epochs E] [--transform val|train] [--size S]
 //       [--seed K] [--shuffle|--no-shuffle] [--rank R --world-size W]
-//       [--drop-last] [--ring-slots N] [--start-epoch E --start-batch B]
+//       [--drop-last] [--ring-slots N] [--max-side N] [--start-epoch E --start-batch B]
 //       [--json]
 //   stokerctl [--socket PATH] warm (--dataset DIR | --list M | --lmdb PATH)
 //       [--concurrency N]
@@ -86,6 +86,9 @@ Commands() {
              {"world-size", false, "number of ranks"},
              {"drop-last", true, "drop the last incomplete batch"},
              {"ring-slots", false, "batches prefetched (2..256; default 4)"},
+             {"max-side", false,
+              "train from the daemon's pixel cache: pictures kept with their "
+              "longer side at most this (16..16384)"},
              {"start-epoch", false, "resume at this epoch"},
              {"start-batch", false, "resume at this batch"},
              {"decode", false, "auto, full, crop or scale_crop"},
@@ -271,7 +274,7 @@ int Read(Client& client, const Args& a) {
       !set_enum("on-error", "replace", "on_error")) {
     return Usage(err);
   }
-  uint64_t batch_size, epochs, size, seed, rank, world, slots, se, sb;
+  uint64_t batch_size, epochs, size, seed, rank, world, slots, se, sb, max_side;
   if (!a.flags.count("batch-size")) return Usage("read needs --batch-size");
   if (!UintFlag(a, "batch-size", 0, &batch_size, &err) ||
       !UintFlag(a, "epochs", 1, &epochs, &err) ||
@@ -280,12 +283,13 @@ int Read(Client& client, const Args& a) {
       !UintFlag(a, "rank", 0, &rank, &err) ||
       !UintFlag(a, "world-size", 1, &world, &err) ||
       !UintFlag(a, "ring-slots", 0, &slots, &err) ||
+      !UintFlag(a, "max-side", 0, &max_side, &err) ||
       !UintFlag(a, "start-epoch", 0, &se, &err) ||
       !UintFlag(a, "start-batch", 0, &sb, &err)) {
     return Usage(err);
   }
   if (batch_size > UINT32_MAX || size > UINT32_MAX || rank > UINT32_MAX ||
-      world > UINT32_MAX || slots > UINT32_MAX)
+      world > UINT32_MAX || slots > UINT32_MAX || max_side > UINT32_MAX)
     return Usage("a numeric flag is out of range");
   spec.set_batch_size(static_cast<uint32_t>(batch_size));
   spec.set_image_size(static_cast<uint32_t>(size));
@@ -293,6 +297,7 @@ int Read(Client& client, const Args& a) {
   spec.set_rank(static_cast<uint32_t>(rank));
   spec.set_world_size(static_cast<uint32_t>(world));
   spec.set_ring_slots(static_cast<uint32_t>(slots));
+  if (max_side > 0) spec.mutable_pixel_cache()->set_max_side(static_cast<uint32_t>(max_side));
   spec.set_start_epoch(se);
   spec.set_start_batch(sb);
   spec.set_drop_last(a.flags.count("drop-last") > 0);
@@ -426,6 +431,9 @@ int Stats(Client& client, const Args& a) {
                   (unsigned long long)t.writer_queue_max(),
                   (unsigned long long)t.writer_drops(),
                   t.map_full() ? ", MAP FULL" : "");
+    }
+    if (t.tier() == "pixels") {
+      std::printf(", %llu decoded", (unsigned long long)s.pixel_cache_decodes());
     }
     std::printf("\n");
   }

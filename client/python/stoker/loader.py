@@ -138,6 +138,10 @@ class Loader:
       numa_node: the daemon's NUMA node to decode on (as `stokerctl stats`
         numbers them). None: the node of device= (its GPU's PCI address),
         else of this process's CPUs, else the least loaded one.
+      train_cache: "decoded" keeps every picture decoded in the daemon's
+        pixel cache, scaled so its longer side is at most max_side (default
+        256); every epoch then only crops and resizes. A lower-resolution
+        source than decoding each epoch, the same batches in every run.
 
     Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor (or a
     float [B, 3, S, S] one) that views the ring slot (no copy); the slot stays reserved while any view of it is
@@ -152,7 +156,8 @@ class Loader:
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
-                 pipeline=None, priority=None, numa_node=None):
+                 pipeline=None, priority=None, numa_node=None, train_cache=None,
+                 max_side=None):
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.path.abspath(os.fspath(root)) if root is not None else ""
@@ -220,6 +225,12 @@ class Loader:
         self.on_error = on_error
         self._device = _check_device(device)
         self._priority = 0 if priority is None else _check_int("priority", priority, 1, 16)
+        if train_cache not in (None, "decoded"):
+            raise ValueError(f"train_cache must be None or 'decoded', got {train_cache!r}")
+        if max_side is not None and train_cache is None:
+            raise ValueError("max_side= needs train_cache='decoded'")
+        self._max_side = 0 if train_cache is None else _check_int(
+            "max_side", 256 if max_side is None else max_side, 16, 16384)
         self._numa_node = None if numa_node is None else _check_int(
             "numa_node", numa_node, 0, 1023)
         self._timeout = None if timeout is None else float(timeout)
@@ -437,6 +448,7 @@ class Loader:
             "on_error": self.on_error,
             "priority": self._priority,
             "placement": self._placement(),
+            "pixel_cache": {"max_side": self._max_side},
         }
         if self._fields is None:
             spec.update(transform=self.transform, image_size=self.image_size,

@@ -1,0 +1,142 @@
+#include "server/pixel_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+namespace {
+
+// An entry: this header, then the packed pixels.
+struct Header {
+  int32_t width, height, channels, elem_bytes;
+};
+
+int CeilEighths(int v, int e) { return (v * e + 7) / 8; }
+
+// An L2 value is trusted only if its header matches its length.
+bool Valid(const std::string& entry) {
+  if (entry.size() < sizeof(Header)) return false;
+  Header h;
+  std::memcpy(&h, entry.data(), sizeof(h));
+  return h.width > 0 && h.height > 0 && h.channels > 0 && h.elem_bytes > 0 &&
+         entry.size() == sizeof(Header) + static_cast<uint64_t>(h.width) * h.height *
+                                              h.channels * h.elem_bytes;
+}
+
+}  // namespace
+
+void BoundedSize(int w, int h, int max_side, int* out_w, int* out_h) {
+  const int longer = std::max(w, h);
+  if (longer <= max_side) {
+    *out_w = w;
+    *out_h = h;
+    return;
+  }
+  const double s = static_cast<double>(max_side) / longer;
+  *out_w = w >= h ? max_side : std::max(1, static_cast<int>(std::lround(w * s)));
+  *out_h = h > w ? max_side : std::max(1, static_cast<int>(std::lround(h * s)));
+}
+
+absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
+                                    const ImageRequest& request, int max_side,
+                                    Filter filter) {
+  thread_local Image image;
+  int out_w = 0, out_h = 0;
+  absl::Status s = DecodeImage(
+      data, size, request,
+      [&](int w, int h) {
+        BoundedSize(w, h, max_side, &out_w, &out_h);
+        int e = 1;  // The smallest DCT scale still covering the bounded size.
+        while (e < 8 && (CeilEighths(w, e) < out_w || CeilEighths(h, e) < out_h)) ++e;
+        return RegionRequest{e, PixelRect{0, 0, CeilEighths(w, e), CeilEighths(h, e)}, false};
+      },
+      &image);
+  if (!s.ok()) return s;
+  const size_t pixel_bytes = static_cast<size_t>(image.channels) * image.elem_bytes;
+  auto entry = std::make_shared<std::string>(
+      sizeof(Header) + static_cast<size_t>(out_w) * out_h * pixel_bytes, '\0');
+  const Header header{out_w, out_h, image.channels, image.elem_bytes};
+  std::memcpy(entry->data(), &header, sizeof(header));
+  uint8_t* dst = reinterpret_cast<uint8_t*>(entry->data()) + sizeof(Header);
+  const CropBox whole{0, 0, static_cast<double>(image.width),
+                      static_cast<double>(image.height), false};
+  Resample(image.pixels.data(), image.width, image.height, image.channels,
+           image.elem_bytes, whole, out_w, out_h,
+           image.elem_bytes == 1 ? filter : Filter::kNearest, dst);
+  return Bytes(std::move(entry));
+}
+
+ImageView PixelsOf(const Bytes& entry) {
+  Header h;
+  std::memcpy(&h, entry->data(), sizeof(h));
+  return {reinterpret_cast<const uint8_t*>(entry->data()) + sizeof(Header),
+          h.width, h.height, h.channels, h.elem_bytes, 0, 0, h.width, h.height};
+}
+
+std::string PixelCache::Key(const SampleSource& source, const std::string& path,
+                            int max_side, const ImageRequest& request) {
+  return absl::StrCat("px", max_side, "/", request.channels, "/", request.elem_bytes,
+                      request.indices ? "/i/" : "/", source.CacheKey(path));
+}
+
+Bytes PixelCache::Lookup(const SampleSource& source, const std::string& path,
+                         const std::string& key, FileVersion* version,
+                         bool* versioned) {
+  if (Bytes hit = ram_->Lookup(key)) return hit;
+  *versioned = l2_ != nullptr && source.Versioned();
+  if (!*versioned) return nullptr;
+  absl::StatusOr<FileVersion> v = source.Stat(path);
+  if (!v.ok()) {
+    *versioned = false;
+    return nullptr;
+  }
+  *version = *v;
+  std::string value;
+  if (l2_->Lookup(key, *version, &value) != L2Cache::Result::kHit || !Valid(value)) {
+    return nullptr;
+  }
+  Bytes entry = std::make_shared<const std::string>(std::move(value));
+  ram_->Insert(key, entry);
+  return entry;
+}
+
+absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& encoded,
+                                       const ImageRequest& request, int max_side,
+                                       Filter filter, bool versioned,
+                                       const FileVersion& version) {
+  std::shared_ptr<Inflight> mine, theirs;
+  {
+    absl::MutexLock lock(&mu_);
+    if (Bytes filled = ram_->Peek(key)) return filled;
+    std::shared_ptr<Inflight>& slot = inflight_[key];
+    if (slot) {
+      theirs = slot;
+    } else {
+      slot = mine = std::make_shared<Inflight>();
+    }
+  }
+  if (theirs) {
+    theirs->done.WaitForNotification();
+    return theirs->result;
+  }
+  absl::StatusOr<Bytes> entry =
+      DecodeBounded(reinterpret_cast<const uint8_t*>(encoded->data()), encoded->size(),
+                    request, max_side, filter);
+  if (entry.ok()) {
+    decodes_.fetch_add(1, std::memory_order_relaxed);
+    ram_->Insert(key, *entry);
+    if (versioned) l2_->Put(key, version, *entry);
+  }
+  mine->result = entry;
+  {
+    absl::MutexLock lock(&mu_);
+    inflight_.erase(key);
+  }
+  mine->done.Notify();
+  return entry;
+}
+
+}  // namespace stoker

@@ -1,0 +1,88 @@
+// The pixel cache (SessionSpec.pixel_cache): pictures decoded once and
+// scaled so their longer side is at most max_side, for pipelines that then
+// only crop and resize every epoch. One entry per (file, max_side, decode
+// request) in a RAM LRU shared by all sessions, and, for sources whose
+// files carry a version (not LMDB), in L2 too: entries outlive the daemon
+// and are checked against the file's size and mtime.
+//
+// The bounded picture depends only on the file's bytes, max_side and the
+// request, never on the cache's state, so a session's batches are the same
+// whether its pictures come from RAM, L2 or a fresh decode.
+//
+// Thread-safe. The caches outlive it.
+#ifndef STOKER_SERVER_PIXEL_CACHE_H_
+#define STOKER_SERVER_PIXEL_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "server/cache.h"
+#include "server/decode.h"
+#include "server/file_system.h"
+#include "server/l2_cache.h"
+#include "server/sample_source.h"
+#include "server/transform.h"
+
+namespace stoker {
+
+// The size a w x h picture is kept at: unchanged when its longer side is
+// at most max_side, else the longer side max_side and the shorter scaled
+// in proportion (rounded, at least 1).
+void BoundedSize(int w, int h, int max_side, int* out_w, int* out_h);
+
+// Decodes `data` whole and scales it to BoundedSize: a JPEG at the
+// smallest DCT scale that keeps both sides at least the bounded size, then
+// resampled with `filter` (nearest for anything but 8-bit samples). The
+// entry holds a small header and the packed pixels. Errors as DecodeImage.
+absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
+                                    const ImageRequest& request, int max_side,
+                                    Filter filter);
+
+// The pixels of an entry made by DecodeBounded (at scale 1, whole).
+ImageView PixelsOf(const Bytes& entry);
+
+class PixelCache {
+ public:
+  // `l2` may be null.
+  PixelCache(ShardedLruCache* ram, L2Cache* l2) : ram_(ram), l2_(l2) {}
+
+  // The entry's key for one of a source's files.
+  static std::string Key(const SampleSource& source, const std::string& path,
+                         int max_side, const ImageRequest& request);
+
+  // RAM, else L2 (then kept in RAM); null on a miss. Reads L2 and stats the
+  // file: call from the reader stage. `*version` is the file's version when
+  // L2 applies to it (for Fill), else left alone.
+  Bytes Lookup(const SampleSource& source, const std::string& path,
+               const std::string& key, FileVersion* version, bool* versioned);
+  // DecodeBounded, then kept in RAM and queued for L2 (when `versioned`).
+  // A picture filled meanwhile is taken as is, and concurrent fills of one
+  // key decode once (the others wait for it).
+  absl::StatusOr<Bytes> Fill(const std::string& key, const Bytes& encoded,
+                             const ImageRequest& request, int max_side, Filter filter,
+                             bool versioned, const FileVersion& version);
+
+  uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Inflight {
+    absl::Notification done;
+    absl::StatusOr<Bytes> result;
+  };
+  ShardedLruCache* const ram_;
+  L2Cache* const l2_;
+  std::atomic<uint64_t> decodes_{0};
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Inflight>> inflight_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_PIXEL_CACHE_H_

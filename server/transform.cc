@@ -253,45 +253,62 @@ void ResizeBox(const uint8_t* src, int src_w, int src_h, const CropBox& box,
   const int col_lo = cx.first[0];
   const int col_hi = cx.first[out_w - 1] + cx.count[out_w - 1];
   const size_t span = static_cast<size_t>(col_hi - col_lo) * 3;
-  acc.resize(span);
+  acc.resize(span + 1);  // The last pixel's 4-lane load reads one past.
+  acc[span] = 0;
   frow.resize(static_cast<size_t>(col_hi - col_lo) * 4 + 4);
   kf.resize(cx.taps.size());
   constexpr float kUnit = 1.0f / (1 << kPrecisionBits);
   for (size_t i = 0; i < kf.size(); ++i) kf[i] = static_cast<float>(cx.taps[i]) * kUnit;
   const __m128 half = _mm_set1_ps(0.5f);
+  const __m128 unit = _mm_set1_ps(kUnit);
+  // Plain locals: the byte stores below may alias anything, so fields read
+  // through references and vectors would be reloaded for every pixel.
+  const bool flip = box.flip;
+  const int ksize_x = cx.ksize, ksize_y = cy.ksize, cols = col_hi - col_lo;
+  const int* const first_x = cx.first.data();
+  const int* const count_x = cx.count.data();
+  const int* const first_y = cy.first.data();
+  const int* const count_y = cy.count.data();
+  const int32_t* const taps_y = cy.taps.data();
+  const float* const kfx = kf.data();
+  int32_t* const a = acc.data();
+  float* const fr = frow.data();
   for (int y = 0; y < out_h; ++y) {
     // Vertical pass first (it shrinks the rows the horizontal pass sees):
     // exact integer sums over contiguous bytes, so it vectorizes.
-    std::fill(acc.begin(), acc.end(), 0);
-    const int32_t* k = &cy.taps[static_cast<size_t>(y) * cy.ksize];
-    for (int t = 0; t < cy.count[y]; ++t) {
+    // The first tap sets the sums, the others add to them.
+    const int32_t* k = taps_y + static_cast<size_t>(y) * ksize_y;
+    if (count_y[y] == 0) std::fill(a, a + span, 0);
+    for (int t = 0; t < count_y[y]; ++t) {
       const uint8_t* p =
-          src + (static_cast<size_t>(cy.first[y] + t) * src_w + col_lo) * 3;
+          src + (static_cast<size_t>(first_y[y] + t) * src_w + col_lo) * 3;
       const int32_t kt = k[t];
-      int32_t* a = acc.data();
-      for (size_t j = 0; j < span; ++j) a[j] += p[j] * kt;
+      if (t == 0) {
+        for (size_t j = 0; j < span; ++j) a[j] = p[j] * kt;
+      } else {
+        for (size_t j = 0; j < span; ++j) a[j] += p[j] * kt;
+      }
     }
-    // Unrounded, as 4-lane floats (RGB + pad) for the horizontal pass.
-    for (int x = 0; x < col_hi - col_lo; ++x) {
-      float* f = &frow[static_cast<size_t>(x) * 4];
-      f[0] = static_cast<float>(acc[x * 3 + 0]) * kUnit;
-      f[1] = static_cast<float>(acc[x * 3 + 1]) * kUnit;
-      f[2] = static_cast<float>(acc[x * 3 + 2]) * kUnit;
-      f[3] = 0;
+    // Unrounded, as 4-lane floats (RGB + the next pixel's R, which the
+    // horizontal pass carries along and never stores).
+    for (int x = 0; x < cols; ++x) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + x * 3));
+      _mm_storeu_ps(fr + static_cast<size_t>(x) * 4, _mm_mul_ps(_mm_cvtepi32_ps(v), unit));
     }
     uint8_t* o = dst + static_cast<size_t>(y) * out_w * 3;
     for (int x = 0; x < out_w; ++x) {
-      const float* kx = &kf[static_cast<size_t>(x) * cx.ksize];
-      const float* p = &frow[static_cast<size_t>(cx.first[x] - col_lo) * 4];
+      const float* kx = kfx + static_cast<size_t>(x) * ksize_x;
+      const float* p = fr + static_cast<size_t>(first_x[x] - col_lo) * 4;
       __m128 sum = half;
-      for (int t = 0; t < cx.count[x]; ++t) {
+      const int n = count_x[x];
+      for (int t = 0; t < n; ++t) {
         sum = _mm_add_ps(sum, _mm_mul_ps(_mm_loadu_ps(p + t * 4), _mm_set1_ps(kx[t])));
       }
       __m128i v = _mm_cvttps_epi32(sum);  // Truncating x + 0.5: rounding.
       v = _mm_packs_epi32(v, v);
       v = _mm_packus_epi16(v, v);
       const uint32_t px = static_cast<uint32_t>(_mm_cvtsi128_si32(v));
-      std::memcpy(o + (box.flip ? out_w - 1 - x : x) * 3, &px, 3);
+      std::memcpy(o + (flip ? out_w - 1 - x : x) * 3, &px, 3);
     }
   }
 }

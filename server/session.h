@@ -3,9 +3,12 @@
 //
 // The producer thread claims ring slots in sequence order and schedules one
 // fetch per sample on the shared reader pool (caches, then storage: I/O
-// never blocks a decode thread). A fetched sample goes to the shared decode
-// pool, which decodes and transforms it straight into the slot; a val
-// sample found in the decoded-output cache is copied in by the reader. The
+// never blocks a decode thread). A fetched sample goes to the decode pool of
+// the session's NUMA node (server/node_pools.h), which decodes and
+// transforms it straight into the slot; a val sample found in the
+// decoded-output cache is copied in by the reader. With a pixel cache
+// (spec.pixel_cache) the reader looks up the sample's kept pictures first
+// and fetches encoded bytes only for the ones missing. The
 // task that finishes a batch publishes the slot. Batches therefore appear in
 // plan order whatever order samples finish in, and their bytes depend only
 // on the spec.

@@ -23,7 +23,6 @@ import statistics
 import warnings
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -34,6 +33,7 @@ from PIL import Image
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 import stoker  # noqa: E402
+from stokerd import Stokerd  # noqa: E402
 
 BIN = os.path.join(ROOT, "bazel-bin")
 DATA = os.environ.get("STOKER_BENCH_ARRAYS", "/tmp/stoker-bench-arrays")
@@ -217,17 +217,9 @@ def main():
     print(f"cores {CORES}; single-thread memcpy {bw:.1f} GB/s, patch copy "
           f"(numpy, in RAM) {patch_bw:.1f} GB/s; medians of {RUNS} passes "
           "after a warm-up\n", flush=True)
-    sock_dir = tempfile.mkdtemp(prefix="stoker-bench-")
-    sock = os.path.join(sock_dir, "s.sock")
-    flags = ["--allow-root"] if os.geteuid() == 0 else []
-    daemon = subprocess.Popen([os.path.join(BIN, "server", "stokerd"), "--socket",
-                               sock, "--threads", str(CORES), *flags],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = Stokerd()
+    sock = daemon.sock
     try:
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
         rows = []
         # (a) HDF5 features.
         n, batch = 200_000, 8192
@@ -267,8 +259,7 @@ def main():
         rows.append(("(c) 512x512 JPEG + PNG mask, random crop 384 + flip, batch 32",
                      s, t, w, None, None))
     finally:
-        daemon.terminate()
-        daemon.wait()
+        daemon.close()
     print(f"{'benchmark':62} {'stoker/s':>10} {'DataLoader/s':>13} {'workers':>7} "
           f"{'ratio':>6} {'GB/s':>6} {'of bw':>6}")
     for name, s, t, w, gbps, ref in rows:

@@ -38,12 +38,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vs_torch import BIN, CORES, DATA, ROOT, corpus, tree  # noqa: E402
+from stokerd import Stokerd  # noqa: E402
+from vs_torch import CORES, DATA, ROOT, corpus, tree  # noqa: E402
 
 SECONDS = float(os.environ.get("SECONDS_PER_RUN", "20"))
 WARM = float(os.environ.get("WARM", "4"))
@@ -124,32 +124,6 @@ def pss_bytes(pid):
     return 0
 
 
-class Daemon:
-    """A private stokerd with one decode thread per core."""
-
-    def __init__(self, *flags):
-        self.dir = tempfile.mkdtemp(prefix="stoker-ranks-")
-        self.sock = os.path.join(self.dir, "s.sock")
-        self.proc = subprocess.Popen(
-            [os.path.join(BIN, "server", "stokerd"), "--socket", self.sock,
-             "--threads", str(CORES), "--decoded-cache-bytes", "0",
-             "--metrics-address", "", *flags,
-             *(["--allow-root"] if os.geteuid() == 0 else [])],
-            stderr=subprocess.DEVNULL)
-        while not os.path.exists(self.sock):
-            time.sleep(0.02)
-
-    def stats(self):
-        out = subprocess.run([os.path.join(BIN, "client", "cpp", "stokerctl"),
-                              "--socket", self.sock, "stats", "--json"],
-                             check=True, capture_output=True, text=True).stdout
-        return json.loads(out)
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait()
-
-
 IDLE = "import time, torch, torchvision; print('ready', flush=True); time.sleep(3600)"
 
 
@@ -209,11 +183,8 @@ def run(kind, n, mode, daemon=None, cpus=None):
 
 
 def stoker_run(n, mode, *flags, cpus=None):
-    daemon = Daemon(*flags)
-    try:
+    with Stokerd("--decoded-cache-bytes", "0", *flags) as daemon:
         return run("stoker", n, mode, daemon, cpus)
-    finally:
-        daemon.close()
 
 
 def main():

@@ -22,12 +22,12 @@ warms L1). Run with `make bench`.
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from stokerd import Stokerd
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "bazel-bin")
@@ -182,34 +182,25 @@ def torch_best(transform):
 
 
 def stoker_rows(transform, decoded_cache=False, max_side=0):
-    folder = tempfile.mkdtemp(prefix="stoker-bench-")
-    sock = os.path.join(folder, "s.sock")
-    daemon = subprocess.Popen(
-        [os.path.join(BIN, "server", "stokerd"), "--socket", sock, "--threads",
-         str(CORES), "--decoded-cache-bytes", str(1 << 30 if decoded_cache else 0),
-         *(["--allow-root"] if os.geteuid() == 0 else [])],
-        stderr=subprocess.DEVNULL)
-    while not os.path.exists(sock):
-        time.sleep(0.02)
-    time.sleep(0.2)
+    daemon = Stokerd("--decoded-cache-bytes", str(1 << 30 if decoded_cache else 0))
+    sock = daemon.sock
     rows = {}
     try:
         ctl = [os.path.join(BIN, "client", "cpp", "stokerctl"), "--socket",
                sock, "read", "--dataset", DATA, "--transform", transform,
                "--size", "224", "--batch-size", str(BATCH), "--epochs",
                str(EPOCHS), *(["--max-side", str(max_side)] if max_side else [])]
-        run_client(ctl, [daemon.pid])  # Warm the page cache and L1.
-        out, peak, cpu = run_client(ctl, [daemon.pid])
+        run_client(ctl, [daemon.proc.pid])  # Warm the page cache and L1.
+        out, peak, cpu = run_client(ctl, [daemon.proc.pid])
         rows["stokerctl"] = (out["images_per_second"], cpu / out["samples"], peak)
         path = os.path.join(ROOT, "client", "python")
         out, peak, cpu = run_client(
             ["/usr/bin/python3", "-c", LOADER_WORKER, DATA, transform, sock,
-             str(EPOCHS), path, str(max_side)], [daemon.pid])
+             str(EPOCHS), path, str(max_side)], [daemon.proc.pid])
         rows["stoker.Loader"] = (out["images"] / out["seconds"],
                                  cpu / out["images"], peak)
     finally:
-        daemon.terminate()
-        daemon.wait()
+        daemon.close()
     return rows
 
 
@@ -222,22 +213,12 @@ def pixel_psnr(side):
     import numpy as np
     sys.path.insert(0, os.path.join(ROOT, "client", "python"))
     import stoker
-    folder = tempfile.mkdtemp(prefix="stoker-psnr-")
-    sock = os.path.join(folder, "s.sock")
-    daemon = subprocess.Popen(
-        [os.path.join(BIN, "server", "stokerd"), "--socket", sock, "--metrics-address", "",
-         *(["--allow-root"] if os.geteuid() == 0 else [])], stderr=subprocess.DEVNULL)
-    while not os.path.exists(sock):
-        time.sleep(0.02)
-    try:
+    with Stokerd() as daemon:
         kw = dict(batch_size=BATCH, transform="val", image_size=224, shuffle=False,
-                  decode="full", socket=sock, starvation_threshold=1.0)
+                  decode="full", socket=daemon.sock, starvation_threshold=1.0)
         full = np.concatenate([x.numpy().copy() for x, _ in stoker.Loader(DATA, **kw)])
         kept = np.concatenate([x.numpy().copy() for x, _ in stoker.Loader(
             DATA, train_cache="decoded", max_side=side, **kw)])
-    finally:
-        daemon.terminate()
-        daemon.wait()
     mse = float(np.mean((full.astype(np.float64) - kept) ** 2))
     return 10 * np.log10(255 ** 2 / mse) if mse else float("inf")  # Nothing scaled.
 

@@ -77,21 +77,27 @@ absl::Status Daemon::Start() {
     if (started_flag_) return absl::FailedPreconditionError("already started");
     started_flag_ = true;
   }
+  // The decode pools' nodes: hand-made (checked even with --numa off), the
+  // machine's, or one unpinned pool.
   Topology topology = Topology::Single();
-  bool pinned = false;
+  const char* source = nullptr;
   if (!options_.numa_topology.empty()) {
-    STOKER_ASSIGN_OR_RETURN(topology, Topology::Parse(options_.numa_topology));
-    pinned = options_.numa != NumaMode::kOff;
-    numa_ = pinned ? absl::StrCat(NodeCount(topology), " (--numa-topology)") : "off";
+    STOKER_ASSIGN_OR_RETURN(Topology parsed, Topology::Parse(options_.numa_topology));
+    if (options_.numa != NumaMode::kOff) {
+      topology = std::move(parsed);
+      source = "--numa-topology";
+    }
   } else if (options_.numa != NumaMode::kOff) {
     Topology detected = Topology::Detect();
-    pinned = options_.numa == NumaMode::kOn || detected.size() > 1;
-    if (pinned) topology = std::move(detected);
-    numa_ = pinned ? absl::StrCat(NodeCount(topology), " (libnuma)") : "off (one node)";
-  } else {
-    numa_ = "off";
+    if (options_.numa == NumaMode::kOn || detected.size() > 1) {
+      topology = std::move(detected);
+      source = "libnuma";
+    }
   }
-  if (!pinned) topology = Topology::Single();
+  const bool pinned = source != nullptr;
+  numa_ = pinned ? absl::StrCat(NodeCount(topology), " (", source, ")")
+          : options_.numa == NumaMode::kOff ? "off"
+                                            : "off (one node)";
   if (!options_.l2.path.empty()) {
     auto l2 = L2Cache::Open(options_.l2);
     if (!l2.ok()) return l2.status();
@@ -215,7 +221,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   // The ring's pages are allocated by a thread on the session's node, so
   // they are that node's memory.
   absl::StatusOr<std::unique_ptr<ServingSession>> created;
-  decode_pools_->topology().RunOn(placed.first, [&] {
+  decode_pools_->RunOn(placed.first, [&] {
     created = ServingSession::Create(id, spec, request.client_pid(), dataset, plan,
                                      shm::Segment::UniqueName(options_.shm_prefix, id),
                                      ctx);

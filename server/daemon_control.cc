@@ -38,7 +38,7 @@ absl::StatusOr<std::pair<int, std::string>> Daemon::Place(
   // Least loaded: the fewest sessions' weight per decode thread.
   std::vector<double> load(topology.size(), 0);
   for (const auto& [id, e] : sessions_) {
-    load[e.node] += std::max<uint32_t>(1, e.session->spec().priority());
+    load[e.node] += e.session->Weight();
   }
   int best = 0;
   for (int n = 1; n < topology.size(); ++n) {

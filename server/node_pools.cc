@@ -76,6 +76,14 @@ int NodePools::Schedule(int node, std::function<void()> task, uint64_t group,
   return target;
 }
 
+void NodePools::RunOn(int node, const std::function<void()>& fn) const {
+  if (pinned_) {
+    topology_.RunOn(node, fn);
+  } else {
+    fn();
+  }
+}
+
 void NodePools::Resize(int threads) {
   const std::vector<int> split = Split(threads);
   for (int n = 0; n < size(); ++n) pools_[n]->Resize(split[n]);

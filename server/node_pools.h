@@ -42,6 +42,9 @@ class NodePools {
   // Runs `task` on `node`'s pool, or spills it (above); returns the node
   // that got it.
   int Schedule(int node, std::function<void()> task, uint64_t group, int weight);
+  // Runs `fn` on a thread pinned to `node` (Topology::RunOn) when the pools
+  // are pinned, else right here; returns when it has.
+  void RunOn(int node, const std::function<void()>& fn) const;
   // `threads` (total) split over the nodes, at least one each.
   void Resize(int threads);
   // `threads` split by the nodes' CPU counts, at least 1 each.

@@ -336,21 +336,17 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
 bool ServingSession::LookupPixels(const SampleTask& t, Fetched* in) {
   const uint64_t t0 = shm::MonotonicNanos();
   const std::vector<FieldPlan>& fields = pipeline_.fields();
-  in->pixels.resize(fields.size());
-  in->keys.resize(fields.size());
-  in->versions.resize(fields.size());
-  in->versioned.resize(fields.size(), 0);
+  in->pictures.resize(fields.size());
   bool all = true;
   for (size_t f = 0; f < fields.size(); ++f) {
     if (!fields[f].spatial()) continue;
+    CachedPicture& pic = in->pictures[f];
     const std::string& path = dataset_->samples[t.index].file(fields[f].file);
-    in->keys[f] = PixelCache::Key(*dataset_->files, path, max_side_,
-                                  pipeline_.Request(fields[f], ctx_.decode_limits));
-    bool versioned = false;
-    in->pixels[f] = ctx_.pixels->Lookup(*dataset_->files, path, in->keys[f],
-                                        &in->versions[f], &versioned);
-    in->versioned[f] = versioned;
-    all = all && in->pixels[f] != nullptr;
+    pic.key = PixelCache::Key(*dataset_->files, path, max_side_,
+                              pipeline_.Request(fields[f], ctx_.decode_limits));
+    pic.entry = ctx_.pixels->Lookup(*dataset_->files, path, pic.key, &pic.version,
+                                    &pic.versioned);
+    all = all && pic.entry != nullptr;
   }
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
   return all;
@@ -406,13 +402,14 @@ absl::Status ServingSession::Picture(const FieldPlan& field, size_t f,
     *view = image->view();
     return absl::OkStatus();
   }
-  *entry = in.pixels[f];
+  const CachedPicture& pic = in.pictures[f];
+  *entry = pic.entry;
   if (!*entry) {
     STOKER_ASSIGN_OR_RETURN(
-        *entry, ctx_.pixels->Fill(in.keys[f], in.files[field.file], request, max_side_,
+        *entry, ctx_.pixels->Fill(pic.key, in.files[field.file], request, max_side_,
                                   field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
                                                                          : Filter::kBilinear,
-                                  in.versioned[f], in.versions[f]));
+                                  pic.versioned, pic.version));
   }
   *view = PixelsOf(*entry);
   plan(view->width, view->height);  // The geometry, at the cached size.

@@ -112,6 +112,8 @@ class ServingSession {
   uint32_t client_pid() const { return client_pid_; }
   const EpochPlan& plan() const { return plan_; }
   const v1::SessionSpec& spec() const { return spec_; }
+  // The session's share weight in the pools (its spec's priority, >= 1).
+  int Weight() const { return std::max<int>(1, spec_.priority()); }
   const Dataset& dataset() const { return *dataset_; }
   std::shared_ptr<const Dataset> shared_dataset() const { return dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }
@@ -152,12 +154,15 @@ class ServingSession {
   // What the reader stage hands the decode stage: the encoded files, and
   // with a pixel cache each spatial field's cached picture (or, on a miss,
   // its key and its file's version for the fill).
+  struct CachedPicture {
+    Bytes entry;  // Null on a miss.
+    std::string key;
+    FileVersion version;
+    bool versioned = false;  // L2 applies: the fill is queued there too.
+  };
   struct Fetched {
     std::vector<Bytes> files;
-    std::vector<Bytes> pixels;
-    std::vector<std::string> keys;
-    std::vector<FileVersion> versions;
-    std::vector<char> versioned;
+    std::vector<CachedPicture> pictures;  // Per field (spatial ones used).
   };
   void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
   // Pixel-cache lookups for every spatial field; true when all hit.
@@ -181,8 +186,6 @@ class ServingSession {
                     shm::SampleStatus status,
                     const absl::Status& error);
   uint8_t* SampleOut(const BatchJob& job, size_t field, uint32_t i) const;
-  // The session's share weight in the pools (its spec's priority, >= 1).
-  int Weight() const { return std::max<int>(1, spec_.priority()); }
   // Writes the sample's label into every label field.
   void WriteLabels(const BatchJob& job, uint32_t i, int32_t label) const;
   // Total bytes of the non-label fields of one sample (the decoded cache's

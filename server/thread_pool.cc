@@ -122,7 +122,6 @@ void ThreadPool::Account(int delta) {
   busy_settled_ns_ += static_cast<uint64_t>(active_) * (now - busy_since_ns_);
   busy_since_ns_ = now;
   active_ += delta;
-  if (delta > 0) ++tasks_run_;
 }
 
 int ThreadPool::active() const {
@@ -130,10 +129,6 @@ int ThreadPool::active() const {
   return active_;
 }
 
-uint64_t ThreadPool::tasks_run() const {
-  absl::MutexLock lock(&busy_mu_);
-  return tasks_run_;
-}
 
 uint64_t ThreadPool::busy_ns() const {
   const uint64_t now = shm::MonotonicNanos();

@@ -47,8 +47,6 @@ class ThreadPool {
   size_t queued() const;
   // Workers running a task now.
   int active() const;
-  // Tasks started since construction.
-  uint64_t tasks_run() const;
   // Nanoseconds all workers have spent running tasks, including the time so
   // far of tasks still running (a pool busy with long tasks reads busy now,
   // not when they end).
@@ -66,7 +64,6 @@ class ThreadPool {
   uint64_t busy_settled_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
   uint64_t busy_since_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
   int active_ ABSL_GUARDED_BY(busy_mu_) = 0;
-  uint64_t tasks_run_ ABSL_GUARDED_BY(busy_mu_) = 0;
 
   mutable absl::Mutex mu_;
   // Queued tasks by group, and the groups with tasks in turn order.

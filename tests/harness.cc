@@ -16,6 +16,14 @@ extern char** environ;
 
 namespace stoker::testing {
 
+const v1::TierStats& TierOf(const v1::DaemonStats& stats, const std::string& name) {
+  for (const auto& t : stats.tiers()) {
+    if (t.tier() == name) return t;
+  }
+  return v1::TierStats::default_instance();
+}
+
+
 pid_t Spawn(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -19,6 +19,10 @@
 
 namespace stoker::testing {
 
+// The cache tier `name` ("l1", "l2", "decoded", "pixels") of `stats`; an
+// empty one (enabled = false, every count 0) when there is none.
+const v1::TierStats& TierOf(const v1::DaemonStats& stats, const std::string& name);
+
 // Starts args[0] (a path) with args; returns its pid.
 pid_t Spawn(const std::vector<std::string>& args);
 // Waits for `pid`; its exit code, or 128 + the signal that killed it.

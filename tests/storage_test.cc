@@ -76,11 +76,9 @@ class StorageTest : public ::testing::Test {
   }
 
   static const v1::TierStats& Tier(const v1::DaemonStats& s, const char* name) {
-    for (const auto& t : s.tiers()) {
-      if (t.tier() == name) return t;
-    }
-    ADD_FAILURE() << "no tier " << name;
-    return s.tiers(0);
+    const v1::TierStats& t = testing::TierOf(s, name);
+    EXPECT_EQ(t.tier(), name) << "no tier " << name;
+    return t;
   }
 
   std::string root_, l2_;

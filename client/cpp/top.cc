@@ -26,6 +26,13 @@ std::string Fit(const std::string& line, int width) {
   return line.size() > static_cast<size_t>(width) ? line.substr(0, width) : line;
 }
 
+// "2 nodes" (the pinned decode pools), or "off".
+std::string NumaSummary(const v1::DaemonStats& s) {
+  int nodes = 0;
+  for (const v1::PoolStats& p : s.pools()) nodes += !p.cpus().empty();
+  return nodes == 0 ? "off" : absl::StrFormat("%d node%s", nodes, nodes == 1 ? "" : "s");
+}
+
 }  // namespace
 
 std::string RenderTop(const v1::DaemonStats& s, const std::string& socket,
@@ -33,8 +40,7 @@ std::string RenderTop(const v1::DaemonStats& s, const std::string& socket,
   std::vector<std::string> lines;
   lines.push_back(absl::StrFormat("stokerd %s pid %u  up %.0fs  %s  numa %s  %s",
                                   s.version(), s.pid(), s.uptime_seconds(), socket,
-                                  // "2 nodes (libnuma)": the count is enough here.
-                                  s.numa().substr(0, s.numa().find(" (")),
+                                  NumaSummary(s),
                                   s.autotune() ? "autotune" : ""));
   lines.push_back(absl::StrFormat(
       "decoded %llu  failed %llu  read %.1f MiB  sessions %d",

@@ -255,6 +255,9 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   resp.set_num_classes(dataset->num_classes);
   resp.set_samples_per_epoch(plan.samples_per_epoch());
   resp.set_batches_per_epoch(plan.batches_per_epoch());
+  for (v1::ClientDecodeField& f : session->pipeline().ClientFields()) {
+    *resp.add_client_decode() = std::move(f);
+  }
 
   Entry entry;
   entry.node = placed.first;

@@ -124,6 +124,20 @@ absl::Status JpegDecoder::Decode(const uint8_t* data, size_t size,
   return s;
 }
 
+absl::Status JpegDecoder::ReadInfo(const uint8_t* data, size_t size,
+                                   JpegInfo* info) {
+  absl::Status s = Decode(data, size, [&](int, int) {
+    const jpeg_decompress_struct& c = state_->cinfo;
+    info->width = static_cast<int>(c.image_width);
+    info->height = static_cast<int>(c.image_height);
+    info->components = c.num_components;
+    info->cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
+    info->progressive = c.progressive_mode;
+    return RegionRequest{0, {}, false};  // eighths 0: stop after the header.
+  }, nullptr);
+  return s;
+}
+
 absl::Status JpegDecoder::Decode(
     const uint8_t* data, size_t size,
     const std::function<RegionRequest(int width, int height)>& plan,
@@ -168,6 +182,10 @@ absl::Status JpegDecoder::Decode(
   }
   const RegionRequest req = plan(static_cast<int>(cinfo.image_width),
                                  static_cast<int>(cinfo.image_height));
+  if (req.eighths == 0) {  // The header was all the caller wanted.
+    jpeg_abort_decompress(&cinfo);
+    return absl::OkStatus();
+  }
   const int eighths = req.eighths;
   const PixelRect& need = req.need;
   const bool crop = req.crop;

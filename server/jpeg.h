@@ -64,6 +64,14 @@ struct DecodeLimits {
   int64_t max_bytes = int64_t{1} << 30;
 };
 
+// What a JPEG's header says.
+struct JpegInfo {
+  int width = 0, height = 0;
+  int components = 0;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK.
+  bool cmyk = false;
+  bool progressive = false;
+};
+
 class JpegDecoder {
  public:
   JpegDecoder();
@@ -80,6 +88,9 @@ class JpegDecoder {
   absl::Status Decode(const uint8_t* data, size_t size,
                       const std::function<RegionRequest(int width, int height)>& plan,
                       DecodedRegion* out);
+
+  // Reads only the header. Errors as Decode's (the pixel limit included).
+  absl::Status ReadInfo(const uint8_t* data, size_t size, JpegInfo* info);
 
   // The whole image at full scale.
   absl::Status Decode(const uint8_t* data, size_t size, RgbImage* out);

@@ -167,8 +167,20 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
       "stoker_session_samples_spilled_total",
       "Samples of a session decoded on another node's idle threads.",
       MetricType::Counter);
+  MetricFamily client_decoded = Family(
+      "stoker_session_samples_client_decoded_total",
+      "Samples handed to the client as encoded bytes (client decode).",
+      MetricType::Counter);
+  MetricFamily cpu_share = Family(
+      "stoker_session_cpu_share",
+      "Client decode: the share of each batch the daemon decodes.",
+      MetricType::Gauge);
   for (const v1::SessionStats& ss : s.sessions()) {
     const Labels l = {{"session", absl::StrCat(ss.session_id())}};
+    if (ss.has_cpu_share()) {
+      Add(client_decoded, ss.samples_client_decoded(), l);
+      Add(cpu_share, ss.cpu_share(), l);
+    }
     Add(session_spilled, ss.samples_spilled(), {l[0], {"numa_node", absl::StrCat(ss.numa_node())}});
     Add(ready, ss.ring_ready(), l);
     Add(slots, ss.ring_slots(), l);
@@ -176,7 +188,8 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
     Add(wait, ss.client_wait_seconds(), l);
     Add(diagnosis, 1, {{"diagnosis", DiagnosisName(ss.diagnosis())}, l[0]});
   }
-  for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis, &session_spilled}) {
+  for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis, &session_spilled,
+                  &client_decoded, &cpu_share}) {
     out.push_back(std::move(*f));
   }
   return out;

@@ -21,6 +21,7 @@ const char* KindName(FieldSpec::Kind k) {
     case FieldSpec::KIND_MASK: return "mask";
     case FieldSpec::KIND_LABEL: return "label";
     case FieldSpec::KIND_ARRAY: return "array";
+    case FieldSpec::KIND_ENCODED: return "encoded";
     default: return "unspecified";
   }
 }
@@ -143,8 +144,16 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       if (fs.chw()) return bad("chw applies to images only");
       if (fs.shape_size() > 6) return bad(absl::StrCat("shape ", shape, ": at most 6 dimensions"));
       break;
+    case FieldSpec::KIND_ENCODED:
+      if (fs.dtype() != v1::DTYPE_UINT8)
+        return bad(absl::StrCat("dtype ", dtype, " not allowed; encoded fields are uint8"));
+      if (fs.chw()) return bad("chw applies to images only");
+      if (fs.shape_size() != 1 || fs.shape(0) < 5 || fs.shape(0) > (64u << 20) + 4)
+        return bad(absl::StrCat("shape ", shape, " must be [N], N in 5..", (64u << 20) + 4,
+                                " (a 4-byte count, then the bytes)"));
+      break;
     default:
-      return bad("kind must be one of image, mask, label, array");
+      return bad("kind must be one of image, mask, label, array, encoded");
   }
   if (f->spatial() && (f->height <= 0 || f->width <= 0 ||
                        f->height > 16384 || f->width > 16384))
@@ -199,6 +208,7 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
     absl::Status s = CheckField(fs, &f);
     if (!s.ok()) return s;
     p.files_ = std::max(p.files_, f.file + 1);
+    p.has_encoded_ = p.has_encoded_ || f.kind == FieldSpec::KIND_ENCODED;
     p.fingerprint_ += fs.SerializeAsString();
     p.fields_.push_back(std::move(f));
   }
@@ -364,15 +374,20 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
   }
   if (p.has_spatial() && p.has_arrays())
     return absl::InvalidArgumentError(
-        "fields: image/mask fields come from image files, array fields from "
-        "npy/hdf5 sources; one session reads one source");
+        "fields: image/mask/encoded fields come from files, array fields "
+        "from npy/hdf5 sources; one session reads one source");
   p.fingerprint_ += absl::StrCat("|decode", spec.decode());
+  if (spec.has_client_decode()) {
+    absl::Status s = p.AddClientFields(spec.client_decode());
+    if (!s.ok()) return s;
+  }
   return p;
 }
 
 bool Pipeline::has_spatial() const {
-  return std::any_of(fields_.begin(), fields_.end(),
-                     [](const FieldPlan& f) { return f.spatial(); });
+  return std::any_of(fields_.begin(), fields_.end(), [](const FieldPlan& f) {
+    return f.spatial() || f.kind == FieldSpec::KIND_ENCODED;
+  });
 }
 
 bool Pipeline::has_arrays() const {

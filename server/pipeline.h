@@ -42,9 +42,26 @@ struct FieldPlan {
   // Array fields: the random_patch shape (empty: the whole sample).
   std::vector<uint64_t> patch;
   bool normalize = false;  // Array fields: apply norm (channel 0).
+  // Client decode: an image field's F_jpeg and F_render fields (-1: the
+  // daemon decodes it always); `render_record`: this is such an F_render
+  // (float32 [kRenderFloats], no spec kind).
+  int client_jpeg = -1, client_render = -1;
+  int client_of = -1;  // F_jpeg and F_render: F's index.
+  bool render_record = false;
   bool spatial() const {
     return kind == v1::FieldSpec::KIND_IMAGE || kind == v1::FieldSpec::KIND_MASK;
   }
+};
+
+// A client-decode render record (SessionSpec.client_decode has the layout).
+inline constexpr int kRenderFloats = 16;
+
+// SessionSpec.client_decode with defaults applied.
+struct ClientDecodePlan {
+  bool on = false;
+  uint32_t share = 0;  // Of shm::kShareOne.
+  uint32_t max_bytes = 0;
+  uint64_t max_pixels = 0;
 };
 
 class Pipeline {
@@ -57,6 +74,16 @@ class Pipeline {
   uint32_t files() const { return files_; }
   // No random op: a sample's output depends only on its data.
   bool deterministic() const { return deterministic_; }
+  // Deterministic, and every field but labels is pixels the daemon makes
+  // (no encoded bytes): finished samples may be kept in the decoded cache.
+  bool cacheable() const { return deterministic_ && !has_encoded_; }
+  const ClientDecodePlan& client_decode() const { return client_; }
+  // What the client needs to render each image field it decodes.
+  std::vector<v1::ClientDecodeField> ClientFields() const;
+  // Writes field f's render record (where = 1: the client decodes it) for
+  // a source_w x source_h picture rendered as `canvas`.
+  void WriteRender(const Canvas& canvas, int source_w, int source_h,
+                   bool client, uint8_t* out) const;
   // Identifies fields + ops + decode mode (for cache keys).
   const std::string& fingerprint() const { return fingerprint_; }
 
@@ -64,8 +91,8 @@ class Pipeline {
   std::vector<Canvas> Plan(int width, int height, uint64_t seed, uint64_t epoch,
                            uint64_t index) const;
 
-  // Whether any field is an image/mask (needs files) or an array (needs an
-  // npy/HDF5 source).
+  // Whether any field is an image/mask/encoded (needs files) or an array
+  // (needs an npy/HDF5 source).
   bool has_spatial() const;
   bool has_arrays() const;
   // INVALID_ARGUMENT when a sample of `shape` cannot fill array field `f`
@@ -101,12 +128,16 @@ class Pipeline {
   static absl::StatusOr<Pipeline> Build(const v1::SessionSpec& spec,
                                         const std::vector<v1::FieldSpec>& fields,
                                         const std::vector<v1::Op>& ops);
+  // Adds each image field's F_jpeg and F_render (spec.client_decode).
+  absl::Status AddClientFields(const v1::ClientDecode& c);
 
   std::vector<FieldPlan> fields_;
   std::vector<Step> steps_;
   uint32_t files_ = 1;
   bool deterministic_ = true;
   bool scale_decode_ = true, crop_decode_ = true;
+  bool has_encoded_ = false;
+  ClientDecodePlan client_;
   std::string fingerprint_;
 };
 

@@ -8,8 +8,6 @@
 #include "absl/strings/str_format.h"
 #include "proto/spec_util.h"
 #include "server/array_source.h"
-#include "server/decode.h"
-#include "server/jpeg.h"
 #include "server/topology.h"
 #include "shm/futex.h"
 #include "server/transform.h"
@@ -60,6 +58,9 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
       return bad("pixel_cache keeps decoded pictures: it applies to image and mask "
                  "files, not to npy or hdf5 arrays");
   }
+  if (spec.has_client_decode() && spec.pixel_cache().max_side() != 0)
+    return bad("client_decode and pixel_cache exclude each other: the pixel "
+               "cache keeps pictures the daemon decoded");
   if (spec.fields_size() == 0) {  // A preset.
     if (spec.transform() != v1::TRANSFORM_VAL &&
         spec.transform() != v1::TRANSFORM_TRAIN)
@@ -99,7 +100,7 @@ namespace {
 absl::Status CheckSource(const Pipeline& p, const Dataset& ds) {
   if (p.has_spatial() && ds.arrays)
     return absl::InvalidArgumentError(absl::StrCat(
-        "image and mask fields decode image files, but ", ds.description,
+        "image, mask and encoded fields read files, but ", ds.description,
         " holds arrays: declare array fields"));
   if (p.has_arrays() && !ds.arrays)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -125,16 +126,6 @@ absl::Status CheckSource(const Pipeline& p, const Dataset& ds) {
 }
 
 }  // namespace
-
-struct ServingSession::BatchJob {
-  int slot;
-  uint64_t sequence;
-  uint64_t epoch;
-  uint64_t batch_index;
-  uint32_t count;
-  std::atomic<uint32_t> remaining;
-  std::atomic<uint32_t> errors{0};
-};
 
 absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
@@ -176,7 +167,10 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       max_side_(static_cast<int>(spec_.pixel_cache().max_side())),
       decoded_key_prefix_(absl::StrCat(dataset_->description, "|",
                                        pipeline_.fingerprint(), "|px",
-                                       spec_.pixel_cache().max_side(), "|")) {}
+                                       spec_.pixel_cache().max_side(), "|")) {
+  ring_->header().consumer_cpu_share.store(pipeline_.client_decode().share,
+                                           std::memory_order_relaxed);
+}
 
 ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
 
@@ -223,6 +217,16 @@ void ServingSession::Produce() {
     job->count = static_cast<uint32_t>(
         std::min<uint64_t>(batch_size, order.size() - first));
     job->remaining.store(job->count, std::memory_order_relaxed);
+    job->cpu_samples = job->count;
+    if (pipeline_.client_decode().on) {
+      shm::RingHeader& h = ring_->header();
+      const uint32_t share = std::min(
+          h.consumer_cpu_share.load(std::memory_order_relaxed), shm::kShareOne);
+      job->cpu_samples = static_cast<uint32_t>(
+          (uint64_t{share} * job->count + shm::kShareOne / 2) / shm::kShareOne);
+      h.producer_decode_threads.store(ctx_.decode_pools->pool(ctx_.node).size(),
+                                      std::memory_order_relaxed);
+    }
     shm::SlotView view = ring_->Slot(slot);
     for (uint32_t i = job->count; i < batch_size; ++i) {
       WriteLabels(*job, i, -1);  // Unused tail.
@@ -295,7 +299,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
                  s);
     return;
   }
-  if (pipeline_.deterministic()) {
+  if (pipeline_.cacheable()) {
     if (Bytes done = ctx_.decoded_cache->Lookup(DecodedKey(t.index))) {
       const char* p = done->data();
       for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
@@ -331,25 +335,6 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
       ctx_.node, [this, job, t, in = std::move(in)] { DecodeSample(job, t, in); },
       id_, Weight());
   if (node != ctx_.node) spilled_.fetch_add(1, std::memory_order_relaxed);
-}
-
-bool ServingSession::LookupPixels(const SampleTask& t, Fetched* in) {
-  const uint64_t t0 = shm::MonotonicNanos();
-  const std::vector<FieldPlan>& fields = pipeline_.fields();
-  in->pictures.resize(fields.size());
-  bool all = true;
-  for (size_t f = 0; f < fields.size(); ++f) {
-    if (!fields[f].spatial()) continue;
-    CachedPicture& pic = in->pictures[f];
-    const std::string& path = dataset_->samples[t.index].file(fields[f].file);
-    pic.key = PixelCache::Key(*dataset_->files, path, max_side_,
-                              pipeline_.Request(fields[f], ctx_.decode_limits));
-    pic.entry = ctx_.pixels->Lookup(*dataset_->files, path, pic.key, &pic.version,
-                                    &pic.versioned);
-    all = all && pic.entry != nullptr;
-  }
-  read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
-  return all;
 }
 
 absl::Status ServingSession::ReadArrays(const BatchJob& job,
@@ -390,82 +375,6 @@ absl::Status ServingSession::ReadArrays(const BatchJob& job,
   return absl::OkStatus();
 }
 
-absl::Status ServingSession::Picture(const FieldPlan& field, size_t f,
-                                     const Fetched& in,
-                                     const std::function<RegionRequest(int, int)>& plan,
-                                     Image* image, Bytes* entry, ImageView* view) {
-  const ImageRequest request = pipeline_.Request(field, ctx_.decode_limits);
-  if (max_side_ == 0) {
-    const Bytes& bytes = in.files[field.file];
-    STOKER_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(bytes->data()),
-                                       bytes->size(), request, plan, image));
-    *view = image->view();
-    return absl::OkStatus();
-  }
-  const CachedPicture& pic = in.pictures[f];
-  *entry = pic.entry;
-  if (!*entry) {
-    STOKER_ASSIGN_OR_RETURN(
-        *entry, ctx_.pixels->Fill(pic.key, in.files[field.file], request, max_side_,
-                                  field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
-                                                                         : Filter::kBilinear,
-                                  pic.versioned, pic.version));
-  }
-  *view = PixelsOf(*entry);
-  plan(view->width, view->height);  // The geometry, at the cached size.
-  return absl::OkStatus();
-}
-
-absl::Status ServingSession::RenderSample(const BatchJob& job,
-                                          const SampleTask& t,
-                                          const Fetched& in) {
-  const std::vector<FieldPlan>& fields = pipeline_.fields();
-  thread_local Image image;
-  std::vector<Canvas> canvases;
-  int width = 0, height = 0;
-  uint64_t decode_ns = 0, write_ns = 0;
-  for (size_t f = 0; f < fields.size(); ++f) {
-    const FieldPlan& field = fields[f];
-    if (!field.spatial()) continue;
-    bool other_size = false;
-    const uint64_t t0 = shm::MonotonicNanos();
-    Bytes entry;
-    ImageView view;
-    absl::Status s = Picture(
-        field, f, in,
-        [&](int w, int h) {
-          if (canvases.empty()) {  // The sample's geometry, drawn once.
-            width = w;
-            height = h;
-            canvases = pipeline_.Plan(w, h, spec_.seed(), job.epoch, t.index);
-          } else if (w != width || h != height) {
-            other_size = true;
-            return RegionRequest{8, PixelRect{0, 0, w, h}, false};
-          }
-          return pipeline_.Region(field, canvases[f], w, h);
-        },
-        &image, &entry, &view);
-    const std::string& path = dataset_->samples[t.index].file(field.file);
-    if (s.ok() && other_size) {
-      s = absl::DataLossError(absl::StrCat(
-          "is ", view.scaled_width, "x", view.scaled_height, " but the ",
-          "sample's first picture is ", width, "x", height,
-          ": the fields of a sample must be the same size"));
-    }
-    if (!s.ok()) {
-      return field.file == 0 ? s : absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-    }
-    const uint64_t t1 = shm::MonotonicNanos();
-    pipeline_.Write(field, canvases[f], view, width, height, SampleOut(job, f, t.i));
-    decode_ns += t1 - t0;
-    write_ns += shm::MonotonicNanos() - t1;
-  }
-  ctx_.counters->decode.Observe(decode_ns);
-  ctx_.counters->transform.Observe(write_ns);
-  work_ns_.fetch_add(decode_ns + write_ns, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
 void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
                                   const SampleTask& t, const Fetched& in) {
   if (stopping_.load(std::memory_order_relaxed)) {
@@ -480,7 +389,7 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
   // Only when the whole epoch fits: an LRU over a larger sequential scan
   // would copy every sample in and never hit.
   const uint64_t bytes = DataBytes();
-  if (pipeline_.deterministic() &&
+  if (pipeline_.cacheable() &&
       dataset_->samples.size() * bytes <= ctx_.decoded_cache->capacity_bytes()) {
     auto value = std::make_shared<std::string>();
     value->reserve(bytes);
@@ -570,6 +479,11 @@ v1::SessionStats ServingSession::Stats() const {
   s.set_numa_node(ctx_.node);
   s.set_samples_spilled(spilled_.load(std::memory_order_relaxed));
   s.set_ring_memory_node(MemoryNodeOf(ring_->Slot(0).fields[0]));
+  if (pipeline_.client_decode().on) {
+    s.set_samples_client_decoded(client_decoded_.load(std::memory_order_relaxed));
+    s.set_cpu_share(double(ring_->header().consumer_cpu_share.load(std::memory_order_relaxed)) /
+                    shm::kShareOne);
+  }
   return s;
 }
 

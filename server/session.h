@@ -112,6 +112,7 @@ class ServingSession {
   uint32_t client_pid() const { return client_pid_; }
   const EpochPlan& plan() const { return plan_; }
   const v1::SessionSpec& spec() const { return spec_; }
+  const Pipeline& pipeline() const { return pipeline_; }
   // The session's share weight in the pools (its spec's priority, >= 1).
   int Weight() const { return std::max<int>(1, spec_.priority()); }
   const Dataset& dataset() const { return *dataset_; }
@@ -128,7 +129,17 @@ class ServingSession {
   uint64_t work_ns() const { return work_ns_.load(std::memory_order_relaxed); }
 
  private:
-  struct BatchJob;
+  // One batch being filled: its slot and where it stands.
+  struct BatchJob {
+    int slot;
+    uint64_t sequence;
+    uint64_t epoch;
+    uint64_t batch_index;
+    uint32_t count;
+    uint32_t cpu_samples;  // Client decode: samples [0, cpu_samples) are the daemon's.
+    std::atomic<uint32_t> remaining;
+    std::atomic<uint32_t> errors{0};
+  };
   // One sample position of a batch: which dataset sample is being produced
   // for it (`index`), which one the plan put there (`original`: they differ
   // when a failed sample is being replaced), and how many replacements
@@ -175,6 +186,18 @@ class ServingSession {
   // names the file.
   absl::Status RenderSample(const BatchJob& job, const SampleTask& t,
                             const Fetched& in);
+  // Copies an encoded file, count first, into `out`; DATA_LOSS when it
+  // does not fit the field.
+  absl::Status WriteEncoded(const FieldPlan& field, const std::string& bytes,
+                            uint8_t* out) const;
+  // Client decode: writes spatial field f's file and render record for the
+  // client instead of decoding it, when the client can decode it (a JPEG
+  // within the limits, not CMYK); false when the daemon must. `plan` draws
+  // the geometry into `canvases` (false: another size than the sample's).
+  absl::StatusOr<bool> HandOver(const BatchJob& job, const SampleTask& t, size_t f,
+                                const Fetched& in,
+                                const std::function<bool(int, int)>& plan,
+                                const std::vector<Canvas>& canvases);
   // Field f's picture: decoded for this sample into `image`, or from the
   // pixel cache (filled on a miss); `plan` as DecodeImage's.
   absl::Status Picture(const FieldPlan& field, size_t f, const Fetched& in,
@@ -213,6 +236,7 @@ class ServingSession {
   std::atomic<uint64_t> decoded_{0};
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> spilled_{0};  // Decoded on another node's pool.
+  std::atomic<uint64_t> client_decoded_{0};  // Handed to the client.
   std::atomic<uint64_t> read_ns_{0}, work_ns_{0};
 
   absl::Mutex mu_;

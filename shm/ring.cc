@@ -129,9 +129,9 @@ absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g) {
     fl.ndim = static_cast<uint32_t>(fg.shape.size());
     uint64_t elements = 1;
     for (size_t d = 0; d < fg.shape.size(); ++d) {
-      if (fg.shape[d] == 0 || fg.shape[d] > (1u << 20))
+      if (fg.shape[d] == 0 || fg.shape[d] > kMaxDimension)
         return bad_field(absl::StrCat("dimension ", d, " is ", fg.shape[d],
-                                      "; must be in 1..1048576"));
+                                      "; must be in 1..", kMaxDimension));
       fl.shape[d] = fg.shape[d];
       elements *= fg.shape[d];
       if (elements > kMaxRingBytes) return bad_field("too many elements");

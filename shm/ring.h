@@ -55,6 +55,8 @@ int FindField(const RingLayout& layout, const char* name);
 
 inline constexpr uint32_t kMaxRingSlots = 256;
 inline constexpr uint64_t kMaxRingBytes = 16ULL << 30;
+// Of one dimension of a field (an encoded field's bytes are one).
+inline constexpr uint64_t kMaxDimension = 1ULL << 27;
 
 // Validates `g` and computes the ring's layout (offsets, strides, total
 // size). INVALID_ARGUMENT naming the field for zero or absurd values
@@ -116,6 +118,8 @@ class RingProducer {
   uint32_t FilledSlots() const;
 
   const RingHeader& header() const { return *header_; }
+  // The live words (atomics) the producer writes.
+  RingHeader& header() { return *header_; }
   const RingLayout& layout() const { return header_->layout; }
   const std::string& name() const { return segment_.name(); }
 

@@ -22,7 +22,10 @@ namespace stoker::shm {
 
 inline constexpr uint64_t kRingMagic = 0x474e49524b4f5453ULL;  // "STOKRING"
 // 2: float32/float16 NCHW dtypes. 3: a batch is a table of named fields.
-inline constexpr uint32_t kLayoutVersion = 3;
+// 4: the client-decode words (the CPU share and the daemon's decode rate).
+inline constexpr uint32_t kLayoutVersion = 4;
+// consumer_cpu_share: all of a batch (1/65536 units).
+inline constexpr uint32_t kShareOne = 65536;
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint64_t kPageBytes = 4096;
 inline constexpr uint32_t kMaxFields = 16;
@@ -137,6 +140,16 @@ struct RingHeader {
   // waiting for a batch, and batches handed to the application.
   std::atomic<uint64_t> consumer_wait_ns;
   std::atomic<uint64_t> consumer_batches;
+  // Client decode (SessionSpec.client_decode), all relaxed. The consumer
+  // writes the share of each batch the daemon decodes itself (0..kShareOne;
+  // the producer sets the spec's before naming the segment and reads it as
+  // it starts each batch). The producer counts the samples it decoded and
+  // their decode + transform time summed over threads, and its decode
+  // threads, so the consumer can weigh the daemon's rate against its own.
+  std::atomic<uint32_t> consumer_cpu_share;
+  std::atomic<uint32_t> producer_decode_threads;
+  std::atomic<uint64_t> producer_cpu_samples;
+  std::atomic<uint64_t> producer_cpu_ns;
 };
 
 struct SlotControl {

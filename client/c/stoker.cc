@@ -136,6 +136,23 @@ void stoker_session_set_resume_window(stoker_session* session, double seconds) {
   }
 }
 
+void stoker_session_set_cpu_share(stoker_session* session, double share) {
+  if (session != nullptr) session->session->SetCpuShare(share);
+}
+
+int stoker_session_daemon_decode(const stoker_session* session,
+                                 stoker_daemon_decode* out, size_t struct_size) {
+  if (session == nullptr || out == nullptr) return NullArgument("session/out", nullptr);
+  const stoker::Session::DaemonDecode d = session->session->daemon_decode();
+  stoker_daemon_decode full{};
+  full.samples = d.samples;
+  full.nanos = d.nanos;
+  full.threads = d.threads;
+  full.share = d.share;
+  std::memcpy(out, &full, std::min(struct_size, sizeof(full)));
+  return STOKER_OK;
+}
+
 int stoker_next(stoker_session* session, double timeout_seconds,
                 stoker_batch** out, stoker_error* err) {
   if (session == nullptr) return NullArgument("session", err);

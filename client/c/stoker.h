@@ -142,6 +142,22 @@ int stoker_session_describe_samples(stoker_session* session,
                                     const uint64_t* indices, size_t n,
                                     char** json_out, stoker_error* err);
 
+/* Client decode (the spec's client_decode): the share of each batch the
+ * daemon decodes itself, 0..1 (clamped), from the next batch it starts; it
+ * is kept across a resume. */
+void stoker_session_set_cpu_share(stoker_session* session, double share);
+/* What the daemon reports of its own decoding for this session. */
+typedef struct stoker_daemon_decode {
+  uint64_t samples;  /* Samples it decoded. */
+  uint64_t nanos;    /* Their decode + transform time, summed over threads. */
+  uint32_t threads;  /* Its decode threads (of the session's node). */
+  double share;      /* The share in effect. */
+} stoker_daemon_decode;
+/* Fills `out` (`struct_size` = the caller's sizeof). INVALID_ARGUMENT
+ * (3) for a NULL argument. */
+int stoker_session_daemon_decode(const stoker_session* session,
+                                 stoker_daemon_decode* out, size_t struct_size);
+
 /* Waits for the next batch in order; `timeout_seconds` < 0 waits without a
  * limit. With the spec's on_error ON_ERROR_RAISE, a batch holding a failed
  * sample is DATA_LOSS naming its file (the next call goes on). UNAVAILABLE when the daemon went away or closed the session,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <utility>
 
@@ -243,6 +244,23 @@ Session::~Session() {
 }
 
 uint64_t Session::id() const { return core_->info().session_id(); }
+
+void Session::SetCpuShare(double share) {
+  share_ = std::clamp(share, 0.0, 1.0);
+  core_->ring().header().consumer_cpu_share.store(
+      static_cast<uint32_t>(std::lround(share_ * shm::kShareOne)),
+      std::memory_order_relaxed);
+}
+
+Session::DaemonDecode Session::daemon_decode() const {
+  const shm::RingHeader& h = core_->ring().header();
+  DaemonDecode d;
+  d.samples = h.producer_cpu_samples.load(std::memory_order_relaxed);
+  d.nanos = h.producer_cpu_ns.load(std::memory_order_relaxed);
+  d.threads = h.producer_decode_threads.load(std::memory_order_relaxed);
+  d.share = double(h.consumer_cpu_share.load(std::memory_order_relaxed)) / shm::kShareOne;
+  return d;
+}
 const v1::OpenSessionResponse& Session::info() const { return core_->info(); }
 
 absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
@@ -326,6 +344,7 @@ absl::Status Session::Reconnect(absl::Time deadline) {
         core_ = std::move((*fresh)->core_);  // The old ring stays mapped for
         (*fresh)->closed_ = true;            // batches still held.
         next_sequence_ = 0;
+        if (share_ >= 0) SetCpuShare(share_);
         ++reconnects_;
         return absl::OkStatus();
       }

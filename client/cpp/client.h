@@ -110,6 +110,20 @@ class Session {
   absl::Status Close();
 
   uint64_t id() const;  // Changes when the session was resumed.
+
+  // Client decode (SessionSpec.client_decode). The share of each batch the
+  // daemon decodes itself, 0..1 (clamped), from the next batch it starts;
+  // kept across a resume. And what the daemon reports of its own decoding
+  // for this session: samples, their decode + transform time summed over
+  // threads, its decode threads, the share in effect.
+  void SetCpuShare(double share);
+  struct DaemonDecode {
+    uint64_t samples = 0;
+    uint64_t nanos = 0;
+    uint32_t threads = 0;
+    double share = 0;
+  };
+  DaemonDecode daemon_decode() const;
   const v1::OpenSessionResponse& info() const;
   uint64_t batches_per_epoch() const { return info().batches_per_epoch(); }
 
@@ -131,6 +145,7 @@ class Session {
   uint64_t last_epoch_ = 0, last_batch_ = 0;  // Of the last batch delivered.
   absl::Duration resume_window_ = absl::Seconds(60);
   uint64_t reconnects_ = 0;
+  double share_ = -1;  // Set by SetCpuShare; -1: the spec's.
 };
 
 class Client {

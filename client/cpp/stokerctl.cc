@@ -463,6 +463,11 @@ int Stats(Client& client, const Args& a) {
                 DiagnosisName(ss.diagnosis()).c_str(), ss.numa_node(),
                 ss.placement().c_str(), ss.ring_memory_node(),
                 (unsigned long long)ss.samples_spilled());
+    if (ss.has_cpu_share()) {
+      std::printf("    client decode: the daemon decodes %.0f%% of each batch, %llu "
+                  "samples handed to the client\n",
+                  100 * ss.cpu_share(), (unsigned long long)ss.samples_client_decoded());
+    }
   }
   return 0;
 }

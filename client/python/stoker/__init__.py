@@ -6,7 +6,7 @@
         ...
 
 Any sample, any pipeline: fields= and pipeline= (stoker.image, stoker.mask,
-stoker.label, stoker.array; stoker.resize, letterbox, center_crop,
+stoker.label, stoker.array, stoker.encoded; stoker.resize, letterbox, center_crop,
 random_resized_crop, random_crop, flip, random_patch, normalize) yield dicts
 of tensors by field name.
 
@@ -18,7 +18,7 @@ StokerError, which carries the gRPC status code name and message.
 from stoker.errors import SampleErrorWarning, StokerError, StarvationWarning
 from stoker import _native
 from stoker.loader import Loader
-from stoker.pipeline import (image, mask, label, array, resize, letterbox,
+from stoker.pipeline import (image, mask, label, array, encoded, resize, letterbox,
                              center_crop, random_resized_crop, random_crop,
                              flip, random_patch, normalize)
 from stoker._daemon import daemon_socket, stop_embedded_daemon
@@ -26,7 +26,7 @@ from stoker._daemon import daemon_socket, stop_embedded_daemon
 __version__ = _native.version  # libstoker.so's, so package and library agree.
 
 __all__ = ["Loader", "StokerError", "StarvationWarning", "SampleErrorWarning",
-           "daemon_socket", "image", "mask", "label", "array", "resize",
+           "daemon_socket", "image", "mask", "label", "array", "encoded", "resize",
            "letterbox", "center_crop", "random_resized_crop", "random_crop",
            "flip", "random_patch", "normalize",
            "stop_embedded_daemon", "__version__"]

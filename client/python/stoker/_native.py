@@ -98,6 +98,11 @@ class _FieldInfo(ctypes.Structure):
                 ("shape", ctypes.c_uint64 * (1 + MAX_FIELD_DIMS))]
 
 
+class _DaemonDecode(ctypes.Structure):
+    _fields_ = [("samples", ctypes.c_uint64), ("nanos", ctypes.c_uint64),
+                ("threads", ctypes.c_uint32), ("share", ctypes.c_double)]
+
+
 class _ChecksumState(ctypes.Structure):
     _fields_ = [("state", ctypes.c_uint64)]
 
@@ -117,6 +122,9 @@ def _declare(dll):
         "stoker_session_id": (ctypes.c_uint64, [p]),
         "stoker_session_reconnects": (ctypes.c_uint64, [p]),
         "stoker_session_set_resume_window": (None, [p, c_double]),
+        "stoker_session_set_cpu_share": (None, [p, c_double]),
+        "stoker_session_daemon_decode": (c_int, [p, ctypes.POINTER(_DaemonDecode),
+                                                 ctypes.c_size_t]),
         "stoker_session_describe_samples": (
             c_int, [p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                     ctypes.POINTER(p), err]),
@@ -306,6 +314,8 @@ class Session(_Owned):
         self.dataset_samples = int(info["dataset_samples"])
         self.num_classes = int(info["num_classes"])
         self.skipped_files = int(info["skipped_files"])
+        # Image fields the client decodes (spec client_decode).
+        self.client_decode = info.get("client_decode", [])
 
     @property
     def id(self):
@@ -321,6 +331,18 @@ class Session(_Owned):
     def set_resume_window(self, seconds):
         """How long next() tries to reconnect to a restarted daemon."""
         _dll.stoker_session_set_resume_window(self._handle, float(seconds))
+
+    def set_cpu_share(self, share):
+        """Client decode: the share of each batch the daemon decodes (0..1)."""
+        _dll.stoker_session_set_cpu_share(self._handle, float(share))
+
+    def daemon_decode(self):
+        """Client decode: the daemon's (samples, nanoseconds summed over
+        threads, threads, share in effect) for this session."""
+        d = _DaemonDecode()
+        _dll.stoker_session_daemon_decode(self._handle, ctypes.byref(d),
+                                          ctypes.sizeof(d))
+        return d.samples, d.nanos, d.threads, d.share
 
     @property
     def reconnects(self):

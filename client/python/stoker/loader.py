@@ -6,6 +6,8 @@ import time
 import warnings
 
 from stoker import _daemon
+from stoker._args import (_check_bool, _check_device, _check_int,
+                          default_rank_and_world_size)
 from stoker._native import lib
 from stoker.errors import SampleErrorWarning, StarvationWarning
 
@@ -17,61 +19,6 @@ try:
     import torch
 except ImportError:  # numpy-only users
     torch = None
-
-
-def _check_int(name, value, lo, hi):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
-    return int(value)
-
-
-def _check_bool(name, value):
-    if not isinstance(value, bool) and not (np is not None and isinstance(value, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return bool(value)
-
-
-def _check_device(device):
-    if device is None:
-        return None
-    if torch is None:
-        raise ValueError("device= needs torch, which is not installed")
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be None, a str or a torch.device, "
-                        f"got {type(device).__name__}")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as e:
-        raise ValueError(f"device {device!r} is not a valid torch device") from e
-    if dev.type == "cpu":
-        return None
-    if dev.type != "cuda":
-        raise ValueError(f"device must be None, 'cpu' or 'cuda[:N]', got {device!r}")
-    if not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not "
-                         "available here (torch.cuda.is_available() is False); "
-                         "use device=None and move batches yourself")
-    return dev
-
-
-def default_rank_and_world_size():
-    """(rank, world_size) of this process in a distributed job: from
-    torch.distributed when it is initialised, else from the RANK and
-    WORLD_SIZE environment variables that torchrun sets, else (0, 1)."""
-    if torch is not None:
-        dist = getattr(torch, "distributed", None)
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
-    if rank is not None and world is not None:
-        try:
-            return int(rank), int(world)
-        except ValueError:
-            raise ValueError(f"RANK={rank!r} and WORLD_SIZE={world!r} must be "
-                             "integers") from None
-    return 0, 1
 
 
 class Loader:
@@ -142,6 +89,16 @@ class Loader:
         pixel cache, scaled so its longer side is at most max_side (default
         256); every epoch then only crops and resizes. A lower-resolution
         source than decoding each epoch, the same batches in every run.
+      decode_device: "cuda[:N]" decodes the JPEGs of image fields on that
+        GPU (torchvision's nvJPEG) instead of in the daemon, which still
+        reads, caches, shards and draws each sample's crop and flip; batches
+        then come on that GPU. "cpu" does the same on this process's CPU
+        (slow; for testing). CMYK and PNG files, and files over 256 KiB,
+        are decoded by the daemon as usual. Pixels are within rounding of
+        the daemon's (decode="full").
+      cpu_share: with decode_device=, the share of each batch the daemon
+        decodes: "auto" (default) keeps both sides busy from their measured
+        rates; a number in 0..1 fixes it (the same batches every run).
 
     Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor (or a
     float [B, 3, S, S] one) that views the ring slot (no copy); the slot stays reserved while any view of it is
@@ -157,7 +114,7 @@ class Loader:
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
                  pipeline=None, priority=None, numa_node=None, train_cache=None,
-                 max_side=None):
+                 max_side=None, decode_device=None, cpu_share="auto"):
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.path.abspath(os.fspath(root)) if root is not None else ""
@@ -233,6 +190,21 @@ class Loader:
             "max_side", 256 if max_side is None else max_side, 16, 16384)
         self._numa_node = None if numa_node is None else _check_int(
             "numa_node", numa_node, 0, 1023)
+        self._decode_device = None
+        if decode_device is not None:
+            if torch is None:
+                raise ValueError("decode_device= needs torch and torchvision")
+            from stoker import client_decode
+            self._decode_device = client_decode.check_device(decode_device)
+            if self._max_side:
+                raise ValueError("decode_device= and train_cache= exclude each "
+                                 "other: the pixel cache holds the daemon's pixels")
+        if cpu_share != "auto" and (isinstance(cpu_share, bool) or
+                                    not isinstance(cpu_share, numbers.Real) or
+                                    not 0 <= cpu_share <= 1):
+            raise ValueError(f"cpu_share must be 'auto' or in 0..1, got {cpu_share!r}")
+        self._cpu_share = None if cpu_share == "auto" else float(cpu_share)
+        self._decoder = None
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)
         self._socket = os.fspath(socket) if socket is not None else None
@@ -316,8 +288,24 @@ class Loader:
         self._position = (self._epoch, self._resume_batch)
 
     def __iter__(self):
-        for batch in self.batches():
-            yield self._to_output(batch)
+        if self._decode_device is None:
+            for batch in self.batches():
+                yield self._to_output(batch)
+            return
+        from stoker import client_decode
+        batches = self.batches()
+        first = next(batches, None)  # Opens the session the decoder reads.
+        if first is None:
+            return
+
+        def chain():
+            yield first
+            yield from batches
+        for out in client_decode.prefetched(chain(), self._client_tensors, self._decoder):
+            if self._fields is not None:
+                yield out
+            else:
+                yield out["image"], out["label"].to(torch.int64)
 
     def batches(self):
         """One epoch of native batches (images, labels, status, indices...)."""
@@ -358,6 +346,8 @@ class Loader:
         t["wait_fraction"] = t["wait_seconds"] / busy if busy else 0.0
         t["images_per_second"] = t["images"] / busy if busy else 0.0
         t["last_epoch"] = self._last_epoch
+        if self._decoder is not None:
+            t["client_decode"] = self._decoder.split.stats()
         return t
 
     def _account(self, epoch, waits, compute, images):
@@ -455,7 +445,19 @@ class Loader:
                         dtype=self.dtype, mean=self._mean, std=self._std)
         else:
             spec.update(fields=self._fields, pipeline=self._pipeline)
+        previous = self._decoder.split if self._decoder is not None else None
+        if self._decode_device is not None:
+            share = self._cpu_share
+            if share is None:
+                share = previous.share if previous is not None else 0.5
+            spec["client_decode"] = {"cpu_share": share}
         self._session = self._client.open_session(spec)
+        if self._decode_device is not None:
+            from stoker import client_decode
+            self._decoder = client_decode.ClientDecoder(
+                self._session, self._decode_device, self._cpu_share)
+            if previous is not None:  # Go on from what was measured.
+                self._decoder.split.adopt(previous)
         self._session.set_resume_window(self._resume_timeout)
         self._stream = (epoch, batch)
         return self._session
@@ -492,6 +494,12 @@ class Loader:
                 t = torch.frombuffer(view, dtype=getattr(torch, dtype))
                 out[name] = t.reshape(view.shape)
         return out
+
+    def _client_tensors(self, batch):
+        """Ring views for the decoder (the ring pinned once for a GPU)."""
+        if self._decode_device.type == "cuda" and self._pinned != batch.mapping_base:
+            self._pin(batch.mapping_base, batch.mapping_size)
+        return self._tensors(batch)
 
     def _upload(self, batch, tensors):
         """With device=, asynchronous copies of `tensors`; the slot stays
@@ -543,7 +551,7 @@ class Loader:
 
     def _close_session(self):
         if self._session is not None:
-            if self._device is not None:
+            if self._pinned is not None:
                 self._unpin()
             session, self._session, self._stream = self._session, None, None
             try:

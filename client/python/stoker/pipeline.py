@@ -52,6 +52,13 @@ def array(shape, name="array", dtype="float32"):
     return _field("array", name, dtype, shape)
 
 
+def encoded(max_bytes, name="encoded", file=0):
+    """The sample's file `file` as stored: uint8 [4 + max_bytes] per sample,
+    a little-endian uint32 byte count then the bytes (e.g. to decode
+    yourself). A larger file is a per-sample error."""
+    return _field("encoded", name, "uint8", (4 + int(max_bytes),), file=file)
+
+
 def _op(kind, fields, **params):
     op = {kind: {k: v for k, v in params.items() if v is not None}}
     if fields:

@@ -1,0 +1,68 @@
+"""Argument checks of stoker.Loader, and the distributed job's rank."""
+
+import numbers
+import os
+
+try:
+    import numpy as np
+except ImportError:
+    np = None
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def _check_int(name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
+    return int(value)
+
+
+def _check_bool(name, value):
+    if not isinstance(value, bool) and not (np is not None and isinstance(value, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def _check_device(device):
+    if device is None:
+        return None
+    if torch is None:
+        raise ValueError("device= needs torch, which is not installed")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be None, a str or a torch.device, "
+                        f"got {type(device).__name__}")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"device {device!r} is not a valid torch device") from e
+    if dev.type == "cpu":
+        return None
+    if dev.type != "cuda":
+        raise ValueError(f"device must be None, 'cpu' or 'cuda[:N]', got {device!r}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not "
+                         "available here (torch.cuda.is_available() is False); "
+                         "use device=None and move batches yourself")
+    return dev
+
+
+def default_rank_and_world_size():
+    """(rank, world_size) of this process in a distributed job: from
+    torch.distributed when it is initialised, else from the RANK and
+    WORLD_SIZE environment variables that torchrun sets, else (0, 1)."""
+    if torch is not None:
+        dist = getattr(torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is not None and world is not None:
+        try:
+            return int(rank), int(world)
+        except ValueError:
+            raise ValueError(f"RANK={rank!r} and WORLD_SIZE={world!r} must be "
+                             "integers") from None
+    return 0, 1

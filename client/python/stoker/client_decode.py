@@ -1,0 +1,348 @@
+"""Client decode: the image fields stokerd hands over as JPEG bytes.
+
+With SessionSpec.client_decode the daemon still reads, caches, shards and
+draws every sample's geometry, but for the samples it hands over it writes
+the file's bytes (field F_jpeg) and a render record (F_render, float32 x 16:
+where, source size, content rectangle, source box, flips, fill, filter) in
+place of F's pixels. This module turns such a batch back into F:
+
+  * decode: torchvision.io.decode_jpeg, batched on the GPU where the
+    installed torchvision takes a list (nvJPEG), else one image at a time;
+    a picture the GPU refuses is decoded on the CPU instead;
+  * render: every sample's crop, antialiased resize (PIL's filters: the
+    weights of each output pixel over its source pixels, as PIL computes
+    them), flips and padding as two batched matrix products over the batch,
+    with no Python loop over samples but the decode call and one slice copy
+    each;
+  * write F's dtype and layout (uint8 HWC/CHW, or x * scale + offset floats).
+
+Samples the daemon decoded itself (where = 0) keep its pixels. Pixels differ
+from the daemon's by rounding (float weights against PIL's fixed-point ones)
+and by the JPEG decoder's IDCT and chroma upsampling on the GPU.
+
+HybridSplit chooses the share of each batch the daemon decodes from the two
+measured rates, so that neither side idles.
+"""
+
+import contextlib
+import queue
+import threading
+import time
+
+import torch
+
+try:
+    from torchvision.io import ImageReadMode, decode_jpeg
+except ImportError:  # Checked with a clear message by check_device.
+    decode_jpeg = None
+
+# Render record slots (SessionSpec.client_decode in proto/stoker.proto).
+WHERE, SRC_W, SRC_H, X0, Y0, X1, Y1, BOX_X, BOX_Y, BOX_W, BOX_H, HFLIP, VFLIP, \
+    FILL, FILTER = range(15)
+_BILINEAR, _BICUBIC, _NEAREST = 0, 1, 2
+_SUPPORT = {_BILINEAR: 1.0, _BICUBIC: 2.0, _NEAREST: 0.5}
+
+
+def check_device(decode_device):
+    """The torch.device client decode runs on; ValueError saying what is
+    missing."""
+    if decode_jpeg is None:
+        raise ValueError("decode_device= needs torchvision (torchvision.io."
+                         "decode_jpeg), which is not installed")
+    try:
+        dev = torch.device(decode_device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"decode_device {decode_device!r} is not a torch "
+                         "device") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"decode_device={decode_device!r} needs a CUDA GPU, but "
+                         "torch.cuda.is_available() is False here; use "
+                         "decode_device='cpu' (slow, for testing) or None "
+                         "(the daemon decodes)")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"decode_device must be 'cpu' or 'cuda[:N]', got "
+                         f"{decode_device!r}")
+    return dev
+
+
+def _kernel(x, kind):
+    """PIL's filters at distances x (in source pixels / filter scale)."""
+    ax = x.abs()
+    if kind == _BICUBIC:  # a = -0.5
+        a = -0.5
+        near = ((a + 2) * ax - (a + 3)) * ax * ax + 1
+        far = ((ax - 5) * ax + 8) * ax * a - 4 * a
+        return torch.where(ax < 1, near, torch.where(ax < 2, far, torch.zeros_like(ax)))
+    return (1 - ax).clamp(min=0)
+
+
+def _weights(r, origin, extent, limit, out_size, axis):
+    """[N, out_size, extent] weights of each output row (axis 1) or column
+    (axis 0) over the source pixels origin + 0..extent-1, zero outside the
+    content; `limit` is the source size (pixels past it weigh nothing)."""
+    dev = r.device
+    if axis == 0:
+        c0, c1, b0, bw, flip = r[:, X0], r[:, X1], r[:, BOX_X], r[:, BOX_W], r[:, HFLIP]
+    else:
+        c0, c1, b0, bw, flip = r[:, Y0], r[:, Y1], r[:, BOX_Y], r[:, BOX_H], r[:, VFLIP]
+    kind = int(r[0, FILTER].item())
+    j = torch.arange(out_size, device=dev, dtype=torch.float64)[None, :]
+    n = (c1 - c0)[:, None]
+    local = j - c0[:, None]
+    inside = (local >= 0) & (local < n)
+    local = torch.where(flip[:, None] > 0, n - 1 - local, local)
+    scale = (bw[:, None] / n.clamp(min=1))
+    center = b0[:, None] + (local + 0.5) * scale                       # [N, O]
+    k = origin[:, None, None] + torch.arange(extent, device=dev,
+                                             dtype=torch.float64)[None, None, :]
+    valid = k < limit[:, None, None]
+    if kind == _NEAREST:  # PIL: the pixel under the center.
+        w = (k == torch.floor(center)[:, :, None]).to(torch.float64)
+    else:
+        fscale = scale.clamp(min=1)[:, :, None]
+        w = _kernel((k - center[:, :, None] + 0.5) / fscale, kind)
+    w = torch.where(valid & inside[:, :, None], w, torch.zeros_like(w))
+    total = w.sum(dim=2, keepdim=True)
+    return w / torch.where(total == 0, torch.ones_like(total), total)
+
+
+class FieldRenderer:
+    """Renders one image field (a stoker.v1.ClientDecodeField as JSON)."""
+
+    def __init__(self, info, device):
+        self.field = info["field"]
+        self.encoded = info["encoded"]
+        self.render = info["render"]
+        self.channels = int(info.get("channels", 3))
+        self.dtype = str(info.get("dtype", "DTYPE_UINT8")).replace("DTYPE_", "").lower()
+        self.chw = bool(info.get("chw", False))
+        self.device = device
+        self._mode = ImageReadMode.GRAY if self.channels == 1 else ImageReadMode.RGB
+        c = self.channels
+        self._scale = torch.tensor(info.get("scale", [1.0] * c), device=device).view(1, c, 1, 1)
+        self._offset = torch.tensor(info.get("offset", [0.0] * c), device=device).view(1, c, 1, 1)
+        self._batched = None  # Whether decode_jpeg takes a list here.
+
+    def _decode(self, blobs):
+        """[C, H, W] uint8 tensors on the device, one per blob."""
+        dev = "cuda" if self.device.type == "cuda" else "cpu"
+        if dev == "cuda" and self._batched is not False:
+            try:
+                out = decode_jpeg(blobs, mode=self._mode, device=self.device)
+                self._batched = True
+                return list(out)
+            except (TypeError, RuntimeError):
+                self._batched = False
+        out = []
+        for b in blobs:
+            try:
+                out.append(decode_jpeg(b, mode=self._mode, device=dev))
+            except RuntimeError:  # e.g. a layout nvJPEG refuses: the CPU's.
+                out.append(decode_jpeg(b, mode=self._mode).to(self.device))
+        return out
+
+    def __call__(self, views, count):
+        """(F on the device, samples rendered) from the batch's ring views
+        (torch tensors) of F, F_jpeg and F_render."""
+        dev = self.device
+        out = views[self.field][:count]
+        out = out.to(dev, non_blocking=True) if dev.type == "cuda" else out.clone()
+        rec = views[self.render][:count]
+        todo = torch.nonzero(rec[:, WHERE] == 1).flatten()
+        if todo.numel() == 0:
+            return out, 0
+        rec = rec[todo].to(torch.float64)
+        enc = views[self.encoded][:count]
+        sizes = enc[todo, :4].contiguous().view(torch.int32).flatten().tolist()
+        blobs = [enc[i, 4:4 + n] for i, n in zip(todo.tolist(), sizes)]
+        pictures = self._decode(blobs)
+        rendered = self._render(pictures, rec.to(dev))
+        if self.chw:
+            out[todo.to(dev)] = rendered
+        else:
+            out[todo.to(dev)] = rendered.permute(0, 2, 3, 1)
+        return out, len(blobs)
+
+    def _render(self, pictures, rec):
+        n = len(pictures)
+        oh, ow = self._out_hw()
+        kind = int(rec[0, FILTER].item())
+        # Each picture's source rows/columns the filter reaches.
+        reach = _SUPPORT[kind]
+        cpu = rec.cpu()
+        sx = (cpu[:, BOX_W] / (cpu[:, X1] - cpu[:, X0]).clamp(min=1)).clamp(min=1) * reach
+        sy = (cpu[:, BOX_H] / (cpu[:, Y1] - cpu[:, Y0]).clamp(min=1)).clamp(min=1) * reach
+        x0 = (cpu[:, BOX_X] - sx - 1).floor().clamp(min=0).long()
+        y0 = (cpu[:, BOX_Y] - sy - 1).floor().clamp(min=0).long()
+        x1 = torch.minimum((cpu[:, BOX_X] + cpu[:, BOX_W] + sx + 1).ceil(), cpu[:, SRC_W]).long()
+        y1 = torch.minimum((cpu[:, BOX_Y] + cpu[:, BOX_H] + sy + 1).ceil(), cpu[:, SRC_H]).long()
+        wp, hp = int((x1 - x0).max()), int((y1 - y0).max())
+        work = torch.float32
+        src = torch.zeros((n, self.channels, hp, wp), dtype=work, device=self.device)
+        for i, p in enumerate(pictures):
+            a, b, c, d = int(y0[i]), int(y1[i]), int(x0[i]), int(x1[i])
+            src[i, :, :b - a, :d - c] = p[:, a:b, c:d]
+        wy = _weights(rec, y0.to(rec.device, torch.float64), hp, rec[:, SRC_H], oh, 1)
+        wx = _weights(rec, x0.to(rec.device, torch.float64), wp, rec[:, SRC_W], ow, 0)
+        rows = torch.matmul(wy.to(work)[:, None], src)                   # [N, C, oh, wp]
+        img = torch.matmul(rows, wx.to(work).transpose(1, 2)[:, None])   # [N, C, oh, ow]
+        img = img.round_().clamp_(0, 255)
+        # Padding outside the content rectangle.
+        yy = torch.arange(oh, device=self.device)[None, :, None]
+        xx = torch.arange(ow, device=self.device)[None, None, :]
+        pad = ~((yy >= rec[:, Y0, None, None]) & (yy < rec[:, Y1, None, None]) &
+                (xx >= rec[:, X0, None, None]) & (xx < rec[:, X1, None, None]))
+        if bool(pad.any()):
+            img = torch.where(pad[:, None], rec[:, FILL, None, None, None].to(work), img)
+        if self.dtype == "uint8":
+            return img.to(torch.uint8)
+        return (img * self._scale + self._offset).to(getattr(torch, self.dtype))
+
+    def _out_hw(self):
+        return self._size
+
+    def bind(self, field_shape):
+        """The field's per-sample shape ([H, W, C] or [C, H, W])."""
+        self._size = ((field_shape[1], field_shape[2]) if self.chw
+                      else (field_shape[0], field_shape[1]))
+        return self
+
+
+class HybridSplit:
+    """The share of each batch the daemon decodes, from measured rates:
+    share = daemon rate / (daemon rate + client rate), both in samples per
+    second, smoothed; so that both sides finish a batch together."""
+
+    def __init__(self, session, share=None, every=4):
+        self.session = session
+        self.fixed = share is not None
+        self.share = float(share) if share is not None else 0.5
+        self.every = every
+        self.client_samples = 0
+        self.client_seconds = 0.0
+        self.daemon_rate = 0.0
+        self.client_rate = 0.0
+        self._batches = 0
+        self._last = session.daemon_decode()
+        session.set_cpu_share(self.share)
+
+    def observe(self, samples, seconds):
+        """A batch's client-side decode: `samples` rendered in `seconds`."""
+        self.client_samples += samples
+        self.client_seconds += seconds
+        if samples and seconds > 0:
+            rate = samples / seconds
+            self.client_rate = rate if not self.client_rate else 0.7 * self.client_rate + 0.3 * rate
+        self._batches += 1
+        if self.fixed or self._batches % self.every:
+            return
+        now = self.session.daemon_decode()
+        d_samples, d_ns = now[0] - self._last[0], now[1] - self._last[1]
+        self._last = now
+        if d_samples and d_ns:
+            rate = now[2] * d_samples / (d_ns / 1e9)
+            self.daemon_rate = rate if not self.daemon_rate else 0.7 * self.daemon_rate + 0.3 * rate
+        if self.daemon_rate and self.client_rate:
+            target = self.daemon_rate / (self.daemon_rate + self.client_rate)
+            self.share = min(1.0, max(0.0, 0.5 * self.share + 0.5 * target))
+            self.session.set_cpu_share(self.share)
+        elif self.daemon_rate == 0 and self.share == 0:
+            # Nothing measured on the daemon's side: give it some to measure.
+            self.share = 0.1
+            self.session.set_cpu_share(self.share)
+
+    def adopt(self, other):
+        """Goes on from another session's measurements and share (the
+        Loader opens a session per pass)."""
+        self.client_samples, self.client_seconds = other.client_samples, other.client_seconds
+        self.client_rate, self.daemon_rate = other.client_rate, other.daemon_rate
+        if not self.fixed:
+            self.share = other.share
+            self.session.set_cpu_share(self.share)
+
+    def stats(self):
+        return {"cpu_share": self.share, "fixed": self.fixed,
+                "samples_client_decoded": self.client_samples,
+                "client_seconds": self.client_seconds,
+                "client_rate": self.client_rate, "daemon_rate": self.daemon_rate}
+
+
+class ClientDecoder:
+    """Renders a session's handed-over fields, batch by batch."""
+
+    def __init__(self, session, device, share=None):
+        self.device = device
+        self.renderers = [FieldRenderer(info, device) for info in session.client_decode]
+        self.hidden = ({r.encoded for r in self.renderers} |
+                       {r.render for r in self.renderers})
+        self.split = HybridSplit(session, share)
+
+    def _own(self, t):
+        """A copy on the device that no longer needs the ring slot."""
+        return t.to(self.device) if self.device.type == "cuda" else t.clone()
+
+    def __call__(self, tensors):
+        """{field: tensor on the device} from a batch's {field: ring view};
+        nothing returned refers to the slot, and GPU work has finished."""
+        count = next(iter(tensors.values())).shape[0]
+        t0 = time.perf_counter()
+        out, rendered = {}, 0
+        for r in self.renderers:
+            if not hasattr(r, "_size"):
+                r.bind(list(tensors[r.field].shape[1:]))
+            out[r.field], n = r(tensors, count)
+            rendered += n
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
+        self.split.observe(rendered, time.perf_counter() - t0)
+        for name, t in tensors.items():
+            if name not in out and name not in self.hidden:
+                out[name] = self._own(t)
+        return out
+
+
+def prefetched(batches, to_tensors, decoder, depth=2):
+    """Yields decoder(to_tensors(batch)) for each of `batches`, produced
+    `depth` ahead on a thread of its own (and, on a GPU, its own CUDA
+    stream), so decoding overlaps the training step."""
+    results = queue.Queue(depth)
+    stop = threading.Event()
+    cuda = decoder.device.type == "cuda"
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                results.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work():
+        try:
+            side = (torch.cuda.stream(torch.cuda.Stream(decoder.device)) if cuda
+                    else contextlib.nullcontext())
+            with side:
+                for batch in batches:
+                    if not put(("batch", decoder(to_tensors(batch)))):
+                        return
+            put(("end", None))
+        except BaseException as e:  # Raised in the consumer's thread.
+            put(("error", e))
+
+    thread = threading.Thread(target=work, name="stoker-decode", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = results.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            if cuda:  # Made on the side stream, used on the caller's.
+                for t in value.values():
+                    t.record_stream(torch.cuda.current_stream(decoder.device))
+            yield value
+    finally:
+        stop.set()
+        thread.join(timeout=30)

@@ -1,0 +1,190 @@
+"""Client decode (Loader decode_device=): the batches a client renders from
+the JPEG bytes and geometry the daemon hands over match the daemon's own
+within rounding, for every JPEG layout, with the same labels and order; the
+split between daemon and client keeps the batches deterministic."""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+Image = pytest.importorskip("PIL.Image")
+
+import stoker  # noqa: E402
+
+# One class folder per layout: a sample's label says its layout.
+LAYOUTS = ["444", "422", "420", "gray", "progressive", "cmyk", "png"]
+DAEMON_ONLY = {"cmyk", "png"}  # The daemon decodes these whatever the split.
+
+
+@pytest.fixture(scope="module")
+def layouts(dataset):
+    """3 photos per layout, re-encoded from the suite's photo-like JPEGs."""
+    root = tempfile.mkdtemp(prefix="stoker-layouts-")
+    photos = sorted(os.path.join(d, f) for d, _, fs in os.walk(dataset) for f in fs)
+    for k, layout in enumerate(LAYOUTS):
+        os.makedirs(os.path.join(root, f"{k}_{layout}"))
+        for i in range(3):
+            im = Image.open(photos[(3 * k + i) % len(photos)]).convert("RGB")
+            out = os.path.join(root, f"{k}_{layout}", f"{i}.{'png' if layout == 'png' else 'jpg'}")
+            if layout in ("444", "422", "420"):
+                im.save(out, quality=90, subsampling=("444", "422", "420").index(layout))
+            elif layout == "gray":
+                im.convert("L").save(out, quality=90)
+            elif layout == "progressive":
+                im.save(out, quality=90, progressive=True)
+            elif layout == "cmyk":
+                im.convert("CMYK").save(out, quality=90)
+            else:
+                im.save(out)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _loader(root, daemon, **kw):
+    args = dict(batch_size=5, image_size=64, socket=daemon.socket, seed=7,
+                decode="full")
+    args.update(kw)
+    return stoker.Loader(root, **args)
+
+
+def _epochs(loader, n=2):
+    out = []
+    for _ in range(n):
+        out += [(x.clone(), y.clone()) for x, y in loader]
+    return out
+
+
+def _psnr(a, b):
+    mse = ((a.double() - b.double()) ** 2).mean().item()
+    return float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(255.0 ** 2 / mse)).item()
+
+
+@pytest.mark.parametrize("transform", ["train", "val"])
+def test_every_layout_matches_the_daemons_pixels(layouts, daemon, transform):
+    ref = _epochs(_loader(layouts, daemon, transform=transform))
+    client = _loader(layouts, daemon, transform=transform, decode_device="cpu", cpu_share=0)
+    got = _epochs(client)
+    assert len(got) == len(ref) == 2 * 5  # 21 samples: 5 batches an epoch.
+    per_layout = {k: ([], []) for k in range(len(LAYOUTS))}
+    for (a, la), (b, lb) in zip(ref, got):
+        assert torch.equal(la, lb)
+        assert b.dtype == torch.uint8 and b.shape == a.shape
+        for i, label in enumerate(la.tolist()):
+            per_layout[label][0].append(a[i])
+            per_layout[label][1].append(b[i])
+    for k, layout in enumerate(LAYOUTS):
+        a, b = torch.stack(per_layout[k][0]), torch.stack(per_layout[k][1])
+        diff = (a.int() - b.int()).abs()
+        if layout in DAEMON_ONLY:
+            assert torch.equal(a, b), layout
+        else:  # Float weights against PIL's fixed-point ones.
+            assert diff.max().item() <= 1, layout
+            assert diff.double().mean().item() < 0.01, layout
+            assert _psnr(a, b) > 60, layout
+    stats = client.stats()["client_decode"]
+    assert stats["samples_client_decoded"] == 2 * 5 * 3  # 5 layouts x 3, 2 epochs.
+    assert stats["cpu_share"] == 0.0 and stats["fixed"]
+
+
+def test_float_output_and_custom_pipelines(layouts, daemon):
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    ref = _epochs(_loader(layouts, daemon, dtype="float32", mean=mean, std=std), 1)
+    got = _epochs(_loader(layouts, daemon, dtype="float32", mean=mean, std=std,
+                          decode_device="cpu", cpu_share=0), 1)
+    for (a, _), (b, _) in zip(ref, got):
+        assert b.dtype == torch.float32 and b.shape == a.shape and a.shape[1:] == (3, 64, 64)
+        assert (a - b).abs().max().item() <= 1 / (255 * 0.2) + 1e-5
+    # Letterbox padding, bicubic, channels first.
+    fields = [stoker.image(48, 48, chw=True), stoker.label()]
+    pipeline = [stoker.letterbox(48, fill=114, interpolation="bicubic"), stoker.flip()]
+    kw = dict(fields=fields, pipeline=pipeline, image_size=None)
+    ref = [b["image"].clone() for b in _loader(layouts, daemon, **kw)]
+    got = [b["image"].clone() for b in _loader(layouts, daemon, decode_device="cpu",
+                                               cpu_share=0, **kw)]
+    a, b = torch.cat(ref), torch.cat(got)
+    assert a.shape == b.shape == (21, 3, 48, 48)
+    assert (a == 114).sum().item() > 0  # Padded rows or columns.
+    diff = (a.int() - b.int()).abs()
+    assert diff.double().mean().item() < 0.05
+    assert _psnr(a, b) > 45
+
+
+def test_a_fixed_split_is_deterministic(layouts, daemon):
+    ref = _epochs(_loader(layouts, daemon))
+    first = _loader(layouts, daemon, decode_device="cpu", cpu_share=0.4)
+    runs = [_epochs(first), _epochs(_loader(layouts, daemon, decode_device="cpu",
+                                            cpu_share=0.4))]
+    for (a, la), (b, lb), (c, lc) in zip(ref, *runs):
+        assert torch.equal(la, lb) and torch.equal(lb, lc)
+        assert torch.equal(b, c)  # The same samples decoded on each side.
+        assert (a.int() - b.int()).abs().max().item() <= 1
+    stats = first.stats()["client_decode"]
+    # 2 of each batch of 5 are the daemon's (round(0.4 x 5)), the last
+    # batch of 1 too; CMYK and PNG always.
+    assert 0 < stats["samples_client_decoded"] < 2 * 15
+
+
+def test_the_automatic_split_follows_measured_rates(layouts, daemon):
+    loader = _loader(layouts, daemon, decode_device="cpu", batch_size=3)
+    _epochs(loader, 3)
+    stats = loader.stats()["client_decode"]
+    assert not stats["fixed"]
+    assert stats["client_rate"] > 0 and stats["daemon_rate"] > 0
+    share = stats["daemon_rate"] / (stats["daemon_rate"] + stats["client_rate"])
+    assert 0 < stats["cpu_share"] < 1
+    # Moved from the first guess (0.5) towards the measured balance.
+    assert abs(stats["cpu_share"] - share) < abs(0.5 - share) + 1e-9
+
+
+def test_encoded_fields_are_the_files(layouts, daemon):
+    loader = _loader(layouts, daemon, fields=[stoker.encoded(1 << 20, name="raw"),
+                                              stoker.label()], pipeline=None,
+                     image_size=None, shuffle=False)
+    sizes = []
+    for batch in loader:
+        raw = batch["raw"]
+        assert raw.dtype == torch.uint8 and raw.shape[1] == 4 + (1 << 20)
+        for row in raw:
+            n = int(row[:4].contiguous().view(torch.int32))
+            sizes.append(n)
+            assert bytes(row[4:6].tolist()) in (b"\xff\xd8", b"\x89P")  # JPEG, PNG
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(layouts) for f in fs)
+    assert sizes == [os.path.getsize(f) for f in files]
+
+
+def test_bad_arguments_are_refused(layouts, daemon):
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="torch.cuda.is_available"):
+            _loader(layouts, daemon, decode_device="cuda")
+    with pytest.raises(ValueError, match="exclude each other"):
+        _loader(layouts, daemon, decode_device="cpu", train_cache="decoded")
+    with pytest.raises(ValueError, match="cpu_share"):
+        _loader(layouts, daemon, decode_device="cpu", cpu_share=1.5)
+    with pytest.raises(ValueError, match="decode_device"):
+        _loader(layouts, daemon, decode_device="tpu")
+
+
+def test_stats_and_metrics_report_the_split(layouts, daemon):
+    import subprocess
+    import urllib.request
+    from conftest import STOKERCTL
+    from stoker._native import lib
+    loader = _loader(layouts, daemon, decode_device="cpu", cpu_share=0.25)
+    batches = iter(loader)
+    next(batches)  # The session is open and has handed samples over.
+    out = subprocess.run([STOKERCTL, "--socket", daemon.socket, "stats"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "client decode: the daemon decodes 25% of each batch" in out
+    mine = [s for s in lib.Client(daemon.socket).stats()["sessions"]
+            if s["session_id"] == loader._session.id][0]
+    assert mine["cpu_share"] == 0.25 and int(mine["samples_client_decoded"]) > 0
+    port = lib.Client(daemon.socket).stats()["metrics_port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    assert f'stoker_session_cpu_share{{session="{loader._session.id}"}} 0.25' in text
+    assert "stoker_session_samples_client_decoded_total" in text
+    loader.close()

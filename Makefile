@@ -60,6 +60,8 @@ bench: deps
 	$(PYTHON) bench/vs_torch.py
 	$(PYTHON) bench/any_sample.py
 	$(PYTHON) bench/ranks.py
+	$(PYTHON) bench/client_decode.py
+	$(PYTHON) bench/gpu_train.py
 
 demo: deps
 	$(BAZEL) build //server:stokerd //client/cpp:stokerctl //tests:make_dataset

@@ -188,3 +188,12 @@ def test_stats_and_metrics_report_the_split(layouts, daemon):
     assert f'stoker_session_cpu_share{{session="{loader._session.id}"}} 0.25' in text
     assert "stoker_session_samples_client_decoded_total" in text
     loader.close()
+
+
+def test_pictures_rendered_in_chunks_equal_one_stack(layouts, daemon):
+    whole = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
+    parts = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
+    len(parts)  # Opens the session and its decoder.
+    parts._decoder.renderers[0].budget = 1  # One picture per stack.
+    for (a, la), (b, lb) in zip(whole, parts):
+        assert torch.equal(la, lb) and torch.equal(a, b)

@@ -10,10 +10,11 @@ place of F's pixels. This module turns such a batch back into F:
     installed torchvision takes a list (nvJPEG), else one image at a time;
     a picture the GPU refuses is decoded on the CPU instead;
   * render: every sample's crop, antialiased resize (PIL's filters: the
-    weights of each output pixel over its source pixels, as PIL computes
-    them), flips and padding as two batched matrix products over the batch,
-    with no Python loop over samples but the decode call and one slice copy
-    each;
+    taps and weights of each output pixel over its source pixels, as PIL
+    computes them), flips and padding, batched: one gather-and-weigh per tap
+    and pass (whole rows by index_select) over a padded uint8 stack of
+    pictures, with no Python loop over
+    samples but the decode call and one slice copy each;
   * write F's dtype and layout (uint8 HWC/CHW, or x * scale + offset floats).
 
 Samples the daemon decoded itself (where = 0) keep its pixels. Pixels differ
@@ -76,10 +77,11 @@ def _kernel(x, kind):
     return (1 - ax).clamp(min=0)
 
 
-def _weights(r, origin, extent, limit, out_size, axis):
-    """[N, out_size, extent] weights of each output row (axis 1) or column
-    (axis 0) over the source pixels origin + 0..extent-1, zero outside the
-    content; `limit` is the source size (pixels past it weigh nothing)."""
+def _taps(r, limit, out_size, axis):
+    """Each output row (axis 1) or column (axis 0) as taps over source
+    pixels, PIL's way: ([N, out_size] index of the first tap, [N, out_size,
+    T] weights, normalized over the pixels inside the source; zero outside
+    the content rectangle)."""
     dev = r.device
     if axis == 0:
         c0, c1, b0, bw, flip = r[:, X0], r[:, X1], r[:, BOX_X], r[:, BOX_W], r[:, HFLIP]
@@ -91,19 +93,41 @@ def _weights(r, origin, extent, limit, out_size, axis):
     local = j - c0[:, None]
     inside = (local >= 0) & (local < n)
     local = torch.where(flip[:, None] > 0, n - 1 - local, local)
-    scale = (bw[:, None] / n.clamp(min=1))
+    scale = bw[:, None] / n.clamp(min=1)
     center = b0[:, None] + (local + 0.5) * scale                       # [N, O]
-    k = origin[:, None, None] + torch.arange(extent, device=dev,
-                                             dtype=torch.float64)[None, None, :]
-    valid = k < limit[:, None, None]
     if kind == _NEAREST:  # PIL: the pixel under the center.
-        w = (k == torch.floor(center)[:, :, None]).to(torch.float64)
-    else:
-        fscale = scale.clamp(min=1)[:, :, None]
-        w = _kernel((k - center[:, :, None] + 0.5) / fscale, kind)
-    w = torch.where(valid & inside[:, :, None], w, torch.zeros_like(w))
+        first = torch.floor(center).clamp(min=0)
+        first = torch.minimum(first, limit[:, None] - 1)
+        return first.long(), inside[:, :, None].to(torch.float32)
+    fscale = scale.clamp(min=1)
+    support = _SUPPORT[kind] * fscale
+    first = torch.floor(center - support + 0.5).clamp(min=0)
+    end = torch.minimum(torch.floor(center + support + 0.5), limit[:, None])
+    taps = max(1, int((end - first).max().item()))
+    k = first[:, :, None] + torch.arange(taps, device=dev, dtype=torch.float64)
+    w = _kernel((k - center[:, :, None] + 0.5) / fscale[:, :, None], kind)
+    w = torch.where((k < end[:, :, None]) & inside[:, :, None], w, torch.zeros_like(w))
     total = w.sum(dim=2, keepdim=True)
-    return w / torch.where(total == 0, torch.ones_like(total), total)
+    w = w / torch.where(total == 0, torch.ones_like(total), total)
+    return first.long(), w.to(torch.float32)
+
+
+def _apply_taps(src, first, w, origin):
+    """Resamples `src` [N, C, L, M] (any dtype) along L with taps starting
+    at `first` [N, O] (source coordinates; the stack starts at `origin`):
+    [N, C, O, M] float32. Each tap is one index_select of whole rows."""
+    n, c, length, m = src.shape
+    out_size, taps = w.shape[1], w.shape[2]
+    flat = src.reshape(n * c * length, m)
+    base = (torch.arange(n * c, device=src.device) * length).view(n, c, 1)
+    rel = (first - origin[:, None])[:, None, :]                       # [N, 1, O]
+    out = None
+    for t in range(taps):
+        rows = base + (rel + t).clamp(0, length - 1)                 # [N, C, O]
+        picked = flat.index_select(0, rows.flatten()).view(n, c, out_size, m)
+        term = picked.to(torch.float32).mul_(w[:, None, :, t, None])
+        out = term if out is None else out.add_(term)
+    return out
 
 
 class FieldRenderer:
@@ -122,6 +146,8 @@ class FieldRenderer:
         self._scale = torch.tensor(info.get("scale", [1.0] * c), device=device).view(1, c, 1, 1)
         self._offset = torch.tensor(info.get("offset", [0.0] * c), device=device).view(1, c, 1, 1)
         self._batched = None  # Whether decode_jpeg takes a list here.
+        # Bytes of one padded stack of pictures (float32) rendered at once.
+        self.budget = (512 << 20) if device.type == "cuda" else (64 << 20)
 
     def _decode(self, blobs):
         """[C, H, W] uint8 tensors on the device, one per blob."""
@@ -156,19 +182,20 @@ class FieldRenderer:
         sizes = enc[todo, :4].contiguous().view(torch.int32).flatten().tolist()
         blobs = [enc[i, 4:4 + n] for i, n in zip(todo.tolist(), sizes)]
         pictures = self._decode(blobs)
-        rendered = self._render(pictures, rec.to(dev))
+        shape = views[self.field].shape[1:]
+        oh, ow = (shape[1], shape[2]) if self.chw else (shape[0], shape[1])
+        rendered = self._render(pictures, rec.to(dev), oh, ow)
         if self.chw:
             out[todo.to(dev)] = rendered
         else:
             out[todo.to(dev)] = rendered.permute(0, 2, 3, 1)
         return out, len(blobs)
 
-    def _render(self, pictures, rec):
+    def _render(self, pictures, rec, oh, ow):
+        """[N, C, oh, ow] of F's dtype from decoded pictures and their records."""
         n = len(pictures)
-        oh, ow = self._out_hw()
-        kind = int(rec[0, FILTER].item())
         # Each picture's source rows/columns the filter reaches.
-        reach = _SUPPORT[kind]
+        reach = _SUPPORT[int(rec[0, FILTER].item())]
         cpu = rec.cpu()
         sx = (cpu[:, BOX_W] / (cpu[:, X1] - cpu[:, X0]).clamp(min=1)).clamp(min=1) * reach
         sy = (cpu[:, BOX_H] / (cpu[:, Y1] - cpu[:, Y0]).clamp(min=1)).clamp(min=1) * reach
@@ -176,16 +203,23 @@ class FieldRenderer:
         y0 = (cpu[:, BOX_Y] - sy - 1).floor().clamp(min=0).long()
         x1 = torch.minimum((cpu[:, BOX_X] + cpu[:, BOX_W] + sx + 1).ceil(), cpu[:, SRC_W]).long()
         y1 = torch.minimum((cpu[:, BOX_Y] + cpu[:, BOX_H] + sy + 1).ceil(), cpu[:, SRC_H]).long()
-        wp, hp = int((x1 - x0).max()), int((y1 - y0).max())
-        work = torch.float32
-        src = torch.zeros((n, self.channels, hp, wp), dtype=work, device=self.device)
-        for i, p in enumerate(pictures):
-            a, b, c, d = int(y0[i]), int(y1[i]), int(x0[i]), int(x1[i])
-            src[i, :, :b - a, :d - c] = p[:, a:b, c:d]
-        wy = _weights(rec, y0.to(rec.device, torch.float64), hp, rec[:, SRC_H], oh, 1)
-        wx = _weights(rec, x0.to(rec.device, torch.float64), wp, rec[:, SRC_W], ow, 0)
-        rows = torch.matmul(wy.to(work)[:, None], src)                   # [N, C, oh, wp]
-        img = torch.matmul(rows, wx.to(work).transpose(1, 2)[:, None])   # [N, C, oh, ow]
+        # Pictures of similar size together, in chunks whose padded stack
+        # stays within the budget.
+        hs, ws = (y1 - y0).tolist(), (x1 - x0).tolist()
+        order = sorted(range(n), key=lambda i: (hs[i], ws[i]))
+        img = torch.empty((n, self.channels, oh, ow), dtype=torch.float32, device=self.device)
+        chunk, w = [], 0
+        for k, i in enumerate(order):
+            chunk.append(i)
+            w = max(w, ws[i])
+            if k + 1 < n:  # Sorted by height: the next one's is the chunk's.
+                nxt = order[k + 1]
+                if (len(chunk) + 1) * self.channels * hs[nxt] * max(w, ws[nxt]) * 4 <= self.budget:
+                    continue
+            idx = torch.tensor(chunk, device=self.device)
+            img[idx] = self._resample([pictures[i] for i in chunk], rec[idx],
+                                      x0[chunk], y0[chunk], x1[chunk], y1[chunk], oh, ow)
+            chunk, w = [], 0
         img = img.round_().clamp_(0, 255)
         # Padding outside the content rectangle.
         yy = torch.arange(oh, device=self.device)[None, :, None]
@@ -193,27 +227,36 @@ class FieldRenderer:
         pad = ~((yy >= rec[:, Y0, None, None]) & (yy < rec[:, Y1, None, None]) &
                 (xx >= rec[:, X0, None, None]) & (xx < rec[:, X1, None, None]))
         if bool(pad.any()):
-            img = torch.where(pad[:, None], rec[:, FILL, None, None, None].to(work), img)
+            img = torch.where(pad[:, None], rec[:, FILL, None, None, None].to(img.dtype), img)
         if self.dtype == "uint8":
             return img.to(torch.uint8)
         return (img * self._scale + self._offset).to(getattr(torch, self.dtype))
 
-    def _out_hw(self):
-        return self._size
-
-    def bind(self, field_shape):
-        """The field's per-sample shape ([H, W, C] or [C, H, W])."""
-        self._size = ((field_shape[1], field_shape[2]) if self.chw
-                      else (field_shape[0], field_shape[1]))
-        return self
+    def _resample(self, pictures, rec, x0, y0, x1, y1, oh, ow):
+        """The pictures' boxes resampled: [n, C, oh, ow] float32, unrounded.
+        Each picture's reach [y0, y1) x [x0, x1) is copied into one padded
+        stack; taps past a picture's own extent weigh nothing."""
+        hp, wp = int((y1 - y0).max()), int((x1 - x0).max())
+        src = torch.zeros((len(pictures), self.channels, hp, wp), dtype=torch.uint8,
+                          device=self.device)
+        for i, p in enumerate(pictures):
+            a, b, c, d = int(y0[i]), int(y1[i]), int(x0[i]), int(x1[i])
+            src[i, :, :b - a, :d - c] = p[:, a:b, c:d]
+        dev = rec.device
+        fy, wy = _taps(rec, rec[:, SRC_H], oh, 1)
+        fx, wx = _taps(rec, rec[:, SRC_W], ow, 0)
+        rows = _apply_taps(src, fy, wy, y0.to(dev))                   # [n, C, oh, wp]
+        cols = _apply_taps(rows.transpose(2, 3), fx, wx, x0.to(dev))  # [n, C, ow, oh]
+        return cols.transpose(2, 3)
 
 
 class HybridSplit:
     """The share of each batch the daemon decodes, from measured rates:
     share = daemon rate / (daemon rate + client rate), both in samples per
-    second, smoothed; so that both sides finish a batch together."""
+    second (each an average weighing the newest measurement 0.3), every
+    `every` batches; so that both sides finish a batch together."""
 
-    def __init__(self, session, share=None, every=4):
+    def __init__(self, session, share=None, every=2):
         self.session = session
         self.fixed = share is not None
         self.share = float(share) if share is not None else 0.5
@@ -244,7 +287,7 @@ class HybridSplit:
             self.daemon_rate = rate if not self.daemon_rate else 0.7 * self.daemon_rate + 0.3 * rate
         if self.daemon_rate and self.client_rate:
             target = self.daemon_rate / (self.daemon_rate + self.client_rate)
-            self.share = min(1.0, max(0.0, 0.5 * self.share + 0.5 * target))
+            self.share = min(1.0, max(0.0, target))
             self.session.set_cpu_share(self.share)
         elif self.daemon_rate == 0 and self.share == 0:
             # Nothing measured on the daemon's side: give it some to measure.
@@ -288,8 +331,6 @@ class ClientDecoder:
         t0 = time.perf_counter()
         out, rendered = {}, 0
         for r in self.renderers:
-            if not hasattr(r, "_size"):
-                r.bind(list(tensors[r.field].shape[1:]))
             out[r.field], n = r(tensors, count)
             rendered += n
         if self.device.type == "cuda":

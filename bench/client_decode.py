@@ -24,15 +24,16 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "client", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import stoker  # noqa: E402
+from layouts import DAEMON_ONLY, LAYOUTS, write_folder  # noqa: E402
 from stokerd import Stokerd  # noqa: E402
 
 PHOTOS = "/usr/share/backgrounds/mate/nature"
-LAYOUTS = ["444", "422", "420", "gray", "progressive", "cmyk", "png"]
 RUNS = int(os.environ.get("RUNS", "3"))
 BATCH = 64
 
@@ -46,21 +47,7 @@ def corpus(root):
             w, h = (500, 375) if k % 2 == 0 else (375, 500)
             x = (small.width - w) * k // 3
             tiles.append(small.crop((x, (1000 - h) * k // 3, x + w, (1000 - h) * k // 3 + h)))
-    for n, layout in enumerate(LAYOUTS):
-        folder = os.path.join(root, f"{n}_{layout}")
-        os.makedirs(folder)
-        for i, t in enumerate(tiles):
-            out = os.path.join(folder, f"{i}.{'png' if layout == 'png' else 'jpg'}")
-            if layout in ("444", "422", "420"):
-                t.save(out, quality=90, subsampling=("444", "422", "420").index(layout))
-            elif layout == "gray":
-                t.convert("L").save(out, quality=90)
-            elif layout == "progressive":
-                t.save(out, quality=90, progressive=True)
-            elif layout == "cmyk":
-                t.convert("CMYK").save(out, quality=90)
-            else:
-                t.save(out)
+    write_folder(root, tiles)
     return len(tiles)
 
 
@@ -119,7 +106,7 @@ def main():
             for device in devices:
                 for transform in ("train", "val"):
                     for layout, mean, top, psnr in tolerance(root, d.sock, transform, device):
-                        who = " (the daemon's)" if layout in ("cmyk", "png") else ""
+                        who = " (the daemon's)" if layout in DAEMON_ONLY else ""
                         print(f"{device:6} {transform:9} {layout:12} {mean:9.4f} {top:5.0f} "
                               f"{psnr:8.1f}{who}")
             print(f"\ntrain 224 images/s, medians of {RUNS} epochs of {tiles * len(LAYOUTS)} "

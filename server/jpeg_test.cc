@@ -132,5 +132,49 @@ TEST(JpegStateless, MissingTablesAreNeverBorrowedFromAnEarlierImage) {
   EXPECT_EQ(a.pixels, b.pixels);
 }
 
+// The header alone: what client decode routes by.
+TEST(JpegInfo, ReadsTheHeaderOnly) {
+  JpegDecoder d;
+  const std::vector<uint8_t> rgb = testdata::PhotoLikeRgb(70, 40, 3);
+  struct Case {
+    std::string bytes;
+    int components;
+    bool cmyk, progressive;
+  } cases[] = {
+      {*testdata::EncodeJpeg(rgb, 70, 40, 90, testdata::Subsampling::k444), 3, false, false},
+      {*testdata::EncodeJpeg(rgb, 70, 40, 90, testdata::Subsampling::kGray), 1, false, false},
+      {*testdata::EncodeJpeg(rgb, 70, 40, 90, testdata::Subsampling::k420, true), 3, false, true},
+      {*testdata::EncodeCmykJpeg(rgb, 70, 40, 90), 4, true, false},
+  };
+  for (const Case& c : cases) {
+    JpegInfo info;
+    ASSERT_TRUE(d.ReadInfo(reinterpret_cast<const uint8_t*>(c.bytes.data()), c.bytes.size(),
+                           &info).ok());
+    EXPECT_EQ(info.width, 70);
+    EXPECT_EQ(info.height, 40);
+    EXPECT_EQ(info.components, c.components);
+    EXPECT_EQ(info.cmyk, c.cmyk);
+    EXPECT_EQ(info.progressive, c.progressive);
+    // The entropy-coded data is never read: a file cut after its header
+    // still answers, and the next full decode is unaffected.
+    const size_t sos = Marker(c.bytes, 0xDA);
+    JpegInfo cut;
+    EXPECT_TRUE(d.ReadInfo(reinterpret_cast<const uint8_t*>(c.bytes.data()), sos + 40,
+                           &cut).ok());
+    EXPECT_EQ(cut.width, 70);
+    RgbImage img;
+    ASSERT_TRUE(d.Decode(reinterpret_cast<const uint8_t*>(c.bytes.data()), c.bytes.size(),
+                         &img).ok());
+    EXPECT_EQ(img.width, 70);
+  }
+  JpegInfo info;
+  const std::string junk = "not a jpeg at all";
+  EXPECT_EQ(d.ReadInfo(reinterpret_cast<const uint8_t*>(junk.data()), junk.size(), &info).code(),
+            absl::StatusCode::kDataLoss);
+  const std::string huge = ClaimSize(Photo(64, 64, 1, 90, true), 60000, 60000);
+  EXPECT_EQ(d.ReadInfo(reinterpret_cast<const uint8_t*>(huge.data()), huge.size(), &info).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -80,10 +80,10 @@ class Pipeline {
   const ClientDecodePlan& client_decode() const { return client_; }
   // What the client needs to render each image field it decodes.
   std::vector<v1::ClientDecodeField> ClientFields() const;
-  // Writes field f's render record (where = 1: the client decodes it) for
-  // a source_w x source_h picture rendered as `canvas`.
+  // Writes a render record (where = 1: the client decodes it; progressive:
+  // the JPEG is) for a source_w x source_h picture rendered as `canvas`.
   void WriteRender(const Canvas& canvas, int source_w, int source_h,
-                   bool client, uint8_t* out) const;
+                   bool client, bool progressive, uint8_t* out) const;
   // Identifies fields + ops + decode mode (for cache keys).
   const std::string& fingerprint() const { return fingerprint_; }
 

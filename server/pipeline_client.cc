@@ -83,7 +83,7 @@ std::vector<v1::ClientDecodeField> Pipeline::ClientFields() const {
 }
 
 void Pipeline::WriteRender(const Canvas& canvas, int source_w, int source_h,
-                           bool client, uint8_t* out) const {
+                           bool client, bool progressive, uint8_t* out) const {
   const RenderPlan rp = PlanRender(canvas, source_w, source_h);
   const v1::Interpolation filter = canvas.filter == Filter::kBicubic  ? v1::INTERPOLATION_BICUBIC
                                    : canvas.filter == Filter::kNearest ? v1::INTERPOLATION_NEAREST
@@ -93,7 +93,7 @@ void Pipeline::WriteRender(const Canvas& canvas, int source_w, int source_h,
       float(rp.x0), float(rp.y0), float(rp.x1), float(rp.y1),
       float(rp.box.x), float(rp.box.y), float(rp.box.w), float(rp.box.h),
       rp.box.flip ? 1.0f : 0.0f, canvas.vflip ? 1.0f : 0.0f, float(canvas.fill),
-      float(filter), 0.0f};
+      float(filter), progressive ? 1.0f : 0.0f};
   std::memcpy(out, r, sizeof(r));
 }
 

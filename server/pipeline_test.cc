@@ -203,5 +203,46 @@ TEST(PipelineTest, FloatImagesAreNormalizedPerChannel) {
   EXPECT_FLOAT_EQ(out[8], 0.4f);   // B: 0.2 / 0.5.
 }
 
+// Client decode adds each image field's F_jpeg and F_render, and a render
+// record says what Write would have drawn.
+TEST(PipelineTest, ClientDecodeFieldsAndRecords) {
+  auto p = Pipeline::Compile(Custom(R"({"fields": [
+      {"name": "rgb", "kind": "image", "dtype": "float32", "chw": true, "shape": [3, 64, 64]},
+      {"name": "seg", "kind": "mask", "shape": [64, 64], "file": 1},
+      {"name": "label", "kind": "label", "dtype": "int32"}],
+      "pipeline": [{"resize": {"mode": "letterbox", "size": 64, "fill": 7,
+                               "interpolation": "bicubic"}},
+                   {"flip": {"probability": 1}},
+                   {"normalize": {"mean": [0.5], "std": [0.25]}}],
+      "client_decode": {"cpu_share": 0.25, "max_bytes": 4096}})"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<FieldPlan>& f = p->fields();
+  ASSERT_EQ(f.size(), 5u);  // rgb, seg, label, rgb_jpeg, rgb_render.
+  EXPECT_EQ(f[0].client_jpeg, 3);
+  EXPECT_EQ(f[0].client_render, 4);
+  EXPECT_EQ(f[1].client_jpeg, -1);  // Masks stay the daemon's.
+  EXPECT_EQ(f[3].name, "rgb_jpeg");
+  EXPECT_EQ(f[3].shape, std::vector<uint64_t>{4096 + 4});
+  EXPECT_EQ(f[4].name, "rgb_render");
+  EXPECT_EQ(f[4].shape, std::vector<uint64_t>{kRenderFloats});
+  EXPECT_EQ(p->client_decode().share, 16384u);
+  EXPECT_FALSE(p->cacheable());
+  const std::vector<v1::ClientDecodeField> cf = p->ClientFields();
+  ASSERT_EQ(cf.size(), 1u);
+  EXPECT_EQ(cf[0].field(), "rgb");
+  EXPECT_EQ(cf[0].render(), "rgb_render");
+  EXPECT_TRUE(cf[0].chw());
+  EXPECT_EQ(cf[0].dtype(), v1::DTYPE_FLOAT32);
+  EXPECT_FLOAT_EQ(cf[0].scale(0), 1.0f / (255 * 0.25f));
+  EXPECT_FLOAT_EQ(cf[0].offset(0), -2.0f);
+  // A 200 x 100 picture: letterboxed into rows 16..48, mirrored.
+  const Canvas c = p->Plan(200, 100, 0, 0, 0)[0];
+  float r[kRenderFloats];
+  p->WriteRender(c, 200, 100, true, true, reinterpret_cast<uint8_t*>(r));
+  const float want[kRenderFloats] = {1, 200, 100, 0, 16, 64, 48, 0, 0, 200, 100, 1, 0, 7,
+                                     float(v1::INTERPOLATION_BICUBIC), 1};
+  for (int k = 0; k < kRenderFloats; ++k) EXPECT_FLOAT_EQ(r[k], want[k]) << k;
+}
+
 }  // namespace
 }  // namespace stoker

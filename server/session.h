@@ -8,7 +8,11 @@
 // transforms it straight into the slot; a val sample found in the
 // decoded-output cache is copied in by the reader. With a pixel cache
 // (spec.pixel_cache) the reader looks up the sample's kept pictures first
-// and fetches encoded bytes only for the ones missing. The
+// and fetches encoded bytes only for the ones missing. With client decode
+// (spec.client_decode) the first samples of each batch (the share the ring
+// header holds as the batch starts) are decoded as usual, and of the rest
+// every JPEG the client can decode is handed over: only its header is read,
+// and its bytes and render record are written instead of pixels. The
 // task that finishes a batch publishes the slot. Batches therefore appear in
 // plan order whatever order samples finish in, and their bytes depend only
 // on the spec.

@@ -99,6 +99,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
       if (!handed.ok()) return named(handed.status());
       if (*handed) {
         handed_over = true;
+        decode_ns += shm::MonotonicNanos() - t0;  // A header read and a copy.
         continue;
       }
     }
@@ -120,7 +121,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
     const uint64_t t1 = shm::MonotonicNanos();
     pipeline_.Write(field, canvases[f], view, width, height, SampleOut(job, f, t.i));
     if (field.client_jpeg >= 0) {
-      pipeline_.WriteRender(canvases[f], width, height, false,
+      pipeline_.WriteRender(canvases[f], width, height, false, false,
                             SampleOut(job, field.client_render, t.i));
       std::memset(SampleOut(job, field.client_jpeg, t.i), 0, 4);
     }
@@ -170,7 +171,7 @@ absl::StatusOr<bool> ServingSession::HandOver(const BatchJob& job, const SampleT
   STOKER_RETURN_IF_ERROR(decoder.ReadInfo(data, bytes.size(), &info));
   if (info.cmyk || uint64_t(info.width) * info.height > cd.max_pixels) return false;
   if (!plan(info.width, info.height)) return false;  // The daemon names the misfit.
-  pipeline_.WriteRender(canvases[f], info.width, info.height, true,
+  pipeline_.WriteRender(canvases[f], info.width, info.height, true, info.progressive,
                         SampleOut(job, field.client_render, t.i));
   STOKER_RETURN_IF_ERROR(WriteEncoded(pipeline_.fields()[field.client_jpeg], bytes,
                                       SampleOut(job, field.client_jpeg, t.i)));

@@ -197,6 +197,7 @@ TEST_F(ClientDecodeTest, HandsOverWhatAClientCanDecodeWithTheCpuPathsGeometry) {
     if (got[i].render[0] == 1) {
       ++handed[name];
       EXPECT_EQ(got[i].jpeg, files_->at(name));  // As stored, byte for byte.
+      EXPECT_EQ(got[i].render[15], name == "b/progressive.jpg" ? 1 : 0) << name;
       EXPECT_EQ(RenderOnCpu(got[i], 48), ref[i].image) << name;
     } else {
       ++decoded[name];

@@ -342,6 +342,18 @@ int Run() {
     }
     const Bytes& base = bases[rng.Next() % bases.size()];
     const Bytes bad = Mutate(base, rng, &kind);
+    if (m % 8 == 5) {  // One in eight: the header read client decode routes by.
+      JpegInfo info;
+      absl::Status s = ThreadLocalDecoder().ReadInfo(
+          reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), &info);
+      if (s.ok() && (info.width < 1 || info.height < 1 || info.components < 1)) {
+        std::fprintf(stderr, "fuzz_decode: header read %dx%d, %d components\n", info.width,
+                     info.height, info.components);
+        return 1;
+      }
+      ++outcomes[absl::StrCat("jpeg info ", kind, " ", absl::StatusCodeToString(s.code()))];
+      continue;
+    }
     if (m % 8 == 3) {  // One in eight: the pixel cache's bounded decode.
       ImageRequest request;
       request.channels = m % 16 == 3 ? 1 : 3;

@@ -15,9 +15,7 @@ Image = pytest.importorskip("PIL.Image")
 
 import stoker  # noqa: E402
 
-# One class folder per layout: a sample's label says its layout.
-LAYOUTS = ["444", "422", "420", "gray", "progressive", "cmyk", "png"]
-DAEMON_ONLY = {"cmyk", "png"}  # The daemon decodes these whatever the split.
+from layouts import DAEMON_ONLY, LAYOUTS, write_folder  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -25,21 +23,7 @@ def layouts(dataset):
     """3 photos per layout, re-encoded from the suite's photo-like JPEGs."""
     root = tempfile.mkdtemp(prefix="stoker-layouts-")
     photos = sorted(os.path.join(d, f) for d, _, fs in os.walk(dataset) for f in fs)
-    for k, layout in enumerate(LAYOUTS):
-        os.makedirs(os.path.join(root, f"{k}_{layout}"))
-        for i in range(3):
-            im = Image.open(photos[(3 * k + i) % len(photos)]).convert("RGB")
-            out = os.path.join(root, f"{k}_{layout}", f"{i}.{'png' if layout == 'png' else 'jpg'}")
-            if layout in ("444", "422", "420"):
-                im.save(out, quality=90, subsampling=("444", "422", "420").index(layout))
-            elif layout == "gray":
-                im.convert("L").save(out, quality=90)
-            elif layout == "progressive":
-                im.save(out, quality=90, progressive=True)
-            elif layout == "cmyk":
-                im.convert("CMYK").save(out, quality=90)
-            else:
-                im.save(out)
+    write_folder(root, [Image.open(p).convert("RGB") for p in photos[:3]])
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

@@ -6,9 +6,10 @@ the file's bytes (field F_jpeg) and a render record (F_render, float32 x 16:
 where, source size, content rectangle, source box, flips, fill, filter) in
 place of F's pixels. This module turns such a batch back into F:
 
-  * decode: torchvision.io.decode_jpeg, batched on the GPU where the
-    installed torchvision takes a list (nvJPEG), else one image at a time;
-    a picture the GPU refuses is decoded on the CPU instead;
+  * decode: torchvision.io.decode_jpeg, baseline JPEGs batched on the GPU
+    where the installed torchvision takes a list (nvJPEG), progressive ones
+    and older torchvisions one image at a time; a picture the GPU refuses
+    is decoded on the CPU instead;
   * render: every sample's crop, antialiased resize (PIL's filters: the
     taps and weights of each output pixel over its source pixels, as PIL
     computes them), flips and padding, batched: one gather-and-weigh per tap
@@ -39,7 +40,7 @@ except ImportError:  # Checked with a clear message by check_device.
 
 # Render record slots (SessionSpec.client_decode in proto/stoker.proto).
 WHERE, SRC_W, SRC_H, X0, Y0, X1, Y1, BOX_X, BOX_Y, BOX_W, BOX_H, HFLIP, VFLIP, \
-    FILL, FILTER = range(15)
+    FILL, FILTER, PROGRESSIVE = range(16)
 _BILINEAR, _BICUBIC, _NEAREST = 0, 1, 2
 _SUPPORT = {_BILINEAR: 1.0, _BICUBIC: 2.0, _NEAREST: 0.5}
 
@@ -149,22 +150,31 @@ class FieldRenderer:
         # Bytes of one padded stack of pictures (float32) rendered at once.
         self.budget = (512 << 20) if device.type == "cuda" else (64 << 20)
 
-    def _decode(self, blobs):
-        """[C, H, W] uint8 tensors on the device, one per blob."""
-        dev = "cuda" if self.device.type == "cuda" else "cpu"
-        if dev == "cuda" and self._batched is not False:
+    def _decode(self, blobs, progressive):
+        """[C, H, W] uint8 tensors on the device, one per blob. Baseline
+        JPEGs go to one batched call where torchvision takes a list;
+        progressive ones, and a batch the GPU refuses, one at a time; a
+        picture the GPU refuses is decoded on the CPU."""
+        out = [None] * len(blobs)
+        single = [i for i, p in enumerate(progressive) if p]
+        batch = [i for i, p in enumerate(progressive) if not p]
+        if self.device.type == "cuda" and self._batched is not False and batch:
             try:
-                out = decode_jpeg(blobs, mode=self._mode, device=self.device)
+                for i, t in zip(batch, decode_jpeg([blobs[i] for i in batch], mode=self._mode,
+                                                   device=self.device)):
+                    out[i] = t
                 self._batched = True
-                return list(out)
-            except (TypeError, RuntimeError):
+            except TypeError:  # This torchvision decodes one at a time.
                 self._batched = False
-        out = []
-        for b in blobs:
+            except RuntimeError:
+                pass
+        for i, b in enumerate(blobs):
+            if out[i] is not None:
+                continue
             try:
-                out.append(decode_jpeg(b, mode=self._mode, device=dev))
+                out[i] = decode_jpeg(b, mode=self._mode, device=self.device.type)
             except RuntimeError:  # e.g. a layout nvJPEG refuses: the CPU's.
-                out.append(decode_jpeg(b, mode=self._mode).to(self.device))
+                out[i] = decode_jpeg(b, mode=self._mode).to(self.device)
         return out
 
     def __call__(self, views, count):
@@ -181,7 +191,7 @@ class FieldRenderer:
         enc = views[self.encoded][:count]
         sizes = enc[todo, :4].contiguous().view(torch.int32).flatten().tolist()
         blobs = [enc[i, 4:4 + n] for i, n in zip(todo.tolist(), sizes)]
-        pictures = self._decode(blobs)
+        pictures = self._decode(blobs, (rec[:, PROGRESSIVE] == 1).tolist())
         shape = views[self.field].shape[1:]
         oh, ow = (shape[1], shape[2]) if self.chw else (shape[0], shape[1])
         rendered = self._render(pictures, rec.to(dev), oh, ow)

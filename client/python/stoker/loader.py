@@ -196,6 +196,11 @@ class Loader:
                 raise ValueError("decode_device= needs torch and torchvision")
             from stoker import client_decode
             self._decode_device = client_decode.check_device(decode_device)
+            dd = self._decode_device
+            if self._device is not None and (self._device.type, self._device.index or 0) != \
+                    (dd.type, dd.index or 0):
+                raise ValueError(f"device={device!r} and decode_device={decode_device!r} "
+                                 "differ: batches come on the decode device")
             if self._max_side:
                 raise ValueError("decode_device= and train_cache= exclude each "
                                  "other: the pixel cache holds the daemon's pixels")
@@ -308,7 +313,9 @@ class Loader:
                 yield out["image"], out["label"].to(torch.int64)
 
     def batches(self):
-        """One epoch of native batches (images, labels, status, indices...)."""
+        """One epoch of native batches (images, labels, status, indices...),
+        as the ring holds them: with decode_device=, the samples handed over
+        are in F_jpeg / F_render, not yet in F."""
         epoch, start = self._epoch, self._resume_batch
         self._resume_batch = 0
         session = self._open(epoch, start)

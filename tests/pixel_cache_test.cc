@@ -52,7 +52,11 @@ TEST_F(PixelCacheTest, SameBatchesWhateverTheCacheHolds) {
     EXPECT_EQ(Read(d, Cached(128)), reference);
     auto st = d.Connect()->GetStats();
     EXPECT_EQ(st->pixel_cache_decodes(), uint64_t{kFiles});
-    EXPECT_GE(testing::TierOf(*st, "pixels").hits(), uint64_t{5 * kFiles});
+    // The reader looks a sample up as its batch is claimed, up to a ring
+    // ahead of decode: the first session's second epoch may look up
+    // pictures still being filled (misses; single flight still decodes
+    // each once). Its third epoch and the whole second session hit.
+    EXPECT_GE(testing::TierOf(*st, "pixels").hits(), uint64_t{4 * kFiles});
     EXPECT_EQ(testing::TierOf(*st, "pixels").entries(), uint64_t{kFiles});
     EXPECT_EQ(testing::TierOf(*st, "pixels").evictions(), 0u);
   }

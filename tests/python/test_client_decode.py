@@ -181,3 +181,20 @@ def test_pictures_rendered_in_chunks_equal_one_stack(layouts, daemon):
     parts._decoder.renderers[0].budget = 1  # One picture per stack.
     for (a, la), (b, lb) in zip(whole, parts):
         assert torch.equal(la, lb) and torch.equal(a, b)
+
+
+def test_state_dict_counts_the_batches_handed_out(layouts, daemon):
+    full = [(x.clone(), y.clone()) for x, y in _loader(layouts, daemon, decode_device="cpu",
+                                                       cpu_share=0)]
+    loader = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
+    for k, _ in enumerate(loader):
+        if k == 1:
+            break  # The next batch was already being decoded.
+    state = loader.state_dict()
+    assert (state["epoch"], state["batch"]) == (0, 2)
+    resumed = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
+    resumed.load_state_dict(state)
+    rest = [(x.clone(), y.clone()) for x, y in resumed]
+    assert len(rest) == len(full) - 2
+    for (a, la), (b, lb) in zip(full[2:], rest):
+        assert torch.equal(la, lb) and torch.equal(a, b)

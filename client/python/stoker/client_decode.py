@@ -26,9 +26,7 @@ HybridSplit chooses the share of each batch the daemon decodes from the two
 measured rates, so that neither side idles.
 """
 
-import contextlib
-import queue
-import threading
+import concurrent.futures
 import time
 
 import torch
@@ -352,48 +350,45 @@ class ClientDecoder:
         return out
 
 
-def prefetched(batches, to_tensors, decoder, depth=2):
-    """Yields decoder(to_tensors(batch)) for each of `batches`, produced
-    `depth` ahead on a thread of its own (and, on a GPU, its own CUDA
-    stream), so decoding overlaps the training step."""
-    results = queue.Queue(depth)
-    stop = threading.Event()
-    cuda = decoder.device.type == "cuda"
+def prefetched(batches, to_tensors, decoder):
+    """For each (native batch, tag) of `batches`, yields
+    (decoder()(to_tensors(batch)), tag), decoding the next batch on a worker
+    thread (on a GPU, its own CUDA stream) while the caller works on this
+    one. `batches` is read from the calling thread only; each slot goes back
+    to the daemon as soon as its batch is decoded. `decoder` is called for
+    the decoder once the first batch has opened the session."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="stoker-decode")
+    streams = {}
 
-    def put(item):
-        while not stop.is_set():
-            try:
-                results.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work():
+    def work(dec, batch, tensors):
         try:
-            side = (torch.cuda.stream(torch.cuda.Stream(decoder.device)) if cuda
-                    else contextlib.nullcontext())
-            with side:
-                for batch in batches:
-                    if not put(("batch", decoder(to_tensors(batch)))):
-                        return
-            put(("end", None))
-        except BaseException as e:  # Raised in the consumer's thread.
-            put(("error", e))
+            if dec.device.type != "cuda":
+                return dec(tensors)
+            side = streams.setdefault(dec.device, torch.cuda.Stream(dec.device))
+            with torch.cuda.stream(side):
+                return dec(tensors)
+        finally:
+            del tensors
+            batch.release()
 
-    thread = threading.Thread(target=work, name="stoker-decode", daemon=True)
-    thread.start()
+    def submit(item):
+        if item is None:
+            return None
+        batch, tag = item
+        dec = decoder()
+        return pool.submit(work, dec, batch, to_tensors(batch)), tag, dec
+
     try:
-        while True:
-            kind, value = results.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            if cuda:  # Made on the side stream, used on the caller's.
-                for t in value.values():
-                    t.record_stream(torch.cuda.current_stream(decoder.device))
-            yield value
+        it = iter(batches)
+        pending = submit(next(it, None))
+        while pending is not None:
+            following = submit(next(it, None))
+            future, tag, dec = pending
+            out = future.result()
+            if dec.device.type == "cuda":  # Made on the side stream.
+                for t in out.values():
+                    t.record_stream(torch.cuda.current_stream(dec.device))
+            yield out, tag
+            pending = following
     finally:
-        stop.set()
-        thread.join(timeout=30)
+        pool.shutdown(wait=True)

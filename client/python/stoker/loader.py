@@ -298,15 +298,11 @@ class Loader:
                 yield self._to_output(batch)
             return
         from stoker import client_decode
-        batches = self.batches()
-        first = next(batches, None)  # Opens the session the decoder reads.
-        if first is None:
-            return
-
-        def chain():
-            yield first
-            yield from batches
-        for out in client_decode.prefetched(chain(), self._client_tensors, self._decoder):
+        # The next batch decodes while this one trains; the position moves
+        # as each is handed out, not as it is read from the ring.
+        for out, position in client_decode.prefetched(
+                self._positioned(), self._client_tensors, lambda: self._decoder):
+            self._position = position
             if self._fields is not None:
                 yield out
             else:
@@ -316,6 +312,12 @@ class Loader:
         """One epoch of native batches (images, labels, status, indices...),
         as the ring holds them: with decode_device=, the samples handed over
         are in F_jpeg / F_render, not yet in F."""
+        for batch, position in self._positioned():
+            self._position = position
+            yield batch
+
+    def _positioned(self):
+        """batches(), each with the resume position after it."""
         epoch, start = self._epoch, self._resume_batch
         self._resume_batch = 0
         session = self._open(epoch, start)
@@ -331,12 +333,11 @@ class Loader:
             batch = session.next(self._timeout)
             waits.append(time.perf_counter() - t0)
             self._stream = (epoch, b + 1) if b + 1 < per_epoch else (epoch + 1, 0)
-            self._position = self._stream
             images += batch.samples
             if batch.error_count:
                 failed += [int(i) for i, s in zip(batch.indices, batch.status) if s]
             returned = time.perf_counter()
-            yield batch
+            yield batch, self._stream
         if returned is not None:
             compute += time.perf_counter() - returned
         if self._epoch == epoch:  # Not moved by set_epoch during the pass.

@@ -145,7 +145,8 @@ class FieldRenderer:
         self._scale = torch.tensor(info.get("scale", [1.0] * c), device=device).view(1, c, 1, 1)
         self._offset = torch.tensor(info.get("offset", [0.0] * c), device=device).view(1, c, 1, 1)
         self._batched = None  # Whether decode_jpeg takes a list here.
-        # Bytes of one padded stack of pictures (float32) rendered at once.
+        # Bytes of one padded stack of pictures rendered at once, counted as
+        # float32 (what the first pass makes of it is at most that).
         self.budget = (512 << 20) if device.type == "cuda" else (64 << 20)
 
     def _decode(self, blobs, progressive):
@@ -154,7 +155,6 @@ class FieldRenderer:
         progressive ones, and a batch the GPU refuses, one at a time; a
         picture the GPU refuses is decoded on the CPU."""
         out = [None] * len(blobs)
-        single = [i for i, p in enumerate(progressive) if p]
         batch = [i for i, p in enumerate(progressive) if not p]
         if self.device.type == "cuda" and self._batched is not False and batch:
             try:

@@ -198,3 +198,43 @@ def test_state_dict_counts_the_batches_handed_out(layouts, daemon):
     assert len(rest) == len(full) - 2
     for (a, la), (b, lb) in zip(full[2:], rest):
         assert torch.equal(la, lb) and torch.equal(a, b)
+
+
+def test_a_daemon_restart_changes_nothing(layouts):
+    import signal
+    from test_resume import start
+    folder = tempfile.mkdtemp(prefix="stoker-cd-resume-")
+    sock = os.path.join(folder, "s.sock")
+    prefix = f"stoker-cdresume{os.getpid()}."
+    procs = []
+    try:
+        procs.append(start(sock, prefix))
+        kw = dict(batch_size=3, image_size=48, seed=9, socket=sock, decode="full",
+                  decode_device="cpu", cpu_share=0.4)
+        want = _epochs(stoker.Loader(layouts, **kw), 3)
+        loader = stoker.Loader(layouts, **kw)
+        len(loader)  # Open the session, then ask for all on the daemon.
+        loader._session.set_cpu_share(1.0)
+        got = []
+        for _ in range(3):
+            for x, y in loader:
+                got.append((x.clone(), y.clone()))
+                if len(got) == 4:  # Mid-epoch: kill -9 and a new daemon.
+                    procs[0].send_signal(signal.SIGKILL)
+                    procs[0].wait()
+                    procs.append(start(sock, prefix))
+        reconnects = loader._session.reconnects
+        share = loader._session.daemon_decode()[3]
+        loader.close()
+        assert reconnects == 1
+        assert share == 1.0  # Set again on the new daemon's ring.
+        assert len(got) == len(want) == 21
+        for (a, la), (b, lb) in zip(want, got):
+            assert torch.equal(la, lb)
+            assert (a.int() - b.int()).abs().max().item() <= 1  # Either side's pixels.
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -150,6 +150,22 @@ def test_bad_arguments_are_refused(layouts, daemon):
         _loader(layouts, daemon, decode_device="cpu", cpu_share=1.5)
     with pytest.raises(ValueError, match="decode_device"):
         _loader(layouts, daemon, decode_device="tpu")
+    with pytest.raises(ValueError, match="decode_max_bytes must be in 1024"):
+        _loader(layouts, daemon, decode_device="cpu", decode_max_bytes=10)
+    with pytest.raises(ValueError, match="needs decode_device"):
+        _loader(layouts, daemon, decode_max_bytes=1 << 20)
+
+
+def test_files_over_decode_max_bytes_stay_the_daemons(layouts, daemon):
+    sizes = sorted(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(layouts)
+                   for f in fs if f.endswith(".jpg") and not d.endswith("cmyk"))
+    limit = sizes[len(sizes) // 2]  # About half the JPEGs are larger.
+    loader = _loader(layouts, daemon, decode_device="cpu", cpu_share=0,
+                     decode_max_bytes=max(1024, limit))
+    _epochs(loader, 1)
+    handed = loader.stats()["client_decode"]["samples_client_decoded"]
+    fits = sum(1 for s in sizes if s <= max(1024, limit))
+    assert handed == fits and 0 < handed < len(sizes)
 
 
 def test_stats_and_metrics_report_the_split(layouts, daemon):

@@ -93,8 +93,9 @@ class Loader:
         GPU (torchvision's nvJPEG) instead of in the daemon, which still
         reads, caches, shards and draws each sample's crop and flip; batches
         then come on that GPU. "cpu" does the same on this process's CPU
-        (slow; for testing). CMYK and PNG files, and files over 256 KiB,
-        are decoded by the daemon as usual. Pixels are within rounding of
+        (slow; for testing). CMYK and PNG files, and files over
+        decode_max_bytes (default 256 KiB; the ring holds that much per
+        sample), are decoded by the daemon as usual. Pixels are within rounding of
         the daemon's (decode="full").
       cpu_share: with decode_device=, the share of each batch the daemon
         decodes: "auto" (default) keeps both sides busy from their measured
@@ -114,7 +115,8 @@ class Loader:
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
                  pipeline=None, priority=None, numa_node=None, train_cache=None,
-                 max_side=None, decode_device=None, cpu_share="auto"):
+                 max_side=None, decode_device=None, cpu_share="auto",
+                 decode_max_bytes=None):
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.path.abspath(os.fspath(root)) if root is not None else ""
@@ -209,6 +211,10 @@ class Loader:
                                     not 0 <= cpu_share <= 1):
             raise ValueError(f"cpu_share must be 'auto' or in 0..1, got {cpu_share!r}")
         self._cpu_share = None if cpu_share == "auto" else float(cpu_share)
+        if decode_max_bytes is not None and decode_device is None:
+            raise ValueError("decode_max_bytes= needs decode_device=")
+        self._decode_max_bytes = 0 if decode_max_bytes is None else _check_int(
+            "decode_max_bytes", decode_max_bytes, 1024, 64 << 20)
         self._decoder = None
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)
@@ -458,7 +464,8 @@ class Loader:
             share = self._cpu_share
             if share is None:
                 share = previous.share if previous is not None else 0.5
-            spec["client_decode"] = {"cpu_share": share}
+            spec["client_decode"] = {"cpu_share": share,
+                                     "max_bytes": self._decode_max_bytes}
         self._session = self._client.open_session(spec)
         if self._decode_device is not None:
             from stoker import client_decode

@@ -11,6 +11,22 @@
 #include "util/status_macros.h"
 
 namespace stoker {
+namespace {
+
+// Whether the file's last bytes hold the end-of-image marker. A file cut
+// short is the daemon's to decode (and to fail, replace or zero as the
+// spec says): a client's decoder would fill the missing rows with gray
+// without an error.
+bool EndsWithEoi(const std::string& bytes) {
+  const size_t from = bytes.size() > 64 ? bytes.size() - 64 : 0;
+  for (size_t i = bytes.size(); i-- > from + 1;) {
+    if (static_cast<uint8_t>(bytes[i - 1]) == 0xFF && static_cast<uint8_t>(bytes[i]) == 0xD9)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 bool ServingSession::LookupPixels(const SampleTask& t, Fetched* in) {
   const uint64_t t0 = shm::MonotonicNanos();
@@ -163,7 +179,7 @@ absl::StatusOr<bool> ServingSession::HandOver(const BatchJob& job, const SampleT
   const std::string& bytes = *in.files[field.file];
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   if (bytes.size() > cd.max_bytes ||
-      SniffImageFormat(data, bytes.size()) != ImageFormat::kJpeg)
+      SniffImageFormat(data, bytes.size()) != ImageFormat::kJpeg || !EndsWithEoi(bytes))
     return false;
   JpegDecoder& decoder = ThreadLocalDecoder();
   decoder.set_limits(ctx_.decode_limits);

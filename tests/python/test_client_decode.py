@@ -254,3 +254,31 @@ def test_a_daemon_restart_changes_nothing(layouts):
                 p.terminate()
                 p.wait(timeout=20)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_damaged_jpegs(layouts, daemon, tmp_path):
+    good = open(os.path.join(layouts, "2_420", "0.jpg"), "rb").read()
+    bad = bytearray(good)
+    sos = bad.find(b"\xff\xda")
+    bad[sos + 6] = 0x33  # The first component's Huffman tables: undefined.
+    for name, folder in (("damaged", "a"), ("raise", "a")):
+        os.makedirs(tmp_path / name / folder)
+        shutil.copy(os.path.join(layouts, "2_420", "1.jpg"), tmp_path / name / folder)
+        (tmp_path / name / folder / "huff.jpg").write_bytes(bytes(bad))
+    # Cut short: the daemon decodes it (no end-of-image marker), fails and
+    # replaces it; a header-valid file the client cannot decode is zeros.
+    (tmp_path / "damaged" / "a" / "cut.jpg").write_bytes(good[:len(good) // 2])
+    loader = _loader(str(tmp_path / "damaged"), daemon, decode_device="cpu", cpu_share=0,
+                     batch_size=3, shuffle=False)
+    with pytest.warns(stoker.SampleErrorWarning) as caught:
+        (images, labels), = list(loader)
+    words = [str(w.message) for w in caught]
+    assert any("cut.jpg" in w and "replaced" in w for w in words), words
+    assert any("huff.jpg" in w and "decoded in this process" in w for w in words), words
+    assert images.shape[0] == 3
+    zero = [int(images[i].max()) == 0 for i in range(3)]
+    assert zero == [False, False, True]  # Sorted: 1.jpg, cut.jpg (replaced), huff.jpg.
+    raising = _loader(str(tmp_path / "raise"), daemon, decode_device="cpu", cpu_share=0,
+                      on_error="raise", shuffle=False)
+    with pytest.raises(stoker.StokerError, match="DATA_LOSS.*huff.jpg"):
+        list(raising)

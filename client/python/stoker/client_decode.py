@@ -150,10 +150,11 @@ class FieldRenderer:
         self.budget = (512 << 20) if device.type == "cuda" else (64 << 20)
 
     def _decode(self, blobs, progressive):
-        """[C, H, W] uint8 tensors on the device, one per blob. Baseline
-        JPEGs go to one batched call where torchvision takes a list;
-        progressive ones, and a batch the GPU refuses, one at a time; a
-        picture the GPU refuses is decoded on the CPU."""
+        """[C, H, W] uint8 tensors on the device, one per blob (None for one
+        nothing can decode). Baseline JPEGs go to one batched call where
+        torchvision takes a list; progressive ones, and a batch the GPU
+        refuses, one at a time; a picture the GPU refuses is decoded on the
+        CPU."""
         out = [None] * len(blobs)
         batch = [i for i, p in enumerate(progressive) if not p]
         if self.device.type == "cuda" and self._batched is not False and batch:
@@ -172,24 +173,37 @@ class FieldRenderer:
             try:
                 out[i] = decode_jpeg(b, mode=self._mode, device=self.device.type)
             except RuntimeError:  # e.g. a layout nvJPEG refuses: the CPU's.
-                out[i] = decode_jpeg(b, mode=self._mode).to(self.device)
+                try:
+                    out[i] = decode_jpeg(b, mode=self._mode).to(self.device)
+                except RuntimeError:  # Corrupt past its header.
+                    out[i] = None
         return out
 
     def __call__(self, views, count):
-        """(F on the device, samples rendered) from the batch's ring views
-        (torch tensors) of F, F_jpeg and F_render."""
+        """(F on the device, samples rendered, positions of samples that
+        could not be decoded: zeros) from the batch's ring views (torch
+        tensors) of F, F_jpeg and F_render."""
         dev = self.device
         out = views[self.field][:count]
         out = out.to(dev, non_blocking=True) if dev.type == "cuda" else out.clone()
         rec = views[self.render][:count]
         todo = torch.nonzero(rec[:, WHERE] == 1).flatten()
         if todo.numel() == 0:
-            return out, 0
+            return out, 0, []
         rec = rec[todo].to(torch.float64)
         enc = views[self.encoded][:count]
         sizes = enc[todo, :4].contiguous().view(torch.int32).flatten().tolist()
         blobs = [enc[i, 4:4 + n] for i, n in zip(todo.tolist(), sizes)]
         pictures = self._decode(blobs, (rec[:, PROGRESSIVE] == 1).tolist())
+        positions = todo.tolist()
+        failed = [positions[k] for k, p in enumerate(pictures) if p is None]
+        if failed:
+            out[torch.tensor(failed, device=dev)] = 0
+            keep = [k for k, p in enumerate(pictures) if p is not None]
+            if not keep:
+                return out, 0, failed
+            pictures = [pictures[k] for k in keep]
+            rec, todo = rec[keep], todo[keep]
         shape = views[self.field].shape[1:]
         oh, ow = (shape[1], shape[2]) if self.chw else (shape[0], shape[1])
         rendered = self._render(pictures, rec.to(dev), oh, ow)
@@ -197,7 +211,7 @@ class FieldRenderer:
             out[todo.to(dev)] = rendered
         else:
             out[todo.to(dev)] = rendered.permute(0, 2, 3, 1)
-        return out, len(blobs)
+        return out, len(pictures), failed
 
     def _render(self, pictures, rec, oh, ow):
         """[N, C, oh, ow] of F's dtype from decoded pictures and their records."""
@@ -333,26 +347,29 @@ class ClientDecoder:
         return t.to(self.device) if self.device.type == "cuda" else t.clone()
 
     def __call__(self, tensors):
-        """{field: tensor on the device} from a batch's {field: ring view};
-        nothing returned refers to the slot, and GPU work has finished."""
+        """({field: tensor on the device}, positions of samples that could
+        not be decoded) from a batch's {field: ring view}; nothing returned
+        refers to the slot, and GPU work has finished."""
         count = next(iter(tensors.values())).shape[0]
         t0 = time.perf_counter()
-        out, rendered = {}, 0
+        out, rendered, failed = {}, 0, set()
         for r in self.renderers:
-            out[r.field], n = r(tensors, count)
+            out[r.field], n, bad = r(tensors, count)
             rendered += n
+            failed.update(bad)
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
         self.split.observe(rendered, time.perf_counter() - t0)
         for name, t in tensors.items():
             if name not in out and name not in self.hidden:
                 out[name] = self._own(t)
-        return out
+        return out, sorted(failed)
 
 
 def prefetched(batches, to_tensors, decoder):
-    """For each (native batch, tag) of `batches`, yields
-    (decoder()(to_tensors(batch)), tag), decoding the next batch on a worker
+    """For each (native batch, tag) of `batches`, yields (fields, tag,
+    dataset indices of samples that could not be decoded), the fields
+    decoder()(to_tensors(batch)) made, decoding the next batch on a worker
     thread (on a GPU, its own CUDA stream) while the caller works on this
     one. `batches` is read from the calling thread only; each slot goes back
     to the daemon as soon as its batch is decoded. `decoder` is called for
@@ -363,10 +380,12 @@ def prefetched(batches, to_tensors, decoder):
     def work(dec, batch, tensors):
         try:
             if dec.device.type != "cuda":
-                return dec(tensors)
-            side = streams.setdefault(dec.device, torch.cuda.Stream(dec.device))
-            with torch.cuda.stream(side):
-                return dec(tensors)
+                out, failed = dec(tensors)
+            else:
+                side = streams.setdefault(dec.device, torch.cuda.Stream(dec.device))
+                with torch.cuda.stream(side):
+                    out, failed = dec(tensors)
+            return out, [int(batch.indices[p]) for p in failed]
         finally:
             del tensors
             batch.release()
@@ -384,11 +403,11 @@ def prefetched(batches, to_tensors, decoder):
         while pending is not None:
             following = submit(next(it, None))
             future, tag, dec = pending
-            out = future.result()
+            out, failed = future.result()
             if dec.device.type == "cuda":  # Made on the side stream.
                 for t in out.values():
                     t.record_stream(torch.cuda.current_stream(dec.device))
-            yield out, tag
+            yield out, tag, failed
             pending = following
     finally:
         pool.shutdown(wait=True)

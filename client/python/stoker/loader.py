@@ -304,15 +304,24 @@ class Loader:
                 yield self._to_output(batch)
             return
         from stoker import client_decode
+        from stoker.errors import StokerError
         # The next batch decodes while this one trains; the position moves
         # as each is handed out, not as it is read from the ring.
-        for out, position in client_decode.prefetched(
+        epoch, undecodable = self._epoch, []
+        for out, position, failed in client_decode.prefetched(
                 self._positioned(), self._client_tensors, lambda: self._decoder):
             self._position = position
+            if failed and self.on_error == "raise":
+                raise StokerError("DATA_LOSS", "could not decode in this process: " +
+                                  ", ".join(self._names(failed)))
+            undecodable += failed
             if self._fields is not None:
                 yield out
             else:
                 yield out["image"], out["label"].to(torch.int64)
+        if undecodable:  # Zeros: the daemon had published them already.
+            self._report_failures(epoch, undecodable, "could not be decoded in this "
+                                  "process (past a valid header) and are zero images")
 
     def batches(self):
         """One epoch of native batches (images, labels, status, indices...),
@@ -382,18 +391,21 @@ class Loader:
                 f"({wait:.2f} s of {busy:.2f} s) for data. {self._hint(waits)}"),
                 stacklevel=4)
 
-    def _report_failures(self, epoch, failed):
+    def _names(self, indices):
+        """The files of up to 5 dataset indices (best effort)."""
         try:
-            names = self._session.describe_samples(failed[:5])
-        except Exception:  # Naming them is best effort.
-            names = [f"sample {i}" for i in failed[:5]]
+            return self._session.describe_samples(indices[:5])
+        except Exception:
+            return [f"sample {i}" for i in indices[:5]]
+
+    def _report_failures(self, epoch, failed, what=None):
         more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-        what = ("were replaced by other samples" if self.on_error == "replace"
-                else "are zero images")
+        what = what or ("could not be read or decoded and " +
+                        ("were replaced by other samples" if self.on_error == "replace"
+                         else "are zero images") + " (the daemon's log says why)")
         warnings.warn(SampleErrorWarning(
-            f"stoker: {len(failed)} sample(s) of epoch {epoch} could not be "
-            f"read or decoded and {what}: {', '.join(names)}{more} (the "
-            "daemon's log says why)"), stacklevel=3)
+            f"stoker: {len(failed)} sample(s) of epoch {epoch} {what}: "
+            f"{', '.join(self._names(failed))}{more}"), stacklevel=3)
 
     def _hint(self, waits):
         total = sum(waits)

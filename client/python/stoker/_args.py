@@ -66,3 +66,31 @@ def default_rank_and_world_size():
             raise ValueError(f"RANK={rank!r} and WORLD_SIZE={world!r} must be "
                              "integers") from None
     return 0, 1
+
+
+def check_client_decode(decode_device, device, checked_device, pixel_cache, cpu_share,
+                        max_bytes):
+    """The Loader's client-decode arguments checked: (torch.device or None,
+    the fixed share or None for "auto", max bytes or 0 for the default)."""
+    dev = None
+    if decode_device is not None:
+        if torch is None:
+            raise ValueError("decode_device= needs torch and torchvision")
+        from stoker import client_decode
+        dev = client_decode.check_device(decode_device)
+        if checked_device is not None and \
+                (checked_device.type, checked_device.index or 0) != (dev.type, dev.index or 0):
+            raise ValueError(f"device={device!r} and decode_device={decode_device!r} "
+                             "differ: batches come on the decode device")
+        if pixel_cache:
+            raise ValueError("decode_device= and train_cache= exclude each "
+                             "other: the pixel cache holds the daemon's pixels")
+    if cpu_share != "auto" and (isinstance(cpu_share, bool) or
+                                not isinstance(cpu_share, numbers.Real) or
+                                not 0 <= cpu_share <= 1):
+        raise ValueError(f"cpu_share must be 'auto' or in 0..1, got {cpu_share!r}")
+    if max_bytes is not None and decode_device is None:
+        raise ValueError("decode_max_bytes= needs decode_device=")
+    return (dev, None if cpu_share == "auto" else float(cpu_share),
+            0 if max_bytes is None else _check_int("decode_max_bytes", max_bytes,
+                                                   1024, 64 << 20))

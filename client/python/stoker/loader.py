@@ -7,7 +7,7 @@ import warnings
 
 from stoker import _daemon
 from stoker._args import (_check_bool, _check_device, _check_int,
-                          default_rank_and_world_size)
+                          check_client_decode, default_rank_and_world_size)
 from stoker._native import lib
 from stoker.errors import SampleErrorWarning, StarvationWarning
 
@@ -192,29 +192,9 @@ class Loader:
             "max_side", 256 if max_side is None else max_side, 16, 16384)
         self._numa_node = None if numa_node is None else _check_int(
             "numa_node", numa_node, 0, 1023)
-        self._decode_device = None
-        if decode_device is not None:
-            if torch is None:
-                raise ValueError("decode_device= needs torch and torchvision")
-            from stoker import client_decode
-            self._decode_device = client_decode.check_device(decode_device)
-            dd = self._decode_device
-            if self._device is not None and (self._device.type, self._device.index or 0) != \
-                    (dd.type, dd.index or 0):
-                raise ValueError(f"device={device!r} and decode_device={decode_device!r} "
-                                 "differ: batches come on the decode device")
-            if self._max_side:
-                raise ValueError("decode_device= and train_cache= exclude each "
-                                 "other: the pixel cache holds the daemon's pixels")
-        if cpu_share != "auto" and (isinstance(cpu_share, bool) or
-                                    not isinstance(cpu_share, numbers.Real) or
-                                    not 0 <= cpu_share <= 1):
-            raise ValueError(f"cpu_share must be 'auto' or in 0..1, got {cpu_share!r}")
-        self._cpu_share = None if cpu_share == "auto" else float(cpu_share)
-        if decode_max_bytes is not None and decode_device is None:
-            raise ValueError("decode_max_bytes= needs decode_device=")
-        self._decode_max_bytes = 0 if decode_max_bytes is None else _check_int(
-            "decode_max_bytes", decode_max_bytes, 1024, 64 << 20)
+        self._decode_device, self._cpu_share, self._decode_max_bytes = check_client_decode(
+            decode_device, device, self._device, bool(self._max_side), cpu_share,
+            decode_max_bytes)
         self._decoder = None
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)

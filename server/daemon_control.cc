@@ -73,6 +73,18 @@ void Daemon::ControlTick(uint64_t now_ns) {
     threads.push_back(p.size());
   }
   monitor_.Tick(now_ns, decode, {reader_pool_->size(), reader_pool_->busy_ns()}, reports);
+  // Each session's fair part of its node's decode threads: its priority
+  // over those of the node's sessions that are producing (itself counted).
+  std::vector<int> weights(threads.size(), 0);
+  for (const auto& [id, e] : sessions_) {
+    if (monitor_.Session(id).samples_per_second > 0) weights[e.node] += e.session->Weight();
+  }
+  for (const auto& [id, e] : sessions_) {
+    const int w = e.session->Weight();
+    const bool counted = monitor_.Session(id).samples_per_second > 0;
+    e.session->SetDecodeThreads(double(threads[e.node]) * w /
+                                (weights[e.node] + (counted ? 0 : w)));
+  }
   if (!options_.autotune) return;
   const int max_total = options_.max_decode_threads > 0
                             ? options_.max_decode_threads

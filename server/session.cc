@@ -1,6 +1,7 @@
 #include "server/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -170,6 +171,12 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
                                        spec_.pixel_cache().max_side(), "|")) {
   ring_->header().consumer_cpu_share.store(pipeline_.client_decode().share,
                                            std::memory_order_relaxed);
+  SetDecodeThreads(ctx_.decode_pools->pool(ctx_.node).size());
+}
+
+void ServingSession::SetDecodeThreads(double threads) {
+  ring_->header().producer_decode_threads.store(
+      static_cast<uint32_t>(std::max<long>(1, std::lround(threads))), std::memory_order_relaxed);
 }
 
 ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
@@ -224,8 +231,6 @@ void ServingSession::Produce() {
           h.consumer_cpu_share.load(std::memory_order_relaxed), shm::kShareOne);
       job->cpu_samples = static_cast<uint32_t>(
           (uint64_t{share} * job->count + shm::kShareOne / 2) / shm::kShareOne);
-      h.producer_decode_threads.store(ctx_.decode_pools->pool(ctx_.node).size(),
-                                      std::memory_order_relaxed);
     }
     shm::SlotView view = ring_->Slot(slot);
     for (uint32_t i = job->count; i < batch_size; ++i) {

@@ -122,6 +122,10 @@ class ServingSession {
   const Dataset& dataset() const { return *dataset_; }
   std::shared_ptr<const Dataset> shared_dataset() const { return dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }
+  // The decode threads this session can count on (at least 1, rounded),
+  // published in the ring header for a client weighing the daemon's rate
+  // against its own. The daemon sets its fair part of the node's pool.
+  void SetDecodeThreads(double threads);
   v1::SessionStats Stats() const;
   // Samples finished OK so far (cheap; Stats() also scans the ring).
   uint64_t samples_decoded() const {

@@ -144,8 +144,9 @@ struct RingHeader {
   // writes the share of each batch the daemon decodes itself (0..kShareOne;
   // the producer sets the spec's before naming the segment and reads it as
   // it starts each batch). The producer counts the samples it decoded and
-  // their decode + transform time summed over threads, and its decode
-  // threads, so the consumer can weigh the daemon's rate against its own.
+  // their decode + transform time summed over threads, and the decode
+  // threads the session can count on (its fair part of its node's pool), so
+  // the consumer can weigh the daemon's rate against its own.
   std::atomic<uint32_t> consumer_cpu_share;
   std::atomic<uint32_t> producer_decode_threads;
   std::atomic<uint64_t> producer_cpu_samples;

@@ -258,6 +258,26 @@ TEST_F(ClientDecodeTest, TheSplitFollowsTheClientsShare) {
   EXPECT_EQ(st->sessions(0).cpu_share(), 1.0);
 }
 
+// Sessions producing on one node share its decode threads: each counts on
+// its fair part, which the client weighs the daemon's rate by.
+TEST_F(ClientDecodeTest, EachSessionCountsOnItsPartOfThePool) {
+  TestDaemon d(false, 2);
+  auto c = d.Connect();
+  auto one = c->OpenSession(ClientSpec(1.0, 1 << 20));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ((*one)->daemon_decode().threads, 2u);  // Alone on the pool.
+  auto two = c->OpenSession(ClientSpec(1.0, 1 << 20));
+  ASSERT_TRUE(two.ok()) << two.status();
+  bool halved = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!halved && absl::Now() < deadline) {  // Both read: both produce.
+    ASSERT_TRUE((*one)->Next(absl::Seconds(30)).ok());
+    ASSERT_TRUE((*two)->Next(absl::Seconds(30)).ok());
+    halved = (*one)->daemon_decode().threads == 1 && (*two)->daemon_decode().threads == 1;
+  }
+  EXPECT_TRUE(halved);
+}
+
 TEST_F(ClientDecodeTest, ValSamplesAreHandedOverToo) {
   TestDaemon d(false, 2);
   v1::SessionSpec spec = Spec(v1::TRANSFORM_VAL);

@@ -150,7 +150,9 @@ void stoker_session_set_cpu_share(stoker_session* session, double share);
 typedef struct stoker_daemon_decode {
   uint64_t samples;  /* Samples it decoded. */
   uint64_t nanos;    /* Their decode + transform time, summed over threads. */
-  uint32_t threads;  /* Its decode threads (of the session's node). */
+  uint32_t threads;  /* The decode threads this session can count on: its
+                      * node's pool x its priority / those of the node's
+                      * producing sessions. */
   double share;      /* The share in effect. */
 } stoker_daemon_decode;
 /* Fills `out` (`struct_size` = the caller's sizeof). INVALID_ARGUMENT

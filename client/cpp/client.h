@@ -115,7 +115,8 @@ class Session {
   // daemon decodes itself, 0..1 (clamped), from the next batch it starts;
   // kept across a resume. And what the daemon reports of its own decoding
   // for this session: samples, their decode + transform time summed over
-  // threads, its decode threads, the share in effect.
+  // threads, the decode threads this session can count on (its fair part
+  // of its node's pool), the share in effect.
   void SetCpuShare(double share);
   struct DaemonDecode {
     uint64_t samples = 0;

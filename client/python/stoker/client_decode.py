@@ -305,6 +305,7 @@ class HybridSplit:
         d_samples, d_ns = now[0] - self._last[0], now[1] - self._last[1]
         self._last = now
         if d_samples and d_ns:
+            # Per thread, times the threads this session can count on.
             rate = now[2] * d_samples / (d_ns / 1e9)
             self.daemon_rate = rate if not self.daemon_rate else 0.7 * self.daemon_rate + 0.3 * rate
         if self.daemon_rate and self.client_rate:

@@ -118,10 +118,12 @@ def test_the_automatic_split_follows_measured_rates(layouts, daemon):
     stats = loader.stats()["client_decode"]
     assert not stats["fixed"]
     assert stats["client_rate"] > 0 and stats["daemon_rate"] > 0
-    share = stats["daemon_rate"] / (stats["daemon_rate"] + stats["client_rate"])
+    # The share balances the rates it was last set from (not the first
+    # guess, 0.5), and the ring header says so.
+    daemon_rate, client_rate = stats["balanced_rates"]
+    assert stats["cpu_share"] == pytest.approx(daemon_rate / (daemon_rate + client_rate))
     assert 0 < stats["cpu_share"] < 1
-    # Moved from the first guess (0.5) towards the measured balance.
-    assert abs(stats["cpu_share"] - share) < abs(0.5 - share) + 1e-9
+    assert loader._session.daemon_decode()[3] == pytest.approx(stats["cpu_share"], abs=1e-4)
 
 
 def test_encoded_fields_are_the_files(layouts, daemon):

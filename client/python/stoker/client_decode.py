@@ -157,13 +157,18 @@ class FieldRenderer:
         CPU."""
         out = [None] * len(blobs)
         batch = [i for i, p in enumerate(progressive) if not p]
+        if self.device.type == "cuda":
+            # nvJPEG writes its outputs from a stream of its own, unordered
+            # with this one: no block freed by work still queued here may be
+            # handed to it, so that work finishes first.
+            torch.cuda.current_stream(self.device).synchronize()
         if self.device.type == "cuda" and self._batched is not False and batch:
             try:
                 for i, t in zip(batch, decode_jpeg([blobs[i] for i in batch], mode=self._mode,
                                                    device=self.device)):
                     out[i] = t
                 self._batched = True
-            except TypeError:  # This torchvision decodes one at a time.
+            except (TypeError, AttributeError, ValueError):  # It decodes one at a time.
                 self._batched = False
             except RuntimeError:
                 pass
@@ -287,6 +292,7 @@ class HybridSplit:
         self.client_seconds = 0.0
         self.daemon_rate = 0.0
         self.client_rate = 0.0
+        self.balanced = None  # (daemon rate, client rate) the share was set from.
         self._batches = 0
         self._last = session.daemon_decode()
         session.set_cpu_share(self.share)
@@ -311,6 +317,7 @@ class HybridSplit:
         if self.daemon_rate and self.client_rate:
             target = self.daemon_rate / (self.daemon_rate + self.client_rate)
             self.share = min(1.0, max(0.0, target))
+            self.balanced = (self.daemon_rate, self.client_rate)
             self.session.set_cpu_share(self.share)
         elif self.daemon_rate == 0 and self.share == 0:
             # Nothing measured on the daemon's side: give it some to measure.
@@ -322,6 +329,7 @@ class HybridSplit:
         Loader opens a session per pass)."""
         self.client_samples, self.client_seconds = other.client_samples, other.client_seconds
         self.client_rate, self.daemon_rate = other.client_rate, other.daemon_rate
+        self.balanced = other.balanced
         if not self.fixed:
             self.share = other.share
             self.session.set_cpu_share(self.share)
@@ -330,7 +338,8 @@ class HybridSplit:
         return {"cpu_share": self.share, "fixed": self.fixed,
                 "samples_client_decoded": self.client_samples,
                 "client_seconds": self.client_seconds,
-                "client_rate": self.client_rate, "daemon_rate": self.daemon_rate}
+                "client_rate": self.client_rate, "daemon_rate": self.daemon_rate,
+                "balanced_rates": self.balanced}
 
 
 class ClientDecoder:

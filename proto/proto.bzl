@@ -1,6 +1,8 @@
 """Generates C++ protobuf + gRPC code with the system protoc (offline)."""
 
-def grpc_cc_library(name, src, deps = [], **kwargs):
+def grpc_cc_library(name, src, deps = [], imports = [], **kwargs):
+    """`imports`: the .proto files `src` imports (their libraries go in
+    `deps`)."""
     base = src[:-len(".proto")]
     outs = [
         base + ".pb.h",
@@ -10,7 +12,7 @@ def grpc_cc_library(name, src, deps = [], **kwargs):
     ]
     native.genrule(
         name = name + "_gen",
-        srcs = [src],
+        srcs = [src] + imports,
         outs = outs,
         cmd = ("protoc -I. --cpp_out=$(GENDIR) --grpc_out=$(GENDIR) " +
                "--plugin=protoc-gen-grpc=$$(command -v grpc_cpp_plugin) " +

@@ -111,7 +111,7 @@ int stoker_connect(const char* socket_path, double timeout_seconds,
 void stoker_client_free(stoker_client* client);
 
 /* Opens a session. `spec_json` is a stoker.v1.SessionSpec in protobuf's JSON
- * mapping (proto/stoker.proto is the schema), e.g.
+ * mapping (proto/spec.proto is the schema), e.g.
  *   {"dataset": {"folder": {"path": "/data/train"}},
  *    "batch_size": 256, "transform": "train", "image_size": 224}
  * Enum values may be given by their full name (TRANSFORM_TRAIN) or their

@@ -36,7 +36,7 @@ try:
 except ImportError:  # Checked with a clear message by check_device.
     decode_jpeg = None
 
-# Render record slots (SessionSpec.client_decode in proto/stoker.proto).
+# Render record slots (SessionSpec.client_decode in proto/spec.proto).
 WHERE, SRC_W, SRC_H, X0, Y0, X1, Y1, BOX_X, BOX_Y, BOX_W, BOX_H, HFLIP, VFLIP, \
     FILL, FILTER, PROGRESSIVE = range(16)
 _BILINEAR, _BICUBIC, _NEAREST = 0, 1, 2

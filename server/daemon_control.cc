@@ -76,14 +76,16 @@ void Daemon::ControlTick(uint64_t now_ns) {
   // Each session's fair part of its node's decode threads: its priority
   // over those of the node's sessions that are producing (itself counted).
   std::vector<int> weights(threads.size(), 0);
+  std::vector<bool> producing;
   for (const auto& [id, e] : sessions_) {
-    if (monitor_.Session(id).samples_per_second > 0) weights[e.node] += e.session->Weight();
+    producing.push_back(monitor_.Session(id).samples_per_second > 0);
+    if (producing.back()) weights[e.node] += e.session->Weight();
   }
+  size_t k = 0;
   for (const auto& [id, e] : sessions_) {
     const int w = e.session->Weight();
-    const bool counted = monitor_.Session(id).samples_per_second > 0;
     e.session->SetDecodeThreads(double(threads[e.node]) * w /
-                                (weights[e.node] + (counted ? 0 : w)));
+                                (weights[e.node] + (producing[k++] ? 0 : w)));
   }
   if (!options_.autotune) return;
   const int max_total = options_.max_decode_threads > 0

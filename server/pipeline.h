@@ -43,11 +43,10 @@ struct FieldPlan {
   std::vector<uint64_t> patch;
   bool normalize = false;  // Array fields: apply norm (channel 0).
   // Client decode: an image field's F_jpeg and F_render fields (-1: the
-  // daemon decodes it always); `render_record`: this is such an F_render
-  // (float32 [kRenderFloats], no spec kind).
+  // daemon decodes it always). F_jpeg (an encoded field) and F_render
+  // (float32 [kRenderFloats], no spec kind) name F in `client_of`.
   int client_jpeg = -1, client_render = -1;
-  int client_of = -1;  // F_jpeg and F_render: F's index.
-  bool render_record = false;
+  int client_of = -1;
   bool spatial() const {
     return kind == v1::FieldSpec::KIND_IMAGE || kind == v1::FieldSpec::KIND_MASK;
   }

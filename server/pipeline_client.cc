@@ -50,7 +50,6 @@ absl::Status Pipeline::AddClientFields(const v1::ClientDecode& c) {
     render.name = name + "_render";
     render.dtype = shm::kDTypeFloat32;
     render.shape = {kRenderFloats};
-    render.render_record = true;
     fields_[i].client_jpeg = static_cast<int>(fields_.size());
     fields_.push_back(std::move(jpeg));
     fields_[i].client_render = static_cast<int>(fields_.size());

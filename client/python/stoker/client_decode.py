@@ -81,7 +81,7 @@ def _taps(r, limit, out_size, axis):
     pixels, PIL's way: ([N, out_size] index of the first tap, [N, out_size,
     T] weights, normalized over the pixels inside the source; zero outside
     the content rectangle)."""
-    dev = r.device
+    dev = r.device  # The CPU (the Loader plans there).
     if axis == 0:
         c0, c1, b0, bw, flip = r[:, X0], r[:, X1], r[:, BOX_X], r[:, BOX_W], r[:, HFLIP]
     else:
@@ -111,15 +111,15 @@ def _taps(r, limit, out_size, axis):
     return first.long(), w.to(torch.float32)
 
 
-def _apply_taps(src, first, w, origin):
+def _apply_taps(src, first, w):
     """Resamples `src` [N, C, L, M] (any dtype) along L with taps starting
-    at `first` [N, O] (source coordinates; the stack starts at `origin`):
-    [N, C, O, M] float32. Each tap is one index_select of whole rows."""
+    at row `first` [N, O] of each picture: [N, C, O, M] float32. Each tap
+    is one index_select of whole rows."""
     n, c, length, m = src.shape
     out_size, taps = w.shape[1], w.shape[2]
     flat = src.reshape(n * c * length, m)
     base = (torch.arange(n * c, device=src.device) * length).view(n, c, 1)
-    rel = (first - origin[:, None])[:, None, :]                       # [N, 1, O]
+    rel = first[:, None, :]                                           # [N, 1, O]
     out = None
     for t in range(taps):
         rows = base + (rel + t).clamp(0, length - 1)                 # [N, C, O]
@@ -211,7 +211,7 @@ class FieldRenderer:
             rec, todo = rec[keep], todo[keep]
         shape = views[self.field].shape[1:]
         oh, ow = (shape[1], shape[2]) if self.chw else (shape[0], shape[1])
-        rendered = self._render(pictures, rec.to(dev), oh, ow)
+        rendered = self._render(pictures, rec, oh, ow)
         if self.chw:
             out[todo.to(dev)] = rendered
         else:
@@ -219,11 +219,13 @@ class FieldRenderer:
         return out, len(pictures), failed
 
     def _render(self, pictures, rec, oh, ow):
-        """[N, C, oh, ow] of F's dtype from decoded pictures and their records."""
+        """[N, C, oh, ow] of F's dtype on the device from decoded pictures
+        and their records (float64, on the CPU: the geometry is planned
+        there and only taps, weights and pixels go to the device)."""
         n = len(pictures)
         # Each picture's source rows/columns the filter reaches.
-        reach = _SUPPORT[int(rec[0, FILTER].item())]
-        cpu = rec.cpu()
+        reach = _SUPPORT[int(rec[0, FILTER])]
+        cpu = rec
         sx = (cpu[:, BOX_W] / (cpu[:, X1] - cpu[:, X0]).clamp(min=1)).clamp(min=1) * reach
         sy = (cpu[:, BOX_H] / (cpu[:, Y1] - cpu[:, Y0]).clamp(min=1)).clamp(min=1) * reach
         x0 = (cpu[:, BOX_X] - sx - 1).floor().clamp(min=0).long()
@@ -243,18 +245,20 @@ class FieldRenderer:
                 nxt = order[k + 1]
                 if (len(chunk) + 1) * self.channels * hs[nxt] * max(w, ws[nxt]) * 4 <= self.budget:
                     continue
-            idx = torch.tensor(chunk, device=self.device)
-            img[idx] = self._resample([pictures[i] for i in chunk], rec[idx],
-                                      x0[chunk], y0[chunk], x1[chunk], y1[chunk], oh, ow)
+            img[torch.tensor(chunk, device=self.device)] = self._resample(
+                [pictures[i] for i in chunk], rec[chunk], x0[chunk], y0[chunk], x1[chunk],
+                y1[chunk], oh, ow)
             chunk, w = [], 0
         img = img.round_().clamp_(0, 255)
-        # Padding outside the content rectangle.
-        yy = torch.arange(oh, device=self.device)[None, :, None]
-        xx = torch.arange(ow, device=self.device)[None, None, :]
-        pad = ~((yy >= rec[:, Y0, None, None]) & (yy < rec[:, Y1, None, None]) &
-                (xx >= rec[:, X0, None, None]) & (xx < rec[:, X1, None, None]))
-        if bool(pad.any()):
-            img = torch.where(pad[:, None], rec[:, FILL, None, None, None].to(img.dtype), img)
+        # Padding outside the content rectangle (none for the presets).
+        if bool(((rec[:, X0] > 0) | (rec[:, Y0] > 0) | (rec[:, X1] < ow) |
+                 (rec[:, Y1] < oh)).any()):
+            r = rec.to(self.device, torch.float32)
+            yy = torch.arange(oh, device=self.device)[None, :, None]
+            xx = torch.arange(ow, device=self.device)[None, None, :]
+            pad = ~((yy >= r[:, Y0, None, None]) & (yy < r[:, Y1, None, None]) &
+                    (xx >= r[:, X0, None, None]) & (xx < r[:, X1, None, None]))
+            img = torch.where(pad[:, None], r[:, FILL, None, None, None], img)
         if self.dtype == "uint8":
             return img.to(torch.uint8)
         return (img * self._scale + self._offset).to(getattr(torch, self.dtype))
@@ -269,11 +273,12 @@ class FieldRenderer:
         for i, p in enumerate(pictures):
             a, b, c, d = int(y0[i]), int(y1[i]), int(x0[i]), int(x1[i])
             src[i, :, :b - a, :d - c] = p[:, a:b, c:d]
-        dev = rec.device
-        fy, wy = _taps(rec, rec[:, SRC_H], oh, 1)
+        dev = self.device
+        fy, wy = _taps(rec, rec[:, SRC_H], oh, 1)  # On the CPU: small.
         fx, wx = _taps(rec, rec[:, SRC_W], ow, 0)
-        rows = _apply_taps(src, fy, wy, y0.to(dev))                   # [n, C, oh, wp]
-        cols = _apply_taps(rows.transpose(2, 3), fx, wx, x0.to(dev))  # [n, C, ow, oh]
+        rows = _apply_taps(src, (fy - y0[:, None]).to(dev), wy.to(dev))     # [n, C, oh, wp]
+        cols = _apply_taps(rows.transpose(2, 3), (fx - x0[:, None]).to(dev),
+                           wx.to(dev))                                       # [n, C, ow, oh]
         return cols.transpose(2, 3)
 
 

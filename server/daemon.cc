@@ -103,6 +103,7 @@ absl::Status Daemon::Start() {
     if (!l2.ok()) return l2.status();
     l2_ = *std::move(l2);
   }
+  guard_ = MakeGuard();
   pixels_ = std::make_unique<PixelCache>(&pixel_ram_, l2_.get());
   fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(),
                                              options_.reader_threads);
@@ -161,6 +162,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
                           Confinement(spec, caller));
   ScanLimits limits = ScanLimitsNow();
   if (beneath) limits.beneath = beneath->prefix;
+  limits.fs = options_.fs;
+  limits.within = beneath.get();
+  limits.max_file_bytes = options_.max_file_bytes;
   absl::StatusOr<Dataset> ds;
   if (spec.has_npy() || spec.has_hdf5()) {
     absl::StatusOr<std::shared_ptr<const ArraySource>> arrays =
@@ -176,12 +180,13 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
                                                     spec.hdf5().dataset()));
   } else {
     ds = spec.has_folder() ? LoadFolderDataset(spec.folder().path(), limits)
-         : spec.has_list() ? LoadListDataset(spec.list().path(), spec.list().root())
-                           : LoadLmdbDataset(spec.lmdb().path(), spec.lmdb().manifest());
+         : spec.has_list() ? LoadListDataset(spec.list().path(), spec.list().root(), limits)
+                           : LoadLmdbDataset(spec.lmdb().path(), spec.lmdb().manifest(), limits);
   }
   if (!ds.ok()) return ds.status();
   if (!ds->arrays) {
-    ds->files = ds->lmdb ? MakeLmdbSource(ds->lmdb) : MakeFileSource(options_.fs, beneath);
+    ds->files = ds->lmdb ? MakeLmdbSource(ds->lmdb, ds->lmdb_identity)
+                         : MakeFileSource(options_.fs, beneath, options_.max_file_bytes);
   }
   ds->beneath = std::move(beneath);
   return std::make_shared<const Dataset>(*std::move(ds));

@@ -77,6 +77,8 @@ struct DaemonOptions {
   // Ring segments are named "<shm_prefix><session>.<token>" in /dev/shm.
   std::string shm_prefix = "stoker.";
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
+  // The largest file read whole (a sample's file, a manifest).
+  uint64_t max_file_bytes = kDefaultMaxFileBytes;
   DecodeLimits decode_limits;  // Per image: pixels, scans, memory.
   ScanLimits scan_limits;      // Per folder scan (cancel: set by Stop()).
   // All rings together (bytes; 0: no limit) and sessions per non-admin
@@ -187,6 +189,8 @@ class Daemon {
       const v1::DatasetSpec& spec, const Caller& caller);
   // The folder a non-admin caller's dataset is confined to, proven by its
   // root token; nullptr for callers that need no confinement.
+  // The daemon's own files, folders and file systems (FileGuard).
+  std::shared_ptr<const FileGuard> MakeGuard() const;
   absl::StatusOr<std::shared_ptr<Beneath>> Confinement(
       const v1::DatasetSpec& spec, const Caller& caller);
   ScanLimits ScanLimitsNow() const;
@@ -225,6 +229,8 @@ class Daemon {
   ShardedLruCache pixel_ram_;
   std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).
   std::unique_ptr<L2Cache> l2_;
+  // What confined callers may never read (set in Start, after L2).
+  std::shared_ptr<const FileGuard> guard_;
   std::unique_ptr<SampleFetcher> fetcher_;
   std::unique_ptr<ThreadPool> reader_pool_;
   std::unique_ptr<NodePools> decode_pools_;

@@ -14,6 +14,7 @@
 #include "proto/spec_util.h"
 #include "server/daemon.h"
 #include "server/token.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
@@ -110,15 +111,33 @@ absl::StatusOr<std::shared_ptr<Beneath>> Daemon::Confinement(
     return absl::PermissionDeniedError(absl::StrCat(
         "the folder the client handed over is not ", dir));
   }
-  if (spec.has_lmdb()) {
-    struct stat data {};
-    const std::string mdb = dir + "/data.mdb";
-    if (lstat(mdb.c_str(), &data) == 0 && !S_ISREG(data.st_mode)) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(mdb, " is not a regular file in the dataset folder"));
-    }
-  }
+  // The folder itself may not be one of the daemon's (/dev/shm, its cache
+  // or socket folder); what lies beneath is checked at every open.
+  confined->guard = guard_;
+  STOKER_RETURN_IF_ERROR(guard_->Check(given, dir));
   return confined;
+}
+
+std::shared_ptr<const FileGuard> Daemon::MakeGuard() const {
+  auto g = std::make_shared<FileGuard>();
+  if (geteuid() != 0) g->daemon_uid = geteuid();
+  struct stat st {};
+  if (stat("/dev/shm", &st) == 0) g->devices.push_back(st.st_dev);
+  auto add = [&](const std::string& path) {
+    if (!path.empty() && stat(path.c_str(), &st) == 0) {
+      g->inodes.emplace_back(st.st_dev, st.st_ino);
+    }
+  };
+  if (!options_.l2.path.empty()) {
+    add(options_.l2.path);
+    add(options_.l2.path + "/data.mdb");
+    add(options_.l2.path + "/lock.mdb");
+  }
+  if (!options_.handoff_socket.empty()) {
+    const size_t slash = options_.handoff_socket.rfind('/');
+    if (slash != std::string::npos && slash > 0) add(options_.handoff_socket.substr(0, slash));
+  }
+  return g;
 }
 
 absl::Status Daemon::RequireAdmin(const Caller& caller, const char* what) {

@@ -56,8 +56,7 @@ void Daemon::ControlTick(uint64_t now_ns) {
     LoadMonitor::SessionReport r;
     r.id = id;
     r.samples = e.session->samples_decoded();
-    r.client_wait_ns =
-        e.session->ring().header().consumer_wait_ns.load(std::memory_order_relaxed);
+    r.client_wait_ns = e.session->ring().ConsumerWaitNs();
     r.read_ns = e.session->read_ns();
     r.work_ns = e.session->work_ns();
     r.ring_fill = static_cast<double>(e.session->ring().FilledSlots()) /
@@ -105,9 +104,8 @@ void Daemon::ControlTick(uint64_t now_ns) {
 
 v1::SessionStats Daemon::EntryStats(const Entry& e) const {
   v1::SessionStats s = e.session->Stats();
-  const shm::RingHeader& h = e.session->ring().header();
-  s.set_client_wait_seconds(h.consumer_wait_ns.load(std::memory_order_relaxed) * 1e-9);
-  s.set_batches_delivered(h.consumer_batches.load(std::memory_order_relaxed));
+  s.set_client_wait_seconds(e.session->ring().ConsumerWaitNs() * 1e-9);
+  s.set_batches_delivered(e.session->ring().ConsumerBatches());
   const LoadMonitor::SessionView w = monitor_.Session(s.session_id());
   s.set_diagnosis(w.diagnosis);
   s.set_images_per_second(w.samples_per_second);

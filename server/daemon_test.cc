@@ -161,7 +161,7 @@ TEST_F(DaemonTest, StopClosesRingsWithShutdownReason) {
   auto ring = shm::RingConsumer::Open(resp->ring().shm_name(), resp->session_id());
   ASSERT_TRUE(ring.ok());
   daemon_->Stop();
-  EXPECT_EQ((*ring)->header().closed.load(), shm::kClosedByShutdown);
+  EXPECT_EQ((*ring)->close_reason(), shm::kClosedByShutdown);
   EXPECT_EQ(daemon_->OpenSession(Request()).status().code(),
             absl::StatusCode::kUnavailable);
 }

@@ -1,12 +1,12 @@
 #include "server/dataset.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <system_error>
 #include <tuple>
@@ -22,10 +22,6 @@
 
 namespace stoker {
 namespace fs = std::filesystem;
-
-Beneath::~Beneath() {
-  if (dir_fd >= 0) close(dir_fd);
-}
 
 bool HasImageExtension(const std::string& name) {
   std::string lower = absl::AsciiStrToLower(name);
@@ -196,21 +192,28 @@ namespace {
 // `max_files`); FAILED_PRECONDITION with the line number for a malformed
 // one.
 absl::Status ParseManifest(
-    const std::string& manifest, size_t max_files,
+    const std::string& manifest, const ScanLimits& limits, size_t max_files,
     const std::function<void(std::vector<std::string>, int32_t)>& fn) {
-  std::error_code ec;
-  if (!fs::exists(manifest, ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("dataset manifest ", manifest, " does not exist"));
+  FileSystem* fs = limits.fs != nullptr ? limits.fs : FileSystem::Default();
+  std::string text;
+  absl::Status read =
+      fs->ReadFile(manifest, &text, nullptr, limits.within, limits.max_file_bytes);
+  if (!read.ok()) {
+    return absl::Status(read.code(), absl::StrCat("dataset manifest ", read.message()));
   }
-  std::ifstream in(manifest);
-  if (!in) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot open dataset manifest ", manifest));
-  }
-  std::string line;
   size_t files = 0;  // Of the first sample line.
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
+  uint64_t lineno = 0;
+  for (absl::string_view rest = text; !rest.empty();) {
+    const size_t eol = rest.find('\n');
+    const absl::string_view line = rest.substr(0, eol);
+    rest = eol == absl::string_view::npos ? absl::string_view() : rest.substr(eol + 1);
+    if (++lineno > limits.max_files || line.size() > limits.max_line_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "dataset manifest ", manifest, " line ", lineno, ": over the daemon's limit of ",
+          line.size() > limits.max_line_bytes
+              ? absl::StrCat(limits.max_line_bytes, " bytes per line")
+              : absl::StrCat(limits.max_files, " lines (--max-dataset-files)")));
+    }
     absl::string_view text = absl::StripTrailingAsciiWhitespace(line);
     if (text.empty() || text[0] == '#') continue;
     std::vector<absl::string_view> parts = absl::StrSplit(text, '\t');
@@ -250,13 +253,14 @@ uint32_t NumClasses(const std::vector<Sample>& samples) {
 }  // namespace
 
 absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
-                                        const std::string& root) {
+                                        const std::string& root,
+                                        const ScanLimits& limits) {
   const fs::path base =
       root.empty() ? fs::path(manifest).parent_path() : fs::path(root);
   Dataset ds;
   ds.description = absl::StrCat("list:", manifest);
   absl::Status s = ParseManifest(
-      manifest, kMaxFilesPerSample,
+      manifest, limits, kMaxFilesPerSample,
       [&](std::vector<std::string> rel, int32_t label) {
         Sample sample{(base / rel[0]).string(), label, {}};
         for (size_t k = 1; k < rel.size(); ++k) {
@@ -275,16 +279,30 @@ absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
 }
 
 absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
-                                        const std::string& manifest) {
+                                        const std::string& manifest,
+                                        const ScanLimits& limits) {
+  std::error_code ec;
+  const bool folder = limits.within != nullptr || fs::is_directory(path, ec);
+  const std::string data = folder ? absl::StrCat(path, "/data.mdb") : path;
+  struct stat st;
+  absl::StatusOr<int> fd = OpenConfined(data, O_RDONLY, limits.within, &st);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("LMDB dataset ", fd.status().message()));
+  }
   LmdbEnv::Options o;
   o.read_only = true;
-  auto env = LmdbEnv::Open(path, o);
+  o.data_fd = *fd;
+  auto env = LmdbEnv::Open(data, o);
+  close(*fd);
   if (!env.ok()) return env.status();
   Dataset ds;
   ds.description = absl::StrCat("lmdb:", path);
+  const FileVersion v = VersionOf(st);
+  ds.lmdb_identity = absl::StrCat(v.device, ":", v.inode, ":", v.size, ":", v.mtime_ns);
   if (!manifest.empty()) {
     absl::Status s = ParseManifest(
-        manifest, 1, [&](std::vector<std::string> key, int32_t label) {
+        manifest, limits, 1, [&](std::vector<std::string> key, int32_t label) {
           ds.samples.push_back(Sample{std::move(key[0]), label, {}});
         });
     if (!s.ok()) return s;

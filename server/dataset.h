@@ -12,21 +12,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/file_system.h"
 #include "server/lmdb_env.h"
 
 namespace stoker {
 
 class ArraySource;   // server/array_source.h
 class SampleSource;  // server/sample_source.h
-
-// A dataset's confinement: paths below `prefix` are opened relative to the
-// folder `dir_fd` (which the client proved it could open) and may not leave
-// it, through `..` or symlinks (openat2 RESOLVE_BENEATH). Owns dir_fd.
-struct Beneath {
-  int dir_fd = -1;
-  std::string prefix;  // The folder's path as the dataset names it.
-  ~Beneath();
-};
 
 // Most files one sample may have (a manifest line's paths).
 inline constexpr size_t kMaxFilesPerSample = 8;
@@ -52,8 +44,10 @@ struct Dataset {
   // Where the samples' files are read (files, confined or not, or the
   // LMDB environment); set by the daemon when it opens the dataset.
   std::shared_ptr<const SampleSource> files;
-  // Set for LMDB datasets (the daemon makes it the source).
+  // Set for LMDB datasets (the daemon makes it the source), with the
+  // identity of its data file (device:inode:size:mtime) for cache keys.
   std::shared_ptr<const LmdbEnv> lmdb;
+  std::string lmdb_identity;
   // Set for npy/HDF5 datasets: samples are typed arrays read from here
   // (sample.path is the sample's name, e.g. "file.npy[7]").
   std::shared_ptr<const ArraySource> arrays;
@@ -69,6 +63,14 @@ struct ScanLimits {
   // Non-empty: a confined dataset's folder; symlinked folders that lead
   // outside it are skipped (their files are never listed).
   std::string beneath;
+  // Manifests and LMDB data files are opened through the file environment,
+  // beneath `within` when set (a confined caller's folder), and a manifest
+  // is capped at `max_file_bytes`, `max_files` lines and `max_line_bytes`
+  // per line.
+  FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
+  const Beneath* within = nullptr;
+  uint64_t max_file_bytes = kDefaultMaxFileBytes;
+  uint64_t max_line_bytes = 64 * 1024;
 };
 
 // torchvision ImageFolder layout: sorted sub-folders of `root` are classes
@@ -87,18 +89,26 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
 // files, e.g. image and mask); paths are relative to
 // `root` (empty: the manifest's folder). '#' comments and blank lines are
 // skipped. NOT_FOUND for a missing manifest; FAILED_PRECONDITION for a
-// malformed line (its number is given, never its content) or no samples. Labels must
-// be in 0..2^31-1; num_classes is max label + 1.
+// malformed line (its number is given, never its content) or no samples;
+// RESOURCE_EXHAUSTED past `limits` (bytes, lines, a line's length); the
+// file environment's errors for a manifest that is not a regular file, or
+// outside limits.within. Labels must be in 0..2^31-1; num_classes is max
+// label + 1.
 absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
-                                        const std::string& root);
+                                        const std::string& root,
+                                        const ScanLimits& limits = {});
 
 // An LMDB environment of encoded samples (folder `path`). Without a
 // manifest, every key "class/.../name" is a sample labelled by its first
 // folder (sorted names -> 0..C-1; keys without a folder are skipped). With
 // a manifest of `key<TAB>label` lines, exactly those keys are the samples.
+// The data file (`path`/data.mdb, or `path` itself when it is a file) is
+// opened through the file environment and mapped read-only without a lock
+// file (MDB_RDONLY | MDB_NOLOCK): nothing is written, no path is followed.
 // NOT_FOUND for a missing environment; FAILED_PRECONDITION when empty.
 absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
-                                        const std::string& manifest);
+                                        const std::string& manifest,
+                                        const ScanLimits& limits = {});
 
 // True for names ending in .jpg / .jpeg / .png, any case (the content, not
 // the name, picks the decoder).

@@ -1,5 +1,9 @@
 #include "server/dataset.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -88,6 +92,81 @@ TEST(ListDatasetTest, ParsesManifestAndReportsBadLine) {
   ASSERT_TRUE(testdata::WriteFile(root + "/blank.tsv", "# nothing\n").ok());
   EXPECT_EQ(LoadListDataset(root + "/blank.tsv", "").status().code(),
             absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(root);
+}
+
+// Manifests come through the file environment: nothing but a regular file
+// of bounded size, lines and line length is read, and a confined caller's
+// manifest must lie beneath its folder.
+TEST(ListDatasetTest, ManifestsAreReadWithinLimits) {
+  std::string root = testdata::MakeTempDir("list-limits");
+  EXPECT_EQ(LoadListDataset("/dev/zero", root).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(mkfifo((root + "/fifo.tsv").c_str(), 0644), 0);
+  EXPECT_EQ(LoadListDataset(root + "/fifo.tsv", "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(testdata::WriteFile(root + "/m.tsv", "a.jpg\t1\nb.jpg\t2\nc.jpg\t3\n").ok());
+  ScanLimits limits;
+  limits.max_files = 2;
+  auto lines = LoadListDataset(root + "/m.tsv", "", limits);
+  EXPECT_EQ(lines.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(lines.status().message().find("line 3"), std::string::npos) << lines.status();
+  limits = ScanLimits();
+  limits.max_line_bytes = 7;
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", "", limits).status().code(),
+            absl::StatusCode::kOk);
+  limits.max_line_bytes = 6;
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", "", limits).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  limits = ScanLimits();
+  limits.max_file_bytes = 10;
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", "", limits).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Confined to a sub-folder: a manifest outside it is refused.
+  fs::create_directories(root + "/in");
+  ASSERT_TRUE(testdata::WriteFile(root + "/in/m.tsv", "a.jpg\t1\n").ok());
+  Beneath in;
+  in.dir_fd = open((root + "/in").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  in.prefix = root + "/in";
+  limits = ScanLimits();
+  limits.within = &in;
+  EXPECT_TRUE(LoadListDataset(root + "/in/m.tsv", "", limits).ok());
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", root + "/in", limits).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  fs::remove_all(root);
+}
+
+// An LMDB dataset is mapped read-only from its confined data file: no lock
+// file is created (the folder may be read-only), none is followed.
+TEST(LmdbDatasetTest, OpensWithoutALockFile) {
+  std::string root = testdata::MakeTempDir("lmdb-nolock");
+  {
+    LmdbEnv::Options w;
+    w.read_only = false;
+    w.map_bytes = 1 << 20;
+    auto env = LmdbEnv::Open(root, w);
+    ASSERT_TRUE(env.ok()) << env.status();
+    ASSERT_TRUE((*env)->WriteTxn([](MDB_txn* txn, MDB_dbi dbi) {
+      std::string k = "cls/a", v = "bytes";
+      MDB_val key{k.size(), k.data()}, val{v.size(), v.data()};
+      return LmdbStatus(mdb_put(txn, dbi, &key, &val, 0), "put");
+    }).ok());
+  }
+  fs::remove(root + "/lock.mdb");
+  // A lock file that is a symlink to something else is never touched.
+  fs::create_symlink(root + "/elsewhere", root + "/lock.mdb");
+  auto ds = LoadLmdbDataset(root, "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->samples.size(), 1u);
+  EXPECT_FALSE(fs::exists(root + "/elsewhere"));
+  std::string value;
+  ASSERT_TRUE(ds->lmdb->Get("cls/a", &value).ok());
+  EXPECT_EQ(value, "bytes");
+  EXPECT_FALSE(ds->lmdb_identity.empty());
+  // The data file must be a regular file.
+  fs::remove(root + "/data.mdb");
+  ASSERT_EQ(mkfifo((root + "/data.mdb").c_str(), 0644), 0);
+  EXPECT_EQ(LoadLmdbDataset(root, "").status().code(), absl::StatusCode::kFailedPrecondition);
   fs::remove_all(root);
 }
 

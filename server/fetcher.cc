@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shm/futex.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
@@ -11,12 +12,18 @@ SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2,
 
 absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                            const std::string& path,
-                                           bool* from_source) {
+                                           bool* from_source,
+                                           const SourceKey* known) {
   if (from_source != nullptr) *from_source = false;
   if (ds.files == nullptr) {
     return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
   }
-  const std::string key = ds.files->CacheKey(path);
+  SourceKey identified;
+  if (known == nullptr) {
+    STOKER_ASSIGN_OR_RETURN(identified, Identify(ds, path));
+    known = &identified;
+  }
+  const std::string key = known->key();
   std::shared_ptr<Inflight> flight;
   bool leader = false;
   {
@@ -36,7 +43,7 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
     return flight->result;
   }
   bool read_source = false;
-  flight->result = Load(ds, path, key, &read_source);
+  flight->result = Load(ds, path, *known, &read_source);
   if (from_source != nullptr) *from_source = read_source;
   {
     absl::MutexLock lock(&mu_);
@@ -46,35 +53,45 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
   return flight->result;
 }
 
+absl::StatusOr<SourceKey> SampleFetcher::Identify(const Dataset& ds,
+                                                  const std::string& path) {
+  if (ds.files == nullptr) {
+    return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
+  }
+  if (ds.files->Versioned()) stats_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<SourceKey> id = ds.files->Identify(path);
+  if (!id.ok()) read_errors_.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
 absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
                                           const std::string& path,
-                                          const std::string& key,
+                                          const SourceKey& id,
                                           bool* read_source) {
   // Files can change between runs, so an L2 entry is checked against the
   // file's current size and mtime. Unversioned sources (LMDB) are local
   // already: no L2.
   const bool use_l2 = l2_ != nullptr && ds.files->Versioned();
-  FileVersion version;
   if (use_l2) {
-    stats_.fetch_add(1, std::memory_order_relaxed);
-    absl::StatusOr<FileVersion> v = ds.files->Stat(path);
-    if (!v.ok()) {
-      read_errors_.fetch_add(1, std::memory_order_relaxed);
-      return v.status();
-    }
-    version = *v;
     std::string bytes;
-    if (l2_->Lookup(key, version, &bytes) == L2Cache::Result::kHit) {
+    if (l2_->Lookup(id.file, id.version, &bytes) == L2Cache::Result::kHit) {
       auto value = std::make_shared<const std::string>(std::move(bytes));
-      l1_->Insert(key, value);
+      l1_->Insert(id.key(), value);
       return Bytes(value);
     }
   }
   *read_source = true;
+  FileVersion version;
   absl::StatusOr<Bytes> read = ReadSource(ds, path, &version);
   if (!read.ok()) return read.status();
-  l1_->Insert(key, *read);
-  if (use_l2) l2_->Put(key, version, *read);
+  // Cached only under the identity it was read as: a file replaced between
+  // the stat and the read is served, not kept.
+  const bool same = !ds.files->Versioned() ||
+                    (version == id.version && version.device == id.version.device &&
+                     version.inode == id.version.inode);
+  if (!same) return read;
+  l1_->Insert(id.key(), *read);
+  if (use_l2) l2_->Put(id.file, id.version, *read);
   return read;
 }
 

@@ -34,11 +34,20 @@ class SampleFetcher {
   SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads);
 
   // The encoded bytes of one of a sample's files (Sample::file(k): a path,
-  // or an LMDB key) from ds.files. Errors are the source's (NOT_FOUND, ...); an empty
-  // source file is DATA_LOSS "file is empty". Nothing failed is cached.
-  // `*from_source` (optional) tells whether the source was read.
+  // or an LMDB key) from ds.files. The file is identified first through the
+  // caller's confinement (SampleSource::Identify), so a cached copy is only
+  // served to a caller that may open the file, and only for that version of
+  // it; `known` (may be null) is that identity when the caller has it.
+  // Errors are the source's (NOT_FOUND, ...); an empty source file is
+  // DATA_LOSS "file is empty". Nothing failed is cached. `*from_source`
+  // (optional) tells whether the source was read.
   absl::StatusOr<Bytes> Fetch(const Dataset& ds, const std::string& path,
-                              bool* from_source = nullptr);
+                              bool* from_source = nullptr,
+                              const SourceKey* known = nullptr);
+
+  // ds.files->Identify(path), counted in the reader's stats (a stat, or a
+  // read error when it fails).
+  absl::StatusOr<SourceKey> Identify(const Dataset& ds, const std::string& path);
 
   v1::ReaderStats Stats() const;
 
@@ -48,7 +57,7 @@ class SampleFetcher {
     absl::StatusOr<Bytes> result;
   };
   absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
-                             const std::string& key, bool* read_source);
+                             const SourceKey& id, bool* read_source);
   absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
                                    FileVersion* version);
 

@@ -15,66 +15,139 @@
 
 namespace stoker {
 
-absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
-                                 const Beneath* beneath) {
-  if (beneath == nullptr) {
-    int fd = open(path.c_str(), static_cast<int>(flags) | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(errno, path);
-    return fd;
-  }
-  const std::string& pre = beneath->prefix;
-  if (path.size() <= pre.size() + 1 || path.compare(0, pre.size(), pre) != 0 ||
-      path[pre.size()] != '/') {
-    return absl::PermissionDeniedError(
-        absl::StrCat(path, " is outside the dataset folder ", pre));
-  }
-  struct open_how how {};
-  how.flags = flags | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-  const std::string rel = path.substr(pre.size() + 1);
-  long fd = syscall(SYS_openat2, beneath->dir_fd, rel.c_str(), &how, sizeof(how));
-  if (fd < 0 && errno == EXDEV) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(path, " leads outside the dataset folder ", pre));
-  }
-  if (fd < 0) return ErrnoStatus(errno, path);
-  return static_cast<int>(fd);
+Beneath::~Beneath() {
+  if (dir_fd >= 0) close(dir_fd);
 }
 
-namespace {
+absl::Status FileGuard::Check(const struct stat& st, const std::string& path) const {
+  const auto dev = static_cast<uint64_t>(st.st_dev);
+  const auto ino = static_cast<uint64_t>(st.st_ino);
+  bool refused = daemon_uid >= 0 && static_cast<int64_t>(st.st_uid) == daemon_uid;
+  for (uint64_t d : devices) refused = refused || d == dev;
+  for (const auto& [d, i] : inodes) refused = refused || (d == dev && i == ino);
+  if (!refused) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      path, " is one of the daemon's own files (its rings, caches, sockets or a "
+      "file its user owns): a dataset may not name it"));
+}
 
 FileVersion VersionOf(const struct stat& st) {
   return FileVersion{static_cast<uint64_t>(st.st_size),
                      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                         st.st_mtim.tv_nsec};
+                         st.st_mtim.tv_nsec,
+                     static_cast<uint64_t>(st.st_dev),
+                     static_cast<uint64_t>(st.st_ino)};
 }
+
+namespace {
+
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+absl::Status NotRegular(const std::string& path, const char* kind) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " is ", kind, ": only regular files are read"));
+}
+
+// open(2) or, confined, openat2(2) beneath the folder; -1 and *err on failure.
+int OpenRaw(const std::string& path, uint64_t flags, const Beneath* beneath, int* err) {
+  long fd;
+  if (beneath == nullptr) {
+    fd = open(path.c_str(), static_cast<int>(flags));
+  } else {
+    struct open_how how {};
+    how.flags = flags;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    const size_t cut = beneath->prefix == "/" ? 0 : beneath->prefix.size();
+    const std::string rel = path.substr(cut + 1);
+    fd = syscall(SYS_openat2, beneath->dir_fd, rel.c_str(), &how, sizeof(how));
+  }
+  *err = errno;
+  return static_cast<int>(fd);
+}
+
+}  // namespace
+
+absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
+                                 const Beneath* beneath, struct stat* st_out) {
+  if (beneath != nullptr) {
+    const std::string& pre = beneath->prefix;
+    // "/" confines to the whole tree: every absolute path is beneath it.
+    const size_t cut = pre == "/" ? 0 : pre.size();
+    if (path.size() <= cut + 1 || path.compare(0, cut, pre, 0, cut) != 0 ||
+        path[cut] != '/') {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, " is outside the dataset folder ", pre));
+    }
+  }
+  flags |= O_CLOEXEC;
+  // Non-blocking: opening a FIFO for reading must not wait for a writer.
+  if ((flags & O_PATH) == 0) flags |= O_NONBLOCK | O_NOCTTY;
+  int err = 0;
+  const int fd = OpenRaw(path, flags, beneath, &err);
+  if (fd < 0) {
+    if (err == EXDEV && beneath != nullptr) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, " leads outside the dataset folder ", beneath->prefix));
+    }
+    if (err == ENXIO) return NotRegular(path, "a socket or a device");
+    return ErrnoStatus(err, path);
+  }
+  struct stat st;
+  absl::Status s;
+  if (fstat(fd, &st) != 0) {
+    s = ErrnoStatus(errno, path);
+  } else if (!S_ISREG(st.st_mode)) {
+    s = NotRegular(path, KindOf(st.st_mode));
+  } else if (beneath != nullptr && beneath->guard != nullptr) {
+    s = beneath->guard->Check(st, path);
+  }
+  if (!s.ok()) {
+    close(fd);
+    return s;
+  }
+  if (st_out != nullptr) *st_out = st;
+  return fd;
+}
+
+namespace {
 
 class PosixFileSystem : public FileSystem {
  public:
   absl::Status ReadFile(const std::string& path, std::string* contents,
-                        FileVersion* version, const Beneath* beneath) override {
-    STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_RDONLY, beneath));
-    absl::Status s = ReadOpen(fd, path, contents, version);
+                        FileVersion* version, const Beneath* beneath,
+                        uint64_t max_bytes) override {
+    struct stat st;
+    STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_RDONLY, beneath, &st));
+    absl::Status s = ReadOpen(fd, st, path, max_bytes, contents, version);
     close(fd);
     return s;
   }
 
   absl::StatusOr<FileVersion> Stat(const std::string& path,
                                    const Beneath* beneath) override {
-    STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_PATH, beneath));
     struct stat st;
-    const int rc = fstat(fd, &st);
-    const int err = errno;
+    STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_PATH, beneath, &st));
     close(fd);
-    if (rc != 0) return ErrnoStatus(err, path);
     return VersionOf(st);
   }
 
  private:
-  static absl::Status ReadOpen(int fd, const std::string& path,
-                               std::string* contents, FileVersion* version) {
-    struct stat st;
-    if (fstat(fd, &st) != 0) return ErrnoStatus(errno, path);
+  static absl::Status ReadOpen(int fd, const struct stat& st, const std::string& path,
+                               uint64_t max_bytes, std::string* contents,
+                               FileVersion* version) {
+    // Before any allocation: a sparse file may claim a terabyte.
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          path, " is ", st.st_size, " bytes, over the daemon's limit of ", max_bytes,
+          " bytes for one file (--max-file-bytes)"));
+    }
     if (version != nullptr) *version = VersionOf(st);
     contents->resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
@@ -104,13 +177,14 @@ FileSystem* FileSystem::Default() {
 absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
                                                 std::string* contents,
                                                 FileVersion* version,
-                                                const Beneath* beneath) {
+                                                const Beneath* beneath,
+                                                uint64_t max_bytes) {
   reads.fetch_add(1, std::memory_order_relaxed);
   if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
   if (!fail_substring.empty() && absl::StrContains(path, fail_substring)) {
     return absl::UnavailableError(absl::StrCat(path, ": injected read error"));
   }
-  absl::Status s = base_->ReadFile(path, contents, version, beneath);
+  absl::Status s = base_->ReadFile(path, contents, version, beneath, max_bytes);
   if (s.ok() && short_read_bytes >= 0 &&
       contents->size() > static_cast<size_t>(short_read_bytes)) {
     contents->resize(static_cast<size_t>(short_read_bytes));

@@ -1,50 +1,106 @@
-// File access for sample reads, behind an interface so tests and benchmarks
-// can inject latency, errors and short reads (LevelDB's Env pattern).
-// Implementations must be thread-safe: every reader thread calls them
-// concurrently.
+// The confined file environment: the only way any source reaches a file
+// (LevelDB's Env). Every open goes through OpenConfined, which
+//   - resolves a confined caller's path beneath the folder it proved it can
+//     open (openat2 RESOLVE_BENEATH, no magic links);
+//   - opens non-blocking and accepts regular files only (a FIFO, a device
+//     or a socket is FAILED_PRECONDITION, never a blocked thread);
+//   - refuses, for confined callers, the daemon's own files (FileGuard:
+//     files its non-root uid owns, /dev/shm, its cache and socket folders);
+// and whole-file reads are capped before any allocation (RESOURCE_EXHAUSTED
+// for a larger file, a sparse one included).
+//
+// FileSystem is the interface sources read through, so tests and benchmarks
+// can inject latency, errors and short reads. Implementations are
+// thread-safe: every reader thread calls them concurrently.
 #ifndef STOKER_SERVER_FILE_SYSTEM_H_
 #define STOKER_SERVER_FILE_SYSTEM_H_
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/dataset.h"
 
 namespace stoker {
 
-// What identifies one version of a file's contents.
+// The daemon's own things that no confined caller may read, whatever folder
+// it hands over. Immutable once built; shared by every confinement.
+struct FileGuard {
+  // Files owned by this uid are refused (-1: no such rule). A non-root
+  // daemon's uid; a root daemon has none, or every root-owned dataset would
+  // be refused, and relies on the rules below.
+  int64_t daemon_uid = -1;
+  // Whole file systems refused (st_dev): /dev/shm, where the rings live.
+  std::vector<uint64_t> devices;
+  // Files and folders refused by identity (st_dev, st_ino): the L2 cache's
+  // files, the socket's folder, and any file beneath a refused folder is
+  // refused through the device or owner rule.
+  std::vector<std::pair<uint64_t, uint64_t>> inodes;
+
+  // PERMISSION_DENIED naming `path` when `st` is one of the above.
+  absl::Status Check(const struct stat& st, const std::string& path) const;
+};
+
+// A dataset's confinement: paths below `prefix` are opened relative to the
+// folder `dir_fd` (which the client proved it could open) and may not leave
+// it, through `..` or symlinks (openat2 RESOLVE_BENEATH). Owns dir_fd.
+struct Beneath {
+  int dir_fd = -1;
+  std::string prefix;  // The folder's path as the dataset names it.
+  std::shared_ptr<const FileGuard> guard;  // May be null (no guard).
+  ~Beneath();
+};
+
+// What identifies one version of a file's contents, and the file.
 struct FileVersion {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
+  uint64_t device = 0;  // st_dev and st_ino: which file (0: not known).
+  uint64_t inode = 0;
+  // The same contents as far as size and mtime tell (what L2 records).
   bool operator==(const FileVersion& o) const {
     return size == o.size && mtime_ns == o.mtime_ns;
   }
 };
 
-// Opens `path` with `flags` (O_RDONLY or O_PATH; O_CLOEXEC is added),
-// confined to `beneath` if set (openat2 RESOLVE_BENEATH): PERMISSION_DENIED
-// for a path outside its folder or leading out of it. The caller closes
-// the descriptor.
+FileVersion VersionOf(const struct stat& st);
+
+// The default cap on a whole-file read (a sample, a manifest).
+inline constexpr uint64_t kDefaultMaxFileBytes = 1ULL << 30;
+
+// Opens `path` with `flags` (O_RDONLY or O_PATH; O_CLOEXEC, and O_NONBLOCK
+// and O_NOCTTY for reads, are added), confined to `beneath` if set, and
+// checks the file (rules above); `*st` (may be null) receives its stat.
+// PERMISSION_DENIED for a path outside its folder or leading out of it, or
+// a guarded file; FAILED_PRECONDITION for a file that is not regular. The
+// caller closes the descriptor.
 absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
-                                 const Beneath* beneath);
+                                 const Beneath* beneath,
+                                 struct stat* st = nullptr);
 
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
 
   // Replaces *contents with the whole file and sets *version (if not null)
-  // from the open file. NOT_FOUND, PERMISSION_DENIED, DATA_LOSS (the file
-  // shrank while being read) or INTERNAL, each naming the path. With
-  // `beneath`, PERMISSION_DENIED for a path that leads outside its folder.
+  // from the open file. NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
+  // (not a regular file), RESOURCE_EXHAUSTED (over `max_bytes`, checked
+  // before allocating), DATA_LOSS (the file shrank while being read) or
+  // INTERNAL, each naming the path.
   virtual absl::Status ReadFile(const std::string& path, std::string* contents,
                                 FileVersion* version,
-                                const Beneath* beneath = nullptr) = 0;
+                                const Beneath* beneath = nullptr,
+                                uint64_t max_bytes = kDefaultMaxFileBytes) = 0;
 
-  // Size and modification time, without reading.
+  // Size, modification time and identity, without reading; the same checks
+  // as a read but the size cap.
   virtual absl::StatusOr<FileVersion> Stat(const std::string& path,
                                            const Beneath* beneath = nullptr) = 0;
 
@@ -61,8 +117,8 @@ class FaultInjectingFileSystem : public FileSystem {
   explicit FaultInjectingFileSystem(FileSystem* base) : base_(base) {}
 
   absl::Status ReadFile(const std::string& path, std::string* contents,
-                        FileVersion* version,
-                        const Beneath* beneath = nullptr) override;
+                        FileVersion* version, const Beneath* beneath = nullptr,
+                        uint64_t max_bytes = kDefaultMaxFileBytes) override;
   absl::StatusOr<FileVersion> Stat(const std::string& path,
                                    const Beneath* beneath = nullptr) override;
 

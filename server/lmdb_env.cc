@@ -25,7 +25,9 @@ absl::StatusOr<std::unique_ptr<LmdbEnv>> LmdbEnv::Open(const std::string& path,
                                                        const Options& options) {
   const std::string what = absl::StrCat("LMDB ", path);
   std::error_code ec;
-  if (options.read_only) {
+  if (options.data_fd >= 0) {
+    if (!options.read_only) return absl::InvalidArgumentError("data_fd is for read-only envs");
+  } else if (options.read_only) {
     if (!std::filesystem::exists(path, ec)) {
       return absl::NotFoundError(absl::StrCat(what, " does not exist"));
     }
@@ -52,8 +54,14 @@ absl::StatusOr<std::unique_ptr<LmdbEnv>> LmdbEnv::Open(const std::string& path,
     // corrupt environment is not (MDB_NOSYNC could give one).
     flags |= MDB_NOMETASYNC;
   }
-  if (!std::filesystem::is_directory(path, ec)) flags |= MDB_NOSUBDIR;
-  rc = mdb_env_open(env, path.c_str(), flags, 0640);
+  std::string open_path = path;
+  if (options.data_fd >= 0) {
+    open_path = absl::StrCat("/proc/self/fd/", options.data_fd);
+    flags |= MDB_NOSUBDIR | MDB_NOLOCK;
+  } else if (!std::filesystem::is_directory(path, ec)) {
+    flags |= MDB_NOSUBDIR;
+  }
+  rc = mdb_env_open(env, open_path.c_str(), flags, 0600);
   if (rc != 0) return fail(rc);
   MDB_txn* txn = nullptr;
   rc = mdb_txn_begin(env, nullptr, options.read_only ? MDB_RDONLY : 0, &txn);

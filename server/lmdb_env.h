@@ -31,9 +31,15 @@ class LmdbEnv {
     bool read_only = true;
     uint64_t map_bytes = 0;    // Writable envs: the map size (max DB size).
     uint32_t max_readers = 126;
+    // Read-only envs: the data file already opened (confined) by the caller,
+    // who keeps and closes it. The env maps that file (through
+    // /proc/self/fd) with MDB_NOSUBDIR | MDB_NOLOCK: no path is resolved
+    // and no lock file is opened or written.
+    int data_fd = -1;
   };
 
-  // Opens (and for writable envs creates) the environment in folder `path`.
+  // Opens (and for writable envs creates) the environment in folder `path`
+  // (or the data file `path`), created files mode 0600.
   static absl::StatusOr<std::unique_ptr<LmdbEnv>> Open(const std::string& path,
                                                        const Options& options);
   ~LmdbEnv();

@@ -76,30 +76,29 @@ ImageView PixelsOf(const Bytes& entry) {
           h.width, h.height, h.channels, h.elem_bytes, 0, 0, h.width, h.height};
 }
 
-std::string PixelCache::Key(const SampleSource& source, const std::string& path,
-                            int max_side, const ImageRequest& request) {
+std::string PixelCache::Key(const SourceKey& file, int max_side,
+                            const ImageRequest& request) {
   return absl::StrCat("px", max_side, "/", request.channels, "/", request.elem_bytes,
-                      request.indices ? "/i/" : "/", source.CacheKey(path));
+                      request.indices ? "/i/" : "/", file.file);
 }
 
-Bytes PixelCache::Lookup(const SampleSource& source, const std::string& path,
-                         const std::string& key, FileVersion* version,
-                         bool* versioned) {
-  if (Bytes hit = ram_->Lookup(key)) return hit;
+namespace {
+std::string RamKey(const std::string& key, const FileVersion& version) {
+  return absl::StrCat(key, "@", version.size, ":", version.mtime_ns);
+}
+}  // namespace
+
+Bytes PixelCache::Lookup(const SampleSource& source, const SourceKey& file,
+                         const std::string& key, bool* versioned) {
   *versioned = l2_ != nullptr && source.Versioned();
+  if (Bytes hit = ram_->Lookup(RamKey(key, file.version))) return hit;
   if (!*versioned) return nullptr;
-  absl::StatusOr<FileVersion> v = source.Stat(path);
-  if (!v.ok()) {
-    *versioned = false;
-    return nullptr;
-  }
-  *version = *v;
   std::string value;
-  if (l2_->Lookup(key, *version, &value) != L2Cache::Result::kHit || !Valid(value)) {
+  if (l2_->Lookup(key, file.version, &value) != L2Cache::Result::kHit || !Valid(value)) {
     return nullptr;
   }
   Bytes entry = std::make_shared<const std::string>(std::move(value));
-  ram_->Insert(key, entry);
+  ram_->Insert(RamKey(key, file.version), entry);
   return entry;
 }
 
@@ -108,10 +107,11 @@ absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& enco
                                        Filter filter, bool versioned,
                                        const FileVersion& version) {
   std::shared_ptr<Inflight> mine, theirs;
+  const std::string ram_key = RamKey(key, version);
   {
     absl::MutexLock lock(&mu_);
-    if (Bytes filled = ram_->Peek(key)) return filled;
-    std::shared_ptr<Inflight>& slot = inflight_[key];
+    if (Bytes filled = ram_->Peek(ram_key)) return filled;
+    std::shared_ptr<Inflight>& slot = inflight_[ram_key];
     if (slot) {
       theirs = slot;
     } else {
@@ -127,13 +127,13 @@ absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& enco
                     request, max_side, filter);
   if (entry.ok()) {
     decodes_.fetch_add(1, std::memory_order_relaxed);
-    ram_->Insert(key, *entry);
+    ram_->Insert(ram_key, *entry);
     if (versioned) l2_->Put(key, version, *entry);
   }
   mine->result = entry;
   {
     absl::MutexLock lock(&mu_);
-    inflight_.erase(key);
+    inflight_.erase(ram_key);
   }
   mine->done.Notify();
   return entry;

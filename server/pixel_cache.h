@@ -52,16 +52,19 @@ class PixelCache {
   // `l2` may be null.
   PixelCache(ShardedLruCache* ram, L2Cache* l2) : ram_(ram), l2_(l2) {}
 
-  // The entry's key for one of a source's files.
-  static std::string Key(const SampleSource& source, const std::string& path,
-                         int max_side, const ImageRequest& request);
+  // The entry's L2 key for a file that SampleSource::Identify named `file`
+  // (L2 checks the version it recorded; RAM keys add the version).
+  static std::string Key(const SourceKey& file, int max_side,
+                         const ImageRequest& request);
 
-  // RAM, else L2 (then kept in RAM); null on a miss. Reads L2 and stats the
-  // file: call from the reader stage. `*version` is the file's version when
-  // L2 applies to it (for Fill), else left alone.
-  Bytes Lookup(const SampleSource& source, const std::string& path,
-               const std::string& key, FileVersion* version, bool* versioned);
-  // DecodeBounded, then kept in RAM and queued for L2 (when `versioned`).
+  // RAM, else L2 (then kept in RAM); null on a miss. `file` is the caller's
+  // own identification of the file (so its confined stat has succeeded);
+  // reads L2: call from the reader stage. `*versioned` tells whether L2
+  // applies to it (for Fill).
+  Bytes Lookup(const SampleSource& source, const SourceKey& file,
+               const std::string& key, bool* versioned);
+  // DecodeBounded, then kept in RAM (under `key` at `version`) and queued
+  // for L2 (when `versioned`).
   // A picture filled meanwhile is taken as is, and concurrent fills of one
   // key decode once (the others wait for it).
   absl::StatusOr<Bytes> Fill(const std::string& key, const Bytes& encoded,

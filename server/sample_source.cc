@@ -2,38 +2,45 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace stoker {
+
+std::string SourceKey::key() const {
+  return absl::StrCat(file, "@", version.size, ":", version.mtime_ns);
+}
+
 namespace {
 
 class FileSource : public SampleSource {
  public:
-  FileSource(FileSystem* fs, std::shared_ptr<const Beneath> beneath)
-      : fs_(fs), beneath_(std::move(beneath)) {}
-  std::string CacheKey(const std::string& path) const override { return path; }
-  bool Versioned() const override { return true; }
-  absl::StatusOr<FileVersion> Stat(const std::string& path) const override {
-    return fs_->Stat(path, beneath_.get());
+  FileSource(FileSystem* fs, std::shared_ptr<const Beneath> beneath, uint64_t max_bytes)
+      : fs_(fs), beneath_(std::move(beneath)), max_bytes_(max_bytes) {}
+  absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
+    absl::StatusOr<FileVersion> v = fs_->Stat(path, beneath_.get());
+    if (!v.ok()) return v.status();
+    return SourceKey{absl::StrCat("f:", v->device, ":", v->inode), *v};
   }
+  bool Versioned() const override { return true; }
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override {
-    return fs_->ReadFile(path, out, version, beneath_.get());
+    return fs_->ReadFile(path, out, version, beneath_.get(), max_bytes_);
   }
 
  private:
   FileSystem* const fs_;
   const std::shared_ptr<const Beneath> beneath_;
+  const uint64_t max_bytes_;
 };
 
 class LmdbSource : public SampleSource {
  public:
-  explicit LmdbSource(std::shared_ptr<const LmdbEnv> env) : env_(std::move(env)) {}
-  std::string CacheKey(const std::string& path) const override {
-    return "lmdb:" + env_->path() + ":" + path;
+  LmdbSource(std::shared_ptr<const LmdbEnv> env, std::string identity)
+      : env_(std::move(env)), prefix_(absl::StrCat("lmdb:", identity, ":")) {}
+  absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
+    return SourceKey{prefix_ + path, FileVersion{}};
   }
   bool Versioned() const override { return false; }
-  absl::StatusOr<FileVersion> Stat(const std::string&) const override {
-    return FileVersion{};
-  }
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion*) const override {
     return env_->Get(path, out);
@@ -41,18 +48,19 @@ class LmdbSource : public SampleSource {
 
  private:
   const std::shared_ptr<const LmdbEnv> env_;
+  const std::string prefix_;
 };
 
 }  // namespace
 
 std::shared_ptr<const SampleSource> MakeFileSource(
-    FileSystem* fs, std::shared_ptr<const Beneath> beneath) {
-  return std::make_shared<FileSource>(fs, std::move(beneath));
+    FileSystem* fs, std::shared_ptr<const Beneath> beneath, uint64_t max_bytes) {
+  return std::make_shared<FileSource>(fs, std::move(beneath), max_bytes);
 }
 
 std::shared_ptr<const SampleSource> MakeLmdbSource(
-    std::shared_ptr<const LmdbEnv> env) {
-  return std::make_shared<LmdbSource>(std::move(env));
+    std::shared_ptr<const LmdbEnv> env, std::string identity) {
+  return std::make_shared<LmdbSource>(std::move(env), std::move(identity));
 }
 
 }  // namespace stoker

@@ -21,16 +21,30 @@
 
 namespace stoker {
 
+// What the cache entries of one of a source's files are keyed by: the
+// source's identity and the file's as the caller's own confined stat saw it
+// (device, inode, size, mtime ns), so two roots, two versions or two users'
+// files never share an entry.
+struct SourceKey {
+  // The source and the file (device, inode): L2's key, whose entry records
+  // the version it was read at and is checked against `version`.
+  std::string file;
+  FileVersion version;  // Zero for unversioned sources.
+  // RAM tiers' key: the file at this version.
+  std::string key() const;
+};
+
 class SampleSource {
  public:
   virtual ~SampleSource() = default;
-  // The cache key of a sample's file (unique across sources and datasets).
-  virtual std::string CacheKey(const std::string& path) const = 0;
+  // Stats the file through the caller's confinement (its own access check:
+  // a cache hit is served only after this succeeded) and names its entries.
+  // Errors as Read's.
+  virtual absl::StatusOr<SourceKey> Identify(const std::string& path) const = 0;
   // Whether the file's version can change under the daemon, so an L2 entry
-  // must be validated against Stat(). Sources that are local and
-  // immutable while open (LMDB) are not cached in L2 at all.
+  // must be validated against Identify()'s version. Sources that are local
+  // and immutable while open (LMDB) are not cached in L2 at all.
   virtual bool Versioned() const = 0;
-  virtual absl::StatusOr<FileVersion> Stat(const std::string& path) const = 0;
   // Replaces *out with the file's bytes; *version (may be null) is set by
   // versioned sources. Errors name the path.
   virtual absl::Status Read(const std::string& path, std::string* out,
@@ -38,13 +52,15 @@ class SampleSource {
 };
 
 // Files through `fs` (not owned; outlives the source), read beneath
-// `beneath` when it is set.
+// `beneath` when it is set; a file over `max_bytes` is RESOURCE_EXHAUSTED.
 std::shared_ptr<const SampleSource> MakeFileSource(
-    FileSystem* fs, std::shared_ptr<const Beneath> beneath);
+    FileSystem* fs, std::shared_ptr<const Beneath> beneath,
+    uint64_t max_bytes = kDefaultMaxFileBytes);
 
-// Values of an LMDB environment; the "path" is the key.
+// Values of an LMDB environment; the "path" is the key. `identity` names
+// the environment's data file (its device, inode, size and mtime).
 std::shared_ptr<const SampleSource> MakeLmdbSource(
-    std::shared_ptr<const LmdbEnv> env);
+    std::shared_ptr<const LmdbEnv> env, std::string identity);
 
 }  // namespace stoker
 

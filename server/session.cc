@@ -166,17 +166,15 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       created_(absl::Now()),
       pipeline_(std::move(pipeline)),
       max_side_(static_cast<int>(spec_.pixel_cache().max_side())),
-      decoded_key_prefix_(absl::StrCat(dataset_->description, "|",
-                                       pipeline_.fingerprint(), "|px",
-                                       spec_.pixel_cache().max_side(), "|")) {
-  ring_->header().consumer_cpu_share.store(pipeline_.client_decode().share,
-                                           std::memory_order_relaxed);
+      decoded_key_prefix_(absl::StrCat(pipeline_.fingerprint(), "|px",
+                                       spec_.pixel_cache().max_side())) {
+  ring_->SetConsumerShare(pipeline_.client_decode().share);
   SetDecodeThreads(ctx_.decode_pools->pool(ctx_.node).size());
 }
 
 void ServingSession::SetDecodeThreads(double threads) {
-  ring_->header().producer_decode_threads.store(
-      static_cast<uint32_t>(std::max<long>(1, std::lround(threads))), std::memory_order_relaxed);
+  ring_->SetDecodeThreads(
+      static_cast<uint32_t>(std::max<long>(1, std::lround(threads))));
 }
 
 ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
@@ -226,9 +224,7 @@ void ServingSession::Produce() {
     job->remaining.store(job->count, std::memory_order_relaxed);
     job->cpu_samples = job->count;
     if (pipeline_.client_decode().on) {
-      shm::RingHeader& h = ring_->header();
-      const uint32_t share = std::min(
-          h.consumer_cpu_share.load(std::memory_order_relaxed), shm::kShareOne);
+      const uint32_t share = ring_->ConsumerShare();
       job->cpu_samples = static_cast<uint32_t>(
           (uint64_t{share} * job->count + shm::kShareOne / 2) / shm::kShareOne);
     }
@@ -283,8 +279,22 @@ uint64_t ServingSession::DataBytes() const {
   return n;
 }
 
-std::string ServingSession::DecodedKey(uint64_t dataset_index) const {
-  return absl::StrCat(decoded_key_prefix_, dataset_index);
+void ServingSession::FailRead(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
+                              const Sample& sample, uint32_t k, const absl::Status& s) {
+  FinishSample(job, t, shm::kSampleReadError,
+               k == 0 ? s
+                      : absl::Status(s.code(), absl::StrCat(sample.file(k), ": ", s.message())));
+}
+
+void ServingSession::CopySpatial(const BatchJob& job, uint32_t i,
+                                 const std::string& value) const {
+  const char* p = value.data();
+  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+    if (!pipeline_.fields()[f].spatial()) continue;
+    const uint64_t n = ring_->layout().fields[f].sample_bytes;
+    std::memcpy(SampleOut(job, f, i), p, n);
+    p += n;
+  }
 }
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
@@ -304,33 +314,38 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
                  s);
     return;
   }
+  const Sample& sample = dataset_->samples[t.index];
+  // Each file is identified through the caller's confinement first: the
+  // decoded cache is keyed by what would be read, and served only to a
+  // caller that may open it.
+  std::vector<SourceKey> ids(pipeline_.files());
+  for (uint32_t k = 0; k < pipeline_.files(); ++k) {
+    absl::StatusOr<SourceKey> id = ctx_.fetcher->Identify(*dataset_, sample.file(k));
+    if (!id.ok()) {
+      FailRead(job, t, sample, k, id.status());
+      return;
+    }
+    ids[k] = *std::move(id);
+  }
+  Fetched in;
   if (pipeline_.cacheable()) {
-    if (Bytes done = ctx_.decoded_cache->Lookup(DecodedKey(t.index))) {
-      const char* p = done->data();
-      for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
-        if (!pipeline_.fields()[f].spatial()) continue;
-        const uint64_t n = ring_->layout().fields[f].sample_bytes;
-        std::memcpy(SampleOut(*job, f, t.i), p, n);
-        p += n;
-      }
+    in.decoded_key = decoded_key_prefix_;
+    for (const SourceKey& id : ids) absl::StrAppend(&in.decoded_key, "|", id.key());
+    if (Bytes done = ctx_.decoded_cache->Lookup(in.decoded_key)) {
+      CopySpatial(*job, t.i, *done);
       FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
       return;
     }
   }
-  const Sample& sample = dataset_->samples[t.index];
-  Fetched in;
   if (max_side_ == 0 || !LookupPixels(t, &in)) {
     for (uint32_t k = 0; k < pipeline_.files(); ++k) {
       const uint64_t t0 = shm::MonotonicNanos();
-      absl::StatusOr<Bytes> bytes = ctx_.fetcher->Fetch(*dataset_, sample.file(k));
+      absl::StatusOr<Bytes> bytes =
+          ctx_.fetcher->Fetch(*dataset_, sample.file(k), nullptr, &ids[k]);
       ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
       read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
       if (!bytes.ok()) {
-        FinishSample(job, t, shm::kSampleReadError,
-                     k == 0 ? bytes.status()
-                            : absl::Status(bytes.status().code(),
-                                           absl::StrCat(sample.file(k), ": ",
-                                                        bytes.status().message())));
+        FailRead(job, t, sample, k, bytes.status());
         return;
       }
       in.files.push_back(*std::move(bytes));
@@ -386,24 +401,24 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  absl::Status error = RenderSample(*job, t, in);
+  // Only when the whole epoch fits: an LRU over a larger sequential scan
+  // would copy every sample in and never hit. The cached copy is rendered
+  // privately, then copied into the slot: what is in the slot is never read
+  // back (the client may have written there).
+  const uint64_t bytes = DataBytes();
+  const bool cache = pipeline_.cacheable() &&
+                     dataset_->samples.size() * bytes <= ctx_.decoded_cache->capacity_bytes();
+  std::shared_ptr<std::string> value;
+  if (cache) value = std::make_shared<std::string>(bytes, '\0');
+  absl::Status error = RenderSample(
+      *job, t, in, cache ? reinterpret_cast<uint8_t*>(value->data()) : nullptr);
   if (!error.ok()) {
     FinishSample(job, t, shm::kSampleDecodeError, error);
     return;
   }
-  // Only when the whole epoch fits: an LRU over a larger sequential scan
-  // would copy every sample in and never hit.
-  const uint64_t bytes = DataBytes();
-  if (pipeline_.cacheable() &&
-      dataset_->samples.size() * bytes <= ctx_.decoded_cache->capacity_bytes()) {
-    auto value = std::make_shared<std::string>();
-    value->reserve(bytes);
-    for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
-      if (!pipeline_.fields()[f].spatial()) continue;
-      value->append(reinterpret_cast<const char*>(SampleOut(*job, f, t.i)),
-                    ring_->layout().fields[f].sample_bytes);
-    }
-    ctx_.decoded_cache->Insert(DecodedKey(t.index), std::move(value));
+  if (cache) {
+    CopySpatial(*job, t.i, *value);
+    ctx_.decoded_cache->Insert(in.decoded_key, std::move(value));
   }
   FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
 }
@@ -486,8 +501,7 @@ v1::SessionStats ServingSession::Stats() const {
   s.set_ring_memory_node(MemoryNodeOf(ring_->Slot(0).fields[0]));
   if (pipeline_.client_decode().on) {
     s.set_samples_client_decoded(client_decoded_.load(std::memory_order_relaxed));
-    s.set_cpu_share(double(ring_->header().consumer_cpu_share.load(std::memory_order_relaxed)) /
-                    shm::kShareOne);
+    s.set_cpu_share(double(ring_->ConsumerShare()) / shm::kShareOne);
   }
   return s;
 }

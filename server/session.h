@@ -180,6 +180,7 @@ class ServingSession {
     bool versioned = false;  // L2 applies: the fill is queued there too.
   };
   struct Fetched {
+    std::string decoded_key;  // Cacheable pipelines: the decoded cache's key.
     std::vector<Bytes> files;
     std::vector<CachedPicture> pictures;  // Per field (spatial ones used).
   };
@@ -191,9 +192,11 @@ class ServingSession {
   // Copies every array field of one sample (its region) into the slot.
   absl::Status ReadArrays(const BatchJob& job, const SampleTask& t);
   // Decodes and writes every image/mask field of one sample; the error
-  // names the file.
+  // names the file. With `spatial_out`, the image/mask fields are written
+  // there, one after another, instead of into the slot (a private copy for
+  // the decoded cache: the slot is the client's to scribble on).
   absl::Status RenderSample(const BatchJob& job, const SampleTask& t,
-                            const Fetched& in);
+                            const Fetched& in, uint8_t* spatial_out = nullptr);
   // Copies an encoded file, count first, into `out`; DATA_LOSS when it
   // does not fit the field.
   absl::Status WriteEncoded(const FieldPlan& field, const std::string& bytes,
@@ -222,7 +225,12 @@ class ServingSession {
   // Total bytes of the non-label fields of one sample (the decoded cache's
   // value).
   uint64_t DataBytes() const;
-  std::string DecodedKey(uint64_t dataset_index) const;
+  // Ends a sample whose file `k` could not be identified or read.
+  void FailRead(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
+                const Sample& sample, uint32_t k, const absl::Status& s);
+  // Copies a decoded-cache value (the image/mask fields, one after another)
+  // into sample `i` of the slot.
+  void CopySpatial(const BatchJob& job, uint32_t i, const std::string& value) const;
 
   // Constant after construction.
   const uint64_t id_;

@@ -37,10 +37,15 @@ bool ServingSession::LookupPixels(const SampleTask& t, Fetched* in) {
     if (!fields[f].spatial()) continue;
     CachedPicture& pic = in->pictures[f];
     const std::string& path = dataset_->samples[t.index].file(fields[f].file);
-    pic.key = PixelCache::Key(*dataset_->files, path, max_side_,
+    absl::StatusOr<SourceKey> file = dataset_->files->Identify(path);
+    if (!file.ok()) {  // The fetch reports it.
+      all = false;
+      continue;
+    }
+    pic.version = file->version;
+    pic.key = PixelCache::Key(*file, max_side_,
                               pipeline_.Request(fields[f], ctx_.decode_limits));
-    pic.entry = ctx_.pixels->Lookup(*dataset_->files, path, pic.key, &pic.version,
-                                    &pic.versioned);
+    pic.entry = ctx_.pixels->Lookup(*dataset_->files, *file, pic.key, &pic.versioned);
     all = all && pic.entry != nullptr;
   }
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
@@ -75,7 +80,8 @@ absl::Status ServingSession::Picture(const FieldPlan& field, size_t f,
 
 absl::Status ServingSession::RenderSample(const BatchJob& job,
                                           const SampleTask& t,
-                                          const Fetched& in) {
+                                          const Fetched& in,
+                                          uint8_t* spatial_out) {
   const std::vector<FieldPlan>& fields = pipeline_.fields();
   thread_local Image image;
   std::vector<Canvas> canvases;
@@ -135,7 +141,12 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
     if (s.ok() && !same) s = other_size(view.scaled_width, view.scaled_height);
     if (!s.ok()) return named(s);
     const uint64_t t1 = shm::MonotonicNanos();
-    pipeline_.Write(field, canvases[f], view, width, height, SampleOut(job, f, t.i));
+    uint8_t* out = SampleOut(job, f, t.i);
+    if (spatial_out != nullptr) {
+      out = spatial_out;
+      spatial_out += ring_->layout().fields[f].sample_bytes;
+    }
+    pipeline_.Write(field, canvases[f], view, width, height, out);
     if (field.client_jpeg >= 0) {
       pipeline_.WriteRender(canvases[f], width, height, false, false,
                             SampleOut(job, field.client_render, t.i));
@@ -150,9 +161,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
   if (handed_over) {
     client_decoded_.fetch_add(1, std::memory_order_relaxed);
   } else if (pipeline_.client_decode().on) {  // The daemon's rate.
-    shm::RingHeader& h = ring_->header();
-    h.producer_cpu_samples.fetch_add(1, std::memory_order_relaxed);
-    h.producer_cpu_ns.fetch_add(decode_ns + write_ns, std::memory_order_relaxed);
+    ring_->AddDecodeCost(1, decode_ns + write_ns);
   }
   return absl::OkStatus();
 }

@@ -93,7 +93,12 @@ ABSL_FLAG(stoker::ByteSize, max_decode_bytes,
           "Most memory one image's decode may need (estimated from its "
           "header: progressive coefficients plus output).");
 ABSL_FLAG(uint64_t, max_dataset_files, stoker::ScanLimits().max_files,
-          "Most directory entries a folder dataset's scan may see.");
+          "Most directory entries a folder dataset's scan may see, and most "
+          "lines of a manifest.");
+ABSL_FLAG(stoker::ByteSize, max_file_bytes, stoker::ByteSize{stoker::kDefaultMaxFileBytes},
+          "Largest file read whole (a sample's file, a manifest); a larger one "
+          "is that sample's error (RESOURCE_EXHAUSTED), checked before any "
+          "memory is allocated.");
 ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
           "Longest a folder dataset's scan may take (e.g. 10m, 90s).");
 ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
@@ -248,6 +253,7 @@ int main(int argc, char** argv) {
   }
   options.max_sessions_per_user = absl::GetFlag(FLAGS_max_sessions_per_user);
   options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
+  options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes).bytes;
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
   options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
   options.decode_limits.max_scans = absl::GetFlag(FLAGS_max_progressive_scans);

@@ -176,9 +176,11 @@ int RemoveOrphanedRings(const std::string& prefix) {
 
 // ---------------------------------------------------------------- producer
 
-RingProducer::RingProducer(Segment segment)
+RingProducer::RingProducer(Segment segment, const RingLayout& layout)
     : segment_(std::move(segment)),
-      header_(static_cast<RingHeader*>(segment_.base())) {}
+      header_(static_cast<RingHeader*>(segment_.base())),
+      layout_(layout),
+      created_ns_(MonotonicNanos()) {}
 
 absl::StatusOr<std::unique_ptr<RingProducer>> RingProducer::Create(
     const std::string& name, const RingGeometry& g, uint64_t session_id,
@@ -198,7 +200,7 @@ absl::StatusOr<std::unique_ptr<RingProducer>> RingProducer::Create(
     new (SlotAt(seg.base(), h->layout, i).control) SlotControl{};
   }
   std::atomic_thread_fence(std::memory_order_release);
-  return std::unique_ptr<RingProducer>(new RingProducer(std::move(seg)));
+  return std::unique_ptr<RingProducer>(new RingProducer(std::move(seg), layout));
 }
 
 RingProducer::~RingProducer() {
@@ -211,7 +213,7 @@ int RingProducer::Claim(const std::function<bool()>& should_stop) {
     // Read the futex word before scanning, so a release that happens after
     // the scan changes it and the wait returns immediately.
     uint32_t seen = header_->released.load(std::memory_order_acquire);
-    for (uint32_t i = 0; i < header_->layout.slot_count; ++i) {
+    for (uint32_t i = 0; i < layout_.slot_count; ++i) {
       SlotControl* c = Slot(i).control;
       uint32_t expected = kSlotFree;
       if (c->state.compare_exchange_strong(expected, kSlotFilling,
@@ -226,7 +228,7 @@ int RingProducer::Claim(const std::function<bool()>& should_stop) {
 }
 
 SlotView RingProducer::Slot(int index) const {
-  return SlotAt(segment_.base(), header_->layout, index);
+  return SlotAt(segment_.base(), layout_, index);
 }
 
 void RingProducer::Publish(int index, uint64_t sequence, uint64_t epoch,
@@ -239,6 +241,7 @@ void RingProducer::Publish(int index, uint64_t sequence, uint64_t epoch,
   c->sample_count = sample_count;
   c->error_count = error_count;
   c->state.store(kSlotReady, std::memory_order_release);
+  published_count_.fetch_add(1, std::memory_order_relaxed);
   header_->published.fetch_add(1, std::memory_order_release);
   FutexWakeAll(&header_->published);
 }
@@ -259,11 +262,44 @@ void RingProducer::Heartbeat() {
 
 uint32_t RingProducer::FilledSlots() const {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < header_->layout.slot_count; ++i) {
+  for (uint32_t i = 0; i < layout_.slot_count; ++i) {
     uint32_t s = Slot(i).control->state.load(std::memory_order_relaxed);
     if (s == kSlotReady || s == kSlotHeld) ++n;
   }
   return n;
+}
+
+uint32_t RingProducer::ConsumerShare() const {
+  return std::min(header_->consumer_cpu_share.load(std::memory_order_relaxed),
+                  kShareOne);
+}
+
+uint64_t RingProducer::ConsumerWaitNs() const {
+  return std::min(header_->consumer_wait_ns.load(std::memory_order_relaxed),
+                  MonotonicNanos() - created_ns_);
+}
+
+uint64_t RingProducer::ConsumerBatches() const {
+  return std::min(header_->consumer_batches.load(std::memory_order_relaxed),
+                  published_count_.load(std::memory_order_relaxed));
+}
+
+uint32_t RingProducer::ClosedWord() const {
+  return header_->closed.load(std::memory_order_acquire);
+}
+
+void RingProducer::SetConsumerShare(uint32_t share) {
+  header_->consumer_cpu_share.store(std::min(share, kShareOne),
+                                    std::memory_order_relaxed);
+}
+
+void RingProducer::SetDecodeThreads(uint32_t threads) {
+  header_->producer_decode_threads.store(threads, std::memory_order_relaxed);
+}
+
+void RingProducer::AddDecodeCost(uint64_t samples, uint64_t ns) {
+  header_->producer_cpu_samples.fetch_add(samples, std::memory_order_relaxed);
+  header_->producer_cpu_ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------- consumer
@@ -438,6 +474,33 @@ absl::StatusOr<int> RingConsumer::Acquire(
                                          std::memory_order_relaxed);
     FutexWait(&header_->published, seen, std::min(left, kPollInterval));
   }
+}
+
+void RingConsumer::SetCpuShare(uint32_t share) {
+  header_->consumer_cpu_share.store(std::min(share, kShareOne),
+                                    std::memory_order_relaxed);
+}
+
+void RingConsumer::AddWait(uint64_t ns) {
+  header_->consumer_wait_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void RingConsumer::CountBatch() {
+  header_->consumer_batches.fetch_add(1, std::memory_order_relaxed);
+}
+
+RingConsumer::ProducerRate RingConsumer::producer_rate() const {
+  ProducerRate r;
+  r.samples = header_->producer_cpu_samples.load(std::memory_order_relaxed);
+  r.nanos = header_->producer_cpu_ns.load(std::memory_order_relaxed);
+  r.threads = header_->producer_decode_threads.load(std::memory_order_relaxed);
+  r.share = std::min(header_->consumer_cpu_share.load(std::memory_order_relaxed),
+                     kShareOne);
+  return r;
+}
+
+uint32_t RingConsumer::close_reason() const {
+  return header_->closed.load(std::memory_order_acquire);
 }
 
 void RingConsumer::Release(int index) {

@@ -13,6 +13,12 @@
 //
 // Neither side ever blocks without a bound: every wait is a futex wait with
 // a timeout, after which liveness (close flag, heartbeat, pid) is rechecked.
+//
+// Neither side trusts the other's memory (iceoryx's rule). Each keeps a
+// private copy of the layout and takes every view from it, never from the
+// shared header again; words the peer writes are read only through the
+// accessors below, as bounded hints, never as sizes or offsets. These two
+// classes are the only code that touches header words.
 #ifndef STOKER_SHM_RING_H_
 #define STOKER_SHM_RING_H_
 
@@ -117,17 +123,33 @@ class RingProducer {
   // Slots published and not yet released (READY or HELD).
   uint32_t FilledSlots() const;
 
-  const RingHeader& header() const { return *header_; }
-  // The live words (atomics) the producer writes.
-  RingHeader& header() { return *header_; }
-  const RingLayout& layout() const { return header_->layout; }
+  // --- Words the consumer writes: hints, each bounded here.
+  // The share of each batch the daemon decodes, 0..kShareOne.
+  uint32_t ConsumerShare() const;
+  // Nanoseconds the application waited for batches: at most the ring's age.
+  uint64_t ConsumerWaitNs() const;
+  // Batches handed to the application: at most the batches published.
+  uint64_t ConsumerBatches() const;
+  // The close reason as the header says (the consumer may have written it).
+  uint32_t ClosedWord() const;
+
+  // --- Words the producer writes for the consumer.
+  void SetConsumerShare(uint32_t share);  // Before the segment is named.
+  void SetDecodeThreads(uint32_t threads);
+  void AddDecodeCost(uint64_t samples, uint64_t ns);
+
+  // The producer's private copy, written at creation; never read back.
+  const RingLayout& layout() const { return layout_; }
   const std::string& name() const { return segment_.name(); }
 
  private:
-  explicit RingProducer(Segment segment);
+  RingProducer(Segment segment, const RingLayout& layout);
 
   Segment segment_;
   RingHeader* header_;
+  const RingLayout layout_;
+  const uint64_t created_ns_;
+  std::atomic<uint64_t> published_count_{0};  // Publish() calls; relaxed.
 };
 
 class RingConsumer {
@@ -160,8 +182,19 @@ class RingConsumer {
   void Release(int index);
 
   SlotView Slot(int index) const;
-  RingHeader& header() const { return *header_; }
   const RingLayout& layout() const { return layout_; }
+
+  // --- Words the consumer writes (hints the producer bounds).
+  void SetCpuShare(uint32_t share);  // Clamped to 0..kShareOne.
+  void AddWait(uint64_t ns);
+  void CountBatch();
+  // --- Words the producer writes, as last seen (hints, for rates only).
+  struct ProducerRate {
+    uint64_t samples = 0, nanos = 0;
+    uint32_t threads = 0, share = 0;
+  };
+  ProducerRate producer_rate() const;
+  uint32_t close_reason() const;  // CloseReason, or another value (corrupt).
   void* base() const { return segment_.base(); }
   uint64_t size() const { return segment_.size(); }
 

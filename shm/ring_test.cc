@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -56,7 +57,9 @@ TEST(ConsumerTest, RejectsCorruptHeadersAndSlots) {
   const std::string name = TestName("corrupt");
   auto p = RingProducer::Create(name, SmallGeometry(2), 5, 1);
   ASSERT_TRUE(p.ok()) << p.status();
-  auto* layout = const_cast<RingLayout*>(&(*p)->layout());
+  auto shared = Segment::Open(name);  // The header as any writer sees it.
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  auto* layout = &static_cast<RingHeader*>(shared->base())->layout;
   const RingLayout good = *layout;
   struct Patch {
     const char* field;
@@ -297,6 +300,54 @@ TEST(RingTest, DeadProducerProcessIsDetected) {
   close(pipefd[1]);
 }
 
+// The producer never reads its geometry back from shared memory, and the
+// words the consumer writes reach it only as bounded hints: a consumer that
+// overwrites every header word, one at a time and all at once, moves none
+// of the producer's views and gets no value past its bound.
+TEST(ProducerTest, IgnoresWhatTheConsumerWritesIntoTheHeader) {
+  const std::string name = TestName("scribble");
+  auto p = RingProducer::Create(name, SmallGeometry(3), 8, 1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto shared = Segment::Open(name);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  auto* words = static_cast<uint64_t*>(shared->base());
+  const RingLayout good = (*p)->layout();
+  std::vector<SlotView> views;
+  for (int i = 0; i < 3; ++i) views.push_back((*p)->Slot(i));
+  uint64_t published = 0;
+  auto check = [&](const std::string& what) {
+    EXPECT_EQ(std::memcmp(&(*p)->layout(), &good, sizeof(good)), 0) << what;
+    for (int i = 0; i < 3; ++i) {
+      const SlotView v = (*p)->Slot(i);
+      EXPECT_EQ(v.control, views[i].control) << what;
+      EXPECT_EQ(v.fields[0], views[i].fields[0]) << what;
+      EXPECT_EQ(v.fields[1], views[i].fields[1]) << what;
+      EXPECT_EQ(v.status, views[i].status) << what;
+    }
+    EXPECT_LE((*p)->ConsumerShare(), kShareOne) << what;
+    EXPECT_LE((*p)->ConsumerBatches(), published) << what;
+    EXPECT_LT((*p)->ConsumerWaitNs(), 3600ULL * 1'000'000'000) << what;
+    // Claim, fill within the private geometry, publish, free again.
+    const int s = (*p)->Claim([] { return true; });
+    if (s >= 0) {
+      FillPattern((*p)->Slot(s), good, published);
+      (*p)->Publish(s, published++, 0, 0, 4, 0);
+      (*p)->Slot(s).control->state.store(kSlotFree);
+    }
+  };
+  for (size_t w = 0; w < sizeof(RingHeader) / 8; ++w) {
+    for (uint64_t value : {~0ULL, 0ULL, 0x8000000000000000ULL, 4096ULL}) {
+      const uint64_t saved = words[w];
+      words[w] = value;
+      check(absl::StrCat("word ", w, " = ", value));
+      words[w] = saved;
+    }
+  }
+  std::memset(words, 0xa5, sizeof(RingHeader));
+  check("every word");
+  EXPECT_GT(published, 0u);
+}
+
 // Two real processes exchange 100,000 batches through a small ring; the
 // consumer checks every byte and label and the order.
 TEST(RingTest, TwoProcessesExchange100kSlots) {
@@ -317,9 +368,9 @@ TEST(RingTest, TwoProcessesExchange100kSlots) {
       if (v.control->sequence.load() != seq || v.control->epoch != seq / 1000)
         ++bad;
       bad += CountMismatches(v, (*c)->layout(), seq);
+      (*c)->CountBatch();
       (*c)->Release(*s);
     }
-    (*c)->header().consumer_batches.store(kBatches);
     _exit(bad == 0 ? 0 : 4);
   }
   for (uint64_t seq = 0; seq < kBatches; ++seq) {
@@ -332,7 +383,7 @@ TEST(RingTest, TwoProcessesExchange100kSlots) {
   ASSERT_EQ(waitpid(child, &wstatus, 0), child);
   ASSERT_TRUE(WIFEXITED(wstatus));
   EXPECT_EQ(WEXITSTATUS(wstatus), 0);
-  EXPECT_EQ((*p)->header().consumer_batches.load(), kBatches);
+  EXPECT_EQ((*p)->ConsumerBatches(), kBatches);
   EXPECT_EQ((*p)->FilledSlots(), 0u);
 }
 

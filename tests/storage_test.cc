@@ -127,10 +127,14 @@ TEST_F(StorageTest, CorruptL2EntryIsCountedDeletedAndReRead) {
     auto env = LmdbEnv::Open(l2_, o);
     ASSERT_TRUE(env.ok()) << env.status();
     std::string value;
-    ASSERT_TRUE((*env)->Get(paths_[5], &value).ok());
+    // L2 keys a file by its identity (sample_source.h).
+    struct stat st;
+    ASSERT_EQ(stat(paths_[5].c_str(), &st), 0);
+    std::string key = absl::StrCat("f:", st.st_dev, ":", st.st_ino);
+    ASSERT_TRUE((*env)->Get(key, &value).ok());
     value[value.size() - 10] ^= 0x5a;
     ASSERT_TRUE((*env)->WriteTxn([&](MDB_txn* txn, MDB_dbi dbi) {
-      MDB_val k{paths_[5].size(), paths_[5].data()}, v{value.size(), value.data()};
+      MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
       return LmdbStatus(mdb_put(txn, dbi, &k, &v, 0), "put");
     }).ok());
   }
@@ -213,6 +217,46 @@ TEST_F(StorageTest, ChangedSourceFileIsReReadNotServedStale) {
   EXPECT_EQ(Read(d, Spec(v1::TRANSFORM_VAL), 1).at(0).checksum, fresh);
   EXPECT_EQ(counting_.reads.load(), 1u);
   EXPECT_EQ(Tier(d.daemon()->GetStats(), "l2").stale(), 1u);
+}
+
+// One manifest read under two roots whose files differ under the same
+// relative names: every cache tier (L1, decoded outputs, L2) keys by the
+// file read, so the second root gets its own pictures, as a fresh daemon
+// gives them.
+TEST_F(StorageTest, SameManifestUnderAnotherRootIsNotServedTheFirstRootsPictures) {
+  const std::string other = testdata::MakeTempDir("st-other");
+  testdata::FolderSpec fspec;
+  fspec.classes = 3;
+  fspec.per_class = 8;
+  fspec.min_side = 80;
+  fspec.max_side = 160;
+  fspec.seed = 77;  // Other pictures, the same names.
+  ASSERT_TRUE(testdata::MakeFolderDataset(other, fspec).ok());
+  std::string manifest;
+  for (const std::string& p : paths_) {
+    absl::StrAppend(&manifest, p.substr(root_.size() + 1), "\t1\n");
+  }
+  const std::string list = l2_ + "/m.tsv";
+  ASSERT_TRUE(testdata::WriteFile(list, manifest).ok());
+  auto rooted = [&](const std::string& root, v1::Transform t) {
+    v1::SessionSpec s = Spec(t);
+    s.mutable_dataset()->mutable_list()->set_path(list);
+    s.mutable_dataset()->mutable_list()->set_root(root);
+    return s;
+  };
+  for (v1::Transform t : {v1::TRANSFORM_VAL, v1::TRANSFORM_TRAIN}) {
+    uint64_t fresh;
+    {
+      TestDaemon d(false, Options(false));
+      fresh = Read(d, rooted(other, t), 1).at(0).checksum;
+    }
+    TestDaemon d(false, Options(true));
+    const uint64_t a = Read(d, rooted(root_, t), 2).at(0).checksum;  // Cached by epoch 2.
+    const uint64_t b = Read(d, rooted(other, t), 1).at(0).checksum;
+    EXPECT_NE(a, b) << v1::Transform_Name(t);
+    EXPECT_EQ(b, fresh) << v1::Transform_Name(t);
+  }
+  fs::remove_all(other);
 }
 
 TEST_F(StorageTest, TwoSessionsShareOneL1) {

@@ -247,18 +247,17 @@ uint64_t Session::id() const { return core_->info().session_id(); }
 
 void Session::SetCpuShare(double share) {
   share_ = std::clamp(share, 0.0, 1.0);
-  core_->ring().header().consumer_cpu_share.store(
-      static_cast<uint32_t>(std::lround(share_ * shm::kShareOne)),
-      std::memory_order_relaxed);
+  core_->ring().SetCpuShare(
+      static_cast<uint32_t>(std::lround(share_ * shm::kShareOne)));
 }
 
 Session::DaemonDecode Session::daemon_decode() const {
-  const shm::RingHeader& h = core_->ring().header();
+  const shm::RingConsumer::ProducerRate r = core_->ring().producer_rate();
   DaemonDecode d;
-  d.samples = h.producer_cpu_samples.load(std::memory_order_relaxed);
-  d.nanos = h.producer_cpu_ns.load(std::memory_order_relaxed);
-  d.threads = h.producer_decode_threads.load(std::memory_order_relaxed);
-  d.share = double(h.consumer_cpu_share.load(std::memory_order_relaxed)) / shm::kShareOne;
+  d.samples = r.samples;
+  d.nanos = r.nanos;
+  d.threads = r.threads;
+  d.share = double(r.share) / shm::kShareOne;
   return d;
 }
 const v1::OpenSessionResponse& Session::info() const { return core_->info(); }
@@ -318,7 +317,7 @@ bool Session::Resumable(const absl::Status& s) const {
   if (s.code() != absl::StatusCode::kUnavailable || resume_window_ <= absl::ZeroDuration()) {
     return false;
   }
-  const uint32_t reason = core_->ring().header().closed.load(std::memory_order_acquire);
+  const uint32_t reason = core_->ring().close_reason();
   return reason == shm::kOpen || reason == shm::kClosedByShutdown;
 }
 
@@ -368,10 +367,9 @@ absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout) {
   absl::StatusOr<int> slot = ring.Acquire(
       next_sequence_, timeout, [core] { return core->Liveness(); }, &snapshot);
   // Time blocked here is the starvation signal the daemon reports.
-  ring.header().consumer_wait_ns.fetch_add(shm::MonotonicNanos() - t0,
-                                           std::memory_order_relaxed);
+  ring.AddWait(shm::MonotonicNanos() - t0);
   if (!slot.ok()) return slot.status();
-  ring.header().consumer_batches.fetch_add(1, std::memory_order_relaxed);
+  ring.CountBatch();
   ++next_sequence_;
   Batch b;
   b.lease_ = std::make_shared<const Batch::Lease>(core_, *slot, snapshot);

@@ -1,0 +1,281 @@
+"""A hostile user against a shared, non-root stokerd, with three real uids:
+the daemon's, a victim's and an attacker's (both trainers in the socket's
+group). For every attack the suite asserts the attacker's clear error, that
+the victim's read running at the same time keeps its checksum, that the
+daemon still answers health, and that SIGTERM still stops it in time.
+Needs root to create the users; skipped with a message otherwise."""
+
+import contextlib
+import json
+import os
+import pwd
+import grp
+import shutil
+import signal
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import wait_for_socket
+from test_dist import bundle  # noqa: F401 (fixture)
+from test_service import (DAEMON_USER, GROUP, TRAINER as VICTIM,
+                          TRAINER2 as ATTACKER, as_user, needs_users,
+                          readable_copy, users)  # noqa: F401 (fixture)
+
+DRAIN_S = 15
+# The victim shares its private data with the daemon (not with the attacker)
+# through this group, which the daemon's user joins.
+VICTIM_DATA_GROUP = "stoker-test-vd"
+VICTIM_READ = ("--batch-size", "5", "--transform", "train", "--size", "40",
+               "--seed", "11", "--epochs", "3")
+
+
+class Node:
+    """A stokerd of the bundle running as DAEMON_USER, with an L2 cache,
+    its log in a file; the victim's dataset and the attacker's folder."""
+
+    def __init__(self, bundle, dataset):  # noqa: F811
+        self.top, self.data = readable_copy(dataset)
+        self.bundle = bundle
+        self.stokerctl = os.path.join(bundle, "bin", "stokerctl")
+        daemon = pwd.getpwnam(DAEMON_USER)
+        run_dir = os.path.join(self.top, "run")
+        os.mkdir(run_dir, 0o750)
+        os.chown(run_dir, daemon.pw_uid, grp.getgrnam(GROUP).gr_gid)
+        # L2 made readable by everyone, as it would be outside systemd with
+        # a lax umask: the daemon must refuse it as a dataset anyway.
+        self.l2 = os.path.join(self.top, "l2")
+        os.mkdir(self.l2, 0o755)
+        os.chown(self.l2, daemon.pw_uid, daemon.pw_gid)
+        self.socket = os.path.join(run_dir, "stoker.sock")
+        self.log_path = os.path.join(self.top, "stokerd.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            as_user(DAEMON_USER, os.path.join(bundle, "bin", "stokerd"), "--socket",
+                    self.socket, "--threads", "2", "--metrics-address", "",
+                    "--l2-path", self.l2, "--shm-prefix", "stoker-hostile.",
+                    group=GROUP),
+            stdout=subprocess.DEVNULL, stderr=self.log)
+        wait_for_socket(self.socket, self.proc)
+        # The attacker's own folder (it owns everything in it).
+        self.mine = os.path.join(self.top, "attacker")
+        shutil.copytree(self.data, self.mine)
+        self.give(self.mine, ATTACKER)
+        self.baseline = self.victim_read().result()
+
+    def give(self, path, user):
+        pw = pwd.getpwnam(user)
+        for base, dirs, files in os.walk(path):
+            os.chown(base, pw.pw_uid, pw.pw_gid)
+            for f in files:
+                os.chown(os.path.join(base, f), pw.pw_uid, pw.pw_gid, follow_symlinks=False)
+        if os.path.isfile(path):
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+
+    def ctl(self, user, *args, timeout=120):
+        return subprocess.run(as_user(user, self.stokerctl, "--socket", self.socket, *args),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def victim_read(self):
+        proc = subprocess.Popen(
+            as_user(VICTIM, self.stokerctl, "--socket", self.socket, "read",
+                    "--dataset", self.data, *VICTIM_READ),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        class Read:
+            def result(self):
+                out, err = proc.communicate(timeout=180)
+                assert proc.returncode == 0, err
+                return json.loads(out)["checksum"]
+        return Read()
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self):
+        """SIGTERM stops the daemon within its drain time."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=DRAIN_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"stokerd ignored SIGTERM for {DRAIN_S} s")
+        self.log.close()
+        shutil.rmtree(self.top, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def data_group(users):  # noqa: F811
+    try:
+        grp.getgrnam(VICTIM_DATA_GROUP)
+    except KeyError:
+        subprocess.run(["groupadd", "--system", VICTIM_DATA_GROUP], check=True)
+    subprocess.run(["usermod", "-aG", VICTIM_DATA_GROUP, DAEMON_USER], check=True)
+
+
+@pytest.fixture()
+def node(users, data_group, bundle, dataset):  # noqa: F811
+    n = Node(bundle, dataset)
+    try:
+        yield n
+    finally:
+        stopped = n.proc.poll() is None
+        n.stop()
+        assert stopped, "stokerd died during the test:\n" + n.log_text()[-3000:]
+        assert n.proc.returncode == 0, n.proc.returncode
+
+
+@contextlib.contextmanager
+def victim_alongside(node):
+    """The victim reads while the block attacks; afterwards its checksum is
+    the undisturbed one and the daemon answers health."""
+    read = node.victim_read()
+    yield
+    assert read.result() == node.baseline
+    assert node.proc.poll() is None, node.log_text()[-3000:]
+    health = node.ctl(VICTIM, "health")
+    assert health.returncode == 0, health.stderr
+
+
+def attacker_reads(node, *args, errors_ok=True):
+    """The attacker's stokerctl read; its JSON summary (or None) and run."""
+    extra = ("--on-error", "zeros", "--allow-errors") if errors_ok else ()
+    out = node.ctl(ATTACKER, "read", "--batch-size", "4", *extra, *args)
+    try:
+        return json.loads(out.stdout), out
+    except ValueError:
+        return None, out
+
+
+SCRIBBLE = r"""
+import ctypes, sys, stoker
+ld = stoker.Loader(sys.argv[1], batch_size=2, transform="val", image_size=16,
+                   socket=sys.argv[2], timeout=5)
+it = iter(ld)
+next(it)
+rings = [l.split()[0] for l in open("/proc/self/maps") if "stoker-hostile." in l]
+assert rings, "no ring mapped"
+for r in rings:
+    start = int(r.split("-")[0], 16)
+    words = (ctypes.c_uint64 * 512).from_address(start)
+    for value in (0xFFFFFFFFFFFFFFFF, 0, 1 << 63, 4096):
+        for w in range(512):
+            words[w] = value ^ w
+print("scribbled", len(rings), flush=True)
+for _ in range(3):
+    try:
+        next(it)
+    except Exception as e:
+        print("client error:", type(e).__name__, flush=True)
+        break
+"""
+
+
+@needs_users
+def test_ring_header_writes_do_not_reach_the_daemon(node):
+    """Every word of the attacker's own ring header overwritten (geometry,
+    counters, hints) while its session runs: the daemon keeps its own copy
+    of the layout and bounds every hint."""
+    py = os.path.join(node.bundle, "lib", "stoker", "python")
+    with victim_alongside(node):
+        out = subprocess.run(
+            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                    SCRIBBLE, node.mine, node.socket),
+            capture_output=True, text=True, timeout=120)
+        assert "scribbled 1" in out.stdout, out.stderr
+
+
+@needs_users
+def test_sparse_terabyte_file_is_one_samples_error(node):
+    cls = sorted(os.listdir(node.mine))[0]
+    big = os.path.join(node.mine, cls, "huge.jpg")
+    with open(big, "wb") as f:
+        f.truncate(1 << 40)
+    node.give(big, ATTACKER)
+    with victim_alongside(node):
+        summary, out = attacker_reads(node, "--dataset", node.mine)
+        assert out.returncode == 0, out.stderr
+        assert summary["errors"] == 1
+    assert "over the daemon's limit of 1073741824 bytes" in node.log_text()
+
+
+@needs_users
+def test_manifest_of_fifos_fails_fast_and_blocks_nobody(node):
+    fifos = os.path.join(node.mine, "fifos")
+    os.mkdir(fifos)
+    lines = []
+    for i in range(100):
+        os.mkfifo(os.path.join(fifos, f"{i}.jpg"))
+        lines.append(f"fifos/{i}.jpg\t0\n")
+    manifest = os.path.join(node.mine, "fifos.tsv")
+    with open(manifest, "w") as f:
+        f.writelines(lines)
+    node.give(node.mine, ATTACKER)
+    with victim_alongside(node):
+        summary, out = attacker_reads(node, "--list", manifest)
+        assert out.returncode == 0, out.stderr
+        assert summary["errors"] == 100
+    assert "is a FIFO: only regular files are read" in node.log_text()
+
+
+@needs_users
+def test_manifests_that_are_no_files_are_refused(node):
+    fifo = os.path.join(node.mine, "fifo.tsv")
+    os.mkfifo(fifo)
+    node.give(fifo, ATTACKER)
+    with victim_alongside(node):
+        for manifest, why in ((fifo, "a FIFO"), ("/dev/zero", "a character device")):
+            summary, out = attacker_reads(node, "--list", manifest, errors_ok=False)
+            assert out.returncode != 0
+            assert "FAILED_PRECONDITION" in out.stderr and why in out.stderr, out.stderr
+
+
+@needs_users
+def test_the_daemons_rings_and_cache_are_no_dataset(node):
+    """/dev/shm (every user's live rings) as a manifest's folder, and the
+    daemon's L2 folder as an LMDB dataset."""
+    name = f"stoker-hostile-list-{os.getpid()}.tsv"
+    manifest = os.path.join("/dev/shm", name)
+    rings = [n for n in os.listdir("/dev/shm") if n.startswith("stoker-hostile.")]
+    with open(manifest, "w") as f:
+        f.writelines(f"{n}\t0\n" for n in rings or ["none"])
+    node.give(manifest, ATTACKER)
+    try:
+        with victim_alongside(node):
+            summary, out = attacker_reads(node, "--list", manifest, errors_ok=False)
+            assert out.returncode != 0
+            assert "PERMISSION_DENIED" in out.stderr, out.stderr
+            assert "daemon's own files" in out.stderr, out.stderr
+            summary, out = attacker_reads(node, "--lmdb", node.l2, errors_ok=False)
+            assert out.returncode != 0
+            assert "PERMISSION_DENIED" in out.stderr, out.stderr
+    finally:
+        os.unlink(manifest)
+
+
+@needs_users
+def test_cached_files_of_another_user_are_not_served(node):
+    """The victim's private pictures are in the daemon's RAM cache; the
+    attacker's manifest names them by absolute path."""
+    private = os.path.join(node.top, "victim-private")
+    shutil.copytree(node.data, private)
+    node.give(private, VICTIM)
+    shutil.chown(private, group=VICTIM_DATA_GROUP)
+    os.chmod(private, 0o750)
+    out = node.ctl(VICTIM, "read", "--dataset", private, *VICTIM_READ[:-2])
+    assert out.returncode == 0, out.stderr
+    files = [os.path.join(b, f) for b, _, fs in os.walk(private) for f in sorted(fs)]
+    manifest = os.path.join(node.mine, "theirs.tsv")
+    with open(manifest, "w") as f:
+        f.writelines(f"{p}\t0\n" for p in files)
+    node.give(manifest, ATTACKER)
+    with victim_alongside(node):
+        summary, out = attacker_reads(node, "--list", manifest)
+        assert out.returncode == 0, out.stderr
+        assert summary["errors"] == len(files)
+    assert "is outside the dataset folder" in node.log_text()

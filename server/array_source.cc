@@ -21,6 +21,9 @@
 #include "absl/synchronization/mutex.h"
 #include "server/file_system.h"
 #include "server/transform.h"
+#include "util/checked_math.h"
+#include "util/mapped_read.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 namespace {
@@ -210,7 +213,11 @@ std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return file;
   madvise(p, file->size, MADV_HUGEPAGE);
-  std::memcpy(p, file->data, file->size);
+  auto fill = [&] { std::memcpy(p, file->data, file->size); };
+  if (!GuardedMappedRead(file->key, fill).ok()) {  // Shrank: read it mapped (and fail).
+    munmap(p, file->size);
+    return file;
+  }
   mprotect(p, file->size, PROT_READ);
   auto copy = std::make_shared<Mapping>();
   copy->data = static_cast<const uint8_t*>(p);
@@ -284,8 +291,10 @@ absl::StatusOr<std::vector<int64_t>> ReadNpyLabels(const std::string& path,
   }
   std::vector<int64_t> out(n);
   const uint64_t start = 0, count = n;
-  CopyRegion(f->map->data + h.data_offset, h.type, h.shape, &start, &count,
-             reinterpret_cast<uint8_t*>(out.data()), ElemType::kInt64);
+  STOKER_RETURN_IF_ERROR(MappedCopyRegion(path, f->map->data + h.data_offset, h.type,
+                                          h.shape, &start, &count,
+                                          reinterpret_cast<uint8_t*>(out.data()),
+                                          ElemType::kInt64));
   return out;
 }
 
@@ -310,8 +319,7 @@ class NpySource : public ArraySource {
     const NpyFile& f = single_ ? files_[0] : files_[i];
     const uint8_t* base = f.map->data + f.header.data_offset;
     if (single_) base += i * Elements(row_shape_) * ElemBytes(type_);
-    CopyRegion(base, f.header.type, shape(i), start, count, dst, to);
-    return absl::OkStatus();
+    return MappedCopyRegion(Name(i), base, f.header.type, shape(i), start, count, dst, to);
   }
 
   bool single_ = false;
@@ -363,10 +371,12 @@ void CopyRegion(const uint8_t* src, ElemType from,
     CopyRun(src, from, 1, dst, to);
     return;
   }
-  std::vector<uint64_t> stride(nd, 1);
+  // Fixed arrays, nothing on the heap: a mapped read may leave this frame
+  // through siglongjmp (MappedCopyRegion).
+  uint64_t stride[kMaxArrayDims], idx[kMaxArrayDims] = {};  // idx: dims 0..nd-2.
+  stride[nd - 1] = 1;
   for (size_t d = nd - 1; d > 0; --d) stride[d - 1] = stride[d] * shape[d];
   const uint64_t run = count[nd - 1];
-  std::vector<uint64_t> idx(nd, 0);  // Over dims 0..nd-2.
   uint64_t runs = 1;
   for (size_t d = 0; d + 1 < nd; ++d) runs *= count[d];
   for (uint64_t r = 0; r < runs; ++r) {
@@ -379,6 +389,13 @@ void CopyRegion(const uint8_t* src, ElemType from,
       idx[d] = 0;
     }
   }
+}
+
+absl::Status MappedCopyRegion(const std::string& what, const uint8_t* src, ElemType from,
+                              const std::vector<uint64_t>& shape, const uint64_t* start,
+                              const uint64_t* count, uint8_t* dst, ElemType to) {
+  auto copy = [&] { CopyRegion(src, from, shape, start, count, dst, to); };
+  return GuardedMappedRead(what, copy);
 }
 
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
@@ -452,21 +469,18 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* data, size_t size) {
   h.type = *type;
   if (*fortran != "False")
     return absl::FailedPreconditionError("Fortran-order .npy (save it C-contiguous)");
-  uint64_t elements = 1;
   for (absl::string_view part : absl::StrSplit(*shape, ',', absl::SkipWhitespace())) {
     uint64_t dim = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &dim))
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &dim) || h.shape.size() >= kMaxArrayDims)
       return absl::FailedPreconditionError(absl::StrCat("bad .npy shape (", *shape, ")"));
-    if (dim != 0 && elements > (uint64_t{1} << 62) / dim)
-      return absl::FailedPreconditionError("absurd .npy shape");
-    elements *= dim;
     h.shape.push_back(dim);
   }
   h.data_offset = at + len;
-  const uint64_t bytes = elements * ElemBytes(h.type);
-  if (h.data_offset + bytes > size) {
+  absl::StatusOr<uint64_t> bytes = CheckedProduct(h.shape, ElemBytes(h.type), size, ".npy");
+  if (!bytes.ok()) return bytes.status();
+  if (!RangeWithin(h.data_offset, *bytes, size)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        ".npy shape (", *shape, ") needs ", bytes, " bytes of data, the file has ",
+        ".npy shape (", *shape, ") needs ", *bytes, " bytes of data, the file has ",
         size - h.data_offset));
   }
   return h;
@@ -491,9 +505,23 @@ std::string NpyBytes(ElemType type, const std::vector<uint64_t>& shape,
   return out;
 }
 
+absl::Status CheckRows(uint64_t rows, const std::vector<uint64_t>& row_shape,
+                       uint64_t max_samples, const std::string& path) {
+  if (rows > max_samples) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path, " holds ", rows, " samples, over the daemon's limit of ", max_samples,
+        " (--max-dataset-files)"));
+  }
+  for (uint64_t d : row_shape) {
+    if (d == 0) return Bad(path, "its samples have no elements (a dimension is 0)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget) {
+    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget,
+    uint64_t max_samples) {
   auto src = std::make_shared<NpySource>();
   src->beneath_ = beneath;
   std::error_code ec;
@@ -507,6 +535,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot list ", path));
     std::sort(names.begin(), names.end());
     if (names.empty()) return Bad(path, "holds no .npy files");
+    STOKER_RETURN_IF_ERROR(CheckRows(names.size(), {}, max_samples, path));
     bool typed = false;
     for (const std::string& name : names) {
       absl::StatusOr<NpyFile> f = OpenNpy(name, beneath.get(), memory_budget);
@@ -537,6 +566,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     src->type_ = f->header.type;
     src->rows_ = f->header.shape[0];
     src->row_shape_.assign(f->header.shape.begin() + 1, f->header.shape.end());
+    STOKER_RETURN_IF_ERROR(CheckRows(src->rows_, src->row_shape_, max_samples, path));
     src->files_.push_back(*std::move(f));
   }
   if (!labels.empty()) {

@@ -36,6 +36,12 @@
 
 namespace stoker {
 
+// Samples an array dataset may hold by default (the daemon's
+// --max-dataset-files): a plan entry and a name are kept per sample.
+inline constexpr uint64_t kDefaultMaxArraySamples = 20'000'000;
+// Most dimensions of an array (an .npy or HDF5 dataset).
+inline constexpr size_t kMaxArrayDims = 32;
+
 // Element types of arrays in files (a superset of the ring's).
 enum class ElemType : uint8_t {
   kBool, kInt8, kUint8, kInt16, kUint16, kInt32, kUint32, kInt64, kUint64,
@@ -46,9 +52,17 @@ const char* ElemName(ElemType t);
 // The ring dtype code's element type.
 ElemType FromRingDType(uint32_t dtype);
 
+// CopyRegion from a file mapping whose file its owner may truncate: a read
+// past the new end is DATA_LOSS naming `what` (util/mapped_read.h), never
+// SIGBUS. At most kMaxArrayDims dimensions.
+absl::Status MappedCopyRegion(const std::string& what, const uint8_t* src, ElemType from,
+                              const std::vector<uint64_t>& shape, const uint64_t* start,
+                              const uint64_t* count, uint8_t* dst, ElemType to);
+
 // Copies the row-major region [start, start + count) of an array of `shape`
 // and type `from` at `src` into `dst` (contiguous, type `to`), converting
 // by value (float to integer truncates toward zero, saturating; NaN is 0).
+// At most kMaxArrayDims dimensions.
 void CopyRegion(const uint8_t* src, ElemType from,
                 const std::vector<uint64_t>& shape, const uint64_t* start,
                 const uint64_t* count, uint8_t* dst, ElemType to);
@@ -100,18 +114,31 @@ class ArraySource {
 // files; `labels` (may be empty) a .npy of N integers. Paths are opened
 // beneath `beneath` when it is set. Files are held in RAM (Resident) within
 // `memory_budget`, else read from their mapping.
+// A single file of more than `max_samples` rows is RESOURCE_EXHAUSTED, rows
+// of zero elements FAILED_PRECONDITION; every size is overflow-checked
+// against the file.
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget);
+    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget,
+    uint64_t max_samples = kDefaultMaxArraySamples);
 
 // Opens an HDF5 source: `path` a file (dataset `dataset` [N, ...]) or a
 // folder of HDF5 files (dataset `dataset` of each is one sample); `labels`
 // (may be empty) a dataset of N integers in the file. Datasets up to
-// `memory_budget` bytes are read whole into RAM.
+// `memory_budget` bytes are read whole into RAM. Rows as OpenNpySource. The
+// file is opened from its confined descriptor; a dataset whose data lies in
+// another file (external storage, an external link, a virtual dataset) is
+// PERMISSION_DENIED, as HDF5 would open that file by path.
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
     const std::string& labels, uint64_t memory_budget,
-    std::shared_ptr<const Beneath> beneath);
+    std::shared_ptr<const Beneath> beneath,
+    uint64_t max_samples = kDefaultMaxArraySamples);
+
+// RESOURCE_EXHAUSTED for more than `max_samples` rows, FAILED_PRECONDITION
+// for rows of no elements (`row_shape` holding a 0), naming `path`.
+absl::Status CheckRows(uint64_t rows, const std::vector<uint64_t>& row_shape,
+                       uint64_t max_samples, const std::string& path);
 
 // A Dataset over an array source: one Sample per array sample (its Name
 // and label). FAILED_PRECONDITION for a label outside 0..2^31-1.

@@ -1,10 +1,12 @@
 #include "server/array_source.h"
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testdata.h"
 
 namespace stoker {
 namespace {
@@ -57,7 +59,10 @@ TEST(NpyTest, RejectsWhatItCannotReadAndSaysWhy) {
       {Header("{'descr': '<f4', 'shape': (2,), }"), "lacks 'fortran_order'"},
       {Header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 9), "version 9"},
       {Header("{'descr': '<f4', 'fortran_order': False, "
-              "'shape': (4294967296, 4294967296, 4294967296), }"), "absurd"},
+              "'shape': (4294967296, 4294967296, 4294967296), }"), "exceeds"},
+      // 2^62 doubles: 2^65 bytes, 0 after a 64-bit wrap.
+      {Header("{'descr': '<f8', 'fortran_order': False, "
+              "'shape': (4611686018427387904,), }"), "exceeds"},
   };
   for (const Case& c : cases) {
     auto h = ParseNpyHeader(reinterpret_cast<const uint8_t*>(c.bytes.data()),
@@ -66,6 +71,28 @@ TEST(NpyTest, RejectsWhatItCannotReadAndSaysWhy) {
     EXPECT_NE(h.status().message().find(c.words), std::string::npos)
         << h.status().message() << " / wanted: " << c.words;
   }
+}
+
+// Rows the daemon would plan and name one by one: a zero-width row claims
+// any count for free, so counts are capped and empty rows refused.
+TEST(NpyTest, RowCountsAreCappedAndRowsMayNotBeEmpty) {
+  const std::string dir = testdata::MakeTempDir("npy-rows");
+  auto write = [&](const std::string& name, const std::string& shape) {
+    const std::string path = dir + "/" + name;
+    EXPECT_TRUE(testdata::WriteFile(
+        path, Header("{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape +
+                     "), }")).ok());
+    return path;
+  };
+  auto huge = OpenNpySource(write("huge.npy", "1099511627776, 0"), "", nullptr, 0);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+  EXPECT_NE(huge.status().message().find("1099511627776 samples"), std::string::npos);
+  auto empty = OpenNpySource(write("empty.npy", "5, 0"), "", nullptr, 0);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kFailedPrecondition) << empty.status();
+  EXPECT_NE(empty.status().message().find("no elements"), std::string::npos);
+  auto few = OpenNpySource(write("few.npy", "3, 0"), "", nullptr, 0, /*max_samples=*/2);
+  EXPECT_EQ(few.status().code(), absl::StatusCode::kResourceExhausted);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CopyRegionTest, CopiesRegionsAndConvertsByValue) {

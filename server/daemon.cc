@@ -123,11 +123,20 @@ absl::Status Daemon::Start() {
                          FormatCpuList(topology.nodes()[n].cpus), ", ",
                          decode_pools_->pool(n).size(), " threads"));
   }
-  reaper_ = std::thread([this] { ReapLoop(); });
+  reaper_ = std::thread([this] {
+    while (!RunLoggingExceptions("the reaper", [&] { ReapLoop(); })) {
+    }
+  });
   absl::MutexLock lock(&mu_);
   stale_removed_ = stale;
   serving_ = true;
   return absl::OkStatus();
+}
+
+void Daemon::Unreserve(uint64_t session_id) {
+  reserved_.erase(std::remove_if(reserved_.begin(), reserved_.end(),
+                                 [&](const Reservation& r) { return r.id == session_id; }),
+                  reserved_.end());
 }
 
 void Daemon::Stop() {
@@ -170,9 +179,10 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
     absl::StatusOr<std::shared_ptr<const ArraySource>> arrays =
         spec.has_npy()
             ? OpenNpySource(spec.npy().path(), spec.npy().labels(), beneath,
-                            options_.l1_bytes)
+                            options_.l1_bytes, limits.max_files)
             : OpenHdf5Source(spec.hdf5().path(), spec.hdf5().dataset(),
-                             spec.hdf5().labels(), options_.l1_bytes, beneath);
+                             spec.hdf5().labels(), options_.l1_bytes, beneath,
+                             limits.max_files);
     if (!arrays.ok()) return arrays.status();
     ds = ArrayDataset(*std::move(arrays),
                       spec.has_npy() ? absl::StrCat("npy:", spec.npy().path())
@@ -225,13 +235,25 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
                       generation_, options_.decode_limits};
   // The ring's pages are allocated by a thread on the session's node, so
   // they are that node's memory.
+  // The quotas are checked, and the ring's bytes reserved, before the ring
+  // is allocated; concurrent opens see each other's reservations.
+  auto admit = [&](uint64_t ring_bytes) -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    STOKER_RETURN_IF_ERROR(CheckQuotas(caller, ring_bytes));
+    reserved_.push_back(Reservation{id, caller.uid, ring_bytes});
+    return absl::OkStatus();
+  };
   absl::StatusOr<std::unique_ptr<ServingSession>> created;
   decode_pools_->RunOn(placed.first, [&] {
     created = ServingSession::Create(id, spec, request.client_pid(), dataset, plan,
                                      shm::Segment::UniqueName(options_.shm_prefix, id),
-                                     ctx);
+                                     ctx, admit);
   });
-  if (!created.ok()) return created.status();
+  if (!created.ok()) {
+    absl::MutexLock lock(&mu_);
+    Unreserve(id);
+    return created.status();
+  }
   std::unique_ptr<ServingSession> session = *std::move(created);
 
   v1::OpenSessionResponse resp;
@@ -272,14 +294,13 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   entry.pid_visible = request.client_pid() != 0 &&
                       !ProcessGone(request.client_pid());
   {
-    // Quotas are checked and the session counted under one lock, with the
-    // ring's real size (freed again if it does not fit), so concurrent opens
-    // cannot both squeeze in. Start only spawns the producer thread.
+    // The reservation becomes the session under one lock, so the quotas
+    // never see it twice or not at all. Start only spawns the producer.
     absl::MutexLock lock(&mu_);
+    Unreserve(id);
     if (stopping_) {
       return absl::UnavailableError("the daemon is shutting down");
     }
-    STOKER_RETURN_IF_ERROR(CheckQuotas(caller, session->ring().layout().segment_bytes));
     session->Start();
     entry.session = std::move(session);
     sessions_.emplace(id, std::move(entry));
@@ -411,22 +432,26 @@ void Daemon::ReapLoop() {
         stale_removed_ += n;
       }
     }
-    std::vector<uint64_t> gone;
+    std::vector<std::pair<uint64_t, std::string>> gone;
     {
       absl::MutexLock lock(&mu_);
       ControlTick(shm::MonotonicNanos());
+      const absl::Time now = absl::Now();
       for (auto& [id, e] : sessions_) {
         e.session->Heartbeat();
         const uint32_t pid = e.peer_pid > 0 ? e.peer_pid : e.session->client_pid();
         if (e.pid_visible && ProcessGone(pid)) {
-          gone.push_back(id);
+          gone.emplace_back(id, "client process exited");
+        } else if (!e.attached && options_.attach_timeout > absl::ZeroDuration() &&
+                   now - e.opened > options_.attach_timeout) {
+          gone.emplace_back(id, absl::StrCat("never attached within ",
+                                             absl::FormatDuration(options_.attach_timeout)));
         }
       }
     }
-    for (uint64_t id : gone) {
+    for (const auto& [id, why] : gone) {
       if (Close(id, shm::kClosedBySession, /*reclaimed=*/true)) {
-        LogInfo(absl::StrCat("session ", id,
-                             ": client process exited, ring reclaimed"));
+        LogInfo(absl::StrCat("session ", id, ": ", why, ", ring reclaimed"));
       }
     }
   }
@@ -476,7 +501,9 @@ absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
   job->id = next_warm_id_++;
   resp.set_job_id(job->id);
   warm_jobs_.push_back(job);
-  warm_threads_.emplace_back([this, job, concurrency] { RunWarm(job, concurrency); });
+  warm_threads_.emplace_back([this, job, concurrency] {
+    RunLoggingExceptions("a warm job", [&] { RunWarm(job, concurrency); });
+  });
   LogInfo(absl::StrCat("warm job ", job->id, ": ", dataset->description, ", ",
                        dataset->samples.size(), " samples, ", concurrency,
                        " reads at a time"));

@@ -38,9 +38,11 @@ namespace stoker {
 
 // Who makes a call, as the adapter established it (server/ring_handoff.h
 // issues the tokens that prove a uid). The default, an in-process caller,
-// is an admin with no uid. Admins (root, the daemon's own user, members of
+// is an admin with no uid. Admins (the daemon's own user and members of
 // DaemonOptions::admin_gid) may resize pools, warm caches, and close and
-// inspect every session; others only their own.
+// inspect every session; others only their own. Root is no admin unless it
+// is the daemon's own user or in the group: uid 0 in a container is not the
+// node's operator.
 struct Caller {
   int64_t uid = -1;
   bool admin = true;
@@ -81,11 +83,16 @@ struct DaemonOptions {
   uint64_t max_file_bytes = kDefaultMaxFileBytes;
   DecodeLimits decode_limits;  // Per image: pixels, scans, memory.
   ScanLimits scan_limits;      // Per folder scan (cancel: set by Stop()).
-  // All rings together (bytes; 0: no limit) and sessions per non-admin
-  // user (0: no limit).
+  // All rings together (bytes; 0: no limit), one non-admin user's rings
+  // (0: no limit) and sessions per non-admin user (0: no limit), opening
+  // ones included; checked before a ring is allocated.
   uint64_t max_ring_bytes = 0;
+  uint64_t max_ring_bytes_per_user = 0;
   uint32_t max_sessions_per_user = 0;
-  // Group whose members are admins (besides root and the daemon's user);
+  // A session whose client never attaches (Attach) within this is closed
+  // and its ring reclaimed; zero: never.
+  absl::Duration attach_timeout = absl::Seconds(60);
+  // Group whose members are admins (besides the daemon's own user);
   // -1: none.
   int64_t admin_gid = -1;
   // Socket path the ring handoff listens on (server/ring_handoff.h), told
@@ -183,14 +190,23 @@ class Daemon {
     uint32_t peer_pid = 0;      // Likewise; 0: use the reported pid.
     int node = 0;               // Its decode pool's NUMA node,
     std::string placement;      // and why.
+    absl::Time opened = absl::Now();
   };
+  // Rings being allocated for OpenSessions in flight, counted against the
+  // quotas until their sessions are in the table.
+  struct Reservation {
+    uint64_t id = 0;  // The session being opened.
+    int64_t uid = -1;
+    uint64_t bytes = 0;
+  };
+  void Unreserve(uint64_t session_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
       const v1::DatasetSpec& spec, const Caller& caller);
-  // The folder a non-admin caller's dataset is confined to, proven by its
-  // root token; nullptr for callers that need no confinement.
   // The daemon's own files, folders and file systems (FileGuard).
   std::shared_ptr<const FileGuard> MakeGuard() const;
+  // The folder a non-admin caller's dataset is confined to, proven by its
+  // root token; nullptr for callers that need no confinement.
   absl::StatusOr<std::shared_ptr<Beneath>> Confinement(
       const v1::DatasetSpec& spec, const Caller& caller);
   ScanLimits ScanLimitsNow() const;
@@ -206,7 +222,8 @@ class Daemon {
   v1::SessionStats VisibleStats(const Entry& e, const Caller& caller) const;
   static absl::Status RequireAdmin(const Caller& caller, const char* what);
   // RESOURCE_EXHAUSTED when a new ring of `ring_bytes` would pass the
-  // node-wide ring budget, or the caller's session quota is used up.
+  // node-wide or the caller's ring budget, or the caller's session quota is
+  // used up; sessions being opened (reserved_) count.
   absl::Status CheckQuotas(const Caller& caller, uint64_t ring_bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsAdmin(uid_t uid) const;
@@ -243,6 +260,7 @@ class Daemon {
   bool serving_ ABSL_GUARDED_BY(mu_) = false;       // Start() completed.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<Reservation> reserved_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
   uint64_t opened_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t closed_ ABSL_GUARDED_BY(mu_) = 0;

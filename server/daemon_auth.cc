@@ -1,5 +1,5 @@
 // Daemon: who may do what. Tokens prove a caller's uid (issued over the
-// ring handoff socket to the peer SO_PEERCRED names); admins are root, the
+// ring handoff socket to the peer SO_PEERCRED names); admins are the
 // daemon's own user and members of the admin group.
 #include <grp.h>
 #include <pwd.h>
@@ -19,7 +19,7 @@
 namespace stoker {
 
 bool Daemon::IsAdmin(uid_t uid) const {
-  if (uid == 0 || uid == geteuid()) return true;
+  if (uid == geteuid()) return true;  // Not uid 0 as such (see daemon.h).
   if (options_.admin_gid < 0) return false;
   struct passwd pw {};
   struct passwd* found = nullptr;
@@ -143,7 +143,7 @@ std::shared_ptr<const FileGuard> Daemon::MakeGuard() const {
 absl::Status Daemon::RequireAdmin(const Caller& caller, const char* what) {
   if (caller.admin) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
-      what, " is for admins (root, the daemon's user, or its --admin-group); "
+      what, " is for admins (the daemon's user or its --admin-group); "
       "uid ", caller.uid, " is none"));
 }
 
@@ -178,11 +178,26 @@ absl::StatusOr<v1::DescribeSamplesResponse> Daemon::DescribeSamples(
 }
 
 absl::Status Daemon::CheckQuotas(const Caller& caller, uint64_t ring_bytes) const {
-  uint64_t total = ring_bytes;
+  uint64_t total = ring_bytes, my_bytes = ring_bytes;
   uint32_t mine = 0;
+  auto count = [&](int64_t uid, uint64_t bytes) {
+    total += bytes;
+    if (uid == caller.uid) {
+      ++mine;
+      my_bytes += bytes;
+    }
+  };
   for (const auto& [id, e] : sessions_) {
-    total += e.session->ring().layout().segment_bytes;
-    mine += e.owner_uid == caller.uid;
+    count(e.owner_uid, e.session->ring().layout().segment_bytes);
+  }
+  for (const Reservation& r : reserved_) count(r.uid, r.bytes);
+  const bool limited = caller.uid >= 0 && !caller.admin;
+  if (limited && options_.max_ring_bytes_per_user > 0 &&
+      my_bytes > options_.max_ring_bytes_per_user) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "uid ", caller.uid, "'s rings would take ", my_bytes >> 20, " MiB, over the "
+        "daemon's --max-ring-bytes-per-user of ", options_.max_ring_bytes_per_user >> 20,
+        " MiB: use fewer ring slots or a smaller batch, or close a session"));
   }
   if (options_.max_ring_bytes > 0 && total > options_.max_ring_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -190,7 +205,7 @@ absl::Status Daemon::CheckQuotas(const Caller& caller, uint64_t ring_bytes) cons
         "--max-ring-bytes of ", options_.max_ring_bytes >> 20,
         " MiB: use fewer ring slots or a smaller batch, or close a session"));
   }
-  if (caller.uid >= 0 && !caller.admin && options_.max_sessions_per_user > 0 &&
+  if (limited && options_.max_sessions_per_user > 0 &&
       mine >= options_.max_sessions_per_user) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "uid ", caller.uid, " already has ", mine, " open sessions, the "

@@ -277,6 +277,49 @@ TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
   std::filesystem::remove_all(root);
 }
 
+// One user's rings are budgeted too, before anything is allocated; and a
+// session whose client never attaches is closed and its ring reclaimed.
+TEST(DaemonQuotaTest, PerUserRingBytesAndSessionsThatNeverAttach) {
+  std::string root = testdata::MakeTempDir("quota-user");
+  ASSERT_TRUE(MakeTinyDataset(root).ok());
+  DaemonOptions o;
+  o.decode_threads = 1;
+  o.shm_prefix = absl::StrCat("stoker-du", getpid(), ".");
+  o.max_ring_bytes_per_user = 2ULL << 20;
+  o.attach_timeout = absl::Milliseconds(100);
+  o.reap_interval = absl::Milliseconds(10);
+  Daemon d(o);
+  ASSERT_TRUE(d.Start().ok());
+  v1::OpenSessionRequest r;
+  r.mutable_spec()->mutable_dataset()->mutable_folder()->set_path(root);
+  r.mutable_spec()->set_batch_size(2);
+  r.mutable_spec()->set_transform(v1::TRANSFORM_VAL);
+  r.mutable_spec()->set_image_size(512);  // 4 slots x 2 x 768 KiB: 6 MiB.
+  const Caller alice = Caller::User(7201, false);
+  auto big = d.OpenSession(r, alice);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("max-ring-bytes-per-user"), std::string::npos)
+      << big.status();
+  EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
+  EXPECT_TRUE(d.OpenSession(r, Caller()).ok());  // Admins are not limited.
+  r.mutable_spec()->set_image_size(32);
+  auto lone = d.OpenSession(r, alice);  // Never attached: reaped.
+  ASSERT_TRUE(lone.ok()) << lone.status();
+  auto kept = d.OpenSession(r, alice);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_TRUE(d.Attach(kept->session_id(), nullptr, alice).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (d.GetStats().sessions_reclaimed() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));  // Polling the counter.
+  }
+  EXPECT_EQ(d.GetStats().sessions_reclaimed(), 2u);  // The admin's and the lone one.
+  std::vector<v1::SessionStats> left = d.ListSessions();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].session_id(), kept->session_id());
+  d.Stop();
+  std::filesystem::remove_all(root);
+}
+
 // A non-admin caller's dataset is read only beneath a folder its client
 // handed over: no token, a token for another folder or another uid, and
 // files that lead outside the folder are all refused.

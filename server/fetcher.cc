@@ -43,7 +43,9 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
     return flight->result;
   }
   bool read_source = false;
-  flight->result = Load(ds, path, *known, &read_source);
+  // Whatever happens, the joined readers are woken and the entry cleared.
+  flight->result = Guarded(absl::StrCat("reading ", path),
+                           [&] { return Load(ds, path, *known, &read_source); });
   if (from_source != nullptr) *from_source = read_source;
   {
     absl::MutexLock lock(&mu_);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <stdexcept>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -183,6 +184,9 @@ absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
   if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
   if (!fail_substring.empty() && absl::StrContains(path, fail_substring)) {
     return absl::UnavailableError(absl::StrCat(path, ": injected read error"));
+  }
+  if (!throw_substring.empty() && absl::StrContains(path, throw_substring)) {
+    throw std::runtime_error("injected exception");
   }
   absl::Status s = base_->ReadFile(path, contents, version, beneath, max_bytes);
   if (s.ok() && short_read_bytes >= 0 &&

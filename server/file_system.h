@@ -110,7 +110,9 @@ class FileSystem {
 
 // Wraps another FileSystem, counting calls and optionally adding latency to
 // every read and stat, failing reads of paths containing `fail_substring`,
-// or truncating every read to `short_read_bytes`. For tests and benchmarks.
+// throwing from reads of paths containing `throw_substring` (as a library
+// might), or truncating every read to `short_read_bytes`. For tests and
+// benchmarks.
 // Thread-safe; the options may be changed between (not during) reads.
 class FaultInjectingFileSystem : public FileSystem {
  public:
@@ -123,7 +125,8 @@ class FaultInjectingFileSystem : public FileSystem {
                                    const Beneath* beneath = nullptr) override;
 
   absl::Duration latency = absl::ZeroDuration();
-  std::string fail_substring;  // Empty: never fail.
+  std::string fail_substring;   // Empty: never fail.
+  std::string throw_substring;  // Empty: never throw.
   int64_t short_read_bytes = -1;
 
   std::atomic<uint64_t> reads{0};

@@ -28,7 +28,7 @@ namespace {
 template <typename Fn>
 grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, Fn&& fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(fn()));
+  reactor->Finish(ToGrpcStatus(Guarded("this call", fn)));
   return reactor;
 }
 
@@ -106,17 +106,30 @@ absl::Status Into(absl::StatusOr<T> r, T* resp) {
 
 template <typename Fn>
 grpc::ServerUnaryReactor* GrpcService::Offload(grpc::CallbackServerContext* ctx,
+                                               const absl::StatusOr<Caller>& caller,
                                                Fn fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
+  const int64_t uid = caller->uid;
+  if (absl::Status admitted = slow_budget_.Acquire(uid); !admitted.ok()) {
+    reactor->Finish(ToGrpcStatus(admitted));
+    return reactor;
+  }
   {
     absl::MutexLock lock(&mu_);
     ++offloaded_;
   }
-  std::thread([this, reactor, fn = std::move(fn)]() mutable {
-    reactor->Finish(ToGrpcStatus(fn()));
-    absl::MutexLock lock(&mu_);
-    --offloaded_;
-  }).detach();
+  slow_pool_.Schedule(
+      [this, reactor, uid, fn = std::move(fn)]() mutable {
+        reactor->Finish(ToGrpcStatus(Guarded("this call", fn)));
+        slow_budget_.Release(uid);
+        absl::MutexLock lock(&mu_);
+        --offloaded_;
+      },
+      static_cast<uint64_t>(uid));
   return reactor;
 }
 
@@ -139,8 +152,7 @@ grpc::ServerUnaryReactor* GrpcService::OpenSession(
     grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req,
     v1::OpenSessionResponse* resp) {
   absl::StatusOr<Caller> caller = CallerOf(ctx);
-  return Offload(ctx, [this, req, resp, caller] {
-    if (!caller.ok()) return caller.status();
+  return Offload(ctx, caller, [this, req, resp, caller] {
     return Into(daemon_->OpenSession(*req, *caller), resp);
   });
 }
@@ -149,8 +161,7 @@ grpc::ServerUnaryReactor* GrpcService::WarmCache(
     grpc::CallbackServerContext* ctx, const v1::WarmCacheRequest* req,
     v1::WarmCacheResponse* resp) {
   absl::StatusOr<Caller> caller = CallerOf(ctx);
-  return Offload(ctx, [this, req, resp, caller] {
-    if (!caller.ok()) return caller.status();
+  return Offload(ctx, caller, [this, req, resp, caller] {
     return Into(daemon_->WarmCache(*req, *caller), resp);
   });
 }

@@ -19,7 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/stoker.grpc.pb.h"
+#include "server/call_budget.h"
 #include "server/daemon.h"
+#include "server/thread_pool.h"
 
 namespace stoker {
 
@@ -28,7 +30,17 @@ grpc::Status ToGrpcStatus(const absl::Status& s);
 
 class GrpcService final : public v1::Stoker::CallbackService {
  public:
-  explicit GrpcService(Daemon* daemon) : daemon_(daemon) {}
+  // Slow calls (OpenSession, WarmCache) run on a pool of kSlowCallThreads,
+  // users taking turns, at most kSlowCallsPerUser in flight per user and
+  // kSlowCallsInFlight in all (CallBudget); the rest on gRPC's threads.
+  static constexpr int kSlowCallThreads = 8;
+  static constexpr int kSlowCallsPerUser = 4;
+  static constexpr int kSlowCallsInFlight = 64;
+
+  explicit GrpcService(Daemon* daemon)
+      : daemon_(daemon),
+        slow_pool_("stoker-open", kSlowCallThreads),
+        slow_budget_(kSlowCallsInFlight, kSlowCallsPerUser) {}
 
   // Waits until every offloaded call has finished (at shutdown).
   void WaitForOffloaded();
@@ -58,13 +70,18 @@ class GrpcService final : public v1::Stoker::CallbackService {
       v1::DescribeSamplesResponse* resp) override;
 
  private:
+  // Runs fn() (returning absl::Status) on the slow-call pool for `caller`,
+  // or refuses it at once past the budget.
   template <typename Fn>
-  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* ctx, Fn fn);
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* ctx,
+                                    const absl::StatusOr<Caller>& caller, Fn fn);
   // The caller the call's token stands for (the default caller when the
   // daemon needs no authentication).
   absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* ctx);
 
   Daemon* const daemon_;
+  ThreadPool slow_pool_;
+  CallBudget slow_budget_;
   absl::Mutex mu_;
   int offloaded_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -5,10 +5,14 @@
 // mapping of its file at the offset HDF5 reports (as an .npy); a chunked or
 // compressed one by hyperslab through the library. Files confined to a
 // dataset folder are opened through the descriptor openat2 gave
-// (/proc/self/fd/N), so HDF5 never resolves a path itself.
+// (/proc/self/fd/N), so HDF5 never resolves a path itself; a dataset whose
+// data would come from another file (external storage, an external link, a
+// virtual dataset) is refused, external links are never traversed, and
+// filter plugins are never loaded.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <hdf5/serial/H5PLpublic.h>
 #include <hdf5/serial/hdf5.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/array_source.h"
 #include "server/file_system.h"
+#include "util/checked_math.h"
 
 namespace stoker {
 namespace {
@@ -81,6 +86,49 @@ hid_t MemType(ElemType t) {
   return -1;
 }
 
+// External links are never followed: HDF5 would open their file by path,
+// outside the confinement.
+herr_t RefuseExternalLink(const char*, const char*, const char*, const char*, unsigned*,
+                          hid_t, void*) {
+  return -1;
+}
+
+// A link/dataset access property list that refuses external links.
+hid_t ConfinedAccess() {
+  static const hid_t dapl = [] {
+    // Filter plugins are shared objects the library would load by name.
+    H5PLset_loading_state(0);
+    const hid_t p = H5Pcreate(H5P_DATASET_ACCESS);
+    H5Pset_elink_cb(p, RefuseExternalLink, nullptr);
+    return p;
+  }();
+  return dapl;
+}
+
+absl::Status Refused(const std::string& file, const std::string& name, const char* why) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      file, ": dataset '", name, "' ", why,
+      ": the daemon reads only the file it was given"));
+}
+
+// PERMISSION_DENIED when a component of `name` is an external link.
+absl::Status CheckLinks(hid_t file, const std::string& name, const std::string& path) {
+  std::string prefix;
+  for (size_t at = 0; at <= name.size();) {
+    size_t slash = name.find('/', at);
+    if (slash == std::string::npos) slash = name.size();
+    prefix.append(name, at, slash - at);
+    at = slash + 1;
+    if (!prefix.empty() && prefix != "/") {
+      H5L_info_t info;
+      if (H5Lget_info(file, prefix.c_str(), &info, ConfinedAccess()) < 0) break;
+      if (info.type == H5L_TYPE_EXTERNAL) return Refused(path, name, "is an external link");
+    }
+    prefix.push_back('/');
+  }
+  return absl::OkStatus();
+}
+
 // An open file, confined when `beneath` is set.
 struct File {
   std::string path;
@@ -111,13 +159,23 @@ struct Dataset5 {
 
 absl::StatusOr<Dataset5> OpenSet(const File& f, const std::string& name) {
   Dataset5 d;
-  d.set = std::make_unique<Id>(H5Dopen2(f.id->get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (absl::Status links = CheckLinks(f.id->get(), name, f.path); !links.ok()) return links;
+  d.set = std::make_unique<Id>(H5Dopen2(f.id->get(), name.c_str(), ConfinedAccess()),
+                               H5Dclose);
   if (!d.set->ok()) return Failed(f.path, absl::StrCat("has no dataset '", name, "'"));
+  {
+    Id create(H5Dget_create_plist(d.set->get()), H5Pclose);
+    if (!create.ok()) return Failed(f.path, "unreadable dataset");
+    if (H5Pget_external_count(create.get()) != 0)
+      return Refused(f.path, name, "keeps its data in external files");
+    if (H5Pget_layout(create.get()) == H5D_VIRTUAL)
+      return Refused(f.path, name, "is a virtual dataset (its data is in other files)");
+  }
   d.space = std::make_unique<Id>(H5Dget_space(d.set->get()), H5Sclose);
   d.type = std::make_unique<Id>(H5Dget_type(d.set->get()), H5Tclose);
   if (!d.space->ok() || !d.type->ok()) return Failed(f.path, "unreadable dataset");
   const int nd = H5Sget_simple_extent_ndims(d.space->get());
-  if (nd < 0 || nd > 32) return Failed(f.path, "dataset of an unknown rank");
+  if (nd < 0 || nd > static_cast<int>(kMaxArrayDims)) return Failed(f.path, "dataset of an unknown rank");
   std::vector<hsize_t> dims(nd);
   H5Sget_simple_extent_dims(d.space->get(), dims.data(), nullptr);
   d.dims.assign(dims.begin(), dims.end());
@@ -191,9 +249,8 @@ class Hdf5Source : public ArraySource {
     }
     const Open& o = folder_ ? open_[i] : open_[0];
     if (o.map != nullptr) {  // Contiguous: straight from the mapping.
-      CopyRegion(o.map->data + o.set.offset + (folder_ ? 0 : i * row), elem_, sh,
-                 start, count, dst, to);
-      return absl::OkStatus();
+      return MappedCopyRegion(Name(i), o.map->data + o.set.offset + (folder_ ? 0 : i * row),
+                              elem_, sh, start, count, dst, to);
     }
     std::vector<hsize_t> s, c;
     if (folder_) {
@@ -221,9 +278,9 @@ class Hdf5Source : public ArraySource {
     Open o{std::move(f), std::move(d), nullptr};
     if (o.set.raw) {
       absl::StatusOr<std::shared_ptr<const Mapping>> m = MapFile(o.file.path, beneath_.get());
-      uint64_t bytes = ElemBytes(o.set.elem);
-      for (uint64_t dim : o.set.dims) bytes *= dim;
-      if (m.ok() && o.set.offset + bytes <= (*m)->size) {
+      absl::StatusOr<uint64_t> bytes =
+          CheckedProduct(o.set.dims, ElemBytes(o.set.elem), UINT64_MAX, o.file.path);
+      if (m.ok() && bytes.ok() && RangeWithin(o.set.offset, *bytes, (*m)->size)) {
         o.map = Resident(*std::move(m), memory_budget_);
       }
     }
@@ -266,7 +323,7 @@ absl::StatusOr<std::vector<int64_t>> ReadLabels(const File& f, const std::string
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
     const std::string& labels, uint64_t memory_budget,
-    std::shared_ptr<const Beneath> beneath) {
+    std::shared_ptr<const Beneath> beneath, uint64_t max_samples) {
   if (dataset.empty())
     return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
   auto src = std::make_shared<Hdf5Source>();
@@ -287,6 +344,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     }
     std::sort(src->files_.begin(), src->files_.end());
     if (src->files_.empty()) return Failed(path, "holds no .h5/.hdf5 files");
+    if (absl::Status n = CheckRows(src->files_.size(), {}, max_samples, path); !n.ok())
+      return n;
     bool typed = false;
     for (const std::string& name : src->files_) {
       absl::StatusOr<File> f = OpenFile(name, beneath.get());
@@ -322,13 +381,17 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   src->rows_ = d->dims[0];
   src->row_shape_.assign(d->dims.begin() + 1, d->dims.end());
   src->elem_ = d->elem;
+  if (absl::Status n = CheckRows(src->rows_, src->row_shape_, max_samples, path); !n.ok())
+    return n;
+  absl::StatusOr<uint64_t> all_bytes =
+      CheckedProduct(d->dims, ElemBytes(src->elem_), UINT64_MAX, path);
+  if (!all_bytes.ok()) return all_bytes.status();
   if (!labels.empty()) {
     absl::StatusOr<std::vector<int64_t>> l = ReadLabels(*f, labels, src->rows_);
     if (!l.ok()) return l.status();
     src->labels_ = *std::move(l);
   }
-  uint64_t bytes = ElemBytes(src->elem_);
-  for (uint64_t dim : d->dims) bytes *= dim;
+  const uint64_t bytes = *all_bytes;
   src->Keep(*std::move(f), *std::move(d));
   const Dataset5& set = src->open_[0].set;
   if (src->open_[0].map == nullptr && bytes <= memory_budget &&

@@ -65,7 +65,13 @@ int64_t EstimatedBytes(const jpeg_decompress_struct& cinfo) {
 
 void OnError(j_common_ptr cinfo) {
   auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
+  if (cinfo->err->msg_code == JERR_NO_SOI) {
+    // libjpeg's text quotes the file's first bytes; errors reach logs and
+    // other users' eyes, file contents never do.
+    std::snprintf(err->message, sizeof(err->message), "no start-of-image marker");
+  } else {
+    (*cinfo->err->format_message)(cinfo, err->message);
+  }
   longjmp(err->jump, 1);
 }
 

@@ -65,7 +65,10 @@ absl::StatusOr<std::unique_ptr<L2Cache>> L2Cache::Open(const L2Options& options)
 L2Cache::L2Cache(std::unique_ptr<LmdbEnv> env, const L2Options& options,
                  uint64_t queue_max)
     : env_(std::move(env)), options_(options), queue_max_(queue_max) {
-  writer_ = std::thread([this] { WriterLoop(); });
+  writer_ = std::thread([this] {
+    while (!RunLoggingExceptions("the L2 writer", [&] { WriterLoop(); })) {
+    }
+  });
 }
 
 L2Cache::~L2Cache() {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
+#include "util/mapped_read.h"
 
 namespace stoker {
 
@@ -32,7 +33,10 @@ absl::StatusOr<std::unique_ptr<LmdbEnv>> LmdbEnv::Open(const std::string& path,
       return absl::NotFoundError(absl::StrCat(what, " does not exist"));
     }
   } else {
-    std::filesystem::create_directories(path, ec);
+    // A folder made here is the daemon's alone; its files are 0600 too.
+    if (std::filesystem::create_directories(path, ec)) {
+      std::filesystem::permissions(path, std::filesystem::perms::owner_all, ec);
+    }
     if (ec) return absl::PermissionDeniedError(absl::StrCat(what, ": ", ec.message()));
   }
   MDB_env* env = nullptr;
@@ -74,7 +78,7 @@ absl::StatusOr<std::unique_ptr<LmdbEnv>> LmdbEnv::Open(const std::string& path,
   }
   rc = mdb_txn_commit(txn);
   if (rc != 0) return fail(rc);
-  return std::unique_ptr<LmdbEnv>(new LmdbEnv(path, env, dbi));
+  return std::unique_ptr<LmdbEnv>(new LmdbEnv(path, env, dbi, options.data_fd >= 0));
 }
 
 LmdbEnv::~LmdbEnv() { mdb_env_close(env_); }
@@ -92,7 +96,23 @@ absl::Status LmdbEnv::View(
 }
 
 absl::Status LmdbEnv::Get(absl::string_view key, std::string* out) const {
-  return View(key, [out](absl::string_view v) { out->assign(v.data(), v.size()); });
+  if (!guarded_) {
+    return View(key, [out](absl::string_view v) { out->assign(v.data(), v.size()); });
+  }
+  // Another user's data file, mapped: it may shrink under the read.
+  MDB_txn* txn = nullptr;
+  int rc = 0;
+  auto read = [&] {
+    rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+    if (rc != 0) return;
+    MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
+    rc = mdb_get(txn, dbi_, &k, &v);
+    if (rc == 0) out->assign(static_cast<const char*>(v.mv_data), v.mv_size);
+  };
+  absl::Status s = GuardedMappedRead(path_, read);
+  if (txn != nullptr) mdb_txn_abort(txn);
+  STOKER_RETURN_IF_ERROR(s);
+  return LmdbStatus(rc, absl::StrCat(path_, " key ", key));
 }
 
 absl::Status LmdbEnv::ForEach(

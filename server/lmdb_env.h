@@ -69,12 +69,15 @@ class LmdbEnv {
   const std::string& path() const { return path_; }
 
  private:
-  LmdbEnv(std::string path, MDB_env* env, MDB_dbi dbi)
-      : path_(std::move(path)), env_(env), dbi_(dbi) {}
+  LmdbEnv(std::string path, MDB_env* env, MDB_dbi dbi, bool guarded)
+      : path_(std::move(path)), env_(env), dbi_(dbi), guarded_(guarded) {}
 
   const std::string path_;
   MDB_env* const env_;
   const MDB_dbi dbi_;
+  // Opened from a caller's data file (data_fd): Get reads under
+  // GuardedMappedRead, as the file's owner may truncate it.
+  const bool guarded_;
 };
 
 }  // namespace stoker

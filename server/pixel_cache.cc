@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 namespace {
@@ -122,9 +123,10 @@ absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& enco
     theirs->done.WaitForNotification();
     return theirs->result;
   }
-  absl::StatusOr<Bytes> entry =
-      DecodeBounded(reinterpret_cast<const uint8_t*>(encoded->data()), encoded->size(),
-                    request, max_side, filter);
+  absl::StatusOr<Bytes> entry = Guarded("decoding a picture", [&] {
+    return DecodeBounded(reinterpret_cast<const uint8_t*>(encoded->data()), encoded->size(),
+                         request, max_side, filter);
+  });
   if (entry.ok()) {
     decodes_.fetch_add(1, std::memory_order_relaxed);
     ram_->Insert(ram_key, *entry);

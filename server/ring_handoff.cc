@@ -47,7 +47,8 @@ absl::StatusOr<std::unique_ptr<RingHandoffServer>> RingHandoffServer::Start(
   }
   std::unique_ptr<RingHandoffServer> server(
       new RingHandoffServer(daemon, socket_path, fd));
-  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
+  server->thread_ = std::thread(
+      [s = server.get()] { RunLoggingExceptions("ring handoff server", [&] { s->Serve(); }); });
   return server;
 }
 
@@ -83,7 +84,7 @@ void RingHandoffServer::Serve() {
     // Each exchange on its own thread (bounded by its 2 s socket timeout),
     // so one stalled peer does not hold up the others.
     std::thread([this, sock] {
-      HandleOne(sock);
+      RunLoggingExceptions("ring handoff", [&] { HandleOne(sock); });
       close(sock);
       absl::MutexLock lock(&mu_);
       --active_;
@@ -94,12 +95,14 @@ void RingHandoffServer::Serve() {
 }
 
 void RingHandoffServer::HandleOne(int sock) {
+  // One deadline for the whole exchange, however the peer splits it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
   shm::SetSocketTimeout(sock, absl::Seconds(2)).IgnoreError();
   absl::StatusOr<shm::PeerCredentials> peer = shm::GetPeerCredentials(sock);
   std::string request;
   int stray = -1;
   absl::Status s = peer.status();
-  if (s.ok()) s = shm::ReceiveWithFd(sock, 256, &request, &stray);
+  if (s.ok()) s = shm::ReceiveWithFd(sock, 256, &request, &stray, deadline);
   if (stray >= 0 && !(s.ok() && request == "STOKER-ROOT 1")) {
     close(stray);
     stray = -1;

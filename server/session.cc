@@ -131,7 +131,8 @@ absl::Status CheckSource(const Pipeline& p, const Dataset& ds) {
 absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
     std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
-    const std::string& shm_name, const PipelineContext& ctx) {
+    const std::string& shm_name, const PipelineContext& ctx,
+    const std::function<absl::Status(uint64_t)>& admit) {
   STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
   STOKER_RETURN_IF_ERROR(CheckSource(pipeline, *dataset));
   if (pipeline.files() > dataset->files_per_sample) {
@@ -142,6 +143,10 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
   }
   const shm::RingGeometry g = pipeline.Geometry(
       spec.ring_slots() == 0 ? 4 : spec.ring_slots(), spec.batch_size());
+  if (admit) {
+    STOKER_ASSIGN_OR_RETURN(const shm::RingLayout layout, shm::ComputeLayout(g));
+    STOKER_RETURN_IF_ERROR(admit(layout.segment_bytes));
+  }
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<shm::RingProducer> ring,
       shm::RingProducer::Create(shm_name, g, id, ctx.daemon_generation));
@@ -182,7 +187,11 @@ ServingSession::~ServingSession() { Stop(shm::kClosedBySession); }
 void ServingSession::Start() {
   absl::MutexLock lock(&mu_);
   if (stopped_ || producer_.joinable()) return;
-  producer_ = std::thread([this] { Produce(); });
+  producer_ = std::thread([this] {
+    if (!RunLoggingExceptions(absl::StrCat("session ", id_, " producer"), [&] { Produce(); })) {
+      ring_->Close(shm::kClosedByError);
+    }
+  });
 }
 
 void ServingSession::Stop(shm::CloseReason reason) {
@@ -241,7 +250,7 @@ void ServingSession::Produce() {
     for (uint32_t i = 0; i < job->count; ++i) {
       const uint64_t index = order[first + i];
       ctx_.reader_pool->Schedule([this, job, t = SampleTask{i, index, index, 0}] {
-        FetchSample(job, t);
+        FetchSampleGuarded(job, t);
       }, id_, Weight());
     }
     if (++batch == per_epoch) {
@@ -295,6 +304,15 @@ void ServingSession::CopySpatial(const BatchJob& job, uint32_t i,
     std::memcpy(SampleOut(job, f, i), p, n);
     p += n;
   }
+}
+
+void ServingSession::FetchSampleGuarded(const std::shared_ptr<BatchJob>& job,
+                                        const SampleTask& t) {
+  absl::Status s = Guarded("reading a sample", [&] {
+    FetchSample(job, t);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) FinishSample(job, t, shm::kSampleReadError, s);
 }
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
@@ -352,7 +370,16 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     }
   }
   const int node = ctx_.decode_pools->Schedule(
-      ctx_.node, [this, job, t, in = std::move(in)] { DecodeSample(job, t, in); },
+      ctx_.node,
+      [this, job, t, in = std::move(in)] {
+        // A throw from the decode stage is that sample's error, never the
+        // process's end (or a batch that never completes).
+        absl::Status s = Guarded("decoding a sample", [&] {
+          DecodeSample(job, t, in);
+          return absl::OkStatus();
+        });
+        if (!s.ok()) FinishSample(job, t, shm::kSampleDecodeError, s);
+      },
       id_, Weight());
   if (node != ctx_.node) spilled_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -450,7 +477,8 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         // Another deterministic sample stands in; the batch waits for it.
         SampleTask next{i, 0, t.original, t.attempt + 1};
         next.index = ReplacementFor(*job, t);
-        ctx_.reader_pool->Schedule([this, job, next] { FetchSample(job, next); }, id_, Weight());
+        ctx_.reader_pool->Schedule([this, job, next] { FetchSampleGuarded(job, next); }, id_,
+                                   Weight());
         return;
       }
     }

@@ -98,12 +98,14 @@ class ServingSession {
  public:
   // Creates the ring (RESOURCE_EXHAUSTED when /dev/shm is full) for a
   // validated spec over `dataset`; INVALID_ARGUMENT when the pipeline reads
-  // more files per sample than the dataset has. Call Start() to begin
-  // filling it.
+  // more files per sample than the dataset has. `admit` (may be null) is
+  // asked with the ring's size before anything is allocated; its error is
+  // returned. Call Start() to begin filling it.
   static absl::StatusOr<std::unique_ptr<ServingSession>> Create(
       uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
       std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
-      const std::string& shm_name, const PipelineContext& ctx);
+      const std::string& shm_name, const PipelineContext& ctx,
+      const std::function<absl::Status(uint64_t ring_bytes)>& admit = nullptr);
   ~ServingSession();
 
   void Start();
@@ -184,6 +186,8 @@ class ServingSession {
     std::vector<Bytes> files;
     std::vector<CachedPicture> pictures;  // Per field (spatial ones used).
   };
+  // FetchSample behind the exception barrier: a throw is the sample's error.
+  void FetchSampleGuarded(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
   void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
   // Pixel-cache lookups for every spatial field; true when all hit.
   bool LookupPixels(const SampleTask& t, Fetched* in);

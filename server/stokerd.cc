@@ -104,12 +104,18 @@ ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
 ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
           "Most memory all sessions' rings may take together; 0 = half of "
           "/dev/shm's size.");
+ABSL_FLAG(stoker::ByteSize, max_ring_bytes_per_user, stoker::ByteSize{0},
+          "Most memory one user's rings may take together (admins are not "
+          "limited); 0 = a quarter of --max-ring-bytes.");
+ABSL_FLAG(absl::Duration, attach_timeout, absl::Seconds(60),
+          "A session whose client has not attached within this is closed "
+          "and its ring reclaimed; 0 = never.");
 ABSL_FLAG(uint32_t, max_sessions_per_user, 64,
           "Most open sessions per user (admins are not limited); 0 = no "
           "limit.");
 ABSL_FLAG(std::string, admin_group, "",
           "Group whose members may resize pools, warm caches, and see and "
-          "close every session (root and the daemon's own user always may); "
+          "close every session (the daemon's own user always may; root only as a member); "
           "others see and close only their own sessions.");
 ABSL_FLAG(bool, allow_root, false,
           "Serve as root. Refused otherwise: a root daemon reads any file for "
@@ -252,6 +258,11 @@ int main(int argc, char** argv) {
     }
   }
   options.max_sessions_per_user = absl::GetFlag(FLAGS_max_sessions_per_user);
+  options.max_ring_bytes_per_user = absl::GetFlag(FLAGS_max_ring_bytes_per_user).bytes;
+  if (options.max_ring_bytes_per_user == 0) {
+    options.max_ring_bytes_per_user = options.max_ring_bytes / 4;
+  }
+  options.attach_timeout = absl::GetFlag(FLAGS_attach_timeout);
   options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
   options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes).bytes;
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "shm/futex.h"
+#include "util/log.h"
 
 namespace stoker {
 
@@ -111,7 +112,7 @@ void ThreadPool::WorkerLoop() {
       }
     }
     Account(+1);
-    task();
+    RunLoggingExceptions(name_, task);  // The last barrier: tasks guard their own.
     Account(-1);
   }
 }

@@ -1,6 +1,8 @@
 #include "server/thread_pool.h"
 
 #include <atomic>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -30,6 +32,19 @@ TEST(ThreadPoolTest, RunsEveryTaskOnceInFifoOrderWithOneWorker) {
 // Groups take turns: a session that queued 10x more work does not hold the
 // pool; each gets one task per turn, in its own FIFO order, and when one
 // runs dry the other has the pool. Counted in tasks, not timed.
+// A task that throws ends neither its worker nor the process: the pool's
+// barrier logs it and the tasks after it run.
+TEST(ThreadPoolTest, ThrowingTasksDoNotStopThePool) {
+  std::atomic<int> ran{0};
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([] { throw std::runtime_error("boom"); });
+    pool.Schedule([] { throw std::bad_alloc(); });
+    for (int i = 0; i < 10; ++i) pool.Schedule([&] { ran.fetch_add(1); });
+  }  // Drains.
+  EXPECT_EQ(ran.load(), 10);
+}
+
 TEST(ThreadPoolTest, GroupsTakeTurnsAndKeepTheirOwnOrder) {
   std::vector<std::pair<uint64_t, int>> order;
   absl::Mutex mu;

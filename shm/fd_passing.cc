@@ -1,5 +1,6 @@
 #include "shm/fd_passing.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -57,8 +59,8 @@ absl::Status SendWithFd(int sock, const std::string& message, int fd) {
   return absl::OkStatus();
 }
 
-absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message,
-                           int* fd) {
+absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message, int* fd,
+                           absl::Time deadline) {
   *fd = -1;
   message->clear();
   std::vector<char> buf(max_bytes);
@@ -73,11 +75,45 @@ absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message,
     alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msg.msg_control = control;
     msg.msg_controllen = sizeof(control);
-    ssize_t n;
-    do {
+    ssize_t n = -1;
+    int err = 0;
+    bool late = false;
+    // Without a deadline the socket's own timeout (SetSocketTimeout) bounds
+    // each recvmsg; with one, poll waits no longer than what is left.
+    while (deadline != absl::InfiniteFuture()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        late = true;
+        break;
+      }
+      struct pollfd p {sock, POLLIN, 0};
+      const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(
+                                        absl::ToInt64Milliseconds(left) + 1, 60'000)));
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;  // Deadline again.
+      if (ready < 0) {
+        err = errno;
+        break;
+      }
       n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) return ErrnoStatus(errno, "reading the ring socket");
+      if (n >= 0) break;
+      if (errno != EINTR) {
+        err = errno;
+        break;
+      }
+    }
+    if (deadline == absl::InfiniteFuture()) {
+      do {
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+      } while (n < 0 && errno == EINTR);
+      err = errno;
+    }
+    if (late) {
+      if (*fd >= 0) close(*fd);
+      *fd = -1;
+      return absl::DeadlineExceededError(
+          "ring socket: the message did not arrive in time");
+    }
+    if (n < 0) return ErrnoStatus(err, "reading the ring socket");
     for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
          c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {

@@ -52,9 +52,12 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int sock);
 absl::Status SendWithFd(int sock, const std::string& message, int fd);
 
 // Receives one message of at most `max_bytes`, ending in '\n' (not kept),
-// and an attached fd if any (*fd = -1 otherwise; the caller owns it).
-absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message,
-                           int* fd);
+// and an attached fd if any (*fd = -1 otherwise; the caller owns it). The
+// whole message must arrive by `deadline`, however it is split:
+// DEADLINE_EXCEEDED otherwise (a peer dripping a byte at a time holds the
+// exchange no longer than one that sends nothing).
+absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message, int* fd,
+                           absl::Time deadline = absl::InfiniteFuture());
 
 // Sets SO_RCVTIMEO/SO_SNDTIMEO so a stalled peer cannot block forever.
 absl::Status SetSocketTimeout(int sock, absl::Duration timeout);

@@ -8,7 +8,10 @@
 
 #include <fcntl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -47,6 +50,35 @@ TEST(SocketFolder, ModeIsNeverSetThroughASymlink) {
   ASSERT_EQ(stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::filesystem::remove_all(dir);
+}
+
+// A peer that drips a byte at a time (the attack's own pace, not a race)
+// holds the exchange no longer than its one deadline: the receive gives up
+// long before the 100 bytes the peer would take 10 s to send.
+TEST(FdPassing, OneDeadlineForTheWholeMessage) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> sent{0};
+  std::thread dripper([&] {
+    for (int i = 0; i < 100 && !stop.load(); ++i) {
+      if (write(sv[1], "x", 1) != 1) break;
+      sent.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::string message;
+  int fd = -1;
+  absl::Status s =
+      ReceiveWithFd(sv[0], 256, &message, &fd, absl::Now() + absl::Milliseconds(500));
+  const int at_return = sent.load();
+  stop.store(true);
+  dripper.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(at_return, 100);
+  EXPECT_EQ(fd, -1);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 TEST(FdPassing, DescriptorAndMessageCrossASocketPair) {

@@ -259,6 +259,38 @@ TEST_F(StorageTest, SameManifestUnderAnotherRootIsNotServedTheFirstRootsPictures
   fs::remove_all(other);
 }
 
+// A read that throws (as a library might) is that sample's error: the batch
+// is published, other samples are read, the daemon lives on.
+TEST_F(StorageTest, AThrowingReadIsOneSamplesError) {
+  counting_.throw_substring = paths_[4].substr(root_.size());
+  TestDaemon d(false, Options(false));
+  v1::SessionSpec spec = Spec();
+  spec.set_on_error(v1::ON_ERROR_ZEROS);
+  auto epochs = Read(d, spec, 1);
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0].errors, 1u);
+  EXPECT_EQ(epochs[0].samples, uint64_t{kSamples});
+  counting_.throw_substring.clear();
+}
+
+// L2 holds other users' bytes: its files are the daemon's alone, whatever
+// the umask, and a folder it makes too.
+TEST_F(StorageTest, L2FilesAreTheDaemonsAlone) {
+  DaemonOptions o = Options(true);
+  o.l2.path = l2_ + "/made";
+  {
+    TestDaemon d(false, o);
+    Read(d, Spec(), 1);
+  }
+  struct stat st;
+  ASSERT_EQ(stat(o.l2.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  for (const char* f : {"/data.mdb", "/lock.mdb"}) {
+    ASSERT_EQ(stat((o.l2.path + f).c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+  }
+}
+
 TEST_F(StorageTest, TwoSessionsShareOneL1) {
   TestDaemon d(false, Options(false));
   std::vector<ReadSummary> a, b;

@@ -32,6 +32,9 @@ inline absl::StatusOr<uint64_t> CheckedProduct(const std::vector<uint64_t>& dims
                                                absl::string_view what) {
   uint64_t n = scale;
   for (uint64_t d : dims) {
+    if (d == 0) return 0;  // Whatever the others are.
+  }
+  for (uint64_t d : dims) {
     if (!CheckedMul(n, d, &n) || n > limit) {
       std::string shape;
       for (uint64_t e : dims) absl::StrAppend(&shape, shape.empty() ? "" : "x", e);

@@ -3,7 +3,9 @@
 #ifndef STOKER_UTIL_LOG_H_
 #define STOKER_UTIL_LOG_H_
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
@@ -14,6 +16,19 @@ void Log(LogLevel level, absl::string_view message);
 inline void LogInfo(absl::string_view m) { Log(LogLevel::kInfo, m); }
 inline void LogWarning(absl::string_view m) { Log(LogLevel::kWarning, m); }
 inline void LogError(absl::string_view m) { Log(LogLevel::kError, m); }
+
+// Runs fn() (returning void) as a thread's or task's last barrier: an
+// exception it throws is logged as an error naming `where`, never ends the
+// process. Returns false when one was caught.
+template <typename Fn>
+bool RunLoggingExceptions(absl::string_view where, Fn&& fn) {
+  absl::Status s = Guarded(where, [&] {
+    fn();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) LogError(s.message());
+  return s.ok();
+}
 
 // Lines below this level are dropped (default kInfo).
 void SetMinLogLevel(LogLevel level);

@@ -3,12 +3,17 @@
 // `expr` from the enclosing function when it is not OK;
 // STOKER_ASSIGN_OR_RETURN(lhs, expr) unwraps an absl::StatusOr or returns its
 // error. ErrnoStatus(e, what) maps an errno value to the canonical code.
+// Guarded(where, fn) is the exception barrier: no exception crosses a thread
+// or an API, so every task, RPC and daemon thread runs its work through it.
 #ifndef STOKER_UTIL_STATUS_MACROS_H_
 #define STOKER_UTIL_STATUS_MACROS_H_
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -59,6 +64,32 @@ inline absl::Status ErrnoStatus(int err, const std::string& what) {
       return absl::InvalidArgumentError(msg);
     default:
       return absl::InternalError(msg);
+  }
+}
+
+// The status for the exception being handled; call only inside a catch
+// block. std::bad_alloc -> RESOURCE_EXHAUSTED, anything else -> INTERNAL,
+// both naming `where`.
+inline absl::Status CurrentExceptionStatus(absl::string_view where) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(where, ": out of memory"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(where, ": ", e.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(where, ": unknown exception"));
+  }
+}
+
+// fn() (returning absl::Status or absl::StatusOr<T>), with any exception it
+// throws turned into CurrentExceptionStatus(where).
+template <typename Fn>
+auto Guarded(absl::string_view where, Fn&& fn) -> std::invoke_result_t<Fn> {
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (...) {
+    return std::invoke_result_t<Fn>(CurrentExceptionStatus(where));
   }
 }
 

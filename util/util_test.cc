@@ -1,7 +1,10 @@
 #include <map>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "util/checked_math.h"
 #include "util/checksum.h"
 #include "util/rng.h"
 #include "util/status_macros.h"
@@ -80,6 +83,37 @@ TEST(StatusMacrosTest, PropagateErrorsAndValues) {
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ErrnoStatus(ENOENT, "/a/b").message(),
             "/a/b: No such file or directory");
+}
+
+TEST(CheckedMathTest, ProductsAndRangesNeverWrap) {
+  uint64_t out = 0;
+  EXPECT_TRUE(CheckedMul(1ULL << 31, 1ULL << 32, &out));
+  EXPECT_EQ(out, 1ULL << 63);
+  EXPECT_FALSE(CheckedMul(1ULL << 32, 1ULL << 32, &out));
+  EXPECT_FALSE(CheckedAdd(UINT64_MAX, 1, &out));
+  // (2^62 elements of 8 bytes): wraps to 0 unchecked.
+  auto wrap = CheckedProduct({1ULL << 31, 1ULL << 31}, 8, UINT64_MAX, "x.npy");
+  EXPECT_EQ(wrap.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrap.status().message().find("x.npy: shape 2147483648x2147483648"),
+            std::string::npos) << wrap.status();
+  EXPECT_EQ(CheckedProduct({4, 5}, 2, 40, "a").value(), 40u);
+  EXPECT_FALSE(CheckedProduct({4, 5}, 2, 39, "a").ok());
+  EXPECT_EQ(CheckedProduct({1ULL << 40, 0}, 4, 100, "a").value(), 0u);
+  EXPECT_TRUE(RangeWithin(10, 5, 15));
+  EXPECT_FALSE(RangeWithin(10, 6, 15));
+  EXPECT_FALSE(RangeWithin(UINT64_MAX - 1, 4, UINT64_MAX));
+}
+
+TEST(GuardedTest, ExceptionsBecomeStatusesNamingWhere) {
+  absl::Status oom = Guarded("decoding x.jpg", []() -> absl::Status { throw std::bad_alloc(); });
+  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(oom.message(), "decoding x.jpg: out of memory");
+  absl::StatusOr<int> bad = Guarded("a call", []() -> absl::StatusOr<int> {
+    throw std::length_error("vector::reserve");
+  });
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(bad.status().message(), "a call: vector::reserve");
+  EXPECT_EQ(Guarded("x", []() -> absl::StatusOr<int> { return 7; }).value(), 7);
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ class Node:
             as_user(DAEMON_USER, os.path.join(bundle, "bin", "stokerd"), "--socket",
                     self.socket, "--threads", "2", "--metrics-address", "",
                     "--l2-path", self.l2, "--shm-prefix", "stoker-hostile.",
+                    # Small: arrays are read from their mappings, not copied.
+                    "--l1-bytes", "1048576",
                     group=GROUP),
             stdout=subprocess.DEVNULL, stderr=self.log)
         wait_for_socket(self.socket, self.proc)
@@ -279,3 +281,160 @@ def test_cached_files_of_another_user_are_not_served(node):
         assert out.returncode == 0, out.stderr
         assert summary["errors"] == len(files)
     assert "is outside the dataset folder" in node.log_text()
+
+
+READ_HDF5 = r"""
+import sys, stoker
+for path in sys.argv[2:]:
+    try:
+        ld = stoker.Loader({"hdf5": {"path": path, "dataset": "x"}}, batch_size=1,
+                           socket=sys.argv[1], timeout=10,
+                           fields=[stoker.array((16,), "x", dtype="uint8")])
+        for b in ld.batches():
+            print("DATA", bytes(memoryview(b.field("x")).cast("B")), flush=True)
+    except Exception as e:
+        print("ERROR", path, e, flush=True)
+"""
+
+
+@needs_users
+def test_hdf5_cannot_read_past_its_own_file(node):
+    """External storage, an external link and a virtual dataset, each
+    pointing at a 0600 file of the daemon's user: HDF5 would open those by
+    path, with the daemon's rights."""
+    h5py = pytest.importorskip("h5py")
+    import numpy as np
+    secret = os.path.join(node.top, "secret.bin")
+    secret_h5 = os.path.join(node.top, "secret.h5")
+    with open(secret, "wb") as f:
+        f.write(b"DAEMON-SECRET-16")
+    with h5py.File(secret_h5, "w") as f:
+        f["x"] = np.frombuffer(b"DAEMON-SECRET-H5" * 4, dtype=np.uint8).reshape(4, 16)
+    daemon = pwd.getpwnam(DAEMON_USER)
+    for p in (secret, secret_h5):
+        os.chown(p, daemon.pw_uid, daemon.pw_gid)
+        os.chmod(p, 0o600)
+    files = []
+    with h5py.File(os.path.join(node.mine, "external.h5"), "w") as f:
+        f.create_dataset("x", (1, 16), dtype="u1", external=[(secret, 0, 16)])
+    with h5py.File(os.path.join(node.mine, "link.h5"), "w") as f:
+        f["x"] = h5py.ExternalLink(secret_h5, "/x")
+    with h5py.File(os.path.join(node.mine, "virtual.h5"), "w") as f:
+        layout = h5py.VirtualLayout(shape=(4, 16), dtype="u1")
+        layout[:] = h5py.VirtualSource(secret_h5, "x", shape=(4, 16))
+        f.create_virtual_dataset("x", layout)
+    for name in ("external.h5", "link.h5", "virtual.h5"):
+        files.append(os.path.join(node.mine, name))
+        node.give(files[-1], ATTACKER)
+    py = os.path.join(node.bundle, "lib", "stoker", "python")
+    with victim_alongside(node):
+        out = subprocess.run(
+            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                    READ_HDF5, node.socket, *files),
+            capture_output=True, text=True, timeout=120)
+    assert "SECRET" not in out.stdout
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3, out.stdout + out.stderr
+    for line, why in zip(lines, ("keeps its data in external files", "is an external link",
+                                 "is a virtual dataset")):
+        assert line.startswith("ERROR") and "PERMISSION_DENIED" in line, line
+        assert why in line, line
+
+
+READ_NPY = r"""
+import sys, stoker
+for path in sys.argv[2:]:
+    try:
+        ld = stoker.Loader({"npy": {"path": path}}, batch_size=1, socket=sys.argv[1],
+                           timeout=10, fields=[stoker.array((8,), "x")])
+        for b in ld.batches():
+            print("DATA", flush=True)
+            break
+    except Exception as e:
+        print("ERROR", path, e, flush=True)
+"""
+
+
+def npy_header(shape, descr="<f8"):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, shape)
+    d += " " * (-(10 + len(d) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(d).to_bytes(2, "little") + d.encode()
+
+
+@needs_users
+def test_npy_shapes_that_overflow_are_refused(node):
+    """2^62 doubles (2^65 bytes, 0 after a 64-bit wrap), 2^40 rows of zero
+    elements, and 2^61 rows of 8 doubles in a sparse file."""
+    cases = {"wrap.npy": (npy_header("4611686018427387904,"), "exceeds"),
+             "empty_rows.npy": (npy_header("1099511627776, 0"), "over the daemon's limit"),
+             "sparse.npy": (npy_header("2305843009213693952, 8"), "exceeds")}
+    files = []
+    for name, (header, _) in cases.items():
+        path = os.path.join(node.mine, name)
+        with open(path, "wb") as f:
+            f.write(header)
+            if name == "sparse.npy":
+                f.truncate(1 << 40)
+        node.give(path, ATTACKER)
+        files.append(path)
+    py = os.path.join(node.bundle, "lib", "stoker", "python")
+    with victim_alongside(node):
+        out = subprocess.run(
+            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                    READ_NPY, node.socket, *files),
+            capture_output=True, text=True, timeout=120)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3, out.stdout + out.stderr
+    for line, (_, why) in zip(lines, cases.values()):
+        assert line.startswith("ERROR") and why in line, line
+
+
+@needs_users
+def test_root_is_no_admin_unless_the_group_says_so(node):
+    """uid 0 (a trainer running as root in its container) may not resize the
+    node's pools or close others' sessions; the daemon's own user may."""
+    args = ("resize", "--pool", "decode", "--threads", "1")
+    out = subprocess.run([node.stokerctl, "--socket", node.socket, *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "PERMISSION_DENIED" in out.stderr and "for admins" in out.stderr, out.stderr
+    out = node.ctl(DAEMON_USER, *args)
+    assert out.returncode == 0, out.stderr
+
+
+TRUNCATE = r"""
+import os, sys, warnings, stoker
+path = sys.argv[2]
+ld = stoker.Loader({"npy": {"path": path}}, batch_size=16, socket=sys.argv[1],
+                   timeout=20, on_error="zeros", shuffle=False,
+                   fields=[stoker.array((1024,), "x")])
+batches = ld.batches()
+next(batches)
+os.truncate(path, 128)  # Its own file: the daemon has it mapped.
+failed = 0
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for b in batches:
+        failed += sum(1 for s in b.status if s != 0)
+print("failed", failed, flush=True)
+"""
+
+
+@needs_users
+def test_truncating_a_mapped_file_fails_its_reads_not_the_daemon(node):
+    """The attacker's .npy (4 MiB, mapped by the daemon) cut to its header
+    while the session reads it: SIGBUS in the daemon unless guarded."""
+    path = os.path.join(node.mine, "rows.npy")
+    with open(path, "wb") as f:
+        f.write(npy_header("1024, 1024", "<f4"))
+        f.write(bytes(range(256)) * (1024 * 4 * 1024 // 256))
+    node.give(path, ATTACKER)
+    py = os.path.join(node.bundle, "lib", "stoker", "python")
+    with victim_alongside(node):
+        out = subprocess.run(
+            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
+                    TRUNCATE, node.socket, path),
+            capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("failed "), out.stdout + out.stderr
+    assert int(out.stdout.split()[1]) > 0
+    assert "the file shrank while it was being read" in node.log_text()

@@ -39,21 +39,36 @@ def read(sock, dataset):
 
 
 class Restarter:
-    """Kills the daemon after `delay` s (leaving a zombie) and starts a new
-    one on the same socket."""
+    """Once the client has been handed `after` batches (the daemon's own
+    counter), freezes the daemon (SIGSTOP: the read cannot finish first),
+    kills it (leaving a zombie) and starts a new one on the same socket."""
 
-    def __init__(self, sock, prefix, proc, delay):
+    def __init__(self, sock, prefix, proc, after=2):
         self.sock, self.prefix, self.old, self.new = sock, prefix, proc, None
-        self.thread = threading.Thread(target=self._run, args=(delay,))
+        self.error = None
+        self.thread = threading.Thread(target=self._run, args=(after,))
         self.thread.start()
 
-    def _run(self, delay):
-        time.sleep(delay)
-        self.old.send_signal(signal.SIGKILL)
-        self.new = start(self.sock, self.prefix)
+    def _delivered(self):
+        sessions = lib.Client(self.sock).stats().get("sessions", [])
+        return max((int(s.get("batches_delivered", 0)) for s in sessions), default=0)
+
+    def _run(self, after):
+        try:
+            deadline = time.monotonic() + 120
+            while self._delivered() < after:
+                assert time.monotonic() < deadline, "the client never got a batch"
+                time.sleep(0.01)  # Polling the counter, not timing the read.
+            self.old.send_signal(signal.SIGSTOP)
+            self.old.send_signal(signal.SIGKILL)
+            self.new = start(self.sock, self.prefix)
+        except BaseException as e:  # Raised again by finish().
+            self.error = e
 
     def finish(self):
         self.thread.join()
+        if self.error is not None:
+            raise self.error
         stale = lib.Client(self.sock).stats().get("stale_segments_removed", 0)
         self.old.wait()
         self.new.terminate()
@@ -71,7 +86,7 @@ def test_clients_resume_across_a_daemon_restart(large_dataset):
         assert want["samples"] == 48
 
         # C++: stokerctl through a kill -9 and restart.
-        restart = Restarter(sock, prefix, proc, 0.4)
+        restart = Restarter(sock, prefix, proc)
         got = read(sock, large_dataset)
         stale = restart.finish()
         assert got["checksum"] == want["checksum"]
@@ -84,7 +99,7 @@ def test_clients_resume_across_a_daemon_restart(large_dataset):
         ld = stoker.Loader(large_dataset, batch_size=2, transform="train",
                            image_size=64, seed=21, socket=sock,
                            starvation_threshold=1.0)
-        restart = Restarter(sock, prefix, proc, 0.4)
+        restart = Restarter(sock, prefix, proc)
         checksum, samples = lib.Checksum(), 0
         for _ in range(3):
             for b in ld.batches():

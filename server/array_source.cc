@@ -181,7 +181,6 @@ namespace {
 struct ResidentSet {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, std::weak_ptr<const Mapping>> copies;
-  uint64_t bytes = 0;
 };
 ResidentSet& Residents() {
   static auto* set = new ResidentSet;  // Never destroyed: mappings may outlive main.
@@ -194,21 +193,22 @@ Mapping::~Mapping() {
   if (data != nullptr && size > 0) munmap(const_cast<uint8_t*>(data), size);
   if (resident) {
     absl::MutexLock lock(&Residents().mu);
-    Residents().bytes -= size;
     auto it = Residents().copies.find(key);
     if (it != Residents().copies.end() && it->second.expired()) Residents().copies.erase(it);
   }
 }
 
 std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
-                                        uint64_t budget) {
+                                        const ChargeRam& charge) {
   ResidentSet& set = Residents();
   absl::MutexLock lock(&set.mu);
   auto it = set.copies.find(file->key);
   if (it != set.copies.end()) {
     if (std::shared_ptr<const Mapping> copy = it->second.lock()) return copy;
   }
-  if (file->size == 0 || set.bytes + file->size > budget) return file;
+  if (file->size == 0 || !charge) return file;
+  std::shared_ptr<void> token = charge(file->size);
+  if (token == nullptr) return file;
   void* p = mmap(nullptr, file->size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return file;
@@ -224,7 +224,7 @@ std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
   copy->size = file->size;
   copy->key = file->key;
   copy->resident = true;
-  set.bytes += copy->size;
+  copy->charge = std::move(token);
   set.copies[copy->key] = copy;
   return copy;
 }
@@ -264,10 +264,10 @@ struct NpyFile {
 };
 
 absl::StatusOr<NpyFile> OpenNpy(const std::string& path, const Beneath* beneath,
-                                uint64_t budget = 0) {
+                                const ChargeRam& charge = nullptr) {
   absl::StatusOr<std::shared_ptr<const Mapping>> map = MapFile(path, beneath);
   if (!map.ok()) return map.status();
-  if (budget > 0) *map = Resident(*std::move(map), budget);
+  *map = Resident(*std::move(map), charge);
   absl::StatusOr<NpyHeader> h = ParseNpyHeader((*map)->data, (*map)->size);
   if (!h.ok()) return Bad(path, std::string(h.status().message()));
   return NpyFile{path, *std::move(h), *std::move(map)};
@@ -520,7 +520,7 @@ absl::Status CheckRows(uint64_t rows, const std::vector<uint64_t>& row_shape,
 
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget,
+    std::shared_ptr<const Beneath> beneath, const ChargeRam& charge,
     uint64_t max_samples) {
   auto src = std::make_shared<NpySource>();
   src->beneath_ = beneath;
@@ -538,7 +538,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     STOKER_RETURN_IF_ERROR(CheckRows(names.size(), {}, max_samples, path));
     bool typed = false;
     for (const std::string& name : names) {
-      absl::StatusOr<NpyFile> f = OpenNpy(name, beneath.get(), memory_budget);
+      absl::StatusOr<NpyFile> f = OpenNpy(name, beneath.get(), charge);
       if (!f.ok()) {  // A broken sample, reported when it is read.
         src->files_.push_back(NpyFile{name, {}, nullptr});
         src->broken_.push_back(absl::DataLossError(f.status().message()));
@@ -558,7 +558,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
   } else {
     if (!std::filesystem::exists(path, ec))
       return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
-    absl::StatusOr<NpyFile> f = OpenNpy(path, beneath.get(), memory_budget);
+    absl::StatusOr<NpyFile> f = OpenNpy(path, beneath.get(), charge);
     if (!f.ok()) return f.status();
     if (f->header.shape.empty() || f->header.shape[0] == 0)
       return Bad(path, "needs a first dimension of samples (shape (N, ...), N >= 1)");

@@ -26,6 +26,7 @@
 #define STOKER_SERVER_ARRAY_SOURCE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,17 +74,24 @@ struct Mapping {
   const uint8_t* data = nullptr;
   size_t size = 0;
   std::string key;        // path, device, inode, size, mtime.
-  bool resident = false;  // A RAM copy, counted against the budget.
+  bool resident = false;  // A RAM copy, its bytes charged by `charge`.
+  std::shared_ptr<void> charge;
   ~Mapping();
 };
+
+// Charges `bytes` of RAM an array source wants to hold (a RAM copy of a
+// file, a dataset read whole) to its caller: a token that gives them back
+// when the last holder drops it, or null when there is no room (the source
+// then reads from its mapping, or per sample). A null function: no RAM
+// copies at all. The daemon's is MemoryBudget::Charge for the session's uid.
+using ChargeRam = std::function<std::shared_ptr<void>(uint64_t bytes)>;
 
 // A RAM copy of `file` (anonymous memory, on huge pages where the kernel
 // allows: random regions of a volume copy twice as fast as from the page
 // cache's 4 KiB pages), shared by every source that asks for the same file
-// version while any holds it; `file` itself when the copy would take the
-// RAM copies of all sources together past `budget` bytes.
+// version while any holds it; `file` itself when `charge` has no room.
 std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
-                                        uint64_t budget);
+                                        const ChargeRam& charge);
 // Maps `path` (opened beneath `beneath` when set). FAILED_PRECONDITION for
 // something that is not a regular file.
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(const std::string& path,
@@ -112,26 +120,27 @@ class ArraySource {
 
 // Opens a NumPy source: `path` a .npy file of N samples or a folder of .npy
 // files; `labels` (may be empty) a .npy of N integers. Paths are opened
-// beneath `beneath` when it is set. Files are held in RAM (Resident) within
-// `memory_budget`, else read from their mapping.
+// beneath `beneath` when it is set. Files are held in RAM (Resident) as far
+// as `charge` allows, else read from their mapping.
 // A single file of more than `max_samples` rows is RESOURCE_EXHAUSTED, rows
 // of zero elements FAILED_PRECONDITION; every size is overflow-checked
 // against the file.
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath, uint64_t memory_budget,
+    std::shared_ptr<const Beneath> beneath, const ChargeRam& charge,
     uint64_t max_samples = kDefaultMaxArraySamples);
 
 // Opens an HDF5 source: `path` a file (dataset `dataset` [N, ...]) or a
 // folder of HDF5 files (dataset `dataset` of each is one sample); `labels`
-// (may be empty) a dataset of N integers in the file. Datasets up to
-// `memory_budget` bytes are read whole into RAM. Rows as OpenNpySource. The
+// (may be empty) a dataset of N integers in the file. A chunked or
+// compressed dataset is read whole into RAM when `charge` allows (else per
+// sample); contiguous files are held as OpenNpySource's. Rows likewise. The
 // file is opened from its confined descriptor; a dataset whose data lies in
 // another file (external storage, an external link, a virtual dataset) is
 // PERMISSION_DENIED, as HDF5 would open that file by path.
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
-    const std::string& labels, uint64_t memory_budget,
+    const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath,
     uint64_t max_samples = kDefaultMaxArraySamples);
 

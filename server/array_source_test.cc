@@ -84,13 +84,13 @@ TEST(NpyTest, RowCountsAreCappedAndRowsMayNotBeEmpty) {
                      "), }")).ok());
     return path;
   };
-  auto huge = OpenNpySource(write("huge.npy", "1099511627776, 0"), "", nullptr, 0);
+  auto huge = OpenNpySource(write("huge.npy", "1099511627776, 0"), "", nullptr, nullptr);
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
   EXPECT_NE(huge.status().message().find("1099511627776 samples"), std::string::npos);
-  auto empty = OpenNpySource(write("empty.npy", "5, 0"), "", nullptr, 0);
+  auto empty = OpenNpySource(write("empty.npy", "5, 0"), "", nullptr, nullptr);
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kFailedPrecondition) << empty.status();
   EXPECT_NE(empty.status().message().find("no elements"), std::string::npos);
-  auto few = OpenNpySource(write("few.npy", "3, 0"), "", nullptr, 0, /*max_samples=*/2);
+  auto few = OpenNpySource(write("few.npy", "3, 0"), "", nullptr, nullptr, /*max_samples=*/2);
   EXPECT_EQ(few.status().code(), absl::StatusCode::kResourceExhausted);
   std::filesystem::remove_all(dir);
 }

@@ -50,6 +50,7 @@ Daemon::Daemon(DaemonOptions options)
       l1_("l1", options_.l1_bytes),
       decoded_cache_("decoded", options_.decoded_cache_bytes),
       pixel_ram_("pixels", options_.pixel_cache_bytes),
+      array_ram_(options_.l1_bytes, options_.max_array_bytes_per_user),
       monitor_([this] {
         LoadMonitor::Options o;
         o.min_reader_threads = options_.reader_threads;
@@ -176,13 +177,17 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   limits.max_file_bytes = options_.max_file_bytes;
   absl::StatusOr<Dataset> ds;
   if (spec.has_npy() || spec.has_hdf5()) {
+    // RAM the arrays hold is the caller's (admins: only the total binds).
+    const int64_t uid = caller.admin ? -1 : caller.uid;
+    const ChargeRam charge = [this, uid](uint64_t bytes) {
+      return array_ram_.Charge(uid, bytes);
+    };
     absl::StatusOr<std::shared_ptr<const ArraySource>> arrays =
         spec.has_npy()
-            ? OpenNpySource(spec.npy().path(), spec.npy().labels(), beneath,
-                            options_.l1_bytes, limits.max_files)
+            ? OpenNpySource(spec.npy().path(), spec.npy().labels(), beneath, charge,
+                            limits.max_files)
             : OpenHdf5Source(spec.hdf5().path(), spec.hdf5().dataset(),
-                             spec.hdf5().labels(), options_.l1_bytes, beneath,
-                             limits.max_files);
+                             spec.hdf5().labels(), charge, beneath, limits.max_files);
     if (!arrays.ok()) return arrays.status();
     ds = ArrayDataset(*std::move(arrays),
                       spec.has_npy() ? absl::StrCat("npy:", spec.npy().path())

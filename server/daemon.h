@@ -31,6 +31,7 @@
 #include "server/fetcher.h"
 #include "server/load_monitor.h"
 #include "server/l2_cache.h"
+#include "server/memory_budget.h"
 #include "server/node_pools.h"
 #include "server/session.h"
 
@@ -69,6 +70,10 @@ struct DaemonOptions {
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
   uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.
+  // RAM array sources may hold (RAM copies of files, datasets read whole)
+  // is charged against l1_bytes in all and this per non-admin user (0: only
+  // the total binds); past either they read from their mappings.
+  uint64_t max_array_bytes_per_user = 0;
   L2Options l2;  // l2.path empty: no L2.
   // Autotune: resize the decode pool within [1, max_decode_threads] and the
   // reader pool within [reader_threads, max_reader_threads] from the
@@ -244,6 +249,7 @@ class Daemon {
   ShardedLruCache l1_;
   ShardedLruCache decoded_cache_;
   ShardedLruCache pixel_ram_;
+  MemoryBudget array_ram_;  // Array sources' RAM, per user.
   std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).
   std::unique_ptr<L2Cache> l2_;
   // What confined callers may never read (set in Start, after L2).

@@ -246,6 +246,16 @@ absl::Status MakeTinyDataset(const std::string& root) {
   return testdata::MakeFolderDataset(root, fs).status();
 }
 
+// A val session of the tiny dataset at `root`, 2 samples a batch.
+v1::OpenSessionRequest TinyRequest(const std::string& root, uint32_t image_size) {
+  v1::OpenSessionRequest r;
+  r.mutable_spec()->mutable_dataset()->mutable_folder()->set_path(root);
+  r.mutable_spec()->set_batch_size(2);
+  r.mutable_spec()->set_transform(v1::TRANSFORM_VAL);
+  r.mutable_spec()->set_image_size(image_size);
+  return r;
+}
+
 TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
   std::string root = testdata::MakeTempDir("quota");
   ASSERT_TRUE(MakeTinyDataset(root).ok());
@@ -256,11 +266,7 @@ TEST(DaemonQuotaTest, RingBudgetAndSessionsPerUser) {
   o.max_ring_bytes = 4ULL << 20;
   Daemon d(o);
   ASSERT_TRUE(d.Start().ok());
-  v1::OpenSessionRequest r;
-  r.mutable_spec()->mutable_dataset()->mutable_folder()->set_path(root);
-  r.mutable_spec()->set_batch_size(2);
-  r.mutable_spec()->set_transform(v1::TRANSFORM_VAL);
-  r.mutable_spec()->set_image_size(32);
+  v1::OpenSessionRequest r = TinyRequest(root, 32);
   const Caller alice = Caller::User(7001, false), bob = Caller::User(7002, false);
   ASSERT_TRUE(d.OpenSession(r, alice).ok());
   auto again = d.OpenSession(r, alice);
@@ -290,11 +296,7 @@ TEST(DaemonQuotaTest, PerUserRingBytesAndSessionsThatNeverAttach) {
   o.reap_interval = absl::Milliseconds(10);
   Daemon d(o);
   ASSERT_TRUE(d.Start().ok());
-  v1::OpenSessionRequest r;
-  r.mutable_spec()->mutable_dataset()->mutable_folder()->set_path(root);
-  r.mutable_spec()->set_batch_size(2);
-  r.mutable_spec()->set_transform(v1::TRANSFORM_VAL);
-  r.mutable_spec()->set_image_size(512);  // 4 slots x 2 x 768 KiB: 6 MiB.
+  v1::OpenSessionRequest r = TinyRequest(root, 512);  // 4 slots x 2 x 768 KiB: 6 MiB.
   const Caller alice = Caller::User(7201, false);
   auto big = d.OpenSession(r, alice);
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);

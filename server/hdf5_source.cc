@@ -281,7 +281,7 @@ class Hdf5Source : public ArraySource {
       absl::StatusOr<uint64_t> bytes =
           CheckedProduct(o.set.dims, ElemBytes(o.set.elem), UINT64_MAX, o.file.path);
       if (m.ok() && bytes.ok() && RangeWithin(o.set.offset, *bytes, (*m)->size)) {
-        o.map = Resident(*std::move(m), memory_budget_);
+        o.map = Resident(*std::move(m), charge_);
       }
     }
     open_.push_back(std::move(o));
@@ -297,7 +297,8 @@ class Hdf5Source : public ArraySource {
   std::vector<int64_t> labels_;
   std::vector<absl::Status> broken_;  // Folder: per file.
   std::vector<Open> open_;            // Per file (one for a single file).
-  uint64_t memory_budget_ = 0;
+  ChargeRam charge_;
+  std::shared_ptr<void> memory_charge_;  // Holds memory_'s bytes.
   std::shared_ptr<const std::string> memory_;
   std::shared_ptr<const Beneath> beneath_;
 };
@@ -322,14 +323,14 @@ absl::StatusOr<std::vector<int64_t>> ReadLabels(const File& f, const std::string
 
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
-    const std::string& labels, uint64_t memory_budget,
+    const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath, uint64_t max_samples) {
   if (dataset.empty())
     return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
   auto src = std::make_shared<Hdf5Source>();
   src->path_ = path;
   src->dataset_ = dataset;
-  src->memory_budget_ = memory_budget;
+  src->charge_ = charge;
   src->beneath_ = beneath;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
@@ -394,10 +395,13 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   const uint64_t bytes = *all_bytes;
   src->Keep(*std::move(f), *std::move(d));
   const Dataset5& set = src->open_[0].set;
-  if (src->open_[0].map == nullptr && bytes <= memory_budget &&
-      src->elem_ != ElemType::kFloat16) {
+  std::shared_ptr<void> token = src->open_[0].map == nullptr && src->elem_ != ElemType::kFloat16 && charge
+                                    ? charge(bytes)
+                                    : nullptr;
+  if (token != nullptr) {
     // Chunked or compressed: one read of everything, not a library call
     // (and its lock) per sample.
+    src->memory_charge_ = std::move(token);
     auto all = std::make_shared<std::string>(bytes, '\0');
     std::vector<hsize_t> start(set.dims.size(), 0), count(set.dims.begin(), set.dims.end());
     absl::Status s = ReadSlab(set, start, count, src->elem_,

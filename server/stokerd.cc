@@ -110,6 +110,10 @@ ABSL_FLAG(stoker::ByteSize, max_ring_bytes_per_user, stoker::ByteSize{0},
 ABSL_FLAG(absl::Duration, attach_timeout, absl::Seconds(60),
           "A session whose client has not attached within this is closed "
           "and its ring reclaimed; 0 = never.");
+ABSL_FLAG(stoker::ByteSize, max_array_bytes_per_user, stoker::ByteSize{0},
+          "Most RAM one user's npy/HDF5 sources may hold (RAM copies, "
+          "datasets read whole; all users together: --l1-bytes); past it "
+          "they read from their files; 0 = a quarter of --l1-bytes.");
 ABSL_FLAG(uint32_t, max_sessions_per_user, 64,
           "Most open sessions per user (admins are not limited); 0 = no "
           "limit.");
@@ -263,6 +267,10 @@ int main(int argc, char** argv) {
     options.max_ring_bytes_per_user = options.max_ring_bytes / 4;
   }
   options.attach_timeout = absl::GetFlag(FLAGS_attach_timeout);
+  options.max_array_bytes_per_user = absl::GetFlag(FLAGS_max_array_bytes_per_user).bytes;
+  if (options.max_array_bytes_per_user == 0) {
+    options.max_array_bytes_per_user = options.l1_bytes / 4;
+  }
   options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
   options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes).bytes;
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);

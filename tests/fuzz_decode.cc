@@ -14,7 +14,10 @@
 // session's own decode path (by-content decoder + compiled pipeline): JPEGs
 // through the val/train presets with each decode lever, PNGs through a
 // custom pipeline (an image and a mask of the same file, joint random
-// geometry); .npy and HDF5 files through the array sources.
+// geometry); .npy and HDF5 files through the array sources; manifests
+// through the file environment and their parser; and live sessions of an
+// in-process daemon whose ring header is overwritten, every word, while the
+// daemon fills the ring.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +35,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "server/array_source.h"
+#include "server/daemon.h"
+#include "server/dataset.h"
 #include "server/decode.h"
 #include "server/jpeg.h"
 #include "server/pipeline.h"
@@ -40,12 +45,17 @@
 #include "util/proto_json.h"
 #include "tests/testdata.h"
 #include "util/rng.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
 
 ABSL_FLAG(std::string, photos, "/usr/share/backgrounds/mate/nature",
           "Folder of real-photo JPEGs to mutate.");
 ABSL_FLAG(int, mutations, 3000, "Mutated files to decode.");
 ABSL_FLAG(uint64_t, seed, 1, "Mutation seed.");
 ABSL_FLAG(int, side, 320, "Longest side the photos are reduced to first.");
+ABSL_FLAG(int, manifest_mutations, 1000, "Mutated manifests to load.");
+ABSL_FLAG(int, ring_scribbles, 20,
+          "Live sessions whose ring header is overwritten while they run.");
 ABSL_FLAG(int, hdf5_mutations, 300,
           "Mutated HDF5 files opened and read, each in a child process: "
           "libhdf5 is not hardened against corrupt files, so its crashes are "
@@ -243,12 +253,15 @@ void RunHdf5(const std::vector<Bytes>& bases, Rng& rng, int n,
     const Bytes bad = Mutate(bases[rng.Next() % bases.size()], rng, &kind);
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
     const char* set = m % 2 ? "z" : "c";
-    const uint64_t budget = m % 4 < 2 ? 0 : uint64_t{1} << 30;
+    // Half the runs read chunked datasets whole (RAM granted), half per sample.
+    const ChargeRam charge =
+        m % 4 < 2 ? ChargeRam()
+                  : ChargeRam([](uint64_t) { return std::shared_ptr<void>(std::make_shared<int>(0)); });
     std::fflush(nullptr);
     const pid_t child = fork();
     if (child == 0) {
       absl::StatusOr<std::shared_ptr<const ArraySource>> src =
-          OpenHdf5Source(path, set, "", budget, nullptr);
+          OpenHdf5Source(path, set, "", charge, nullptr);
       int code = src.ok() ? 0 : 1;
       if (src.ok() && (*src)->size() > 0 && (*src)->Broken(0).ok() &&
           (*src)->shape(0).size() == 2) {
@@ -267,6 +280,96 @@ void RunHdf5(const std::vector<Bytes>& bases, Rng& rng, int n,
                                 : absl::StrCat("libhdf5 CRASHED (signal ", WTERMSIG(status), ")");
     ++(*outcomes)[absl::StrCat("hdf5 ", kind, " ", how)];
   }
+}
+
+// Mutated manifests through the file environment and the parser: every
+// outcome is a status; a manifest that parses has sane samples.
+int RunManifests(Rng& rng, int n, const std::string& dir,
+                 std::map<std::string, int>* outcomes) {
+  const Bytes base =
+      "# a comment\nclass_a/img_001.jpg\t0\nclass_b/img 2.JPEG\t1\n\n"
+      "deep/er/img_3.png\t41\nclass_a/img_004.jpg\t2147483647\n";
+  const Bytes pairs = "img/a.jpg\tmask/a.png\t1\nimg/b.jpg\tmask/b.png\t0\n";
+  ScanLimits limits;
+  limits.max_files = 64;
+  limits.max_line_bytes = 512;
+  limits.max_file_bytes = 1 << 16;
+  const std::string path = dir + "/m.tsv";
+  for (int i = 0; i < n; ++i) {
+    std::string kind;
+    const Bytes bad = Mutate(i % 2 ? base : pairs, rng, &kind);
+    if (!testdata::WriteFile(path, bad).ok()) return 2;
+    absl::StatusOr<Dataset> ds = LoadListDataset(path, dir, limits);
+    if (ds.ok()) {
+      for (const Sample& s : ds->samples) {
+        if (s.path.empty() || s.label < 0 || s.more.size() + 1 > kMaxFilesPerSample) {
+          std::fprintf(stderr, "fuzz_decode: manifest gave a bad sample\n");
+          return 1;
+        }
+      }
+    }
+    ++(*outcomes)[absl::StrCat("manifest ", kind, " ",
+                               absl::StatusCodeToString(ds.status().code()))];
+  }
+  return 0;
+}
+
+// A live session whose ring header a client scribbles on, every word,
+// while the daemon fills it: the daemon keeps its own layout (sanitizers
+// catch any read through the scribbled one), and closes and stops cleanly.
+int RunRingScribbles(Rng& rng, int rounds, const std::string& dir,
+                     std::map<std::string, int>* outcomes) {
+  testdata::FolderSpec fs;
+  fs.classes = 2;
+  fs.per_class = 6;
+  fs.min_side = 40;
+  fs.max_side = 80;
+  if (!testdata::MakeFolderDataset(dir + "/ds", fs).ok()) return 2;
+  DaemonOptions o;
+  o.decode_threads = 2;
+  o.reader_threads = 4;
+  o.shm_prefix = absl::StrCat("stoker-fuzz", getpid(), ".");
+  Daemon daemon(o);
+  if (!daemon.Start().ok()) return 2;
+  v1::OpenSessionRequest r;
+  r.mutable_spec()->mutable_dataset()->mutable_folder()->set_path(dir + "/ds");
+  r.mutable_spec()->set_batch_size(3);
+  r.mutable_spec()->set_image_size(24);
+  r.mutable_spec()->set_ring_slots(3);
+  for (int round = 0; round < rounds; ++round) {
+    r.mutable_spec()->set_transform(round % 2 ? v1::TRANSFORM_TRAIN : v1::TRANSFORM_VAL);
+    absl::StatusOr<v1::OpenSessionResponse> opened = daemon.OpenSession(r);
+    if (!opened.ok()) return 2;
+    auto ring = shm::RingConsumer::Open(opened->ring().shm_name(), opened->session_id());
+    if (!ring.ok()) return 2;
+    auto* words = static_cast<uint64_t*>((*ring)->base());
+    const size_t nwords = sizeof(shm::RingHeader) / 8;
+    for (size_t w = 0; w < nwords; ++w) words[w] = rng.Next() >> (rng.Next() % 64);
+    // The producer goes on through the scribbled header: slots are freed
+    // (as a consumer would) until it has published 12 more batches.
+    auto published = [&] {
+      for (const v1::SessionStats& st : daemon.ListSessions()) {
+        if (st.session_id() == opened->session_id()) return st.batches_published();
+      }
+      return uint64_t{0};
+    };
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (published() < 12 && absl::Now() < deadline) {
+      for (uint32_t i = 0; i < (*ring)->layout().slot_count; ++i) {
+        (*ring)->Slot(static_cast<int>(i)).control->state.store(shm::kSlotFree);
+      }
+      words[rng.Next() % nwords] = rng.Next();
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    if (published() < 12) {
+      std::fprintf(stderr, "fuzz_decode: the scribbled session stopped producing\n");
+      return 1;
+    }
+    const absl::Status closed = daemon.CloseSession(opened->session_id());
+    ++(*outcomes)[absl::StrCat("ring scribble ", absl::StatusCodeToString(closed.code()))];
+  }
+  daemon.Stop();
+  return 0;
 }
 
 int Run() {
@@ -385,9 +488,15 @@ int Run() {
   if (!h5s.empty()) {
     RunHdf5(h5s, rng, absl::GetFlag(FLAGS_hdf5_mutations), h5dir, &outcomes);
   }
+  if (int rc = RunManifests(rng, absl::GetFlag(FLAGS_manifest_mutations), h5dir, &outcomes))
+    return rc;
+  if (int rc = RunRingScribbles(rng, absl::GetFlag(FLAGS_ring_scribbles), h5dir, &outcomes))
+    return rc;
   std::filesystem::remove_all(h5dir, ec);
-  std::printf("fuzz_decode: %d mutations of %zu photo encodings, %d of HDF5 files\n",
-              total, bases.size(), absl::GetFlag(FLAGS_hdf5_mutations));
+  std::printf("fuzz_decode: %d mutations of %zu photo encodings, %d of HDF5 files, "
+              "%d of manifests, %d scribbled ring headers\n",
+              total, bases.size(), absl::GetFlag(FLAGS_hdf5_mutations),
+              absl::GetFlag(FLAGS_manifest_mutations), absl::GetFlag(FLAGS_ring_scribbles));
   for (const auto& [what, count] : outcomes) {
     std::printf("  %-32s %d\n", what.c_str(), count);
   }

@@ -77,7 +77,7 @@ ld = stoker.Loader(sys.argv[1], batch_size=4, transform="val", image_size=32,
 indices = [int(i) for b in ld.batches() for i in b.indices]
 print(d.embedded_daemon_pid(), ld.rank, ld.world_size,
       ",".join(map(str, indices)), flush=True)
-time.sleep(float(sys.argv[2]))  # Rank 0 leaves first; rank 1 still reads.
+sys.stdin.readline()  # The test lets rank 0 go first; rank 1 reads after it left.
 ld2 = stoker.Loader(sys.argv[1], batch_size=4, transform="val", image_size=32)
 print(sum(b.samples for b in ld2.batches()), flush=True)
 """
@@ -86,11 +86,17 @@ print(sum(b.samples for b in ld2.batches()), flush=True)
 def test_ranks_share_one_embedded_daemon_and_cover_the_epoch_once(dataset):
     folder = os.path.join(tempfile.mkdtemp(prefix="stoker-emb-"), "d")
     procs = [subprocess.Popen(
-        [sys.executable, "-c", RANK_SCRIPT, dataset, str(0.2 + 2.0 * rank)],
-        env=env_for(folder, RANK=str(rank), WORLD_SIZE="2"),
+        [sys.executable, "-c", RANK_SCRIPT, dataset],
+        env=env_for(folder, RANK=str(rank), WORLD_SIZE="2"), stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for rank in range(2)]
-    outs = [p.communicate(timeout=120) for p in procs]
+    # Both ranks have read their epoch (so both own the daemon); then rank 0
+    # leaves, and only once it is gone does rank 1 read on.
+    firsts = [p.stdout.readline() for p in procs]
+    outs = []
+    for p, first in zip(procs, firsts):
+        out, err = p.communicate("\n", timeout=120)
+        outs.append((first + out, err))
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err
     lines = [out.split("\n") for out, _ in outs]

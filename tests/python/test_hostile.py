@@ -13,7 +13,6 @@ import grp
 import shutil
 import signal
 import subprocess
-import tempfile
 
 import pytest
 
@@ -144,6 +143,15 @@ def victim_alongside(node):
     assert health.returncode == 0, health.stderr
 
 
+def attacker_python(node, script, *args):
+    """`script` run as the attacker with the bundle's Python package."""
+    py = os.path.join(node.bundle, "lib", "stoker", "python")
+    return subprocess.run(
+        as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c", script,
+                *args),
+        capture_output=True, text=True, timeout=120)
+
+
 def attacker_reads(node, *args, errors_ok=True):
     """The attacker's stokerctl read; its JSON summary (or None) and run."""
     extra = ("--on-error", "zeros", "--allow-errors") if errors_ok else ()
@@ -183,12 +191,8 @@ def test_ring_header_writes_do_not_reach_the_daemon(node):
     """Every word of the attacker's own ring header overwritten (geometry,
     counters, hints) while its session runs: the daemon keeps its own copy
     of the layout and bounds every hint."""
-    py = os.path.join(node.bundle, "lib", "stoker", "python")
     with victim_alongside(node):
-        out = subprocess.run(
-            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
-                    SCRIBBLE, node.mine, node.socket),
-            capture_output=True, text=True, timeout=120)
+        out = attacker_python(node, SCRIBBLE, node.mine, node.socket)
         assert "scribbled 1" in out.stdout, out.stderr
 
 
@@ -326,12 +330,8 @@ def test_hdf5_cannot_read_past_its_own_file(node):
     for name in ("external.h5", "link.h5", "virtual.h5"):
         files.append(os.path.join(node.mine, name))
         node.give(files[-1], ATTACKER)
-    py = os.path.join(node.bundle, "lib", "stoker", "python")
     with victim_alongside(node):
-        out = subprocess.run(
-            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
-                    READ_HDF5, node.socket, *files),
-            capture_output=True, text=True, timeout=120)
+        out = attacker_python(node, READ_HDF5, node.socket, *files)
     assert "SECRET" not in out.stdout
     lines = out.stdout.splitlines()
     assert len(lines) == 3, out.stdout + out.stderr
@@ -377,12 +377,8 @@ def test_npy_shapes_that_overflow_are_refused(node):
                 f.truncate(1 << 40)
         node.give(path, ATTACKER)
         files.append(path)
-    py = os.path.join(node.bundle, "lib", "stoker", "python")
     with victim_alongside(node):
-        out = subprocess.run(
-            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
-                    READ_NPY, node.socket, *files),
-            capture_output=True, text=True, timeout=120)
+        out = attacker_python(node, READ_NPY, node.socket, *files)
     lines = out.stdout.splitlines()
     assert len(lines) == 3, out.stdout + out.stderr
     for line, (_, why) in zip(lines, cases.values()):
@@ -429,12 +425,8 @@ def test_truncating_a_mapped_file_fails_its_reads_not_the_daemon(node):
         f.write(npy_header("1024, 1024", "<f4"))
         f.write(bytes(range(256)) * (1024 * 4 * 1024 // 256))
     node.give(path, ATTACKER)
-    py = os.path.join(node.bundle, "lib", "stoker", "python")
     with victim_alongside(node):
-        out = subprocess.run(
-            as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c",
-                    TRUNCATE, node.socket, path),
-            capture_output=True, text=True, timeout=120)
+        out = attacker_python(node, TRUNCATE, node.socket, path)
     assert out.stdout.startswith("failed "), out.stdout + out.stderr
     assert int(out.stdout.split()[1]) > 0
     assert "the file shrank while it was being read" in node.log_text()

@@ -209,18 +209,21 @@ def test_starvation_warning_and_stats(private_daemon, large_dataset):
     # One decode thread, big images, a loop that does nothing: data-bound.
     ld = loader(private_daemon, large_dataset, batch_size=2, image_size=64,
                 decode="full")
+    start = time.monotonic()
     with pytest.warns(stoker.StarvationWarning, match="waited"):
         for _ in ld:
             pass
+    per_batch = (time.monotonic() - start) / 8  # The decode pace, this machine, now.
     s = ld.stats()
     assert s["batches"] == 8 and s["images"] == 16
     assert s["wait_fraction"] > 0.5
-    # A slow loop (consumer-bound): prefetch hides decode, no warning.
+    # A slow loop (consumer-bound, 3x the decode pace): prefetch hides
+    # decode, no warning.
     ld.set_epoch(1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", stoker.StarvationWarning)
         for _ in ld:
-            time.sleep(0.25)
+            time.sleep(max(0.25, 3 * per_batch))
     assert ld.stats()["last_epoch"]["wait_fraction"] < 0.1
 
 

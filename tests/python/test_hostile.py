@@ -92,7 +92,8 @@ class Node:
         return Read()
 
     def log_text(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 
@@ -107,6 +108,8 @@ class Node:
                 self.proc.wait()
                 raise AssertionError(f"stokerd ignored SIGTERM for {DRAIN_S} s")
         self.log.close()
+
+    def remove(self):
         shutil.rmtree(self.top, ignore_errors=True)
 
 
@@ -126,8 +129,12 @@ def node(users, data_group, bundle, dataset):  # noqa: F811
         yield n
     finally:
         stopped = n.proc.poll() is None
-        n.stop()
-        assert stopped, "stokerd died during the test:\n" + n.log_text()[-3000:]
+        log = n.log_text()
+        try:
+            n.stop()
+        finally:
+            n.remove()
+        assert stopped, f"stokerd died ({n.proc.returncode}) during the test:\n" + log[-3000:]
         assert n.proc.returncode == 0, n.proc.returncode
 
 

@@ -355,7 +355,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
       return;
     }
   }
-  if (max_side_ == 0 || !LookupPixels(t, &in)) {
+  if (max_side_ == 0 || !LookupPixels(ids, &in)) {
     for (uint32_t k = 0; k < pipeline_.files(); ++k) {
       const uint64_t t0 = shm::MonotonicNanos();
       absl::StatusOr<Bytes> bytes =

@@ -189,8 +189,9 @@ class ServingSession {
   // FetchSample behind the exception barrier: a throw is the sample's error.
   void FetchSampleGuarded(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
   void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
-  // Pixel-cache lookups for every spatial field; true when all hit.
-  bool LookupPixels(const SampleTask& t, Fetched* in);
+  // Pixel-cache lookups for every spatial field, its file as `ids` (the
+  // sample's files, identified) names it; true when all hit.
+  bool LookupPixels(const std::vector<SourceKey>& ids, Fetched* in);
   void DecodeSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
                     const Fetched& in);
   // Copies every array field of one sample (its region) into the slot.

@@ -28,7 +28,7 @@ bool EndsWithEoi(const std::string& bytes) {
 
 }  // namespace
 
-bool ServingSession::LookupPixels(const SampleTask& t, Fetched* in) {
+bool ServingSession::LookupPixels(const std::vector<SourceKey>& ids, Fetched* in) {
   const uint64_t t0 = shm::MonotonicNanos();
   const std::vector<FieldPlan>& fields = pipeline_.fields();
   in->pictures.resize(fields.size());
@@ -36,16 +36,11 @@ bool ServingSession::LookupPixels(const SampleTask& t, Fetched* in) {
   for (size_t f = 0; f < fields.size(); ++f) {
     if (!fields[f].spatial()) continue;
     CachedPicture& pic = in->pictures[f];
-    const std::string& path = dataset_->samples[t.index].file(fields[f].file);
-    absl::StatusOr<SourceKey> file = dataset_->files->Identify(path);
-    if (!file.ok()) {  // The fetch reports it.
-      all = false;
-      continue;
-    }
-    pic.version = file->version;
-    pic.key = PixelCache::Key(*file, max_side_,
+    const SourceKey& file = ids[fields[f].file];
+    pic.version = file.version;
+    pic.key = PixelCache::Key(file, max_side_,
                               pipeline_.Request(fields[f], ctx_.decode_limits));
-    pic.entry = ctx_.pixels->Lookup(*dataset_->files, *file, pic.key, &pic.versioned);
+    pic.entry = ctx_.pixels->Lookup(*dataset_->files, file, pic.key, &pic.versioned);
     all = all && pic.entry != nullptr;
   }
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);

@@ -110,6 +110,11 @@ def stage(dest):
             shutil.copytree(src, os.path.join(dest, "share", "stoker", name))
     copy_file(os.path.join(ROOT, "README.md"),
               os.path.join(dest, "share", "doc", "stoker", "README.md"), 0o644)
+    # The README's links into docs/ resolve beside it.
+    for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+        if name.endswith(".md"):
+            copy_file(os.path.join(ROOT, "docs", name),
+                      os.path.join(dest, "share", "doc", "stoker", "docs", name), 0o644)
 
 
 def newest_version(folder, prefix):

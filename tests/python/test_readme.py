@@ -1,4 +1,5 @@
-"""The README's Python recipes run as written (against a test daemon)."""
+"""The Python recipes of the README and docs/pipelines.md run as written
+(against a test daemon)."""
 
 import os
 import re
@@ -12,8 +13,9 @@ pytest.importorskip("PIL")
 
 from conftest import ROOT
 
-RECIPES = re.findall(r"```python\n(.*?)```",
-                     open(os.path.join(ROOT, "README.md")).read(), re.S)
+RECIPES = [code for doc in ("README.md", os.path.join("docs", "pipelines.md"))
+           for code in re.findall(r"```python\n(.*?)```",
+                                  open(os.path.join(ROOT, doc)).read(), re.S)]
 
 
 @pytest.mark.parametrize("code", [c for c in RECIPES if "fields=" in c],

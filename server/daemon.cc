@@ -134,12 +134,6 @@ absl::Status Daemon::Start() {
   return absl::OkStatus();
 }
 
-void Daemon::Unreserve(uint64_t session_id) {
-  reserved_.erase(std::remove_if(reserved_.begin(), reserved_.end(),
-                                 [&](const Reservation& r) { return r.id == session_id; }),
-                  reserved_.end());
-}
-
 void Daemon::Stop() {
   stopping_scans_.store(true);  // Folder scans in progress give up.
   std::vector<Entry> entries;
@@ -242,12 +236,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   // they are that node's memory.
   // The quotas are checked, and the ring's bytes reserved, before the ring
   // is allocated; concurrent opens see each other's reservations.
-  auto admit = [&](uint64_t ring_bytes) -> absl::Status {
-    absl::MutexLock lock(&mu_);
-    STOKER_RETURN_IF_ERROR(CheckQuotas(caller, ring_bytes));
-    reserved_.push_back(Reservation{id, caller.uid, ring_bytes});
-    return absl::OkStatus();
-  };
+  auto admit = [&](uint64_t ring_bytes) { return Reserve(caller, id, ring_bytes); };
   absl::StatusOr<std::unique_ptr<ServingSession>> created;
   decode_pools_->RunOn(placed.first, [&] {
     created = ServingSession::Create(id, spec, request.client_pid(), dataset, plan,

@@ -204,6 +204,10 @@ class Daemon {
     int64_t uid = -1;
     uint64_t bytes = 0;
   };
+  // CheckQuotas, then counts `ring_bytes` for the session being opened
+  // until Unreserve (under the same lock as the session's insertion).
+  absl::Status Reserve(const Caller& caller, uint64_t session_id, uint64_t ring_bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Unreserve(uint64_t session_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -212,6 +213,20 @@ absl::Status Daemon::CheckQuotas(const Caller& caller, uint64_t ring_bytes) cons
         "daemon's --max-sessions-per-user"));
   }
   return absl::OkStatus();
+}
+
+absl::Status Daemon::Reserve(const Caller& caller, uint64_t session_id,
+                             uint64_t ring_bytes) {
+  absl::MutexLock lock(&mu_);
+  STOKER_RETURN_IF_ERROR(CheckQuotas(caller, ring_bytes));
+  reserved_.push_back(Reservation{session_id, caller.uid, ring_bytes});
+  return absl::OkStatus();
+}
+
+void Daemon::Unreserve(uint64_t session_id) {
+  reserved_.erase(std::remove_if(reserved_.begin(), reserved_.end(),
+                                 [&](const Reservation& r) { return r.id == session_id; }),
+                  reserved_.end());
 }
 
 v1::SessionStats Daemon::VisibleStats(const Entry& e, const Caller& caller) const {

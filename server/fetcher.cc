@@ -89,8 +89,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
   // Cached only under the identity it was read as: a file replaced between
   // the stat and the read is served, not kept.
   const bool same = !ds.files->Versioned() ||
-                    (version == id.version && version.device == id.version.device &&
-                     version.inode == id.version.inode);
+                    version.SameFileAs(id.version);
   if (!same) return read;
   l1_->Insert(id.key(), *read);
   if (use_l2) l2_->Put(id.file, id.version, *read);

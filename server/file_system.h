@@ -68,6 +68,10 @@ struct FileVersion {
   bool operator==(const FileVersion& o) const {
     return size == o.size && mtime_ns == o.mtime_ns;
   }
+  // The same file (device, inode) at the same version.
+  bool SameFileAs(const FileVersion& o) const {
+    return *this == o && device == o.device && inode == o.inode;
+  }
 };
 
 FileVersion VersionOf(const struct stat& st);

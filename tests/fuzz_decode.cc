@@ -46,7 +46,6 @@
 #include "tests/testdata.h"
 #include "util/rng.h"
 #include "shm/ring.h"
-#include "shm/segment.h"
 
 ABSL_FLAG(std::string, photos, "/usr/share/backgrounds/mate/nature",
           "Folder of real-photo JPEGs to mutate.");

@@ -15,34 +15,6 @@ namespace {
 
 using v1::FieldSpec;
 
-const char* KindName(FieldSpec::Kind k) {
-  switch (k) {
-    case FieldSpec::KIND_IMAGE: return "image";
-    case FieldSpec::KIND_MASK: return "mask";
-    case FieldSpec::KIND_LABEL: return "label";
-    case FieldSpec::KIND_ARRAY: return "array";
-    case FieldSpec::KIND_ENCODED: return "encoded";
-    default: return "unspecified";
-  }
-}
-
-std::string DTypeName(v1::DType d) {
-  std::string n = v1::DType_Name(d);
-  return absl::AsciiStrToLower(n.substr(6));  // Without "DTYPE_".
-}
-
-// The op's name as the spec spells it ("random_crop").
-std::string OpName(const v1::Op& op) {
-  const auto* f = op.GetDescriptor()->FindFieldByNumber(op.op_case());
-  return f == nullptr ? "none" : f->name();
-}
-
-Filter FilterOf(v1::Interpolation i) {
-  return i == v1::INTERPOLATION_BICUBIC   ? Filter::kBicubic
-         : i == v1::INTERPOLATION_NEAREST ? Filter::kNearest
-                                          : Filter::kBilinear;
-}
-
 // The presets as the fields and ops they stand for.
 void PresetOps(const v1::SessionSpec& spec, std::vector<FieldSpec>* fields,
                std::vector<v1::Op>* ops) {
@@ -99,7 +71,7 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
   f->pad = fs.pad_value();
   f->chw = fs.chw();
   for (uint32_t d : fs.shape()) f->shape.push_back(d);
-  const std::string dtype = DTypeName(fs.dtype());
+  const std::string dtype = DTypeName(RingDType(fs.dtype()));
   const std::string shape = absl::StrCat("[", absl::StrJoin(fs.shape(), ", "), "]");
   switch (fs.kind()) {
     case FieldSpec::KIND_IMAGE: {
@@ -218,30 +190,23 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
     const v1::Op& op = ops[k];
     p.fingerprint_ += op.SerializeAsString();
     const std::string where = absl::StrCat("pipeline[", k, "] (", OpName(op), ")");
-    auto bad = [&](const std::string& why) {
+    auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
     };
     if (op.op_case() == v1::Op::OP_NOT_SET) return bad("no op given");
     Step step;
     step.op = op;
-    const bool normalize = op.op_case() == v1::Op::kNormalize;
+    step.kind = FindOp(op.op_case());
+    if (step.kind == nullptr) return bad("not an op this daemon knows");
     for (size_t i = 0; i < p.fields_.size(); ++i) {
       const FieldPlan& f = p.fields_[i];
       const bool named = std::find(op.fields().begin(), op.fields().end(),
                                    f.name) != op.fields().end();
-      const bool is_float = f.dtype == shm::kDTypeFloat32 || f.dtype == shm::kDTypeFloat16;
-      const bool patch = op.op_case() == v1::Op::kRandomPatch;
-      const bool fits = normalize ? (f.kind == FieldSpec::KIND_IMAGE ||
-                                     f.kind == FieldSpec::KIND_ARRAY) && is_float
-                        : patch   ? f.kind == FieldSpec::KIND_ARRAY
-                                  : f.spatial();
+      const bool fits = step.kind->Fits(f);
       if (named && !fits) {
-        return bad(absl::StrCat(
-            "field '", f.name, "' is a ", KindName(f.kind), " of ",
-            DTypeName(static_cast<v1::DType>(f.dtype - 1)), "; ", OpName(op),
-            normalize ? " applies to float32/float16 images and arrays"
-            : patch   ? " applies to arrays"
-                      : " applies to images and masks"));
+        return bad(absl::StrCat("field '", f.name, "' is a ", KindName(f.kind), " of ",
+                                DTypeName(f.dtype), "; ", OpName(op), " applies to ",
+                                step.kind->fits()));
       }
       if (named || (op.fields().empty() && fits)) step.fields.push_back(static_cast<int>(i));
     }
@@ -251,108 +216,14 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
         return bad(absl::StrCat("no field named '", name, "'"));
     }
     if (step.fields.empty()) return bad("applies to no field");
-    std::pair<int, int> out{-2, -2};  // -2: unchanged.
-    switch (op.op_case()) {
-      case v1::Op::kResize: {
-        const v1::ResizeOp& r = op.resize();
-        if (r.mode() == v1::ResizeOp::MODE_EXACT) {
-          if (r.width() == 0 || r.height() == 0 || r.width() > 16384 || r.height() > 16384)
-            return bad("exact needs width and height in 1..16384");
-          out = {static_cast<int>(r.width()), static_cast<int>(r.height())};
-        } else {
-          if (r.size() == 0 || r.size() > 16384) return bad("size must be in 1..16384");
-          out = r.mode() == v1::ResizeOp::MODE_LETTERBOX
-                    ? std::pair<int, int>{static_cast<int>(r.size()), static_cast<int>(r.size())}
-                    : std::pair<int, int>{-1, -1};
-        }
-        if (r.fill() > 255) return bad("fill must be in 0..255");
-        break;
-      }
-      case v1::Op::kCenterCrop:
-      case v1::Op::kRandomCrop:
-      case v1::Op::kRandomResizedCrop: {
-        const uint32_t w = op.has_center_crop() ? op.center_crop().width()
-                           : op.has_random_crop() ? op.random_crop().width()
-                                                  : op.random_resized_crop().width();
-        const uint32_t h = op.has_center_crop() ? op.center_crop().height()
-                           : op.has_random_crop() ? op.random_crop().height()
-                                                  : op.random_resized_crop().height();
-        if (w == 0 || h == 0 || w > 16384 || h > 16384)
-          return bad("width and height must be in 1..16384");
-        out = {static_cast<int>(w), static_cast<int>(h)};
-        if (op.has_random_resized_crop()) {
-          v1::RandomResizedCropOp* r = step.op.mutable_random_resized_crop();
-          if (r->scale_min() == 0 && r->scale_max() == 0) {
-            r->set_scale_min(0.08f);
-            r->set_scale_max(1.0f);
-          }
-          if (r->ratio_min() == 0 && r->ratio_max() == 0) {
-            r->set_ratio_min(3.0f / 4.0f);
-            r->set_ratio_max(4.0f / 3.0f);
-          }
-          if (!(r->scale_min() > 0 && r->scale_min() <= r->scale_max() && r->scale_max() <= 1))
-            return bad("scale must satisfy 0 < scale_min <= scale_max <= 1");
-          if (!(r->ratio_min() > 0 && r->ratio_min() <= r->ratio_max()))
-            return bad("ratio must satisfy 0 < ratio_min <= ratio_max");
-        }
-        if (!op.has_center_crop()) p.deterministic_ = false;
-        break;
-      }
-      case v1::Op::kFlip: {
-        const float pr = op.flip().has_probability() ? op.flip().probability() : 0.5f;
-        if (!(pr >= 0 && pr <= 1)) return bad("probability must be in 0..1");
-        step.op.mutable_flip()->set_probability(pr);
-        p.deterministic_ = false;
-        break;
-      }
-      case v1::Op::kRandomPatch: {
-        const auto& shape = op.random_patch().shape();
-        for (int i : step.fields) {
-          FieldPlan& f = p.fields_[i];
-          if (static_cast<size_t>(shape.size()) != f.shape.size() ||
-              !std::equal(shape.begin(), shape.end(), f.shape.begin()))
-            return bad(absl::StrCat("patch [", absl::StrJoin(shape, ", "),
-                                    "] differs from field '", f.name, "' [",
-                                    absl::StrJoin(f.shape, ", "), "]"));
-          f.patch.assign(shape.begin(), shape.end());
-        }
-        p.deterministic_ = false;
-        break;
-      }
-      case v1::Op::kNormalize: {
-        const v1::NormalizeOp& n = op.normalize();
-        for (int i : step.fields) {
-          FieldPlan& f = p.fields_[i];
-          if (f.kind == FieldSpec::KIND_ARRAY) {
-            if (n.mean_size() != 1 || n.std_size() != 1)
-              return bad(absl::StrCat("mean and std need 1 value each for array field '",
-                                      f.name, "'"));
-            if (!(n.std(0) > 0)) return bad(absl::StrCat("std values must be > 0, got ", n.std(0)));
-            f.normalize = true;
-            f.norm.scale[0] = 1.0f / n.std(0);
-            f.norm.offset[0] = -n.mean(0) / n.std(0);
-            continue;
-          }
-          const int c = f.channels;
-          if ((n.mean_size() != 1 && n.mean_size() != c) ||
-              (n.std_size() != 1 && n.std_size() != c))
-            return bad(absl::StrCat("mean and std need 1 or ", c,
-                                    " values for field '", f.name, "'"));
-          for (int ch = 0; ch < c; ++ch) {
-            const float m = n.mean(n.mean_size() == 1 ? 0 : ch);
-            const float s = n.std(n.std_size() == 1 ? 0 : ch);
-            if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
-            f.norm.scale[ch] = 1.0f / (255.0f * s);
-            f.norm.offset[ch] = -m / s;
-          }
-        }
-        break;
-      }
-      default:
-        return bad("not an op this daemon knows");
-    }
-    if (out.first != -2) {
-      for (int i : step.fields) size[i] = out;
+    std::vector<FieldPlan*> applies;
+    for (int i : step.fields) applies.push_back(&p.fields_[i]);
+    OpTraits traits;
+    absl::Status s = step.kind->Check(&step.op, applies, &traits);
+    if (!s.ok()) return bad(s.message());
+    if (traits.random) p.deterministic_ = false;
+    if (traits.size.first != -2) {
+      for (int i : step.fields) size[i] = traits.size;
     }
     p.steps_.push_back(std::move(step));
   }
@@ -420,23 +291,30 @@ absl::Status Pipeline::CheckArrayShape(const FieldPlan& f,
       "' does not fit ", what, " [", absl::StrJoin(shape, ", "), "]"));
 }
 
+void Pipeline::Draw(SampleDraw& d) const {
+  for (const Step& step : steps_) {
+    d.fields = step.fields;
+    step.kind->Draw(step.op, d);
+  }
+}
+
 std::vector<std::vector<uint64_t>> Pipeline::PlanArrays(
     const std::vector<uint64_t>& shape, uint64_t seed, uint64_t epoch,
-    uint64_t index) const {
+    uint64_t index, std::vector<Effects>* effects) const {
   std::vector<std::vector<uint64_t>> starts(fields_.size(),
                                             std::vector<uint64_t>(shape.size(), 0));
+  if (effects != nullptr) effects->assign(fields_.size(), {});
   Rng rng(MixSeed({seed, epoch, index}));
-  for (const Step& step : steps_) {
-    if (step.op.op_case() != v1::Op::kRandomPatch) continue;
-    // One draw per op, shared by the fields it names.
-    const std::vector<uint64_t>& patch = fields_[step.fields[0]].patch;
-    std::vector<uint64_t> start(shape.size(), 0);
-    for (size_t d = 0; d < shape.size() && d < patch.size(); ++d) {
-      start[d] = shape[d] > patch[d] ? rng.Below(shape[d] - patch[d] + 1) : 0;
-    }
-    for (int i : step.fields) starts[i] = start;
-  }
+  SampleDraw d{rng, fields_};
+  d.shape = &shape;
+  d.starts = &starts;
+  d.effects = effects;
+  Draw(d);
   return starts;
+}
+
+void Pipeline::ApplyArray(const FieldPlan& f, const Effects& effects, uint8_t* out) {
+  for (const Effect& e : effects) e.kind->ApplyArray(e, f, out);
 }
 
 shm::RingGeometry Pipeline::Geometry(uint32_t slots, uint32_t batch_size) const {
@@ -450,85 +328,18 @@ shm::RingGeometry Pipeline::Geometry(uint32_t slots, uint32_t batch_size) const 
 }
 
 std::vector<Canvas> Pipeline::Plan(int width, int height, uint64_t seed,
-                                   uint64_t epoch, uint64_t index) const {
+                                   uint64_t epoch, uint64_t index,
+                                   std::vector<Effects>* effects) const {
   std::vector<Canvas> c(fields_.size(), Canvas::Source(width, height));
   for (size_t i = 0; i < fields_.size(); ++i) {
     if (fields_[i].kind == FieldSpec::KIND_MASK) c[i].filter = Filter::kNearest;
   }
+  if (effects != nullptr) effects->assign(fields_.size(), {});
   Rng rng(MixSeed({seed, epoch, index}));
-  for (const Step& step : steps_) {
-    const v1::Op& op = step.op;
-    const Canvas& base = c[step.fields[0]];  // Draws use the first field's size.
-    auto each = [&](auto&& fn) {
-      for (int i : step.fields) fn(c[i]);
-    };
-    auto interpolate = [&](v1::Interpolation interp) {  // Masks stay nearest.
-      for (int i : step.fields) {
-        if (fields_[i].kind == FieldSpec::KIND_IMAGE) c[i].filter = FilterOf(interp);
-      }
-    };
-    switch (op.op_case()) {
-      case v1::Op::kResize: {
-        const v1::ResizeOp& r = op.resize();
-        const int s = static_cast<int>(r.size());
-        switch (r.mode()) {
-          case v1::ResizeOp::MODE_EXACT:
-            each([&](Canvas& k) { k.Resize(r.width(), r.height()); });
-            break;
-          case v1::ResizeOp::MODE_LONGER:
-            each([&](Canvas& k) { k.ResizeLonger(s); });
-            break;
-          case v1::ResizeOp::MODE_LETTERBOX:
-            each([&](Canvas& k) {
-              k.Letterbox(s);
-              k.fill = r.fill();
-            });
-            break;
-          default:
-            each([&](Canvas& k) { k.ResizeShorter(s); });
-        }
-        interpolate(r.interpolation());
-        break;
-      }
-      case v1::Op::kCenterCrop:
-        each([&](Canvas& k) { k.CenterCrop(op.center_crop().width(), op.center_crop().height()); });
-        break;
-      case v1::Op::kRandomResizedCrop: {
-        const v1::RandomResizedCropOp& r = op.random_resized_crop();
-        const CropBox b = RandomResizedCropWindow(base.w, base.h, r.scale_min(),
-                                                  r.scale_max(), r.ratio_min(),
-                                                  r.ratio_max(), rng);
-        each([&](Canvas& k) {
-          k.Crop(static_cast<int>(b.x), static_cast<int>(b.y), static_cast<int>(b.w),
-                 static_cast<int>(b.h));
-          k.Resize(r.width(), r.height());
-        });
-        interpolate(r.interpolation());
-        break;
-      }
-      case v1::Op::kRandomCrop: {
-        const int w = static_cast<int>(op.random_crop().width());
-        const int h = static_cast<int>(op.random_crop().height());
-        // torchvision's order: top, then left; a short side is padded
-        // evenly instead (pad_if_needed).
-        const int top = base.h >= h ? static_cast<int>(rng.Below(base.h - h + 1))
-                                    : -((h - base.h) / 2);
-        const int left = base.w >= w ? static_cast<int>(rng.Below(base.w - w + 1))
-                                     : -((w - base.w) / 2);
-        each([&](Canvas& k) { k.Crop(left, top, w, h); });
-        break;
-      }
-      case v1::Op::kFlip:
-        if (rng.Uniform01() < op.flip().probability()) {
-          each([&](Canvas& k) {
-            op.flip().vertical() ? k.FlipVertical() : k.FlipHorizontal();
-          });
-        }
-        break;
-      default:
-        break;  // Not geometry.
-    }
-  }
+  SampleDraw d{rng, fields_};
+  d.canvases = &c;
+  d.effects = effects;
+  Draw(d);
   return c;
 }
 
@@ -553,22 +364,32 @@ RegionRequest Pipeline::Region(const FieldPlan& f, const Canvas& canvas,
 }
 
 void Pipeline::Write(const FieldPlan& f, const Canvas& canvas, const ImageView& img,
-                     int source_w, int source_h, uint8_t* out) const {
+                     int source_w, int source_h, uint8_t* out,
+                     const Effects* effects) const {
   const RenderPlan rp = PlanRender(canvas, source_w, source_h);
   const double sx = static_cast<double>(img.scaled_width) / source_w;
   const double sy = static_cast<double>(img.scaled_height) / source_h;
   const bool direct = f.dtype == shm::kDTypeUint8 ? !f.chw || f.channels == 1
                                                   : f.kind == FieldSpec::KIND_MASK;
   const uint32_t pad = f.kind == FieldSpec::KIND_MASK ? f.pad : canvas.fill;
+  const bool pixels = effects != nullptr && !effects->empty();
   if (direct) {
     Render(canvas, img.pixels, img.width, img.height, img.channels,
            img.elem_bytes, rp, sx, sy, img.x, img.y, pad, out);
+    // The per-pixel stage, in place: uint8 HWC (or one channel) is the
+    // rendered layout.
+    if (pixels) {
+      for (const Effect& e : *effects) e.kind->ApplyPixels(e, f, out);
+    }
     return;
   }
   thread_local std::vector<uint8_t> hwc;
   hwc.resize(static_cast<size_t>(f.height) * f.width * f.channels);
   Render(canvas, img.pixels, img.width, img.height, img.channels, 1, rp,
          sx, sy, img.x, img.y, pad, hwc.data());
+  if (pixels) {
+    for (const Effect& e : *effects) e.kind->ApplyPixels(e, f, hwc.data());
+  }
   Convert(f, hwc.data(), out);
 }
 

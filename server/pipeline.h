@@ -10,8 +10,11 @@
 // fields of one sample with different sizes) is a per-sample error.
 //
 // Per sample, Plan() draws the random geometry once from (seed, epoch,
-// sample index) in op order and returns one Canvas per field: every field
-// an op names gets the same draw, so an image and its mask stay aligned.
+// sample index) in op order and returns one Canvas per field, plus the
+// per-pixel effects each field gets between render and convert: every
+// field an op names gets the same draw, so an image and its mask stay
+// aligned. The ops themselves are server/ops (one unit each, registered
+// in server/ops/ops.def); this class only loops over them.
 // Immutable after Compile; thread-safe.
 #ifndef STOKER_SERVER_PIPELINE_H_
 #define STOKER_SERVER_PIPELINE_H_
@@ -24,33 +27,11 @@
 #include "proto/stoker.pb.h"
 #include "server/decode.h"
 #include "server/geometry.h"
+#include "server/ops/op.h"
 #include "shm/ring.h"
 
 namespace stoker {
 
-struct FieldPlan {
-  std::string name;
-  v1::FieldSpec::Kind kind = v1::FieldSpec::KIND_UNSPECIFIED;
-  uint32_t dtype = 0;           // Ring code (shm::DType).
-  std::vector<uint64_t> shape;  // Per sample, as in the ring.
-  int height = 0, width = 0, channels = 0;  // Images and masks.
-  bool chw = false;
-  uint32_t file = 0;
-  uint32_t pad = 0;
-  // Float images (x in 0..255) and normalized arrays.
-  Normalization norm;
-  // Array fields: the random_patch shape (empty: the whole sample).
-  std::vector<uint64_t> patch;
-  bool normalize = false;  // Array fields: apply norm (channel 0).
-  // Client decode: an image field's F_jpeg and F_render fields (-1: the
-  // daemon decodes it always). F_jpeg (an encoded field) and F_render
-  // (float32 [kRenderFloats], no spec kind) name F in `client_of`.
-  int client_jpeg = -1, client_render = -1;
-  int client_of = -1;
-  bool spatial() const {
-    return kind == v1::FieldSpec::KIND_IMAGE || kind == v1::FieldSpec::KIND_MASK;
-  }
-};
 
 // A client-decode render record (SessionSpec.client_decode has the layout).
 inline constexpr int kRenderFloats = 16;
@@ -86,9 +67,10 @@ class Pipeline {
   // Identifies fields + ops + decode mode (for cache keys).
   const std::string& fingerprint() const { return fingerprint_; }
 
-  // The canvases of a sample whose spatial fields are width x height.
+  // The canvases of a sample whose spatial fields are width x height and,
+  // when `effects` is given, each field's per-pixel effects.
   std::vector<Canvas> Plan(int width, int height, uint64_t seed, uint64_t epoch,
-                           uint64_t index) const;
+                           uint64_t index, std::vector<Effects>* effects = nullptr) const;
 
   // Whether any field is an image/mask/encoded (needs files) or an array
   // (needs an npy/HDF5 source).
@@ -100,10 +82,13 @@ class Pipeline {
                                const std::vector<uint64_t>& shape,
                                const std::string& what) const;
   // The start of each array field's region in a sample of `shape` (zeros
-  // without a patch), drawn like Plan's geometry.
+  // without a patch), drawn like Plan's geometry, and when `effects` is
+  // given each field's per-pixel effects (ApplyArray).
   std::vector<std::vector<uint64_t>> PlanArrays(
       const std::vector<uint64_t>& shape, uint64_t seed, uint64_t epoch,
-      uint64_t index) const;
+      uint64_t index, std::vector<Effects>* effects = nullptr) const;
+  // Applies an array field's effects to its sample as written at `out`.
+  static void ApplyArray(const FieldPlan& f, const Effects& effects, uint8_t* out);
   // The region's size for field f in a sample of `shape`.
   static std::vector<uint64_t> RegionOf(const FieldPlan& f,
                                         const std::vector<uint64_t>& shape);
@@ -114,16 +99,21 @@ class Pipeline {
   // rendered as `canvas`.
   RegionRequest Region(const FieldPlan& f, const Canvas& canvas, int source_w,
                        int source_h) const;
-  // Renders decoded `img` (of a source_w x source_h file) as `canvas` and
-  // writes the field's sample (sample_bytes of the ring) at `out`.
+  // Renders decoded `img` (of a source_w x source_h file) as `canvas`,
+  // applies the field's per-pixel `effects`, and writes the field's sample
+  // (sample_bytes of the ring) at `out`.
   void Write(const FieldPlan& f, const Canvas& canvas, const ImageView& img,
-             int source_w, int source_h, uint8_t* out) const;
+             int source_w, int source_h, uint8_t* out,
+             const Effects* effects = nullptr) const;
 
  private:
   struct Step {
-    v1::Op op;
-    std::vector<int> fields;  // Spatial fields it applies to.
+    const OpKind* kind = nullptr;
+    v1::Op op;                // Defaults applied.
+    std::vector<int> fields;  // The fields it applies to.
   };
+  // Draws every step for one sample.
+  void Draw(SampleDraw& d) const;
   static absl::StatusOr<Pipeline> Build(const v1::SessionSpec& spec,
                                         const std::vector<v1::FieldSpec>& fields,
                                         const std::vector<v1::Op>& ops);

@@ -394,8 +394,9 @@ absl::Status ServingSession::ReadArrays(const BatchJob& job,
     absl::Status fits = pipeline_.CheckArrayShape(field, shape, "the sample");
     if (!fits.ok()) return absl::DataLossError(fits.message());
   }
+  std::vector<Effects> effects;
   const std::vector<std::vector<uint64_t>> starts =
-      pipeline_.PlanArrays(shape, spec_.seed(), job.epoch, t.index);
+      pipeline_.PlanArrays(shape, spec_.seed(), job.epoch, t.index, &effects);
   const uint64_t t0 = shm::MonotonicNanos();
   for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
     const FieldPlan& field = pipeline_.fields()[f];
@@ -405,6 +406,7 @@ absl::Status ServingSession::ReadArrays(const BatchJob& job,
     if (!field.normalize) {
       STOKER_RETURN_IF_ERROR(src.Read(t.index, starts[f].data(), region.data(),
                                       FromRingDType(field.dtype), out));
+      Pipeline::ApplyArray(field, effects[f], out);
       continue;
     }
     thread_local std::vector<float> tmp;
@@ -416,6 +418,7 @@ absl::Status ServingSession::ReadArrays(const BatchJob& job,
                                     reinterpret_cast<uint8_t*>(tmp.data())));
     WriteNormalized(tmp.data(), n, 1, field.norm, false,
                     field.dtype == shm::kDTypeFloat16, out);
+    Pipeline::ApplyArray(field, effects[f], out);
   }
   ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);

@@ -208,12 +208,14 @@ class ServingSession {
                             uint8_t* out) const;
   // Client decode: writes spatial field f's file and render record for the
   // client instead of decoding it, when the client can decode it (a JPEG
-  // within the limits, not CMYK); false when the daemon must. `plan` draws
-  // the geometry into `canvases` (false: another size than the sample's).
+  // within the limits, not CMYK, no per-pixel effect drawn); false when
+  // the daemon must. `plan` draws the geometry into `canvases` and
+  // `effects` (false: another size than the sample's).
   absl::StatusOr<bool> HandOver(const BatchJob& job, const SampleTask& t, size_t f,
                                 const Fetched& in,
                                 const std::function<bool(int, int)>& plan,
-                                const std::vector<Canvas>& canvases);
+                                const std::vector<Canvas>& canvases,
+                                const std::vector<Effects>& effects);
   // Field f's picture: decoded for this sample into `image`, or from the
   // pixel cache (filled on a miss); `plan` as DecodeImage's.
   absl::Status Picture(const FieldPlan& field, size_t f, const Fetched& in,

@@ -80,6 +80,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
   const std::vector<FieldPlan>& fields = pipeline_.fields();
   thread_local Image image;
   std::vector<Canvas> canvases;
+  std::vector<Effects> effects;
   int width = 0, height = 0;
   // The sample's geometry, drawn once from its first picture's size; false
   // for a picture of another size.
@@ -87,7 +88,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
     if (canvases.empty()) {
       width = w;
       height = h;
-      canvases = pipeline_.Plan(w, h, spec_.seed(), job.epoch, t.index);
+      canvases = pipeline_.Plan(w, h, spec_.seed(), job.epoch, t.index, &effects);
     }
     return w == width && h == height;
   };
@@ -112,7 +113,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
     if (!field.spatial()) continue;
     const uint64_t t0 = shm::MonotonicNanos();
     if (field.client_jpeg >= 0 && t.i >= job.cpu_samples) {
-      absl::StatusOr<bool> handed = HandOver(job, t, f, in, plan, canvases);
+      absl::StatusOr<bool> handed = HandOver(job, t, f, in, plan, canvases, effects);
       if (!handed.ok()) return named(handed.status());
       if (*handed) {
         handed_over = true;
@@ -141,7 +142,7 @@ absl::Status ServingSession::RenderSample(const BatchJob& job,
       out = spatial_out;
       spatial_out += ring_->layout().fields[f].sample_bytes;
     }
-    pipeline_.Write(field, canvases[f], view, width, height, out);
+    pipeline_.Write(field, canvases[f], view, width, height, out, &effects[f]);
     if (field.client_jpeg >= 0) {
       pipeline_.WriteRender(canvases[f], width, height, false, false,
                             SampleOut(job, field.client_render, t.i));
@@ -177,7 +178,8 @@ absl::Status ServingSession::WriteEncoded(const FieldPlan& field,
 absl::StatusOr<bool> ServingSession::HandOver(const BatchJob& job, const SampleTask& t,
                                               size_t f, const Fetched& in,
                                               const std::function<bool(int, int)>& plan,
-                                              const std::vector<Canvas>& canvases) {
+                                              const std::vector<Canvas>& canvases,
+                                              const std::vector<Effects>& effects) {
   const FieldPlan& field = pipeline_.fields()[f];
   const ClientDecodePlan& cd = pipeline_.client_decode();
   const std::string& bytes = *in.files[field.file];
@@ -191,6 +193,9 @@ absl::StatusOr<bool> ServingSession::HandOver(const BatchJob& job, const SampleT
   STOKER_RETURN_IF_ERROR(decoder.ReadInfo(data, bytes.size(), &info));
   if (info.cmyk || uint64_t(info.width) * info.height > cd.max_pixels) return false;
   if (!plan(info.width, info.height)) return false;  // The daemon names the misfit.
+  // The client renders geometry and normalization; a sample drawn a
+  // per-pixel effect is the daemon's.
+  if (!effects[f].empty()) return false;
   pipeline_.WriteRender(canvases[f], info.width, info.height, true, info.progressive,
                         SampleOut(job, field.client_render, t.i));
   STOKER_RETURN_IF_ERROR(WriteEncoded(pipeline_.fields()[field.client_jpeg], bytes,

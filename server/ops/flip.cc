@@ -1,0 +1,37 @@
+// flip: mirrors horizontally (or vertically) with `probability` (default
+// 0.5), one draw per sample shared by the fields it names.
+#include "server/ops/spatial.h"
+
+namespace stoker {
+namespace {
+
+class FlipKind : public SpatialOp {
+ public:
+  v1::Op::OpCase op_case() const override { return v1::Op::kFlip; }
+
+  absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
+                     OpTraits* traits) const override {
+    const float p = op->flip().has_probability() ? op->flip().probability() : 0.5f;
+    if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");
+    op->mutable_flip()->set_probability(p);
+    traits->random = true;
+    return absl::OkStatus();
+  }
+
+  void Draw(const v1::Op& op, SampleDraw& d) const override {
+    if (!(d.rng.Uniform01() < op.flip().probability())) return;
+    for (int i : d.fields) {
+      Canvas& k = (*d.canvases)[i];
+      op.flip().vertical() ? k.FlipVertical() : k.FlipHorizontal();
+    }
+  }
+};
+
+}  // namespace
+
+const OpKind& Flip() {
+  static const FlipKind kind;
+  return kind;
+}
+
+}  // namespace stoker

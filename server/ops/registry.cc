@@ -1,0 +1,75 @@
+// The op registry and what every op shares.
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "server/ops/op.h"
+#include "proto/spec_util.h"
+
+namespace stoker {
+
+#define STOKER_OP(name) const OpKind& name();
+#include "server/ops/ops.def"
+#undef STOKER_OP
+
+bool FieldPlan::is_float() const {
+  return dtype == RingDType(v1::DTYPE_FLOAT32) || dtype == RingDType(v1::DTYPE_FLOAT16);
+}
+
+const char* KindName(v1::FieldSpec::Kind k) {
+  switch (k) {
+    case v1::FieldSpec::KIND_IMAGE: return "image";
+    case v1::FieldSpec::KIND_MASK: return "mask";
+    case v1::FieldSpec::KIND_LABEL: return "label";
+    case v1::FieldSpec::KIND_ARRAY: return "array";
+    case v1::FieldSpec::KIND_ENCODED: return "encoded";
+    default: return "unspecified";
+  }
+}
+
+std::string DTypeName(uint32_t ring_dtype) {
+  const std::string n = v1::DType_Name(static_cast<v1::DType>(ring_dtype - 1));
+  return n.size() > 6 ? absl::AsciiStrToLower(n.substr(6)) : "unknown";  // Without "DTYPE_".
+}
+
+void SampleDraw::Add(const Effect& e) const {
+  if (effects == nullptr) return;
+  for (int i : fields) (*effects)[i].push_back(e);
+}
+
+const std::vector<const OpKind*>& AllOps() {
+  static const std::vector<const OpKind*> all = {
+#define STOKER_OP(name) &name(),
+#include "server/ops/ops.def"
+#undef STOKER_OP
+  };
+  return all;
+}
+
+const OpKind* FindOp(v1::Op::OpCase op_case) {
+  for (const OpKind* k : AllOps()) {
+    if (k->op_case() == op_case) return k;
+  }
+  return nullptr;
+}
+
+std::string OpName(const v1::Op& op) {
+  const auto* f = op.GetDescriptor()->FindFieldByNumber(op.op_case());
+  return f == nullptr ? "none" : f->name();
+}
+
+absl::Status CheckSize(uint32_t width, uint32_t height) {
+  if (width == 0 || height == 0 || width > 16384 || height > 16384)
+    return absl::InvalidArgumentError("width and height must be in 1..16384");
+  return absl::OkStatus();
+}
+
+absl::Status CheckRange(const v1::Range& r, double lo, double hi, const char* what) {
+  if (!(std::isfinite(r.min()) && std::isfinite(r.max()) && lo <= r.min() &&
+        r.min() <= r.max() && r.max() <= hi))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " [", r.min(), ", ", r.max(), "] must satisfy ", lo, " <= min <= max <= ", hi));
+  return absl::OkStatus();
+}
+
+}  // namespace stoker

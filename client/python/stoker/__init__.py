@@ -5,10 +5,10 @@
     for images, labels in loader:      # uint8 NHWC torch tensors (ring views)
         ...
 
-Any sample, any pipeline: fields= and pipeline= (stoker.image, stoker.mask,
-stoker.label, stoker.array, stoker.encoded; stoker.resize, letterbox, center_crop,
-random_resized_crop, random_crop, flip, random_patch, normalize) yield dicts
-of tensors by field name.
+Any sample, any pipeline: fields= and pipeline= (the fields stoker.image,
+mask, label, array, encoded and the ops stoker.resize, center_crop,
+random_crop, flip, color_jitter, ..., all of stoker.pipeline) yield dicts of
+tensors by field name.
 
 Pure Python over libstoker.so (ctypes): any CPython >= 3.8, with or without
 numpy and torch. See Loader for the arguments. Errors reported by the daemon raise
@@ -18,15 +18,12 @@ StokerError, which carries the gRPC status code name and message.
 from stoker.errors import SampleErrorWarning, StokerError, StarvationWarning
 from stoker import _native
 from stoker.loader import Loader
-from stoker.pipeline import (image, mask, label, array, encoded, resize, letterbox,
-                             center_crop, random_resized_crop, random_crop,
-                             flip, random_patch, normalize)
+from stoker import pipeline as _pipeline
+from stoker.pipeline import *  # noqa: F401,F403 (every field and op helper)
 from stoker._daemon import daemon_socket, stop_embedded_daemon
 
 __version__ = _native.version  # libstoker.so's, so package and library agree.
 
 __all__ = ["Loader", "StokerError", "StarvationWarning", "SampleErrorWarning",
-           "daemon_socket", "image", "mask", "label", "array", "encoded", "resize",
-           "letterbox", "center_crop", "random_resized_crop", "random_crop",
-           "flip", "random_patch", "normalize",
-           "stop_embedded_daemon", "__version__"]
+           "daemon_socket", "stop_embedded_daemon", "__version__",
+           *_pipeline.__all__]

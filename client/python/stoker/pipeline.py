@@ -117,3 +117,31 @@ def normalize(mean, std, fields=None):
     (x - mean) / std for float array fields (1 value each)."""
     return _op("normalize", fields, mean=[float(m) for m in mean],
                std=[float(s) for s in std])
+
+
+def _range(value, center, lowest=None):
+    """torchvision's ColorJitter argument: a number b is [center - b,
+    center + b] (floored at `lowest`), a pair is (min, max)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        lo = center - float(value)
+        lo = lo if lowest is None else max(lowest, lo)
+        return {"min": lo, "max": center + float(value)}
+    lo, hi = value
+    return {"min": float(lo), "max": float(hi)}
+
+
+def color_jitter(brightness=None, contrast=None, saturation=None, hue=None,
+                 fields=None):
+    """torchvision's ColorJitter on image fields, drawn per sample:
+    brightness/contrast/saturation b give factors in [max(0, 1-b), 1+b],
+    hue h shifts in [-h, h] (h <= 0.5); a (min, max) pair sets the range."""
+    return _op("color_jitter", fields, brightness=_range(brightness, 1.0, 0.0),
+               contrast=_range(contrast, 1.0, 0.0),
+               saturation=_range(saturation, 1.0, 0.0), hue=_range(hue, 0.0))
+
+
+# Every helper above (fields and ops), exported by the stoker package.
+__all__ = [name for name, value in list(globals().items())
+           if callable(value) and not name.startswith("_")]

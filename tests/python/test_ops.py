@@ -1,0 +1,68 @@
+"""The per-pixel ops through a real stokerd, on real photographs, against
+torchvision's functional ops on the same rendered pixels (Debian's
+torchvision; its uint8 arithmetic is what transforms.v2 keeps)."""
+
+import os
+
+import pytest
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+TF = pytest.importorskip("torchvision.transforms.functional")
+
+import stoker
+
+PHOTOS = "/usr/share/backgrounds/mate/nature"  # deploy/install-deps.sh
+H, W = 72, 96
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """A manifest of 4 real photographs (JPEG as shipped), label = row."""
+    folder = tmp_path_factory.mktemp("photos")
+    names = sorted(n for n in os.listdir(PHOTOS) if n.lower().endswith((".jpg", ".jpeg")))[:4]
+    assert len(names) == 4, names
+    path = folder / "list.tsv"
+    path.write_text("".join(f"{PHOTOS}/{n}\t{i}\n" for i, n in enumerate(names)))
+    return str(path)
+
+
+def batch(daemon, photos, *ops, fields=None, seed=0):
+    ld = stoker.Loader(photos, batch_size=4, shuffle=False, seed=seed,
+                       socket=daemon.socket,
+                       fields=fields or [stoker.image(H, W)],
+                       pipeline=[stoker.resize(width=W, height=H), *ops])
+    return next(iter(ld))["image"].numpy()
+
+
+def chw(x):
+    return torch.from_numpy(np.ascontiguousarray(x)).permute(2, 0, 1)
+
+
+@pytest.mark.parametrize("kw, fn", [
+    (dict(brightness=(1.4, 1.4)), lambda t: TF.adjust_brightness(t, 1.4)),
+    (dict(brightness=(0.6, 0.6)), lambda t: TF.adjust_brightness(t, 0.6)),
+    (dict(contrast=(0.5, 0.5)), lambda t: TF.adjust_contrast(t, 0.5)),
+    (dict(contrast=(1.7, 1.7)), lambda t: TF.adjust_contrast(t, 1.7)),
+    (dict(saturation=(0.3, 0.3)), lambda t: TF.adjust_saturation(t, 0.3)),
+    (dict(saturation=(2.0, 2.0)), lambda t: TF.adjust_saturation(t, 2.0)),
+    (dict(hue=(0.2, 0.2)), lambda t: TF.adjust_hue(t, 0.2)),
+    (dict(hue=(-0.35, -0.35)), lambda t: TF.adjust_hue(t, -0.35)),
+])
+def test_color_jitter_matches_torchvision(daemon, photos, kw, fn):
+    base = batch(daemon, photos)
+    got = batch(daemon, photos, stoker.color_jitter(**kw))
+    for i in range(4):
+        want = fn(chw(base[i])).permute(1, 2, 0).numpy().astype(int)
+        diff = np.abs(got[i].astype(int) - want)
+        # Float rounding at truncation boundaries: a level, rarely.
+        assert diff.max() <= 1 and (diff > 0).mean() < 0.01, (kw, diff.max(), (diff > 0).mean())
+
+
+def test_color_jitter_is_drawn_per_sample_and_reproducible(daemon, photos):
+    jitter = stoker.color_jitter(0.4, 0.4, 0.4, 0.1)
+    a = batch(daemon, photos, jitter, seed=3)
+    assert np.array_equal(a, batch(daemon, photos, jitter, seed=3))
+    assert not np.array_equal(a, batch(daemon, photos, jitter, seed=4))
+    base = batch(daemon, photos)
+    assert all(not np.array_equal(a[i], base[i]) for i in range(4))

@@ -66,3 +66,13 @@ def test_color_jitter_is_drawn_per_sample_and_reproducible(daemon, photos):
     assert not np.array_equal(a, batch(daemon, photos, jitter, seed=4))
     base = batch(daemon, photos)
     assert all(not np.array_equal(a[i], base[i]) for i in range(4))
+
+
+def test_random_grayscale_matches_torchvision(daemon, photos):
+    base = batch(daemon, photos)
+    got = batch(daemon, photos, stoker.random_grayscale(p=1.0))
+    for i in range(4):
+        want = TF.rgb_to_grayscale(chw(base[i]), 3).permute(1, 2, 0).numpy().astype(int)
+        diff = np.abs(got[i].astype(int) - want)
+        assert diff.max() <= 1 and (diff > 0).mean() < 0.01
+    assert np.array_equal(batch(daemon, photos, stoker.random_grayscale(p=0.0)), base)

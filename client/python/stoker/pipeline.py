@@ -142,6 +142,12 @@ def color_jitter(brightness=None, contrast=None, saturation=None, hue=None,
                saturation=_range(saturation, 1.0, 0.0), hue=_range(hue, 0.0))
 
 
+def random_grayscale(p=0.1, fields=None):
+    """torchvision's RandomGrayscale: with probability p, the picture's luma
+    in every colour channel."""
+    return _op("random_grayscale", fields, probability=float(p))
+
+
 # Every helper above (fields and ops), exported by the stoker package.
 __all__ = [name for name, value in list(globals().items())
            if callable(value) and not name.startswith("_")]

@@ -1,0 +1,48 @@
+// random_grayscale: torchvision's RandomGrayscale on image fields: with
+// `probability` (default 0.1) a sample's picture becomes rgb_to_grayscale
+// in every colour channel (RGBA keeps alpha; gray pictures are unchanged).
+#include "server/ops/op.h"
+#include "server/ops/pixels.h"
+
+namespace stoker {
+namespace {
+
+class RandomGrayscaleKind : public OpKind {
+ public:
+  v1::Op::OpCase op_case() const override { return v1::Op::kRandomGrayscale; }
+  bool Fits(const FieldPlan& f) const override { return f.kind == v1::FieldSpec::KIND_IMAGE; }
+  const char* fits() const override { return "images"; }
+
+  absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
+                     OpTraits* traits) const override {
+    v1::RandomGrayscaleOp* g = op->mutable_random_grayscale();
+    const float p = g->has_probability() ? g->probability() : 0.1f;
+    if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");
+    g->set_probability(p);
+    traits->random = true;
+    return absl::OkStatus();
+  }
+
+  void Draw(const v1::Op& op, SampleDraw& d) const override {
+    if (d.rng.Uniform01() < op.random_grayscale().probability()) d.Add(Effect{this, &op, {}});
+  }
+
+  void ApplyPixels(const Effect&, const FieldPlan& f, uint8_t* hwc) const override {
+    const int c = f.channels;
+    if (c < 3) return;
+    const size_t n = static_cast<size_t>(f.width) * f.height;
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t* px = hwc + i * c;
+      px[0] = px[1] = px[2] = Luma(px);
+    }
+  }
+};
+
+}  // namespace
+
+const OpKind& RandomGrayscale() {
+  static const RandomGrayscaleKind kind;
+  return kind;
+}
+
+}  // namespace stoker

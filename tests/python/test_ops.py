@@ -76,3 +76,19 @@ def test_random_grayscale_matches_torchvision(daemon, photos):
         diff = np.abs(got[i].astype(int) - want)
         assert diff.max() <= 1 and (diff > 0).mean() < 0.01
     assert np.array_equal(batch(daemon, photos, stoker.random_grayscale(p=0.0)), base)
+
+
+def test_random_erasing_is_torchvisions_erase_of_a_drawn_box(daemon, photos):
+    base = batch(daemon, photos)
+    op = stoker.random_erasing(p=1.0, scale=(0.1, 0.2), ratio=(0.5, 2.0),
+                               value=(255, 0, 128))
+    got = batch(daemon, photos, op)
+    for i in range(4):
+        rows, cols = np.nonzero((got[i] != base[i]).any(axis=2))
+        top, left = rows.min(), cols.min()
+        h, w = rows.max() - top + 1, cols.max() - left + 1
+        assert 0.1 * 0.7 <= h * w / (H * W) <= 0.2 * 1.3, (h, w)
+        assert 0.5 * 0.7 <= h / w <= 2.0 * 1.4, (h, w)
+        want = TF.erase(chw(base[i]), top, left, h, w,
+                        torch.tensor([255, 0, 128], dtype=torch.uint8)[:, None, None])
+        assert np.array_equal(got[i], want.permute(1, 2, 0).numpy())

@@ -148,6 +148,18 @@ def random_grayscale(p=0.1, fields=None):
     return _op("random_grayscale", fields, probability=float(p))
 
 
+def random_erasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0,
+                   fields=None):
+    """torchvision's RandomErasing: with probability p, a rectangle of
+    `scale` of the area and aspect `ratio` filled with `value` (levels
+    0..255: one, or one per channel)."""
+    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return _op("random_erasing", fields, probability=float(p),
+               scale={"min": float(scale[0]), "max": float(scale[1])},
+               ratio={"min": float(ratio[0]), "max": float(ratio[1])},
+               value=values)
+
+
 # Every helper above (fields and ops), exported by the stoker package.
 __all__ = [name for name, value in list(globals().items())
            if callable(value) and not name.startswith("_")]

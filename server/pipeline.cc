@@ -215,7 +215,9 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
                        [&](const FieldPlan& f) { return f.name == name; }))
         return bad(absl::StrCat("no field named '", name, "'"));
     }
-    if (step.fields.empty()) return bad("applies to no field");
+    if (step.fields.empty())
+      return bad(absl::StrCat("applies to no field: ", OpName(op), " applies to ",
+                              step.kind->fits()));
     std::vector<FieldPlan*> applies;
     for (int i : step.fields) applies.push_back(&p.fields_[i]);
     OpTraits traits;

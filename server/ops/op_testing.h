@@ -38,6 +38,17 @@ inline std::vector<uint8_t> RunPixels(const Pipeline& p, int f, std::vector<uint
   return hwc;
 }
 
+// Runs array field `f`'s per-pixel stage for that sample over `values`
+// (the field's elements, as written), for a sample the field's shape.
+template <typename T>
+std::vector<T> RunArray(const Pipeline& p, int f, std::vector<T> values, uint64_t seed,
+                        uint64_t epoch, uint64_t index) {
+  std::vector<Effects> effects;
+  p.PlanArrays(p.fields()[f].shape, seed, epoch, index, &effects);
+  Pipeline::ApplyArray(p.fields()[f], effects[f], reinterpret_cast<uint8_t*>(values.data()));
+  return values;
+}
+
 // Structure plus noise: smooth gradients and a disc, with noise (pixels
 // that neither saturate nor repeat, as photographs).
 inline std::vector<uint8_t> PhotoLike(int w, int h, int c, uint64_t seed) {

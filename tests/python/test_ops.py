@@ -92,3 +92,30 @@ def test_random_erasing_is_torchvisions_erase_of_a_drawn_box(daemon, photos):
         want = TF.erase(chw(base[i]), top, left, h, w,
                         torch.tensor([255, 0, 128], dtype=torch.uint8)[:, None, None])
         assert np.array_equal(got[i], want.permute(1, 2, 0).numpy())
+
+
+def test_spec_augment_masks_whole_bands_of_gzip_hdf5_features(daemon, tmp_path):
+    """Log-mel-like features stored as the audio teams store them (HDF5,
+    gzip-chunked, [clips, frames, bins]): against h5py, every element is
+    unchanged or lies in a wholly masked frame or bin band."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(3)
+    frames, bins = np.arange(100)[:, None], np.arange(40)[None, :]
+    x = (np.sin(frames / 7.0) * np.cos(bins / 5.0) + 0.1 *
+         rng.standard_normal((64, 100, 40))).astype(np.float32)
+    with h5py.File(tmp_path / "feats.H5", "w") as f:
+        f.create_dataset("mel", data=x, chunks=(8, 100, 40), compression="gzip")
+    src = {"hdf5": {"path": str(tmp_path / "feats.H5"), "dataset": "mel"}}
+    ld = stoker.Loader(src, batch_size=64, shuffle=False, seed=5, socket=daemon.socket,
+                       fields=[stoker.array((100, 40), "mel")],
+                       pipeline=[stoker.normalize([0.0], [2.0]),
+                                 stoker.spec_augment(2, 20, 2, 8, value=0.0)])
+    got = next(ld.batches()).field("mel")
+    want = x / 2.0
+    for i in range(64):
+        z = got[i] == 0.0
+        rows, cols = z.all(axis=1), z.all(axis=0)
+        keep = ~rows[:, None] & ~cols[None, :]
+        assert np.array_equal(got[i][keep], want[i][keep])
+        assert rows.sum() <= 2 * 19 and cols.sum() <= 2 * 7
+    assert sum((got[i] == 0).any() for i in range(64)) > 60

@@ -160,6 +160,18 @@ def random_erasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0,
                value=values)
 
 
+def spec_augment(time_masks=2, time_width=0, freq_masks=2, freq_width=0,
+                 value=0.0, freq_first=False, fields=None):
+    """SpecAugment's masking on 2-D float array fields [time, freq] ([freq,
+    time] with freq_first): bands of width drawn in [0, time_width) frames
+    and [0, freq_width) bins, set to `value` (after a normalize)."""
+    return _op("spec_augment", fields, time_masks=int(time_masks) if time_width else None,
+               time_width=int(time_width) or None,
+               freq_masks=int(freq_masks) if freq_width else None,
+               freq_width=int(freq_width) or None, value=float(value) or None,
+               freq_first=freq_first or None)
+
+
 # Every helper above (fields and ops), exported by the stoker package.
 __all__ = [name for name, value in list(globals().items())
            if callable(value) and not name.startswith("_")]

@@ -33,8 +33,24 @@
 namespace stoker {
 
 
-// A client-decode render record (SessionSpec.client_decode has the layout).
-inline constexpr int kRenderFloats = 16;
+// A client-decode render record: float32 slots, named here once. The
+// daemon sends the names in order with each field it hands over
+// (ClientDecodeField.record), so a client looks slots up by name:
+// where (1: the client decodes), the source size, the content rectangle in
+// the output, the source box, the flips, the padding's fill, the filter
+// (Interpolation), whether the JPEG is progressive.
+#define STOKER_RENDER_SLOTS(X)                                              \
+  X(kWhere, "where") X(kSourceWidth, "src_w") X(kSourceHeight, "src_h")      \
+  X(kX0, "x0") X(kY0, "y0") X(kX1, "x1") X(kY1, "y1") X(kBoxX, "box_x")      \
+  X(kBoxY, "box_y") X(kBoxW, "box_w") X(kBoxH, "box_h") X(kHFlip, "hflip")   \
+  X(kVFlip, "vflip") X(kFill, "fill") X(kFilter, "filter")                   \
+  X(kProgressive, "progressive")
+enum RenderSlot : int {
+#define STOKER_SLOT(slot, name) slot,
+  STOKER_RENDER_SLOTS(STOKER_SLOT)
+#undef STOKER_SLOT
+  kRenderFloats
+};
 
 // SessionSpec.client_decode with defaults applied.
 struct ClientDecodePlan {

@@ -77,6 +77,9 @@ std::vector<v1::ClientDecodeField> Pipeline::ClientFields() const {
       c.add_scale(f.norm.scale[k]);
       c.add_offset(f.norm.offset[k]);
     }
+#define STOKER_SLOT(slot, name) c.add_record(name);
+    STOKER_RENDER_SLOTS(STOKER_SLOT)
+#undef STOKER_SLOT
   }
   return out;
 }
@@ -87,12 +90,23 @@ void Pipeline::WriteRender(const Canvas& canvas, int source_w, int source_h,
   const v1::Interpolation filter = canvas.filter == Filter::kBicubic  ? v1::INTERPOLATION_BICUBIC
                                    : canvas.filter == Filter::kNearest ? v1::INTERPOLATION_NEAREST
                                                                        : v1::INTERPOLATION_BILINEAR;
-  const float r[kRenderFloats] = {
-      client ? 1.0f : 0.0f, float(source_w), float(source_h),
-      float(rp.x0), float(rp.y0), float(rp.x1), float(rp.y1),
-      float(rp.box.x), float(rp.box.y), float(rp.box.w), float(rp.box.h),
-      rp.box.flip ? 1.0f : 0.0f, canvas.vflip ? 1.0f : 0.0f, float(canvas.fill),
-      float(filter), progressive ? 1.0f : 0.0f};
+  float r[kRenderFloats];
+  r[kWhere] = client ? 1.0f : 0.0f;
+  r[kSourceWidth] = float(source_w);
+  r[kSourceHeight] = float(source_h);
+  r[kX0] = float(rp.x0);
+  r[kY0] = float(rp.y0);
+  r[kX1] = float(rp.x1);
+  r[kY1] = float(rp.y1);
+  r[kBoxX] = float(rp.box.x);
+  r[kBoxY] = float(rp.box.y);
+  r[kBoxW] = float(rp.box.w);
+  r[kBoxH] = float(rp.box.h);
+  r[kHFlip] = rp.box.flip ? 1.0f : 0.0f;
+  r[kVFlip] = canvas.vflip ? 1.0f : 0.0f;
+  r[kFill] = float(canvas.fill);
+  r[kFilter] = float(filter);
+  r[kProgressive] = progressive ? 1.0f : 0.0f;
   std::memcpy(out, r, sizeof(r));
 }
 

@@ -235,13 +235,21 @@ TEST(PipelineTest, ClientDecodeFieldsAndRecords) {
   EXPECT_EQ(cf[0].dtype(), v1::DTYPE_FLOAT32);
   EXPECT_FLOAT_EQ(cf[0].scale(0), 1.0f / (255 * 0.25f));
   EXPECT_FLOAT_EQ(cf[0].offset(0), -2.0f);
+  ASSERT_EQ(cf[0].record_size(), kRenderFloats);  // The slots, named in order.
+  EXPECT_EQ(cf[0].record(kWhere), "where");
+  EXPECT_EQ(cf[0].record(kBoxW), "box_w");
+  EXPECT_EQ(cf[0].record(kProgressive), "progressive");
   // A 200 x 100 picture: letterboxed into rows 16..48, mirrored.
   const Canvas c = p->Plan(200, 100, 0, 0, 0)[0];
   float r[kRenderFloats];
   p->WriteRender(c, 200, 100, true, true, reinterpret_cast<uint8_t*>(r));
-  const float want[kRenderFloats] = {1, 200, 100, 0, 16, 64, 48, 0, 0, 200, 100, 1, 0, 7,
-                                     float(v1::INTERPOLATION_BICUBIC), 1};
-  for (int k = 0; k < kRenderFloats; ++k) EXPECT_FLOAT_EQ(r[k], want[k]) << k;
+  const std::pair<RenderSlot, float> want[] = {
+      {kWhere, 1}, {kSourceWidth, 200}, {kSourceHeight, 100}, {kX0, 0}, {kY0, 16},
+      {kX1, 64}, {kY1, 48}, {kBoxX, 0}, {kBoxY, 0}, {kBoxW, 200}, {kBoxH, 100},
+      {kHFlip, 1}, {kVFlip, 0}, {kFill, 7}, {kFilter, float(v1::INTERPOLATION_BICUBIC)},
+      {kProgressive, 1}};
+  ASSERT_EQ(std::size(want), static_cast<size_t>(kRenderFloats));
+  for (const auto& [slot, value] : want) EXPECT_FLOAT_EQ(r[slot], value) << cf[0].record(slot);
 }
 
 }  // namespace

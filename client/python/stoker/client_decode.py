@@ -36,9 +36,13 @@ try:
 except ImportError:  # Checked with a clear message by check_device.
     decode_jpeg = None
 
-# Render record slots (SessionSpec.client_decode in proto/spec.proto).
-WHERE, SRC_W, SRC_H, X0, Y0, X1, Y1, BOX_X, BOX_Y, BOX_W, BOX_H, HFLIP, VFLIP, \
-    FILL, FILTER, PROGRESSIVE = range(16)
+# The render record slots this module reads, by the names the daemon sends
+# with each field (ClientDecodeField.record); FieldRenderer gathers them
+# into this order, so the constants below index the gathered record.
+_SLOTS = ("where", "src_w", "src_h", "x0", "y0", "x1", "y1", "box_x", "box_y",
+          "box_w", "box_h", "hflip", "vflip", "fill", "filter", "progressive")
+(WHERE, SRC_W, SRC_H, X0, Y0, X1, Y1, BOX_X, BOX_Y, BOX_W, BOX_H, HFLIP, VFLIP,
+ FILL, FILTER, PROGRESSIVE) = range(len(_SLOTS))
 _BILINEAR, _BICUBIC, _NEAREST = 0, 1, 2
 _SUPPORT = {_BILINEAR: 1.0, _BICUBIC: 2.0, _NEAREST: 0.5}
 
@@ -136,6 +140,13 @@ class FieldRenderer:
         self.field = info["field"]
         self.encoded = info["encoded"]
         self.render = info["render"]
+        record = list(info.get("record", []))
+        missing = [name for name in _SLOTS if name not in record]
+        if missing:
+            raise RuntimeError(f"stokerd's render record for {self.field!r} lacks "
+                               f"{missing}: the daemon and this package differ in "
+                               "version")
+        self._gather = torch.tensor([record.index(name) for name in _SLOTS])
         self.channels = int(info.get("channels", 3))
         self.dtype = str(info.get("dtype", "DTYPE_UINT8")).replace("DTYPE_", "").lower()
         self.chw = bool(info.get("chw", False))
@@ -191,7 +202,7 @@ class FieldRenderer:
         dev = self.device
         out = views[self.field][:count]
         out = out.to(dev, non_blocking=True) if dev.type == "cuda" else out.clone()
-        rec = views[self.render][:count]
+        rec = views[self.render][:count].index_select(1, self._gather)
         todo = torch.nonzero(rec[:, WHERE] == 1).flatten()
         if todo.numel() == 0:
             return out, 0, []

@@ -16,29 +16,34 @@ namespace {
 enum Adjust { kBrightness, kContrast, kSaturation, kHue };
 
 // adjust_hue of one pixel: to HSV, h += shift (mod 1), back, x 255
-// truncated (torchvision's _rgb2hsv / _hsv2rgb).
-void ShiftHue(uint8_t* px, float shift) {
+// truncated, with torchvision's float operations (_rgb2hsv / _hsv2rgb).
+inline void ShiftHue(uint8_t* px, float shift) {
   const float r = px[0] / 255.0f, g = px[1] / 255.0f, b = px[2] / 255.0f;
   const float maxc = std::fmax(r, std::fmax(g, b));
   const float minc = std::fmin(r, std::fmin(g, b));
-  const bool eqc = maxc == minc;
+  if (maxc == minc) {  // Gray: no hue; x 255 as torchvision writes it.
+    px[0] = px[1] = px[2] = static_cast<uint8_t>(maxc * 255.0f);
+    return;
+  }
   const float cr = maxc - minc;
-  const float s = cr / (eqc ? 1.0f : maxc);
-  const float div = eqc ? 1.0f : cr;
-  const float rc = (maxc - r) / div, gc = (maxc - g) / div, bc = (maxc - b) / div;
-  float h = maxc == r ? bc - gc : maxc == g ? 2.0f + rc - bc : 4.0f + gc - rc;
-  h = std::fmod(h / 6.0f + 1.0f, 1.0f);
-  h += shift;
+  const float s = cr / maxc;
+  // torchvision's (maxc - x) / cr terms, only the two the branch uses.
+  float h = maxc == r   ? (maxc - b) / cr - (maxc - g) / cr
+            : maxc == g ? 2.0f + (maxc - r) / cr - (maxc - b) / cr
+                        : 4.0f + (maxc - g) / cr - (maxc - r) / cr;
+  h = h / 6.0f + 1.0f;  // In [5/6, 11/6): fmod(h, 1) is exactly this.
+  h = (h >= 1.0f ? h - 1.0f : h) + shift;
   h -= std::floor(h);
   const float v = maxc;
-  const float i = std::floor(h * 6.0f);
-  const float f = h * 6.0f - i;
+  const float h6 = h * 6.0f;
+  const float i = std::floor(h6);
+  const float f = h6 - i;
   auto unit = [](float x) { return x < 0 ? 0.0f : x > 1 ? 1.0f : x; };
   const float p = unit(v * (1.0f - s));
   const float q = unit(v * (1.0f - s * f));
   const float t = unit(v * (1.0f - s * (1.0f - f)));
   float out[3];
-  switch (static_cast<int>(i) % 6) {
+  switch (static_cast<int>(i)) {
     case 0: out[0] = v, out[1] = t, out[2] = p; break;
     case 1: out[0] = q, out[1] = v, out[2] = p; break;
     case 2: out[0] = p, out[1] = v, out[2] = t; break;
@@ -47,6 +52,19 @@ void ShiftHue(uint8_t* px, float shift) {
     default: out[0] = v, out[1] = p, out[2] = q;
   }
   for (int k = 0; k < 3; ++k) px[k] = static_cast<uint8_t>(out[k] * 255.0f);
+}
+
+// A per-value blend (brightness, contrast) as a table: one lookup per value.
+void BlendTable(uint8_t* hwc, size_t n, int c, int colour, float other, float ratio) {
+  uint8_t table[256];
+  for (int v = 0; v < 256; ++v) table[v] = Blend(static_cast<float>(v), other, ratio);
+  if (colour == c) {
+    for (size_t i = 0; i < n * c; ++i) hwc[i] = table[hwc[i]];
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (int ch = 0; ch < colour; ++ch) hwc[i * c + ch] = table[hwc[i * c + ch]];
+  }
 }
 
 class ColorJitterKind : public OpKind {
@@ -99,18 +117,12 @@ class ColorJitterKind : public OpKind {
       const float ratio = static_cast<float>(e.v[4 + adjust]);
       switch (adjust) {
         case kBrightness:
-          for (size_t i = 0; i < n; ++i) {
-            for (int ch = 0; ch < colour; ++ch) hwc[i * c + ch] = Blend(hwc[i * c + ch], 0, ratio);
-          }
+          BlendTable(hwc, n, c, colour, 0, ratio);
           break;
         case kContrast: {
           double sum = 0;
           for (size_t i = 0; i < n; ++i) sum += colour == 3 ? Luma(hwc + i * c) : hwc[i * c];
-          const float mean = static_cast<float>(sum / static_cast<double>(n));
-          for (size_t i = 0; i < n; ++i) {
-            for (int ch = 0; ch < colour; ++ch)
-              hwc[i * c + ch] = Blend(hwc[i * c + ch], mean, ratio);
-          }
+          BlendTable(hwc, n, c, colour, static_cast<float>(sum / static_cast<double>(n)), ratio);
           break;
         }
         case kSaturation:

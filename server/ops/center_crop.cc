@@ -25,9 +25,6 @@ class CenterCropKind : public SpatialOp {
 
 }  // namespace
 
-const OpKind& CenterCrop() {
-  static const CenterCropKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(CenterCrop, CenterCropKind)
 
 }  // namespace stoker

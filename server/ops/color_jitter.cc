@@ -67,11 +67,9 @@ void BlendTable(uint8_t* hwc, size_t n, int c, int colour, float other, float ra
   }
 }
 
-class ColorJitterKind : public OpKind {
+class ColorJitterKind : public PixelOp {
  public:
   v1::Op::OpCase op_case() const override { return v1::Op::kColorJitter; }
-  bool Fits(const FieldPlan& f) const override { return f.kind == v1::FieldSpec::KIND_IMAGE; }
-  const char* fits() const override { return "images"; }
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
                      OpTraits* traits) const override {
@@ -142,9 +140,6 @@ class ColorJitterKind : public OpKind {
 
 }  // namespace
 
-const OpKind& ColorJitter() {
-  static const ColorJitterKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(ColorJitter, ColorJitterKind)
 
 }  // namespace stoker

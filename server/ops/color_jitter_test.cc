@@ -9,9 +9,7 @@ namespace stoker {
 namespace {
 
 std::string Spec(const std::string& jitter, int channels = 3) {
-  return R"({"fields": [{"name": "image", "kind": "KIND_IMAGE", "shape": [32, 48, )" +
-         std::to_string(channels) + R"(]}], "pipeline": [{"center_crop": {"width": 48,
-         "height": 32}}, {"color_jitter": )" + jitter + "}]}";
+  return ImageOpSpec(32, 48, channels, R"("color_jitter": )" + jitter);
 }
 
 TEST(ColorJitterTest, FixedFactorsAreTorchvisionsUint8Arithmetic) {

@@ -11,9 +11,10 @@ class FlipKind : public SpatialOp {
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
                      OpTraits* traits) const override {
-    const float p = op->flip().has_probability() ? op->flip().probability() : 0.5f;
-    if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");
-    op->mutable_flip()->set_probability(p);
+    absl::StatusOr<float> p =
+        Probability(op->flip().has_probability(), op->flip().probability(), 0.5f);
+    if (!p.ok()) return p.status();
+    op->mutable_flip()->set_probability(*p);
     traits->random = true;
     return absl::OkStatus();
   }
@@ -29,9 +30,6 @@ class FlipKind : public SpatialOp {
 
 }  // namespace
 
-const OpKind& Flip() {
-  static const FlipKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(Flip, FlipKind)
 
 }  // namespace stoker

@@ -52,9 +52,6 @@ class NormalizeKind : public OpKind {
 
 }  // namespace
 
-const OpKind& Normalize() {
-  static const NormalizeKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(Normalize, NormalizeKind)
 
 }  // namespace stoker

@@ -23,6 +23,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "proto/stoker.pb.h"
 #include "server/geometry.h"
 #include "server/transform.h"
@@ -121,6 +122,25 @@ class OpKind {
   // sample as written (f.shape, the field's dtype).
   virtual void ApplyArray(const Effect& e, const FieldPlan& f, uint8_t* out) const {}
 };
+
+// Defines `const OpKind& Name()`, the function ops.def registers, for the
+// stateless OpKind subclass `Kind`.
+#define STOKER_DEFINE_OP(Name, Kind) \
+  const OpKind& Name() {             \
+    static const Kind kind;          \
+    return kind;                     \
+  }
+
+// Image-only ops of the per-pixel stage.
+class PixelOp : public OpKind {
+ public:
+  bool Fits(const FieldPlan& f) const override { return f.kind == v1::FieldSpec::KIND_IMAGE; }
+  const char* fits() const override { return "images"; }
+};
+
+// An op's optional `probability`: its value, or `fallback` when unset;
+// INVALID_ARGUMENT outside 0..1.
+absl::StatusOr<float> Probability(bool set, float value, float fallback);
 
 // The registry (server/ops/ops.def order).
 const std::vector<const OpKind*>& AllOps();

@@ -19,6 +19,16 @@ inline absl::StatusOr<Pipeline> CompileJson(const std::string& json) {
   return Pipeline::Compile(spec);
 }
 
+// A spec of one uint8 image field height x width x channels, center-cropped
+// to its own size (an identity), then `op` (an Op's JSON members, e.g.
+// R"("color_jitter": {...})").
+inline std::string ImageOpSpec(int height, int width, int channels, const std::string& op) {
+  const std::string h = std::to_string(height), w = std::to_string(width);
+  return R"({"fields": [{"name": "image", "kind": "KIND_IMAGE", "shape": [)" + h + ", " + w +
+         ", " + std::to_string(channels) + R"(]}], "pipeline": [{"center_crop": {"width": )" + w +
+         R"(, "height": )" + h + "}}, {" + op + "}]}";
+}
+
 // Image field `f`'s effects for sample (seed, epoch, index) of a source
 // picture the field's size.
 inline Effects EffectsOf(const Pipeline& p, int f, uint64_t seed, uint64_t epoch,

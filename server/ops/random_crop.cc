@@ -31,9 +31,6 @@ class RandomCropKind : public SpatialOp {
 
 }  // namespace
 
-const OpKind& RandomCrop() {
-  static const RandomCropKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(RandomCrop, RandomCropKind)
 
 }  // namespace stoker

@@ -12,18 +12,16 @@
 namespace stoker {
 namespace {
 
-class RandomErasingKind : public OpKind {
+class RandomErasingKind : public PixelOp {
  public:
   v1::Op::OpCase op_case() const override { return v1::Op::kRandomErasing; }
-  bool Fits(const FieldPlan& f) const override { return f.kind == v1::FieldSpec::KIND_IMAGE; }
-  const char* fits() const override { return "images"; }
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>& fields,
                      OpTraits* traits) const override {
     v1::RandomErasingOp* e = op->mutable_random_erasing();
-    const float p = e->has_probability() ? e->probability() : 0.5f;
-    if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");
-    e->set_probability(p);
+    absl::StatusOr<float> p = Probability(e->has_probability(), e->probability(), 0.5f);
+    if (!p.ok()) return p.status();
+    e->set_probability(*p);
     if (!e->has_scale()) {
       e->mutable_scale()->set_min(0.02f);
       e->mutable_scale()->set_max(0.33f);
@@ -90,9 +88,6 @@ class RandomErasingKind : public OpKind {
 
 }  // namespace
 
-const OpKind& RandomErasing() {
-  static const RandomErasingKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(RandomErasing, RandomErasingKind)
 
 }  // namespace stoker

@@ -9,9 +9,7 @@ namespace stoker {
 namespace {
 
 std::string Spec(const std::string& erase, int channels = 3) {
-  return R"({"fields": [{"name": "image", "kind": "KIND_IMAGE", "shape": [40, 60, )" +
-         std::to_string(channels) + R"(]}], "pipeline": [{"center_crop": {"width": 60,
-         "height": 40}}, {"random_erasing": )" + erase + "}]}";
+  return ImageOpSpec(40, 60, channels, R"("random_erasing": )" + erase);
 }
 
 // The erased rectangle: rows/columns where out differs from in, checked

@@ -7,18 +7,16 @@
 namespace stoker {
 namespace {
 
-class RandomGrayscaleKind : public OpKind {
+class RandomGrayscaleKind : public PixelOp {
  public:
   v1::Op::OpCase op_case() const override { return v1::Op::kRandomGrayscale; }
-  bool Fits(const FieldPlan& f) const override { return f.kind == v1::FieldSpec::KIND_IMAGE; }
-  const char* fits() const override { return "images"; }
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
                      OpTraits* traits) const override {
     v1::RandomGrayscaleOp* g = op->mutable_random_grayscale();
-    const float p = g->has_probability() ? g->probability() : 0.1f;
-    if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");
-    g->set_probability(p);
+    absl::StatusOr<float> p = Probability(g->has_probability(), g->probability(), 0.1f);
+    if (!p.ok()) return p.status();
+    g->set_probability(*p);
     traits->random = true;
     return absl::OkStatus();
   }
@@ -40,9 +38,6 @@ class RandomGrayscaleKind : public OpKind {
 
 }  // namespace
 
-const OpKind& RandomGrayscale() {
-  static const RandomGrayscaleKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(RandomGrayscale, RandomGrayscaleKind)
 
 }  // namespace stoker

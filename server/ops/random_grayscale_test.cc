@@ -7,9 +7,7 @@ namespace stoker {
 namespace {
 
 std::string Spec(const std::string& gray, int channels = 3) {
-  return R"({"fields": [{"name": "image", "kind": "KIND_IMAGE", "shape": [16, 24, )" +
-         std::to_string(channels) + R"(]}], "pipeline": [{"center_crop": {"width": 24,
-         "height": 16}}, {"random_grayscale": )" + gray + "}]}";
+  return ImageOpSpec(16, 24, channels, R"("random_grayscale": )" + gray);
 }
 
 TEST(RandomGrayscaleTest, GraysAboutPOfTheSamplesAsTorchvision) {

@@ -45,9 +45,6 @@ class RandomPatchKind : public OpKind {
 
 }  // namespace
 
-const OpKind& RandomPatch() {
-  static const RandomPatchKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(RandomPatch, RandomPatchKind)
 
 }  // namespace stoker

@@ -48,9 +48,6 @@ class RandomResizedCropKind : public SpatialOp {
 
 }  // namespace
 
-const OpKind& RandomResizedCrop() {
-  static const RandomResizedCropKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(RandomResizedCrop, RandomResizedCropKind)
 
 }  // namespace stoker

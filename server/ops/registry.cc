@@ -64,6 +64,12 @@ absl::Status CheckSize(uint32_t width, uint32_t height) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<float> Probability(bool set, float value, float fallback) {
+  const float p = set ? value : fallback;
+  if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");
+  return p;
+}
+
 absl::Status CheckRange(const v1::Range& r, double lo, double hi, const char* what) {
   if (!(std::isfinite(r.min()) && std::isfinite(r.max()) && lo <= r.min() &&
         r.min() <= r.max() && r.max() <= hi))

@@ -50,9 +50,6 @@ class ResizeKind : public SpatialOp {
 
 }  // namespace
 
-const OpKind& Resize() {
-  static const ResizeKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(Resize, ResizeKind)
 
 }  // namespace stoker

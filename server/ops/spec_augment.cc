@@ -97,9 +97,6 @@ class SpecAugmentKind : public OpKind {
 
 }  // namespace
 
-const OpKind& SpecAugment() {
-  static const SpecAugmentKind kind;
-  return kind;
-}
+STOKER_DEFINE_OP(SpecAugment, SpecAugmentKind)
 
 }  // namespace stoker

@@ -57,6 +57,7 @@ bench: deps
 	    --per_class 100 && touch /tmp/stoker-demo-data/.complete; }
 	bazel-bin/bench/storage_bench --data /tmp/stoker-demo-data
 	$(PYENV) $(PYTHON) bench/loader_overhead.py
+	$(PYENV) $(PYTHON) bench/op_cost.py
 	$(PYTHON) bench/vs_torch.py
 	$(PYTHON) bench/any_sample.py
 	$(PYTHON) bench/ranks.py

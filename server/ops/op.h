@@ -24,6 +24,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "proto/stoker.pb.h"
 #include "server/geometry.h"
 #include "server/transform.h"
@@ -86,7 +87,7 @@ struct OpTraits {
 struct SampleDraw {
   Rng& rng;
   const std::vector<FieldPlan>& plans;
-  std::vector<int> fields;
+  absl::Span<const int> fields;  // The step's own list: no copy per sample.
   std::vector<Canvas>* canvases = nullptr;
   const std::vector<uint64_t>* shape = nullptr;
   std::vector<std::vector<uint64_t>>* starts = nullptr;

@@ -110,6 +110,11 @@ absl::Status Daemon::Start() {
                                              options_.reader_threads);
   reader_pool_ =
       std::make_unique<ThreadPool>("stoker-io", options_.reader_threads);
+  warmer_ = std::make_unique<CacheWarmer>(
+      [pool = reader_pool_.get()](std::function<void()> task) { pool->Schedule(std::move(task)); },
+      [fetcher = fetcher_.get()](const Dataset& ds, const std::string& file, bool* from_source) {
+        return fetcher->Fetch(ds, file, from_source).status();
+      });
   const int stale = shm::RemoveOrphanedRings(options_.shm_prefix);
   if (stale > 0) {
     LogInfo(absl::StrCat("removed ", stale,
@@ -148,7 +153,7 @@ void Daemon::Stop() {
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (Entry& e : entries) Finish(std::move(e), shm::kClosedByShutdown);
-  WaitForWarmJobs();
+  if (warmer_) warmer_->Stop();
   // The pool lives until the destructor: an OpenSession racing with Stop
   // may still hold it for the session it is about to discard.
 }
@@ -451,28 +456,6 @@ void Daemon::ReapLoop() {
   }
 }
 
-struct Daemon::WarmState {
-  uint64_t id;
-  std::shared_ptr<const Dataset> dataset;
-  absl::Time start = absl::Now();
-  std::atomic<uint64_t> done{0}, failed{0}, source_reads{0};
-  std::atomic<int64_t> seconds_ns{-1};  // Set when finished.
-
-  v1::WarmJob Snapshot() const {
-    v1::WarmJob j;
-    j.set_job_id(id);
-    j.set_dataset(dataset->description);
-    j.set_total(dataset->samples.size());
-    j.set_done(done.load(std::memory_order_relaxed));
-    j.set_failed(failed.load(std::memory_order_relaxed));
-    j.set_source_reads(source_reads.load(std::memory_order_relaxed));
-    const int64_t ns = seconds_ns.load(std::memory_order_acquire);
-    j.set_finished(ns >= 0);
-    j.set_seconds(ns >= 0 ? ns / 1e9 : absl::ToDoubleSeconds(absl::Now() - start));
-    return j;
-  }
-};
-
 absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
     const v1::WarmCacheRequest& request, const Caller& caller) {
   STOKER_RETURN_IF_ERROR(RequireAdmin(caller, "warming the caches"));
@@ -484,70 +467,17 @@ absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
                           LoadDataset(request.dataset(), caller));
-  auto job = std::make_shared<WarmState>();
-  job->dataset = dataset;
-  const uint32_t concurrency =
-      request.concurrency() == 0 ? 8 : std::min(request.concurrency(), 1024u);
   v1::WarmCacheResponse resp;
   resp.set_total(dataset->samples.size());
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the daemon is shutting down");
-  job->id = next_warm_id_++;
-  resp.set_job_id(job->id);
-  warm_jobs_.push_back(job);
-  warm_threads_.emplace_back([this, job, concurrency] {
-    RunLoggingExceptions("a warm job", [&] { RunWarm(job, concurrency); });
-  });
-  LogInfo(absl::StrCat("warm job ", job->id, ": ", dataset->description, ", ",
-                       dataset->samples.size(), " samples, ", concurrency,
-                       " reads at a time"));
+  const uint32_t concurrency =
+      request.concurrency() == 0 ? 8 : std::min(request.concurrency(), 1024u);
+  STOKER_ASSIGN_OR_RETURN(const uint64_t id, warmer_->Start(std::move(dataset), concurrency));
+  resp.set_job_id(id);
   return resp;
 }
 
-void Daemon::RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency) {
-  absl::Mutex m;
-  uint32_t outstanding = 0;
-  for (const Sample& sample : job->dataset->samples) {
-    if (stop_reaper_.HasBeenNotified()) break;  // Shutting down.
-    {
-      absl::MutexLock lock(&m);
-      auto has_room = [&] { return outstanding < concurrency; };
-      m.Await(absl::Condition(&has_room));
-      ++outstanding;
-    }
-    reader_pool_->Schedule([this, job, &sample, &m, &outstanding] {
-      bool from_source = false, failed = false;
-      for (size_t k = 0; k < 1 + sample.more.size(); ++k) {  // Every file.
-        bool read = false;
-        failed |= !fetcher_->Fetch(*job->dataset, sample.file(k), &read).ok();
-        from_source |= read;
-      }
-      if (failed) job->failed.fetch_add(1, std::memory_order_relaxed);
-      if (from_source) job->source_reads.fetch_add(1, std::memory_order_relaxed);
-      job->done.fetch_add(1, std::memory_order_relaxed);
-      absl::MutexLock lock(&m);
-      --outstanding;
-    });
-  }
-  {
-    absl::MutexLock lock(&m);
-    m.Await(absl::Condition(+[](uint32_t* n) { return *n == 0; }, &outstanding));
-  }
-  job->seconds_ns.store(absl::ToInt64Nanoseconds(absl::Now() - job->start),
-                        std::memory_order_release);
-  LogInfo(absl::StrCat("warm job ", job->id, " finished: ",
-                       job->done.load(), " samples, ",
-                       job->source_reads.load(), " read from the source, ",
-                       job->failed.load(), " failed"));
-}
-
 void Daemon::WaitForWarmJobs() {
-  std::vector<std::thread> threads;
-  {
-    absl::MutexLock lock(&mu_);
-    threads.swap(warm_threads_);
-  }
-  for (std::thread& t : threads) t.join();
+  if (warmer_) warmer_->Wait();
 }
 
 v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
@@ -607,7 +537,9 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   for (const auto& [id, e] : sessions_) *s.add_sessions() = VisibleStats(e, caller);
   std::sort(s.mutable_sessions()->begin(), s.mutable_sessions()->end(),
             [](const auto& a, const auto& b) { return a.session_id() < b.session_id(); });
-  for (const auto& job : warm_jobs_) *s.add_warm_jobs() = job->Snapshot();
+  if (warmer_) {
+    for (v1::WarmJob& job : warmer_->Jobs()) *s.add_warm_jobs() = std::move(job);
+  }
   return s;
 }
 

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "proto/stoker.pb.h"
 #include "server/cache.h"
+#include "server/cache_warmer.h"
 #include "server/dataset.h"
 #include "server/fetcher.h"
 #include "server/load_monitor.h"
@@ -238,8 +239,6 @@ class Daemon {
   bool IsAdmin(uid_t uid) const;
   // The node a session's decode runs on, and why (SessionStats.placement).
   absl::StatusOr<std::pair<int, std::string>> Place(const v1::Placement& p) const;
-  struct WarmState;
-  void RunWarm(std::shared_ptr<WarmState> job, uint32_t concurrency);
 
   // Constant after construction.
   const DaemonOptions options_;
@@ -260,6 +259,7 @@ class Daemon {
   std::shared_ptr<const FileGuard> guard_;
   std::unique_ptr<SampleFetcher> fetcher_;
   std::unique_ptr<ThreadPool> reader_pool_;
+  std::unique_ptr<CacheWarmer> warmer_;  // Reads on reader_pool_ via fetcher_.
   std::unique_ptr<NodePools> decode_pools_;
   std::string numa_;  // DaemonStats.numa.
   std::thread reaper_;
@@ -276,7 +276,6 @@ class Daemon {
   uint64_t closed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t stale_removed_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_warm_id_ ABSL_GUARDED_BY(mu_) = 1;
   LoadMonitor monitor_ ABSL_GUARDED_BY(mu_);
   uint64_t autotune_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> metrics_port_{0};
@@ -293,8 +292,6 @@ class Daemon {
   mutable absl::Mutex auth_mu_;
   absl::flat_hash_map<uid_t, Token> tokens_ ABSL_GUARDED_BY(auth_mu_);
   absl::flat_hash_map<std::string, Root> roots_ ABSL_GUARDED_BY(auth_mu_);
-  std::vector<std::shared_ptr<WarmState>> warm_jobs_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> warm_threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

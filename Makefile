@@ -38,8 +38,9 @@ test: deps
 # (Debian's mate-backgrounds, as JPEG and PNG) through the decoders and a
 # custom pipeline. Any report fails the run.
 SANITIZED_TESTS := //server:jpeg_test //server:decode_test //server:transform_test \
-	//server:dataset_test //server:pipeline_test //shm:ring_test //shm:fd_passing_test \
-	//util:util_test //util:mapped_read_test //server:file_system_test //server:cache_warmer_test //server/ops/...
+	//server:plan_test //server:pipeline_test //shm:ring_test //shm:fd_passing_test \
+	//util:util_test //util:mapped_read_test //server:file_system_test //server:cache_warmer_test //server/ops/... \
+	//server/sources/... //server:array_source_test
 sanitize: deps
 	$(BAZEL) test --config=sanitize $(SANITIZED_TESTS)
 	$(BAZEL) build --config=sanitize //tests:fuzz_decode

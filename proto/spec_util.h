@@ -7,21 +7,47 @@
 
 #include <string>
 
+#include "google/protobuf/descriptor.h"
 #include "proto/stoker.pb.h"
+#include "shm/ring_data.h"
 
 namespace stoker {
 
-// The path the dataset's source names (folder, manifest or LMDB
-// environment); empty when no source is set.
-inline const std::string& DatasetPath(const v1::DatasetSpec& ds) {
-  switch (ds.source_case()) {
-    case v1::DatasetSpec::kFolder: return ds.folder().path();
-    case v1::DatasetSpec::kList: return ds.list().path();
-    case v1::DatasetSpec::kLmdb: return ds.lmdb().path();
-    case v1::DatasetSpec::kNpy: return ds.npy().path();
-    case v1::DatasetSpec::kHdf5: return ds.hdf5().path();
-    default: return ds.folder().path();  // The empty default instance's.
+// The source message the dataset names (its `source` oneof case), or null
+// when none is set. Every source message has a string `path` (the file or
+// folder it reads) and may have a string `root` (the folder its files are
+// relative to): the generic helpers below read those, never the kind.
+inline const google::protobuf::Message* DatasetSource(const v1::DatasetSpec& ds) {
+  const google::protobuf::FieldDescriptor* f =
+      ds.GetDescriptor()->FindFieldByNumber(ds.source_case());
+  return f == nullptr ? nullptr : &ds.GetReflection()->GetMessage(ds, f);
+}
+
+// The source message's string field `name`; empty when it has none.
+inline std::string SourceField(const google::protobuf::Message& source, const char* name) {
+  const google::protobuf::FieldDescriptor* f = source.GetDescriptor()->FindFieldByName(name);
+  return f == nullptr || f->type() != google::protobuf::FieldDescriptor::TYPE_STRING
+             ? std::string()
+             : source.GetReflection()->GetString(source, f);
+}
+
+// The path the dataset's source names (a folder, manifest, LMDB
+// environment, array file...); empty when no source is set.
+inline std::string DatasetPath(const v1::DatasetSpec& ds) {
+  const google::protobuf::Message* source = DatasetSource(ds);
+  return source == nullptr ? std::string() : SourceField(*source, "path");
+}
+
+// "folder, list, lmdb, npy or hdf5": the source kinds the schema names.
+inline std::string DatasetSourceNames() {
+  const google::protobuf::OneofDescriptor* o =
+      v1::DatasetSpec::descriptor()->FindOneofByName("source");
+  std::string out;
+  for (int i = 0; i < o->field_count(); ++i) {
+    if (i > 0) out += i + 1 == o->field_count() ? " or " : ", ";
+    out += o->field(i)->name();
   }
+  return out;
 }
 
 // "decode" or, for one NUMA node's decode pool, "decode@1": how people
@@ -41,31 +67,42 @@ inline std::string DiagnosisName(v1::Diagnosis d) {
   return name;
 }
 
-// The ring's dtype code (shm/ring_data.h) of a proto DType.
+// The ring's dtype code (shm/ring_data.h's table) of a proto DType, and
+// back: the table's codes are the proto's numbers + 1 (spec_util_test
+// checks every row against the proto's names).
 inline uint32_t RingDType(v1::DType dtype) {
   return static_cast<uint32_t>(dtype) + 1;
 }
+inline v1::DType ProtoDType(uint32_t ring_dtype) {
+  return static_cast<v1::DType>(ring_dtype - 1);
+}
 
-// True when `path` is a regular file (an npy/HDF5 source may name a file
-// or a folder).
+// "float32": the table's name of a ring dtype code; "unknown" for none.
+inline const char* DTypeName(uint32_t ring_dtype) {
+  const shm::DTypeInfo* d = shm::FindDType(ring_dtype);
+  return d == nullptr ? "unknown" : d->name;
+}
+
+// True when `path` names something other than a folder (following
+// symlinks): a file, or a FIFO or device the daemon will refuse.
 inline bool DatasetIsFile(const std::string& path) {
   struct stat st {};
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
 // The folder a dataset lives in, as its spec names it (no trailing '/'):
-// the folder itself, the LMDB environment, for a manifest its `root`
-// (default: the manifest's own folder), for an npy/HDF5 file its folder.
-// A client proves it can open this folder, and a non-admin's dataset is
-// read only beneath it.
+// the source's `root` when it has one, else the folder `path` is in when
+// it is a file (a manifest, an .npy or HDF5 file, an LMDB data file; or a
+// FIFO, which the daemon then refuses), else `path` itself (an image
+// folder, an LMDB environment, a folder of arrays; a path that does not
+// exist, which proving then names). A client proves it can open this
+// folder, and a non-admin's dataset is read only beneath it.
 inline std::string DatasetFolder(const v1::DatasetSpec& ds) {
-  std::string dir = DatasetPath(ds);
-  const bool file = (ds.has_npy() || ds.has_hdf5()) && dir.size() > 1 &&
-                    dir.back() != '/' && DatasetIsFile(dir);
-  if (ds.has_list() || file) {
-    if (ds.has_list() && !ds.list().root().empty()) {
-      dir = ds.list().root();
-    } else {
+  const google::protobuf::Message* source = DatasetSource(ds);
+  std::string dir = source == nullptr ? std::string() : SourceField(*source, "root");
+  if (dir.empty()) {
+    dir = DatasetPath(ds);
+    if (dir.size() > 1 && dir.back() != '/' && DatasetIsFile(dir)) {
       const size_t slash = dir.rfind('/');
       dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
     }

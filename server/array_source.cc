@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/file_system.h"
 #include "server/transform.h"
+#include "shm/ring_data.h"
 #include "util/checked_math.h"
 #include "util/mapped_read.h"
 #include "util/status_macros.h"
@@ -144,35 +145,6 @@ void CopyRun(const uint8_t* src, ElemType from, uint64_t n, uint8_t* dst,
   for (uint64_t k = 0; k < n; ++k) StoreAny(LoadAny(src + k * fb, from), dst + k * tb, to);
 }
 
-// ------------------------------------------------------------- .npy files
-
-absl::Status Bad(const std::string& what, const std::string& why) {
-  return absl::FailedPreconditionError(absl::StrCat(what, ": ", why));
-}
-
-absl::StatusOr<ElemType> NpyType(absl::string_view descr) {
-  if (descr.size() < 3) return absl::InvalidArgumentError("descr too short");
-  const char order = descr[0];
-  const absl::string_view kind = descr.substr(1);
-  static const std::pair<const char*, ElemType> kTypes[] = {
-      {"b1", ElemType::kBool},    {"i1", ElemType::kInt8},
-      {"u1", ElemType::kUint8},   {"i2", ElemType::kInt16},
-      {"u2", ElemType::kUint16},  {"i4", ElemType::kInt32},
-      {"u4", ElemType::kUint32},  {"i8", ElemType::kInt64},
-      {"u8", ElemType::kUint64},  {"f2", ElemType::kFloat16},
-      {"f4", ElemType::kFloat32}, {"f8", ElemType::kFloat64}};
-  for (const auto& [name, type] : kTypes) {
-    if (kind != name) continue;
-    if (order == '>' && ElemBytes(type) > 1)
-      return absl::InvalidArgumentError("big-endian data (byteswap it first)");
-    if (order != '<' && order != '|' && order != '=' && order != '>')
-      return absl::InvalidArgumentError("unknown byte order");
-    return type;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("element type '", descr, "' is not a plain number"));
-}
-
 }  // namespace
 
 namespace {
@@ -236,7 +208,7 @@ absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
   struct stat st {};
   if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(*fd);
-    return Bad(path, "not a regular file");
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
   }
   auto m = std::make_shared<Mapping>();
   m->size = static_cast<size_t>(st.st_size);
@@ -255,84 +227,13 @@ absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
   return std::shared_ptr<const Mapping>(std::move(m));
 }
 
-namespace {
-
-struct NpyFile {
-  std::string path;
-  NpyHeader header;
-  std::shared_ptr<const Mapping> map;
-};
-
-absl::StatusOr<NpyFile> OpenNpy(const std::string& path, const Beneath* beneath,
-                                const ChargeRam& charge = nullptr) {
-  absl::StatusOr<std::shared_ptr<const Mapping>> map = MapFile(path, beneath);
-  if (!map.ok()) return map.status();
-  *map = Resident(*std::move(map), charge);
-  absl::StatusOr<NpyHeader> h = ParseNpyHeader((*map)->data, (*map)->size);
-  if (!h.ok()) return Bad(path, std::string(h.status().message()));
-  return NpyFile{path, *std::move(h), *std::move(map)};
+absl::StatusOr<SourceKey> ArraySource::Identify(const std::string& path) const {
+  return absl::FailedPreconditionError(absl::StrCat(path, " is an array, not a file"));
 }
 
-uint64_t Elements(const std::vector<uint64_t>& shape, size_t from = 0) {
-  uint64_t n = 1;
-  for (size_t d = from; d < shape.size(); ++d) n *= shape[d];
-  return n;
+absl::Status ArraySource::Read(const std::string& path, std::string*, FileVersion*) const {
+  return absl::FailedPreconditionError(absl::StrCat(path, " is an array, not a file"));
 }
-
-absl::StatusOr<std::vector<int64_t>> ReadNpyLabels(const std::string& path,
-                                                   size_t n, const Beneath* beneath) {
-  absl::StatusOr<NpyFile> f = OpenNpy(path, beneath);
-  if (!f.ok()) return f.status();
-  const NpyHeader& h = f->header;
-  if (h.shape.size() != 1 || h.shape[0] != n || h.type == ElemType::kFloat16 ||
-      h.type == ElemType::kFloat32 || h.type == ElemType::kFloat64) {
-    return Bad(path, absl::StrCat("labels must be a 1-D integer array of ", n,
-                                  " values"));
-  }
-  std::vector<int64_t> out(n);
-  const uint64_t start = 0, count = n;
-  STOKER_RETURN_IF_ERROR(MappedCopyRegion(path, f->map->data + h.data_offset, h.type,
-                                          h.shape, &start, &count,
-                                          reinterpret_cast<uint8_t*>(out.data()),
-                                          ElemType::kInt64));
-  return out;
-}
-
-// Samples are the rows of one file, or whole files of a folder.
-class NpySource : public ArraySource {
- public:
-  size_t size() const override { return single_ ? rows_ : files_.size(); }
-  ElemType type() const override { return type_; }
-  const std::vector<uint64_t>& shape(size_t i) const override {
-    return single_ ? row_shape_ : files_[i].header.shape;
-  }
-  int64_t label(size_t i) const override { return labels_.empty() ? 0 : labels_[i]; }
-  std::string Name(size_t i) const override {
-    return single_ ? absl::StrCat(files_[0].path, "[", i, "]") : files_[i].path;
-  }
-  absl::Status Broken(size_t i) const override {
-    return single_ || broken_.empty() ? absl::OkStatus() : broken_[i];
-  }
-  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count,
-                    ElemType to, uint8_t* dst) const override {
-    if (absl::Status b = Broken(i); !b.ok()) return b;
-    const NpyFile& f = single_ ? files_[0] : files_[i];
-    const uint8_t* base = f.map->data + f.header.data_offset;
-    if (single_) base += i * Elements(row_shape_) * ElemBytes(type_);
-    return MappedCopyRegion(Name(i), base, f.header.type, shape(i), start, count, dst, to);
-  }
-
-  bool single_ = false;
-  std::vector<NpyFile> files_;
-  std::vector<uint64_t> row_shape_;
-  uint64_t rows_ = 0;
-  ElemType type_ = ElemType::kUint8;
-  std::vector<int64_t> labels_;
-  std::vector<absl::Status> broken_;  // Folder: per file.
-  std::shared_ptr<const Beneath> beneath_;
-};
-
-}  // namespace
 
 int ElemBytes(ElemType t) {
   switch (t) {
@@ -351,15 +252,13 @@ const char* ElemName(ElemType t) {
 }
 
 ElemType FromRingDType(uint32_t dtype) {
-  switch (dtype) {
-    case 2: return ElemType::kFloat32;
-    case 3: return ElemType::kFloat16;
-    case 4: return ElemType::kUint16;
-    case 5: return ElemType::kInt16;
-    case 6: return ElemType::kInt32;
-    case 7: return ElemType::kInt64;
-    default: return ElemType::kUint8;
+  const shm::DTypeInfo* d = shm::FindDType(dtype);
+  for (int t = 0; d != nullptr && t <= static_cast<int>(ElemType::kFloat64); ++t) {
+    if (std::strcmp(ElemName(static_cast<ElemType>(t)), d->name) == 0) {
+      return static_cast<ElemType>(t);
+    }
   }
+  return ElemType::kUint8;
 }
 
 void CopyRegion(const uint8_t* src, ElemType from,
@@ -414,95 +313,8 @@ absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
     ds.samples.push_back(Sample{source->Name(i), static_cast<int32_t>(label), {}});
   }
   ds.num_classes = static_cast<uint32_t>(max_label + 1);
-  ds.arrays = std::move(source);
+  ds.source = std::move(source);
   return ds;
-}
-
-absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* data, size_t size) {
-  static const uint8_t kMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (size < 10 || std::memcmp(data, kMagic, 6) != 0)
-    return absl::FailedPreconditionError("not a .npy file (no \\x93NUMPY magic)");
-  const int major = data[6];
-  uint64_t len = 0, at = 0;
-  if (major == 1) {
-    len = data[8] | (data[9] << 8);
-    at = 10;
-  } else if (major == 2 || major == 3) {
-    if (size < 12) return absl::FailedPreconditionError("truncated .npy header");
-    len = uint64_t{data[8]} | uint64_t{data[9]} << 8 | uint64_t{data[10]} << 16 |
-          uint64_t{data[11]} << 24;
-    at = 12;
-  } else {
-    return absl::FailedPreconditionError(absl::StrCat(".npy version ", major, " is unknown"));
-  }
-  if (at + len > size) return absl::FailedPreconditionError("truncated .npy header");
-  const std::string dict(reinterpret_cast<const char*>(data + at), len);
-  auto value_of = [&](const std::string& key) -> absl::StatusOr<std::string> {
-    const size_t k = dict.find("'" + key + "'");
-    if (k == std::string::npos)
-      return absl::FailedPreconditionError(absl::StrCat(".npy header lacks '", key, "'"));
-    size_t v = dict.find(':', k);
-    if (v == std::string::npos) return absl::FailedPreconditionError("bad .npy header");
-    ++v;
-    while (v < dict.size() && dict[v] == ' ') ++v;
-    size_t e = v;
-    if (v < dict.size() && dict[v] == '(') {
-      e = dict.find(')', v);
-      if (e == std::string::npos) return absl::FailedPreconditionError("bad .npy shape");
-      return dict.substr(v + 1, e - v - 1);
-    }
-    while (e < dict.size() && dict[e] != ',' && dict[e] != '}') ++e;
-    return std::string(absl::StripAsciiWhitespace(dict.substr(v, e - v)));
-  };
-  NpyHeader h;
-  absl::StatusOr<std::string> descr = value_of("descr");
-  absl::StatusOr<std::string> fortran = value_of("fortran_order");
-  absl::StatusOr<std::string> shape = value_of("shape");
-  if (!descr.ok()) return descr.status();
-  if (!fortran.ok()) return fortran.status();
-  if (!shape.ok()) return shape.status();
-  std::string d = *descr;
-  if (d.size() < 2 || (d.front() != '\'' && d.front() != '"'))
-    return absl::FailedPreconditionError("structured .npy dtypes are not arrays of numbers");
-  absl::StatusOr<ElemType> type = NpyType(d.substr(1, d.size() - 2));
-  if (!type.ok()) return absl::FailedPreconditionError(type.status().message());
-  h.type = *type;
-  if (*fortran != "False")
-    return absl::FailedPreconditionError("Fortran-order .npy (save it C-contiguous)");
-  for (absl::string_view part : absl::StrSplit(*shape, ',', absl::SkipWhitespace())) {
-    uint64_t dim = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &dim) || h.shape.size() >= kMaxArrayDims)
-      return absl::FailedPreconditionError(absl::StrCat("bad .npy shape (", *shape, ")"));
-    h.shape.push_back(dim);
-  }
-  h.data_offset = at + len;
-  absl::StatusOr<uint64_t> bytes = CheckedProduct(h.shape, ElemBytes(h.type), size, ".npy");
-  if (!bytes.ok()) return bytes.status();
-  if (!RangeWithin(h.data_offset, *bytes, size)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        ".npy shape (", *shape, ") needs ", *bytes, " bytes of data, the file has ",
-        size - h.data_offset));
-  }
-  return h;
-}
-
-std::string NpyBytes(ElemType type, const std::vector<uint64_t>& shape,
-                     const void* data) {
-  static const char* kDescr[] = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4",
-                                 "<u4", "<i8", "<u8", "<f2", "<f4", "<f8"};
-  std::string dims;
-  for (uint64_t d : shape) absl::StrAppend(&dims, d, ",");
-  if (shape.size() > 1) dims.pop_back();
-  std::string dict = absl::StrCat("{'descr': '", kDescr[static_cast<int>(type)],
-                                  "', 'fortran_order': False, 'shape': (", dims, "), }");
-  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
-  dict += '\n';
-  std::string out("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(dict.size() & 0xff);
-  out += static_cast<char>(dict.size() >> 8);
-  out += dict;
-  out.append(static_cast<const char*>(data), Elements(shape) * ElemBytes(type));
-  return out;
 }
 
 absl::Status CheckRows(uint64_t rows, const std::vector<uint64_t>& row_shape,
@@ -513,68 +325,12 @@ absl::Status CheckRows(uint64_t rows, const std::vector<uint64_t>& row_shape,
         " (--max-dataset-files)"));
   }
   for (uint64_t d : row_shape) {
-    if (d == 0) return Bad(path, "its samples have no elements (a dimension is 0)");
+    if (d == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": its samples have no elements (a dimension is 0)"));
+    }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
-    const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath, const ChargeRam& charge,
-    uint64_t max_samples) {
-  auto src = std::make_shared<NpySource>();
-  src->beneath_ = beneath;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
-      if (e.path().extension() == ".npy" && e.is_regular_file(ec)) {
-        names.push_back(e.path().string());
-      }
-    }
-    if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot list ", path));
-    std::sort(names.begin(), names.end());
-    if (names.empty()) return Bad(path, "holds no .npy files");
-    STOKER_RETURN_IF_ERROR(CheckRows(names.size(), {}, max_samples, path));
-    bool typed = false;
-    for (const std::string& name : names) {
-      absl::StatusOr<NpyFile> f = OpenNpy(name, beneath.get(), charge);
-      if (!f.ok()) {  // A broken sample, reported when it is read.
-        src->files_.push_back(NpyFile{name, {}, nullptr});
-        src->broken_.push_back(absl::DataLossError(f.status().message()));
-        continue;
-      }
-      if (typed && f->header.type != src->type_) {
-        return Bad(name, absl::StrCat("is ", ElemName(f->header.type),
-                                      " but the folder's first file is ",
-                                      ElemName(src->type_)));
-      }
-      typed = true;
-      src->type_ = f->header.type;
-      src->files_.push_back(*std::move(f));
-      src->broken_.push_back(absl::OkStatus());
-    }
-    if (!typed) return Bad(path, "holds no readable .npy file");
-  } else {
-    if (!std::filesystem::exists(path, ec))
-      return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
-    absl::StatusOr<NpyFile> f = OpenNpy(path, beneath.get(), charge);
-    if (!f.ok()) return f.status();
-    if (f->header.shape.empty() || f->header.shape[0] == 0)
-      return Bad(path, "needs a first dimension of samples (shape (N, ...), N >= 1)");
-    src->single_ = true;
-    src->type_ = f->header.type;
-    src->rows_ = f->header.shape[0];
-    src->row_shape_.assign(f->header.shape.begin() + 1, f->header.shape.end());
-    STOKER_RETURN_IF_ERROR(CheckRows(src->rows_, src->row_shape_, max_samples, path));
-    src->files_.push_back(*std::move(f));
-  }
-  if (!labels.empty()) {
-    absl::StatusOr<std::vector<int64_t>> l = ReadNpyLabels(labels, src->size(), beneath.get());
-    if (!l.ok()) return l.status();
-    src->labels_ = *std::move(l);
-  }
-  return std::shared_ptr<const ArraySource>(std::move(src));
 }
 
 }  // namespace stoker

@@ -1,11 +1,8 @@
-// Typed-array sample sources: NumPy .npy files and HDF5 datasets. A sample
-// is an N-D array (a feature vector, a volume); reads are regions of it,
-// converted to the field's element type on the way into the ring slot.
-//
-//   npy, one file  [N, ...]: sample i is array[i]; memory-mapped.
-//   npy, a folder of .npy files (sorted): one sample each, any shapes.
-//   HDF5, one file, dataset D [N, ...]: sample i is D[i].
-//   HDF5, a folder of .h5/.hdf5 files: dataset D of each is one sample.
+// Typed-array sample sources (the npy and hdf5 kinds, server/sources): a
+// sample is an N-D array (a feature vector, a volume); reads are regions of
+// it, converted to the field's element type on the way into the ring slot.
+// What they share lives here: element types, region copies, file mappings
+// and RAM copies charged to their caller, and the Dataset over them.
 //
 // NumPy files are mapped read-only: the page cache is their cache, shared
 // by every session and process. An HDF5 dataset no larger than the
@@ -34,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/dataset.h"
+#include "server/sample_source.h"
 
 namespace stoker {
 
@@ -97,9 +95,16 @@ std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(const std::string& path,
                                                        const Beneath* beneath);
 
-class ArraySource {
+// A SampleSource whose samples are arrays read by region (arrays() is
+// itself); its whole-file Identify and Read are FAILED_PRECONDITION.
+class ArraySource : public SampleSource {
  public:
-  virtual ~ArraySource() = default;
+  absl::StatusOr<SourceKey> Identify(const std::string& path) const final;
+  bool Versioned() const final { return false; }
+  absl::Status Read(const std::string& path, std::string* out,
+                    FileVersion* version) const final;
+  const ArraySource* arrays() const final { return this; }
+
   virtual size_t size() const = 0;
   virtual ElemType type() const = 0;
   // Shape of sample i (without the sample dimension).
@@ -118,54 +123,15 @@ class ArraySource {
                             uint8_t* dst) const = 0;
 };
 
-// Opens a NumPy source: `path` a .npy file of N samples or a folder of .npy
-// files; `labels` (may be empty) a .npy of N integers. Paths are opened
-// beneath `beneath` when it is set. Files are held in RAM (Resident) as far
-// as `charge` allows, else read from their mapping.
-// A single file of more than `max_samples` rows is RESOURCE_EXHAUSTED, rows
-// of zero elements FAILED_PRECONDITION; every size is overflow-checked
-// against the file.
-absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
-    const std::string& path, const std::string& labels,
-    std::shared_ptr<const Beneath> beneath, const ChargeRam& charge,
-    uint64_t max_samples = kDefaultMaxArraySamples);
-
-// Opens an HDF5 source: `path` a file (dataset `dataset` [N, ...]) or a
-// folder of HDF5 files (dataset `dataset` of each is one sample); `labels`
-// (may be empty) a dataset of N integers in the file. A chunked or
-// compressed dataset is read whole into RAM when `charge` allows (else per
-// sample); contiguous files are held as OpenNpySource's. Rows likewise. The
-// file is opened from its confined descriptor; a dataset whose data lies in
-// another file (external storage, an external link, a virtual dataset) is
-// PERMISSION_DENIED, as HDF5 would open that file by path.
-absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
-    const std::string& path, const std::string& dataset,
-    const std::string& labels, const ChargeRam& charge,
-    std::shared_ptr<const Beneath> beneath,
-    uint64_t max_samples = kDefaultMaxArraySamples);
-
 // RESOURCE_EXHAUSTED for more than `max_samples` rows, FAILED_PRECONDITION
 // for rows of no elements (`row_shape` holding a 0), naming `path`.
 absl::Status CheckRows(uint64_t rows, const std::vector<uint64_t>& row_shape,
                        uint64_t max_samples, const std::string& path);
 
-// A Dataset over an array source: one Sample per array sample (its Name
-// and label). FAILED_PRECONDITION for a label outside 0..2^31-1.
+// A Dataset over an array source (its `source`): one Sample per array
+// sample (its Name and label). FAILED_PRECONDITION for a label outside 0..2^31-1.
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
                                      std::string description);
-
-// Parses a .npy header (for tests and the fuzz run): type, shape, and the
-// offset of the data; FAILED_PRECONDITION naming what is wrong.
-struct NpyHeader {
-  ElemType type = ElemType::kUint8;
-  std::vector<uint64_t> shape;
-  uint64_t data_offset = 0;
-};
-absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* data, size_t size);
-
-// A .npy file's bytes for an array (tests and benchmarks).
-std::string NpyBytes(ElemType type, const std::vector<uint64_t>& shape,
-                     const void* data);
 
 }  // namespace stoker
 

@@ -1,98 +1,21 @@
 #include "server/array_source.h"
 
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/testdata.h"
+#include "shm/ring_data.h"
 
 namespace stoker {
 namespace {
 
-std::string Header(const std::string& dict, int version = 1) {
-  std::string out("\x93NUMPY", 6);
-  out += static_cast<char>(version);
-  out += '\0';
-  const size_t len = dict.size();
-  out += static_cast<char>(len & 0xff);
-  out += static_cast<char>(len >> 8);
-  if (version >= 2) out += std::string(2, '\0');
-  return out + dict;
-}
-
-TEST(NpyTest, ParsesWhatNumpyWrites) {
-  const std::vector<float> data(2 * 3 * 4, 1.5f);
-  const std::string bytes = NpyBytes(ElemType::kFloat32, {2, 3, 4}, data.data());
-  auto h = ParseNpyHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  ASSERT_TRUE(h.ok()) << h.status();
-  EXPECT_EQ(h->type, ElemType::kFloat32);
-  EXPECT_EQ(h->shape, (std::vector<uint64_t>{2, 3, 4}));
-  EXPECT_EQ(h->data_offset % 64, 0u);
-  // Version 2 headers and scalars.
-  std::string v2 = Header("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", 2);
-  v2 += std::string(8, '\0');
-  h = ParseNpyHeader(reinterpret_cast<const uint8_t*>(v2.data()), v2.size());
-  ASSERT_TRUE(h.ok()) << h.status();
-  EXPECT_TRUE(h->shape.empty());
-  EXPECT_EQ(h->type, ElemType::kInt64);
-}
-
-TEST(NpyTest, RejectsWhatItCannotReadAndSaysWhy) {
-  struct Case {
-    std::string bytes;
-    const char* words;
-  } cases[] = {
-      {"PK\x03\x04 zip", "no \\x93NUMPY magic"},
-      {Header("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }") +
-           std::string(8, '\0'), "Fortran-order"},
-      {Header("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }") +
-           std::string(8, '\0'), "big-endian"},
-      {Header("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }"),
-       "structured"},
-      {Header("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }"),
-       "not a plain number"},
-      {Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 5), }") +
-           std::string(79, '\0'), "needs 80 bytes"},
-      {Header("{'descr': '<f4', 'fortran_order': False, 'shape': (x,), }"), "bad .npy shape"},
-      {Header("{'descr': '<f4', 'shape': (2,), }"), "lacks 'fortran_order'"},
-      {Header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 9), "version 9"},
-      {Header("{'descr': '<f4', 'fortran_order': False, "
-              "'shape': (4294967296, 4294967296, 4294967296), }"), "exceeds"},
-      // 2^62 doubles: 2^65 bytes, 0 after a 64-bit wrap.
-      {Header("{'descr': '<f8', 'fortran_order': False, "
-              "'shape': (4611686018427387904,), }"), "exceeds"},
-  };
-  for (const Case& c : cases) {
-    auto h = ParseNpyHeader(reinterpret_cast<const uint8_t*>(c.bytes.data()),
-                            c.bytes.size());
-    EXPECT_EQ(h.status().code(), absl::StatusCode::kFailedPrecondition) << c.words;
-    EXPECT_NE(h.status().message().find(c.words), std::string::npos)
-        << h.status().message() << " / wanted: " << c.words;
+// Ring dtypes read as the file element type of the same name.
+TEST(ElemTypeTest, EveryRingDTypeHasItsElementType) {
+  for (const shm::DTypeInfo& d : shm::kDTypes) {
+    EXPECT_STREQ(ElemName(FromRingDType(d.code)), d.name);
+    EXPECT_EQ(static_cast<uint32_t>(ElemBytes(FromRingDType(d.code))), d.bytes);
   }
-}
-
-// Rows the daemon would plan and name one by one: a zero-width row claims
-// any count for free, so counts are capped and empty rows refused.
-TEST(NpyTest, RowCountsAreCappedAndRowsMayNotBeEmpty) {
-  const std::string dir = testdata::MakeTempDir("npy-rows");
-  auto write = [&](const std::string& name, const std::string& shape) {
-    const std::string path = dir + "/" + name;
-    EXPECT_TRUE(testdata::WriteFile(
-        path, Header("{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape +
-                     "), }")).ok());
-    return path;
-  };
-  auto huge = OpenNpySource(write("huge.npy", "1099511627776, 0"), "", nullptr, nullptr);
-  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
-  EXPECT_NE(huge.status().message().find("1099511627776 samples"), std::string::npos);
-  auto empty = OpenNpySource(write("empty.npy", "5, 0"), "", nullptr, nullptr);
-  EXPECT_EQ(empty.status().code(), absl::StatusCode::kFailedPrecondition) << empty.status();
-  EXPECT_NE(empty.status().message().find("no elements"), std::string::npos);
-  auto few = OpenNpySource(write("few.npy", "3, 0"), "", nullptr, nullptr, /*max_samples=*/2);
-  EXPECT_EQ(few.status().code(), absl::StatusCode::kResourceExhausted);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CopyRegionTest, CopiesRegionsAndConvertsByValue) {

@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/array_source.h"
+#include "proto/spec_util.h"
+#include "server/sources/source.h"
 #include "shm/futex.h"
 #include "shm/segment.h"
 #include "util/log.h"
@@ -169,41 +170,18 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   STOKER_RETURN_IF_ERROR(ValidateDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath,
                           Confinement(spec, caller));
-  ScanLimits limits = ScanLimitsNow();
-  if (beneath) limits.beneath = beneath->prefix;
-  limits.fs = options_.fs;
-  limits.within = beneath.get();
-  limits.max_file_bytes = options_.max_file_bytes;
-  absl::StatusOr<Dataset> ds;
-  if (spec.has_npy() || spec.has_hdf5()) {
-    // RAM the arrays hold is the caller's (admins: only the total binds).
-    const int64_t uid = caller.admin ? -1 : caller.uid;
-    const ChargeRam charge = [this, uid](uint64_t bytes) {
-      return array_ram_.Charge(uid, bytes);
-    };
-    absl::StatusOr<std::shared_ptr<const ArraySource>> arrays =
-        spec.has_npy()
-            ? OpenNpySource(spec.npy().path(), spec.npy().labels(), beneath, charge,
-                            limits.max_files)
-            : OpenHdf5Source(spec.hdf5().path(), spec.hdf5().dataset(),
-                             spec.hdf5().labels(), charge, beneath, limits.max_files);
-    if (!arrays.ok()) return arrays.status();
-    ds = ArrayDataset(*std::move(arrays),
-                      spec.has_npy() ? absl::StrCat("npy:", spec.npy().path())
-                                     : absl::StrCat("hdf5:", spec.hdf5().path(), ":",
-                                                    spec.hdf5().dataset()));
-  } else {
-    ds = spec.has_folder() ? LoadFolderDataset(spec.folder().path(), limits)
-         : spec.has_list() ? LoadListDataset(spec.list().path(), spec.list().root(), limits)
-                           : LoadLmdbDataset(spec.lmdb().path(), spec.lmdb().manifest(), limits);
-  }
-  if (!ds.ok()) return ds.status();
-  if (!ds->arrays) {
-    ds->files = ds->lmdb ? MakeLmdbSource(ds->lmdb, ds->lmdb_identity)
-                         : MakeFileSource(options_.fs, beneath, options_.max_file_bytes);
-  }
-  ds->beneath = std::move(beneath);
-  return std::make_shared<const Dataset>(*std::move(ds));
+  SourceContext ctx;
+  ctx.limits = ScanLimitsNow();
+  if (beneath) ctx.limits.beneath = beneath->prefix;
+  ctx.limits.fs = options_.fs;
+  ctx.limits.within = beneath.get();
+  ctx.limits.max_file_bytes = options_.max_file_bytes;
+  ctx.beneath = std::move(beneath);
+  // RAM a source keeps is the caller's (admins: only the total binds).
+  const int64_t uid = caller.admin ? -1 : caller.uid;
+  ctx.charge = [this, uid](uint64_t bytes) { return array_ram_.Charge(uid, bytes); };
+  STOKER_ASSIGN_OR_RETURN(Dataset ds, OpenDataset(spec, ctx));
+  return std::make_shared<const Dataset>(std::move(ds));
 }
 
 absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
@@ -266,7 +244,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   for (uint32_t f = 0; f < layout.field_count; ++f) {
     v1::FieldInfo* field = ring->add_fields();
     field->set_name(layout.fields[f].name);
-    field->set_dtype(static_cast<v1::DType>(layout.fields[f].dtype - 1));
+    field->set_dtype(ProtoDType(layout.fields[f].dtype));
     for (uint32_t d = 0; d < layout.fields[f].ndim; ++d) {
       field->add_shape(layout.fields[f].shape[d]);
     }

@@ -1,11 +1,13 @@
-// A dataset's sample list: paths and integer labels, scanned once when a
-// session opens. Immutable after Load*, so one Dataset may be shared
+// A dataset's sample list: paths and integer labels, and the source they are
+// read from, opened once when a session opens by its source kind
+// (server/sources). Immutable after that, so one Dataset may be shared
 // read-only by any number of threads and sessions.
 #ifndef STOKER_SERVER_DATASET_H_
 #define STOKER_SERVER_DATASET_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,11 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/file_system.h"
-#include "server/lmdb_env.h"
 
 namespace stoker {
 
-class ArraySource;   // server/array_source.h
 class SampleSource;  // server/sample_source.h
 
 // Most files one sample may have (a manifest line's paths).
@@ -38,20 +38,11 @@ struct Dataset {
   uint32_t num_classes = 0;
   uint64_t skipped_files = 0;  // Non-image files seen while scanning.
   uint32_t files_per_sample = 1;
-  // Set when the dataset is confined to a folder its client proved it could
-  // open: every read and stat stays beneath it.
-  std::shared_ptr<const Beneath> beneath;
-  // Where the samples' files are read (files, confined or not, or the
-  // LMDB environment); set by the daemon when it opens the dataset.
-  std::shared_ptr<const SampleSource> files;
-  // Set for LMDB datasets (the daemon makes it the source), with the
-  // identity of its data file (device:inode:size:mtime) for cache keys.
-  std::shared_ptr<const LmdbEnv> lmdb;
-  std::string lmdb_identity;
-  // Set for npy/HDF5 datasets: samples are typed arrays read from here
-  // (sample.path is the sample's name, e.g. "file.npy[7]").
-  std::shared_ptr<const ArraySource> arrays;
-
+  // Where samples are read, set by the source kind that opened the dataset
+  // (server/sources): files through the caller's confinement, an LMDB
+  // environment, or typed arrays (source->arrays(); sample.path is then the
+  // sample's name, e.g. "file.npy[7]").
+  std::shared_ptr<const SampleSource> source;
 };
 
 // Bounds on a folder scan (a folder may be huge, slow, or loop through
@@ -73,46 +64,19 @@ struct ScanLimits {
   uint64_t max_line_bytes = 64 * 1024;
 };
 
-// torchvision ImageFolder layout: sorted sub-folders of `root` are classes
-// 0..C-1; inside each (recursively, sorted), files ending in .jpg/.jpeg/.png
-// in any case are samples, anything else is counted in skipped_files.
-// Symlinks are followed; one that leads back to a folder being scanned is
-// FAILED_PRECONDITION naming both. NOT_FOUND (naming the path) if `root` is
-// missing, FAILED_PRECONDITION if it is not a folder or holds no samples,
-// PERMISSION_DENIED naming a folder the daemon may not read,
-// RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED / CANCELLED past `limits`.
-absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
-                                          const ScanLimits& limits = {});
+// Calls fn(relative paths, label) for each `path[<TAB>path...]<TAB>label`
+// line of the manifest at `manifest`, read through limits.fs beneath
+// limits.within (every line with the same number of paths, at most
+// `max_files`). '#' comments and blank lines are skipped.
+// FAILED_PRECONDITION with the line number for a malformed line (never its
+// content: the daemon may read files the caller cannot); RESOURCE_EXHAUSTED
+// past the limits; the file environment's errors for the manifest itself.
+absl::Status ParseManifest(const std::string& manifest, const ScanLimits& limits,
+                           size_t max_files,
+                           const std::function<void(std::vector<std::string>, int32_t)>& fn);
 
-// A manifest of `relative/path[<TAB>path...]<TAB>label` lines (every line
-// with the same number of paths, at most kMaxFilesPerSample: a sample's
-// files, e.g. image and mask); paths are relative to
-// `root` (empty: the manifest's folder). '#' comments and blank lines are
-// skipped. NOT_FOUND for a missing manifest; FAILED_PRECONDITION for a
-// malformed line (its number is given, never its content) or no samples;
-// RESOURCE_EXHAUSTED past `limits` (bytes, lines, a line's length); the
-// file environment's errors for a manifest that is not a regular file, or
-// outside limits.within. Labels must be in 0..2^31-1; num_classes is max
-// label + 1.
-absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
-                                        const std::string& root,
-                                        const ScanLimits& limits = {});
-
-// An LMDB environment of encoded samples (folder `path`). Without a
-// manifest, every key "class/.../name" is a sample labelled by its first
-// folder (sorted names -> 0..C-1; keys without a folder are skipped). With
-// a manifest of `key<TAB>label` lines, exactly those keys are the samples.
-// The data file (`path`/data.mdb, or `path` itself when it is a file) is
-// opened through the file environment and mapped read-only without a lock
-// file (MDB_RDONLY | MDB_NOLOCK): nothing is written, no path is followed.
-// NOT_FOUND for a missing environment; FAILED_PRECONDITION when empty.
-absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
-                                        const std::string& manifest,
-                                        const ScanLimits& limits = {});
-
-// True for names ending in .jpg / .jpeg / .png, any case (the content, not
-// the name, picks the decoder).
-bool HasImageExtension(const std::string& name);
+// Max label + 1 (0 for no samples).
+uint32_t NumClasses(const std::vector<Sample>& samples);
 
 }  // namespace stoker
 

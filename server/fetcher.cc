@@ -15,7 +15,7 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                            bool* from_source,
                                            const SourceKey* known) {
   if (from_source != nullptr) *from_source = false;
-  if (ds.files == nullptr) {
+  if (ds.source == nullptr) {
     return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
   }
   SourceKey identified;
@@ -57,11 +57,11 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
 
 absl::StatusOr<SourceKey> SampleFetcher::Identify(const Dataset& ds,
                                                   const std::string& path) {
-  if (ds.files == nullptr) {
+  if (ds.source == nullptr) {
     return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
   }
-  if (ds.files->Versioned()) stats_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<SourceKey> id = ds.files->Identify(path);
+  if (ds.source->Versioned()) stats_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<SourceKey> id = ds.source->Identify(path);
   if (!id.ok()) read_errors_.fetch_add(1, std::memory_order_relaxed);
   return id;
 }
@@ -73,7 +73,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
   // Files can change between runs, so an L2 entry is checked against the
   // file's current size and mtime. Unversioned sources (LMDB) are local
   // already: no L2.
-  const bool use_l2 = l2_ != nullptr && ds.files->Versioned();
+  const bool use_l2 = l2_ != nullptr && ds.source->Versioned();
   if (use_l2) {
     std::string bytes;
     if (l2_->Lookup(id.file, id.version, &bytes) == L2Cache::Result::kHit) {
@@ -88,7 +88,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
   if (!read.ok()) return read.status();
   // Cached only under the identity it was read as: a file replaced between
   // the stat and the read is served, not kept.
-  const bool same = !ds.files->Versioned() ||
+  const bool same = !ds.source->Versioned() ||
                     version.SameFileAs(id.version);
   if (!same) return read;
   l1_->Insert(id.key(), *read);
@@ -101,7 +101,7 @@ absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 FileVersion* version) {
   auto bytes = std::make_shared<std::string>();
   const uint64_t t0 = shm::MonotonicNanos();
-  absl::Status s = ds.files->Read(path, bytes.get(), version);
+  absl::Status s = ds.source->Read(path, bytes.get(), version);
   const uint64_t ns = shm::MonotonicNanos() - t0;
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_ns_total_.fetch_add(ns, std::memory_order_relaxed);

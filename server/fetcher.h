@@ -34,7 +34,7 @@ class SampleFetcher {
   SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads);
 
   // The encoded bytes of one of a sample's files (Sample::file(k): a path,
-  // or an LMDB key) from ds.files. The file is identified first through the
+  // or an LMDB key) from ds.source. The file is identified first through the
   // caller's confinement (SampleSource::Identify), so a cached copy is only
   // served to a caller that may open the file, and only for that version of
   // it; `known` (may be null) is that identity when the caller has it.
@@ -45,7 +45,7 @@ class SampleFetcher {
                               bool* from_source = nullptr,
                               const SourceKey* known = nullptr);
 
-  // ds.files->Identify(path), counted in the reader's stats (a stat, or a
+  // ds.source->Identify(path), counted in the reader's stats (a stat, or a
   // read error when it fails).
   absl::StatusOr<SourceKey> Identify(const Dataset& ds, const std::string& path);
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "proto/spec_util.h"
 #include "server/pipeline.h"
 
 namespace stoker {
@@ -71,7 +72,7 @@ std::vector<v1::ClientDecodeField> Pipeline::ClientFields() const {
     c.set_encoded(fields_[f.client_jpeg].name);
     c.set_render(fields_[f.client_render].name);
     c.set_channels(f.channels);
-    c.set_dtype(static_cast<v1::DType>(f.dtype - 1));
+    c.set_dtype(ProtoDType(f.dtype));
     c.set_chw(f.chw);
     for (int k = 0; k < f.channels; ++k) {
       c.add_scale(f.norm.scale[k]);

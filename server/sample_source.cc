@@ -33,34 +33,11 @@ class FileSource : public SampleSource {
   const uint64_t max_bytes_;
 };
 
-class LmdbSource : public SampleSource {
- public:
-  LmdbSource(std::shared_ptr<const LmdbEnv> env, std::string identity)
-      : env_(std::move(env)), prefix_(absl::StrCat("lmdb:", identity, ":")) {}
-  absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
-    return SourceKey{prefix_ + path, FileVersion{}};
-  }
-  bool Versioned() const override { return false; }
-  absl::Status Read(const std::string& path, std::string* out,
-                    FileVersion*) const override {
-    return env_->Get(path, out);
-  }
-
- private:
-  const std::shared_ptr<const LmdbEnv> env_;
-  const std::string prefix_;
-};
-
 }  // namespace
 
 std::shared_ptr<const SampleSource> MakeFileSource(
     FileSystem* fs, std::shared_ptr<const Beneath> beneath, uint64_t max_bytes) {
   return std::make_shared<FileSource>(fs, std::move(beneath), max_bytes);
-}
-
-std::shared_ptr<const SampleSource> MakeLmdbSource(
-    std::shared_ptr<const LmdbEnv> env, std::string identity) {
-  return std::make_shared<LmdbSource>(std::move(env), std::move(identity));
 }
 
 }  // namespace stoker

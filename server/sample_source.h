@@ -1,9 +1,8 @@
-// Where a dataset's encoded files come from: one SampleSource per kind
-// (files through a FileSystem, confined to a folder or not; an LMDB
-// environment), so the reader stage and the caches never branch on the
-// kind (DALI's reader = loader + parser split; typed-array sources are
-// ArraySource, array_source.h). Adding a source is one implementation and
-// a line where the daemon builds datasets.
+// Where a dataset's samples are read: each source kind (server/sources)
+// gives its Dataset one SampleSource, so the reader stage and the caches
+// never branch on the kind (DALI's reader = loader + parser split). Encoded
+// files are read whole (Identify, Read); typed arrays are read by region
+// through arrays() (server/array_source.h).
 //
 // Implementations are immutable and thread-safe: every reader thread calls
 // them concurrently.
@@ -15,11 +14,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/dataset.h"
 #include "server/file_system.h"
-#include "server/lmdb_env.h"
 
 namespace stoker {
+
+class ArraySource;  // server/array_source.h
 
 // What the cache entries of one of a source's files are keyed by: the
 // source's identity and the file's as the caller's own confined stat saw it
@@ -49,6 +48,9 @@ class SampleSource {
   // versioned sources. Errors name the path.
   virtual absl::Status Read(const std::string& path, std::string* out,
                             FileVersion* version) const = 0;
+  // A source of typed arrays (samples are read by region, not as files);
+  // null for sources of encoded files.
+  virtual const ArraySource* arrays() const { return nullptr; }
 };
 
 // Files through `fs` (not owned; outlives the source), read beneath
@@ -56,11 +58,6 @@ class SampleSource {
 std::shared_ptr<const SampleSource> MakeFileSource(
     FileSystem* fs, std::shared_ptr<const Beneath> beneath,
     uint64_t max_bytes = kDefaultMaxFileBytes);
-
-// Values of an LMDB environment; the "path" is the key. `identity` names
-// the environment's data file (its device, inode, size and mtime).
-std::shared_ptr<const SampleSource> MakeLmdbSource(
-    std::shared_ptr<const LmdbEnv> env, std::string identity);
 
 }  // namespace stoker
 

@@ -31,7 +31,7 @@ void SampleErrorLog::Report(const std::string& path,
 absl::Status ValidateDatasetSpec(const v1::DatasetSpec& ds) {
   if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
     return absl::InvalidArgumentError(
-        "dataset needs a source: folder, list, lmdb, npy or hdf5");
+        absl::StrCat("dataset needs a source: ", DatasetSourceNames()));
   if (DatasetPath(ds).empty())
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(),
@@ -55,9 +55,6 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
   if (const uint32_t side = spec.pixel_cache().max_side(); side != 0) {
     if (side < 16 || side > 16384)
       return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (off) or 16..16384"));
-    if (ds.has_npy() || ds.has_hdf5())
-      return bad("pixel_cache keeps decoded pictures: it applies to image and mask "
-                 "files, not to npy or hdf5 arrays");
   }
   if (spec.has_client_decode() && spec.pixel_cache().max_side() != 0)
     return bad("client_decode and pixel_cache exclude each other: the pixel "
@@ -97,22 +94,27 @@ absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
 
 namespace {
 
-// The pipeline's fields against what the dataset holds.
-absl::Status CheckSource(const Pipeline& p, const Dataset& ds) {
-  if (p.has_spatial() && ds.arrays)
+// The pipeline's fields and the pixel cache against what the dataset holds.
+absl::Status CheckSource(const v1::SessionSpec& spec, const Pipeline& p, const Dataset& ds) {
+  const ArraySource* arrays = ds.source->arrays();
+  if (spec.pixel_cache().max_side() != 0 && arrays != nullptr)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pixel_cache keeps decoded pictures: it applies to image and mask files, not to ",
+        ds.description, ", which holds arrays"));
+  if (p.has_spatial() && arrays != nullptr)
     return absl::InvalidArgumentError(absl::StrCat(
         "image, mask and encoded fields read files, but ", ds.description,
         " holds arrays: declare array fields"));
-  if (p.has_arrays() && !ds.arrays)
+  if (p.has_arrays() && arrays == nullptr)
     return absl::InvalidArgumentError(absl::StrCat(
         "array fields need an npy or hdf5 source, not ", ds.description));
-  if (!ds.arrays) return absl::OkStatus();
+  if (arrays == nullptr) return absl::OkStatus();
   // A spec that no sample fits fails now; a folder's odd file (a different
   // or corrupt shape) fails when it is read, as a per-sample error.
   for (const FieldPlan& f : p.fields()) {
     if (f.kind != v1::FieldSpec::KIND_ARRAY) continue;
     // The rows of one file share one shape: sample 0 speaks for all.
-    const ArraySource& a = *ds.arrays;
+    const ArraySource& a = *arrays;
     const bool one_shape = &a.shape(0) == &a.shape(a.size() - 1);
     absl::Status first = absl::FailedPreconditionError("no readable sample");
     for (size_t i = 0; i < (one_shape ? 1 : a.size()); ++i) {
@@ -134,7 +136,7 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     const std::string& shm_name, const PipelineContext& ctx,
     const std::function<absl::Status(uint64_t)>& admit) {
   STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
-  STOKER_RETURN_IF_ERROR(CheckSource(pipeline, *dataset));
+  STOKER_RETURN_IF_ERROR(CheckSource(spec, pipeline, *dataset));
   if (pipeline.files() > dataset->files_per_sample) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fields read file ", pipeline.files() - 1, " of each sample, but the "
@@ -321,7 +323,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  if (dataset_->arrays) {  // Typed arrays: a region copy, no decode stage.
+  if (dataset_->source->arrays() != nullptr) {  // Typed arrays: a region copy, no decode stage.
     absl::Status s = ReadArrays(*job, t);
     // A file that is not a valid array, or not of a shape the fields take,
     // is like an undecodable image.
@@ -386,7 +388,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
 
 absl::Status ServingSession::ReadArrays(const BatchJob& job,
                                         const SampleTask& t) {
-  const ArraySource& src = *dataset_->arrays;
+  const ArraySource& src = *dataset_->source->arrays();
   STOKER_RETURN_IF_ERROR(src.Broken(t.index));
   const std::vector<uint64_t>& shape = src.shape(t.index);
   for (const FieldPlan& field : pipeline_.fields()) {

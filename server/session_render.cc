@@ -40,7 +40,7 @@ bool ServingSession::LookupPixels(const std::vector<SourceKey>& ids, Fetched* in
     pic.version = file.version;
     pic.key = PixelCache::Key(file, max_side_,
                               pipeline_.Request(fields[f], ctx_.decode_limits));
-    pic.entry = ctx_.pixels->Lookup(*dataset_->files, file, pic.key, &pic.versioned);
+    pic.entry = ctx_.pixels->Lookup(*dataset_->source, file, pic.key, &pic.versioned);
     all = all && pic.entry != nullptr;
   }
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);

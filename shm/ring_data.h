@@ -59,26 +59,54 @@ enum SampleStatus : uint32_t {
                            // (the index is still the failed one).
 };
 
-// Element type of a field (the codes are the proto's DType numbers + 1).
+// The one dtype table: X(enumerator, ring code, name, bytes, format), the
+// ring code being the proto's DType number + 1 and the format the Python
+// struct character a memoryview of one element uses (float16 as its raw
+// 16-bit pattern "H": memoryview cannot cast to half floats). Every C++
+// unit reads it through DType/FindDType; the C ABI hands it out as JSON
+// (stoker_dtypes_json) for the Python package; its STOKER_DTYPE_* macros
+// and the proto's DType are checked against it.
+#define STOKER_DTYPES(X)                         \
+  X(kDTypeUint8, 1, "uint8", 1, "B")             \
+  X(kDTypeFloat32, 2, "float32", 4, "f")         \
+  X(kDTypeFloat16, 3, "float16", 2, "H")         \
+  X(kDTypeUint16, 4, "uint16", 2, "H")           \
+  X(kDTypeInt16, 5, "int16", 2, "h")             \
+  X(kDTypeInt32, 6, "int32", 4, "i")             \
+  X(kDTypeInt64, 7, "int64", 8, "q")
+
+// Element type of a field.
 enum DType : uint32_t {
-  kDTypeUint8 = 1,
-  kDTypeFloat32 = 2,
-  kDTypeFloat16 = 3,  // IEEE half.
-  kDTypeUint16 = 4,
-  kDTypeInt16 = 5,
-  kDTypeInt32 = 6,
-  kDTypeInt64 = 7,
+#define STOKER_DTYPE_ENUM(id, code, name, bytes, format) id = code,
+  STOKER_DTYPES(STOKER_DTYPE_ENUM)
+#undef STOKER_DTYPE_ENUM
 };
+
+struct DTypeInfo {
+  uint32_t code;
+  const char* name;
+  uint32_t bytes;
+  const char* format;
+};
+
+inline constexpr DTypeInfo kDTypes[] = {
+#define STOKER_DTYPE_INFO(id, code, name, bytes, format) {code, name, bytes, format},
+    STOKER_DTYPES(STOKER_DTYPE_INFO)
+#undef STOKER_DTYPE_INFO
+};
+
+// The table's row for a ring code; null for an unknown one.
+inline constexpr const DTypeInfo* FindDType(uint32_t dtype) {
+  for (const DTypeInfo& d : kDTypes) {
+    if (d.code == dtype) return &d;
+  }
+  return nullptr;
+}
 
 // Bytes per element; 0 for an unknown code.
 inline constexpr uint32_t DTypeBytes(uint32_t dtype) {
-  switch (dtype) {
-    case kDTypeUint8: return 1;
-    case kDTypeFloat16: case kDTypeUint16: case kDTypeInt16: return 2;
-    case kDTypeFloat32: case kDTypeInt32: return 4;
-    case kDTypeInt64: return 8;
-    default: return 0;
-  }
+  const DTypeInfo* d = FindDType(dtype);
+  return d == nullptr ? 0 : d->bytes;
 }
 
 // One field of every sample: `shape` (row-major, ndim dims) of `dtype`

@@ -17,7 +17,7 @@
 #include "client/cpp/read_summary.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
-#include "server/dataset.h"
+#include "server/sources/folder.h"
 #include "server/grpc_service.h"
 #include "server/transform.h"
 #include "shm/ring_data.h"

@@ -3,9 +3,11 @@
 // equal to decode=full when nothing is scaled, spilled to L2 and found
 // there after a restart, within its byte budget.
 #include <filesystem>
+#include <vector>
 
 #include "client/cpp/read_summary.h"
 #include "gtest/gtest.h"
+#include "server/sources/npy.h"
 #include "tests/folder_suite.h"
 #include "tests/harness.h"
 #include "tests/testdata.h"
@@ -110,12 +112,20 @@ TEST_F(PixelCacheTest, BadSpecsAreNamed) {
   EXPECT_NE(small.status().message().find("pixel_cache.max_side 8 must be 0 (off) or 16..16384"),
             std::string::npos)
       << small.status();
+  // A source of arrays holds no pictures to keep.
+  const std::string dir = testdata::MakeTempDir("px-arrays");
+  const std::vector<uint8_t> rows(4 * 8, 7);
+  ASSERT_TRUE(testdata::WriteFile(dir + "/rows.npy",
+                                  NpyBytes(ElemType::kUint8, {4, 8}, rows.data()))
+                  .ok());
   v1::SessionSpec arrays = Cached(64);
-  arrays.mutable_dataset()->mutable_npy()->set_path("/nonexistent.npy");
+  arrays.mutable_dataset()->mutable_npy()->set_path(dir + "/rows.npy");
   auto npy = c->OpenSession(arrays);
   EXPECT_EQ(npy.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(npy.status().message().find("not to npy or hdf5 arrays"), std::string::npos)
+  EXPECT_NE(npy.status().message().find("not to npy:" + dir + "/rows.npy, which holds arrays"),
+            std::string::npos)
       << npy.status();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

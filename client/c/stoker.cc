@@ -3,6 +3,7 @@
 #include "client/c/stoker.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/cpp/client.h"
+#include "client/cpp/dataset_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "shm/ring_data.h"
@@ -31,8 +33,13 @@ struct stoker_batch {
 
 static_assert(STOKER_DTYPE_UINT8 == stoker::shm::kDTypeUint8 &&
                   STOKER_DTYPE_FLOAT32 == stoker::shm::kDTypeFloat32 &&
-                  STOKER_DTYPE_FLOAT16 == stoker::shm::kDTypeFloat16,
-              "stoker.h's dtype codes are the ring's");
+                  STOKER_DTYPE_FLOAT16 == stoker::shm::kDTypeFloat16 &&
+                  STOKER_DTYPE_UINT16 == stoker::shm::kDTypeUint16 &&
+                  STOKER_DTYPE_INT16 == stoker::shm::kDTypeInt16 &&
+                  STOKER_DTYPE_INT32 == stoker::shm::kDTypeInt32 &&
+                  STOKER_DTYPE_INT64 == stoker::shm::kDTypeInt64 &&
+                  std::size(stoker::shm::kDTypes) == 7,
+              "stoker.h's dtype codes are the ring's table");
 static_assert(STOKER_SAMPLE_OK == stoker::shm::kSampleOk &&
                   STOKER_SAMPLE_READ_ERROR == stoker::shm::kSampleReadError &&
                   STOKER_SAMPLE_DECODE_ERROR == stoker::shm::kSampleDecodeError &&
@@ -97,6 +104,28 @@ int stoker_open_session(stoker_client* client, const char* spec_json,
   auto s = client->client->OpenSession(spec);
   if (!s.ok()) return Report(s.status(), err);
   *out = new stoker_session{*std::move(s)};
+  return STOKER_OK;
+}
+
+const char* stoker_dtypes_json(void) {
+  static const std::string* table = [] {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const stoker::shm::DTypeInfo& d : stoker::shm::kDTypes) {
+      rows.push_back({{"code", d.code}, {"name", d.name}, {"bytes", d.bytes},
+                      {"format", d.format}});
+    }
+    return new std::string(rows.dump());
+  }();
+  return table->c_str();
+}
+
+int stoker_dataset_json(const char* dataset, const char* root, char** json_out,
+                        stoker_error* err) {
+  if (dataset == nullptr) return NullArgument("dataset", err);
+  if (json_out == nullptr) return NullArgument("json_out", err);
+  auto ds = stoker::NameDataset(dataset, root == nullptr ? "" : root);
+  if (!ds.ok()) return Report(ds.status(), err);
+  *json_out = CopyString(stoker::ProtoToJson(*ds));
   return STOKER_OK;
 }
 

@@ -121,6 +121,23 @@ void stoker_client_free(stoker_client* client);
 int stoker_open_session(stoker_client* client, const char* spec_json,
                         stoker_session** out, stoker_error* err);
 
+/* The dtype table STOKER_DTYPE_* codes come from, as JSON:
+ * [{"code": 1, "name": "uint8", "bytes": 1, "format": "B"}, ...], "format"
+ * being the Python struct character of one element (float16: "H", its raw
+ * 16-bit pattern). Static storage: not freed. */
+const char* stoker_dtypes_json(void);
+
+/* How a client names a dataset, as the "dataset" of a spec: `dataset` is a
+ * source as JSON ({"lmdb": {"path": "db", "manifest": "m.tsv"}}) or a path
+ * whose kind is recognised by content, then by suffix in any case (.npy: npy;
+ * an HDF5 file: INVALID_ARGUMENT asking for its dataset's name; another
+ * file: a manifest; a folder holding data.mdb: lmdb; another folder, or a
+ * missing path: an image folder). `root` (may be NULL or empty) sets a
+ * manifest's folder. Paths come back absolute. *json_out is a
+ * stoker.v1.DatasetSpec; free it with stoker_string_free. */
+int stoker_dataset_json(const char* dataset, const char* root, char** json_out,
+                        stoker_error* err);
+
 /* The daemon's OpenSessionResponse as JSON (session id, samples and batches
  * per epoch, classes, ...), with integers as JSON numbers. Free with
  * stoker_string_free. */

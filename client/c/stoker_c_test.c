@@ -39,6 +39,17 @@ int main(void) {
   stoker_error err;
   stoker_client* client = NULL;
   memset(&err, 0, sizeof(err));
+
+  /* Naming a dataset: a recognised path, or one source as JSON. */
+  char* named = NULL;
+  CHECK(stoker_dataset_json(data, NULL, &named, &err) == STOKER_OK);
+  CHECK(named != NULL && strstr(named, "\"folder\":{\"path\":\"") != NULL);
+  stoker_string_free(named);
+  CHECK(stoker_dataset_json("{\"npy\": {\"path\": \"/x.npy\"}, \"lmdb\": {}}", "", &named,
+                            &err) == 3);
+  CHECK(stoker_dataset_json(data, "/elsewhere", &named, &err) == 3);
+  CHECK(strstr(err.message, "root applies to a manifest") != NULL);
+  CHECK(stoker_dataset_json(NULL, NULL, &named, &err) == 3);
   CHECK(stoker_connect(sock, 0.2, &client, &err) == 14); /* UNAVAILABLE */
   CHECK(err.code == 14 && strstr(err.message, sock) != NULL);
   CHECK(stoker_connect(NULL, 1, &client, &err) == 3);

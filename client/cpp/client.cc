@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/synchronization/mutex.h"
+#include "client/cpp/dataset_spec.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/spec_util.h"
@@ -440,13 +441,14 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     const v1::SessionSpec& spec) {
   v1::OpenSessionRequest req;
   *req.mutable_spec() = spec;
+  MakeDatasetPathsAbsolute(req.mutable_spec()->mutable_dataset());
   if (!impl_->token.empty()) {
     // Show the daemon this user can open the dataset's folder; it then
     // reads only beneath it.
     STOKER_ASSIGN_OR_RETURN(
         std::string root_token,
         shm::ProveDatasetFolder(shm::RingSocketPath(impl_->socket_path),
-                                DatasetFolder(spec.dataset())));
+                                DatasetFolder(req.spec().dataset())));
     req.mutable_spec()->mutable_dataset()->set_root_token(root_token);
   }
   req.set_client_pid(static_cast<uint32_t>(getpid()));

@@ -1,12 +1,11 @@
 // stokerctl: command-line client for stokerd.
 //
-//   stokerctl [--socket PATH] read (--dataset DIR | --list MANIFEST [--root DIR]
-//       | --lmdb PATH [--manifest M])
+//   stokerctl [--socket PATH] read --dataset (PATH | JSON) [--root DIR]
 //       --batch-size N [--epochs E] [--transform val|train] [--size S]
 //       [--seed K] [--shuffle|--no-shuffle] [--rank R --world-size W]
 //       [--drop-last] [--ring-slots N] [--max-side N] [--start-epoch E --start-batch B]
 //       [--json]
-//   stokerctl [--socket PATH] warm (--dataset DIR | --list M | --lmdb PATH)
+//   stokerctl [--socket PATH] warm --dataset (PATH | JSON) [--root DIR]
 //       [--concurrency N]
 //   stokerctl [--socket PATH] stats [--json]
 //   stokerctl [--socket PATH] health
@@ -22,7 +21,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -38,6 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
+#include "client/cpp/dataset_spec.h"
 #include "client/cpp/read_summary.h"
 #include "client/cpp/top.h"
 #include "proto/spec_util.h"
@@ -58,11 +57,10 @@ struct OptionSpec {
 };
 
 constexpr OptionSpec kDatasetOptions[] = {
-    {"dataset", false, "ImageFolder-style folder"},
-    {"list", false, "manifest of 'path[<TAB>path...]<TAB>label' lines"},
-    {"root", false, "folder the manifest's paths are relative to"},
-    {"lmdb", false, "LMDB environment of encoded samples"},
-    {"manifest", false, "key<TAB>label manifest selecting LMDB samples"},
+    {"dataset", false,
+     "a path (an image folder, a manifest, an LMDB folder, an .npy file), or a source as "
+     "JSON: '{\"lmdb\": {\"path\": \"db\", \"manifest\": \"keys.tsv\"}}'"},
+    {"root", false, "folder a manifest's paths are relative to"},
 };
 
 const std::map<std::string, std::pair<std::string, std::vector<OptionSpec>>>&
@@ -202,32 +200,20 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-// The daemon resolves paths in its own working folder: send absolute ones.
-std::string Absolute(const std::string& path) {
-  if (path.empty()) return path;
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(path, ec);
-  return ec ? path : abs.lexically_normal().string();
-}
-
-// Fills `ds` from --dataset / --list [--root] / --lmdb [--manifest];
-// false (with *error set) unless exactly one source is given.
+// Fills `ds` from --dataset [--root] (client/cpp/dataset_spec.h); false
+// (with *error set) when it names no dataset.
 bool DatasetFromFlags(const Args& a, v1::DatasetSpec* ds, std::string* error) {
-  const std::string folder = Flag(a, "dataset"), list = Flag(a, "list"),
-                    lmdb = Flag(a, "lmdb");
-  if (!folder.empty() + !list.empty() + !lmdb.empty() != 1) {
-    *error = "give exactly one of --dataset DIR, --list MANIFEST, --lmdb PATH";
+  const std::string dataset = Flag(a, "dataset");
+  if (dataset.empty()) {
+    *error = "give --dataset PATH or --dataset '{\"<kind>\": {\"path\": ...}}'";
     return false;
   }
-  if (!folder.empty()) {
-    ds->mutable_folder()->set_path(Absolute(folder));
-  } else if (!list.empty()) {
-    ds->mutable_list()->set_path(Absolute(list));
-    ds->mutable_list()->set_root(Absolute(Flag(a, "root")));
-  } else {
-    ds->mutable_lmdb()->set_path(Absolute(lmdb));
-    ds->mutable_lmdb()->set_manifest(Absolute(Flag(a, "manifest")));
+  absl::StatusOr<v1::DatasetSpec> named = NameDataset(dataset, Flag(a, "root"));
+  if (!named.ok()) {
+    *error = std::string(named.status().message());
+    return false;
   }
+  *ds = *std::move(named);
   return true;
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "proto/spec_util.h"
 #include "proto/stoker.pb.h"
 #include "server/geometry.h"
 #include "server/transform.h"
@@ -58,9 +59,9 @@ struct FieldPlan {
   bool is_float() const;  // float32 or float16.
 };
 
-// "image", "mask", ... and "uint8", "float32", ...: how errors name them.
+// "image", "mask", ...: how errors name them (dtypes: DTypeName in
+// proto/spec_util.h).
 const char* KindName(v1::FieldSpec::Kind kind);
-std::string DTypeName(uint32_t ring_dtype);
 
 class OpKind;
 

@@ -1,7 +1,6 @@
 // The op registry and what every op shares.
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/ops/op.h"
 #include "proto/spec_util.h"
@@ -13,7 +12,7 @@ namespace stoker {
 #undef STOKER_OP
 
 bool FieldPlan::is_float() const {
-  return dtype == RingDType(v1::DTYPE_FLOAT32) || dtype == RingDType(v1::DTYPE_FLOAT16);
+  return dtype == shm::kDTypeFloat32 || dtype == shm::kDTypeFloat16;
 }
 
 const char* KindName(v1::FieldSpec::Kind k) {
@@ -25,11 +24,6 @@ const char* KindName(v1::FieldSpec::Kind k) {
     case v1::FieldSpec::KIND_ENCODED: return "encoded";
     default: return "unspecified";
   }
-}
-
-std::string DTypeName(uint32_t ring_dtype) {
-  const std::string n = v1::DType_Name(static_cast<v1::DType>(ring_dtype - 1));
-  return n.size() > 6 ? absl::AsciiStrToLower(n.substr(6)) : "unknown";  // Without "DTYPE_".
 }
 
 void SampleDraw::Add(const Effect& e) const {

@@ -230,7 +230,7 @@ def test_manifest_of_fifos_fails_fast_and_blocks_nobody(node):
         f.writelines(lines)
     node.give(node.mine, ATTACKER)
     with victim_alongside(node):
-        summary, out = attacker_reads(node, "--list", manifest)
+        summary, out = attacker_reads(node, "--dataset", manifest)
         assert out.returncode == 0, out.stderr
         assert summary["errors"] == 100
     assert "is a FIFO: only regular files are read" in node.log_text()
@@ -243,7 +243,7 @@ def test_manifests_that_are_no_files_are_refused(node):
     node.give(fifo, ATTACKER)
     with victim_alongside(node):
         for manifest, why in ((fifo, "a FIFO"), ("/dev/zero", "a character device")):
-            summary, out = attacker_reads(node, "--list", manifest, errors_ok=False)
+            summary, out = attacker_reads(node, "--dataset", manifest, errors_ok=False)
             assert out.returncode != 0
             assert "FAILED_PRECONDITION" in out.stderr and why in out.stderr, out.stderr
 
@@ -260,11 +260,12 @@ def test_the_daemons_rings_and_cache_are_no_dataset(node):
     node.give(manifest, ATTACKER)
     try:
         with victim_alongside(node):
-            summary, out = attacker_reads(node, "--list", manifest, errors_ok=False)
+            summary, out = attacker_reads(node, "--dataset", manifest, errors_ok=False)
             assert out.returncode != 0
             assert "PERMISSION_DENIED" in out.stderr, out.stderr
             assert "daemon's own files" in out.stderr, out.stderr
-            summary, out = attacker_reads(node, "--lmdb", node.l2, errors_ok=False)
+            summary, out = attacker_reads(node, "--dataset", json.dumps({"lmdb": {"path": node.l2}}),
+                                          errors_ok=False)
             assert out.returncode != 0
             assert "PERMISSION_DENIED" in out.stderr, out.stderr
     finally:
@@ -288,7 +289,7 @@ def test_cached_files_of_another_user_are_not_served(node):
         f.writelines(f"{p}\t0\n" for p in files)
     node.give(manifest, ATTACKER)
     with victim_alongside(node):
-        summary, out = attacker_reads(node, "--list", manifest)
+        summary, out = attacker_reads(node, "--dataset", manifest)
         assert out.returncode == 0, out.stderr
         assert summary["errors"] == len(files)
     assert "is outside the dataset folder" in node.log_text()

@@ -173,6 +173,36 @@ def test_bad_arguments_raise_before_any_rpc(dataset, kwargs, error, words):
         stoker.Loader(42, batch_size=4)
 
 
+def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatch):
+    """A path is recognised by content then suffix in any case, a dict names
+    one source, and relative paths are made absolute on this side; the
+    Loader restates none of it."""
+    h5py = pytest.importorskip("h5py")
+    with open(tmp_path / "rows.NPY", "wb") as f:
+        np.save(f, np.arange(24, dtype=np.float32).reshape(6, 4))
+    monkeypatch.chdir(tmp_path)
+    ld = stoker.Loader("rows.NPY", batch_size=4, shuffle=False, socket=daemon.socket,
+                       fields=[stoker.array([4], "x")])
+    assert ld._source == {"root_token": "", "npy": {
+        "path": str(tmp_path / "rows.NPY"), "labels": ""}}
+    assert [b["x"][:, 0].tolist() for b in ld] == [[0, 4, 8, 12], [16, 20]]
+    assert lib.dataset_json(dataset)["folder"]["path"] == dataset
+    assert lib.dataset_json(str(tmp_path / "m.tsv"))["folder"]  # missing: a folder
+    (tmp_path / "m.tsv").write_text("a.jpg\t0\n")
+    assert lib.dataset_json("m.tsv", "imgs")["list"] == {
+        "path": str(tmp_path / "m.tsv"), "root": str(tmp_path / "imgs")}
+    with h5py.File(tmp_path / "f.H5", "w") as f:
+        f["x"] = np.zeros((2, 2), np.float32)
+    for bad, words in (("f.H5", "name the HDF5 dataset"),
+                       ({"tar": {"path": "x"}}, "one source: folder, list, lmdb, npy or hdf5"),
+                       ({"npy": {"path": "a"}, "hdf5": {"path": "b"}}, "one source"),
+                       ({"folder": {"pth": "a"}}, "pth")):
+        with pytest.raises(ValueError, match=words):
+            stoker.Loader(bad, batch_size=4, socket=daemon.socket)
+    with pytest.raises(ValueError, match="root applies to a manifest"):
+        stoker.Loader(dataset, batch_size=4, socket=daemon.socket, root=str(tmp_path))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
 def test_cuda_without_cuda_is_a_clear_error(dataset):
     with pytest.raises(ValueError, match="CUDA is not available"):

@@ -116,6 +116,9 @@ def _declare(dll):
         "stoker_connect": (c_int, [ctypes.c_char_p, c_double,
                                    ctypes.POINTER(p), err]),
         "stoker_client_free": (None, [p]),
+        "stoker_dtypes_json": (ctypes.c_char_p, []),
+        "stoker_dataset_json": (c_int, [ctypes.c_char_p, ctypes.c_char_p,
+                                        ctypes.POINTER(p), err]),
         "stoker_open_session": (c_int, [p, ctypes.c_char_p,
                                         ctypes.POINTER(p), err]),
         "stoker_session_info_json": (c_int, [p, ctypes.POINTER(p), err]),
@@ -187,14 +190,13 @@ def _timeout(seconds):
     return -1.0 if seconds is None else float(seconds)
 
 
-# STOKER_DTYPE_* codes (1..7) by name, in code order.
-DTYPE_NAMES = (None, "uint8", "float32", "float16", "uint16", "int16",
-               "int32", "int64")
-# memoryview cannot cast to half floats: without numpy, float16 pixels come
-# as their raw 16-bit patterns ("H"); torch.frombuffer reads them as float16.
-_VIEW_FORMATS = {"uint8": "B", "float32": "f", "float16": "H",
-                 "uint16": "H", "int16": "h", "int32": "i", "int64": "q",
-                 "uint32": "I", "uint64": "Q"}
+# The library's dtype table: names by STOKER_DTYPE_* code, and the struct
+# format of one element (float16 as its raw 16-bit pattern, "H": memoryview
+# cannot cast to half floats; torch.frombuffer reads it as float16).
+_DTYPES = json.loads(_dll.stoker_dtypes_json().decode())
+DTYPE_NAMES = {d["code"]: d["name"] for d in _DTYPES}
+_VIEW_FORMATS = {d["name"]: d["format"] for d in _DTYPES}
+_VIEW_FORMATS.update(uint32="I", uint64="Q")  # A batch's status and indices.
 
 
 class _Owned:
@@ -376,6 +378,12 @@ class Client(_Owned):
     def health(self):
         err = _Error()
         _check(_dll.stoker_health(self._handle, ctypes.byref(err)), err)
+
+
+def dataset_json(dataset, root=""):
+    """The DatasetSpec dict the library makes of `dataset` (a path it
+    recognises, or one source as JSON text) and `root`; paths absolute."""
+    return _take_json(_dll.stoker_dataset_json, dataset.encode(), root.encode())
 
 
 class Checksum:

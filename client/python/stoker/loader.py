@@ -1,5 +1,6 @@
 """stoker.Loader: a torch DataLoader drop-in fed by the stokerd daemon."""
 
+import json
 import numbers
 import os
 import time
@@ -9,7 +10,7 @@ from stoker import _daemon
 from stoker._args import (_check_bool, _check_device, _check_int,
                           check_client_decode, default_rank_and_world_size)
 from stoker._native import lib
-from stoker.errors import SampleErrorWarning, StarvationWarning
+from stoker.errors import SampleErrorWarning, StarvationWarning, StokerError
 
 try:
     import numpy as np
@@ -26,12 +27,14 @@ class Loader:
     or of {field: tensor} dicts with fields= and pipeline=.
 
     Args:
-      dataset: an ImageFolder-style folder (sorted class sub-folders; JPEG
-        and PNG files), a manifest file of `path[<TAB>path...]<TAB>label`
-        lines (paths relative to `root`, default the manifest's folder;
-        several paths per line are one sample's files, e.g. image and mask),
-        an LMDB environment (a folder holding data.mdb), a .npy file of N
-        samples, or a dict naming the source as stoker.v1.DatasetSpec does:
+      dataset: a path, whose kind the library recognises by content, then
+        by suffix in any case: an ImageFolder-style folder (sorted class
+        sub-folders; JPEG and PNG files), a manifest file of
+        `path[<TAB>path...]<TAB>label` lines (paths relative to `root`,
+        default the manifest's folder; several paths per line are one
+        sample's files, e.g. image and mask), an LMDB environment (a folder
+        holding data.mdb), a .npy file of N samples; or a dict naming the
+        source as stoker.v1.DatasetSpec does:
         {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
         folder of .npy, "labels": .npy of N ints}}, {"hdf5": {"path": file
         or folder, "dataset": name, "labels": dataset name}}.
@@ -119,7 +122,7 @@ class Loader:
                  decode_max_bytes=None):
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
-        self._root = os.path.abspath(os.fspath(root)) if root is not None else ""
+        self._root = os.fspath(root) if root is not None else ""
         self._source = self._source_spec(dataset, self._root)
         self.batch_size = _check_int("batch_size", batch_size, 1, 65536)
         self._fields = None if fields is None else [dict(f) for f in fields]
@@ -214,28 +217,27 @@ class Loader:
 
     @staticmethod
     def _source_spec(dataset, root):
-        """The DatasetSpec source dict for `dataset` (see the class doc)."""
+        """The DatasetSpec for `dataset` (see the class doc), as the library
+        names it: a path is recognised there, and paths are made absolute."""
         if isinstance(dataset, dict):
-            kinds = ("folder", "list", "lmdb", "npy", "hdf5")
-            if len(dataset) != 1 or next(iter(dataset)) not in kinds:
-                raise ValueError("a dataset dict names one source: folder, "
-                                 f"list, lmdb, npy or hdf5, got {sorted(dataset)!r}")
-            kind, src = next(iter(dataset.items()))
-            paths = ("path", "root", "manifest") + (("labels",) if kind == "npy" else ())
-            src = {k: os.path.abspath(os.fspath(v)) if k in paths and v else v
-                   for k, v in dict(src).items()}
-            return {kind: src}
-        if not isinstance(dataset, (str, os.PathLike)):
+            def text(v):
+                return os.fspath(v) if isinstance(v, os.PathLike) else v
+            try:
+                named = json.dumps({kind: {k: text(v) for k, v in dict(src).items()}
+                                    for kind, src in dataset.items()})
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"a dataset dict is {{kind: {{field: value}}}}: {e}") from None
+        elif isinstance(dataset, (str, os.PathLike)):
+            named = os.fspath(dataset)
+        else:
             raise TypeError(f"dataset must be a path or a dict, got "
                             f"{type(dataset).__name__}")
-        path = os.path.abspath(os.fspath(dataset))
-        if path.endswith(".npy"):
-            return {"npy": {"path": path}}
-        if os.path.isfile(path):
-            return {"list": {"path": path, "root": root}}
-        if os.path.isfile(os.path.join(path, "data.mdb")):
-            return {"lmdb": {"path": path}}
-        return {"folder": {"path": path}}
+        try:
+            return lib.dataset_json(named, root)
+        except StokerError as e:
+            if e.code != "INVALID_ARGUMENT":
+                raise
+            raise ValueError(e.message) from None
 
     @staticmethod
     def _triple(name, value):
@@ -284,7 +286,6 @@ class Loader:
                 yield self._to_output(batch)
             return
         from stoker import client_decode
-        from stoker.errors import StokerError
         # The next batch decodes while this one trains; the position moves
         # as each is handed out, not as it is read from the ring.
         epoch, undecodable = self._epoch, []

@@ -1,4 +1,4 @@
-// HDF5 datasets as an ArraySource (declared in array_source.h), through
+// The hdf5 source kind (sources/hdf5.h): HDF5 datasets as an ArraySource, through
 // Debian's libhdf5 (serial, thread-safe build: the library serializes its
 // calls, so it is kept off the hot path where it can be): a contiguous,
 // unfiltered little-endian dataset is read straight from a read-only
@@ -9,6 +9,8 @@
 // data would come from another file (external storage, an external link, a
 // virtual dataset) is refused, external links are never traversed, and
 // filter plugins are never loaded.
+#include "server/sources/hdf5.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -21,7 +23,8 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "server/array_source.h"
+#include "server/sources/source.h"
+#include "util/status_macros.h"
 #include "server/file_system.h"
 #include "util/checked_math.h"
 
@@ -411,5 +414,24 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   }
   return std::shared_ptr<const ArraySource>(std::move(src));
 }
+
+namespace {
+
+class Hdf5Kind : public SourceKind {
+ public:
+  v1::DatasetSpec::SourceCase source_case() const override { return v1::DatasetSpec::kHdf5; }
+  absl::StatusOr<Dataset> Open(const v1::DatasetSpec& spec,
+                               const SourceContext& ctx) const override {
+    const v1::Hdf5Source& h = spec.hdf5();
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ArraySource> arrays,
+                            OpenHdf5Source(h.path(), h.dataset(), h.labels(), ctx.charge,
+                                           ctx.beneath, ctx.limits.max_files));
+    return ArrayDataset(std::move(arrays), absl::StrCat("hdf5:", h.path(), ":", h.dataset()));
+  }
+};
+
+}  // namespace
+
+STOKER_DEFINE_SOURCE(Hdf5SourceKind, Hdf5Kind)
 
 }  // namespace stoker

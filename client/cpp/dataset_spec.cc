@@ -1,0 +1,125 @@
+#include "client/cpp/dataset_spec.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "proto/spec.pb.h"
+#include "proto/spec_util.h"
+#include "util/proto_json.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// The first bytes of a regular file (fewer when it is shorter or cannot
+// be read).
+std::string Head(const std::string& path, size_t n) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return "";
+  std::string out(n, '\0');
+  const ssize_t got = read(fd, out.data(), n);
+  close(fd);
+  out.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  return out;
+}
+
+// The kind a path names (see the header).
+absl::StatusOr<std::string> Recognise(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) {
+    const std::string data = absl::StrCat(absl::StripSuffix(path, "/"), "/data.mdb");
+    struct stat db {};
+    return stat(data.c_str(), &db) == 0 && S_ISREG(db.st_mode) ? "lmdb" : "folder";
+  }
+  if (!S_ISREG(st.st_mode)) return "list";  // The daemon names what it is.
+  const std::string head = Head(path, 8);
+  if (absl::StartsWith(head, "\x93NUMPY") || absl::EndsWithIgnoreCase(path, ".npy")) return "npy";
+  if (head == absl::string_view("\x89HDF\r\n\x1a\n", 8) || absl::EndsWithIgnoreCase(path, ".h5") ||
+      absl::EndsWithIgnoreCase(path, ".hdf5")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is an HDF5 file: name the HDF5 dataset that holds the samples, e.g. "
+              "{\"hdf5\": {\"path\": \"", path, "\", \"dataset\": \"x\"}}"));
+  }
+  return "list";
+}
+
+// The source message `ds` holds, mutable; null when none is set.
+Message* MutableSource(v1::DatasetSpec* ds) {
+  const FieldDescriptor* f = ds->GetDescriptor()->FindFieldByNumber(ds->source_case());
+  return f == nullptr ? nullptr : ds->GetReflection()->MutableMessage(ds, f);
+}
+
+}  // namespace
+
+void MakeDatasetPathsAbsolute(v1::DatasetSpec* ds) {
+  Message* source = MutableSource(ds);
+  if (source == nullptr) return;
+  const google::protobuf::Reflection* r = source->GetReflection();
+  const google::protobuf::Descriptor* d = source->GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (!f->options().GetExtension(v1::file_path) || f->is_repeated()) continue;
+    const std::string value = r->GetString(*source, f);
+    if (value.empty()) continue;
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(value, ec);
+    if (ec) continue;
+    r->SetString(source, f, abs.lexically_normal().string());
+  }
+}
+
+absl::StatusOr<v1::DatasetSpec> NameDataset(absl::string_view dataset, const std::string& root) {
+  v1::DatasetSpec ds;
+  const absl::string_view text = absl::StripLeadingAsciiWhitespace(dataset);
+  if (absl::StartsWith(text, "{")) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const FieldDescriptor* kind =
+        j.is_object() && j.size() == 1
+            ? v1::DatasetSpec::descriptor()->FindFieldByName(j.begin().key())
+            : nullptr;
+    if (kind == nullptr || kind->containing_oneof() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a dataset names one source: ", DatasetSourceNames(), ", got ",
+          j.is_object() ? absl::StrCat(j.size(), " key(s)", j.empty() ? "" : ", first '",
+                                       j.empty() ? "" : j.begin().key(), j.empty() ? "" : "'")
+                        : "no JSON object"));
+    }
+    STOKER_RETURN_IF_ERROR(JsonToProto(text, &ds));
+  } else {
+    if (text.empty()) return absl::InvalidArgumentError("the dataset's path is empty");
+    const std::string path(dataset);
+    STOKER_ASSIGN_OR_RETURN(const std::string kind, Recognise(path));
+    STOKER_RETURN_IF_ERROR(
+        JsonToProto(nlohmann::json{{kind, {{"path", path}}}}.dump(), &ds));
+  }
+  if (!root.empty()) {
+    Message* source = MutableSource(&ds);
+    const FieldDescriptor* f = source->GetDescriptor()->FindFieldByName("root");
+    const std::string kind = ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name();
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "root applies to a manifest's files, not to a ", kind, " source (", DatasetPath(ds),
+          ")"));
+    }
+    if (source->GetReflection()->GetString(*source, f).empty()) {
+      source->GetReflection()->SetString(source, f, root);
+    }
+  }
+  MakeDatasetPathsAbsolute(&ds);
+  return ds;
+}
+
+}  // namespace stoker

@@ -1,0 +1,86 @@
+#include "client/cpp/dataset_spec.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+namespace fs = std::filesystem;
+
+// The kind a path names, as the spec's key.
+std::string KindOf(const absl::StatusOr<v1::DatasetSpec>& ds) {
+  if (!ds.ok()) return std::string(absl::StatusCodeToString(ds.status().code()));
+  return ds->GetDescriptor()->FindFieldByNumber(ds->source_case())->name();
+}
+
+TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
+  const std::string dir = testdata::MakeTempDir("name-dataset");
+  fs::create_directories(dir + "/images/cat");
+  fs::create_directories(dir + "/db");
+  ASSERT_TRUE(testdata::WriteFile(dir + "/db/data.mdb", "lmdb").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/rows.NPY", "\x93NUMPY").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/rows.bin", "\x93NUMPY\x01\x00").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/feats.H5", "anything").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/feats.bin", std::string("\x89HDF\r\n\x1a\n", 8)).ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/train.tsv", "cat/a.jpg\t0\n").ok());
+  EXPECT_EQ(KindOf(NameDataset(dir + "/images", "")), "folder");
+  EXPECT_EQ(KindOf(NameDataset(dir + "/missing", "")), "folder");  // The daemon says so.
+  EXPECT_EQ(KindOf(NameDataset(dir + "/db/", "")), "lmdb");
+  EXPECT_EQ(KindOf(NameDataset(dir + "/rows.NPY", "")), "npy");
+  EXPECT_EQ(KindOf(NameDataset(dir + "/rows.bin", "")), "npy");
+  EXPECT_EQ(KindOf(NameDataset(dir + "/train.tsv", "")), "list");
+  for (const char* h5 : {"/feats.H5", "/feats.bin"}) {
+    auto ds = NameDataset(dir + h5, "");
+    EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(ds.status().message().find("\"hdf5\": {\"path\""), std::string::npos)
+        << ds.status();
+  }
+  // root: a manifest's folder, and nothing else's.
+  auto list = NameDataset(dir + "/train.tsv", dir + "/images");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->list().root(), dir + "/images");
+  EXPECT_EQ(NameDataset(dir + "/images", dir).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  fs::remove_all(dir);
+}
+
+TEST(NameDatasetTest, JsonNamesOneSourceAndPathsBecomeAbsolute) {
+  const std::string dir = testdata::MakeTempDir("name-json");
+  const std::string cwd = fs::current_path();
+  ASSERT_EQ(chdir(dir.c_str()), 0);
+  auto ds = NameDataset(R"({"lmdb": {"path": "db/../db", "manifest": "m.tsv"}})", "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->lmdb().path(), dir + "/db");
+  EXPECT_EQ(ds->lmdb().manifest(), dir + "/m.tsv");
+  // An HDF5 dataset's name and labels are names inside the file, not paths.
+  ds = NameDataset(R"({"hdf5": {"path": "f.h5", "dataset": "x", "labels": "y"}})", "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->hdf5().path(), dir + "/f.h5");
+  EXPECT_EQ(ds->hdf5().dataset(), "x");
+  EXPECT_EQ(ds->hdf5().labels(), "y");
+  ds = NameDataset(R"({"npy": {"path": "x.npy", "labels": "y.npy"}})", "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->npy().labels(), dir + "/y.npy");
+  ds = NameDataset(R"({"list": {"path": "m.tsv"}})", "imgs");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->list().root(), dir + "/imgs");
+  // Not one source: named errors.
+  for (const char* bad : {R"({})", R"({"folder": {"path": "a"}, "npy": {"path": "b"}})",
+                          R"({"tar": {"path": "a"}})", R"({"folder": {"pth": "a"}})",
+                          R"({"folder": )", R"({"root_token": "x"})"}) {
+    auto r = NameDataset(bad, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_NE(NameDataset(R"({"tar": {}})", "").status().message().find("tar"), std::string::npos);
+  EXPECT_EQ(NameDataset("", "").status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ(chdir(cwd.c_str()), 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,32 @@
+// The dtype table (shm/ring_data.h) against the schema's DType: one row per
+// proto value, code = number + 1, the same name.
+#include "proto/spec_util.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+TEST(DTypeTableTest, EveryProtoDTypeHasItsRowAndNoOther) {
+  const google::protobuf::EnumDescriptor* e = v1::DType_descriptor();
+  ASSERT_EQ(static_cast<size_t>(e->value_count()), std::size(shm::kDTypes));
+  for (int i = 0; i < e->value_count(); ++i) {
+    const auto proto = static_cast<v1::DType>(e->value(i)->number());
+    const shm::DTypeInfo* row = shm::FindDType(RingDType(proto));
+    ASSERT_NE(row, nullptr) << e->value(i)->name();
+    EXPECT_EQ("DTYPE_" + absl::AsciiStrToUpper(row->name), e->value(i)->name());
+    EXPECT_EQ(ProtoDType(row->code), proto);
+    EXPECT_STREQ(DTypeName(row->code), row->name);
+    EXPECT_GT(row->bytes, 0u);
+  }
+  EXPECT_EQ(shm::FindDType(0), nullptr);
+  EXPECT_EQ(shm::DTypeBytes(99), 0u);
+  EXPECT_STREQ(DTypeName(99), "unknown");
+  static_assert(shm::DTypeBytes(shm::kDTypeInt64) == 8);
+}
+
+}  // namespace
+}  // namespace stoker

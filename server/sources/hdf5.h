@@ -1,0 +1,34 @@
+// The `hdf5` source: one HDF5 file whose dataset D [N, ...] holds the
+// samples (sample i is D[i]), or a folder of .h5/.hdf5 files whose dataset
+// D is one sample each. Files are opened from their confined descriptor
+// (server/sources/source.h); a dataset whose data lies in another file is
+// refused.
+#ifndef STOKER_SERVER_SOURCES_HDF5_H_
+#define STOKER_SERVER_SOURCES_HDF5_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/array_source.h"
+
+namespace stoker {
+
+// Opens an HDF5 source: `path` a file (dataset `dataset` [N, ...]) or a
+// folder of HDF5 files (dataset `dataset` of each is one sample); `labels`
+// (may be empty) a dataset of N integers in the file. A chunked or
+// compressed dataset is read whole into RAM when `charge` allows (else per
+// sample); contiguous files are held as OpenNpySource's. Rows likewise. The
+// file is opened from its confined descriptor; a dataset whose data lies in
+// another file (external storage, an external link, a virtual dataset) is
+// PERMISSION_DENIED, as HDF5 would open that file by path.
+absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
+    const std::string& path, const std::string& dataset,
+    const std::string& labels, const ChargeRam& charge,
+    std::shared_ptr<const Beneath> beneath,
+    uint64_t max_samples = kDefaultMaxArraySamples);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_HDF5_H_

@@ -1,0 +1,154 @@
+#include "server/sources/hdf5.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5/serial/hdf5.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/sources/source.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+namespace fs = std::filesystem;
+
+// Rows of smooth structure plus noise, as features and volumes look.
+std::vector<float> Rows(size_t rows, size_t cols) {
+  std::vector<float> v(rows * cols);
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = std::sin(0.05f * static_cast<float>(i)) * 10.0f +
+           static_cast<float>((i * 2654435761u) % 97) / 97.0f;
+  }
+  return v;
+}
+
+// Writes `data` [rows, cols] float32 as dataset `name`, gzip-chunked as
+// h5py's compression="gzip" writes it (or contiguous), with `labels`.
+void WriteH5(const std::string& path, const std::string& name, const std::vector<float>& data,
+             hsize_t rows, hsize_t cols, bool gzip, const std::vector<int64_t>& labels = {}) {
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const hsize_t dims[2] = {rows, cols};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+  if (gzip) {
+    const hsize_t chunk[2] = {2, cols};
+    H5Pset_chunk(plist, 2, chunk);
+    H5Pset_shuffle(plist);
+    H5Pset_deflate(plist, 4);
+  }
+  const hid_t set = H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, plist,
+                               H5P_DEFAULT);
+  ASSERT_GE(set, 0);
+  ASSERT_GE(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
+  H5Dclose(set);
+  if (!labels.empty()) {
+    const hsize_t n = labels.size();
+    const hid_t ls = H5Screate_simple(1, &n, nullptr);
+    const hid_t l = H5Dcreate2(f, "labels", H5T_STD_I64LE, ls, H5P_DEFAULT, H5P_DEFAULT,
+                               H5P_DEFAULT);
+    H5Dwrite(l, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
+    H5Dclose(l);
+    H5Sclose(ls);
+  }
+  H5Pclose(plist);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+// Row `i`, columns [from, from + n), as the source reads it.
+std::vector<float> ReadRow(const ArraySource& a, size_t i, uint64_t from, uint64_t n) {
+  std::vector<float> out(n);
+  const absl::Status s =
+      a.Read(i, &from, &n, ElemType::kFloat32, reinterpret_cast<uint8_t*>(out.data()));
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+// A gzip-chunked file is read the same per sample and held whole in RAM,
+// bit-exact against what was written, with its labels.
+TEST(Hdf5SourceTest, CompressedRowsAreExactHeldOrNot) {
+  const std::string dir = testdata::MakeTempDir("h5-rows");
+  const std::vector<float> data = Rows(6, 40);
+  WriteH5(dir + "/feats.H5", "x", data, 6, 40, /*gzip=*/true, {0, 1, 2, 0, 1, 2});
+  int charged = 0;
+  const ChargeRam charge = [&](uint64_t bytes) {
+    EXPECT_EQ(bytes, 6u * 40 * 4);
+    ++charged;
+    return std::make_shared<int>(0);
+  };
+  for (bool held : {false, true}) {
+    auto src = OpenHdf5Source(dir + "/feats.H5", "x", "labels", held ? charge : nullptr, nullptr);
+    ASSERT_TRUE(src.ok()) << src.status();
+    ASSERT_EQ((*src)->size(), 6u);
+    EXPECT_EQ((*src)->shape(3), std::vector<uint64_t>{40});
+    EXPECT_EQ((*src)->label(4), 1);
+    EXPECT_EQ((*src)->Name(5), dir + "/feats.H5:x[5]");
+    EXPECT_EQ(ReadRow(**src, 3, 5, 30),
+              std::vector<float>(data.begin() + 3 * 40 + 5, data.begin() + 3 * 40 + 35));
+  }
+  EXPECT_EQ(charged, 1);
+  // Through the registry: a Dataset whose source is the arrays.
+  v1::DatasetSpec spec;
+  spec.mutable_hdf5()->set_path(dir + "/feats.H5");
+  spec.mutable_hdf5()->set_dataset("x");
+  spec.mutable_hdf5()->set_labels("labels");
+  auto ds = OpenDataset(spec, SourceContext());
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_NE(ds->source->arrays(), nullptr);
+  EXPECT_EQ(ds->samples.size(), 6u);
+  EXPECT_EQ(ds->num_classes, 3u);
+  EXPECT_EQ(ds->description, "hdf5:" + dir + "/feats.H5:x");
+  std::string bytes;
+  EXPECT_EQ(ds->source->Read(ds->samples[0].path, &bytes, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(dir);
+}
+
+// What a hostile file or spec gets: a named error, never a hang or a read
+// outside the file.
+TEST(Hdf5SourceTest, RefusesWhatItMustNotRead) {
+  const std::string dir = testdata::MakeTempDir("h5-hostile");
+  const std::vector<float> data = Rows(4, 8);
+  WriteH5(dir + "/a.h5", "x", data, 4, 8, /*gzip=*/false);
+  // An external link to a file elsewhere is never followed.
+  WriteH5(dir + "/other.h5", "x", data, 4, 8, /*gzip=*/false);
+  {
+    const hid_t f = H5Fopen((dir + "/a.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Lcreate_external((dir + "/other.h5").c_str(), "x", f, "ext", H5P_DEFAULT,
+                                 H5P_DEFAULT),
+              0);
+    H5Fclose(f);
+  }
+  EXPECT_TRUE(OpenHdf5Source(dir + "/a.h5", "x", "", nullptr, nullptr).ok());
+  EXPECT_EQ(OpenHdf5Source(dir + "/a.h5", "ext", "", nullptr, nullptr).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(OpenHdf5Source(dir + "/a.h5", "", "", nullptr, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenHdf5Source(dir + "/a.h5", "nope", "", nullptr, nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A FIFO is refused at open, not waited on.
+  ASSERT_EQ(mkfifo((dir + "/fifo.h5").c_str(), 0644), 0);
+  EXPECT_EQ(OpenHdf5Source(dir + "/fifo.h5", "x", "", nullptr, nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Confined beneath a sub-folder: a file outside it is refused.
+  fs::create_directories(dir + "/in");
+  auto in = std::make_shared<Beneath>();
+  in->dir_fd = open((dir + "/in").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  in->prefix = dir + "/in";
+  EXPECT_EQ(OpenHdf5Source(dir + "/a.h5", "x", "", nullptr, in).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stoker

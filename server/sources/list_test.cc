@@ -1,0 +1,99 @@
+#include "server/sources/list.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(ListDatasetTest, ParsesManifestAndReportsBadLine) {
+  std::string root = testdata::MakeTempDir("list");
+  ASSERT_TRUE(testdata::WriteFile(root + "/m.tsv",
+                                  "# comment\nimgs/a.jpg\t3\n\nimgs/b.jpg\t0\n")
+                  .ok());
+  auto ds = LoadListDataset(root + "/m.tsv", "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->samples.size(), 2u);
+  EXPECT_EQ(ds->samples[0].path, root + "/imgs/a.jpg");
+  EXPECT_EQ(ds->samples[0].label, 3);
+  EXPECT_EQ(ds->num_classes, 4u);
+  auto rooted = LoadListDataset(root + "/m.tsv", "/data");
+  ASSERT_TRUE(rooted.ok());
+  EXPECT_EQ(rooted->samples[1].path, "/data/imgs/b.jpg");
+
+  ASSERT_TRUE(testdata::WriteFile(root + "/bad.tsv", "a.jpg\t1\nb.jpg cat\n").ok());
+  auto bad = LoadListDataset(root + "/bad.tsv", "");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+  // A file that is no manifest (a password file, a process environment):
+  // the error names the line, never its content.
+  ASSERT_TRUE(testdata::WriteFile(
+                  root + "/shadow",
+                  std::string("root:$6$SECRETHASH:19000:0:99999:7:::\n") +
+                      std::string("HOME=/root\0TOKEN=SECRETTOKEN\0", 30))
+                  .ok());
+  auto leak = LoadListDataset(root + "/shadow", "");
+  EXPECT_EQ(leak.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(leak.status().message().find("line 1"), std::string::npos);
+  EXPECT_EQ(leak.status().message().find("SECRET"), std::string::npos)
+      << leak.status();
+  EXPECT_EQ(leak.status().message().find("root:"), std::string::npos);
+  EXPECT_EQ(LoadListDataset(root + "/none.tsv", "").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(testdata::WriteFile(root + "/blank.tsv", "# nothing\n").ok());
+  EXPECT_EQ(LoadListDataset(root + "/blank.tsv", "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(root);
+}
+
+// Manifests come through the file environment: nothing but a regular file
+// of bounded size, lines and line length is read, and a confined caller's
+// manifest must lie beneath its folder.
+TEST(ListDatasetTest, ManifestsAreReadWithinLimits) {
+  std::string root = testdata::MakeTempDir("list-limits");
+  EXPECT_EQ(LoadListDataset("/dev/zero", root).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(mkfifo((root + "/fifo.tsv").c_str(), 0644), 0);
+  EXPECT_EQ(LoadListDataset(root + "/fifo.tsv", "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(testdata::WriteFile(root + "/m.tsv", "a.jpg\t1\nb.jpg\t2\nc.jpg\t3\n").ok());
+  ScanLimits limits;
+  limits.max_files = 2;
+  auto lines = LoadListDataset(root + "/m.tsv", "", limits);
+  EXPECT_EQ(lines.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(lines.status().message().find("line 3"), std::string::npos) << lines.status();
+  limits = ScanLimits();
+  limits.max_line_bytes = 7;
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", "", limits).status().code(),
+            absl::StatusCode::kOk);
+  limits.max_line_bytes = 6;
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", "", limits).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  limits = ScanLimits();
+  limits.max_file_bytes = 10;
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", "", limits).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Confined to a sub-folder: a manifest outside it is refused.
+  fs::create_directories(root + "/in");
+  ASSERT_TRUE(testdata::WriteFile(root + "/in/m.tsv", "a.jpg\t1\n").ok());
+  Beneath in;
+  in.dir_fd = open((root + "/in").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  in.prefix = root + "/in";
+  limits = ScanLimits();
+  limits.within = &in;
+  EXPECT_TRUE(LoadListDataset(root + "/in/m.tsv", "", limits).ok());
+  EXPECT_EQ(LoadListDataset(root + "/m.tsv", root + "/in", limits).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,37 @@
+// The source registry.
+#include "absl/strings/str_cat.h"
+#include "proto/spec_util.h"
+#include "server/sources/source.h"
+
+namespace stoker {
+
+#define STOKER_SOURCE(name) const SourceKind& name();
+#include "server/sources/sources.def"
+#undef STOKER_SOURCE
+
+const std::vector<const SourceKind*>& AllSources() {
+  static const std::vector<const SourceKind*> all = {
+#define STOKER_SOURCE(name) &name(),
+#include "server/sources/sources.def"
+#undef STOKER_SOURCE
+  };
+  return all;
+}
+
+const SourceKind* FindSource(v1::DatasetSpec::SourceCase source_case) {
+  for (const SourceKind* k : AllSources()) {
+    if (k->source_case() == source_case) return k;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceContext& ctx) {
+  const SourceKind* kind = FindSource(spec.source_case());
+  if (kind == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset needs a source this daemon reads: one of ", DatasetSourceNames()));
+  }
+  return kind->Open(spec, ctx);
+}
+
+}  // namespace stoker

@@ -1,0 +1,84 @@
+// Dataset sources: one unit per kind (server/sources/<kind>.{h,cc}, its
+// test beside it), registered by one line in sources.def. A kind turns its
+// DatasetSpec `source` case into a Dataset: the sample listing, and the
+// SampleSource every read and cache key goes through (server/
+// sample_source.h). The daemon, the spec helpers, confinement and the
+// session ask the registry and never branch on the kind.
+//
+// A kind reaches files only through the confined file environment in
+// SourceContext (OpenConfined, FileSystem, MapFile beneath `beneath`): a
+// confined caller's dataset never reads outside the folder it proved it
+// could open, nor the daemon's own files.
+//
+// Adding a kind: a message in proto/spec.proto's DatasetSpec.source oneof,
+// a unit defining it with STOKER_DEFINE_SOURCE, one STOKER_SOURCE line.
+// registry_test fails for a oneof case without a unit.
+//
+// Kinds are stateless singletons; Open is thread-safe.
+#ifndef STOKER_SERVER_SOURCES_SOURCE_H_
+#define STOKER_SERVER_SOURCES_SOURCE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/stoker.pb.h"
+#include "server/array_source.h"
+#include "server/dataset.h"
+#include "server/file_system.h"
+#include "server/sample_source.h"
+
+namespace stoker {
+
+// What opening a source may use, all of it the caller's.
+struct SourceContext {
+  // Caps, cancellation, the file environment (`fs`) and `within`, the
+  // confinement as a plain pointer (== beneath.get()).
+  ScanLimits limits;
+  // The caller's confinement; null for admins (read anywhere).
+  std::shared_ptr<const Beneath> beneath;
+  // RAM a source keeps (a file or dataset held whole), charged to the
+  // caller; null: none kept.
+  ChargeRam charge;
+
+  FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
+  // The caller's files, whole, through fs() beneath `beneath` and capped
+  // at limits.max_file_bytes: the source of the kinds that list files.
+  std::shared_ptr<const SampleSource> Files() const {
+    return MakeFileSource(fs(), beneath, limits.max_file_bytes);
+  }
+};
+
+class SourceKind {
+ public:
+  virtual ~SourceKind() = default;
+  // The DatasetSpec oneof case this kind answers.
+  virtual v1::DatasetSpec::SourceCase source_case() const = 0;
+  // Lists the samples and sets Dataset::source. Errors name the path:
+  // NOT_FOUND, FAILED_PRECONDITION (not this kind's layout, no samples),
+  // PERMISSION_DENIED (outside the confinement), RESOURCE_EXHAUSTED (past
+  // the limits), INVALID_ARGUMENT (a field of the kind's message).
+  virtual absl::StatusOr<Dataset> Open(const v1::DatasetSpec& spec,
+                                       const SourceContext& ctx) const = 0;
+};
+
+// Defines `const SourceKind& Name()` returning one static `Kind`.
+#define STOKER_DEFINE_SOURCE(Name, Kind) \
+  const SourceKind& Name() {             \
+    static const Kind kind;              \
+    return kind;                         \
+  }
+
+// Every registered kind, in sources.def order.
+const std::vector<const SourceKind*>& AllSources();
+// The kind of a oneof case; null for one no unit registers.
+const SourceKind* FindSource(v1::DatasetSpec::SourceCase source_case);
+
+// Opens `spec`'s source through its kind: INVALID_ARGUMENT when none is set
+// or no kind answers it, else the kind's Open.
+absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceContext& ctx);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_SOURCE_H_

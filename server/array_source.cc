@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -252,13 +253,20 @@ const char* ElemName(ElemType t) {
 }
 
 ElemType FromRingDType(uint32_t dtype) {
-  const shm::DTypeInfo* d = shm::FindDType(dtype);
-  for (int t = 0; d != nullptr && t <= static_cast<int>(ElemType::kFloat64); ++t) {
-    if (std::strcmp(ElemName(static_cast<ElemType>(t)), d->name) == 0) {
-      return static_cast<ElemType>(t);
+  // By name, once (a sample's read asks per field).
+  static const auto* by_code = [] {
+    auto* t = new std::array<ElemType, 256>();
+    t->fill(ElemType::kUint8);
+    for (const shm::DTypeInfo& d : shm::kDTypes) {
+      for (int e = 0; e <= static_cast<int>(ElemType::kFloat64); ++e) {
+        if (std::strcmp(ElemName(static_cast<ElemType>(e)), d.name) == 0 && d.code < 256) {
+          (*t)[d.code] = static_cast<ElemType>(e);
+        }
+      }
     }
-  }
-  return ElemType::kUint8;
+    return t;
+  }();
+  return dtype < by_code->size() ? (*by_code)[dtype] : ElemType::kUint8;
 }
 
 void CopyRegion(const uint8_t* src, ElemType from,

@@ -1,0 +1,55 @@
+"""docs/operating.md's flag table is the daemon's `--help`: every flag it
+prints has a row, every row is a flag, and a literal default in the table is
+the one the daemon uses."""
+
+import os
+import re
+import subprocess
+
+from conftest import ROOT, STOKERD
+
+
+def help_flags():
+    out = subprocess.run([STOKERD, "--help"], capture_output=True, text=True,
+                         timeout=60)
+    text = out.stdout + out.stderr
+    flags = {m.group(1).replace("_", "-"): m.group(2).strip('"')
+             for m in re.finditer(r"--(\w+) \(.*?\);\s+default: (.*?);", text, re.S)}
+    assert len(flags) > 20, text
+    return flags
+
+
+def doc_flags():
+    text = open(os.path.join(ROOT, "docs", "operating.md")).read()
+    section = text.split("## Running the daemon", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `--([a-z0-9-]+)[^`]*` \| ([^|]*) \|", section, re.M)
+    assert rows, "no flag table under 'Running the daemon'"
+    return dict(rows)
+
+
+def seconds(value):
+    m = re.fullmatch(r"(\d+)(s|m|h)", value)
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)] if m else None
+
+
+def same_default(doc, code):
+    doc = doc.strip().strip("`")
+    if doc in ("off", "none"):
+        return code in ("", "false", "0")
+    if doc == "on":
+        return code == "true"
+    if seconds(doc) is not None:
+        return seconds(doc) == seconds(code)
+    return doc == code
+
+
+def test_the_flag_table_is_the_daemons_help():
+    code, doc = help_flags(), doc_flags()
+    assert sorted(set(code) - set(doc)) == [], "flags without a row in docs/operating.md"
+    assert sorted(set(doc) - set(code)) == [], "rows of docs/operating.md that are no flag"
+    literal = {name: d for name, d in doc.items()
+               if re.fullmatch(r"`[^`]*`|\d+|off|on|none", d.strip())}
+    assert len(literal) > 20
+    wrong = {name: (d, code[name]) for name, d in literal.items()
+             if not same_default(d, code[name])}
+    assert wrong == {}, "defaults in docs/operating.md that the daemon does not use"

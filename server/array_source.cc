@@ -229,7 +229,7 @@ absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
 }
 
 absl::StatusOr<SourceKey> ArraySource::Identify(const std::string& path) const {
-  return absl::FailedPreconditionError(absl::StrCat(path, " is an array, not a file"));
+  return Read(path, nullptr, nullptr);
 }
 
 absl::Status ArraySource::Read(const std::string& path, std::string*, FileVersion*) const {

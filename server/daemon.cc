@@ -172,9 +172,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
                           Confinement(spec, caller));
   SourceContext ctx;
   ctx.limits = ScanLimitsNow();
-  if (beneath) ctx.limits.beneath = beneath->prefix;
   ctx.limits.fs = options_.fs;
-  ctx.limits.within = beneath.get();
   ctx.limits.max_file_bytes = options_.max_file_bytes;
   ctx.beneath = std::move(beneath);
   // RAM a source keeps is the caller's (admins: only the total binds).

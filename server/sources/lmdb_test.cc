@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -53,11 +54,11 @@ TEST(LmdbDatasetTest, OpensWithoutALockFile) {
                                     data.mtime_ns, ":cls/a"));
   // Through the registry, confined to the folder the caller proved: named
   // by its folder or by its data file (whose folder is the one proved).
-  Beneath in;
-  in.dir_fd = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  in.prefix = root;
+  auto in = std::make_shared<Beneath>();
+  in->dir_fd = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  in->prefix = root;
   SourceContext ctx;
-  ctx.limits.within = &in;
+  ctx.beneath = in;
   v1::DatasetSpec spec;
   for (const std::string& path : {root, root + "/", root + "/data.mdb"}) {
     spec.mutable_lmdb()->set_path(path);

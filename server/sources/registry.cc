@@ -31,7 +31,10 @@ absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceCon
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset needs a source this daemon reads: one of ", DatasetSourceNames()));
   }
-  return kind->Open(spec, ctx);
+  SourceContext confined = ctx;
+  confined.limits.within = ctx.beneath.get();
+  confined.limits.beneath = ctx.beneath ? ctx.beneath->prefix : std::string();
+  return kind->Open(spec, confined);
 }
 
 }  // namespace stoker

@@ -33,8 +33,8 @@ namespace stoker {
 
 // What opening a source may use, all of it the caller's.
 struct SourceContext {
-  // Caps, cancellation, the file environment (`fs`) and `within`, the
-  // confinement as a plain pointer (== beneath.get()).
+  // Caps, cancellation and the file environment (`fs`). Its `within` and
+  // `beneath` are OpenDataset's to set, from `beneath` below.
   ScanLimits limits;
   // The caller's confinement; null for admins (read anywhere).
   std::shared_ptr<const Beneath> beneath;
@@ -75,8 +75,9 @@ const std::vector<const SourceKind*>& AllSources();
 // The kind of a oneof case; null for one no unit registers.
 const SourceKind* FindSource(v1::DatasetSpec::SourceCase source_case);
 
-// Opens `spec`'s source through its kind: INVALID_ARGUMENT when none is set
-// or no kind answers it, else the kind's Open.
+// Opens `spec`'s source through its kind, with ctx.limits confined to
+// ctx.beneath: INVALID_ARGUMENT when none is set or no kind answers it,
+// else the kind's Open.
 absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceContext& ctx);
 
 }  // namespace stoker

@@ -1,4 +1,4 @@
-"""Client decode (Loader decode_device=) against the daemon's own decode.
+"""Client decode (Loader client_decode=) against the daemon's own decode.
 
 Corpus: Debian's mate-backgrounds photographs cut into 500x375 and 375x500
 tiles (ImageNet-sized), each re-encoded as 4:4:4, 4:2:2, 4:2:0, gray,
@@ -62,7 +62,7 @@ def tolerance(root, sock, transform, device):
     kw = dict(batch_size=BATCH, image_size=224, socket=sock, seed=5, decode="full",
               transform=transform)
     ref = epoch(stoker.Loader(root, **kw))
-    got = epoch(stoker.Loader(root, decode_device=device, cpu_share=0, **kw))
+    got = epoch(stoker.Loader(root, client_decode=stoker.ClientDecode(device, 0), **kw))
     by_layout = {}
     for (a, la), (b, _) in zip(ref, got):
         for i, label in enumerate(la.tolist()):
@@ -116,7 +116,8 @@ def main():
             for device in devices:
                 for label, share in (("client decodes all it can", 0.0), ("fixed split 0.5", 0.5),
                                      ("automatic split", "auto")):
-                    r, runs, got = rate(root, d.sock, decode_device=device, cpu_share=share)
+                    r, runs, got = rate(root, d.sock,
+                                        client_decode=stoker.ClientDecode(device, share))
                     print(f"  {device:4} {label:25} {r:8.1f}  {[round(x) for x in runs]}  "
                           f"{r / base:.2f}x  share {got:.2f}")
     finally:

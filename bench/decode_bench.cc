@@ -19,6 +19,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/bench_util.h"
+#include "server/decode.h"
 #include "server/sources/folder.h"
 #include "server/file_system.h"
 #include "server/jpeg.h"

@@ -7,9 +7,9 @@ batch 256 at 224 (RandomResizedCrop + flip), on the bench corpus
   DataLoader     torchvision ImageFolder, PIL decode, cores - 1 workers,
                  pinned memory
   stoker CPU     stoker.Loader(device="cuda"): the daemon decodes
-  stoker GPU     stoker.Loader(decode_device="cuda", cpu_share=0): the
+  stoker GPU     stoker.Loader(client_decode=ClientDecode("cuda", cpu_share=0)): the
                  daemon hands JPEGs over, nvJPEG decodes on the GPU
-  stoker hybrid  decode_device="cuda", cpu_share="auto"
+  stoker hybrid  client_decode=ClientDecode("cuda") (cpu_share "auto")
 For each: images/s over SECONDS after WARM steps, the ratio to synthetic,
 and the GPU's utilisation sampled every 100 ms from NVML (nvidia-smi).
 
@@ -151,10 +151,11 @@ def main():
             feeds = [("synthetic", lambda: (synthetic(device), None)),
                      ("DataLoader", lambda: (dataloader(device), None)),
                      ("stoker CPU", lambda: stoker_loader(d.sock, device)),
-                     ("stoker GPU", lambda: stoker_loader(d.sock, device, decode_device=decode_device,
-                                                          cpu_share=0)),
-                     ("stoker hybrid", lambda: stoker_loader(d.sock, device,
-                                                             decode_device=decode_device))]
+                     ("stoker GPU", lambda: stoker_loader(
+                         d.sock, device,
+                         client_decode=stoker.ClientDecode(decode_device, cpu_share=0))),
+                     ("stoker hybrid", lambda: stoker_loader(
+                         d.sock, device, client_decode=stoker.ClientDecode(decode_device)))]
             for feed, make in feeds:
                 batches, loader = make()
                 rate, util = train(model_name, batches, device)

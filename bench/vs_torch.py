@@ -162,7 +162,7 @@ import stoker
 data, transform, sock, epochs, side = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[6])
 dl = stoker.Loader(data, batch_size=64, transform=transform, image_size=224,
                    shuffle=transform == "train", socket=sock, starvation_threshold=1.0,
-                   **({"train_cache": "decoded", "max_side": side} if side else {}))
+                   **({"pixel_cache": stoker.PixelCache(side)} if side else {}))
 """ + TIMED_LOOP
 
 
@@ -218,7 +218,7 @@ def pixel_psnr(side):
                   decode="full", socket=daemon.sock, starvation_threshold=1.0)
         full = np.concatenate([x.numpy().copy() for x, _ in stoker.Loader(DATA, **kw)])
         kept = np.concatenate([x.numpy().copy() for x, _ in stoker.Loader(
-            DATA, train_cache="decoded", max_side=side, **kw)])
+            DATA, pixel_cache=stoker.PixelCache(side), **kw)])
     mse = float(np.mean((full.astype(np.float64) - kept) ** 2))
     return 10 * np.log10(255 ** 2 / mse) if mse else float("inf")  # Nothing scaled.
 

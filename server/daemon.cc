@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/spec_util.h"
 #include "server/sources/source.h"
+#include "server/spec_check.h"
 #include "shm/futex.h"
 #include "shm/segment.h"
 #include "util/log.h"
@@ -48,6 +49,7 @@ Daemon::Daemon(DaemonOptions options)
       }()),
       generation_(RandomGeneration()),
       started_(absl::Now()),
+      auth_(!options_.handoff_socket.empty(), options_.admin_gid),
       l1_("l1", options_.l1_bytes),
       decoded_cache_("decoded", options_.decoded_cache_bytes),
       pixel_ram_("pixels", options_.pixel_cache_bytes),
@@ -105,7 +107,7 @@ absl::Status Daemon::Start() {
     if (!l2.ok()) return l2.status();
     l2_ = *std::move(l2);
   }
-  guard_ = MakeGuard();
+  auth_.SetGuard(MakeGuard());
   pixels_ = std::make_unique<PixelCache>(&pixel_ram_, l2_.get());
   fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(),
                                              options_.reader_threads);
@@ -167,9 +169,9 @@ ScanLimits Daemon::ScanLimitsNow() const {
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
     const v1::DatasetSpec& spec, const Caller& caller) {
-  STOKER_RETURN_IF_ERROR(ValidateDatasetSpec(spec));
+  STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath,
-                          Confinement(spec, caller));
+                          auth_.Confine(spec, caller));
   SourceContext ctx;
   ctx.limits = ScanLimitsNow();
   ctx.limits.fs = options_.fs;
@@ -185,7 +187,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
 absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     const v1::OpenSessionRequest& request, const Caller& caller) {
   const v1::SessionSpec& spec = request.spec();
-  STOKER_RETURN_IF_ERROR(ValidateSessionSpec(spec));
+  STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, CheckSessionSpec(spec));
   uint64_t id;
   {
     absl::MutexLock lock(&mu_);
@@ -208,7 +210,10 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   std::pair<int, std::string> placed;
   {
     absl::MutexLock lock(&mu_);
-    STOKER_ASSIGN_OR_RETURN(placed, Place(spec.placement()));
+    std::vector<double> load(decode_pools_->size(), 0);
+    for (const auto& [other, e] : sessions_) load[e.node] += e.session->Weight();
+    STOKER_ASSIGN_OR_RETURN(placed,
+                            decode_pools_->Place(spec.placement(), load, options_.sysfs));
   }
   PipelineContext ctx{reader_pool_.get(), decode_pools_.get(), placed.first,
                       fetcher_.get(), &decoded_cache_, pixels_.get(), &counters_, &error_log_,
@@ -220,7 +225,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   auto admit = [&](uint64_t ring_bytes) { return Reserve(caller, id, ring_bytes); };
   absl::StatusOr<std::unique_ptr<ServingSession>> created;
   decode_pools_->RunOn(placed.first, [&] {
-    created = ServingSession::Create(id, spec, request.client_pid(), dataset, plan,
+    created = ServingSession::Create(id, spec, std::move(pipeline), request.client_pid(),
+                                     dataset, plan,
                                      shm::Segment::UniqueName(options_.shm_prefix, id),
                                      ctx, admit);
   });
@@ -434,7 +440,7 @@ void Daemon::ReapLoop() {
 
 absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
     const v1::WarmCacheRequest& request, const Caller& caller) {
-  STOKER_RETURN_IF_ERROR(RequireAdmin(caller, "warming the caches"));
+  STOKER_RETURN_IF_ERROR(Authorizer::RequireAdmin(caller, "warming the caches"));
   {
     absl::MutexLock lock(&mu_);
     if (!serving_ || stopping_) {

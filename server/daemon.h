@@ -26,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "proto/stoker.pb.h"
+#include "server/authorizer.h"
 #include "server/cache.h"
 #include "server/cache_warmer.h"
 #include "server/dataset.h"
@@ -37,21 +38,6 @@
 #include "server/session.h"
 
 namespace stoker {
-
-// Who makes a call, as the adapter established it (server/ring_handoff.h
-// issues the tokens that prove a uid). The default, an in-process caller,
-// is an admin with no uid. Admins (the daemon's own user and members of
-// DaemonOptions::admin_gid) may resize pools, warm caches, and close and
-// inspect every session; others only their own. Root is no admin unless it
-// is the daemon's own user or in the group: uid 0 in a container is not the
-// node's operator.
-struct Caller {
-  int64_t uid = -1;
-  bool admin = true;
-  static Caller User(uid_t uid, bool admin) {
-    return Caller{static_cast<int64_t>(uid), admin};
-  }
-};
 
 // Decode pools per NUMA node: auto = one per node when there are several.
 enum class NumaMode { kAuto, kOn, kOff };
@@ -122,7 +108,7 @@ class Daemon {
 
   // Every call below takes its caller; the session belongs to the caller's
   // uid. With a handoff socket configured, callers must be authenticated
-  // (Authenticate) by the adapter; without one (in-process use) everyone
+  // (authorizer().Authenticate) by the adapter; without one (in-process use) everyone
   // is the default admin caller.
   absl::StatusOr<v1::OpenSessionResponse> OpenSession(
       const v1::OpenSessionRequest& request, const Caller& caller = Caller());
@@ -160,17 +146,10 @@ class Daemon {
   absl::StatusOr<v1::ResizePoolResponse> ResizePool(
       const v1::ResizePoolRequest& request, const Caller& caller = Caller());
 
-  // Authentication (server/daemon_auth.cc). True when calls must present a
-  // token: a handoff socket is configured.
-  bool auth_required() const { return !options_.handoff_socket.empty(); }
-  // The token of `uid` (one per uid for the daemon's life; handed only to a
-  // peer whose SO_PEERCRED uid it is), its admin status re-evaluated now.
-  std::string IssueToken(uid_t uid);
-  // The caller a token stands for; UNAUTHENTICATED for an unknown one.
-  absl::StatusOr<Caller> Authenticate(const std::string& token) const;
-  // Keeps `fd` (a dataset folder a client of `uid` opened; taken over) for
-  // one OpenSession of that uid, for a minute; returns its token.
-  std::string RegisterRoot(int fd, uid_t uid);
+  // Tokens, admins and the roots confined callers prove (the ring
+  // handoff adapter issues and registers them; the gRPC adapter
+  // authenticates with them).
+  Authorizer& authorizer() { return auth_; }
   // Recorded for stats only (the /metrics exporter lives outside the core).
   void SetMetricsPort(int port) { metrics_port_.store(port); }
 
@@ -215,10 +194,6 @@ class Daemon {
       const v1::DatasetSpec& spec, const Caller& caller);
   // The daemon's own files, folders and file systems (FileGuard).
   std::shared_ptr<const FileGuard> MakeGuard() const;
-  // The folder a non-admin caller's dataset is confined to, proven by its
-  // root token; nullptr for callers that need no confinement.
-  absl::StatusOr<std::shared_ptr<Beneath>> Confinement(
-      const v1::DatasetSpec& spec, const Caller& caller);
   ScanLimits ScanLimitsNow() const;
   // Removes the entry (if present) and closes it; returns false if absent.
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
@@ -230,20 +205,17 @@ class Daemon {
   v1::SessionStats EntryStats(const Entry& e) const;
   // EntryStats, without what `caller` may not see of another's session.
   v1::SessionStats VisibleStats(const Entry& e, const Caller& caller) const;
-  static absl::Status RequireAdmin(const Caller& caller, const char* what);
   // RESOURCE_EXHAUSTED when a new ring of `ring_bytes` would pass the
   // node-wide or the caller's ring budget, or the caller's session quota is
   // used up; sessions being opened (reserved_) count.
   absl::Status CheckQuotas(const Caller& caller, uint64_t ring_bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool IsAdmin(uid_t uid) const;
-  // The node a session's decode runs on, and why (SessionStats.placement).
-  absl::StatusOr<std::pair<int, std::string>> Place(const v1::Placement& p) const;
 
   // Constant after construction.
   const DaemonOptions options_;
   const uint64_t generation_;
   const absl::Time started_;
+  Authorizer auth_;
 
   // Shared by all sessions; counters and error log are internally
   // synchronized, the pool is set in Start and destroyed in the destructor.
@@ -255,8 +227,6 @@ class Daemon {
   MemoryBudget array_ram_;  // Array sources' RAM, per user.
   std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).
   std::unique_ptr<L2Cache> l2_;
-  // What confined callers may never read (set in Start, after L2).
-  std::shared_ptr<const FileGuard> guard_;
   std::unique_ptr<SampleFetcher> fetcher_;
   std::unique_ptr<ThreadPool> reader_pool_;
   std::unique_ptr<CacheWarmer> warmer_;  // Reads on reader_pool_ via fetcher_.
@@ -280,18 +250,6 @@ class Daemon {
   uint64_t autotune_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> metrics_port_{0};
   std::atomic<bool> stopping_scans_{false};  // Set first thing in Stop().
-  struct Token {
-    std::string secret;
-    bool admin = false;
-  };
-  struct Root {
-    int fd = -1;
-    uid_t uid = 0;
-    absl::Time expires;
-  };
-  mutable absl::Mutex auth_mu_;
-  absl::flat_hash_map<uid_t, Token> tokens_ ABSL_GUARDED_BY(auth_mu_);
-  absl::flat_hash_map<std::string, Root> roots_ ABSL_GUARDED_BY(auth_mu_);
 };
 
 }  // namespace stoker

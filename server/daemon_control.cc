@@ -16,40 +16,6 @@ namespace stoker {
 
 int Daemon::decode_threads() const { return decode_pools_->threads(); }
 
-absl::StatusOr<std::pair<int, std::string>> Daemon::Place(
-    const v1::Placement& p) const {
-  const Topology& topology = decode_pools_->topology();
-  if (p.has_node()) {
-    if (p.node() < 0 || p.node() >= topology.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "placement.node ", p.node(), " is not a node of this daemon (0..",
-          topology.size() - 1, ")"));
-    }
-    return std::pair{p.node(), std::string("requested")};
-  }
-  if (!decode_pools_->pinned()) return std::pair{0, std::string("numa off")};
-  if (!p.gpu_bus_id().empty()) {
-    const int node = topology.NodeOfGpu(p.gpu_bus_id(), options_.sysfs);
-    if (node >= 0) return std::pair{node, absl::StrCat("gpu ", p.gpu_bus_id())};
-  }
-  const std::vector<int> cpus(p.cpus().begin(), p.cpus().end());
-  const int node = topology.NodeOfCpus(cpus);
-  if (node >= 0) return std::pair{node, absl::StrCat("cpus ", FormatCpuList(cpus))};
-  // Least loaded: the fewest sessions' weight per decode thread.
-  std::vector<double> load(topology.size(), 0);
-  for (const auto& [id, e] : sessions_) {
-    load[e.node] += e.session->Weight();
-  }
-  int best = 0;
-  for (int n = 1; n < topology.size(); ++n) {
-    if (load[n] / decode_pools_->pool(n).size() <
-        load[best] / decode_pools_->pool(best).size()) {
-      best = n;
-    }
-  }
-  return std::pair{best, std::string("least loaded")};
-}
-
 void Daemon::ControlTick(uint64_t now_ns) {
   std::vector<LoadMonitor::SessionReport> reports;
   for (const auto& [id, e] : sessions_) {
@@ -72,20 +38,14 @@ void Daemon::ControlTick(uint64_t now_ns) {
     threads.push_back(p.size());
   }
   monitor_.Tick(now_ns, decode, {reader_pool_->size(), reader_pool_->busy_ns()}, reports);
-  // Each session's fair part of its node's decode threads: its priority
-  // over those of the node's sessions that are producing (itself counted).
-  std::vector<int> weights(threads.size(), 0);
-  std::vector<bool> producing;
+  std::vector<LoadMonitor::Share> shares;
+  std::vector<ServingSession*> order;
   for (const auto& [id, e] : sessions_) {
-    producing.push_back(monitor_.Session(id).samples_per_second > 0);
-    if (producing.back()) weights[e.node] += e.session->Weight();
+    shares.push_back({id, e.node, e.session->Weight()});
+    order.push_back(e.session.get());
   }
-  size_t k = 0;
-  for (const auto& [id, e] : sessions_) {
-    const int w = e.session->Weight();
-    e.session->SetDecodeThreads(double(threads[e.node]) * w /
-                                (weights[e.node] + (producing[k++] ? 0 : w)));
-  }
+  const std::vector<double> fair = monitor_.FairThreads(threads, shares);
+  for (size_t k = 0; k < order.size(); ++k) order[k]->SetDecodeThreads(fair[k]);
   if (!options_.autotune) return;
   const int max_total = options_.max_decode_threads > 0
                             ? options_.max_decode_threads
@@ -128,7 +88,7 @@ std::vector<v1::SessionStats> Daemon::ListSessions(const Caller& caller) const {
 
 absl::StatusOr<v1::ResizePoolResponse> Daemon::ResizePool(
     const v1::ResizePoolRequest& request, const Caller& caller) {
-  STOKER_RETURN_IF_ERROR(RequireAdmin(caller, "resizing pools"));
+  STOKER_RETURN_IF_ERROR(Authorizer::RequireAdmin(caller, "resizing pools"));
   if (request.threads() < 1 || request.threads() > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "threads ", request.threads(), " must be in 1..1024"));

@@ -223,17 +223,6 @@ TEST_F(DaemonTest, CallersTouchOnlyTheirOwnSessionsUnlessAdmin) {
                 .code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(daemon_->CloseSession(id, alice).ok());
-  // Tokens: one per uid, and only issued tokens authenticate.
-  const std::string t = daemon_->IssueToken(5001);
-  EXPECT_EQ(daemon_->IssueToken(5001), t);
-  EXPECT_NE(daemon_->IssueToken(5002), t);
-  auto who = daemon_->Authenticate(t);
-  ASSERT_TRUE(who.ok());
-  EXPECT_EQ(who->uid, 5001);
-  EXPECT_FALSE(who->admin);
-  EXPECT_TRUE(daemon_->Authenticate(daemon_->IssueToken(0))->admin);
-  EXPECT_EQ(daemon_->Authenticate("0123").status().code(),
-            absl::StatusCode::kUnauthenticated);
 }
 
 // One class of two small photo-like JPEGs in `root`.
@@ -351,18 +340,18 @@ TEST(DaemonConfinementTest, DatasetsStayBeneathTheFolderTheClientOpened) {
             std::string::npos);
   // A token for another folder, and one registered by another uid.
   r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.RegisterRoot(open((root + "/secret").c_str(), O_RDONLY | O_DIRECTORY), 7101));
+      d.authorizer().RegisterRoot(open((root + "/secret").c_str(), O_RDONLY | O_DIRECTORY), 7101));
   EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
   r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7102));
+      d.authorizer().RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7102));
   EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
   // O_PATH proves nothing about the folder's own permissions.
   r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.RegisterRoot(open((root + "/data").c_str(), O_PATH | O_DIRECTORY), 7101));
+      d.authorizer().RegisterRoot(open((root + "/data").c_str(), O_PATH | O_DIRECTORY), 7101));
   EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
   // The right folder: served, and the symlink out reads as a failed sample.
   r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7101));
+      d.authorizer().RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7101));
   auto resp = d.OpenSession(r, alice);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(resp->dataset_samples(), 3u);

@@ -199,4 +199,19 @@ absl::Status DecodeImage(
       ")"));
 }
 
+absl::Status DecodeForCrop(
+    JpegDecoder& decoder, const uint8_t* data, size_t size,
+    const std::function<CropBox(int width, int height)>& box_for, int out_size,
+    bool scale, bool crop, DecodedRegion* region, CropBox* box) {
+  absl::Status s = decoder.Decode(data, size, [&](int width, int height) {
+    const DecodePlan plan =
+        PlanDecode(width, height, box_for(width, height), out_size, scale, crop);
+    *box = plan.box;
+    return RegionRequest{plan.eighths, plan.need, crop};
+  }, region);
+  box->x -= region->x;  // Into the decoded region's coordinates.
+  box->y -= region->y;
+  return s;
+}
+
 }  // namespace stoker

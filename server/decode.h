@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "server/jpeg.h"
+#include "server/transform.h"
 
 namespace stoker {
 
@@ -71,6 +72,16 @@ absl::Status DecodeImage(
     const uint8_t* data, size_t size, const ImageRequest& request,
     const std::function<RegionRequest(int width, int height)>& plan,
     Image* out);
+
+// Decodes what an out_size x out_size crop needs: one header read, then
+// `box_for(width, height)` chooses the crop, PlanDecode the scale and
+// region. On success *box is the crop in `region`'s pixel coordinates,
+// ready for ResizeBox. Errors are the decoder's.
+absl::Status DecodeForCrop(JpegDecoder& decoder, const uint8_t* data,
+                           size_t size,
+                           const std::function<CropBox(int width, int height)>& box_for,
+                           int out_size, bool scale, bool crop,
+                           DecodedRegion* region, CropBox* box);
 
 }  // namespace stoker
 

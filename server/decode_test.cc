@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "server/decode.h"
 #include "server/jpeg.h"
 #include "server/transform.h"
 #include "tests/reference.h"

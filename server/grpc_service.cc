@@ -140,11 +140,11 @@ void GrpcService::WaitForOffloaded() {
 }
 
 absl::StatusOr<Caller> GrpcService::CallerOf(grpc::CallbackServerContext* ctx) {
-  if (!daemon_->auth_required()) return Caller();
+  if (!daemon_->authorizer().required()) return Caller();
   const auto& md = ctx->client_metadata();
   auto it = md.find(shm::kCallerTokenMetadata);
-  if (it == md.end()) return daemon_->Authenticate("");
-  return daemon_->Authenticate(std::string(it->second.data(), it->second.size()));
+  if (it == md.end()) return daemon_->authorizer().Authenticate("");
+  return daemon_->authorizer().Authenticate(std::string(it->second.data(), it->second.size()));
 }
 
 // Both scan a dataset, which may take long: never on gRPC's threads.

@@ -129,4 +129,21 @@ std::optional<LoadMonitor::Decision> LoadMonitor::Autotune(
   return d;
 }
 
+std::vector<double> LoadMonitor::FairThreads(const std::vector<int>& node_threads,
+                                             const std::vector<Share>& sessions) const {
+  std::vector<int> weights(node_threads.size(), 0);
+  std::vector<bool> producing;
+  for (const Share& s : sessions) {
+    producing.push_back(Session(s.id).samples_per_second > 0);
+    if (producing.back()) weights[s.node] += s.weight;
+  }
+  std::vector<double> out;
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    const Share& s = sessions[k];
+    out.push_back(double(node_threads[s.node]) * s.weight /
+                  (weights[s.node] + (producing[k] ? 0 : s.weight)));
+  }
+  return out;
+}
+
 }  // namespace stoker

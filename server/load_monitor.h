@@ -87,6 +87,18 @@ class LoadMonitor {
   }
   double reader_busy() const { return reader_.busy; }
 
+  // A session for FairThreads: its node and weight (priority).
+  struct Share {
+    uint64_t id = 0;
+    int node = 0;
+    int weight = 1;
+  };
+  // Each session's fair part of its node's decode threads (`node_threads`),
+  // in the order given: its weight over the weights of the node's sessions
+  // producing at the last Tick, itself counted when it is not.
+  std::vector<double> FairThreads(const std::vector<int>& node_threads,
+                                  const std::vector<Share>& sessions) const;
+
   // At most one resize per ticks_per_tune ticks, after Tick: the decode
   // pool of a node whose sessions wait on decode grows (up to its
   // `max_decode` entry), one whose sessions are all consumer-bound shrinks;

@@ -161,5 +161,25 @@ TEST(LoadMonitorTest, NamesForPeople) {
   EXPECT_EQ(DiagnosisName(v1::DIAGNOSIS_WARMING_UP), "warming-up");
 }
 
+// Producing sessions split their node's threads by weight; an idle one is
+// counted with them for its own share (so it can start), not against them.
+TEST(LoadMonitorTest, FairThreadsSplitEachNodeByWeight) {
+  Driver d;
+  d.decode = {{8, 0}, {4, 0}};
+  Driver::Rates idle;
+  idle.samples = 0;
+  Driver::Rates far;
+  far.node = 1;
+  d.Run(2, 0.5, 0.1, {{}, {}, idle, far});  // Ids 1, 2 (busy), 3 (idle); 4 on node 1.
+  const std::vector<double> fair = d.monitor.FairThreads(
+      {8, 4}, {{1, 0, 1}, {2, 0, 3}, {3, 0, 4}, {4, 1, 2}});
+  ASSERT_EQ(fair.size(), 4u);
+  EXPECT_DOUBLE_EQ(fair[0], 8.0 * 1 / 4);        // 1 of the producing 1 + 3.
+  EXPECT_DOUBLE_EQ(fair[1], 8.0 * 3 / 4);
+  EXPECT_DOUBLE_EQ(fair[2], 8.0 * 4 / (4 + 4));  // Idle: counted with them.
+  EXPECT_DOUBLE_EQ(fair[3], 4.0);                // Alone on node 1.
+  EXPECT_TRUE(d.monitor.FairThreads({8, 4}, {}).empty());
+}
+
 }  // namespace
 }  // namespace stoker

@@ -89,4 +89,35 @@ void NodePools::Resize(int threads) {
   for (int n = 0; n < size(); ++n) pools_[n]->Resize(split[n]);
 }
 
+absl::StatusOr<std::pair<int, std::string>> NodePools::Place(
+    const v1::Placement& p, const std::vector<double>& load,
+    const std::string& sysfs) const {
+  const Topology& topology = topology_;
+  if (p.has_node()) {
+    if (p.node() < 0 || p.node() >= topology.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement.node ", p.node(), " is not a node of this daemon (0..",
+          topology.size() - 1, ")"));
+    }
+    return std::pair{p.node(), std::string("requested")};
+  }
+  if (!pinned_) return std::pair{0, std::string("numa off")};
+  if (!p.gpu_bus_id().empty()) {
+    const int node = topology.NodeOfGpu(p.gpu_bus_id(), sysfs);
+    if (node >= 0) return std::pair{node, absl::StrCat("gpu ", p.gpu_bus_id())};
+  }
+  const std::vector<int> cpus(p.cpus().begin(), p.cpus().end());
+  const int node = topology.NodeOfCpus(cpus);
+  if (node >= 0) return std::pair{node, absl::StrCat("cpus ", FormatCpuList(cpus))};
+  // Least loaded: the fewest sessions' weight per decode thread.
+  auto at = [&](int n) { return n < static_cast<int>(load.size()) ? load[n] : 0.0; };
+  int best = 0;
+  for (int n = 1; n < topology.size(); ++n) {
+    if (at(n) / pools_[n]->size() < at(best) / pools_[best]->size()) {
+      best = n;
+    }
+  }
+  return std::pair{best, std::string("least loaded")};
+}
+
 }  // namespace stoker

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "proto/stoker.pb.h"
 #include "server/thread_pool.h"
 #include "server/topology.h"
 
@@ -49,6 +51,16 @@ class NodePools {
   void Resize(int threads);
   // `threads` split by the nodes' CPU counts, at least 1 each.
   std::vector<int> Split(int threads) const;
+
+  // The node a session placed by `p` decodes on, and why ("requested",
+  // "numa off", "gpu <bus id>", "cpus <list>", "least loaded"): the node
+  // asked for (INVALID_ARGUMENT when there is none of that number), else
+  // the GPU's (its PCI address under `sysfs`), else the trainer's CPUs',
+  // else the node whose decode threads carry the least `load` (per node:
+  // the weights of its sessions) each. Unpinned pools: node 0.
+  absl::StatusOr<std::pair<int, std::string>> Place(const v1::Placement& p,
+                                                    const std::vector<double>& load,
+                                                    const std::string& sysfs) const;
 
  private:
   const Topology topology_;

@@ -108,12 +108,12 @@ void RingHandoffServer::HandleOne(int sock) {
     stray = -1;
   }
   if (s.ok() && request == "STOKER-ROOT 1" && stray >= 0) {
-    const std::string token = daemon_->RegisterRoot(stray, peer->uid);
+    const std::string token = daemon_->authorizer().RegisterRoot(stray, peer->uid);
     shm::SendWithFd(sock, absl::StrCat("OK ", token, "\n"), -1).IgnoreError();
     return;
   }
   if (s.ok() && request == "STOKER-AUTH 1") {
-    shm::SendWithFd(sock, absl::StrCat("OK ", daemon_->IssueToken(peer->uid), "\n"),
+    shm::SendWithFd(sock, absl::StrCat("OK ", daemon_->authorizer().IssueToken(peer->uid), "\n"),
                     -1)
         .IgnoreError();
     return;

@@ -28,70 +28,6 @@ void SampleErrorLog::Report(const std::string& path,
                           path, ": ", status.message()));
 }
 
-absl::Status ValidateDatasetSpec(const v1::DatasetSpec& ds) {
-  if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset needs a source: ", DatasetSourceNames()));
-  if (DatasetPath(ds).empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(),
-        ".path is empty"));
-  return absl::OkStatus();
-}
-
-absl::Status ValidateSessionSpec(const v1::SessionSpec& spec) {
-  auto bad = [](const std::string& msg) {
-    return absl::InvalidArgumentError(msg);
-  };
-  const v1::DatasetSpec& ds = spec.dataset();
-  STOKER_RETURN_IF_ERROR(ValidateDatasetSpec(ds));
-  if (spec.batch_size() == 0 || spec.batch_size() > 65536)
-    return bad(absl::StrCat("batch_size ", spec.batch_size(),
-                            " must be in 1..65536"));
-  if (!v1::OnError_IsValid(spec.on_error()))
-    return bad(absl::StrCat("on_error ", spec.on_error(),
-                            " must be ON_ERROR_REPLACE, ON_ERROR_RAISE or "
-                            "ON_ERROR_ZEROS"));
-  if (const uint32_t side = spec.pixel_cache().max_side(); side != 0) {
-    if (side < 16 || side > 16384)
-      return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (off) or 16..16384"));
-  }
-  if (spec.has_client_decode() && spec.pixel_cache().max_side() != 0)
-    return bad("client_decode and pixel_cache exclude each other: the pixel "
-               "cache keeps pictures the daemon decoded");
-  if (spec.fields_size() == 0) {  // A preset.
-    if (spec.transform() != v1::TRANSFORM_VAL &&
-        spec.transform() != v1::TRANSFORM_TRAIN)
-      return bad("transform must be val or train (or give fields and a pipeline)");
-    if (spec.dtype() != v1::DTYPE_UINT8 && spec.dtype() != v1::DTYPE_FLOAT32 &&
-        spec.dtype() != v1::DTYPE_FLOAT16)
-      return bad("dtype of the preset's image must be uint8, float32 or float16");
-    if (spec.image_size() == 0 || spec.image_size() > 4096)
-      return bad(absl::StrCat("image_size ", spec.image_size(),
-                              " must be in 1..4096"));
-    if ((spec.mean_size() != 0 && spec.mean_size() != 3) ||
-        (spec.std_size() != 0 && spec.std_size() != 3))
-      return bad("mean and std must each have 3 values (or none for ImageNet's)");
-    for (float s : spec.std()) {
-      if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
-    }
-  }
-  STOKER_RETURN_IF_ERROR(Pipeline::Compile(spec).status());
-  const uint32_t world = std::max<uint32_t>(spec.world_size(), 1);
-  if (spec.rank() >= world)
-    return bad(absl::StrCat("rank ", spec.rank(),
-                            " must be less than world_size ", world));
-  if (spec.priority() > 16)
-    return bad(absl::StrCat("priority ", spec.priority(), " must be in 0..16"));
-  if (spec.ring_slots() > shm::kMaxRingSlots)
-    return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
-                            " must be at most ", shm::kMaxRingSlots));
-  if (spec.ring_slots() == 1)
-    return bad("ring_slots 1 leaves no slot to fill while the client holds "
-               "its batch: use 2..256 (0: the default, 4)");
-  return absl::OkStatus();
-}
-
 namespace {
 
 // The pipeline's fields and the pixel cache against what the dataset holds.
@@ -131,11 +67,11 @@ absl::Status CheckSource(const v1::SessionSpec& spec, const Pipeline& p, const D
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
-    uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
-    std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
-    const std::string& shm_name, const PipelineContext& ctx,
+    uint64_t id, const v1::SessionSpec& spec, Pipeline pipeline,
+    uint32_t client_pid, std::shared_ptr<const Dataset> dataset,
+    const EpochPlan& plan, const std::string& shm_name,
+    const PipelineContext& ctx,
     const std::function<absl::Status(uint64_t)>& admit) {
-  STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
   STOKER_RETURN_IF_ERROR(CheckSource(spec, pipeline, *dataset));
   if (pipeline.files() > dataset->files_per_sample) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -89,21 +89,17 @@ struct PipelineContext {
   DecodeLimits decode_limits;
 };
 
-// INVALID_ARGUMENT naming the first bad field (geometry limits are checked
-// again by the ring layout); the pipeline's own checks included.
-absl::Status ValidateDatasetSpec(const v1::DatasetSpec& spec);
-absl::Status ValidateSessionSpec(const v1::SessionSpec& spec);
-
 class ServingSession {
  public:
   // Creates the ring (RESOURCE_EXHAUSTED when /dev/shm is full) for a
-  // validated spec over `dataset`; INVALID_ARGUMENT when the pipeline reads
+  // spec CheckSessionSpec accepted, running the `pipeline` it compiled,
+  // over `dataset`; INVALID_ARGUMENT when the pipeline reads
   // more files per sample than the dataset has. `admit` (may be null) is
   // asked with the ring's size before anything is allocated; its error is
   // returned. Call Start() to begin filling it.
   static absl::StatusOr<std::unique_ptr<ServingSession>> Create(
-      uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
-      std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
+      uint64_t id, const v1::SessionSpec& spec, Pipeline pipeline,
+      uint32_t client_pid, std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
       const std::string& shm_name, const PipelineContext& ctx,
       const std::function<absl::Status(uint64_t ring_bytes)>& admit = nullptr);
   ~ServingSession();

@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/node_pools.h"
+#include "tests/testdata.h"
 
 namespace stoker {
 namespace {
@@ -195,6 +196,61 @@ TEST(NodePoolsTest, SpillsToAnIdleNodeOnlyWhenSaturated) {
   EXPECT_EQ(pools.spilled_in(0), 0u);
   release.Notify();
   while (ran.load() < 4) sched_yield();
+}
+
+TEST(NodePoolsTest, PlacesByRequestGpuCpusThenLoad) {
+  const std::string spec = TwoNodes();
+  if (spec.empty()) GTEST_SKIP() << "needs 2 CPUs";
+  auto t = Topology::Parse(spec);
+  ASSERT_TRUE(t.ok()) << t.status();
+  NodePools pools("test", *t, /*pinned=*/true, /*threads=*/4);
+  const std::string sysfs = testdata::MakeTempDir("sysfs");
+  v1::Placement p;
+  // Asked for: that node, or INVALID_ARGUMENT naming the range.
+  p.set_node(1);
+  auto asked = pools.Place(p, {}, sysfs);
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(*asked, (std::pair<int, std::string>{1, "requested"}));
+  p.set_node(2);
+  auto bad = pools.Place(p, {}, sysfs);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "placement.node 2 is not a node of this daemon (0..1)");
+  p.clear_node();
+  // A GPU: hand-made nodes have no kernel node to match, so it places
+  // nothing and the load decides; on the detected nodes its sysfs node does.
+  const std::string dev = sysfs + "/bus/pci/devices/0000:3b:00.0";
+  std::filesystem::create_directories(dev);
+  std::ofstream(dev + "/numa_node") << "0\n";
+  p.set_gpu_bus_id("0000:3b:00.0");
+  auto gpu = pools.Place(p, {3, 1}, sysfs);
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_EQ(*gpu, (std::pair<int, std::string>{1, "least loaded"}));
+  NodePools detected("test", Topology::Detect(), /*pinned=*/true, /*threads=*/2);
+  auto real = detected.Place(p, {}, sysfs);
+  ASSERT_TRUE(real.ok());
+  EXPECT_EQ(*real, (std::pair<int, std::string>{0, "gpu 0000:3b:00.0"}));
+  p.clear_gpu_bus_id();
+  // The trainer's CPUs: node 1's.
+  for (int cpu : t->nodes()[1].cpus) p.add_cpus(cpu);
+  auto cpus = pools.Place(p, {}, sysfs);
+  ASSERT_TRUE(cpus.ok());
+  EXPECT_EQ(cpus->first, 1);
+  EXPECT_EQ(cpus->second, "cpus " + FormatCpuList(t->nodes()[1].cpus));
+  p.clear_cpus();
+  // Nothing known: the least weight per decode thread.
+  EXPECT_EQ(pools.Place(p, {3, 1}, sysfs)->first, 1);
+  EXPECT_EQ(pools.Place(p, {1, 3}, sysfs)->first, 0);
+  EXPECT_EQ(pools.Place(p, {}, sysfs)->second, "least loaded");
+  std::filesystem::remove_all(sysfs);
+}
+
+TEST(NodePoolsTest, UnpinnedPoolsPlaceEverythingOnNodeZero) {
+  NodePools pools("test", Topology::Single(), /*pinned=*/false, /*threads=*/1);
+  v1::Placement p;
+  p.add_cpus(0);
+  auto placed = pools.Place(p, {5}, "/nonexistent");
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(*placed, (std::pair<int, std::string>{0, "numa off"}));
 }
 
 }  // namespace

@@ -185,21 +185,6 @@ template void WriteNormalized<uint8_t>(const uint8_t*, size_t, int,
 template void WriteNormalized<float>(const float*, size_t, int,
                                      const Normalization&, bool, bool, void*);
 
-absl::Status DecodeForCrop(
-    JpegDecoder& decoder, const uint8_t* data, size_t size,
-    const std::function<CropBox(int width, int height)>& box_for, int out_size,
-    bool scale, bool crop, DecodedRegion* region, CropBox* box) {
-  absl::Status s = decoder.Decode(data, size, [&](int width, int height) {
-    const DecodePlan plan =
-        PlanDecode(width, height, box_for(width, height), out_size, scale, crop);
-    *box = plan.box;
-    return RegionRequest{plan.eighths, plan.need, crop};
-  }, region);
-  box->x -= region->x;  // Into the decoded region's coordinates.
-  box->y -= region->y;
-  return s;
-}
-
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop) {
   return PlanDecode(width, height, box, out_size, out_size, scale, crop, 1);

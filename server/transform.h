@@ -65,16 +65,6 @@ DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_w,
                       int out_h, bool scale, bool crop, int reach);
 
-// Decodes what an out_size x out_size crop needs: one header read, then
-// `box_for(width, height)` chooses the crop, PlanDecode the scale and
-// region. On success *box is the crop in `region`'s pixel coordinates,
-// ready for ResizeBox. Errors are the decoder's.
-absl::Status DecodeForCrop(JpegDecoder& decoder, const uint8_t* data,
-                           size_t size,
-                           const std::function<CropBox(int width, int height)>& box_for,
-                           int out_size, bool scale, bool crop,
-                           DecodedRegion* region, CropBox* box);
-
 // Per-channel affine map: out = x * scale + offset. For images, from
 // torchvision's Normalize(mean, std) on x/255: scale = 1/(255 std),
 // offset = -mean/std; for arrays scale = 1/std.

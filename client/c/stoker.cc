@@ -15,6 +15,7 @@
 #include "client/cpp/dataset_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "server/spec_check.h"
 #include "shm/ring_data.h"
 #include "util/checksum.h"
 #include "util/proto_json.h"
@@ -104,6 +105,16 @@ int stoker_open_session(stoker_client* client, const char* spec_json,
   auto s = client->client->OpenSession(spec);
   if (!s.ok()) return Report(s.status(), err);
   *out = new stoker_session{*std::move(s)};
+  return STOKER_OK;
+}
+
+int stoker_check_spec(const char* spec_json, stoker_error* err) {
+  if (spec_json == nullptr) return NullArgument("spec_json", err);
+  stoker::v1::SessionSpec spec;
+  absl::Status parsed = stoker::JsonToProto(spec_json, &spec);
+  if (!parsed.ok()) return Report(parsed, err);
+  absl::Status checked = stoker::CheckSessionSpec(spec).status();
+  if (!checked.ok()) return Report(checked, err);
   return STOKER_OK;
 }
 

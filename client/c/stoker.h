@@ -121,6 +121,14 @@ void stoker_client_free(stoker_client* client);
 int stoker_open_session(stoker_client* client, const char* spec_json,
                         stoker_session** out, stoker_error* err);
 
+/* Checks `spec_json` (as for stoker_open_session) against every rule that
+ * does not depend on the data or the daemon's state, with the daemon's own
+ * code: STOKER_OK, or INVALID_ARGUMENT naming the first bad field as the
+ * daemon would. Needs no daemon. A spec that passes may still be refused
+ * by stoker_open_session for what only the daemon sees (its files, nodes
+ * and quotas). */
+int stoker_check_spec(const char* spec_json, stoker_error* err);
+
 /* The dtype table STOKER_DTYPE_* codes come from, as JSON:
  * [{"code": 1, "name": "uint8", "bytes": 1, "format": "B"}, ...], "format"
  * being the Python struct character of one element (float16: "H", its raw

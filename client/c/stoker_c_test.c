@@ -50,6 +50,18 @@ int main(void) {
   CHECK(stoker_dataset_json(data, "/elsewhere", &named, &err) == 3);
   CHECK(strstr(err.message, "root applies to a manifest") != NULL);
   CHECK(stoker_dataset_json(NULL, NULL, &named, &err) == 3);
+
+  /* The daemon's rules, without a daemon. */
+  CHECK(stoker_check_spec("{\"dataset\": {\"folder\": {\"path\": \"/d\"}}, "
+                          "\"batch_size\": 8, \"transform\": \"val\", "
+                          "\"image_size\": 32}", &err) == STOKER_OK);
+  CHECK(stoker_check_spec("{\"dataset\": {\"folder\": {\"path\": \"/d\"}}, "
+                          "\"batch_size\": 8, \"transform\": \"val\", "
+                          "\"image_size\": 5000}", &err) == 3);
+  CHECK(strstr(err.message, "image_size 5000 must be in 1..4096") != NULL);
+  CHECK(stoker_check_spec("{\"batch_size\": \"many\"}", &err) == 3);
+  CHECK(strstr(err.message, "batch_size") != NULL);
+  CHECK(stoker_check_spec(NULL, &err) == 3);
   CHECK(stoker_connect(sock, 0.2, &client, &err) == 14); /* UNAVAILABLE */
   CHECK(err.code == 14 && strstr(err.message, sock) != NULL);
   CHECK(stoker_connect(NULL, 1, &client, &err) == 3);

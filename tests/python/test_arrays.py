@@ -122,8 +122,6 @@ def test_volume_patches_are_regions_of_their_volume(daemon, volumes, kind):
     ([stoker.array((25, 9, 10))], [stoker.random_patch((25, 9, 10))],
      "npy", "does not fit"),
     ([stoker.array((19, 30, 40))], [], "npy", "add a random_patch op"),
-    ([stoker.array((4, 4, 4))], [stoker.random_patch((4, 4))], "npy",
-     "patch [4, 4] differs from field 'array'"),
     ([stoker.image(8, 8)], [stoker.center_crop(8)], "npy",
      "holds arrays: declare array fields"),
 ])
@@ -134,6 +132,14 @@ def test_bad_array_specs_name_what_is_wrong(daemon, volumes, fields, pipeline,
     with pytest.raises(stoker.StokerError) as e:
         next(iter(ld))
     assert e.value.code == "INVALID_ARGUMENT" and words in str(e.value)
+
+
+def test_a_patch_of_other_rank_is_refused_when_the_loader_is_made(daemon, volumes):
+    d, _ = volumes
+    with pytest.raises(ValueError, match=r"pipeline\[0\] \(random_patch\): patch \[4, 4\] "
+                       r"differs from field 'array' \[4, 4, 4\]"):
+        loader(daemon, {"npy": {"path": str(d / "npy")}}, [stoker.array((4, 4, 4))],
+               [stoker.random_patch((4, 4))])
 
 
 def test_a_volume_the_patch_does_not_fit_is_a_per_sample_error(daemon, volumes):

@@ -17,6 +17,9 @@ import stoker  # noqa: E402
 
 from layouts import DAEMON_ONLY, LAYOUTS, write_folder  # noqa: E402
 
+# This process decodes every JPEG it can (on its CPU: no GPU needed).
+CLIENT_ONLY = stoker.ClientDecode("cpu", cpu_share=0)
+
 
 @pytest.fixture(scope="module")
 def layouts(dataset):
@@ -50,7 +53,7 @@ def _psnr(a, b):
 @pytest.mark.parametrize("transform", ["train", "val"])
 def test_every_layout_matches_the_daemons_pixels(layouts, daemon, transform):
     ref = _epochs(_loader(layouts, daemon, transform=transform))
-    client = _loader(layouts, daemon, transform=transform, decode_device="cpu", cpu_share=0)
+    client = _loader(layouts, daemon, transform=transform, client_decode=CLIENT_ONLY)
     got = _epochs(client)
     assert len(got) == len(ref) == 2 * 5  # 21 samples: 5 batches an epoch.
     per_layout = {k: ([], []) for k in range(len(LAYOUTS))}
@@ -78,7 +81,7 @@ def test_float_output_and_custom_pipelines(layouts, daemon):
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
     ref = _epochs(_loader(layouts, daemon, dtype="float32", mean=mean, std=std), 1)
     got = _epochs(_loader(layouts, daemon, dtype="float32", mean=mean, std=std,
-                          decode_device="cpu", cpu_share=0), 1)
+                          client_decode=CLIENT_ONLY), 1)
     for (a, _), (b, _) in zip(ref, got):
         assert b.dtype == torch.float32 and b.shape == a.shape and a.shape[1:] == (3, 64, 64)
         assert (a - b).abs().max().item() <= 1 / (255 * 0.2) + 1e-5
@@ -87,8 +90,7 @@ def test_float_output_and_custom_pipelines(layouts, daemon):
     pipeline = [stoker.letterbox(48, fill=114, interpolation="bicubic"), stoker.flip()]
     kw = dict(fields=fields, pipeline=pipeline, image_size=None)
     ref = [b["image"].clone() for b in _loader(layouts, daemon, **kw)]
-    got = [b["image"].clone() for b in _loader(layouts, daemon, decode_device="cpu",
-                                               cpu_share=0, **kw)]
+    got = [b["image"].clone() for b in _loader(layouts, daemon, client_decode=CLIENT_ONLY, **kw)]
     a, b = torch.cat(ref), torch.cat(got)
     assert a.shape == b.shape == (21, 3, 48, 48)
     assert (a == 114).sum().item() > 0  # Padded rows or columns.
@@ -99,9 +101,9 @@ def test_float_output_and_custom_pipelines(layouts, daemon):
 
 def test_a_fixed_split_is_deterministic(layouts, daemon):
     ref = _epochs(_loader(layouts, daemon))
-    first = _loader(layouts, daemon, decode_device="cpu", cpu_share=0.4)
-    runs = [_epochs(first), _epochs(_loader(layouts, daemon, decode_device="cpu",
-                                            cpu_share=0.4))]
+    first = _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu", 0.4))
+    runs = [_epochs(first),
+            _epochs(_loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu", 0.4)))]
     for (a, la), (b, lb), (c, lc) in zip(ref, *runs):
         assert torch.equal(la, lb) and torch.equal(lb, lc)
         assert torch.equal(b, c)  # The same samples decoded on each side.
@@ -113,7 +115,7 @@ def test_a_fixed_split_is_deterministic(layouts, daemon):
 
 
 def test_the_automatic_split_follows_measured_rates(layouts, daemon):
-    loader = _loader(layouts, daemon, decode_device="cpu", batch_size=3)
+    loader = _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu"), batch_size=3)
     _epochs(loader, 3)
     stats = loader.stats()["client_decode"]
     assert not stats["fixed"]
@@ -145,16 +147,26 @@ def test_encoded_fields_are_the_files(layouts, daemon):
 def test_bad_arguments_are_refused(layouts, daemon):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="torch.cuda.is_available"):
-            _loader(layouts, daemon, decode_device="cuda")
-    with pytest.raises(ValueError, match="exclude each other"):
-        _loader(layouts, daemon, decode_device="cpu", train_cache="decoded")
-    with pytest.raises(ValueError, match="cpu_share"):
-        _loader(layouts, daemon, decode_device="cpu", cpu_share=1.5)
-    with pytest.raises(ValueError, match="decode_device"):
-        _loader(layouts, daemon, decode_device="tpu")
-    with pytest.raises(ValueError, match="decode_max_bytes must be in 1024"):
-        _loader(layouts, daemon, decode_device="cpu", decode_max_bytes=10)
-    with pytest.raises(ValueError, match="needs decode_device"):
+            _loader(layouts, daemon, client_decode=stoker.ClientDecode("cuda"))
+    # The daemon's rules, in its words, before a session is opened.
+    with pytest.raises(ValueError, match="client_decode and pixel_cache exclude each other"):
+        _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu"),
+                pixel_cache=stoker.PixelCache())
+    with pytest.raises(ValueError, match=r"client_decode: cpu_share 1.5 must be in 0..1"):
+        _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu", cpu_share=1.5))
+    with pytest.raises(ValueError, match=r"client_decode: max_bytes 10 must be 0 \(256 KiB\) "
+                       r"or 1024\.\."):
+        _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu", max_bytes=10))
+    # The client's own.
+    with pytest.raises(ValueError, match="ClientDecode.device 'tpu' is not a torch device"):
+        _loader(layouts, daemon, client_decode=stoker.ClientDecode("tpu"))
+    with pytest.raises(TypeError, match="ClientDecode.cpu_share must be a number"):
+        stoker.ClientDecode("cpu", cpu_share="half")
+    with pytest.raises(TypeError, match="client_decode must be None or a stoker.ClientDecode"):
+        _loader(layouts, daemon, client_decode="cpu")
+    with pytest.raises(TypeError, match=r"decode_device= is now client_decode="):
+        _loader(layouts, daemon, decode_device="cpu")
+    with pytest.raises(TypeError, match=r"decode_max_bytes= is now client_decode="):
         _loader(layouts, daemon, decode_max_bytes=1 << 20)
 
 
@@ -162,8 +174,8 @@ def test_files_over_decode_max_bytes_stay_the_daemons(layouts, daemon):
     sizes = sorted(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(layouts)
                    for f in fs if f.endswith(".jpg") and not d.endswith("cmyk"))
     limit = sizes[len(sizes) // 2]  # About half the JPEGs are larger.
-    loader = _loader(layouts, daemon, decode_device="cpu", cpu_share=0,
-                     decode_max_bytes=max(1024, limit))
+    loader = _loader(layouts, daemon, client_decode=stoker.ClientDecode(
+        "cpu", cpu_share=0, max_bytes=max(1024, limit)))
     _epochs(loader, 1)
     handed = loader.stats()["client_decode"]["samples_client_decoded"]
     fits = sum(1 for s in sizes if s <= max(1024, limit))
@@ -175,7 +187,7 @@ def test_stats_and_metrics_report_the_split(layouts, daemon):
     import urllib.request
     from conftest import STOKERCTL
     from stoker._native import lib
-    loader = _loader(layouts, daemon, decode_device="cpu", cpu_share=0.25)
+    loader = _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu", cpu_share=0.25))
     batches = iter(loader)
     next(batches)  # The session is open and has handed samples over.
     out = subprocess.run([STOKERCTL, "--socket", daemon.socket, "stats"],
@@ -193,8 +205,8 @@ def test_stats_and_metrics_report_the_split(layouts, daemon):
 
 
 def test_pictures_rendered_in_chunks_equal_one_stack(layouts, daemon):
-    whole = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
-    parts = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
+    whole = _loader(layouts, daemon, client_decode=CLIENT_ONLY)
+    parts = _loader(layouts, daemon, client_decode=CLIENT_ONLY)
     len(parts)  # Opens the session and its decoder.
     parts._decoder.renderers[0].budget = 1  # One picture per stack.
     for (a, la), (b, lb) in zip(whole, parts):
@@ -202,15 +214,14 @@ def test_pictures_rendered_in_chunks_equal_one_stack(layouts, daemon):
 
 
 def test_state_dict_counts_the_batches_handed_out(layouts, daemon):
-    full = [(x.clone(), y.clone()) for x, y in _loader(layouts, daemon, decode_device="cpu",
-                                                       cpu_share=0)]
-    loader = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
+    full = [(x.clone(), y.clone()) for x, y in _loader(layouts, daemon, client_decode=CLIENT_ONLY)]
+    loader = _loader(layouts, daemon, client_decode=CLIENT_ONLY)
     for k, _ in enumerate(loader):
         if k == 1:
             break  # The next batch was already being decoded.
     state = loader.state_dict()
     assert (state["epoch"], state["batch"]) == (0, 2)
-    resumed = _loader(layouts, daemon, decode_device="cpu", cpu_share=0)
+    resumed = _loader(layouts, daemon, client_decode=CLIENT_ONLY)
     resumed.load_state_dict(state)
     rest = [(x.clone(), y.clone()) for x, y in resumed]
     assert len(rest) == len(full) - 2
@@ -228,7 +239,7 @@ def test_a_daemon_restart_changes_nothing(layouts):
     try:
         procs.append(start(sock, prefix))
         kw = dict(batch_size=3, image_size=48, seed=9, socket=sock, decode="full",
-                  decode_device="cpu", cpu_share=0.4)
+                  client_decode=stoker.ClientDecode("cpu", 0.4))
         want = _epochs(stoker.Loader(layouts, **kw), 3)
         loader = stoker.Loader(layouts, **kw)
         len(loader)  # Open the session, then ask for all on the daemon.
@@ -270,7 +281,7 @@ def test_damaged_jpegs(layouts, daemon, tmp_path):
     # Cut short: the daemon decodes it (no end-of-image marker), fails and
     # replaces it; a header-valid file the client cannot decode is zeros.
     (tmp_path / "damaged" / "a" / "cut.jpg").write_bytes(good[:len(good) // 2])
-    loader = _loader(str(tmp_path / "damaged"), daemon, decode_device="cpu", cpu_share=0,
+    loader = _loader(str(tmp_path / "damaged"), daemon, client_decode=CLIENT_ONLY,
                      batch_size=3, shuffle=False)
     with pytest.warns(stoker.SampleErrorWarning) as caught:
         (images, labels), = list(loader)
@@ -280,7 +291,7 @@ def test_damaged_jpegs(layouts, daemon, tmp_path):
     assert images.shape[0] == 3
     zero = [int(images[i].max()) == 0 for i in range(3)]
     assert zero == [False, False, True]  # Sorted: 1.jpg, cut.jpg (replaced), huff.jpg.
-    raising = _loader(str(tmp_path / "raise"), daemon, decode_device="cpu", cpu_share=0,
+    raising = _loader(str(tmp_path / "raise"), daemon, client_decode=CLIENT_ONLY,
                       on_error="raise", shuffle=False)
     with pytest.raises(stoker.StokerError, match="DATA_LOSS.*huff.jpg"):
         list(raising)

@@ -12,5 +12,6 @@ import stoker
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None,
                     reason="torch is installed in this interpreter")
 def test_decode_device_without_torch_is_a_clear_error(dataset):
-    with pytest.raises(ValueError, match="decode_device= needs torch and torchvision"):
-        stoker.Loader(dataset, 4, decode_device="cpu", socket="/nonexistent/s.sock")
+    with pytest.raises(ValueError, match="client_decode= needs torch and torchvision"):
+        stoker.Loader(dataset, 4, client_decode=stoker.ClientDecode("cpu"),
+                      socket="/nonexistent/s.sock")

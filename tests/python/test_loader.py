@@ -203,6 +203,43 @@ def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatc
         stoker.Loader(dataset, batch_size=4, socket=daemon.socket, root=str(tmp_path))
 
 
+def test_the_daemons_rules_are_checked_when_the_loader_is_made(dataset, tmp_path):
+    """The library applies the daemon's own checker: its words, with no
+    daemon there, and nothing restated in Python."""
+    gone = str(tmp_path / "no-daemon.sock")
+    for kw, words in ((dict(batch_size=0), "batch_size 0 must be in 1..65536"),
+                      (dict(image_size=5000), "image_size 5000 must be in 1..4096"),
+                      (dict(rank=2, world_size=2), "rank 2 must be less than world_size 2"),
+                      (dict(transform="test"), "transform must be one of val, train, got 'test'"),
+                      (dict(decode="fast"), "decode must be one of auto, full, crop, scale_crop"),
+                      (dict(dtype="int64"), "dtype of the preset's image must be uint8"),
+                      (dict(mean=[0.5, 0.5]), "mean and std must each have 3 values"),
+                      (dict(priority=17), "priority 17 must be in 0..16"),
+                      (dict(ring_slots=300), "ring_slots 300 must be at most 256"),
+                      (dict(pipeline=[stoker.flip()]), "pipeline needs fields"),
+                      (dict(fields=[stoker.image(8, 8)], image_size=8),
+                       "fields/pipeline replace the preset"),
+                      (dict(fields=[stoker.image(8, 8)], pipeline=[stoker.flip(fields=["mask"])]),
+                       r"pipeline\[0\] \(flip\): no field named 'mask'")):
+        args = {"batch_size": 4, "socket": gone, **kw}
+        with pytest.raises(ValueError, match=words):
+            stoker.Loader(dataset, **args)
+    # Python's own: types and the option objects.
+    with pytest.raises(TypeError, match="batch_size must be an int"):
+        stoker.Loader(dataset, batch_size="4", socket=gone)
+    with pytest.raises(TypeError, match="placement must be None or a stoker.Placement"):
+        stoker.Loader(dataset, batch_size=4, socket=gone, placement=1)
+    with pytest.raises(TypeError, match=r"numa_node= is now placement=stoker\.Placement"):
+        stoker.Loader(dataset, batch_size=4, socket=gone, numa_node=1)
+    # The same checker straight from the library, on a whole spec.
+    lib.check_spec({"dataset": {"folder": {"path": dataset}}, "batch_size": 4,
+                    "transform": "val", "image_size": 32})
+    with pytest.raises(stoker.StokerError) as e:
+        lib.check_spec({"dataset": {"folder": {"path": dataset}}, "batch_size": 4})
+    assert (e.value.code, e.value.message) == (
+        "INVALID_ARGUMENT", "transform must be val or train (or give fields and a pipeline)")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
 def test_cuda_without_cuda_is_a_clear_error(dataset):
     with pytest.raises(ValueError, match="CUDA is not available"):

@@ -1,5 +1,5 @@
 """NUMA placement through the Python client: a daemon with two hand-made
-nodes (--numa-topology) places Loaders by numa_node=, by the process's
+nodes (--numa-topology) places Loaders by placement=Placement(node=), by the process's
 CPU affinity (sent by libstoker), and rejects a node it does not have;
 `stokerctl resize --node` resizes one node's pool."""
 
@@ -48,7 +48,7 @@ sys.stdin.readline()
 
 def test_loaders_are_placed_by_request_and_cpus(two_nodes, dataset):
     asked = stoker.Loader(dataset, batch_size=4, image_size=32,
-                          socket=two_nodes.socket, numa_node=1)
+                          socket=two_nodes.socket, placement=stoker.Placement(node=1))
     it = iter(asked)
     next(it)
     child = subprocess.Popen(
@@ -70,7 +70,7 @@ def test_loaders_are_placed_by_request_and_cpus(two_nodes, dataset):
         del it
     with pytest.raises(stoker.StokerError) as e:
         next(iter(stoker.Loader(dataset, batch_size=4, image_size=32,
-                                socket=two_nodes.socket, numa_node=2)))
+                                socket=two_nodes.socket, placement=stoker.Placement(node=2))))
     assert e.value.code == "INVALID_ARGUMENT"
     assert "placement.node 2 is not a node of this daemon (0..1)" in str(e.value)
 

@@ -1,4 +1,4 @@
-"""Training from the daemon's pixel cache (Loader train_cache="decoded"):
+"""Training from the daemon's pixel cache (Loader pixel_cache=):
 the same batches when every picture comes from the cache, bit-identical to
 decode="full" when nothing is scaled, close to it (PSNR) when scaled, masks
 kept to their values, and bad arguments refused."""
@@ -31,16 +31,16 @@ def psnr(a, b):
 def test_cached_batches_repeat_and_match_the_full_path(daemon, dataset):
     kw = dict(batch_size=4, image_size=64, socket=daemon.socket, seed=7, decode="full")
     full = epochs(stoker.Loader(dataset, **kw), 2)
-    unscaled = epochs(stoker.Loader(dataset, train_cache="decoded", max_side=16384, **kw), 2)
+    unscaled = epochs(stoker.Loader(dataset, pixel_cache=stoker.PixelCache(16384), **kw), 2)
     assert all(torch.equal(x, y) for x, y in zip(full, unscaled))
-    first = epochs(stoker.Loader(dataset, train_cache="decoded", max_side=128, **kw), 2)
-    again = epochs(stoker.Loader(dataset, train_cache="decoded", max_side=128, **kw), 2)
+    first = epochs(stoker.Loader(dataset, pixel_cache=stoker.PixelCache(128), **kw), 2)
+    again = epochs(stoker.Loader(dataset, pixel_cache=stoker.PixelCache(128), **kw), 2)
     assert len(first) == len(full) and all(torch.equal(x, y) for x, y in zip(first, again))
     # Random crops of a smaller picture are other windows; a fixed geometry
     # (val: resize + center crop) shows what the smaller source costs:
     # 260-340 px photos kept at 128 for a 64 px output.
     kw.update(transform="val", shuffle=False)
-    quality = psnr(epochs(stoker.Loader(dataset, train_cache="decoded", max_side=128, **kw), 1),
+    quality = psnr(epochs(stoker.Loader(dataset, pixel_cache=stoker.PixelCache(128), **kw), 1),
                    epochs(stoker.Loader(dataset, **kw), 1))
     print(f"PSNR of max_side=128 against decode=full (val, 64 px): {quality:.1f} dB")
     assert 30 < quality < math.inf
@@ -57,7 +57,7 @@ def test_masks_keep_their_values_through_the_cache(daemon, tmp_path):
     ld = loader(daemon, write_manifest(tmp_path, rows),
                 [stoker.image(32, 32, channels=1), stoker.mask(32, 32)],
                 [stoker.random_resized_crop(32), stoker.flip()],
-                shuffle=True, seed=2, train_cache="decoded", max_side=60)
+                shuffle=True, seed=2, pixel_cache=stoker.PixelCache(60))
     seen = set()
     for b in ld:
         seen |= set(torch.unique(b["mask"]).tolist())
@@ -65,9 +65,9 @@ def test_masks_keep_their_values_through_the_cache(daemon, tmp_path):
 
 
 def test_bad_arguments_are_refused(dataset):
-    with pytest.raises(ValueError, match="train_cache must be None or 'decoded'"):
-        stoker.Loader(dataset, batch_size=2, train_cache="pixels")
-    with pytest.raises(ValueError, match="max_side= needs train_cache='decoded'"):
-        stoker.Loader(dataset, batch_size=2, max_side=128)
-    with pytest.raises(ValueError, match="max_side"):
-        stoker.Loader(dataset, batch_size=2, train_cache="decoded", max_side=8)
+    with pytest.raises(TypeError, match="pixel_cache must be None or a stoker.PixelCache"):
+        stoker.Loader(dataset, batch_size=2, pixel_cache="decoded")
+    with pytest.raises(TypeError, match=r"train_cache= is now pixel_cache=stoker\.PixelCache"):
+        stoker.Loader(dataset, batch_size=2, train_cache="decoded")
+    with pytest.raises(ValueError, match=r"pixel_cache.max_side 8 must be 0 \(off\) or 16..16384"):
+        stoker.Loader(dataset, batch_size=2, pixel_cache=stoker.PixelCache(8))

@@ -18,12 +18,13 @@ StokerError, which carries the gRPC status code name and message.
 from stoker.errors import SampleErrorWarning, StokerError, StarvationWarning
 from stoker import _native
 from stoker.loader import Loader
+from stoker.options import ClientDecode, PixelCache, Placement
 from stoker import pipeline as _pipeline
 from stoker.pipeline import *  # noqa: F401,F403 (every field and op helper)
 from stoker._daemon import daemon_socket, stop_embedded_daemon
 
 __version__ = _native.version  # libstoker.so's, so package and library agree.
 
-__all__ = ["Loader", "StokerError", "StarvationWarning", "SampleErrorWarning",
+__all__ = ["Loader", "Placement", "PixelCache", "ClientDecode", "StokerError", "StarvationWarning", "SampleErrorWarning",
            "daemon_socket", "stop_embedded_daemon", "__version__",
            *_pipeline.__all__]

@@ -13,12 +13,20 @@ except ImportError:
     torch = None
 
 
-def _check_int(name, value, lo, hi):
+def _check_int(name, value, lo=None, hi=None):
+    """An int (not a bool); within lo..hi when given. Ranges a spec's field
+    has are the daemon's to check (stoker_check_spec), not given here."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not lo <= value <= hi:
+    if lo is not None and not lo <= value <= hi:
         raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
     return int(value)
+
+
+def _check_real(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    return float(value)
 
 
 def _check_bool(name, value):
@@ -68,29 +76,17 @@ def default_rank_and_world_size():
     return 0, 1
 
 
-def check_client_decode(decode_device, device, checked_device, pixel_cache, cpu_share,
-                        max_bytes):
-    """The Loader's client-decode arguments checked: (torch.device or None,
-    the fixed share or None for "auto", max bytes or 0 for the default)."""
-    dev = None
-    if decode_device is not None:
-        if torch is None:
-            raise ValueError("decode_device= needs torch and torchvision")
-        from stoker import client_decode
-        dev = client_decode.check_device(decode_device)
-        if checked_device is not None and \
-                (checked_device.type, checked_device.index or 0) != (dev.type, dev.index or 0):
-            raise ValueError(f"device={device!r} and decode_device={decode_device!r} "
-                             "differ: batches come on the decode device")
-        if pixel_cache:
-            raise ValueError("decode_device= and train_cache= exclude each "
-                             "other: the pixel cache holds the daemon's pixels")
-    if cpu_share != "auto" and (isinstance(cpu_share, bool) or
-                                not isinstance(cpu_share, numbers.Real) or
-                                not 0 <= cpu_share <= 1):
-        raise ValueError(f"cpu_share must be 'auto' or in 0..1, got {cpu_share!r}")
-    if max_bytes is not None and decode_device is None:
-        raise ValueError("decode_max_bytes= needs decode_device=")
-    return (dev, None if cpu_share == "auto" else float(cpu_share),
-            0 if max_bytes is None else _check_int("decode_max_bytes", max_bytes,
-                                                   1024, 64 << 20))
+def check_client_decode(option, device, checked_device):
+    """The torch.device a ClientDecode option decodes on (None without
+    one); its device and the Loader's device= must agree."""
+    if option is None:
+        return None
+    if torch is None:
+        raise ValueError("client_decode= needs torch and torchvision")
+    from stoker import client_decode
+    dev = client_decode.check_device(option.device)
+    if checked_device is not None and \
+            (checked_device.type, checked_device.index or 0) != (dev.type, dev.index or 0):
+        raise ValueError(f"device={device!r} and ClientDecode.device={option.device!r} "
+                         "differ: batches come on the decode device")
+    return dev

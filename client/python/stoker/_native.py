@@ -117,6 +117,7 @@ def _declare(dll):
                                    ctypes.POINTER(p), err]),
         "stoker_client_free": (None, [p]),
         "stoker_dtypes_json": (ctypes.c_char_p, []),
+        "stoker_check_spec": (c_int, [ctypes.c_char_p, err]),
         "stoker_dataset_json": (c_int, [ctypes.c_char_p, ctypes.c_char_p,
                                         ctypes.POINTER(p), err]),
         "stoker_open_session": (c_int, [p, ctypes.c_char_p,
@@ -378,6 +379,13 @@ class Client(_Owned):
     def health(self):
         err = _Error()
         _check(_dll.stoker_health(self._handle, ctypes.byref(err)), err)
+
+
+def check_spec(spec):
+    """Checks a SessionSpec dict with the daemon's own rules (those that do
+    not depend on the data): StokerError INVALID_ARGUMENT in its words."""
+    err = _Error()
+    _check(_dll.stoker_check_spec(json.dumps(spec).encode(), ctypes.byref(err)), err)
 
 
 def dataset_json(dataset, root=""):

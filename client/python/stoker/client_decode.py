@@ -51,20 +51,20 @@ def check_device(decode_device):
     """The torch.device client decode runs on; ValueError saying what is
     missing."""
     if decode_jpeg is None:
-        raise ValueError("decode_device= needs torchvision (torchvision.io."
+        raise ValueError("client_decode= needs torchvision (torchvision.io."
                          "decode_jpeg), which is not installed")
     try:
         dev = torch.device(decode_device)
     except (RuntimeError, TypeError) as e:
-        raise ValueError(f"decode_device {decode_device!r} is not a torch "
+        raise ValueError(f"ClientDecode.device {decode_device!r} is not a torch "
                          "device") from e
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"decode_device={decode_device!r} needs a CUDA GPU, but "
-                         "torch.cuda.is_available() is False here; use "
-                         "decode_device='cpu' (slow, for testing) or None "
-                         "(the daemon decodes)")
+        raise ValueError(f"ClientDecode(device={decode_device!r}) needs a CUDA GPU, "
+                         "but torch.cuda.is_available() is False here; use "
+                         "ClientDecode(device='cpu') (slow, for testing) or no "
+                         "client_decode= (the daemon decodes)")
     if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"decode_device must be 'cpu' or 'cuda[:N]', got "
+        raise ValueError(f"ClientDecode.device must be 'cpu' or 'cuda[:N]', got "
                          f"{decode_device!r}")
     return dev
 

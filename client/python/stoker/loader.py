@@ -9,6 +9,8 @@ import warnings
 from stoker import _daemon
 from stoker._args import (_check_bool, _check_device, _check_int,
                           check_client_decode, default_rank_and_world_size)
+from stoker.options import (ClientDecode, PixelCache, Placement, check_option,
+                            check_renamed)
 from stoker._native import lib
 from stoker.errors import SampleErrorWarning, StarvationWarning, StokerError
 
@@ -85,24 +87,19 @@ class Loader:
       priority: this Loader's weight (1..16, default 1) when sessions share
         a saturated daemon: it gets priority / (sum of the busy sessions'
         priorities) of the decode threads.
-      numa_node: the daemon's NUMA node to decode on (as `stokerctl stats`
-        numbers them). None: the node of device= (its GPU's PCI address),
-        else of this process's CPUs, else the least loaded one.
-      train_cache: "decoded" keeps every picture decoded in the daemon's
-        pixel cache, scaled so its longer side is at most max_side (default
-        256); every epoch then only crops and resizes. A lower-resolution
-        source than decoding each epoch, the same batches in every run.
-      decode_device: "cuda[:N]" decodes the JPEGs of image fields on that
-        GPU (torchvision's nvJPEG) instead of in the daemon, which still
-        reads, caches, shards and draws each sample's crop and flip; batches
-        then come on that GPU. "cpu" does the same on this process's CPU
-        (slow; for testing). CMYK and PNG files, and files over
-        decode_max_bytes (default 256 KiB; the ring holds that much per
-        sample), are decoded by the daemon as usual. Pixels are within rounding of
-        the daemon's (decode="full").
-      cpu_share: with decode_device=, the share of each batch the daemon
-        decodes: "auto" (default) keeps both sides busy from their measured
-        rates; a number in 0..1 fixes it (the same batches every run).
+      placement: a stoker.Placement (the daemon's NUMA node to decode on).
+        None: the node of device= (its GPU's PCI address), else of this
+        process's CPUs, else the least loaded one.
+      pixel_cache: a stoker.PixelCache: every picture is kept decoded in
+        the daemon, scaled to a longer side of at most max_side; every epoch
+        then only crops and resizes.
+      client_decode: a stoker.ClientDecode: the JPEGs of image fields are
+        decoded in this process on its device (torchvision's nvJPEG), and
+        batches come on that device.
+
+    The spec these arguments make is checked with the daemon's own rules
+    (the library links them) when the Loader is made: a bad value raises
+    ValueError in the daemon's words before any daemon is reached.
 
     Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor (or a
     float [B, 3, S, S] one) that views the ring slot (no copy); the slot stays reserved while any view of it is
@@ -117,54 +114,37 @@ class Loader:
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
-                 pipeline=None, priority=None, numa_node=None, train_cache=None,
-                 max_side=None, decode_device=None, cpu_share="auto",
-                 decode_max_bytes=None):
+                 pipeline=None, priority=None, placement=None, pixel_cache=None,
+                 client_decode=None, **renamed):
+        check_renamed(renamed)
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.fspath(root) if root is not None else ""
         self._source = self._source_spec(dataset, self._root)
-        self.batch_size = _check_int("batch_size", batch_size, 1, 65536)
+        self.batch_size = _check_int("batch_size", batch_size)
         self._fields = None if fields is None else [dict(f) for f in fields]
         self._pipeline = [dict(op) for op in (pipeline or [])]
-        if self._fields is None:
-            if pipeline is not None:
-                raise ValueError("pipeline= needs fields=: the batch's fields")
+        if self._fields is None:  # The preset's defaults.
             transform = "train" if transform is None else transform
             image_size = 224 if image_size is None else image_size
             dtype = "uint8" if dtype is None else dtype
-        elif any(v is not None for v in (transform, image_size, dtype, mean, std)):
-            raise ValueError("with fields=, leave transform, image_size, dtype, "
-                             "mean and std unset: the fields and a normalize "
-                             "op say it")
-        else:
-            dtype = "uint8"  # Unused.
-        if transform not in (None, "train", "val"):
-            raise ValueError(f"transform must be 'train' or 'val', got {transform!r}")
         self.transform = transform
-        self.image_size = None if image_size is None else _check_int(
-            "image_size", image_size, 1, 4096)
+        self.image_size = None if image_size is None else _check_int("image_size", image_size)
         self.shuffle = _check_bool("shuffle", shuffle)
         self.seed = _check_int("seed", seed, 0, 2**64 - 1)
         if rank is None or world_size is None:
             env_rank, env_world = default_rank_and_world_size()
             rank = env_rank if rank is None else rank
             world_size = env_world if world_size is None else world_size
-        self.world_size = _check_int("world_size", world_size, 1, 2**31)
-        self.rank = _check_int("rank", rank, 0, self.world_size - 1)
+        self.world_size = _check_int("world_size", world_size)
+        self.rank = _check_int("rank", rank)
         self.drop_last = _check_bool("drop_last", drop_last)
         if torch is not None and isinstance(dtype, torch.dtype):
             dtype = str(dtype).replace("torch.", "")
-        if dtype not in ("uint8", "float32", "float16"):
-            raise ValueError("dtype must be 'uint8' (NHWC), 'float32' or "
-                             f"'float16' (NCHW, normalized), got {dtype!r}")
         self.dtype = dtype
-        self._mean = self._triple("mean", mean)
-        self._std = self._triple("std", std)
-        if any(s <= 0 for s in self._std):
-            raise ValueError(f"std values must be > 0, got {std!r}")
-        self._ring_slots = 0 if ring_slots is None else _check_int(
-            "ring_slots", ring_slots, 2, 256)
+        self._mean = self._numbers("mean", mean)
+        self._std = self._numbers("std", std)
+        self._ring_slots = 0 if ring_slots is None else _check_int("ring_slots", ring_slots)
         if threads is not None:
             _check_int("threads", threads, 1, 4096)
         if socket is not None and not isinstance(socket, (str, os.PathLike)):
@@ -173,31 +153,25 @@ class Loader:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if not isinstance(starvation_threshold, numbers.Real) or not 0 < starvation_threshold <= 1:
             raise ValueError("starvation_threshold must be in (0, 1]")
-        if decode not in ("auto", "full", "crop", "scale_crop"):
-            raise ValueError("decode must be 'auto', 'full', 'crop' or "
-                             f"'scale_crop', got {decode!r}")
         self.decode = decode
         if not isinstance(resume_timeout, numbers.Real) or resume_timeout < 0:
             raise ValueError("resume_timeout must be a number of seconds >= 0, "
                              f"got {resume_timeout!r}")
         self._resume_timeout = float(resume_timeout)
-        if on_error not in ("replace", "raise", "zeros"):
-            raise ValueError("on_error must be 'replace', 'raise' or 'zeros', "
-                             f"got {on_error!r}")
         self.on_error = on_error
         self._device = _check_device(device)
-        self._priority = 0 if priority is None else _check_int("priority", priority, 1, 16)
-        if train_cache not in (None, "decoded"):
-            raise ValueError(f"train_cache must be None or 'decoded', got {train_cache!r}")
-        if max_side is not None and train_cache is None:
-            raise ValueError("max_side= needs train_cache='decoded'")
-        self._max_side = 0 if train_cache is None else _check_int(
-            "max_side", 256 if max_side is None else max_side, 16, 16384)
-        self._numa_node = None if numa_node is None else _check_int(
-            "numa_node", numa_node, 0, 1023)
-        self._decode_device, self._cpu_share, self._decode_max_bytes = check_client_decode(
-            decode_device, device, self._device, bool(self._max_side), cpu_share,
-            decode_max_bytes)
+        self._priority = 0 if priority is None else _check_int("priority", priority)
+        self._placement_option = check_option("placement", placement, Placement)
+        self._pixel_cache = check_option("pixel_cache", pixel_cache, PixelCache)
+        self._client_decode = check_option("client_decode", client_decode, ClientDecode)
+        self._decode_device = check_client_decode(client_decode, device, self._device)
+        try:  # The daemon's rules, with the library's copy of its code.
+            fixed = client_decode.fixed_share if client_decode is not None else None
+            lib.check_spec(self._spec(0, 0, 0.5 if fixed is None else fixed))
+        except StokerError as e:
+            if e.code != "INVALID_ARGUMENT":
+                raise
+            raise ValueError(e.message) from None
         self._decoder = None
         self._timeout = None if timeout is None else float(timeout)
         self._threshold = float(starvation_threshold)
@@ -240,16 +214,13 @@ class Loader:
             raise ValueError(e.message) from None
 
     @staticmethod
-    def _triple(name, value):
+    def _numbers(name, value):
         if value is None:
             return []
         try:
-            out = [float(v) for v in value]
+            return [float(v) for v in value]
         except (TypeError, ValueError):
-            raise TypeError(f"{name} must be 3 numbers, got {value!r}") from None
-        if len(out) != 3:
-            raise ValueError(f"{name} must have 3 values, got {len(out)}")
-        return out
+            raise TypeError(f"{name} must be numbers, got {value!r}") from None
 
     # ----------------------------------------------------------- DataLoader API
     def __len__(self):
@@ -427,9 +398,28 @@ class Loader:
         if self._client is None:
             socket = self._socket or _daemon.daemon_socket(self._threads)
             self._client = lib.Client(socket)
-        # A stoker.v1.SessionSpec in protobuf's JSON mapping: enum values by
-        # their short names (libstoker maps them onto the proto's), 64-bit
-        # integers as strings.
+        previous = self._decoder.split if self._decoder is not None else None
+        share = None
+        if self._client_decode is not None:
+            share = self._client_decode.fixed_share
+            if share is None:
+                share = previous.share if previous is not None else 0.5
+        spec = self._spec(epoch, batch, share)
+        self._session = self._client.open_session(spec)
+        if self._decode_device is not None:
+            from stoker import client_decode
+            self._decoder = client_decode.ClientDecoder(
+                self._session, self._decode_device, self._client_decode.fixed_share)
+            if previous is not None:  # Go on from what was measured.
+                self._decoder.split.adopt(previous)
+        self._session.set_resume_window(self._resume_timeout)
+        self._stream = (epoch, batch)
+        return self._session
+
+    def _spec(self, epoch, batch, share):
+        """The stoker.v1.SessionSpec of a session starting at (epoch,
+        batch), in protobuf's JSON mapping (enum values by their short
+        names, 64-bit integers as strings); `share` is client decode's."""
         spec = {
             "dataset": self._source,
             "batch_size": self.batch_size,
@@ -445,35 +435,26 @@ class Loader:
             "on_error": self.on_error,
             "priority": self._priority,
             "placement": self._placement(),
-            "pixel_cache": {"max_side": self._max_side},
         }
-        if self._fields is None:
-            spec.update(transform=self.transform, image_size=self.image_size,
-                        dtype=self.dtype, mean=self._mean, std=self._std)
-        else:
-            spec.update(fields=self._fields, pipeline=self._pipeline)
-        previous = self._decoder.split if self._decoder is not None else None
-        if self._decode_device is not None:
-            share = self._cpu_share
-            if share is None:
-                share = previous.share if previous is not None else 0.5
-            spec["client_decode"] = {"cpu_share": share,
-                                     "max_bytes": self._decode_max_bytes}
-        self._session = self._client.open_session(spec)
-        if self._decode_device is not None:
-            from stoker import client_decode
-            self._decoder = client_decode.ClientDecoder(
-                self._session, self._decode_device, self._cpu_share)
-            if previous is not None:  # Go on from what was measured.
-                self._decoder.split.adopt(previous)
-        self._session.set_resume_window(self._resume_timeout)
-        self._stream = (epoch, batch)
-        return self._session
+        if self._pixel_cache is not None:
+            spec["pixel_cache"] = self._pixel_cache.spec()
+        if self._client_decode is not None:
+            spec["client_decode"] = self._client_decode.spec(share)
+        if self._fields is not None:
+            spec["fields"] = self._fields
+        if self._pipeline:
+            spec["pipeline"] = self._pipeline
+        preset = {"transform": self.transform, "image_size": self.image_size,
+                  "dtype": self.dtype, "mean": self._mean, "std": self._std}
+        spec.update({k: v for k, v in preset.items() if v not in (None, [])})
+        return spec
 
     def _placement(self):
         """Where this trainer runs (libstoker adds the CPU affinity)."""
-        if self._numa_node is not None:
-            return {"node": self._numa_node}
+        if self._placement_option is not None:
+            given = self._placement_option.spec()
+            if given:
+                return given
         if self._device is None or self._device.type != "cuda":
             return {}
         # The PCI address of the GPU (torch >= 2.2 reports its parts).

@@ -1,12 +1,8 @@
-// Daemon: who may do what. Tokens prove a caller's uid (issued over the
-// ring handoff socket to the peer SO_PEERCRED names); admins are the
-// daemon's own user and members of the admin group.
-#include <grp.h>
-#include <pwd.h>
-#include <fcntl.h>
+// Daemon: what each caller may hold and see (who the caller is, and which
+// files it may read, is server/authorizer.h): the ring and session quotas,
+// other users' sessions hidden, the daemon's own files named for the guard.
 #include <sys/stat.h>
 #include <unistd.h>
-
 
 #include <algorithm>
 #include <vector>
@@ -18,106 +14,6 @@
 #include "util/status_macros.h"
 
 namespace stoker {
-
-bool Daemon::IsAdmin(uid_t uid) const {
-  if (uid == geteuid()) return true;  // Not uid 0 as such (see daemon.h).
-  if (options_.admin_gid < 0) return false;
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || !found) {
-    return false;
-  }
-  const gid_t admin = static_cast<gid_t>(options_.admin_gid);
-  if (pw.pw_gid == admin) return true;
-  int n = 64;
-  std::vector<gid_t> groups(n);
-  if (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
-    groups.resize(n);
-    if (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) return false;
-  }
-  groups.resize(n);
-  for (gid_t g : groups) {
-    if (g == admin) return true;
-  }
-  return false;
-}
-
-std::string Daemon::IssueToken(uid_t uid) {
-  const bool admin = IsAdmin(uid);  // Group membership may have changed.
-  absl::MutexLock lock(&auth_mu_);
-  Token& t = tokens_[uid];
-  if (t.secret.empty()) t.secret = RandomToken();
-  t.admin = admin;
-  return t.secret;
-}
-
-absl::StatusOr<Caller> Daemon::Authenticate(const std::string& token) const {
-  absl::MutexLock lock(&auth_mu_);
-  for (const auto& [uid, t] : tokens_) {
-    if (ConstantTimeEquals(token, t.secret)) return Caller::User(uid, t.admin);
-  }
-  return absl::UnauthenticatedError(
-      "this call needs the caller token the daemon's ring socket "
-      "(<socket>.ring) hands out; use the Stoker client library");
-}
-
-std::string Daemon::RegisterRoot(int fd, uid_t uid) {
-  const absl::Time now = absl::Now();
-  std::string token = RandomToken();
-  absl::MutexLock lock(&auth_mu_);
-  for (auto it = roots_.begin(); it != roots_.end();) {
-    if (it->second.expires < now || roots_.size() > 1024) {
-      close(it->second.fd);
-      roots_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-  roots_[token] = Root{fd, uid, now + absl::Minutes(1)};
-  return token;
-}
-
-absl::StatusOr<std::shared_ptr<Beneath>> Daemon::Confinement(
-    const v1::DatasetSpec& spec, const Caller& caller) {
-  if (caller.admin || !auth_required()) return std::shared_ptr<Beneath>();
-  const std::string dir = DatasetFolder(spec);
-  int fd = -1;
-  {
-    absl::MutexLock lock(&auth_mu_);
-    auto it = roots_.find(spec.root_token());
-    if (it != roots_.end() && it->second.uid == caller.uid) {
-      fd = it->second.fd;
-      roots_.erase(it);
-    }
-  }
-  auto confined = std::make_shared<Beneath>();
-  confined->dir_fd = fd;  // Closed with `confined` from here on.
-  confined->prefix = dir;
-  if (fd < 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "uid ", caller.uid, " has not shown it can open the dataset folder ",
-        dir, " (the client hands it over on the ring socket)"));
-  }
-  // Opened for reading, which needs the folder's read permission; an O_PATH
-  // descriptor can be had for a folder one may not list.
-  const int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || (fl & O_PATH) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "the descriptor for ", dir, " must be opened for reading, not O_PATH"));
-  }
-  struct stat given {}, named {};
-  if (fstat(fd, &given) != 0 || stat(dir.c_str(), &named) != 0 ||
-      given.st_dev != named.st_dev || given.st_ino != named.st_ino) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "the folder the client handed over is not ", dir));
-  }
-  // The folder itself may not be one of the daemon's (/dev/shm, its cache
-  // or socket folder); what lies beneath is checked at every open.
-  confined->guard = guard_;
-  STOKER_RETURN_IF_ERROR(guard_->Check(given, dir));
-  return confined;
-}
 
 std::shared_ptr<const FileGuard> Daemon::MakeGuard() const {
   auto g = std::make_shared<FileGuard>();
@@ -139,13 +35,6 @@ std::shared_ptr<const FileGuard> Daemon::MakeGuard() const {
     if (slash != std::string::npos && slash > 0) add(options_.handoff_socket.substr(0, slash));
   }
   return g;
-}
-
-absl::Status Daemon::RequireAdmin(const Caller& caller, const char* what) {
-  if (caller.admin) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat(
-      what, " is for admins (the daemon's user or its --admin-group); "
-      "uid ", caller.uid, " is none"));
 }
 
 absl::StatusOr<v1::DescribeSamplesResponse> Daemon::DescribeSamples(

@@ -277,7 +277,7 @@ class Loader:
 
     def batches(self):
         """One epoch of native batches (images, labels, status, indices...),
-        as the ring holds them: with decode_device=, the samples handed over
+        as the ring holds them: with client_decode=, the samples handed over
         are in F_jpeg / F_render, not yet in F."""
         for batch, position in self._positioned():
             self._position = position

@@ -166,8 +166,7 @@ class Loader:
         self._client_decode = check_option("client_decode", client_decode, ClientDecode)
         self._decode_device = check_client_decode(client_decode, device, self._device)
         try:  # The daemon's rules, with the library's copy of its code.
-            fixed = client_decode.fixed_share if client_decode is not None else None
-            lib.check_spec(self._spec(0, 0, 0.5 if fixed is None else fixed))
+            lib.check_spec(self._spec(0, 0))
         except StokerError as e:
             if e.code != "INVALID_ARGUMENT":
                 raise
@@ -399,12 +398,7 @@ class Loader:
             socket = self._socket or _daemon.daemon_socket(self._threads)
             self._client = lib.Client(socket)
         previous = self._decoder.split if self._decoder is not None else None
-        share = None
-        if self._client_decode is not None:
-            share = self._client_decode.fixed_share
-            if share is None:
-                share = previous.share if previous is not None else 0.5
-        spec = self._spec(epoch, batch, share)
+        spec = self._spec(epoch, batch, previous.share if previous is not None else None)
         self._session = self._client.open_session(spec)
         if self._decode_device is not None:
             from stoker import client_decode
@@ -416,10 +410,11 @@ class Loader:
         self._stream = (epoch, batch)
         return self._session
 
-    def _spec(self, epoch, batch, share):
+    def _spec(self, epoch, batch, measured_share=None):
         """The stoker.v1.SessionSpec of a session starting at (epoch,
         batch), in protobuf's JSON mapping (enum values by their short
-        names, 64-bit integers as strings); `share` is client decode's."""
+        names, 64-bit integers as strings); `measured_share`: client
+        decode's split as a previous session left it."""
         spec = {
             "dataset": self._source,
             "batch_size": self.batch_size,
@@ -439,7 +434,7 @@ class Loader:
         if self._pixel_cache is not None:
             spec["pixel_cache"] = self._pixel_cache.spec()
         if self._client_decode is not None:
-            spec["client_decode"] = self._client_decode.spec(share)
+            spec["client_decode"] = self._client_decode.spec(measured_share)
         if self._fields is not None:
             spec["fields"] = self._fields
         if self._pipeline:

@@ -5,8 +5,6 @@ ranges and the rules between options are the daemon's, checked by the
 library before a session is opened), and gives its message as a dict.
 """
 
-import os
-
 from stoker._args import _check_int, _check_real
 
 
@@ -58,7 +56,9 @@ class ClientDecode:
     """
 
     def __init__(self, device="cuda", cpu_share="auto", max_bytes=None):
-        if not isinstance(device, (str, os.PathLike)) and type(device).__name__ != "device":
+        # A str or a torch.device (torch is not imported here): which
+        # devices work is client_decode.check_device's to say.
+        if not isinstance(device, str) and type(device).__name__ != "device":
             raise TypeError(f"ClientDecode.device must be a str or a torch.device, "
                             f"got {type(device).__name__}")
         self.device = device
@@ -73,8 +73,12 @@ class ClientDecode:
         """The fixed share, or None for "auto"."""
         return None if self.cpu_share == "auto" else self.cpu_share
 
-    def spec(self, share):
-        """The message, with `share` standing for "auto" (the measured one)."""
+    def spec(self, measured=None):
+        """The message. For "auto", the share starts at `measured` (the
+        split a previous session of the Loader arrived at), else at 0.5."""
+        share = self.fixed_share
+        if share is None:
+            share = 0.5 if measured is None else measured
         return {"cpu_share": share, "max_bytes": self.max_bytes or 0}
 
     def __repr__(self):

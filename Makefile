@@ -40,7 +40,9 @@ test: deps
 SANITIZED_TESTS := //server:jpeg_test //server:decode_test //server:transform_test \
 	//server:plan_test //server:pipeline_test //shm:ring_test //shm:fd_passing_test \
 	//util:util_test //util:mapped_read_test //server:file_system_test //server:cache_warmer_test //server/ops/... \
-	//server/sources/... //server:array_source_test //server:spec_check_test //server:authorizer_test
+	//server/sources/... //server:array_source_test //server:spec_check_test //server:authorizer_test \
+	//server:fetcher_test //server:l2_cache_test //server:pixel_cache_test //server:sample_reader_test \
+	//server:sample_renderer_test
 sanitize: deps
 	$(BAZEL) test --config=sanitize $(SANITIZED_TESTS)
 	$(BAZEL) build --config=sanitize //tests:fuzz_decode

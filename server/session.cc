@@ -64,6 +64,12 @@ absl::Status CheckSource(const v1::SessionSpec& spec, const Pipeline& p, const D
   return absl::OkStatus();
 }
 
+std::vector<uint64_t> FieldBytes(const shm::RingLayout& layout) {
+  std::vector<uint64_t> bytes(layout.field_count);
+  for (uint32_t f = 0; f < layout.field_count; ++f) bytes[f] = layout.fields[f].sample_bytes;
+  return bytes;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
@@ -108,9 +114,13 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       ctx_(ctx),
       created_(absl::Now()),
       pipeline_(std::move(pipeline)),
-      max_side_(static_cast<int>(spec_.pixel_cache().max_side())),
-      decoded_key_prefix_(absl::StrCat(pipeline_.fingerprint(), "|px",
-                                       spec_.pixel_cache().max_side())) {
+      field_bytes_(FieldBytes(ring_->layout())),
+      reader_(*dataset_, pipeline_, spec_.seed(),
+              static_cast<int>(spec_.pixel_cache().max_side()), field_bytes_,
+              ReaderCaches{ctx.fetcher, ctx.decoded_cache, ctx.pixels, &ctx.counters->fetch,
+                           ctx.decode_limits}),
+      renderer_(*dataset_, pipeline_, reader_, spec_.seed(), field_bytes_,
+                ctx.decode_limits) {
   ring_->SetConsumerShare(pipeline_.client_decode().share);
   SetDecodeThreads(ctx_.decode_pools->pool(ctx_.node).size());
 }
@@ -177,7 +187,7 @@ void ServingSession::Produce() {
     }
     shm::SlotView view = ring_->Slot(slot);
     for (uint32_t i = job->count; i < batch_size; ++i) {
-      WriteLabels(*job, i, -1);  // Unused tail.
+      WriteLabels(OutOf(*job, i), -1);  // Unused tail.
       view.status[i] = shm::kSampleOk;
       view.indices[i] = UINT64_MAX;
     }
@@ -198,49 +208,22 @@ void ServingSession::Produce() {
   }
 }
 
-uint8_t* ServingSession::SampleOut(const BatchJob& job, size_t field,
-                                   uint32_t i) const {
-  return ring_->Slot(job.slot).fields[field] +
-         i * ring_->layout().fields[field].sample_bytes;
+SampleOut ServingSession::OutOf(const BatchJob& job, uint32_t i) const {
+  const shm::SlotView view = ring_->Slot(job.slot);
+  SampleOut out;
+  for (size_t f = 0; f < field_bytes_.size(); ++f) out.field[f] = view.fields[f] + i * field_bytes_[f];
+  return out;
 }
 
-void ServingSession::WriteLabels(const BatchJob& job, uint32_t i,
-                                 int32_t label) const {
+void ServingSession::WriteLabels(const SampleOut& out, int32_t label) const {
   for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
     if (pipeline_.fields()[f].kind != v1::FieldSpec::KIND_LABEL) continue;
-    uint8_t* out = SampleOut(job, f, i);
     if (pipeline_.fields()[f].dtype == shm::kDTypeInt64) {
       const int64_t v = label;
-      std::memcpy(out, &v, 8);
+      std::memcpy(out.field[f], &v, 8);
     } else {
-      std::memcpy(out, &label, 4);
+      std::memcpy(out.field[f], &label, 4);
     }
-  }
-}
-
-uint64_t ServingSession::DataBytes() const {
-  uint64_t n = 0;
-  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
-    if (pipeline_.fields()[f].spatial()) n += ring_->layout().fields[f].sample_bytes;
-  }
-  return n;
-}
-
-void ServingSession::FailRead(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
-                              const Sample& sample, uint32_t k, const absl::Status& s) {
-  FinishSample(job, t, shm::kSampleReadError,
-               k == 0 ? s
-                      : absl::Status(s.code(), absl::StrCat(sample.file(k), ": ", s.message())));
-}
-
-void ServingSession::CopySpatial(const BatchJob& job, uint32_t i,
-                                 const std::string& value) const {
-  const char* p = value.data();
-  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
-    if (!pipeline_.fields()[f].spatial()) continue;
-    const uint64_t n = ring_->layout().fields[f].sample_bytes;
-    std::memcpy(SampleOut(job, f, i), p, n);
-    p += n;
   }
 }
 
@@ -259,53 +242,20 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  if (dataset_->source->arrays() != nullptr) {  // Typed arrays: a region copy, no decode stage.
-    absl::Status s = ReadArrays(*job, t);
-    // A file that is not a valid array, or not of a shape the fields take,
-    // is like an undecodable image.
-    FinishSample(job, t,
-                 s.ok() ? shm::kSampleOk
-                 : s.code() == absl::StatusCode::kDataLoss ? shm::kSampleDecodeError
-                                                           : shm::kSampleReadError,
-                 s);
-    return;
-  }
-  const Sample& sample = dataset_->samples[t.index];
-  // Each file is identified through the caller's confinement first: the
-  // decoded cache is keyed by what would be read, and served only to a
-  // caller that may open it.
-  std::vector<SourceKey> ids(pipeline_.files());
-  for (uint32_t k = 0; k < pipeline_.files(); ++k) {
-    absl::StatusOr<SourceKey> id = ctx_.fetcher->Identify(*dataset_, sample.file(k));
-    if (!id.ok()) {
-      FailRead(job, t, sample, k, id.status());
-      return;
-    }
-    ids[k] = *std::move(id);
-  }
-  Fetched in;
-  if (pipeline_.cacheable()) {
-    in.decoded_key = decoded_key_prefix_;
-    for (const SourceKey& id : ids) absl::StrAppend(&in.decoded_key, "|", id.key());
-    if (Bytes done = ctx_.decoded_cache->Lookup(in.decoded_key)) {
-      CopySpatial(*job, t.i, *done);
+  FetchedSample in;
+  SampleReader::Result r = reader_.Read(t.index, job->epoch, OutOf(*job, t.i), &in);
+  switch (r.kind) {
+    case SampleReader::Result::kDone:
       FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
       return;
-    }
-  }
-  if (max_side_ == 0 || !LookupPixels(ids, &in)) {
-    for (uint32_t k = 0; k < pipeline_.files(); ++k) {
-      const uint64_t t0 = shm::MonotonicNanos();
-      absl::StatusOr<Bytes> bytes =
-          ctx_.fetcher->Fetch(*dataset_, sample.file(k), nullptr, &ids[k]);
-      ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
-      read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
-      if (!bytes.ok()) {
-        FailRead(job, t, sample, k, bytes.status());
-        return;
-      }
-      in.files.push_back(*std::move(bytes));
-    }
+    case SampleReader::Result::kReadError:
+      FinishSample(job, t, shm::kSampleReadError, r.error);
+      return;
+    case SampleReader::Result::kDecodeError:
+      FinishSample(job, t, shm::kSampleDecodeError, r.error);
+      return;
+    case SampleReader::Result::kDecode:
+      break;
   }
   const int node = ctx_.decode_pools->Schedule(
       ctx_.node,
@@ -322,72 +272,35 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
   if (node != ctx_.node) spilled_.fetch_add(1, std::memory_order_relaxed);
 }
 
-absl::Status ServingSession::ReadArrays(const BatchJob& job,
-                                        const SampleTask& t) {
-  const ArraySource& src = *dataset_->source->arrays();
-  STOKER_RETURN_IF_ERROR(src.Broken(t.index));
-  const std::vector<uint64_t>& shape = src.shape(t.index);
-  for (const FieldPlan& field : pipeline_.fields()) {
-    if (field.kind != v1::FieldSpec::KIND_ARRAY) continue;
-    absl::Status fits = pipeline_.CheckArrayShape(field, shape, "the sample");
-    if (!fits.ok()) return absl::DataLossError(fits.message());
-  }
-  std::vector<Effects> effects;
-  const std::vector<std::vector<uint64_t>> starts =
-      pipeline_.PlanArrays(shape, spec_.seed(), job.epoch, t.index, &effects);
-  const uint64_t t0 = shm::MonotonicNanos();
-  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
-    const FieldPlan& field = pipeline_.fields()[f];
-    if (field.kind != v1::FieldSpec::KIND_ARRAY) continue;
-    const std::vector<uint64_t> region = Pipeline::RegionOf(field, shape);
-    uint8_t* out = SampleOut(job, f, t.i);
-    if (!field.normalize) {
-      STOKER_RETURN_IF_ERROR(src.Read(t.index, starts[f].data(), region.data(),
-                                      FromRingDType(field.dtype), out));
-      Pipeline::ApplyArray(field, effects[f], out);
-      continue;
-    }
-    thread_local std::vector<float> tmp;
-    uint64_t n = 1;
-    for (uint64_t d : region) n *= d;
-    tmp.resize(n);
-    STOKER_RETURN_IF_ERROR(src.Read(t.index, starts[f].data(), region.data(),
-                                    ElemType::kFloat32,
-                                    reinterpret_cast<uint8_t*>(tmp.data())));
-    WriteNormalized(tmp.data(), n, 1, field.norm, false,
-                    field.dtype == shm::kDTypeFloat16, out);
-    Pipeline::ApplyArray(field, effects[f], out);
-  }
-  ctx_.counters->fetch.Observe(shm::MonotonicNanos() - t0);
-  read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
 void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
-                                  const SampleTask& t, const Fetched& in) {
+                                  const SampleTask& t, const FetchedSample& in) {
   if (stopping_.load(std::memory_order_relaxed)) {
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
     return;
   }
-  // Only when the whole epoch fits: an LRU over a larger sequential scan
-  // would copy every sample in and never hit. The cached copy is rendered
-  // privately, then copied into the slot: what is in the slot is never read
-  // back (the client may have written there).
-  const uint64_t bytes = DataBytes();
-  const bool cache = pipeline_.cacheable() &&
-                     dataset_->samples.size() * bytes <= ctx_.decoded_cache->capacity_bytes();
+  // A sample kept in the decoded cache is rendered privately, then copied
+  // into the slot: what is in the slot is never read back (the client may
+  // have written there).
   std::shared_ptr<std::string> value;
-  if (cache) value = std::make_shared<std::string>(bytes, '\0');
-  absl::Status error = RenderSample(
-      *job, t, in, cache ? reinterpret_cast<uint8_t*>(value->data()) : nullptr);
+  if (reader_.KeepsDecoded()) value = std::make_shared<std::string>(reader_.DecodedBytes(), '\0');
+  const SampleOut out = OutOf(*job, t.i);
+  RenderCost cost;
+  absl::Status error = renderer_.Render(
+      t.index, job->epoch, t.i >= job->cpu_samples, in, out,
+      value ? reinterpret_cast<uint8_t*>(value->data()) : nullptr, &cost);
   if (!error.ok()) {
     FinishSample(job, t, shm::kSampleDecodeError, error);
     return;
   }
-  if (cache) {
-    CopySpatial(*job, t.i, *value);
-    ctx_.decoded_cache->Insert(in.decoded_key, std::move(value));
+  ctx_.counters->decode.Observe(cost.decode_ns);
+  ctx_.counters->transform.Observe(cost.write_ns);
+  work_ns_.fetch_add(cost.decode_ns + cost.write_ns, std::memory_order_relaxed);
+  if (cost.handed_over) {
+    client_decoded_.fetch_add(1, std::memory_order_relaxed);
+  } else if (pipeline_.client_decode().on) {  // The daemon's rate.
+    ring_->AddDecodeCost(1, cost.decode_ns + cost.write_ns);
   }
+  if (value) reader_.KeepDecoded(in, std::move(value), out);
   FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
 }
 
@@ -423,7 +336,8 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         return;
       }
     }
-    WriteLabels(*job, i, sample.label);
+    const SampleOut out = OutOf(*job, i);
+    WriteLabels(out, sample.label);
     view.indices[i] = t.original;
     if (status == shm::kSampleOk) {
       view.status[i] = t.index == t.original ? shm::kSampleOk : shm::kSampleReplaced;
@@ -433,7 +347,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
       view.status[i] = status;
       for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
         if (pipeline_.fields()[f].kind == v1::FieldSpec::KIND_LABEL) continue;
-        std::memset(SampleOut(*job, f, i), 0, ring_->layout().fields[f].sample_bytes);
+        std::memset(out.field[f], 0, field_bytes_[f]);
       }
     }
     if (view.status[i] != shm::kSampleOk) {

@@ -2,20 +2,18 @@
 // producer thread that keeps the ring full across epoch boundaries.
 //
 // The producer thread claims ring slots in sequence order and schedules one
-// fetch per sample on the shared reader pool (caches, then storage: I/O
-// never blocks a decode thread). A fetched sample goes to the decode pool of
-// the session's NUMA node (server/node_pools.h), which decodes and
-// transforms it straight into the slot; a val sample found in the
-// decoded-output cache is copied in by the reader. With a pixel cache
-// (spec.pixel_cache) the reader looks up the sample's kept pictures first
-// and fetches encoded bytes only for the ones missing. With client decode
-// (spec.client_decode) the first samples of each batch (the share the ring
-// header holds as the batch starts) are decoded as usual, and of the rest
-// every JPEG the client can decode is handed over: only its header is read,
-// and its bytes and render record are written instead of pixels. The
-// task that finishes a batch publishes the slot. Batches therefore appear in
-// plan order whatever order samples finish in, and their bytes depend only
-// on the spec.
+// fetch per sample on the shared reader pool. The reader stage
+// (server/sample_reader.h: arrays, the caches, storage; I/O never blocks a
+// decode thread) either finishes the sample in the slot or hands its files
+// to the decode pool of the session's NUMA node (server/node_pools.h),
+// where the decode stage (server/sample_renderer.h) renders it straight
+// into the slot. With client decode (spec.client_decode) the first samples
+// of each batch (the share the ring header holds as the batch starts) are
+// the daemon's, and the rest may be handed to the client. A failed sample
+// is replaced, or delivered as zeros, as spec.on_error says. The task that
+// finishes a batch publishes the slot. Batches therefore appear in plan
+// order whatever order samples finish in, and their bytes depend only on
+// the spec.
 //
 // Thread-safety: Start/Stop/stats may be called from any thread. Stop() is
 // idempotent and returns only after the producer thread has exited and
@@ -36,7 +34,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/jpeg.h"
 #include "proto/stoker.pb.h"
 #include "server/cache.h"
 #include "server/dataset.h"
@@ -46,8 +43,9 @@
 #include "server/pixel_cache.h"
 #include "server/pipeline.h"
 #include "server/plan.h"
+#include "server/sample_reader.h"
+#include "server/sample_renderer.h"
 #include "server/thread_pool.h"
-#include "server/transform.h"
 #include "shm/ring.h"
 
 namespace stoker {
@@ -131,7 +129,7 @@ class ServingSession {
   }
   // Time its samples spent in the reader stage (caches, storage, array
   // copies) and in decode + transform, summed over threads.
-  uint64_t read_ns() const { return read_ns_.load(std::memory_order_relaxed); }
+  uint64_t read_ns() const { return reader_.read_ns(); }
   uint64_t work_ns() const { return work_ns_.load(std::memory_order_relaxed); }
 
  private:
@@ -165,75 +163,22 @@ class ServingSession {
   // The dataset sample that stands in for failed `t` (never t.original).
   uint64_t ReplacementFor(const BatchJob& job, const SampleTask& t) const;
   static constexpr int kMaxReplacements = 8;
-  // Reader stage: the decoded cache, else the encoded bytes of the
-  // sample's files from the fetcher, handed to DecodeSample on the decode
-  // pool.
-  // What the reader stage hands the decode stage: the encoded files, and
-  // with a pixel cache each spatial field's cached picture (or, on a miss,
-  // its key and its file's version for the fill).
-  struct CachedPicture {
-    Bytes entry;  // Null on a miss.
-    std::string key;
-    FileVersion version;
-    bool versioned = false;  // L2 applies: the fill is queued there too.
-  };
-  struct Fetched {
-    std::string decoded_key;  // Cacheable pipelines: the decoded cache's key.
-    std::vector<Bytes> files;
-    std::vector<CachedPicture> pictures;  // Per field (spatial ones used).
-  };
   // FetchSample behind the exception barrier: a throw is the sample's error.
   void FetchSampleGuarded(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
+  // Reader stage (reader_), then the decode stage on the session's node.
   void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
-  // Pixel-cache lookups for every spatial field, its file as `ids` (the
-  // sample's files, identified) names it; true when all hit.
-  bool LookupPixels(const std::vector<SourceKey>& ids, Fetched* in);
+  // Decode stage (renderer_), and the decoded cache's fill.
   void DecodeSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
-                    const Fetched& in);
-  // Copies every array field of one sample (its region) into the slot.
-  absl::Status ReadArrays(const BatchJob& job, const SampleTask& t);
-  // Decodes and writes every image/mask field of one sample; the error
-  // names the file. With `spatial_out`, the image/mask fields are written
-  // there, one after another, instead of into the slot (a private copy for
-  // the decoded cache: the slot is the client's to scribble on).
-  absl::Status RenderSample(const BatchJob& job, const SampleTask& t,
-                            const Fetched& in, uint8_t* spatial_out = nullptr);
-  // Copies an encoded file, count first, into `out`; DATA_LOSS when it
-  // does not fit the field.
-  absl::Status WriteEncoded(const FieldPlan& field, const std::string& bytes,
-                            uint8_t* out) const;
-  // Client decode: writes spatial field f's file and render record for the
-  // client instead of decoding it, when the client can decode it (a JPEG
-  // within the limits, not CMYK, no per-pixel effect drawn); false when
-  // the daemon must. `plan` draws the geometry into `canvases` and
-  // `effects` (false: another size than the sample's).
-  absl::StatusOr<bool> HandOver(const BatchJob& job, const SampleTask& t, size_t f,
-                                const Fetched& in,
-                                const std::function<bool(int, int)>& plan,
-                                const std::vector<Canvas>& canvases,
-                                const std::vector<Effects>& effects);
-  // Field f's picture: decoded for this sample into `image`, or from the
-  // pixel cache (filled on a miss); `plan` as DecodeImage's.
-  absl::Status Picture(const FieldPlan& field, size_t f, const Fetched& in,
-                       const std::function<RegionRequest(int, int)>& plan,
-                       Image* image, Bytes* entry, ImageView* view);
+                    const FetchedSample& in);
   // Records the sample's outcome (or, for a failure under ON_ERROR_REPLACE,
   // starts on a replacement); the batch's last sample publishes it.
   void FinishSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
                     shm::SampleStatus status,
                     const absl::Status& error);
-  uint8_t* SampleOut(const BatchJob& job, size_t field, uint32_t i) const;
+  // Sample i's place in the job's slot.
+  SampleOut OutOf(const BatchJob& job, uint32_t i) const;
   // Writes the sample's label into every label field.
-  void WriteLabels(const BatchJob& job, uint32_t i, int32_t label) const;
-  // Total bytes of the non-label fields of one sample (the decoded cache's
-  // value).
-  uint64_t DataBytes() const;
-  // Ends a sample whose file `k` could not be identified or read.
-  void FailRead(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
-                const Sample& sample, uint32_t k, const absl::Status& s);
-  // Copies a decoded-cache value (the image/mask fields, one after another)
-  // into sample `i` of the slot.
-  void CopySpatial(const BatchJob& job, uint32_t i, const std::string& value) const;
+  void WriteLabels(const SampleOut& out, int32_t label) const;
 
   // Constant after construction.
   const uint64_t id_;
@@ -245,10 +190,9 @@ class ServingSession {
   const PipelineContext ctx_;
   const absl::Time created_;
   const Pipeline pipeline_;
-  const int max_side_;  // spec.pixel_cache.max_side; 0: no pixel cache.
-  // Everything but the sample index that identifies this session's finished
-  // samples in the decoded cache (built once, not per sample).
-  const std::string decoded_key_prefix_;
+  const std::vector<uint64_t> field_bytes_;  // Per sample, the ring's.
+  const SampleReader reader_;
+  const SampleRenderer renderer_;
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
   std::atomic<uint64_t> published_{0};
@@ -256,7 +200,7 @@ class ServingSession {
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> spilled_{0};  // Decoded on another node's pool.
   std::atomic<uint64_t> client_decoded_{0};  // Handed to the client.
-  std::atomic<uint64_t> read_ns_{0}, work_ns_{0};
+  std::atomic<uint64_t> work_ns_{0};
 
   absl::Mutex mu_;
   std::thread producer_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,11 @@ run on the same files and cores.
   (a) features: HDF5 [200k, 128] float32 + int labels, batch 8192, shuffled.
       DataLoader: a Dataset whose __getitem__ reads one row with h5py.
       Also reported: GB/s against single-thread memcpy bandwidth.
+  (a') a feature store as teams keep one: a folder of 4 files part*.H5, each
+      [50k, 128] float32 (smooth spectra plus noise) gzip-compressed by h5py,
+      with labels; rows addressed across files. DataLoader: h5py row reads
+      across the files (timed on 2,048 random rows a pass: h5py's default
+      chunks make a row cost a gzip chunk read). GB/s against memcpy x cores.
   (b) volumes: random 72x136x136 float32 patches from four ~0.5 GiB volumes
       (.npy and HDF5), batch 2. DataLoader: np.load(mmap_mode="r") / h5py
       slicing per patch. Also: patch GB/s against memcpy bandwidth x cores.
@@ -39,6 +44,9 @@ BIN = os.path.join(ROOT, "bazel-bin")
 DATA = os.environ.get("STOKER_BENCH_ARRAYS", "/tmp/stoker-bench-arrays")
 CORES = os.cpu_count() or 1
 RUNS = int(os.environ.get("RUNS", "3"))
+# Which cases run: any of features, store, volumes, segmentation.
+CASES = os.environ.get("CASES", "features,store,volumes,segmentation").split(",")
+STORE = os.path.join(DATA, "store")
 PATCH = (72, 136, 136)
 
 
@@ -77,6 +85,23 @@ def make_data():
         rows.append(f"class_00/{name}\tclass_00/{mname}\t0")
     with open(os.path.join(seg, "pairs.tsv"), "w") as f:
         f.write("\n".join(rows) + "\n")
+    open(done, "w").close()
+
+
+def make_store():
+    """4 gzip-compressed feature files named *.H5, as h5py writes them."""
+    done = os.path.join(STORE, ".complete")
+    if os.path.exists(done):
+        return
+    os.makedirs(STORE, exist_ok=True)
+    rng = np.random.default_rng(1)
+    t = np.arange(128, dtype=np.float32)
+    for k in range(4):
+        x = (np.sin(t * 0.1 + rng.uniform(0, 6, (50_000, 1))) * 2
+             + rng.standard_normal((50_000, 128)) * 0.1).astype(np.float32)
+        with h5py.File(os.path.join(STORE, f"part{k}.H5"), "w") as f:
+            f.create_dataset("x", data=x, compression="gzip")
+            f["y"] = rng.integers(0, 1000, 50_000)
     open(done, "w").close()
 
 
@@ -122,6 +147,28 @@ class Features(torch.utils.data.Dataset):
         if self.f is None:  # One handle per worker.
             self.f = h5py.File(self.path, "r")
         return torch.from_numpy(self.f["x"][i]), int(self.f["y"][i])
+
+
+class Store(torch.utils.data.Dataset):
+    """Rows across the files of a folder, read with h5py."""
+
+    def __init__(self, folder):
+        self.paths = sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                            if n.lower().endswith(".h5"))
+        self.starts, self.files = [0], None
+        for p in self.paths:
+            with h5py.File(p, "r") as f:
+                self.starts.append(self.starts[-1] + len(f["y"]))
+
+    def __len__(self):
+        return self.starts[-1]
+
+    def __getitem__(self, i):
+        if self.files is None:  # One handle per file and worker.
+            self.files = [h5py.File(p, "r") for p in self.paths]
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        f, j = self.files[k], i - self.starts[k]
+        return torch.from_numpy(f["x"][j]), int(f["y"][j])
 
 
 class Volumes(torch.utils.data.Dataset):
@@ -211,9 +258,10 @@ def main():
     # Each pass is timed whole: the Loader's end-of-epoch starvation advice
     # (the benchmark does no training work, so it always waits) is noise here.
     warnings.simplefilter("ignore", stoker.StarvationWarning)
-    make_data()
+    if set(CASES) - {"store"}:
+        make_data()
     bw = memcpy_gbps()
-    patch_bw = patch_copy_gbps()
+    patch_bw = patch_copy_gbps() if "volumes" in CASES else float("nan")
     print(f"cores {CORES}; single-thread memcpy {bw:.1f} GB/s, patch copy "
           f"(numpy, in RAM) {patch_bw:.1f} GB/s; medians of {RUNS} passes "
           "after a warm-up\n", flush=True)
@@ -223,21 +271,40 @@ def main():
         rows = []
         # (a) HDF5 features.
         n, batch = 200_000, 8192
-        ld = stoker.Loader({"hdf5": {"path": os.path.join(DATA, "features.h5"),
-                                     "dataset": "x", "labels": "y"}},
-                           batch_size=batch, socket=sock,
-                           fields=[stoker.array((128,), "x"), stoker.label()],
-                           pipeline=[])
-        s = stoker_rate(ld, n)
-        ld.close()
-        t, w = dataloader_best(Features(os.path.join(DATA, "features.h5")), batch, n)
-        rows.append(("(a) HDF5 features [200k,128] f32, batch 8192", s, t, w,
-                     s * 512 / 1e9, bw))
+        if "features" in CASES:
+            ld = stoker.Loader({"hdf5": {"path": os.path.join(DATA, "features.h5"),
+                                         "dataset": "x", "labels": "y"}},
+                               batch_size=batch, socket=sock,
+                               fields=[stoker.array((128,), "x"), stoker.label()],
+                               pipeline=[])
+            s = stoker_rate(ld, n)
+            ld.close()
+            t, w = dataloader_best(Features(os.path.join(DATA, "features.h5")), batch, n)
+            rows.append(("(a) HDF5 features [200k,128] f32, batch 8192", s, t, w,
+                         s * 512 / 1e9, bw))
+        # (a') A folder of gzip-compressed feature files.
+        if "store" in CASES:
+            make_store()
+            ld = stoker.Loader({"hdf5": {"path": STORE, "dataset": "x", "labels": "y"}},
+                               batch_size=batch, socket=sock,
+                               fields=[stoker.array((128,), "x"), stoker.label()],
+                               pipeline=[])
+            s = stoker_rate(ld, n)
+            ld.close()
+            # h5py reads each row through its gzip chunks (about 300 rows/s
+            # per worker here): the DataLoader's rate is measured on 2,048
+            # random rows a pass, not the whole 200k.
+            some = np.random.default_rng(0).choice(n, 2048, replace=False).tolist()
+            t, w = dataloader_best(torch.utils.data.Subset(Store(STORE), some), 2048, 2048)
+            rows.append(("(a') 4 x part*.H5 [50k,128] f32 gzip + labels, batch 8192", s, t, w,
+                         s * 512 / 1e9, bw * CORES))
         # (b) Volume patches.
         patch_bytes = 4 * PATCH[0] * PATCH[1] * PATCH[2]
         for kind, src in (("npy", {"npy": {"path": os.path.join(DATA, "vol_npy")}}),
                           ("hdf5", {"hdf5": {"path": os.path.join(DATA, "vol_h5"),
                                              "dataset": "vol"}})):
+            if "volumes" not in CASES:
+                break
             ld = stoker.Loader(src, batch_size=2, socket=sock, ring_slots=8,
                                fields=[stoker.array(PATCH, "patch")],
                                pipeline=[stoker.random_patch(PATCH)])
@@ -249,15 +316,16 @@ def main():
             rows.append(("    the same against the patch-copy ceiling x cores", s, t, w,
                          s * patch_bytes / 1e9, patch_bw * CORES))
         # (c) Segmentation pairs.
-        ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,
-                           socket=sock,
-                           fields=[stoker.image(384, 384), stoker.mask(384, 384, file=1)],
-                           pipeline=[stoker.random_crop(384), stoker.flip()])
-        s = stoker_rate(ld, 256)
-        ld.close()
-        t, w = dataloader_best(Pairs(), 32, 256)
-        rows.append(("(c) 512x512 JPEG + PNG mask, random crop 384 + flip, batch 32",
-                     s, t, w, None, None))
+        if "segmentation" in CASES:
+            ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,
+                               socket=sock,
+                               fields=[stoker.image(384, 384), stoker.mask(384, 384, file=1)],
+                               pipeline=[stoker.random_crop(384), stoker.flip()])
+            s = stoker_rate(ld, 256)
+            ld.close()
+            t, w = dataloader_best(Pairs(), 32, 256)
+            rows.append(("(c) 512x512 JPEG + PNG mask, random crop 384 + flip, batch 32",
+                         s, t, w, None, None))
     finally:
         daemon.close()
     print(f"{'benchmark':62} {'stoker/s':>10} {'DataLoader/s':>13} {'workers':>7} "

@@ -305,6 +305,68 @@ absl::Status MappedCopyRegion(const std::string& what, const uint8_t* src, ElemT
   return GuardedMappedRead(what, copy);
 }
 
+namespace {
+
+class ConcatSource : public ArraySource {
+ public:
+  explicit ConcatSource(std::vector<std::shared_ptr<const ArraySource>> parts)
+      : parts_(std::move(parts)) {
+    starts_.push_back(0);
+    for (const auto& p : parts_) starts_.push_back(starts_.back() + p->size());
+  }
+  size_t size() const override { return starts_.back(); }
+  ElemType type() const override { return parts_[0]->type(); }
+  const std::vector<uint64_t>& shape(size_t i) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->shape(j);
+  }
+  int64_t label(size_t i) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->label(j);
+  }
+  std::string Name(size_t i) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->Name(j);
+  }
+  absl::Status Broken(size_t i) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->Broken(j);
+  }
+  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
+                    uint8_t* dst) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->Read(j, start, count, to, dst);
+  }
+
+ private:
+  // The part holding sample i, and the sample's index in it.
+  std::pair<size_t, size_t> Locate(size_t i) const {
+    const size_t k = std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin() - 1;
+    return {k, i - starts_[k]};
+  }
+  const std::vector<std::shared_ptr<const ArraySource>> parts_;
+  std::vector<size_t> starts_;  // starts_[k]: part k's first sample; back(): all.
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ArraySource>> ConcatArrays(
+    std::vector<std::shared_ptr<const ArraySource>> parts, const std::vector<std::string>& names,
+    uint64_t max_samples, const std::string& path) {
+  if (parts.empty()) return absl::FailedPreconditionError(absl::StrCat(path, ": no files"));
+  uint64_t rows = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (parts[k]->type() != parts[0]->type()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(names[k], ": is ", ElemName(parts[k]->type()), " but the folder's first file is ",
+                       ElemName(parts[0]->type())));
+    }
+    rows += parts[k]->size();
+  }
+  STOKER_RETURN_IF_ERROR(CheckRows(rows, {}, max_samples, path));
+  return std::shared_ptr<const ArraySource>(std::make_shared<ConcatSource>(std::move(parts)));
+}
+
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
                                      std::string description) {
   Dataset ds;

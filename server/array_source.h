@@ -128,6 +128,16 @@ class ArraySource : public SampleSource {
 absl::Status CheckRows(uint64_t rows, const std::vector<uint64_t>& row_shape,
                        uint64_t max_samples, const std::string& path);
 
+// One source whose samples are the rows of `parts`, one after another (a
+// folder of feature files, rows addressed across files). Every part has
+// the same element type, else FAILED_PRECONDITION naming `names[k]` (the
+// part's file); RESOURCE_EXHAUSTED for more than `max_samples` rows in all.
+// Sample i is part k's sample i - (rows of parts 0..k-1): its shape,
+// label, name and reads are the part's.
+absl::StatusOr<std::shared_ptr<const ArraySource>> ConcatArrays(
+    std::vector<std::shared_ptr<const ArraySource>> parts, const std::vector<std::string>& names,
+    uint64_t max_samples, const std::string& path);
+
 // A Dataset over an array source (its `source`): one Sample per array
 // sample (its Name and label). FAILED_PRECONDITION for a label outside 0..2^31-1.
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,

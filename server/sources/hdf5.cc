@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/sources/source.h"
 #include "util/status_macros.h"
@@ -322,60 +323,16 @@ absl::StatusOr<std::vector<int64_t>> ReadLabels(const File& f, const std::string
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
-    const std::string& path, const std::string& dataset,
-    const std::string& labels, const ChargeRam& charge,
-    std::shared_ptr<const Beneath> beneath, uint64_t max_samples) {
-  if (dataset.empty())
-    return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
-  auto src = std::make_shared<Hdf5Source>();
-  src->path_ = path;
-  src->dataset_ = dataset;
-  src->charge_ = charge;
-  src->beneath_ = beneath;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
-  if (std::filesystem::is_directory(path, ec)) {
-    src->folder_ = true;
-    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
-      const std::string ext = e.path().extension().string();
-      if ((ext == ".h5" || ext == ".hdf5") && e.is_regular_file(ec)) {
-        src->files_.push_back(e.path().string());
-      }
-    }
-    std::sort(src->files_.begin(), src->files_.end());
-    if (src->files_.empty()) return Failed(path, "holds no .h5/.hdf5 files");
-    if (absl::Status n = CheckRows(src->files_.size(), {}, max_samples, path); !n.ok())
-      return n;
-    bool typed = false;
-    for (const std::string& name : src->files_) {
-      absl::StatusOr<File> f = OpenFile(name, beneath.get());
-      absl::StatusOr<Dataset5> d =
-          f.ok() ? OpenSet(*f, dataset) : absl::StatusOr<Dataset5>(f.status());
-      if (!d.ok()) {  // A broken sample, reported when it is read.
-        src->broken_.push_back(absl::DataLossError(d.status().message()));
-        src->shapes_.emplace_back();
-        src->open_.emplace_back();
-        continue;
-      }
-      if (typed && d->elem != src->elem_)
-        return Failed(name, "its element type differs from the folder's first file's");
-      typed = true;
-      src->elem_ = d->elem;
-      src->shapes_.push_back(d->dims);
-      src->broken_.push_back(absl::OkStatus());
-      src->Keep(*std::move(f), *std::move(d));
-    }
-    if (!typed) return Failed(path, "holds no readable HDF5 file");
-    if (!labels.empty())
-      return absl::InvalidArgumentError(
-          "dataset.hdf5.labels applies to a single file, not a folder");
-    return std::shared_ptr<const ArraySource>(std::move(src));
-  }
-  absl::StatusOr<File> f = OpenFile(path, beneath.get());
+// One file whose dataset holds rows [N, ...] (src's path_ and dataset_
+// set): its rows, labels, and in RAM when `charge` allows a chunked or
+// compressed dataset.
+absl::StatusOr<std::shared_ptr<const ArraySource>> OpenRows(std::shared_ptr<Hdf5Source> src,
+                                                            const std::string& labels,
+                                                            uint64_t max_samples) {
+  const std::string& path = src->path_;
+  const std::string& dataset = src->dataset_;
+  const ChargeRam& charge = src->charge_;
+  absl::StatusOr<File> f = OpenFile(path, src->beneath_.get());
   if (!f.ok()) return f.status();
   absl::StatusOr<Dataset5> d = OpenSet(*f, dataset);
   if (!d.ok()) return d.status();
@@ -415,6 +372,75 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   return std::shared_ptr<const ArraySource>(std::move(src));
 }
 
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
+    const std::string& path, const std::string& dataset,
+    const std::string& labels, const ChargeRam& charge,
+    std::shared_ptr<const Beneath> beneath, uint64_t max_samples, bool rows) {
+  if (dataset.empty())
+    return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
+  auto src = std::make_shared<Hdf5Source>();
+  src->path_ = path;
+  src->dataset_ = dataset;
+  src->charge_ = charge;
+  src->beneath_ = beneath;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
+  if (std::filesystem::is_directory(path, ec)) {
+    src->folder_ = true;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+      const std::string name = e.path().filename().string();
+      if ((absl::EndsWithIgnoreCase(name, ".h5") || absl::EndsWithIgnoreCase(name, ".hdf5")) &&
+          e.is_regular_file(ec)) {
+        src->files_.push_back(e.path().string());
+      }
+    }
+    std::sort(src->files_.begin(), src->files_.end());
+    if (src->files_.empty()) return Failed(path, "holds no .h5/.hdf5 files (in any case)");
+    if (rows || !labels.empty()) {  // Feature files: rows across files.
+      std::vector<std::shared_ptr<const ArraySource>> parts;
+      for (const std::string& name : src->files_) {
+        auto part = std::make_shared<Hdf5Source>();
+        part->path_ = name;
+        part->dataset_ = dataset;
+        part->charge_ = charge;
+        part->beneath_ = beneath;
+        absl::StatusOr<std::shared_ptr<const ArraySource>> rows_of =
+            OpenRows(std::move(part), labels, max_samples);
+        if (!rows_of.ok()) return rows_of.status();
+        parts.push_back(*std::move(rows_of));
+      }
+      return ConcatArrays(std::move(parts), src->files_, max_samples, path);
+    }
+    if (absl::Status n = CheckRows(src->files_.size(), {}, max_samples, path); !n.ok())
+      return n;
+    bool typed = false;
+    for (const std::string& name : src->files_) {
+      absl::StatusOr<File> f = OpenFile(name, beneath.get());
+      absl::StatusOr<Dataset5> d =
+          f.ok() ? OpenSet(*f, dataset) : absl::StatusOr<Dataset5>(f.status());
+      if (!d.ok()) {  // A broken sample, reported when it is read.
+        src->broken_.push_back(absl::DataLossError(d.status().message()));
+        src->shapes_.emplace_back();
+        src->open_.emplace_back();
+        continue;
+      }
+      if (typed && d->elem != src->elem_)
+        return Failed(name, "its element type differs from the folder's first file's");
+      typed = true;
+      src->elem_ = d->elem;
+      src->shapes_.push_back(d->dims);
+      src->broken_.push_back(absl::OkStatus());
+      src->Keep(*std::move(f), *std::move(d));
+    }
+    if (!typed) return Failed(path, "holds no readable HDF5 file");
+    return std::shared_ptr<const ArraySource>(std::move(src));
+  }
+  return OpenRows(std::move(src), labels, max_samples);
+}
+
 namespace {
 
 class Hdf5Kind : public SourceKind {
@@ -425,7 +451,7 @@ class Hdf5Kind : public SourceKind {
     const v1::Hdf5Source& h = spec.hdf5();
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ArraySource> arrays,
                             OpenHdf5Source(h.path(), h.dataset(), h.labels(), ctx.charge,
-                                           ctx.beneath, ctx.limits.max_files));
+                                           ctx.beneath, ctx.limits.max_files, h.rows()));
     return ArrayDataset(std::move(arrays), absl::StrCat("hdf5:", h.path(), ":", h.dataset()));
   }
 };

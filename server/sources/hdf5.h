@@ -1,6 +1,8 @@
 // The `hdf5` source: one HDF5 file whose dataset D [N, ...] holds the
-// samples (sample i is D[i]), or a folder of .h5/.hdf5 files whose dataset
-// D is one sample each. Files are opened from their confined descriptor
+// samples (sample i is D[i]), or a folder of .h5/.hdf5 files (any case:
+// .H5 too) whose dataset D is one sample each (volumes), or whose datasets
+// D [N_k, ...] hold rows addressed across files in name order (feature
+// stores: `rows`, or labels given). Files are opened from their confined descriptor
 // (server/sources/source.h); a dataset whose data lies in another file is
 // refused.
 #ifndef STOKER_SERVER_SOURCES_HDF5_H_
@@ -16,8 +18,10 @@
 namespace stoker {
 
 // Opens an HDF5 source: `path` a file (dataset `dataset` [N, ...]) or a
-// folder of HDF5 files (dataset `dataset` of each is one sample); `labels`
-// (may be empty) a dataset of N integers in the file. A chunked or
+// folder of HDF5 files (dataset `dataset` of each is one sample; with
+// `rows` or `labels`, each file's rows are samples, all files' rows one
+// after another); `labels` (may be empty) a dataset of N integers in the
+// file (in each file of a folder). A chunked or
 // compressed dataset is read whole into RAM when `charge` allows (else per
 // sample); contiguous files are held as OpenNpySource's. Rows likewise. The
 // file is opened from its confined descriptor; a dataset whose data lies in
@@ -27,7 +31,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
     const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath,
-    uint64_t max_samples = kDefaultMaxArraySamples);
+    uint64_t max_samples = kDefaultMaxArraySamples, bool rows = false);
 
 }  // namespace stoker
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -220,13 +221,13 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
   if (std::filesystem::is_directory(path, ec)) {
     std::vector<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
-      if (e.path().extension() == ".npy" && e.is_regular_file(ec)) {
+      if (absl::EndsWithIgnoreCase(e.path().filename().string(), ".npy") && e.is_regular_file(ec)) {
         names.push_back(e.path().string());
       }
     }
     if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot list ", path));
     std::sort(names.begin(), names.end());
-    if (names.empty()) return Bad(path, "holds no .npy files");
+    if (names.empty()) return Bad(path, "holds no .npy files (in any case)");
     STOKER_RETURN_IF_ERROR(CheckRows(names.size(), {}, max_samples, path));
     bool typed = false;
     for (const std::string& name : names) {

@@ -63,12 +63,12 @@ struct Stages {
 // What the pipeline draws for (seed 7, epoch, index), written from a whole
 // decode of `file` (a PNG: decoding a region of it gives the same pixels).
 std::vector<uint8_t> Reference(const Pipeline& p, const std::string& file, uint64_t epoch,
-                               uint64_t index, uint64_t bytes) {
+                               uint64_t index, uint64_t bytes, int f = 0) {
   Image image;
   std::vector<Canvas> canvases;
   std::vector<Effects> effects;
   EXPECT_TRUE(DecodeImage(reinterpret_cast<const uint8_t*>(file.data()), file.size(),
-                          p.Request(p.fields()[0], DecodeLimits{}),
+                          p.Request(p.fields()[f], DecodeLimits{}),
                           [&](int w, int h) {
                             canvases = p.Plan(w, h, 7, epoch, index, &effects);
                             return RegionRequest{8, PixelRect{0, 0, w, h}, false};
@@ -76,8 +76,8 @@ std::vector<uint8_t> Reference(const Pipeline& p, const std::string& file, uint6
                           &image)
                   .ok());
   std::vector<uint8_t> out(bytes);
-  p.Write(p.fields()[0], canvases[0], image.view(), image.width, image.height, out.data(),
-          &effects[0]);
+  p.Write(p.fields()[f], canvases[f], image.view(), image.width, image.height, out.data(),
+          &effects[f]);
   return out;
 }
 
@@ -133,9 +133,12 @@ TEST(SampleRendererTest, ThePicturesOfASampleMustBeOneSize) {
   EXPECT_EQ(bad.message(),
             "m.png: is 40x30 but the sample's first picture is 64x48: the fields of a sample "
             "must be the same size");
+  const std::string image = Png(64, 48, 1);
+  const std::string mask = Png(64, 48, 2, testdata::PngKind::kGray8);
   ASSERT_TRUE(s.Render(1, 0, &slot, &cost).ok());
-  // The mask follows the image's crop: the same draw for both.
-  EXPECT_EQ(s.pipeline.Plan(64, 48, 7, 0, 1)[0].src.x, s.pipeline.Plan(64, 48, 7, 0, 1)[1].src.x);
+  // Image and mask rendered with the sample's one draw.
+  EXPECT_EQ(slot.fields[0], Reference(s.pipeline, image, 0, 1, s.bytes[0], 0));
+  EXPECT_EQ(slot.fields[1], Reference(s.pipeline, mask, 0, 1, s.bytes[1], 1));
 }
 
 TEST(SampleRendererTest, EncodedFieldsGetTheirFileCountFirst) {

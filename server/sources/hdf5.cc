@@ -323,6 +323,18 @@ absl::StatusOr<std::vector<int64_t>> ReadLabels(const File& f, const std::string
   return out;
 }
 
+// An empty source of `dataset` in `path` (a file or a folder).
+std::shared_ptr<Hdf5Source> NewSource(const std::string& path, const std::string& dataset,
+                                      const ChargeRam& charge,
+                                      std::shared_ptr<const Beneath> beneath) {
+  auto src = std::make_shared<Hdf5Source>();
+  src->path_ = path;
+  src->dataset_ = dataset;
+  src->charge_ = charge;
+  src->beneath_ = std::move(beneath);
+  return src;
+}
+
 // One file whose dataset holds rows [N, ...] (src's path_ and dataset_
 // set): its rows, labels, and in RAM when `charge` allows a chunked or
 // compressed dataset.
@@ -380,11 +392,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     std::shared_ptr<const Beneath> beneath, uint64_t max_samples, bool rows) {
   if (dataset.empty())
     return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
-  auto src = std::make_shared<Hdf5Source>();
-  src->path_ = path;
-  src->dataset_ = dataset;
-  src->charge_ = charge;
-  src->beneath_ = beneath;
+  auto src = NewSource(path, dataset, charge, beneath);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
@@ -402,13 +410,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     if (rows || !labels.empty()) {  // Feature files: rows across files.
       std::vector<std::shared_ptr<const ArraySource>> parts;
       for (const std::string& name : src->files_) {
-        auto part = std::make_shared<Hdf5Source>();
-        part->path_ = name;
-        part->dataset_ = dataset;
-        part->charge_ = charge;
-        part->beneath_ = beneath;
         absl::StatusOr<std::shared_ptr<const ArraySource>> rows_of =
-            OpenRows(std::move(part), labels, max_samples);
+            OpenRows(NewSource(name, dataset, charge, beneath), labels, max_samples);
         if (!rows_of.ok()) return rows_of.status();
         parts.push_back(*std::move(rows_of));
       }

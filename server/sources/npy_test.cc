@@ -95,5 +95,26 @@ TEST(NpyTest, RowCountsAreCappedAndRowsMayNotBeEmpty) {
   std::filesystem::remove_all(dir);
 }
 
+// A folder's files are found whatever the case of their suffix.
+TEST(NpyTest, FolderSuffixesInAnyCase) {
+  const std::string dir = testdata::MakeTempDir("npy-case");
+  const std::vector<float> v(6, 1.5f);
+  for (const char* name : {"/a.NPY", "/b.npy", "/c.Npy"}) {
+    ASSERT_TRUE(testdata::WriteFile(dir + name, NpyBytes(ElemType::kFloat32, {2, 3}, v.data())).ok());
+  }
+  ASSERT_TRUE(testdata::WriteFile(dir + "/notes.txt", "not an array").ok());
+  auto src = OpenNpySource(dir, "", nullptr, nullptr);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_EQ((*src)->size(), 3u);
+  EXPECT_EQ((*src)->Name(0), dir + "/a.NPY");
+  EXPECT_EQ((*src)->shape(2), (std::vector<uint64_t>{2, 3}));
+  std::filesystem::remove_all(dir + "/a.NPY");
+  std::filesystem::remove_all(dir + "/b.npy");
+  std::filesystem::remove_all(dir + "/c.Npy");
+  absl::Status none = OpenNpySource(dir, "", nullptr, nullptr).status();
+  EXPECT_EQ(none.message(), dir + ": holds no .npy files (in any case)");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace stoker

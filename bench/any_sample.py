@@ -12,6 +12,13 @@ run on the same files and cores.
   (b) volumes: random 72x136x136 float32 patches from four ~0.5 GiB volumes
       (.npy and HDF5), batch 2. DataLoader: np.load(mmap_mode="r") / h5py
       slicing per patch. Also: patch GB/s against memcpy bandwidth x cores.
+  (b') compressed volumes as h5py users write them: 4 x 0.47 GiB [176, 800,
+      900] float32 (smooth structure plus noise), gzip in h5py's default
+      chunks, named *.H5; random 72x136x136 patches, batch 2, 25 per volume
+      an epoch (samples_per_volume). Epoch 1 (a fresh daemon: every volume
+      decoded, chunks inflated in parallel) and the later epochs (patches
+      copied from the volume cache) are reported apart. DataLoader: h5py
+      slicing per patch (each inflates the chunks it touches).
   (c) segmentation: 512x512 JPEG photos + PNG masks, joint random crop 384
       + horizontal flip, batch 32. DataLoader: PIL + torchvision functional.
 
@@ -44,9 +51,11 @@ BIN = os.path.join(ROOT, "bazel-bin")
 DATA = os.environ.get("STOKER_BENCH_ARRAYS", "/tmp/stoker-bench-arrays")
 CORES = os.cpu_count() or 1
 RUNS = int(os.environ.get("RUNS", "3"))
-# Which cases run: any of features, store, volumes, segmentation.
-CASES = os.environ.get("CASES", "features,store,volumes,segmentation").split(",")
+# Which cases run: any of features, store, volumes, compressed, segmentation.
+CASES = os.environ.get("CASES", "features,store,volumes,compressed,segmentation").split(",")
 STORE = os.path.join(DATA, "store")
+SCANS = os.path.join(DATA, "vol_gz")
+PER_VOLUME = 25
 PATCH = (72, 136, 136)
 
 
@@ -88,12 +97,22 @@ def make_data():
     open(done, "w").close()
 
 
-def make_store():
-    """4 gzip-compressed feature files named *.H5, as h5py writes them."""
-    done = os.path.join(STORE, ".complete")
+def generated(folder, write):
+    """Runs write() to fill `folder` unless a finished run left its marker."""
+    done = os.path.join(folder, ".complete")
     if os.path.exists(done):
         return
-    os.makedirs(STORE, exist_ok=True)
+    os.makedirs(folder, exist_ok=True)
+    write()
+    open(done, "w").close()
+
+
+def make_store():
+    """4 gzip-compressed feature files named *.H5, as h5py writes them."""
+    generated(STORE, write_store)
+
+
+def write_store():
     rng = np.random.default_rng(1)
     t = np.arange(128, dtype=np.float32)
     for k in range(4):
@@ -102,7 +121,23 @@ def make_store():
         with h5py.File(os.path.join(STORE, f"part{k}.H5"), "w") as f:
             f.create_dataset("x", data=x, compression="gzip")
             f["y"] = rng.integers(0, 1000, 50_000)
-    open(done, "w").close()
+
+
+def make_scans():
+    """4 gzip-compressed volumes named *.H5, as h5py writes them."""
+    generated(SCANS, write_scans)
+
+
+def write_scans():
+    rng = np.random.default_rng(2)
+    z, y, x = (np.arange(n, dtype=np.float32) for n in (176, 800, 900))
+    for k in range(4):
+        v = (np.sin(z * 0.05 + k)[:, None, None] * np.cos(y * 0.01)[None, :, None] * 400
+             + np.sin(x * 0.02)[None, None, :] * 200 + 1000
+             + rng.standard_normal((176, 800, 900), dtype=np.float32) * 20).astype(np.float32)
+        with h5py.File(os.path.join(SCANS, f"scan{k}.H5"), "w") as f:
+            f.create_dataset("vol", data=v, compression="gzip")
+        print(f"bench: compressed volume {k + 1}/4", flush=True)
 
 
 def memcpy_gbps():
@@ -185,6 +220,9 @@ class Volumes(torch.utils.data.Dataset):
             if self.kind == "npy":
                 self.vols = [np.load(os.path.join(DATA, "vol_npy", f"v{k}.npy"),
                                      mmap_mode="r") for k in range(4)]
+            elif self.kind == "gzip":
+                self.vols = [h5py.File(os.path.join(SCANS, f"scan{k}.H5"), "r")["vol"]
+                             for k in range(4)]
             else:
                 self.vols = [h5py.File(os.path.join(DATA, "vol_h5", f"v{k}.h5"),
                                        "r")["vol"] for k in range(4)]
@@ -258,7 +296,7 @@ def main():
     # Each pass is timed whole: the Loader's end-of-epoch starvation advice
     # (the benchmark does no training work, so it always waits) is noise here.
     warnings.simplefilter("ignore", stoker.StarvationWarning)
-    if set(CASES) - {"store"}:
+    if set(CASES) - {"store", "compressed"}:
         make_data()
     bw = memcpy_gbps()
     patch_bw = patch_copy_gbps() if "volumes" in CASES else float("nan")
@@ -315,6 +353,30 @@ def main():
                          s, t, w, s * patch_bytes / 1e9, bw * CORES))
             rows.append(("    the same against the patch-copy ceiling x cores", s, t, w,
                          s * patch_bytes / 1e9, patch_bw * CORES))
+        # (b') Compressed volumes, several patches each, from a cold cache.
+        if "compressed" in CASES:
+            make_scans()
+            cold = Stokerd()  # Its volume cache starts empty.
+            try:
+                ld = stoker.Loader({"hdf5": {"path": SCANS, "dataset": "vol"},
+                                    "samples_per_volume": PER_VOLUME},
+                                   batch_size=2, socket=cold.sock, ring_slots=8,
+                                   fields=[stoker.array(PATCH, "patch")],
+                                   pipeline=[stoker.random_patch(PATCH)])
+                n = 4 * PER_VOLUME
+                t0 = time.perf_counter()
+                for _ in ld:
+                    pass
+                first = n / (time.perf_counter() - t0)
+                later = stoker_rate(ld, n)
+                ld.close()
+            finally:
+                cold.close()
+            t, w = dataloader_best(Volumes("gzip", n), 2, n)
+            rows.append(("(b') gzip *.H5 4 x 0.47 GiB, patches 72x136x136, epoch 1", first, t,
+                         w, first * patch_bytes / 1e9, bw * CORES))
+            rows.append(("     the same, epochs 2+ (from the volume cache)", later, t, w,
+                         later * patch_bytes / 1e9, bw * CORES))
         # (c) Segmentation pairs.
         if "segmentation" in CASES:
             ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,

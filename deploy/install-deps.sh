@@ -13,6 +13,8 @@ PACKAGES=(
   libabsl-dev
   # Shared memory, decode (JPEG, PNG), array sources (HDF5).
   libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libhdf5-dev
+  # Chunk inflate outside libhdf5 (compressed volumes and feature files).
+  libdeflate-dev
   # NUMA topology and placement (numactl: checking it by hand).
   libnuma-dev numactl
   # Caches and the LMDB dataset source.

@@ -348,7 +348,39 @@ class ConcatSource : public ArraySource {
   std::vector<size_t> starts_;  // starts_[k]: part k's first sample; back(): all.
 };
 
+class RepeatSource : public ArraySource {
+ public:
+  RepeatSource(std::shared_ptr<const ArraySource> base, uint32_t n)
+      : base_(std::move(base)), n_(n) {}
+  size_t size() const override { return base_->size() * n_; }
+  ElemType type() const override { return base_->type(); }
+  const std::vector<uint64_t>& shape(size_t i) const override { return base_->shape(i / n_); }
+  int64_t label(size_t i) const override { return base_->label(i / n_); }
+  std::string Name(size_t i) const override { return base_->Name(i / n_); }
+  absl::Status Broken(size_t i) const override { return base_->Broken(i / n_); }
+  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
+                    uint8_t* dst) const override {
+    return base_->Read(i / n_, start, count, to, dst);
+  }
+
+ private:
+  const std::shared_ptr<const ArraySource> base_;
+  const uint32_t n_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<const ArraySource>> RepeatArrays(
+    std::shared_ptr<const ArraySource> source, uint32_t n, uint64_t max_samples,
+    const std::string& path) {
+  if (n <= 1) return source;
+  if (source->size() > max_samples / n) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path, " holds ", source->size(), " volumes x ", n, " samples per volume, over the "
+        "daemon's limit of ", max_samples, " samples (--max-dataset-files)"));
+  }
+  return std::shared_ptr<const ArraySource>(std::make_shared<RepeatSource>(std::move(source), n));
+}
 
 absl::StatusOr<std::shared_ptr<const ArraySource>> ConcatArrays(
     std::vector<std::shared_ptr<const ArraySource>> parts, const std::vector<std::string>& names,

@@ -138,6 +138,15 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> ConcatArrays(
     std::vector<std::shared_ptr<const ArraySource>> parts, const std::vector<std::string>& names,
     uint64_t max_samples, const std::string& path);
 
+// `source` with each sample repeated `n` times in a row: sample i is
+// source's sample i / n (its shape, label, name and reads), so an epoch
+// draws n patches of every volume (TorchIO's samples_per_volume, MONAI's
+// num_samples; each draw is its own index's). RESOURCE_EXHAUSTED for more
+// than `max_samples` in all, naming `path`.
+absl::StatusOr<std::shared_ptr<const ArraySource>> RepeatArrays(
+    std::shared_ptr<const ArraySource> source, uint32_t n, uint64_t max_samples,
+    const std::string& path);
+
 // A Dataset over an array source (its `source`): one Sample per array
 // sample (its Name and label). FAILED_PRECONDITION for a label outside 0..2^31-1.
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/memory_source.h"
 #include "shm/ring_data.h"
 
 namespace stoker {
@@ -43,6 +44,29 @@ TEST(CopyRegionTest, CopiesRegionsAndConvertsByValue) {
   EXPECT_EQ(small[2], 3);
   EXPECT_EQ(small[3], -3);
   EXPECT_EQ(small[4], 0);
+}
+
+// Each volume is n samples in a row, read, named and labelled as it.
+TEST(RepeatArraysTest, EachSampleIsRepeatedInARow) {
+  auto base = std::make_shared<MemoryArrays>(3, 4, std::vector<size_t>{2});
+  auto rep = RepeatArrays(base, 5, 100, "vols");
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  ASSERT_EQ((*rep)->size(), 15u);
+  const uint64_t start = 1, count = 2;
+  for (size_t i = 0; i < 10; ++i) {
+    float out[2];
+    ASSERT_TRUE((*rep)->Read(i, &start, &count, ElemType::kFloat32,
+                             reinterpret_cast<uint8_t*>(out)).ok());
+    EXPECT_EQ(out[0], static_cast<float>(i / 5 * 1000 + 1)) << i;
+    EXPECT_EQ((*rep)->label(i), static_cast<int64_t>(i / 5 % 3));
+    EXPECT_EQ((*rep)->Name(i), absl::StrCat("rows[", i / 5, "]"));
+  }
+  EXPECT_EQ((*rep)->Broken(14).message(), "rows[2]: not an array");
+  // n of 1 is the source itself; past the limit, named.
+  EXPECT_EQ(RepeatArrays(base, 1, 100, "vols")->get(), base.get());
+  EXPECT_EQ(RepeatArrays(base, 34, 100, "vols").status().message(),
+            "vols holds 3 volumes x 34 samples per volume, over the daemon's limit of 100 "
+            "samples (--max-dataset-files)");
 }
 
 }  // namespace

@@ -1,16 +1,19 @@
 #include "server/cache.h"
 
+#include <algorithm>
+
 #include "absl/hash/hash.h"
 
 namespace stoker {
 
-ShardedLruCache::ShardedLruCache(std::string tier_name, uint64_t capacity_bytes)
+ShardedLruCache::ShardedLruCache(std::string tier_name, uint64_t capacity_bytes, int shards)
     : tier_(std::move(tier_name)),
       capacity_(capacity_bytes),
-      shard_capacity_(capacity_bytes / kShards) {}
+      shard_capacity_(capacity_bytes / std::max(shards, 1)),
+      shards_(std::max(shards, 1)) {}
 
 ShardedLruCache::Shard& ShardedLruCache::ShardFor(const std::string& key) {
-  return shards_[absl::Hash<std::string>{}(key) % kShards];
+  return shards_[absl::Hash<std::string>{}(key) % shards_.size()];
 }
 
 Bytes ShardedLruCache::Lookup(const std::string& key) {

@@ -4,9 +4,10 @@
 //
 // Values are shared_ptr<const std::string>: a lookup hands out a reference,
 // so an entry evicted while a reader still uses it stays alive until that
-// reader is done. Keys hash to one of 16 shards, each with its own mutex and
-// a budget of capacity/16 bytes. A value larger than a shard's budget is not
-// cached. Thread-safe; counters are relaxed atomics.
+// reader is done. Keys hash to one of `shards` (default 16), each with its
+// own mutex and a budget of capacity/shards bytes. A value larger than a
+// shard's budget is not cached (one shard: large values, such as whole
+// volumes, up to the whole capacity). Thread-safe; counters are relaxed atomics.
 #ifndef STOKER_SERVER_CACHE_H_
 #define STOKER_SERVER_CACHE_H_
 
@@ -17,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -29,7 +31,7 @@ using Bytes = std::shared_ptr<const std::string>;
 
 class ShardedLruCache {
  public:
-  ShardedLruCache(std::string tier_name, uint64_t capacity_bytes);
+  ShardedLruCache(std::string tier_name, uint64_t capacity_bytes, int shards = 16);
 
   // The value, refreshed as most recently used; nullptr on a miss.
   Bytes Lookup(const std::string& key);
@@ -40,11 +42,15 @@ class ShardedLruCache {
   void Erase(const std::string& key);
 
   uint64_t capacity_bytes() const { return capacity_; }
+  // Whether a value of `bytes` under `key` could be cached at all.
+  bool Fits(const std::string& key, uint64_t bytes) const {
+    return key.size() + bytes + kEntryOverhead <= shard_capacity_;
+  }
   // Hits, misses, entries, bytes, evictions, inserts.
   v1::TierStats Stats() const;
 
  private:
-  static constexpr int kShards = 16;
+  static constexpr uint64_t kEntryOverhead = 64;
   struct Entry {
     std::string key;
     Bytes value;
@@ -58,13 +64,13 @@ class ShardedLruCache {
   };
   Shard& ShardFor(const std::string& key);
   static uint64_t Charge(const Entry& e) {
-    return e.key.size() + e.value->size() + 64;
+    return e.key.size() + e.value->size() + kEntryOverhead;
   }
 
   const std::string tier_;
   const uint64_t capacity_;
   const uint64_t shard_capacity_;
-  std::array<Shard, kShards> shards_;
+  std::vector<Shard> shards_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, inserts_{0};
 };
 

@@ -23,6 +23,10 @@
 #include "util/version.h"
 
 namespace stoker {
+
+// The thread pool group volume decodes' chunks run in (sessions' groups are
+// their ids, from 1).
+constexpr uint64_t kVolumeDecodeGroup = UINT64_MAX;
 namespace {
 
 
@@ -53,6 +57,13 @@ Daemon::Daemon(DaemonOptions options)
       l1_("l1", options_.l1_bytes),
       decoded_cache_("decoded", options_.decoded_cache_bytes),
       pixel_ram_("pixels", options_.pixel_cache_bytes),
+      volumes_(options_.volume_cache_bytes,
+               [this](size_t n, const std::function<void(size_t)>& fn) {
+                 // Sessions open after Start; node 0's pool, in a group of
+                 // its own so a decode takes turns with the sessions.
+                 ThreadPool* pool = decode_pools_ ? &decode_pools_->pool(0) : nullptr;
+                 ParallelFor(pool, pool ? pool->size() : 0, n, fn, kVolumeDecodeGroup);
+               }),
       array_ram_(options_.l1_bytes, options_.max_array_bytes_per_user),
       monitor_([this] {
         LoadMonitor::Options o;
@@ -180,6 +191,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   // RAM a source keeps is the caller's (admins: only the total binds).
   const int64_t uid = caller.admin ? -1 : caller.uid;
   ctx.charge = [this, uid](uint64_t bytes) { return array_ram_.Charge(uid, bytes); };
+  ctx.volumes = &volumes_;
   STOKER_ASSIGN_OR_RETURN(Dataset ds, OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));
 }
@@ -490,6 +502,9 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   *s.add_tiers() = decoded_cache_.Stats();
   *s.add_tiers() = pixel_ram_.Stats();
   s.set_pixel_cache_decodes(pixels_ ? pixels_->decodes() : 0);
+  *s.add_tiers() = volumes_.Stats();
+  s.set_volume_cache_decodes(volumes_.decodes());
+  s.set_volume_cache_oversized(volumes_.oversized());
   s.set_batches_published(
       counters_.batches_published.load(std::memory_order_relaxed));
   absl::MutexLock lock(&mu_);

@@ -36,6 +36,7 @@
 #include "server/memory_budget.h"
 #include "server/node_pools.h"
 #include "server/session.h"
+#include "server/volume_cache.h"
 
 namespace stoker {
 
@@ -57,6 +58,8 @@ struct DaemonOptions {
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
   uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.
+  // Decoded chunked or compressed volumes (HDF5 volume folders), shared.
+  uint64_t volume_cache_bytes = 4ULL << 30;
   // RAM array sources may hold (RAM copies of files, datasets read whole)
   // is charged against l1_bytes in all and this per non-admin user (0: only
   // the total binds); past either they read from their mappings.
@@ -224,6 +227,7 @@ class Daemon {
   ShardedLruCache l1_;
   ShardedLruCache decoded_cache_;
   ShardedLruCache pixel_ram_;
+  VolumeCache volumes_;  // Decodes on the decode pools once Start made them.
   MemoryBudget array_ram_;  // Array sources' RAM, per user.
   std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).
   std::unique_ptr<L2Cache> l2_;

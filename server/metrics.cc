@@ -142,6 +142,11 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   counter("stoker_pixel_cache_decodes_total",
           "Pictures decoded and scaled into the pixel cache (missed in RAM and L2).",
           s.pixel_cache_decodes());
+  counter("stoker_volume_cache_decodes_total",
+          "Volumes decoded whole into the volume cache.", s.volume_cache_decodes());
+  counter("stoker_volume_cache_oversized_total",
+          "Reads of volumes larger than the volume cache (read by region instead).",
+          s.volume_cache_oversized());
   counter("stoker_autotune_changes_total", "Pool resizes made by autotune.",
           s.autotune_changes());
   gauge("stoker_sessions", "Open sessions.", s.sessions_size());

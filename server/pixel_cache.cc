@@ -107,38 +107,20 @@ absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& enco
                                        const ImageRequest& request, int max_side,
                                        Filter filter, bool versioned,
                                        const FileVersion& version) {
-  std::shared_ptr<Inflight> mine, theirs;
   const std::string ram_key = RamKey(key, version);
-  {
-    absl::MutexLock lock(&mu_);
-    if (Bytes filled = ram_->Peek(ram_key)) return filled;
-    std::shared_ptr<Inflight>& slot = inflight_[ram_key];
-    if (slot) {
-      theirs = slot;
-    } else {
-      slot = mine = std::make_shared<Inflight>();
+  return fills_.Do(ram_key, [&]() -> absl::StatusOr<Bytes> {
+    if (Bytes filled = ram_->Peek(ram_key)) return filled;  // Filled meanwhile.
+    absl::StatusOr<Bytes> entry = Guarded("decoding a picture", [&] {
+      return DecodeBounded(reinterpret_cast<const uint8_t*>(encoded->data()), encoded->size(),
+                           request, max_side, filter);
+    });
+    if (entry.ok()) {
+      decodes_.fetch_add(1, std::memory_order_relaxed);
+      ram_->Insert(ram_key, *entry);
+      if (versioned) l2_->Put(key, version, *entry);
     }
-  }
-  if (theirs) {
-    theirs->done.WaitForNotification();
-    return theirs->result;
-  }
-  absl::StatusOr<Bytes> entry = Guarded("decoding a picture", [&] {
-    return DecodeBounded(reinterpret_cast<const uint8_t*>(encoded->data()), encoded->size(),
-                         request, max_side, filter);
+    return entry;
   });
-  if (entry.ok()) {
-    decodes_.fetch_add(1, std::memory_order_relaxed);
-    ram_->Insert(ram_key, *entry);
-    if (versioned) l2_->Put(key, version, *entry);
-  }
-  mine->result = entry;
-  {
-    absl::MutexLock lock(&mu_);
-    inflight_.erase(ram_key);
-  }
-  mine->done.Notify();
-  return entry;
 }
 
 }  // namespace stoker

@@ -18,15 +18,13 @@
 #include <memory>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "server/cache.h"
 #include "server/decode.h"
 #include "server/file_system.h"
 #include "server/l2_cache.h"
 #include "server/sample_source.h"
+#include "server/single_flight.h"
 #include "server/transform.h"
 
 namespace stoker {
@@ -74,16 +72,10 @@ class PixelCache {
   uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
 
  private:
-  struct Inflight {
-    absl::Notification done;
-    absl::StatusOr<Bytes> result;
-  };
   ShardedLruCache* const ram_;
   L2Cache* const l2_;
   std::atomic<uint64_t> decodes_{0};
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<Inflight>> inflight_
-      ABSL_GUARDED_BY(mu_);
+  SingleFlight<absl::StatusOr<Bytes>> fills_;  // By RAM key.
 };
 
 }  // namespace stoker

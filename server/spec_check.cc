@@ -44,6 +44,9 @@ absl::Status CheckEnums(const pb::Message& m, const std::string& prefix) {
 
 }  // namespace
 
+// Most DatasetSpec.samples_per_volume.
+constexpr uint32_t kMaxSamplesPerVolume = 65536;
+
 absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
   if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
     return absl::InvalidArgumentError(
@@ -52,6 +55,10 @@ absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(),
         ".path is empty"));
+  if (ds.samples_per_volume() > kMaxSamplesPerVolume)
+    return absl::InvalidArgumentError(absl::StrCat("dataset.samples_per_volume ",
+                                                   ds.samples_per_volume(), " must be in 0..",
+                                                   kMaxSamplesPerVolume));
   return absl::OkStatus();
 }
 

@@ -105,6 +105,12 @@ TEST(SpecCheck, TheDatasetNeedsASourceAndAPath) {
   auto p = CheckSessionSpec(spec);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(p.status().message(), "dataset.lmdb.path is empty");
+  spec = Spec("");
+  spec.mutable_dataset()->set_samples_per_volume(65536);
+  EXPECT_TRUE(CheckSessionSpec(spec).ok());
+  spec.mutable_dataset()->set_samples_per_volume(65537);
+  EXPECT_EQ(CheckSessionSpec(spec).status().message(),
+            "dataset.samples_per_volume 65537 must be in 0..65536");
 }
 
 }  // namespace

@@ -68,6 +68,10 @@ ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
 ABSL_FLAG(stoker::ByteSize, pixel_cache_bytes, stoker::ByteSize{2ULL << 30},
           "RAM cache of decoded pictures for sessions that ask for one "
           "(pixel_cache.max_side), in bytes; with L2 on they spill there too.");
+ABSL_FLAG(stoker::ByteSize, volume_cache_bytes, stoker::ByteSize{4ULL << 30},
+          "RAM cache of chunked or compressed volumes (HDF5 volume folders), "
+          "decoded whole once and shared by every session, in bytes; a volume "
+          "larger than it is read by region (a warning says so).");
 ABSL_FLAG(std::string, l2_path, "",
           "Folder of the L2 LMDB cache on local disk; empty disables L2.");
 ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},
@@ -234,6 +238,7 @@ int main(int argc, char** argv) {
   options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;
   options.pixel_cache_bytes = absl::GetFlag(FLAGS_pixel_cache_bytes).bytes;
+  options.volume_cache_bytes = absl::GetFlag(FLAGS_volume_cache_bytes).bytes;
   options.l2.path = absl::GetFlag(FLAGS_l2_path);
   options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes).bytes;
   if (!options.l2.path.empty() && options.l2.max_bytes < (1ULL << 20)) {

@@ -3,6 +3,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "shm/futex.h"
@@ -136,6 +138,42 @@ uint64_t ThreadPool::busy_ns() const {
   absl::MutexLock lock(&busy_mu_);
   return busy_settled_ns_ +
          static_cast<uint64_t>(active_) * (now - busy_since_ns_);
+}
+
+void ParallelFor(ThreadPool* pool, int helpers, size_t n,
+                 const std::function<void(size_t)>& fn, uint64_t group) {
+  struct State {
+    std::atomic<size_t> next{0};
+    absl::Mutex mu;
+    int running ABSL_GUARDED_BY(mu) = 0;  // Helpers taking items now.
+    bool closed ABSL_GUARDED_BY(mu) = false;  // The caller is done taking.
+  };
+  auto state = std::make_shared<State>();
+  const std::function<void(size_t)>* work = &fn;
+  auto take = [state, work, n] {
+    for (size_t i; (i = state->next.fetch_add(1, std::memory_order_relaxed)) < n;) (*work)(i);
+  };
+  const int extra = pool == nullptr ? 0 : static_cast<int>(std::min<size_t>(
+                                              std::max(helpers, 0), n > 0 ? n - 1 : 0));
+  for (int h = 0; h < extra; ++h) {
+    pool->Schedule(
+        [state, take] {
+          {
+            absl::MutexLock lock(&state->mu);
+            if (state->closed) return;  // Too late: `fn` may be gone.
+            ++state->running;
+          }
+          take();
+          absl::MutexLock lock(&state->mu);
+          --state->running;
+        },
+        group);
+  }
+  take();
+  absl::MutexLock lock(&state->mu);
+  state->closed = true;
+  auto idle = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) { return state->running == 0; };
+  state->mu.Await(absl::Condition(&idle));
 }
 
 }  // namespace stoker

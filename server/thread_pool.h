@@ -82,6 +82,14 @@ class ThreadPool {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Runs fn(0) .. fn(n - 1), each once, on the calling thread and on up to
+// `helpers` tasks of `pool` (group `group`), and returns when all have run.
+// The caller takes items too and never waits for a helper that has not
+// started, so it may itself be one of `pool`'s tasks (a busy or one-worker
+// pool cannot deadlock it). A null pool or no helpers: all on the caller.
+void ParallelFor(ThreadPool* pool, int helpers, size_t n,
+                 const std::function<void(size_t)>& fn, uint64_t group = 0);
+
 }  // namespace stoker
 
 #endif  // STOKER_SERVER_THREAD_POOL_H_

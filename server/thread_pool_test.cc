@@ -3,6 +3,7 @@
 #include <atomic>
 #include <new>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -154,6 +155,40 @@ TEST(ThreadPoolTest, CountsBusyTimeOfRunningTasks) {
   // Two workers busy for at least the 100 ms slept, none of it finished.
   EXPECT_GE(pool.busy_ns() - before, 200'000'000u);
   release.Notify();
+}
+
+TEST(ParallelForTest, RunsEveryItemOnceOnTheCallerAndHelpers) {
+  ThreadPool pool("t", 3);
+  std::vector<std::atomic<int>> runs(1000);
+  ParallelFor(&pool, 3, runs.size(), [&](size_t i) { runs[i].fetch_add(1); });
+  for (const auto& r : runs) EXPECT_EQ(r.load(), 1);
+  // No pool, no items, no helpers.
+  std::atomic<int> total{0};
+  ParallelFor(nullptr, 4, 7, [&](size_t) { total.fetch_add(1); });
+  ParallelFor(&pool, 0, 5, [&](size_t) { total.fetch_add(1); });
+  ParallelFor(&pool, 3, 0, [&](size_t) { total.fetch_add(1); });
+  EXPECT_EQ(total.load(), 12);
+}
+
+// A task of a one-worker pool that fans out on that same pool finishes:
+// its helper cannot start while it runs, so the caller takes every item.
+TEST(ParallelForTest, ATaskOfABusyPoolFinishesItsItemsAlone) {
+  ThreadPool pool("t", 1);
+  absl::Notification done;
+  std::atomic<int> total{0};
+  std::thread::id caller;
+  std::atomic<int> elsewhere{0};
+  pool.Schedule([&] {
+    caller = std::this_thread::get_id();
+    ParallelFor(&pool, 4, 50, [&](size_t) {
+      total.fetch_add(1);
+      if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+    });
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_EQ(total.load(), 50);
+  EXPECT_EQ(elsewhere.load(), 0);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 namespace stoker::testing {
 
-// The cache tier `name` ("l1", "l2", "decoded", "pixels") of `stats`; an
+// The cache tier `name` ("l1", "l2", "decoded", "pixels", "volumes") of `stats`; an
 // empty one (enabled = false, every count 0) when there is none.
 const v1::TierStats& TierOf(const v1::DaemonStats& stats, const std::string& name);
 

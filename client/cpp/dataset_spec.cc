@@ -7,10 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "proto/spec.pb.h"
@@ -86,16 +88,22 @@ absl::StatusOr<v1::DatasetSpec> NameDataset(absl::string_view dataset, const std
   const absl::string_view text = absl::StripLeadingAsciiWhitespace(dataset);
   if (absl::StartsWith(text, "{")) {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    const FieldDescriptor* kind =
-        j.is_object() && j.size() == 1
-            ? v1::DatasetSpec::descriptor()->FindFieldByName(j.begin().key())
-            : nullptr;
-    if (kind == nullptr || kind->containing_oneof() == nullptr) {
+    // One key names the source; the others are the spec's own fields
+    // (samples_per_volume), which JsonToProto checks.
+    std::vector<std::string> sources;
+    if (j.is_object()) {
+      for (const auto& item : j.items()) {
+        const FieldDescriptor* f = v1::DatasetSpec::descriptor()->FindFieldByName(item.key());
+        if (f != nullptr && f->containing_oneof() != nullptr) sources.push_back(item.key());
+      }
+    }
+    if (sources.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "a dataset names one source: ", DatasetSourceNames(), ", got ",
-          j.is_object() ? absl::StrCat(j.size(), " key(s)", j.empty() ? "" : ", first '",
-                                       j.empty() ? "" : j.begin().key(), j.empty() ? "" : "'")
-                        : "no JSON object"));
+          !j.is_object() ? std::string("no JSON object")
+          : !sources.empty() ? absl::StrJoin(sources, " and ")
+          : j.empty()        ? std::string("none")
+                             : absl::StrCat("none (first key '", j.begin().key(), "')")));
     }
     STOKER_RETURN_IF_ERROR(JsonToProto(text, &ds));
   } else {

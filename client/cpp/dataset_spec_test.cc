@@ -69,6 +69,15 @@ TEST(NameDatasetTest, JsonNamesOneSourceAndPathsBecomeAbsolute) {
   ds = NameDataset(R"({"list": {"path": "m.tsv"}})", "imgs");
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->list().root(), dir + "/imgs");
+  // The spec's own fields beside the source.
+  ds = NameDataset(R"({"hdf5": {"path": "v", "dataset": "x"}, "samples_per_volume": 8})", "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->samples_per_volume(), 8u);
+  EXPECT_EQ(ds->hdf5().path(), dir + "/v");
+  EXPECT_EQ(NameDataset(R"({"folder": {"path": "a"}, "npy": {"path": "b"}})", "")
+                .status()
+                .message(),
+            "a dataset names one source: folder, list, lmdb, npy or hdf5, got folder and npy");
   // Not one source: named errors.
   for (const char* bad : {R"({})", R"({"folder": {"path": "a"}, "npy": {"path": "b"}})",
                           R"({"tar": {"path": "a"}})", R"({"folder": {"pth": "a"}})",

@@ -421,6 +421,11 @@ int Stats(Client& client, const Args& a) {
     if (t.tier() == "pixels") {
       std::printf(", %llu decoded", (unsigned long long)s.pixel_cache_decodes());
     }
+    if (t.tier() == "volumes") {
+      std::printf(", %llu decoded, %llu reads too large for it",
+                  (unsigned long long)s.volume_cache_decodes(),
+                  (unsigned long long)s.volume_cache_oversized());
+    }
     std::printf("\n");
   }
   for (const v1::WarmJob& j : s.warm_jobs()) {

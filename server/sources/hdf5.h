@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/array_source.h"
+#include "server/volume_cache.h"
 
 namespace stoker {
 
@@ -31,7 +32,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
     const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath,
-    uint64_t max_samples = kDefaultMaxArraySamples, bool rows = false);
+    uint64_t max_samples = kDefaultMaxArraySamples, bool rows = false,
+    VolumeCache* volumes = nullptr);
 
 }  // namespace stoker
 

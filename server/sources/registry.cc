@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/spec_util.h"
 #include "server/sources/source.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
@@ -34,7 +35,20 @@ absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceCon
   SourceContext confined = ctx;
   confined.limits.within = ctx.beneath.get();
   confined.limits.beneath = ctx.beneath ? ctx.beneath->prefix : std::string();
-  return kind->Open(spec, confined);
+  STOKER_ASSIGN_OR_RETURN(Dataset ds, kind->Open(spec, confined));
+  const uint32_t per_volume = spec.samples_per_volume();
+  if (per_volume <= 1) return ds;
+  const ArraySource* arrays = ds.source->arrays();
+  if (arrays == nullptr)
+    return absl::InvalidArgumentError(
+        "dataset.samples_per_volume applies to array sources (npy, hdf5), whose samples "
+        "are volumes");
+  STOKER_ASSIGN_OR_RETURN(
+      std::shared_ptr<const ArraySource> repeated,
+      RepeatArrays(std::shared_ptr<const ArraySource>(ds.source, arrays), per_volume,
+                   ctx.limits.max_files, DatasetPath(spec)));
+  return ArrayDataset(std::move(repeated),
+                      absl::StrCat(ds.description, " x", per_volume, " per volume"));
 }
 
 }  // namespace stoker

@@ -28,6 +28,7 @@
 #include "server/dataset.h"
 #include "server/file_system.h"
 #include "server/sample_source.h"
+#include "server/volume_cache.h"
 
 namespace stoker {
 
@@ -41,6 +42,9 @@ struct SourceContext {
   // RAM a source keeps (a file or dataset held whole), charged to the
   // caller; null: none kept.
   ChargeRam charge;
+  // The daemon's decoded-volume cache, shared by every session; null: none
+  // (chunked or compressed volumes are read by region).
+  VolumeCache* volumes = nullptr;
 
   FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
   // The caller's files, whole, through fs() beneath `beneath` and capped

@@ -2,7 +2,9 @@
 numpy/h5py reference in the same plan order, patches of volumes, dtype
 conversion and normalize, bad inputs named."""
 
+import json
 import os
+import subprocess
 
 import pytest
 
@@ -11,6 +13,7 @@ torch = pytest.importorskip("torch")
 h5py = pytest.importorskip("h5py")
 
 import stoker
+from conftest import STOKERCTL
 
 
 def loader(daemon, source, fields, pipeline=(), **kw):
@@ -221,3 +224,57 @@ def stoker_npy_header(descr, shape):
     d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
     d += " " * (63 - (10 + len(d)) % 64) + "\n"
     return b"\x93NUMPY\x01\x00" + len(d).to_bytes(2, "little") + d.encode()
+
+
+def daemon_stats(daemon):
+    out = subprocess.run([STOKERCTL, "--socket", daemon.socket, "stats", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_compressed_volumes_are_decoded_once_and_give_several_patches(daemon, tmp_path,
+                                                                     dataset):
+    # Volumes as h5py users write them: gzip (with shuffle) in h5py's
+    # chunks, upper-case names, smooth structure plus noise.
+    rng = np.random.default_rng(5)
+    grid = np.mgrid[0:22, 0:27, 0:31].astype(np.float32)
+    vols = []
+    for k in range(3):
+        v = (np.sin(grid[0] * 0.3 + k) * np.cos(grid[1] * 0.2) * 50 + grid[2]
+             + rng.standard_normal(grid[0].shape) * 0.5).astype(np.float32)
+        with h5py.File(tmp_path / f"scan{k}.H5", "w") as f:
+            f.create_dataset("vol", data=v, compression="gzip", shuffle=True,
+                             chunks=(5, 7, 8))
+        vols.append(v)
+    before = daemon_stats(daemon)
+    src = {"hdf5": {"path": str(tmp_path), "dataset": "vol"}, "samples_per_volume": 4}
+    ld = loader(daemon, src, [stoker.array((8, 9, 10), "patch")],
+                [stoker.random_patch((8, 9, 10))], batch_size=5, seed=3)
+    assert len(ld) == 3  # 12 samples in batches of 5.
+    corners = {}
+    for epoch in range(2):
+        ld.set_epoch(epoch)
+        seen = []
+        for b in ld.batches():
+            for i, p in zip(b.indices, np.asarray(b.field("patch"))):
+                corner = find_patch(vols[int(i) // 4], p)  # Bit-exact region.
+                assert corner is not None, (epoch, int(i))
+                corners[(epoch, int(i))] = corner
+                seen.append(int(i))
+        assert sorted(seen) == list(range(12))  # 4 samples of each volume.
+    # Each volume's 4 samples are drawn apart (not one patch 4 times).
+    for k in range(3):
+        assert len({corners[(0, 4 * k + j)] for j in range(4)}) > 1
+    after = daemon_stats(daemon)
+    # Three volumes decoded once each for 24 patches and more (whatever the
+    # ring prefetched), each patch one lookup of the volume cache.
+    assert after["volume_cache_decodes"] - before.get("volume_cache_decodes", 0) == 3
+    lookups = [sum({t["tier"]: t for t in s["tiers"]}["volumes"].get(k, 0)
+                   for k in ("hits", "misses")) for s in (before, after)]
+    assert lookups[1] - lookups[0] >= 24
+    ld.close()
+    # On a source whose samples are not volumes it is refused by name.
+    with pytest.raises(stoker.StokerError, match="samples_per_volume applies to array sources"):
+        len(stoker.Loader({"folder": {"path": dataset}, "samples_per_volume": 2},
+                          batch_size=4, image_size=32, socket=daemon.socket))

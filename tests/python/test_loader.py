@@ -183,7 +183,7 @@ def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     ld = stoker.Loader("rows.NPY", batch_size=4, shuffle=False, socket=daemon.socket,
                        fields=[stoker.array([4], "x")])
-    assert ld._source == {"root_token": "", "npy": {
+    assert ld._source == {"root_token": "", "samples_per_volume": 0, "npy": {
         "path": str(tmp_path / "rows.NPY"), "labels": ""}}
     assert [b["x"][:, 0].tolist() for b in ld] == [[0, 4, 8, 12], [16, 20]]
     assert lib.dataset_json(dataset)["folder"]["path"] == dataset

@@ -39,7 +39,9 @@ class Loader:
         source as stoker.v1.DatasetSpec does:
         {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
         folder of .npy, "labels": .npy of N ints}}, {"hdf5": {"path": file
-        or folder, "dataset": name, "labels": dataset name}}.
+        or folder, "dataset": name, "labels": dataset name}}, with the
+        spec's own keys beside it, e.g. {"hdf5": {...}, "samples_per_volume":
+        8} (each volume is 8 samples of an epoch: 8 random patches).
       batch_size: samples per batch (1..65536).
       transform: the preset: "train" (RandomResizedCrop + flip, the
         default) or "val" (Resize + CenterCrop), both to image_size x
@@ -196,10 +198,13 @@ class Loader:
             def text(v):
                 return os.fspath(v) if isinstance(v, os.PathLike) else v
             try:
-                named = json.dumps({kind: {k: text(v) for k, v in dict(src).items()}
-                                    for kind, src in dataset.items()})
+                named = json.dumps({
+                    kind: ({k: text(v) for k, v in dict(src).items()}
+                           if not isinstance(src, (int, str)) else src)
+                    for kind, src in dataset.items()})
             except (TypeError, ValueError) as e:
-                raise TypeError(f"a dataset dict is {{kind: {{field: value}}}}: {e}") from None
+                raise TypeError(f"a dataset dict is {{kind: {{field: value}}}} (and "
+                                f"DatasetSpec scalars such as samples_per_volume): {e}") from None
         elif isinstance(dataset, (str, os.PathLike)):
             named = os.fspath(dataset)
         else:

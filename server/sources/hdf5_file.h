@@ -1,0 +1,107 @@
+// Confined HDF5 file access for the hdf5 source kind, through Debian's
+// libhdf5 (serial, thread-safe build: the library serializes its calls).
+//
+// A file is opened from the descriptor openat2 gave (/proc/self/fd/N), so
+// HDF5 never resolves a path itself; a dataset whose data would come from
+// another file (external storage, an external link, a virtual dataset) is
+// PERMISSION_DENIED, external links are never traversed, and filter
+// plugins are never loaded.
+//
+// ReadWhole reads a dataset whole: a chunked one whose only filters are
+// shuffle and deflate chunk by chunk, each chunk's stored bytes taken
+// from the library (H5Dread_chunk, under its lock) and unshuffled and
+// inflated here (libdeflate), chunks spread over a Parallel: the library's
+// lock is held only for the raw reads. Chunk sizes and inflated lengths
+// are checked against the dataset's own geometry: a hostile or corrupt
+// chunk is DATA_LOSS naming the file and the chunk, never a write past the
+// volume.
+//
+// Thread-safe as the library is; the objects are used by one reader at a
+// time or read-only.
+#ifndef STOKER_SERVER_SOURCES_HDF5_FILE_H_
+#define STOKER_SERVER_SOURCES_HDF5_FILE_H_
+
+#include <hdf5/serial/hdf5.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/array_source.h"
+#include "server/file_system.h"
+#include "server/volume_cache.h"
+
+namespace stoker {
+namespace h5 {
+
+// Closes an HDF5 id with the matching function.
+class Id {
+ public:
+  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+// FAILED_PRECONDITION "file: what".
+absl::Status Failed(const std::string& file, const std::string& what);
+
+// An open file, confined when `beneath` is set.
+struct File {
+  std::string path;
+  // The file version HDF5 opened (path, device, inode, size, mtime): keys
+  // what is kept of it.
+  std::string version;
+  std::unique_ptr<Id> id;
+};
+
+// Opens `path` read-only beneath `beneath` (when set).
+absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath);
+
+struct Set {
+  std::unique_ptr<Id> set, space, type;
+  std::vector<uint64_t> dims;
+  ElemType elem = ElemType::kUint8;
+  // Contiguous, unfiltered, little-endian: its elements at this offset of
+  // the file, readable without the library.
+  bool raw = false;
+  uint64_t offset = 0;
+  // Chunked, with no filters but shuffle and deflate, little-endian: its
+  // chunks can be read raw and inflated outside the library (ReadWhole).
+  bool inflatable = false;
+  std::vector<uint64_t> chunk;         // Chunk dimensions when chunked.
+  std::vector<H5Z_filter_t> filters;   // In pipeline order (write order).
+};
+
+// Opens dataset `name` of `f`: PERMISSION_DENIED for data in other files,
+// FAILED_PRECONDITION for no such dataset or elements that are not plain
+// numbers.
+absl::StatusOr<Set> OpenSet(const File& f, const std::string& name);
+
+// Reads the hyperslab [start, start + count) of `d` into dst as `to`
+// (DATA_LOSS naming `what` when the library fails).
+absl::Status ReadSlab(const Set& d, const std::vector<hsize_t>& start,
+                      const std::vector<hsize_t>& count, ElemType to, uint8_t* dst,
+                      const std::string& what);
+
+// Reads all of `d` into `dst` (its elements as stored, d.elem, little-
+// endian: ElemBytes(d.elem) x the product of d.dims bytes): inflatable
+// datasets chunk by chunk over `parallel`, others in one library read.
+absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint8_t* dst,
+                       const std::string& what);
+
+}  // namespace h5
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_HDF5_FILE_H_

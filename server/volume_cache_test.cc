@@ -1,0 +1,130 @@
+#include "server/volume_cache.h"
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "server/thread_pool.h"
+
+namespace stoker {
+namespace {
+
+// A decode that fills `bytes` with `value`, counting its calls.
+VolumeCache::Decode Filling(uint8_t value, std::atomic<int>* calls) {
+  return [value, calls](const VolumeCache::Parallel&, uint8_t* out) {
+    calls->fetch_add(1);
+    std::memset(out, value, 1000);
+    return absl::OkStatus();
+  };
+}
+
+TEST(VolumeCacheTest, DecodesOnceThenServesFromRam) {
+  VolumeCache cache(10'000);
+  std::atomic<int> calls{0};
+  absl::StatusOr<Bytes> a = cache.Get("v0", 1000, Filling(7, &calls));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NE(*a, nullptr);
+  EXPECT_EQ(**a, std::string(1000, '\7'));
+  absl::StatusOr<Bytes> b = cache.Get("v0", 1000, Filling(9, &calls));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->get(), a->get());  // The kept entry, not a second decode.
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(cache.decodes(), 1u);
+  const v1::TierStats s = cache.Stats();
+  EXPECT_EQ(s.tier(), "volumes");
+  EXPECT_EQ(s.hits(), 1u);
+  EXPECT_EQ(s.entries(), 1u);
+}
+
+TEST(VolumeCacheTest, ConcurrentReadersOfOneVolumeShareOneDecode) {
+  VolumeCache cache(10'000);
+  std::atomic<int> calls{0};
+  absl::Notification release;
+  std::atomic<int> started{0};
+  auto held = [&](const VolumeCache::Parallel&, uint8_t* out) {
+    calls.fetch_add(1);
+    release.WaitForNotification();
+    std::memset(out, 3, 1000);
+    return absl::OkStatus();
+  };
+  std::vector<std::thread> readers;
+  std::vector<Bytes> got(4);
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      started.fetch_add(1);
+      got[r] = *cache.Get("v", 1000, held);
+    });
+  }
+  while (calls.load() == 0) std::this_thread::yield();  // One decode has begun.
+  while (started.load() < 4) std::this_thread::yield();
+  release.Notify();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(calls.load(), 1);
+  for (const Bytes& b : got) EXPECT_EQ(*b, std::string(1000, '\3'));
+}
+
+TEST(VolumeCacheTest, LeastRecentlyUsedVolumesLeaveFirst) {
+  VolumeCache cache(2'300);  // Two 1000-byte volumes and their keys.
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(cache.Get("a", 1000, Filling(1, &calls)).ok());
+  ASSERT_TRUE(cache.Get("b", 1000, Filling(2, &calls)).ok());
+  ASSERT_TRUE(cache.Get("a", 1000, Filling(1, &calls)).ok());  // a is recent.
+  ASSERT_TRUE(cache.Get("c", 1000, Filling(3, &calls)).ok());  // b leaves.
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_EQ(cache.Stats().evictions(), 1u);
+  ASSERT_TRUE(cache.Get("a", 1000, Filling(1, &calls)).ok());
+  EXPECT_EQ(calls.load(), 3);
+  ASSERT_TRUE(cache.Get("b", 1000, Filling(2, &calls)).ok());
+  EXPECT_EQ(calls.load(), 4);
+}
+
+TEST(VolumeCacheTest, AVolumeLargerThanTheBudgetIsNeverDecoded) {
+  VolumeCache cache(900);
+  std::atomic<int> calls{0};
+  absl::StatusOr<Bytes> v = cache.Get("big", 1000, Filling(1, &calls));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, nullptr);
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_EQ(cache.oversized(), 1u);
+  // Nor is a 1 TB volume allocated.
+  EXPECT_EQ(*cache.Get("huge", 1ULL << 40, Filling(1, &calls)), nullptr);
+  EXPECT_EQ(cache.oversized(), 2u);
+}
+
+TEST(VolumeCacheTest, AFailedDecodeIsReturnedAndTriedAgainLater) {
+  VolumeCache cache(10'000);
+  int calls = 0;
+  auto failing = [&](const VolumeCache::Parallel&, uint8_t*) {
+    ++calls;
+    return absl::DataLossError("v.h5: chunk [0, 0] does not inflate");
+  };
+  absl::StatusOr<Bytes> v = cache.Get("v", 1000, failing);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(v.status().message(), "v.h5: chunk [0, 0] does not inflate");
+  EXPECT_FALSE(cache.Get("v", 1000, failing).ok());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(cache.Stats().entries(), 0u);
+  EXPECT_EQ(cache.decodes(), 0u);
+}
+
+TEST(VolumeCacheTest, ADecodeSpreadsItsItemsOverThePool) {
+  ThreadPool pool("decode", 2);
+  VolumeCache cache(1 << 20, [&](size_t n, const std::function<void(size_t)>& fn) {
+    ParallelFor(&pool, pool.size(), n, fn);
+  });
+  auto chunked = [](const VolumeCache::Parallel& parallel, uint8_t* out) {
+    parallel(100, [out](size_t i) { std::memset(out + i * 100, static_cast<int>(i), 100); });
+    return absl::OkStatus();
+  };
+  absl::StatusOr<Bytes> v = cache.Get("v", 10'000, chunked);
+  ASSERT_TRUE(v.ok());
+  for (size_t i = 0; i < 100; ++i)
+    EXPECT_EQ(static_cast<uint8_t>((**v)[i * 100 + 99]), i) << i;
+}
+
+}  // namespace
+}  // namespace stoker

@@ -21,10 +21,7 @@ void AdviseHugePages(char* p, size_t n) {
 
 VolumeCache::VolumeCache(uint64_t capacity_bytes, Parallel parallel)
     : ram_("volumes", capacity_bytes, /*shards=*/1),
-      parallel_(parallel ? std::move(parallel)
-                         : [](size_t n, const std::function<void(size_t)>& fn) {
-                             for (size_t i = 0; i < n; ++i) fn(i);
-                           }) {}
+      parallel_(parallel ? std::move(parallel) : Parallel(&VolumeCache::Serial)) {}
 
 absl::StatusOr<Bytes> VolumeCache::Get(const std::string& key, uint64_t bytes,
                                        const Decode& decode) {

@@ -143,10 +143,7 @@ class Hdf5Source : public ArraySource {
   // Spreads a whole read's chunks over the decode pool (serial without a
   // volume cache).
   VolumeCache::Parallel parallel() const {
-    if (volumes_ != nullptr) return volumes_->parallel();
-    return [](size_t n, const std::function<void(size_t)>& fn) {
-      for (size_t i = 0; i < n; ++i) fn(i);
-    };
+    return volumes_ != nullptr ? volumes_->parallel() : VolumeCache::Parallel(&VolumeCache::Serial);
   }
   VolumeCache* volumes_ = nullptr;  // Folder volumes decoded whole; may be null.
   std::unique_ptr<std::atomic<bool>[]> warned_;  // Per file: oversized, said.

@@ -13,8 +13,9 @@ PACKAGES=(
   libabsl-dev
   # Shared memory, decode (JPEG, PNG), array sources (HDF5).
   libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libhdf5-dev
-  # Chunk inflate outside libhdf5 (compressed volumes and feature files).
-  libdeflate-dev
+  # Inflate outside libhdf5 (compressed volumes, feature files, .nii.gz);
+  # zlib streams the first bytes of a .nii.gz (its header).
+  libdeflate-dev zlib1g-dev
   # NUMA topology and placement (numactl: checking it by hand).
   libnuma-dev numactl
   # Caches and the LMDB dataset source.
@@ -26,7 +27,7 @@ PACKAGES=(
   # Python client tests: numpy/torch, a second gRPC in the same process,
   # fresh virtual environments for the wheel.
   python3-numpy python3-torch python3-torchvision python3-pytest python3-pil
-  python3-grpcio python3-venv python3-h5py
+  python3-grpcio python3-venv python3-h5py python3-nibabel
   # Packaging: the release bundle (RPATHs, symbol checks), the node service.
   patchelf binutils dpkg-dev systemd nlohmann-json3-dev libcli11-dev
   # Real photographs for the sanitizer's decode fuzzing (make sanitize).

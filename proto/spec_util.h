@@ -38,7 +38,7 @@ inline std::string DatasetPath(const v1::DatasetSpec& ds) {
   return source == nullptr ? std::string() : SourceField(*source, "path");
 }
 
-// "folder, list, lmdb, npy or hdf5": the source kinds the schema names.
+// "folder, list, lmdb, npy, hdf5 or nifti": the source kinds the schema names.
 inline std::string DatasetSourceNames() {
   const google::protobuf::OneofDescriptor* o =
       v1::DatasetSpec::descriptor()->FindOneofByName("source");

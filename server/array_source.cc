@@ -332,10 +332,11 @@ class ConcatSource : public ArraySource {
     const auto [k, j] = Locate(i);
     return parts_[k]->Broken(j);
   }
-  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
-                    uint8_t* dst) const override {
+  uint32_t files() const override { return parts_[0]->files(); }
+  absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start, const uint64_t* count,
+                         ElemType to, uint8_t* dst) const override {
     const auto [k, j] = Locate(i);
-    return parts_[k]->Read(j, start, count, to, dst);
+    return parts_[k]->ReadArray(j, file, start, count, to, dst);
   }
 
  private:
@@ -358,9 +359,10 @@ class RepeatSource : public ArraySource {
   int64_t label(size_t i) const override { return base_->label(i / n_); }
   std::string Name(size_t i) const override { return base_->Name(i / n_); }
   absl::Status Broken(size_t i) const override { return base_->Broken(i / n_); }
-  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
-                    uint8_t* dst) const override {
-    return base_->Read(i / n_, start, count, to, dst);
+  uint32_t files() const override { return base_->files(); }
+  absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start, const uint64_t* count,
+                         ElemType to, uint8_t* dst) const override {
+    return base_->ReadArray(i / n_, file, start, count, to, dst);
   }
 
  private:
@@ -415,6 +417,7 @@ absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
     ds.samples.push_back(Sample{source->Name(i), static_cast<int32_t>(label), {}});
   }
   ds.num_classes = static_cast<uint32_t>(max_label + 1);
+  ds.files_per_sample = source->files();
   ds.source = std::move(source);
   return ds;
 }

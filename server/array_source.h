@@ -116,11 +116,20 @@ class ArraySource : public SampleSource {
   // an HDF5 file): the error its reads return (a per-sample error, as for
   // a corrupt image); OK otherwise.
   virtual absl::Status Broken(size_t i) const { return absl::OkStatus(); }
-  // Region of sample i into dst as `to` (see CopyRegion). DATA_LOSS when
-  // the file changed or cannot be read any more.
-  virtual absl::Status Read(size_t i, const uint64_t* start,
-                            const uint64_t* count, ElemType to,
-                            uint8_t* dst) const = 0;
+  // Arrays per sample, all of sample i's shape (a volume and its label
+  // volume): array fields read the one their FieldSpec.file names. 1
+  // unless a kind pairs them.
+  virtual uint32_t files() const { return 1; }
+  // Region of array `file` (< files()) of sample i into dst as `to` (see
+  // CopyRegion). DATA_LOSS when the file changed or cannot be read any more,
+  // or (a paired array) its shape is not shape(i).
+  virtual absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start,
+                                 const uint64_t* count, ElemType to, uint8_t* dst) const = 0;
+  // ReadArray of the sample's first array.
+  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
+                    uint8_t* dst) const {
+    return ReadArray(i, 0, start, count, to, dst);
+  }
 };
 
 // RESOURCE_EXHAUSTED for more than `max_samples` rows, FAILED_PRECONDITION

@@ -13,7 +13,7 @@ namespace stoker {
 
 absl::Status ParseManifest(
     const std::string& manifest, const ScanLimits& limits, size_t max_files,
-    const std::function<void(std::vector<std::string>, int32_t)>& fn) {
+    const std::function<void(std::vector<std::string>, int32_t)>& fn, bool label_optional) {
   FileSystem* fs = limits.fs != nullptr ? limits.fs : FileSystem::Default();
   std::string text;
   absl::Status read =
@@ -38,6 +38,9 @@ absl::Status ParseManifest(
     if (text.empty() || text[0] == '#') continue;
     std::vector<absl::string_view> parts = absl::StrSplit(text, '\t');
     int32_t label = -1;
+    if (label_optional && !(parts.size() >= 2 && absl::SimpleAtoi(parts.back(), &label))) {
+      parts.push_back("0");  // No label column: every column is a path.
+    }
     const bool paths_ok =
         parts.size() >= 2 && parts.size() - 1 <= max_files &&
         std::none_of(parts.begin(), parts.end() - 1,
@@ -50,7 +53,7 @@ absl::Status ParseManifest(
       return absl::FailedPreconditionError(absl::StrCat(
           "dataset manifest ", manifest, " line ", lineno,
           ": expected 'relative/path", max_files > 1 ? "[<TAB>path...]" : "",
-          "<TAB>label' with a label >= 0 (",
+          label_optional ? "[<TAB>label]" : "<TAB>label", "' with a label >= 0 (",
           !paths_ok   ? absl::StrCat("not 1..", max_files,
                                      " non-empty paths and a label")
           : !count_ok ? absl::StrCat(parts.size() - 1, " paths where the first "

@@ -67,13 +67,16 @@ struct ScanLimits {
 // Calls fn(relative paths, label) for each `path[<TAB>path...]<TAB>label`
 // line of the manifest at `manifest`, read through limits.fs beneath
 // limits.within (every line with the same number of paths, at most
-// `max_files`). '#' comments and blank lines are skipped.
+// `max_files`). '#' comments and blank lines are skipped. With
+// `label_optional`, a line whose last column is not a number is all paths,
+// its label 0.
 // FAILED_PRECONDITION with the line number for a malformed line (never its
 // content: the daemon may read files the caller cannot); RESOURCE_EXHAUSTED
 // past the limits; the file environment's errors for the manifest itself.
 absl::Status ParseManifest(const std::string& manifest, const ScanLimits& limits,
                            size_t max_files,
-                           const std::function<void(std::vector<std::string>, int32_t)>& fn);
+                           const std::function<void(std::vector<std::string>, int32_t)>& fn,
+                           bool label_optional = false);
 
 // Max label + 1 (0 for no samples).
 uint32_t NumClasses(const std::vector<Sample>& samples);

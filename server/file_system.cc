@@ -1,11 +1,13 @@
 #include "server/file_system.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <stdexcept>
 
@@ -73,20 +75,77 @@ int OpenRaw(const std::string& path, uint64_t flags, const Beneath* beneath, int
   return static_cast<int>(fd);
 }
 
+// PERMISSION_DENIED when a confined `path` does not lie below the folder.
+absl::Status CheckBeneath(const std::string& path, const Beneath* beneath) {
+  if (beneath == nullptr) return absl::OkStatus();
+  const std::string& pre = beneath->prefix;
+  // "/" confines to the whole tree: every absolute path is beneath it.
+  const size_t cut = pre == "/" ? 0 : pre.size();
+  if (path.size() <= cut + 1 || path.compare(0, cut, pre, 0, cut) != 0 || path[cut] != '/') {
+    return absl::PermissionDeniedError(absl::StrCat(path, " is outside the dataset folder ", pre));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
+                                                    const Beneath* beneath,
+                                                    uint64_t max_entries) {
+  const std::string trimmed = path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1)
+                                                                   : path;
+  int err = 0, fd = -1;
+  const uint64_t flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK;
+  if (beneath != nullptr && trimmed == beneath->prefix) {
+    // Its own open file description: a dup would share the offset.
+    fd = openat(beneath->dir_fd, ".", static_cast<int>(flags));
+    err = errno;
+  } else {
+    STOKER_RETURN_IF_ERROR(CheckBeneath(trimmed, beneath));
+    fd = OpenRaw(trimmed, flags, beneath, &err);
+  }
+  if (fd < 0) {
+    if (err == EXDEV && beneath != nullptr)
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, " leads outside the dataset folder ", beneath->prefix));
+    if (err == ENOTDIR) return NotRegular(path, "not a folder");
+    return ErrnoStatus(err, path);
+  }
+  struct stat st;
+  if (fstat(fd, &st) == 0 && beneath != nullptr && beneath->guard != nullptr) {
+    absl::Status s = beneath->guard->Check(st, path);
+    if (!s.ok()) {
+      close(fd);
+      return s;
+    }
+  }
+  DIR* dir = fdopendir(fd);
+  if (dir == nullptr) {
+    err = errno;
+    close(fd);
+    return ErrnoStatus(err, path);
+  }
+  std::vector<std::string> names;
+  absl::Status s;
+  while (const dirent* e = readdir(dir)) {
+    const absl::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (names.size() >= max_entries) {
+      s = absl::ResourceExhaustedError(absl::StrCat(
+          path, " holds over ", max_entries, " entries (--max-dataset-files)"));
+      break;
+    }
+    names.emplace_back(name);
+  }
+  closedir(dir);
+  if (!s.ok()) return s;
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
                                  const Beneath* beneath, struct stat* st_out) {
-  if (beneath != nullptr) {
-    const std::string& pre = beneath->prefix;
-    // "/" confines to the whole tree: every absolute path is beneath it.
-    const size_t cut = pre == "/" ? 0 : pre.size();
-    if (path.size() <= cut + 1 || path.compare(0, cut, pre, 0, cut) != 0 ||
-        path[cut] != '/') {
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, " is outside the dataset folder ", pre));
-    }
-  }
+  STOKER_RETURN_IF_ERROR(CheckBeneath(path, beneath));
   flags |= O_CLOEXEC;
   // Non-blocking: opening a FIFO for reading must not wait for a writer.
   if ((flags & O_PATH) == 0) flags |= O_NONBLOCK | O_NOCTTY;

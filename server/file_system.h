@@ -89,6 +89,15 @@ absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
                                  const Beneath* beneath,
                                  struct stat* st = nullptr);
 
+// The entries of folder `path` (names without "." and ".."), sorted, the
+// folder opened as OpenConfined opens a file (beneath `beneath`, which
+// `path` may itself be; the guard's rules) but as a folder. NOT_FOUND,
+// PERMISSION_DENIED, FAILED_PRECONDITION (not a folder), RESOURCE_EXHAUSTED
+// past `max_entries`, each naming the path.
+absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
+                                                    const Beneath* beneath,
+                                                    uint64_t max_entries);
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;

@@ -139,6 +139,32 @@ TEST_F(FileSystemTest, ConfinementStaysBeneathItsFolder) {
   EXPECT_EQ(ReadCode(root_ + "/inside.jpg", b.get()), absl::StatusCode::kPermissionDenied);
 }
 
+TEST_F(FileSystemTest, ListFolderStaysBeneathItsFolder) {
+  fs::create_directories(root_ + "/in/sub");
+  fs::create_directories(root_ + "/out");
+  ASSERT_TRUE(testdata::WriteFile(root_ + "/in/b.nii", "b").ok());
+  ASSERT_TRUE(testdata::WriteFile(root_ + "/in/a.nii", "a").ok());
+  fs::create_directory_symlink(root_ + "/out", root_ + "/in/away");
+  auto b = std::make_unique<Beneath>();
+  b->dir_fd = open((root_ + "/in").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  b->prefix = root_ + "/in";
+  absl::StatusOr<std::vector<std::string>> names = ListFolder(root_ + "/in/", b.get(), 10);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"a.nii", "away", "b.nii", "sub"}));
+  EXPECT_TRUE(ListFolder(root_ + "/in/sub", b.get(), 10).ok());
+  EXPECT_EQ(ListFolder(root_ + "/in/away", b.get(), 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ListFolder(root_ + "/out", b.get(), 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ListFolder(root_ + "/in/a.nii", b.get(), 10).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ListFolder(root_ + "/in/none", b.get(), 10).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ListFolder(root_ + "/in", b.get(), 3).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(ListFolder(root_ + "/out", nullptr, 10).ok());  // Admins: anywhere.
+}
+
 TEST_F(FileSystemTest, StatNamesTheFile) {
   ASSERT_TRUE(testdata::WriteFile(root_ + "/a.jpg", "abc").ok());
   struct stat st;

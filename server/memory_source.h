@@ -109,12 +109,13 @@ inline std::shared_ptr<Dataset> MemoryDataset(std::shared_ptr<const SampleSource
   return ds;
 }
 
-// Rows of `width` float32 values; row i's value j is i * 1000 + j. Rows in
-// `broken` fail their reads as a file that is not an array does.
+// Rows of `width` float32 values; row i's value j is i * 1000 + j, and in
+// its array k (of `files`) k * 100000 more. Rows in `broken` fail their
+// reads as a file that is not an array does.
 class MemoryArrays : public ArraySource {
  public:
-  MemoryArrays(size_t rows, uint64_t width, std::vector<size_t> broken = {})
-      : rows_(rows), shape_{width}, broken_(std::move(broken)) {}
+  MemoryArrays(size_t rows, uint64_t width, std::vector<size_t> broken = {}, uint32_t files = 1)
+      : rows_(rows), shape_{width}, broken_(std::move(broken)), files_(files) {}
   size_t size() const override { return rows_; }
   ElemType type() const override { return ElemType::kFloat32; }
   const std::vector<uint64_t>& shape(size_t) const override { return shape_; }
@@ -126,10 +127,11 @@ class MemoryArrays : public ArraySource {
     }
     return absl::OkStatus();
   }
-  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
-                    uint8_t* dst) const override {
+  uint32_t files() const override { return files_; }
+  absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start, const uint64_t* count,
+                         ElemType to, uint8_t* dst) const override {
     std::vector<float> row(shape_[0]);
-    for (uint64_t j = 0; j < shape_[0]; ++j) row[j] = static_cast<float>(i * 1000 + j);
+    for (uint64_t j = 0; j < shape_[0]; ++j) row[j] = static_cast<float>(file * 100000 + i * 1000 + j);
     CopyRegion(reinterpret_cast<const uint8_t*>(row.data()), ElemType::kFloat32, shape_, start,
                count, dst, to);
     return absl::OkStatus();
@@ -139,6 +141,7 @@ class MemoryArrays : public ArraySource {
   const size_t rows_;
   const std::vector<uint64_t> shape_;
   const std::vector<size_t> broken_;
+  const uint32_t files_;
 };
 
 }  // namespace stoker

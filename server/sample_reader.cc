@@ -100,8 +100,8 @@ absl::Status SampleReader::CopyArrays(uint64_t index, uint64_t epoch,
     const std::vector<uint64_t> region = Pipeline::RegionOf(field, shape);
     uint8_t* dst = out.field[f];
     if (!field.normalize) {
-      STOKER_RETURN_IF_ERROR(src.Read(index, starts[f].data(), region.data(),
-                                      FromRingDType(field.dtype), dst));
+      STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, starts[f].data(), region.data(),
+                                           FromRingDType(field.dtype), dst));
       Pipeline::ApplyArray(field, effects[f], dst);
       continue;
     }
@@ -109,8 +109,9 @@ absl::Status SampleReader::CopyArrays(uint64_t index, uint64_t epoch,
     uint64_t n = 1;
     for (uint64_t d : region) n *= d;
     tmp.resize(n);
-    STOKER_RETURN_IF_ERROR(src.Read(index, starts[f].data(), region.data(), ElemType::kFloat32,
-                                    reinterpret_cast<uint8_t*>(tmp.data())));
+    STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, starts[f].data(), region.data(),
+                                         ElemType::kFloat32,
+                                         reinterpret_cast<uint8_t*>(tmp.data())));
     WriteNormalized(tmp.data(), n, 1, field.norm, false, field.dtype == shm::kDTypeFloat16,
                     dst);
     Pipeline::ApplyArray(field, effects[f], dst);

@@ -43,7 +43,7 @@ absl::Status CheckSource(const v1::SessionSpec& spec, const Pipeline& p, const D
         " holds arrays: declare array fields"));
   if (p.has_arrays() && arrays == nullptr)
     return absl::InvalidArgumentError(absl::StrCat(
-        "array fields need an npy or hdf5 source, not ", ds.description));
+        "array fields need an array source (npy, hdf5, nifti), not ", ds.description));
   if (arrays == nullptr) return absl::OkStatus();
   // A spec that no sample fits fails now; a folder's odd file (a different
   // or corrupt shape) fails when it is read, as a per-sample error.

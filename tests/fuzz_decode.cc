@@ -39,6 +39,7 @@
 #include "server/sources/hdf5.h"
 #include "server/sources/list.h"
 #include "server/sources/npy.h"
+#include "tests/fuzz_nifti.h"
 #include "server/decode.h"
 #include "server/jpeg.h"
 #include "server/pipeline.h"
@@ -57,6 +58,7 @@ ABSL_FLAG(int, side, 320, "Longest side the photos are reduced to first.");
 ABSL_FLAG(int, manifest_mutations, 1000, "Mutated manifests to load.");
 ABSL_FLAG(int, ring_scribbles, 20,
           "Live sessions whose ring header is overwritten while they run.");
+ABSL_FLAG(int, nifti_mutations, 600, "Mutated NIfTI volumes to open and read.");
 ABSL_FLAG(int, hdf5_mutations, 300,
           "Mutated HDF5 files opened and read, each in a child process: "
           "libhdf5 is not hardened against corrupt files, so its crashes are "
@@ -375,6 +377,8 @@ int RunRingScribbles(Rng& rng, int rounds, const std::string& dir,
 
 int Run() {
   std::vector<Bytes> bases, npys, h5s;
+  std::vector<uint8_t> gray;
+  int gray_width = 0, gray_height = 0;
   const std::string h5dir = testdata::MakeTempDir("fuzz-h5");
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(absl::GetFlag(FLAGS_photos), ec)) {
@@ -395,6 +399,12 @@ int Run() {
       std::vector<float> f(px.pixels.begin(), px.pixels.begin() + 3 * px.width * 16);
       npys.push_back(NpyBytes(ElemType::kFloat32, {16, static_cast<uint64_t>(px.width), 3},
                               f.data()));
+      if (gray.empty()) {  // One photo's luma for the NIfTI volumes.
+        gray_width = std::min(px.width, 96);
+        gray_height = std::min(px.height, 96);
+        for (int y = 0; y < gray_height; ++y)
+          for (int x = 0; x < gray_width; ++x) gray.push_back(px.pixels[(y * px.width + x) * 3 + 1]);
+      }
       if (h5s.size() < 2) {  // Two photos are plenty for the slower HDF5 run.
         RgbImage small = px;
         small.height = std::min(px.height, 64);
@@ -491,12 +501,17 @@ int Run() {
   }
   if (int rc = RunManifests(rng, absl::GetFlag(FLAGS_manifest_mutations), h5dir, &outcomes))
     return rc;
+  if (int rc = gray.empty() ? 0
+                            : RunNifti(gray, gray_width, gray_height, Mutate, rng,
+                                       absl::GetFlag(FLAGS_nifti_mutations), h5dir, &outcomes))
+    return rc;
   if (int rc = RunRingScribbles(rng, absl::GetFlag(FLAGS_ring_scribbles), h5dir, &outcomes))
     return rc;
   std::filesystem::remove_all(h5dir, ec);
   std::printf("fuzz_decode: %d mutations of %zu photo encodings, %d of HDF5 files, "
-              "%d of manifests, %d scribbled ring headers\n",
+              "%d of NIfTI volumes, %d of manifests, %d scribbled ring headers\n",
               total, bases.size(), absl::GetFlag(FLAGS_hdf5_mutations),
+              absl::GetFlag(FLAGS_nifti_mutations),
               absl::GetFlag(FLAGS_manifest_mutations), absl::GetFlag(FLAGS_ring_scribbles));
   for (const auto& [what, count] : outcomes) {
     std::printf("  %-32s %d\n", what.c_str(), count);

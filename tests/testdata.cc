@@ -1,5 +1,6 @@
 #include "tests/testdata.h"
 
+#include <libdeflate.h>
 #include <spng.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -180,6 +182,50 @@ absl::StatusOr<std::vector<std::string>> MakeBadFiles(const std::string& dir,
     paths.push_back(path);
   }
   return paths;
+}
+
+namespace {
+template <typename T>
+void Put(std::string* s, size_t at, T v) {
+  std::memcpy(&(*s)[at], &v, sizeof(T));
+}
+}  // namespace
+
+std::string NiftiBytes(int version, const std::vector<int64_t>& dims, int datatype,
+                       const std::string& voxels, double slope, double inter) {
+  std::string s;
+  if (version == 1) {
+    s.assign(352, '\0');
+    Put<int32_t>(&s, 0, 348);
+    Put<int16_t>(&s, 40, static_cast<int16_t>(dims.size()));
+    for (size_t k = 0; k < dims.size(); ++k) Put<int16_t>(&s, 42 + 2 * k, static_cast<int16_t>(dims[k]));
+    Put<int16_t>(&s, 70, static_cast<int16_t>(datatype));
+    for (int k = 0; k < 8; ++k) Put<float>(&s, 76 + 4 * k, 1.0f);
+    Put<float>(&s, 108, 352);
+    Put<float>(&s, 112, static_cast<float>(slope));
+    Put<float>(&s, 116, static_cast<float>(inter));
+    std::memcpy(&s[344], "n+1\0", 4);
+  } else {
+    s.assign(544, '\0');
+    Put<int32_t>(&s, 0, 540);
+    std::memcpy(&s[4], "n+2\0\r\n\032\n", 8);
+    Put<int16_t>(&s, 12, static_cast<int16_t>(datatype));
+    Put<int64_t>(&s, 16, static_cast<int64_t>(dims.size()));
+    for (size_t k = 0; k < dims.size(); ++k) Put<int64_t>(&s, 24 + 8 * k, dims[k]);
+    for (int k = 0; k < 8; ++k) Put<double>(&s, 104 + 8 * k, 1.0);
+    Put<int64_t>(&s, 168, 544);
+    Put<double>(&s, 176, slope);
+    Put<double>(&s, 184, inter);
+  }
+  return s + voxels;
+}
+
+std::string Gzip(const std::string& plain) {
+  libdeflate_compressor* c = libdeflate_alloc_compressor(6);
+  std::string out(libdeflate_gzip_compress_bound(c, plain.size()), '\0');
+  out.resize(libdeflate_gzip_compress(c, plain.data(), plain.size(), out.data(), out.size()));
+  libdeflate_free_compressor(c);
+  return out;
 }
 
 std::string MakeTempDir(const std::string& tag) {

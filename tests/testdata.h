@@ -59,6 +59,15 @@ absl::StatusOr<std::vector<std::string>> MakeFolderDataset(
 absl::StatusOr<std::vector<std::string>> MakeBadFiles(const std::string& dir,
                                                       uint64_t seed);
 
+// A single-file NIfTI volume (`version` 1 or 2) of `dims` (x first) and
+// NIfTI `datatype`, its `voxels` (x fastest) after the header at the
+// first offset allowed; scl_slope and scl_inter as given, pixdim 1.
+std::string NiftiBytes(int version, const std::vector<int64_t>& dims, int datatype,
+                       const std::string& voxels, double slope = 0, double inter = 0);
+
+// `plain` as a gzip stream (one member).
+std::string Gzip(const std::string& plain);
+
 // A fresh, unique directory under /tmp (short enough for socket paths).
 std::string MakeTempDir(const std::string& tag);
 

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "proto/spec.pb.h"
@@ -38,17 +39,55 @@ std::string Head(const std::string& path, size_t n) {
   return out;
 }
 
+bool NamedNifti(absl::string_view name) {
+  return absl::EndsWithIgnoreCase(name, ".nii") || absl::EndsWithIgnoreCase(name, ".nii.gz");
+}
+
+// Whether `head` starts a NIfTI volume: a gzip stream (a manifest is
+// text), or a NIfTI-1/2 header's first field.
+bool NiftiContent(absl::string_view head) {
+  if (absl::StartsWith(head, "\x1f\x8b")) return true;
+  if (head.size() < 4) return false;
+  uint32_t first;
+  std::memcpy(&first, head.data(), 4);
+  return first == 348 || first == 540;
+}
+
+// Whether the manifest at `path` lists NIfTI volumes: its first line's
+// first column names one.
+bool NiftiManifest(const std::string& path) {
+  const std::string head = Head(path, 4096);
+  for (absl::string_view line : absl::StrSplit(head, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    return NamedNifti(line.substr(0, line.find('\t')));
+  }
+  return false;
+}
+
+// Whether folder `path` directly holds a file named as a NIfTI volume.
+bool NiftiFolder(const std::string& path) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (NamedNifti(it->path().filename().string())) return true;
+  }
+  return false;
+}
+
 // The kind a path names (see the header).
 absl::StatusOr<std::string> Recognise(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) {
     const std::string data = absl::StrCat(absl::StripSuffix(path, "/"), "/data.mdb");
     struct stat db {};
-    return stat(data.c_str(), &db) == 0 && S_ISREG(db.st_mode) ? "lmdb" : "folder";
+    if (stat(data.c_str(), &db) == 0 && S_ISREG(db.st_mode)) return "lmdb";
+    return NiftiFolder(path) ? "nifti" : "folder";
   }
   if (!S_ISREG(st.st_mode)) return "list";  // The daemon names what it is.
   const std::string head = Head(path, 8);
   if (absl::StartsWith(head, "\x93NUMPY") || absl::EndsWithIgnoreCase(path, ".npy")) return "npy";
+  if (NiftiContent(head) || NamedNifti(path) || NiftiManifest(path)) return "nifti";
   if (head == absl::string_view("\x89HDF\r\n\x1a\n", 8) || absl::EndsWithIgnoreCase(path, ".h5") ||
       absl::EndsWithIgnoreCase(path, ".hdf5")) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -21,10 +21,13 @@ namespace stoker {
 //     mapping of DatasetSpec: {"lmdb": {"path": "db", "manifest": "m.tsv"}};
 //   - or a path, recognised by content, then by suffix in any case:
 //       a file starting with NumPy's magic, or named *.npy:    npy
+//       a gzip stream or NIfTI header, a file named *.nii or
+//         *.nii.gz, or a manifest whose first file is one:      nifti
 //       a file with HDF5's signature, or named *.h5/*.hdf5:   INVALID_ARGUMENT
 //         (an HDF5 source needs its dataset's name: give it as JSON)
 //       any other file:                                         list (manifest)
 //       a folder holding data.mdb:                              lmdb
+//       a folder holding files named *.nii or *.nii.gz:         nifti
 //       any other folder, or a path that does not exist:        folder
 // `root` (may be empty) sets the source's `root` (a manifest's folder);
 // INVALID_ARGUMENT for a kind that has none. INVALID_ARGUMENT naming what

@@ -77,7 +77,7 @@ TEST(NameDatasetTest, JsonNamesOneSourceAndPathsBecomeAbsolute) {
   EXPECT_EQ(NameDataset(R"({"folder": {"path": "a"}, "npy": {"path": "b"}})", "")
                 .status()
                 .message(),
-            "a dataset names one source: folder, list, lmdb, npy or hdf5, got folder and npy");
+            "a dataset names one source: folder, list, lmdb, npy, hdf5 or nifti, got folder and npy");
   // Not one source: named errors.
   for (const char* bad : {R"({})", R"({"folder": {"path": "a"}, "npy": {"path": "b"}})",
                           R"({"tar": {"path": "a"}})", R"({"folder": {"pth": "a"}})",

@@ -46,8 +46,8 @@ class Hdf5Source : public ArraySource {
   std::string Name(size_t i) const override {
     return folder_ ? files_[i] : absl::StrCat(path_, ":", dataset_, "[", i, "]");
   }
-  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count,
-                    ElemType to, uint8_t* dst) const override {
+  absl::Status ReadArray(size_t i, uint32_t, const uint64_t* start, const uint64_t* count,
+                         ElemType to, uint8_t* dst) const override {
     if (absl::Status b = Broken(i); !b.ok()) return b;
     const std::vector<uint64_t>& sh = shape(i);
     uint64_t row = ElemBytes(elem_);

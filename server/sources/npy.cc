@@ -102,8 +102,8 @@ class NpySource : public ArraySource {
   absl::Status Broken(size_t i) const override {
     return single_ || broken_.empty() ? absl::OkStatus() : broken_[i];
   }
-  absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count,
-                    ElemType to, uint8_t* dst) const override {
+  absl::Status ReadArray(size_t i, uint32_t, const uint64_t* start, const uint64_t* count,
+                         ElemType to, uint8_t* dst) const override {
     if (absl::Status b = Broken(i); !b.ok()) return b;
     const NpyFile& f = single_ ? files_[0] : files_[i];
     const uint8_t* base = f.map->data + f.header.data_offset;

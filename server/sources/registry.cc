@@ -41,7 +41,7 @@ absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceCon
   const ArraySource* arrays = ds.source->arrays();
   if (arrays == nullptr)
     return absl::InvalidArgumentError(
-        "dataset.samples_per_volume applies to array sources (npy, hdf5), whose samples "
+        "dataset.samples_per_volume applies to array sources (npy, hdf5, nifti), whose samples "
         "are volumes");
   STOKER_ASSIGN_OR_RETURN(
       std::shared_ptr<const ArraySource> repeated,

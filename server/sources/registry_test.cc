@@ -37,13 +37,13 @@ TEST(SourceRegistryTest, EverySourceCaseOfTheSpecHasOneUnit) {
   }
   EXPECT_EQ(registered.size(), static_cast<size_t>(oneof->field_count()));
   EXPECT_EQ(FindSource(v1::DatasetSpec::SOURCE_NOT_SET), nullptr);
-  EXPECT_EQ(DatasetSourceNames(), "folder, list, lmdb, npy or hdf5");
+  EXPECT_EQ(DatasetSourceNames(), "folder, list, lmdb, npy, hdf5 or nifti");
 }
 
 TEST(SourceRegistryTest, NoSourceIsInvalid) {
   absl::StatusOr<Dataset> ds = OpenDataset(v1::DatasetSpec(), SourceContext());
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(ds.status().message().find("folder, list, lmdb, npy or hdf5"), std::string::npos)
+  EXPECT_NE(ds.status().message().find("folder, list, lmdb, npy, hdf5 or nifti"), std::string::npos)
       << ds.status();
 }
 

@@ -191,10 +191,18 @@ def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatc
     (tmp_path / "m.tsv").write_text("a.jpg\t0\n")
     assert lib.dataset_json("m.tsv", "imgs")["list"] == {
         "path": str(tmp_path / "m.tsv"), "root": str(tmp_path / "imgs")}
+    # NIfTI: a folder of volumes, a volume by content or name, a manifest
+    # by its first file.
+    (tmp_path / "vols").mkdir()
+    (tmp_path / "vols" / "case1.NII.GZ").write_bytes(b"\x1f\x8b")
+    (tmp_path / "scan").write_bytes(b"\x1f\x8b")
+    (tmp_path / "pairs.tsv").write_text("# image, label\ncase1.nii.gz\tseg1.nii.gz\t1\n")
+    for path in ("vols", "scan", "vols/case1.NII.GZ", "pairs.tsv"):
+        assert lib.dataset_json(path)["nifti"]["path"] == str(tmp_path / path)
     with h5py.File(tmp_path / "f.H5", "w") as f:
         f["x"] = np.zeros((2, 2), np.float32)
     for bad, words in (("f.H5", "name the HDF5 dataset"),
-                       ({"tar": {"path": "x"}}, "one source: folder, list, lmdb, npy or hdf5"),
+                       ({"tar": {"path": "x"}}, "one source: folder, list, lmdb, npy, hdf5 or nifti"),
                        ({"npy": {"path": "a"}, "hdf5": {"path": "b"}}, "one source"),
                        ({"folder": {"pth": "a"}}, "pth")):
         with pytest.raises(ValueError, match=words):

@@ -46,10 +46,11 @@ def label(name="label", dtype="int64"):
     return _field("label", name, dtype, ())
 
 
-def array(shape, name="array", dtype="float32"):
-    """A typed array from an npy or hdf5 source: the sample (or the region
-    a random_patch picks), converted by value to dtype."""
-    return _field("array", name, dtype, shape)
+def array(shape, name="array", dtype="float32", file=0):
+    """A typed array from an array source (npy, hdf5, nifti): the sample's
+    array `file` (1: a nifti manifest's label volume), or the region a
+    random_patch picks, converted by value to dtype."""
+    return _field("array", name, dtype, shape, file=file)
 
 
 def encoded(max_bytes, name="encoded", file=0):

@@ -1,0 +1,239 @@
+// The nifti source kind (sources/nifti.h) over nifti_file.h's reader.
+#include "server/sources/nifti.h"
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "server/sources/nifti_file.h"
+#include "util/log.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+namespace {
+
+// Image and label volume of a sample: a manifest line's two files.
+constexpr size_t kMostVolumesPerSample = 2;
+
+bool NamedVolume(absl::string_view name) {
+  return absl::EndsWithIgnoreCase(name, ".nii") || absl::EndsWithIgnoreCase(name, ".nii.gz");
+}
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+struct Volume {
+  std::string path;
+  nifti::Header h;
+  FileVersion version;
+};
+
+struct VolumeSample {
+  std::vector<Volume> volumes;  // Image, then label volume.
+  int64_t label = 0;
+  absl::Status broken;
+};
+
+class NiftiSource : public ArraySource {
+ public:
+  size_t size() const override { return samples_.size(); }
+  ElemType type() const override { return type_; }
+  const std::vector<uint64_t>& shape(size_t i) const override {
+    return samples_[i].broken.ok() ? samples_[i].volumes[0].h.shape : no_shape_;
+  }
+  int64_t label(size_t i) const override { return samples_[i].label; }
+  std::string Name(size_t i) const override { return names_[i]; }
+  absl::Status Broken(size_t i) const override { return samples_[i].broken; }
+  uint32_t files() const override { return files_; }
+
+  absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start, const uint64_t* count,
+                         ElemType to, uint8_t* dst) const override {
+    const VolumeSample& s = samples_[i];
+    if (!s.broken.ok()) return s.broken;
+    const Volume& v = s.volumes[file];
+    if (volumes_ != nullptr) {
+      absl::StatusOr<Bytes> whole = volumes_->Get(
+          absl::StrCat(v.path, "|", v.version.device, ":", v.version.inode, "|", v.version.size,
+                       "|", v.version.mtime_ns, "|nifti"),
+          v.h.volume_bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
+            return nifti::Decode(v.path, beneath_.get(), v.h, v.version, parallel, out);
+          });
+      if (!whole.ok()) return whole.status();
+      if (*whole != nullptr) {
+        CopyRegion(reinterpret_cast<const uint8_t*>((*whole)->data()), v.h.type, v.h.shape, start,
+                   count, dst, to);
+        return absl::OkStatus();
+      }
+    }
+    return ReadOversized(v, start, count, to, dst);
+  }
+
+  // A volume the cache cannot hold: by region from its mapping.
+  absl::Status ReadOversized(const Volume& v, const uint64_t* start, const uint64_t* count,
+                             ElemType to, uint8_t* dst) const {
+    const uint64_t capacity = volumes_ != nullptr ? volumes_->capacity_bytes() : 0;
+    std::shared_ptr<const Mapping> map;
+    {
+      absl::MutexLock lock(&mu_);
+      if (warned_.insert(v.path).second) {
+        LogWarning(absl::StrCat(v.path, ": its volume (", v.h.volume_bytes,
+                                " bytes) is larger than the volume cache (", capacity,
+                                " bytes, --volume-cache-bytes): ",
+                                v.h.gzip ? "a compressed volume is read whole, so its samples fail"
+                                         : "read by region from the file"));
+      }
+      if (v.h.gzip) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            v.path, ": its volume (", v.h.volume_bytes, " bytes) is larger than the volume cache (",
+            capacity, " bytes); a compressed volume is read whole: raise --volume-cache-bytes "
+            "or store it uncompressed (.nii)"));
+      }
+      std::shared_ptr<const Mapping>& kept = maps_[v.path];
+      if (kept == nullptr) {
+        STOKER_ASSIGN_OR_RETURN(kept, MapFile(v.path, beneath_.get()));
+      }
+      map = kept;
+    }
+    return nifti::ReadRegion(v.path, *map, v.h, start, count, to, dst);
+  }
+
+  std::vector<VolumeSample> samples_;
+  std::vector<std::string> names_;
+  uint32_t files_ = 1;
+  ElemType type_ = ElemType::kUint8;
+  const std::vector<uint64_t> no_shape_;
+  std::shared_ptr<const Beneath> beneath_;
+  VolumeCache* volumes_ = nullptr;
+  mutable absl::Mutex mu_;
+  mutable std::set<std::string> warned_ ABSL_GUARDED_BY(mu_);
+  mutable std::map<std::string, std::shared_ptr<const Mapping>> maps_ ABSL_GUARDED_BY(mu_);
+};
+
+// A file that is not NIfTI at all (so perhaps a manifest), as opposed to a
+// NIfTI file with a bad header or one that cannot be opened.
+bool NotNifti(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kFailedPrecondition &&
+         absl::StrContains(s.message(), ": not a NIfTI");
+}
+
+// The sample of a manifest line's (or a folder's) files.
+VolumeSample OpenSample(const std::vector<std::string>& paths, int64_t label, const Beneath* beneath) {
+  VolumeSample s;
+  s.label = label;
+  for (const std::string& path : paths) {
+    Volume v{path, {}, {}};
+    absl::StatusOr<nifti::Header> h = nifti::ReadHeader(path, beneath, &v.version);
+    if (!h.ok()) {
+      s.broken = absl::DataLossError(h.status().message());
+      return s;
+    }
+    v.h = *std::move(h);
+    if (!s.volumes.empty() && v.h.shape != s.volumes[0].h.shape) {
+      s.broken = absl::DataLossError(absl::StrCat(
+          path, ": shape ", ShapeText(v.h.shape), " is not its image's ",
+          ShapeText(s.volumes[0].h.shape), " (", s.volumes[0].path, ")"));
+      return s;
+    }
+    s.volumes.push_back(std::move(v));
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::string& path,
+                                                                   const std::string& root,
+                                                                   const SourceContext& ctx) {
+  const Beneath* beneath = ctx.beneath.get();
+  std::vector<std::pair<std::vector<std::string>, int32_t>> lines;
+  absl::StatusOr<std::vector<std::string>> entries =
+      ListFolder(path, beneath, ctx.limits.max_files);
+  bool manifest = false;
+  if (entries.ok()) {
+    const std::string dir = absl::StrCat(absl::StripSuffix(path, "/"), "/");
+    for (const std::string& name : *entries) {
+      const std::string file = dir + name;
+      if (NamedVolume(name) || nifti::ReadHeader(file, beneath, nullptr).ok())
+        lines.push_back({{file}, 0});
+    }
+    if (lines.empty())
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " holds no NIfTI volumes (.nii, .nii.gz in any case)"));
+  } else if (entries.status().code() == absl::StatusCode::kFailedPrecondition) {
+    absl::Status volume = nifti::ReadHeader(path, beneath, nullptr).status();
+    if (volume.ok() || (NamedVolume(path) && !NotNifti(volume))) {
+      STOKER_RETURN_IF_ERROR(volume);
+      lines.push_back({{path}, 0});
+    } else if (!NotNifti(volume)) {
+      return volume;
+    } else {
+      manifest = true;
+      const std::filesystem::path base =
+          root.empty() ? std::filesystem::path(path).parent_path() : std::filesystem::path(root);
+      STOKER_RETURN_IF_ERROR(ParseManifest(
+          path, ctx.limits, kMostVolumesPerSample,
+          [&](std::vector<std::string> rel, int32_t label) {
+            for (std::string& r : rel) r = (base / r).string();
+            lines.push_back({std::move(rel), label});
+          },
+          /*label_optional=*/true));
+      if (lines.empty())
+        return absl::FailedPreconditionError(
+            absl::StrCat("dataset manifest ", path, " lists no samples"));
+    }
+  } else {
+    return entries.status();
+  }
+  if (!root.empty() && !manifest)
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset.nifti.root applies to a manifest, and ", path, " is not one"));
+  STOKER_RETURN_IF_ERROR(CheckRows(lines.size(), {}, ctx.limits.max_files, path));
+  auto src = std::make_shared<NiftiSource>();
+  src->beneath_ = ctx.beneath;
+  src->volumes_ = ctx.volumes;
+  src->files_ = static_cast<uint32_t>(lines[0].first.size());
+  absl::Status first_broken;
+  bool typed = false;
+  for (auto& [paths, label] : lines) {
+    src->names_.push_back(paths[0]);
+    src->samples_.push_back(OpenSample(paths, label, beneath));
+    const VolumeSample& s = src->samples_.back();
+    if (!s.broken.ok()) {
+      if (first_broken.ok()) first_broken = s.broken;
+      continue;
+    }
+    if (!typed) src->type_ = s.volumes[0].h.type;
+    typed = true;
+  }
+  if (!typed)
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " holds no readable NIfTI volume (the first: ", first_broken.message(), ")"));
+  return std::shared_ptr<const ArraySource>(std::move(src));
+}
+
+namespace {
+
+class NiftiKind : public SourceKind {
+ public:
+  v1::DatasetSpec::SourceCase source_case() const override { return v1::DatasetSpec::kNifti; }
+  absl::StatusOr<Dataset> Open(const v1::DatasetSpec& spec,
+                               const SourceContext& ctx) const override {
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ArraySource> arrays,
+                            OpenNiftiSource(spec.nifti().path(), spec.nifti().root(), ctx));
+    return ArrayDataset(std::move(arrays), absl::StrCat("nifti:", spec.nifti().path()));
+  }
+};
+
+}  // namespace
+
+STOKER_DEFINE_SOURCE(NiftiSourceKind, NiftiKind)
+
+}  // namespace stoker

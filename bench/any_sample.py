@@ -19,6 +19,14 @@ run on the same files and cores.
       decoded, chunks inflated in parallel) and the later epochs (patches
       copied from the volume cache) are reported apart. DataLoader: h5py
       slicing per patch (each inflates the chunks it touches).
+  (b'') NIfTI as medical datasets keep it: 4 scans [240, 240, 160] float32
+      (structure plus noise) and their uint8 label volumes, .nii.gz written
+      by nibabel, paired by a manifest; random 72x136x136 patches of scan
+      and labels jointly, batch 2, 25 per volume an epoch. Epoch 1 (fresh
+      daemon) and epochs 2+ apart. DataLoader: nibabel's dataobj slicing
+      of both volumes per patch (it inflates the stream up to the patch);
+      and, against epochs 2+, workers that load each volume once and keep
+      it (TorchIO's Queue), timed once every worker holds them.
   (c) segmentation: 512x512 JPEG photos + PNG masks, joint random crop 384
       + horizontal flip, batch 32. DataLoader: PIL + torchvision functional.
 
@@ -51,10 +59,13 @@ BIN = os.path.join(ROOT, "bazel-bin")
 DATA = os.environ.get("STOKER_BENCH_ARRAYS", "/tmp/stoker-bench-arrays")
 CORES = os.cpu_count() or 1
 RUNS = int(os.environ.get("RUNS", "3"))
-# Which cases run: any of features, store, volumes, compressed, segmentation.
-CASES = os.environ.get("CASES", "features,store,volumes,compressed,segmentation").split(",")
+# Which cases run: any of features, store, volumes, compressed, nifti, segmentation.
+CASES = os.environ.get("CASES",
+                       "features,store,volumes,compressed,nifti,segmentation").split(",")
 STORE = os.path.join(DATA, "store")
 SCANS = os.path.join(DATA, "vol_gz")
+NIFTI = os.path.join(DATA, "nifti")
+NIFTI_SHAPE = (240, 240, 160)
 PER_VOLUME = 25
 PATCH = (72, 136, 136)
 
@@ -138,6 +149,28 @@ def write_scans():
         with h5py.File(os.path.join(SCANS, f"scan{k}.H5"), "w") as f:
             f.create_dataset("vol", data=v, compression="gzip")
         print(f"bench: compressed volume {k + 1}/4", flush=True)
+
+
+def make_nifti():
+    """4 .nii.gz scans and label volumes, as nibabel writes them."""
+    generated(NIFTI, write_nifti)
+
+
+def write_nifti():
+    import nibabel as nib
+    rng = np.random.default_rng(3)
+    x, y, z = (np.arange(n, dtype=np.float32) for n in NIFTI_SHAPE)
+    rows = []
+    for k in range(4):
+        v = (np.sin(x * 0.03 + k)[:, None, None] * np.cos(y * 0.02)[None, :, None] * 400
+             + np.sin(z * 0.05)[None, None, :] * 200 + 1000
+             + rng.standard_normal(NIFTI_SHAPE, dtype=np.float32) * 20).astype(np.float32)
+        nib.save(nib.Nifti1Image(v, np.eye(4)), os.path.join(NIFTI, f"case{k}.nii.gz"))
+        nib.save(nib.Nifti1Image((v > 1300).astype(np.uint8), np.eye(4)),
+                 os.path.join(NIFTI, f"case{k}_seg.nii.gz"))
+        rows.append(f"case{k}.nii.gz\tcase{k}_seg.nii.gz")
+    with open(os.path.join(NIFTI, "train.tsv"), "w") as f:
+        f.write("\n".join(rows) + "\n")
 
 
 def memcpy_gbps():
@@ -233,6 +266,32 @@ class Volumes(torch.utils.data.Dataset):
             v[z:z + PATCH[0], y:y + PATCH[1], x:x + PATCH[2]]))
 
 
+class NiftiPatches(torch.utils.data.Dataset):
+    """A random patch of scan and labels per item, PER_VOLUME items per
+    volume: by nibabel's slicing of the files, or (`keep`) from volumes each
+    worker loaded once and keeps, as TorchIO's Queue does."""
+
+    def __init__(self, keep=False):
+        self.keep, self.kept = keep, {}
+
+    def __len__(self):
+        return 4 * PER_VOLUME
+
+    def __getitem__(self, i):
+        import nibabel as nib
+        k = i // PER_VOLUME
+        r = np.random.default_rng(i)
+        x, y, z = (int(r.integers(0, s - p + 1)) for s, p in zip(NIFTI_SHAPE, PATCH))
+        region = (slice(x, x + PATCH[0]), slice(y, y + PATCH[1]), slice(z, z + PATCH[2]))
+        files = [os.path.join(NIFTI, f"case{k}{s}.nii.gz") for s in ("", "_seg")]
+        if not self.keep:
+            return tuple(torch.from_numpy(np.asarray(nib.load(f).dataobj[region]))
+                         for f in files)
+        if k not in self.kept:
+            self.kept[k] = [np.asarray(nib.load(f).dataobj) for f in files]
+        return tuple(torch.from_numpy(np.ascontiguousarray(v[region])) for v in self.kept[k])
+
+
 class Pairs(torch.utils.data.Dataset):
     def __init__(self):
         root = os.path.join(DATA, "seg")
@@ -292,11 +351,34 @@ def stoker_rate(loader, samples, epochs=1):
     return samples * epochs / timed(run)
 
 
+def cold_and_warm(source, fields):
+    """Patches/s of 4 volumes x PER_VOLUME: epoch 1 on a fresh daemon (every
+    volume decoded; the median of RUNS fresh daemons), and the epochs after
+    it (patches copied from the volume cache)."""
+    n = 4 * PER_VOLUME
+    firsts, later = [], None
+    for run in range(RUNS):
+        cold = Stokerd()  # Its volume cache starts empty.
+        try:
+            ld = stoker.Loader(source, batch_size=2, socket=cold.sock, ring_slots=8,
+                               fields=fields, pipeline=[stoker.random_patch(PATCH)])
+            t0 = time.perf_counter()
+            for _ in ld:
+                pass
+            firsts.append(n / (time.perf_counter() - t0))
+            if run == 0:
+                later = stoker_rate(ld, n)
+            ld.close()
+        finally:
+            cold.close()
+    return statistics.median(firsts), later
+
+
 def main():
     # Each pass is timed whole: the Loader's end-of-epoch starvation advice
     # (the benchmark does no training work, so it always waits) is noise here.
     warnings.simplefilter("ignore", stoker.StarvationWarning)
-    if set(CASES) - {"store", "compressed"}:
+    if set(CASES) - {"store", "compressed", "nifti"}:
         make_data()
     bw = memcpy_gbps()
     patch_bw = patch_copy_gbps() if "volumes" in CASES else float("nan")
@@ -356,27 +438,31 @@ def main():
         # (b') Compressed volumes, several patches each, from a cold cache.
         if "compressed" in CASES:
             make_scans()
-            cold = Stokerd()  # Its volume cache starts empty.
-            try:
-                ld = stoker.Loader({"hdf5": {"path": SCANS, "dataset": "vol"},
-                                    "samples_per_volume": PER_VOLUME},
-                                   batch_size=2, socket=cold.sock, ring_slots=8,
-                                   fields=[stoker.array(PATCH, "patch")],
-                                   pipeline=[stoker.random_patch(PATCH)])
-                n = 4 * PER_VOLUME
-                t0 = time.perf_counter()
-                for _ in ld:
-                    pass
-                first = n / (time.perf_counter() - t0)
-                later = stoker_rate(ld, n)
-                ld.close()
-            finally:
-                cold.close()
+            n = 4 * PER_VOLUME
+            first, later = cold_and_warm({"hdf5": {"path": SCANS, "dataset": "vol"},
+                                          "samples_per_volume": PER_VOLUME},
+                                         [stoker.array(PATCH, "patch")])
             t, w = dataloader_best(Volumes("gzip", n), 2, n)
             rows.append(("(b') gzip *.H5 4 x 0.47 GiB, patches 72x136x136, epoch 1", first, t,
                          w, first * patch_bytes / 1e9, bw * CORES))
             rows.append(("     the same, epochs 2+ (from the volume cache)", later, t, w,
                          later * patch_bytes / 1e9, bw * CORES))
+        # (b'') NIfTI scans with label volumes, from a cold cache.
+        if "nifti" in CASES:
+            make_nifti()
+            first, later = cold_and_warm({"nifti": {"path": os.path.join(NIFTI, "train.tsv")},
+                                          "samples_per_volume": PER_VOLUME},
+                                         [stoker.array(PATCH, "image"),
+                                          stoker.array(PATCH, "seg", dtype="uint8", file=1)])
+            t, w = dataloader_best(NiftiPatches(), 2, 4 * PER_VOLUME)
+            pair_bytes = 5 * PATCH[0] * PATCH[1] * PATCH[2]
+            rows.append(("(b'') .nii.gz scan + labels 4 x [240,240,160], epoch 1", first, t, w,
+                         first * pair_bytes / 1e9, bw * CORES))
+            rows.append(("      the same, epochs 2+ (from the volume cache)", later, t, w,
+                         later * pair_bytes / 1e9, bw * CORES))
+            t, w = dataloader_best(NiftiPatches(keep=True), 2, 4 * PER_VOLUME)
+            rows.append(("      epochs 2+ against workers keeping volumes (TorchIO Queue)",
+                         later, t, w, later * pair_bytes / 1e9, bw * CORES))
         # (c) Segmentation pairs.
         if "segmentation" in CASES:
             ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,

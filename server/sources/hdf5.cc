@@ -16,11 +16,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "server/sources/source.h"
 #include "util/status_macros.h"
@@ -237,19 +237,16 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   if (dataset.empty())
     return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
   auto src = NewSource(path, dataset, charge, beneath, volumes);
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
-  if (std::filesystem::is_directory(path, ec)) {
+  absl::StatusOr<std::vector<std::string>> entries =
+      ListFolder(path, beneath.get(), max_samples);
+  if (!entries.ok() && entries.status().code() != absl::StatusCode::kFailedPrecondition)
+    return entries.status();  // Not found, outside the confinement.
+  if (entries.ok()) {
     src->folder_ = true;
-    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
-      const std::string name = e.path().filename().string();
-      if ((absl::EndsWithIgnoreCase(name, ".h5") || absl::EndsWithIgnoreCase(name, ".hdf5")) &&
-          e.is_regular_file(ec)) {
-        src->files_.push_back(e.path().string());
-      }
+    for (const std::string& name : *entries) {
+      if (absl::EndsWithIgnoreCase(name, ".h5") || absl::EndsWithIgnoreCase(name, ".hdf5"))
+        src->files_.push_back(absl::StrCat(absl::StripSuffix(path, "/"), "/", name));
     }
-    std::sort(src->files_.begin(), src->files_.end());
     if (src->files_.empty()) return h5::Failed(path, "holds no .h5/.hdf5 files (in any case)");
     if (rows || !labels.empty()) {  // Feature files: rows across files.
       std::vector<std::shared_ptr<const ArraySource>> parts;

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <memory>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -217,16 +215,14 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     uint64_t max_samples) {
   auto src = std::make_shared<NpySource>();
   src->beneath_ = beneath;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  absl::StatusOr<std::vector<std::string>> entries =
+      ListFolder(path, beneath.get(), max_samples);
+  if (entries.ok()) {
     std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
-      if (absl::EndsWithIgnoreCase(e.path().filename().string(), ".npy") && e.is_regular_file(ec)) {
-        names.push_back(e.path().string());
-      }
+    for (const std::string& name : *entries) {
+      if (absl::EndsWithIgnoreCase(name, ".npy"))
+        names.push_back(absl::StrCat(absl::StripSuffix(path, "/"), "/", name));
     }
-    if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot list ", path));
-    std::sort(names.begin(), names.end());
     if (names.empty()) return Bad(path, "holds no .npy files (in any case)");
     STOKER_RETURN_IF_ERROR(CheckRows(names.size(), {}, max_samples, path));
     bool typed = false;
@@ -249,8 +245,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     }
     if (!typed) return Bad(path, "holds no readable .npy file");
   } else {
-    if (!std::filesystem::exists(path, ec))
-      return absl::NotFoundError(absl::StrCat("dataset ", path, " does not exist"));
+    if (entries.status().code() != absl::StatusCode::kFailedPrecondition)
+      return entries.status();  // Not found, outside the confinement.
     absl::StatusOr<NpyFile> f = OpenNpy(path, beneath.get(), charge);
     if (!f.ok()) return f.status();
     if (f->header.shape.empty() || f->header.shape[0] == 0)

@@ -1,7 +1,10 @@
 #include "server/sources/npy.h"
 
+#include <fcntl.h>
+
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,6 +116,31 @@ TEST(NpyTest, FolderSuffixesInAnyCase) {
   std::filesystem::remove_all(dir + "/c.Npy");
   absl::Status none = OpenNpySource(dir, "", nullptr, nullptr).status();
   EXPECT_EQ(none.message(), dir + ": holds no .npy files (in any case)");
+  std::filesystem::remove_all(dir);
+}
+
+// A confined caller's folder is listed beneath its own folder: a symlinked
+// folder leading out of it is refused, never listed.
+TEST(NpyTest, FoldersAreListedBeneathTheConfinement) {
+  const std::string dir = testdata::MakeTempDir("npy-beneath");
+  std::filesystem::create_directories(dir + "/in/vols");
+  std::filesystem::create_directories(dir + "/out");
+  const std::vector<float> v(6, 1.5f);
+  for (const char* name : {"/in/vols/a.npy", "/out/secret.npy"}) {
+    ASSERT_TRUE(testdata::WriteFile(dir + name, NpyBytes(ElemType::kFloat32, {2, 3}, v.data())).ok());
+  }
+  std::filesystem::create_directory_symlink(dir + "/out", dir + "/in/away");
+  auto in = std::make_shared<Beneath>();
+  in->dir_fd = open((dir + "/in").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  in->prefix = dir + "/in";
+  auto src = OpenNpySource(dir + "/in/vols", "", in, nullptr);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ((*src)->size(), 1u);
+  absl::Status away = OpenNpySource(dir + "/in/away", "", in, nullptr).status();
+  EXPECT_EQ(away.code(), absl::StatusCode::kPermissionDenied) << away;
+  EXPECT_NE(away.message().find("leads outside"), std::string::npos) << away;
+  EXPECT_EQ(OpenNpySource(dir + "/in/none", "", in, nullptr).status().code(),
+            absl::StatusCode::kNotFound);
   std::filesystem::remove_all(dir);
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "util/status_macros.h"
 
@@ -141,6 +142,10 @@ absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
   if (!s.ok()) return s;
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::string InFolder(const std::string& folder, const std::string& name) {
+  return absl::StrCat(absl::StripSuffix(folder, "/"), "/", name);
 }
 
 absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,

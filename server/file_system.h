@@ -97,6 +97,8 @@ absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
 absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
                                                     const Beneath* beneath,
                                                     uint64_t max_entries);
+// The path of entry `name` of folder `folder` (which may end in '/').
+std::string InFolder(const std::string& folder, const std::string& name);
 
 class FileSystem {
  public:

@@ -20,7 +20,6 @@
 #include <mutex>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "server/sources/source.h"
 #include "util/status_macros.h"
@@ -245,7 +244,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     src->folder_ = true;
     for (const std::string& name : *entries) {
       if (absl::EndsWithIgnoreCase(name, ".h5") || absl::EndsWithIgnoreCase(name, ".hdf5"))
-        src->files_.push_back(absl::StrCat(absl::StripSuffix(path, "/"), "/", name));
+        src->files_.push_back(InFolder(path, name));
     }
     if (src->files_.empty()) return h5::Failed(path, "holds no .h5/.hdf5 files (in any case)");
     if (rows || !labels.empty()) {  // Feature files: rows across files.

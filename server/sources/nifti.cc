@@ -10,7 +10,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "server/sources/nifti_file.h"
 #include "util/log.h"
@@ -158,9 +157,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::st
       ListFolder(path, beneath, ctx.limits.max_files);
   bool manifest = false;
   if (entries.ok()) {
-    const std::string dir = absl::StrCat(absl::StripSuffix(path, "/"), "/");
     for (const std::string& name : *entries) {
-      const std::string file = dir + name;
+      const std::string file = InFolder(path, name);
       if (NamedVolume(name) || nifti::ReadHeader(file, beneath, nullptr).ok())
         lines.push_back({{file}, 0});
     }

@@ -397,9 +397,7 @@ absl::Status Decode(const std::string& path, const Beneath* beneath, const Heade
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   const uint64_t want = h.data_offset + h.data_bytes;
   int err = 0;
-  uint8_t magic[2] = {0, 0};
-  if (!ReadAt(fd.fd, 0, 2, magic, &err)) return changed();
-  if (!IsGzip(magic, 2)) {
+  if (!h.gzip) {
     std::unique_ptr<uint8_t[]> stored(new uint8_t[h.data_bytes]);
     if (!ReadAt(fd.fd, h.data_offset, h.data_bytes, stored.get(), &err)) return changed();
     Reorder(stored.get(), h.shape, h, parallel, out);

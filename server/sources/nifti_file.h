@@ -76,7 +76,7 @@ absl::StatusOr<Header> ReadHeader(const std::string& path, const Beneath* beneat
                                   FileVersion* version);
 
 // Reads `path` (beneath `beneath`): an uncompressed file's voxels, or a
-// gzip file whole, inflated; and writes its volume into `out`
+// gzip file (h.gzip) whole, inflated; and writes its volume into `out`
 // (h.volume_bytes), reordered to nibabel's axes and scaled as above, the
 // reorder spread over `parallel`. DATA_LOSS naming the file when it is not
 // `version` any more (or its header is not `h`), or when a gzip stream

@@ -221,7 +221,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     std::vector<std::string> names;
     for (const std::string& name : *entries) {
       if (absl::EndsWithIgnoreCase(name, ".npy"))
-        names.push_back(absl::StrCat(absl::StripSuffix(path, "/"), "/", name));
+        names.push_back(InFolder(path, name));
     }
     if (names.empty()) return Bad(path, "holds no .npy files (in any case)");
     STOKER_RETURN_IF_ERROR(CheckRows(names.size(), {}, max_samples, path));

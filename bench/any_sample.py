@@ -267,12 +267,15 @@ class Volumes(torch.utils.data.Dataset):
 
 
 class NiftiPatches(torch.utils.data.Dataset):
-    """A random patch of scan and labels per item, PER_VOLUME items per
-    volume: by nibabel's slicing of the files, or (`keep`) from volumes each
-    worker loaded once and keeps, as TorchIO's Queue does."""
+    """A label-biased patch of scan and labels per item, PER_VOLUME items per
+    volume, as MONAI's RandCropByPosNegLabeld draws them (pos 1, neg 1),
+    each worker keeping every volume's foreground and background indices
+    once computed (MONAI's FgBgToIndicesd): by nibabel's slicing of the
+    files, or (`keep`) from volumes each worker loaded once and keeps, as
+    TorchIO's Queue does."""
 
     def __init__(self, keep=False):
-        self.keep, self.kept = keep, {}
+        self.keep, self.kept, self.indices = keep, {}, {}
 
     def __len__(self):
         return 4 * PER_VOLUME
@@ -280,10 +283,17 @@ class NiftiPatches(torch.utils.data.Dataset):
     def __getitem__(self, i):
         import nibabel as nib
         k = i // PER_VOLUME
-        r = np.random.default_rng(i)
-        x, y, z = (int(r.integers(0, s - p + 1)) for s, p in zip(NIFTI_SHAPE, PATCH))
-        region = (slice(x, x + PATCH[0]), slice(y, y + PATCH[1]), slice(z, z + PATCH[2]))
         files = [os.path.join(NIFTI, f"case{k}{s}.nii.gz") for s in ("", "_seg")]
+        if k not in self.indices:
+            seg = np.asarray(nib.load(files[1]).dataobj).reshape(-1)
+            self.indices[k] = (np.flatnonzero(seg), np.flatnonzero(seg == 0))
+        r = np.random.default_rng(i)
+        fg, bg = self.indices[k]
+        pick = fg if r.random() < 0.5 else bg
+        centre = np.unravel_index(pick[r.integers(len(pick))], NIFTI_SHAPE)
+        x, y, z = (int(min(max(c - p // 2, 0), s - p))
+                   for c, s, p in zip(centre, NIFTI_SHAPE, PATCH))
+        region = (slice(x, x + PATCH[0]), slice(y, y + PATCH[1]), slice(z, z + PATCH[2]))
         if not self.keep:
             return tuple(torch.from_numpy(np.asarray(nib.load(f).dataobj[region]))
                          for f in files)
@@ -351,17 +361,17 @@ def stoker_rate(loader, samples, epochs=1):
     return samples * epochs / timed(run)
 
 
-def cold_and_warm(source, fields):
-    """Patches/s of 4 volumes x PER_VOLUME: epoch 1 on a fresh daemon (every
-    volume decoded; the median of RUNS fresh daemons), and the epochs after
-    it (patches copied from the volume cache)."""
+def cold_and_warm(source, fields, patch):
+    """Patches/s of 4 volumes x PER_VOLUME (op `patch`): epoch 1 on a fresh
+    daemon (every volume decoded; the median of RUNS fresh daemons), and
+    the epochs after it (patches copied from the volume cache)."""
     n = 4 * PER_VOLUME
     firsts, later = [], None
     for run in range(RUNS):
         cold = Stokerd()  # Its volume cache starts empty.
         try:
             ld = stoker.Loader(source, batch_size=2, socket=cold.sock, ring_slots=8,
-                               fields=fields, pipeline=[stoker.random_patch(PATCH)])
+                               fields=fields, pipeline=[patch])
             t0 = time.perf_counter()
             for _ in ld:
                 pass
@@ -441,7 +451,8 @@ def main():
             n = 4 * PER_VOLUME
             first, later = cold_and_warm({"hdf5": {"path": SCANS, "dataset": "vol"},
                                           "samples_per_volume": PER_VOLUME},
-                                         [stoker.array(PATCH, "patch")])
+                                         [stoker.array(PATCH, "patch")],
+                                         stoker.random_patch(PATCH))
             t, w = dataloader_best(Volumes("gzip", n), 2, n)
             rows.append(("(b') gzip *.H5 4 x 0.47 GiB, patches 72x136x136, epoch 1", first, t,
                          w, first * patch_bytes / 1e9, bw * CORES))
@@ -453,10 +464,11 @@ def main():
             first, later = cold_and_warm({"nifti": {"path": os.path.join(NIFTI, "train.tsv")},
                                           "samples_per_volume": PER_VOLUME},
                                          [stoker.array(PATCH, "image"),
-                                          stoker.array(PATCH, "seg", dtype="uint8", file=1)])
+                                          stoker.array(PATCH, "seg", dtype="uint8", file=1)],
+                                         stoker.random_patch(PATCH, label="seg", pos=1, neg=1))
             t, w = dataloader_best(NiftiPatches(), 2, 4 * PER_VOLUME)
             pair_bytes = 5 * PATCH[0] * PATCH[1] * PATCH[2]
-            rows.append(("(b'') .nii.gz scan + labels 4 x [240,240,160], epoch 1", first, t, w,
+            rows.append(("(b'') .nii.gz scan + labels, label-biased 1:1, epoch 1", first, t, w,
                          first * pair_bytes / 1e9, bw * CORES))
             rows.append(("      the same, epochs 2+ (from the volume cache)", later, t, w,
                          later * pair_bytes / 1e9, bw * CORES))

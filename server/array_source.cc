@@ -236,6 +236,75 @@ absl::Status ArraySource::Read(const std::string& path, std::string*, FileVersio
   return absl::FailedPreconditionError(absl::StrCat(path, " is an array, not a file"));
 }
 
+namespace {
+
+// Adds n elements of type T at `data` to `b` (floats: != 0, NaN included).
+template <typename T>
+void AddTyped(const uint8_t* data, uint64_t n, Foreground::Builder& b) {
+  b.Add(n, [data](uint64_t k) {
+    T v;
+    std::memcpy(&v, data + k * sizeof(T), sizeof(T));
+    return v != 0;
+  });
+}
+
+void AddElements(const uint8_t* data, ElemType t, uint64_t n, Foreground::Builder& b) {
+  switch (t) {
+    case ElemType::kBool: case ElemType::kInt8: case ElemType::kUint8:
+      return AddTyped<uint8_t>(data, n, b);
+    case ElemType::kFloat16:  // Any bit but the sign's.
+      return b.Add(n, [data](uint64_t k) {
+        uint16_t h;
+        std::memcpy(&h, data + 2 * k, 2);
+        return (h & 0x7fff) != 0;
+      });
+    case ElemType::kInt16: case ElemType::kUint16: return AddTyped<uint16_t>(data, n, b);
+    case ElemType::kInt32: case ElemType::kUint32: return AddTyped<uint32_t>(data, n, b);
+    case ElemType::kInt64: case ElemType::kUint64: return AddTyped<uint64_t>(data, n, b);
+    case ElemType::kFloat32: return AddTyped<float>(data, n, b);
+    case ElemType::kFloat64: return AddTyped<double>(data, n, b);
+  }
+}
+
+}  // namespace
+
+Foreground ScanForeground(const uint8_t* data, ElemType t, uint64_t elements) {
+  Foreground::Builder b(elements);
+  AddElements(data, t, elements, b);
+  return b.Finish();
+}
+
+absl::StatusOr<Foreground> ArraySource::ForegroundOf(size_t i, uint32_t file) const {
+  const std::vector<uint64_t>& shape = this->shape(i);
+  uint64_t elements = 1, row = 1;  // row: elements of one index of dimension 0.
+  for (size_t k = 0; k < shape.size(); ++k) {
+    elements *= shape[k];
+    if (k > 0) row *= shape[k];
+  }
+  Foreground::Builder b(elements);
+  // By value as float64: exact for every element type's zero and non-zero
+  // (type() is sample 0's; a paired array may be of another type).
+  const ElemType t = ElemType::kFloat64;
+  if (shape.empty()) {
+    uint8_t one[8];
+    STOKER_RETURN_IF_ERROR(ReadArray(i, file, nullptr, nullptr, t, one));
+    AddElements(one, t, 1, b);
+    return b.Finish();
+  }
+  // Slabs of whole rows of dimension 0, about 4 MiB each.
+  const uint64_t rows = std::max<uint64_t>(1, (uint64_t{4} << 20) / (row * ElemBytes(t) + 1));
+  std::vector<uint8_t> slab;
+  std::vector<uint64_t> start(shape.size(), 0), count = shape;
+  for (uint64_t r = 0; r < shape[0]; r += rows) {
+    start[0] = r;
+    count[0] = std::min(rows, shape[0] - r);
+    slab.resize(count[0] * row * ElemBytes(t));
+    STOKER_RETURN_IF_ERROR(ReadArray(i, file, start.data(), count.data(), t, slab.data()));
+    AddElements(slab.data(), t, count[0] * row, b);
+  }
+  return b.Finish();
+}
+
 int ElemBytes(ElemType t) {
   switch (t) {
     case ElemType::kBool: case ElemType::kInt8: case ElemType::kUint8: return 1;
@@ -338,6 +407,10 @@ class ConcatSource : public ArraySource {
     const auto [k, j] = Locate(i);
     return parts_[k]->ReadArray(j, file, start, count, to, dst);
   }
+  absl::StatusOr<Foreground> ForegroundOf(size_t i, uint32_t file) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->ForegroundOf(j, file);
+  }
 
  private:
   // The part holding sample i, and the sample's index in it.
@@ -363,6 +436,9 @@ class RepeatSource : public ArraySource {
   absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start, const uint64_t* count,
                          ElemType to, uint8_t* dst) const override {
     return base_->ReadArray(i / n_, file, start, count, to, dst);
+  }
+  absl::StatusOr<Foreground> ForegroundOf(size_t i, uint32_t file) const override {
+    return base_->ForegroundOf(i / n_, file);
   }
 
  private:

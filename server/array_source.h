@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/dataset.h"
+#include "server/foreground.h"
 #include "server/sample_source.h"
 
 namespace stoker {
@@ -125,12 +126,20 @@ class ArraySource : public SampleSource {
   // or (a paired array) its shape is not shape(i).
   virtual absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start,
                                  const uint64_t* count, ElemType to, uint8_t* dst) const = 0;
+  // The foreground (elements != 0) of array `file` of sample i, for
+  // label-biased patches (server/foreground.h); ReadArray's errors. This
+  // one reads the array slab by slab and keeps nothing; a kind that keeps
+  // decoded volumes builds it from the kept volume and keeps it there.
+  virtual absl::StatusOr<Foreground> ForegroundOf(size_t i, uint32_t file) const;
   // ReadArray of the sample's first array.
   absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
                     uint8_t* dst) const {
     return ReadArray(i, 0, start, count, to, dst);
   }
 };
+
+// The foreground of the `elements` elements of type `t` at `data`.
+Foreground ScanForeground(const uint8_t* data, ElemType t, uint64_t elements);
 
 // RESOURCE_EXHAUSTED for more than `max_samples` rows, FAILED_PRECONDITION
 // for rows of no elements (`row_shape` holding a 0), naming `path`.

@@ -224,6 +224,13 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
     absl::Status s = step.kind->Check(&step.op, applies, &traits);
     if (!s.ok()) return bad(s.message());
     if (traits.random) p.deterministic_ = false;
+    if (traits.label_file >= 0) {
+      if (p.label_file_ >= 0 && p.label_file_ != traits.label_file)
+        return bad(absl::StrCat("label_bias reads file ", traits.label_file,
+                                " but an earlier op's reads file ", p.label_file_,
+                                "; a pipeline biases patches by one label array"));
+      p.label_file_ = traits.label_file;
+    }
     if (traits.size.first != -2) {
       for (int i : step.fields) size[i] = traits.size;
     }
@@ -302,7 +309,7 @@ void Pipeline::Draw(SampleDraw& d) const {
 
 std::vector<std::vector<uint64_t>> Pipeline::PlanArrays(
     const std::vector<uint64_t>& shape, uint64_t seed, uint64_t epoch,
-    uint64_t index, std::vector<Effects>* effects) const {
+    uint64_t index, std::vector<Effects>* effects, const Foreground* foreground) const {
   std::vector<std::vector<uint64_t>> starts(fields_.size(),
                                             std::vector<uint64_t>(shape.size(), 0));
   if (effects != nullptr) effects->assign(fields_.size(), {});
@@ -311,6 +318,7 @@ std::vector<std::vector<uint64_t>> Pipeline::PlanArrays(
   d.shape = &shape;
   d.starts = &starts;
   d.effects = effects;
+  d.foreground = foreground;
   Draw(d);
   return starts;
 }

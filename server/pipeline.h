@@ -97,12 +97,17 @@ class Pipeline {
   absl::Status CheckArrayShape(const FieldPlan& f,
                                const std::vector<uint64_t>& shape,
                                const std::string& what) const;
+  // The array file whose foreground PlanArrays needs (a random_patch's
+  // label_bias), -1 when none does.
+  int label_file() const { return label_file_; }
   // The start of each array field's region in a sample of `shape` (zeros
   // without a patch), drawn like Plan's geometry, and when `effects` is
-  // given each field's per-pixel effects (ApplyArray).
+  // given each field's per-pixel effects (ApplyArray). `foreground`: the
+  // sample's label_file() array's (null: patches drawn uniformly).
   std::vector<std::vector<uint64_t>> PlanArrays(
       const std::vector<uint64_t>& shape, uint64_t seed, uint64_t epoch,
-      uint64_t index, std::vector<Effects>* effects = nullptr) const;
+      uint64_t index, std::vector<Effects>* effects = nullptr,
+      const Foreground* foreground = nullptr) const;
   // Applies an array field's effects to its sample as written at `out`.
   static void ApplyArray(const FieldPlan& f, const Effects& effects, uint8_t* out);
   // The region's size for field f in a sample of `shape`.
@@ -139,6 +144,7 @@ class Pipeline {
   std::vector<FieldPlan> fields_;
   std::vector<Step> steps_;
   uint32_t files_ = 1;
+  int label_file_ = -1;
   bool deterministic_ = true;
   bool scale_decode_ = true, crop_decode_ = true;
   bool has_encoded_ = false;

@@ -90,33 +90,52 @@ absl::Status SampleReader::CopyArrays(uint64_t index, uint64_t epoch,
     absl::Status fits = pipeline_.CheckArrayShape(field, shape, "the sample");
     if (!fits.ok()) return absl::DataLossError(fits.message());
   }
-  std::vector<Effects> effects;
-  const std::vector<std::vector<uint64_t>> starts =
-      pipeline_.PlanArrays(shape, seed_, epoch, index, &effects);
   const uint64_t t0 = shm::MonotonicNanos();
+  absl::StatusOr<Foreground> foreground;
+  if (pipeline_.label_file() >= 0) {
+    foreground = src.ForegroundOf(index, static_cast<uint32_t>(pipeline_.label_file()));
+    if (!foreground.ok()) return foreground.status();
+  }
+  std::vector<Effects> effects;
+  const std::vector<std::vector<uint64_t>> starts = pipeline_.PlanArrays(
+      shape, seed_, epoch, index, &effects, foreground.ok() ? &*foreground : nullptr);
   for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
     const FieldPlan& field = pipeline_.fields()[f];
     if (field.kind != v1::FieldSpec::KIND_ARRAY) continue;
-    const std::vector<uint64_t> region = Pipeline::RegionOf(field, shape);
-    uint8_t* dst = out.field[f];
-    if (!field.normalize) {
-      STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, starts[f].data(), region.data(),
-                                           FromRingDType(field.dtype), dst));
-      Pipeline::ApplyArray(field, effects[f], dst);
-      continue;
-    }
-    thread_local std::vector<float> tmp;
-    uint64_t n = 1;
-    for (uint64_t d : region) n *= d;
-    tmp.resize(n);
-    STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, starts[f].data(), region.data(),
-                                         ElemType::kFloat32,
-                                         reinterpret_cast<uint8_t*>(tmp.data())));
-    WriteNormalized(tmp.data(), n, 1, field.norm, false, field.dtype == shm::kDTypeFloat16,
-                    dst);
-    Pipeline::ApplyArray(field, effects[f], dst);
+    STOKER_RETURN_IF_ERROR(CopyArray(src, index, field, starts[f], effects[f], out.field[f]));
   }
   Count(t0);
+  return absl::OkStatus();
+}
+
+absl::Status SampleReader::CopyArray(const ArraySource& src, uint64_t index,
+                                     const FieldPlan& field, const std::vector<uint64_t>& start,
+                                     const Effects& effects, uint8_t* dst) const {
+  const std::vector<uint64_t> region = Pipeline::RegionOf(field, src.shape(index));
+  const bool values = std::any_of(effects.begin(), effects.end(),
+                                  [](const Effect& e) { return e.kind->values(); });
+  if (!values) {
+    STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, start.data(), region.data(),
+                                         FromRingDType(field.dtype), dst));
+    Pipeline::ApplyArray(field, effects, dst);
+    return absl::OkStatus();
+  }
+  // The value stage, on float32 (a float32 field's own bytes).
+  uint64_t n = 1;
+  for (uint64_t d : region) n *= d;
+  thread_local std::vector<float> tmp;
+  const bool half = field.dtype == shm::kDTypeFloat16;
+  if (half) tmp.resize(n);
+  float* v = half ? tmp.data() : reinterpret_cast<float*>(dst);
+  STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, start.data(), region.data(),
+                                       ElemType::kFloat32, reinterpret_cast<uint8_t*>(v)));
+  for (const Effect& e : effects) {
+    if (e.kind->values()) e.kind->ApplyValues(e, field, v, n);
+  }
+  if (half) WriteNormalized(v, n, 1, Normalization{}, false, true, dst);
+  for (const Effect& e : effects) {
+    if (!e.kind->values()) e.kind->ApplyArray(e, field, dst);
+  }
   return absl::OkStatus();
 }
 

@@ -117,6 +117,12 @@ class SampleReader {
  private:
   Result ReadArrays(uint64_t index, uint64_t epoch, const SampleOut& out) const;
   absl::Status CopyArrays(uint64_t index, uint64_t epoch, const SampleOut& out) const;
+  // One array field of sample `index` at `start` into dst: read (converted
+  // to the field's dtype), or read as float32 through the value stage and
+  // then converted; then the per-pixel stage.
+  absl::Status CopyArray(const ArraySource& src, uint64_t index, const FieldPlan& field,
+                         const std::vector<uint64_t>& start, const Effects& effects,
+                         uint8_t* dst) const;
   // Pixel-cache lookups for every spatial field, its file as `ids` names
   // it; true when all hit.
   bool LookupPixels(const std::vector<SourceKey>& ids, FetchedSample* in) const;

@@ -45,4 +45,15 @@ absl::StatusOr<Bytes> VolumeCache::Get(const std::string& key, uint64_t bytes,
   });
 }
 
+absl::StatusOr<Bytes> VolumeCache::Keep(const std::string& key,
+                                        const std::function<absl::StatusOr<Bytes>()>& make) {
+  if (Bytes kept = ram_.Lookup(key)) return kept;
+  return decoding_.Do(key, [&]() -> absl::StatusOr<Bytes> {
+    if (Bytes kept = ram_.Peek(key)) return kept;
+    absl::StatusOr<Bytes> made = make();
+    if (made.ok() && *made != nullptr) ram_.Insert(key, *made);
+    return made;
+  });
+}
+
 }  // namespace stoker

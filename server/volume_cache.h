@@ -53,6 +53,13 @@ class VolumeCache {
   // they could never fit the budget. decode()'s error as is.
   absl::StatusOr<Bytes> Get(const std::string& key, uint64_t bytes, const Decode& decode);
 
+  // What is kept under `key` (something derived from a volume, such as a
+  // label volume's foreground index, keyed by the volume's key and what was
+  // derived): kept bytes, else make()'s (once for concurrent callers),
+  // then kept when they fit. make()'s error as is.
+  absl::StatusOr<Bytes> Keep(const std::string& key,
+                             const std::function<absl::StatusOr<Bytes>()>& make);
+
   uint64_t capacity_bytes() const { return ram_.capacity_bytes(); }
   // What decodes spread their work with (also for whole reads kept
   // elsewhere, such as feature files held in RAM).

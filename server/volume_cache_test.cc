@@ -111,6 +111,35 @@ TEST(VolumeCacheTest, AFailedDecodeIsReturnedAndTriedAgainLater) {
   EXPECT_EQ(cache.decodes(), 0u);
 }
 
+TEST(VolumeCacheTest, DerivedEntriesAreMadeOnceAndKeptInTheBudget) {
+  VolumeCache cache(1'000);
+  int calls = 0;
+  auto make = [&]() -> absl::StatusOr<Bytes> {
+    ++calls;
+    return std::make_shared<const std::string>(300, 'f');
+  };
+  absl::StatusOr<Bytes> a = cache.Keep("v|foreground", make);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<Bytes> b = cache.Keep("v|foreground", make);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->get(), b->get());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(cache.Stats().entries(), 1u);
+  EXPECT_EQ(cache.decodes(), 0u);  // Not a volume decode.
+  // A volume that needs the room pushes it out; it is made again later.
+  std::atomic<int> decodes{0};
+  ASSERT_TRUE(cache.Get("big", 900, [&](const VolumeCache::Parallel&, uint8_t* out) {
+                     decodes.fetch_add(1);
+                     std::memset(out, 1, 900);
+                     return absl::OkStatus();
+                   }).ok());
+  ASSERT_TRUE(cache.Keep("v|foreground", make).ok());
+  EXPECT_EQ(calls, 2);
+  // Errors are returned, not kept.
+  auto failing = []() -> absl::StatusOr<Bytes> { return absl::DataLossError("changed"); };
+  EXPECT_EQ(cache.Keep("w|foreground", failing).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(VolumeCacheTest, ADecodeSpreadsItsItemsOverThePool) {
   ThreadPool pool("decode", 2);
   VolumeCache cache(1 << 20, [&](size_t n, const std::function<void(size_t)>& fn) {

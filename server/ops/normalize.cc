@@ -1,13 +1,13 @@
 // normalize: (x / 255 - mean) / std per channel for float images (1 or C
-// values), (x - mean) / std for float arrays (1 value). Folded into the
-// field's conversion; nothing is drawn.
+// values), folded into the field's conversion; (x - mean) / std for float
+// arrays (1 value), in their value stage in op order. Nothing is drawn.
 #include "absl/strings/str_cat.h"
 #include "server/ops/op.h"
 
 namespace stoker {
 namespace {
 
-class NormalizeKind : public OpKind {
+class NormalizeKind : public AffineValuesOp {
  public:
   v1::Op::OpCase op_case() const override { return v1::Op::kNormalize; }
   bool Fits(const FieldPlan& f) const override {
@@ -29,9 +29,6 @@ class NormalizeKind : public OpKind {
           return absl::InvalidArgumentError(absl::StrCat(
               "mean and std need 1 value each for array field '", f->name, "'"));
         if (absl::Status s = positive(n.std(0)); !s.ok()) return s;
-        f->normalize = true;
-        f->norm.scale[0] = 1.0f / n.std(0);
-        f->norm.offset[0] = -n.mean(0) / n.std(0);
         continue;
       }
       const int c = f->channels;
@@ -47,6 +44,17 @@ class NormalizeKind : public OpKind {
       }
     }
     return absl::OkStatus();
+  }
+
+  // Array fields: v = {scale, offset}.
+  void Draw(const v1::Op& op, SampleDraw& d) const override {
+    if (d.effects == nullptr) return;
+    const v1::NormalizeOp& n = op.normalize();
+    for (int i : d.fields) {
+      if (d.plans[i].kind != v1::FieldSpec::KIND_ARRAY) continue;
+      const float scale = 1.0f / n.std(0), offset = -n.mean(0) / n.std(0);
+      (*d.effects)[i].push_back(Effect{this, &op, {scale, offset}});
+    }
   }
 };
 

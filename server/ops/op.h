@@ -27,6 +27,7 @@
 #include "absl/types/span.h"
 #include "proto/spec_util.h"
 #include "proto/stoker.pb.h"
+#include "server/foreground.h"
 #include "server/geometry.h"
 #include "server/transform.h"
 #include "util/rng.h"
@@ -43,11 +44,10 @@ struct FieldPlan {
   bool chw = false;
   uint32_t file = 0;
   uint32_t pad = 0;
-  // Float images (x in 0..255) and normalized arrays.
+  // Float images (x in 0..255).
   Normalization norm;
   // Array fields: the random_patch shape (empty: the whole sample).
   std::vector<uint64_t> patch;
-  bool normalize = false;  // Array fields: apply norm (channel 0).
   // Client decode: an image field's F_jpeg and F_render fields (-1: the
   // daemon decodes it always). F_jpeg (an encoded field) and F_render
   // (float32 [kRenderFloats], no spec kind) name F in `client_of`.
@@ -79,6 +79,9 @@ struct OpTraits {
   // data-dependent, else {width, height}.
   std::pair<int, int> size{-2, -2};
   bool random = false;  // Draws per sample (the output is not cacheable).
+  // The array file (FieldSpec.file) whose foreground Draw needs
+  // (SampleDraw::foreground); -1: none.
+  int label_file = -1;
 };
 
 // One sample's draw in progress. `fields` are the indices the step applies
@@ -93,6 +96,9 @@ struct SampleDraw {
   const std::vector<uint64_t>* shape = nullptr;
   std::vector<std::vector<uint64_t>>* starts = nullptr;
   std::vector<Effects>* effects = nullptr;
+  // Array samples: the foreground of the array OpTraits::label_file names
+  // (server/foreground.h); null when no op needs one.
+  const Foreground* foreground = nullptr;
 
   // Adds `e` to every field of the step.
   void Add(const Effect& e) const;
@@ -120,8 +126,14 @@ class OpKind {
   // The per-pixel stage of an image field: `e` applied to its rendered
   // pixels (packed uint8, f.width x f.height x f.channels).
   virtual void ApplyPixels(const Effect& e, const FieldPlan& f, uint8_t* hwc) const {}
-  // The per-pixel stage of an array field: `e` applied to the field's
-  // sample as written (f.shape, the field's dtype).
+  // The value stage of a float array field, for ops whose values() is
+  // true: `e` applied to the field's sample as n float32 values (f.shape,
+  // row-major), in op order, before the conversion to the field's dtype.
+  virtual bool values() const { return false; }
+  virtual void ApplyValues(const Effect& e, const FieldPlan& f, float* v, uint64_t n) const {}
+  // The per-pixel stage of an array field, after the value stage and the
+  // conversion: `e` applied to the field's sample as written (f.shape, the
+  // field's dtype), in op order.
   virtual void ApplyArray(const Effect& e, const FieldPlan& f, uint8_t* out) const {}
 };
 
@@ -138,6 +150,13 @@ class PixelOp : public OpKind {
  public:
   bool Fits(const FieldPlan& f) const override { return f.kind == v1::FieldSpec::KIND_IMAGE; }
   const char* fits() const override { return "images"; }
+};
+
+// Ops whose value stage is x * a + b with their effect's v = {a, b}.
+class AffineValuesOp : public OpKind {
+ public:
+  bool values() const override { return true; }
+  void ApplyValues(const Effect& e, const FieldPlan& f, float* v, uint64_t n) const override;
 };
 
 // An op's optional `probability`: its value, or `fallback` when unset;

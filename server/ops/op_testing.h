@@ -4,6 +4,7 @@
 #define STOKER_SERVER_OPS_OP_TESTING_H_
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,13 +49,20 @@ inline std::vector<uint8_t> RunPixels(const Pipeline& p, int f, std::vector<uint
   return hwc;
 }
 
-// Runs array field `f`'s per-pixel stage for that sample over `values`
-// (the field's elements, as written), for a sample the field's shape.
+// Runs array field `f`'s value stage (float fields: T is float) and then
+// its per-pixel stage for that sample over `values` (the field's elements,
+// as written), for a sample the field's shape, as the reader does.
 template <typename T>
 std::vector<T> RunArray(const Pipeline& p, int f, std::vector<T> values, uint64_t seed,
                         uint64_t epoch, uint64_t index) {
   std::vector<Effects> effects;
   p.PlanArrays(p.fields()[f].shape, seed, epoch, index, &effects);
+  for (const Effect& e : effects[f]) {
+    if (!e.kind->values()) continue;
+    if constexpr (std::is_same_v<T, float>) {
+      e.kind->ApplyValues(e, p.fields()[f], values.data(), values.size());
+    }
+  }
   Pipeline::ApplyArray(p.fields()[f], effects[f], reinterpret_cast<uint8_t*>(values.data()));
   return values;
 }

@@ -1,7 +1,10 @@
 // random_patch: a random window of `shape` (the field's declared shape) of
 // every array field it names, one start per sample shared by them (an
-// image volume and its label volume stay aligned).
+// image volume and its label volume stay aligned): drawn uniformly, or
+// with label_bias around a voxel of the label array's foreground or
+// background (MONAI's RandCropByPosNegLabel).
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,18 +31,57 @@ class RandomPatchKind : public OpKind {
       f->patch.assign(shape.begin(), shape.end());
     }
     traits->random = true;
-    return absl::OkStatus();
+    if (!op->random_patch().has_label_bias()) return absl::OkStatus();
+    return CheckBias(op->mutable_random_patch()->mutable_label_bias(), fields, traits);
   }
 
-  void Draw(const v1::Op&, SampleDraw& d) const override {
+  void Draw(const v1::Op& op, SampleDraw& d) const override {
     if (d.shape == nullptr) return;
     const std::vector<uint64_t>& shape = *d.shape;
     const std::vector<uint64_t>& patch = d.plans[d.fields[0]].patch;
     std::vector<uint64_t> start(shape.size(), 0);
-    for (size_t k = 0; k < shape.size() && k < patch.size(); ++k) {
-      start[k] = shape[k] > patch[k] ? d.rng.Below(shape[k] - patch[k] + 1) : 0;
+    const size_t dims = std::min(shape.size(), patch.size());
+    if (op.random_patch().has_label_bias() && d.foreground != nullptr) {
+      const v1::LabelBias& bias = op.random_patch().label_bias();
+      uint64_t voxel = d.foreground->Draw(d.rng, bias.pos() / (bias.pos() + bias.neg()));
+      // Row-major: the last dimension varies fastest.
+      for (size_t k = shape.size(); k-- > 0;) {
+        const uint64_t at = voxel % shape[k];
+        voxel /= shape[k];
+        if (k >= dims || shape[k] <= patch[k]) continue;
+        const uint64_t half = patch[k] / 2;
+        start[k] = std::min(at > half ? at - half : 0, shape[k] - patch[k]);
+      }
+    } else {
+      for (size_t k = 0; k < dims; ++k) {
+        start[k] = shape[k] > patch[k] ? d.rng.Below(shape[k] - patch[k] + 1) : 0;
+      }
     }
     for (int i : d.fields) (*d.starts)[i] = start;
+  }
+
+ private:
+  // Applies label_bias's defaults and checks them; the label field must be
+  // one the op patches.
+  static absl::Status CheckBias(v1::LabelBias* bias, const std::vector<FieldPlan*>& fields,
+                                OpTraits* traits) {
+    if (!bias->has_pos()) bias->set_pos(1);
+    if (!bias->has_neg()) bias->set_neg(1);
+    if (!(std::isfinite(bias->pos()) && std::isfinite(bias->neg()) && bias->pos() >= 0 &&
+          bias->neg() >= 0 && bias->pos() + bias->neg() > 0))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label_bias pos ", bias->pos(), " and neg ", bias->neg(),
+          " must be finite, at least 0, and not both 0"));
+    for (const FieldPlan* f : fields) {
+      if (f->name != bias->field()) continue;
+      traits->label_file = static_cast<int>(f->file);
+      return absl::OkStatus();
+    }
+    std::vector<std::string> names;
+    for (const FieldPlan* f : fields) names.push_back(absl::StrCat("'", f->name, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label_bias field '", bias->field(), "' is not one the op patches (",
+        absl::StrJoin(names, ", "), ")"));
   }
 };
 

@@ -58,6 +58,12 @@ absl::Status CheckSize(uint32_t width, uint32_t height) {
   return absl::OkStatus();
 }
 
+void AffineValuesOp::ApplyValues(const Effect& e, const FieldPlan&, float* v,
+                                 uint64_t n) const {
+  const float a = static_cast<float>(e.v[0]), b = static_cast<float>(e.v[1]);
+  for (uint64_t k = 0; k < n; ++k) v[k] = v[k] * a + b;
+}
+
 absl::StatusOr<float> Probability(bool set, float value, float fallback) {
   const float p = set ? value : fallback;
   if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");

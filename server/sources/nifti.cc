@@ -58,21 +58,48 @@ class NiftiSource : public ArraySource {
     const VolumeSample& s = samples_[i];
     if (!s.broken.ok()) return s.broken;
     const Volume& v = s.volumes[file];
-    if (volumes_ != nullptr) {
-      absl::StatusOr<Bytes> whole = volumes_->Get(
-          absl::StrCat(v.path, "|", v.version.device, ":", v.version.inode, "|", v.version.size,
-                       "|", v.version.mtime_ns, "|nifti"),
-          v.h.volume_bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
-            return nifti::Decode(v.path, beneath_.get(), v.h, v.version, parallel, out);
-          });
-      if (!whole.ok()) return whole.status();
-      if (*whole != nullptr) {
-        CopyRegion(reinterpret_cast<const uint8_t*>((*whole)->data()), v.h.type, v.h.shape, start,
-                   count, dst, to);
-        return absl::OkStatus();
+    STOKER_ASSIGN_OR_RETURN(Bytes whole, Whole(v));
+    if (whole == nullptr) return ReadOversized(v, start, count, to, dst);
+    CopyRegion(reinterpret_cast<const uint8_t*>(whole->data()), v.h.type, v.h.shape, start, count,
+               dst, to);
+    return absl::OkStatus();
+  }
+
+  // Built from the kept volume, and kept beside it.
+  absl::StatusOr<Foreground> ForegroundOf(size_t i, uint32_t file) const override {
+    const VolumeSample& s = samples_[i];
+    if (!s.broken.ok()) return s.broken;
+    const Volume& v = s.volumes[file];
+    auto make = [&]() -> absl::StatusOr<Bytes> {
+      STOKER_ASSIGN_OR_RETURN(Bytes whole, Whole(v));
+      if (whole != nullptr) {
+        return ScanForeground(reinterpret_cast<const uint8_t*>(whole->data()), v.h.type,
+                              v.h.volume_bytes / ElemBytes(v.h.type))
+            .bytes();
       }
-    }
-    return ReadOversized(v, start, count, to, dst);
+      STOKER_ASSIGN_OR_RETURN(Foreground read, ArraySource::ForegroundOf(i, file));
+      return read.bytes();
+    };
+    if (volumes_ == nullptr) return ArraySource::ForegroundOf(i, file);
+    STOKER_ASSIGN_OR_RETURN(Bytes kept, volumes_->Keep(absl::StrCat(Key(v), "|foreground"), make));
+    return Foreground(std::move(kept));
+  }
+
+  // The volume cache's key of v (its file version, decoded as nifti).
+  static std::string Key(const Volume& v) {
+    return absl::StrCat(v.path, "|", v.version.device, ":", v.version.inode, "|", v.version.size,
+                        "|", v.version.mtime_ns, "|nifti");
+  }
+
+  // The decoded volume from the volume cache; null when there is none or
+  // the volume cannot fit it.
+  absl::StatusOr<Bytes> Whole(const Volume& v) const {
+    if (volumes_ == nullptr) return Bytes();
+    return volumes_->Get(Key(v), v.h.volume_bytes,
+                         [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
+                           return nifti::Decode(v.path, beneath_.get(), v.h, v.version, parallel,
+                                                out);
+                         });
   }
 
   // A volume the cache cannot hold: by region from its mapping.

@@ -220,6 +220,46 @@ TEST_F(NiftiSourceTest, AManifestPairsImagesWithLabelVolumesAndClasses) {
   EXPECT_NE(a.status().message().find("line 2"), std::string::npos) << a.status();
 }
 
+// A label volume's foreground (for label-biased patches) is its voxels
+// != 0 in nibabel's order, built from the kept volume once and kept beside
+// it; without a cache, or for a volume too large for it, read by region.
+TEST_F(NiftiSourceTest, ALabelVolumesForegroundIsBuiltOnceAndKept) {
+  const std::vector<int16_t> raw = Voxels();
+  std::vector<uint8_t> seg(raw.size());  // x fastest, as stored.
+  for (size_t i = 0; i < seg.size(); ++i) seg[i] = raw[i] > 100 ? 2 : 0;
+  std::vector<uint64_t> want;  // Row-major offsets, x slowest.
+  for (uint64_t x = 0; x < 5; ++x)
+    for (uint64_t y = 0; y < 6; ++y)
+      for (uint64_t z = 0; z < 7; ++z)
+        if (seg[x + 5 * (y + 6 * z)] != 0) want.push_back((x * 6 + y) * 7 + z);
+  ASSERT_FALSE(want.empty());
+  ASSERT_TRUE(testdata::WriteFile(dir_ + "/i.nii.gz", Gzip(Nifti1({5, 6, 7}, 4, Bytes(raw)))).ok());
+  ASSERT_TRUE(testdata::WriteFile(dir_ + "/s.nii", Nifti1({5, 6, 7}, 2, Bytes(seg))).ok());
+  ASSERT_TRUE(testdata::WriteFile(dir_ + "/m.tsv", "i.nii.gz\ts.nii\n").ok());
+  auto check = [&](const absl::StatusOr<Foreground>& fg) {
+    ASSERT_TRUE(fg.ok()) << fg.status();
+    EXPECT_EQ(fg->elements(), 5u * 6 * 7);
+    ASSERT_EQ(fg->count(), want.size());
+    for (size_t j = 0; j < want.size(); ++j) EXPECT_EQ(fg->Positive(j), want[j]);
+  };
+  VolumeCache cache(1 << 20);
+  absl::StatusOr<std::shared_ptr<const ArraySource>> a = Open(dir_ + "/m.tsv", &cache);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const absl::StatusOr<Foreground> first = (*a)->ForegroundOf(0, 1);
+  check(first);
+  EXPECT_EQ(cache.decodes(), 1u);            // The label volume, not the image.
+  EXPECT_EQ(cache.Stats().entries(), 2u);    // It and its foreground.
+  const absl::StatusOr<Foreground> again = (*a)->ForegroundOf(0, 1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->bytes().get(), first->bytes().get());  // Kept, not built again.
+  for (VolumeCache* c : {static_cast<VolumeCache*>(nullptr), new VolumeCache(64)}) {
+    a = Open(dir_ + "/m.tsv", c);
+    ASSERT_TRUE(a.ok()) << a.status();
+    check((*a)->ForegroundOf(0, 1));
+    delete c;
+  }
+}
+
 TEST_F(NiftiSourceTest, HostileFilesAreRefusedByName) {
   const std::vector<int16_t> raw = Voxels();
   const std::string plain = Nifti1({5, 6, 7}, 4, Bytes(raw));

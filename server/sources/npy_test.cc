@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -116,6 +117,36 @@ TEST(NpyTest, FolderSuffixesInAnyCase) {
   std::filesystem::remove_all(dir + "/c.Npy");
   absl::Status none = OpenNpySource(dir, "", nullptr, nullptr).status();
   EXPECT_EQ(none.message(), dir + ": holds no .npy files (in any case)");
+  std::filesystem::remove_all(dir);
+}
+
+// A label volume's foreground, read slab by slab (a volume of several
+// slabs): exactly the elements != 0, NaN included and -0.0 not.
+TEST(NpyTest, TheForegroundOfAVolumeIsItsNonZeroElements) {
+  const std::string dir = testdata::MakeTempDir("npy-foreground");
+  const std::vector<uint64_t> shape = {80, 90, 100};  // 5.8 MB as float64: 2 slabs.
+  std::vector<float> v(80 * 90 * 100, 0.0f);
+  std::vector<uint64_t> set;
+  for (uint64_t k = 0; k < v.size(); ++k) {
+    if (k % 1009 == 3) v[k] = 1.0f;
+    if (k % 7919 == 5) v[k] = -0.0f;  // Zero.
+    if (k == 700'001) v[k] = std::nanf("");
+    if (k == 700'002) v[k] = 1e-40f;  // Denormal: not zero.
+    if (v[k] != 0 || std::isnan(v[k])) set.push_back(k);
+  }
+  ASSERT_TRUE(testdata::WriteFile(dir + "/seg.npy",
+                                  NpyBytes(ElemType::kFloat32, {80, 90, 100}, v.data()))
+                  .ok());
+  auto src = OpenNpySource(dir, "", nullptr, nullptr);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_EQ((*src)->shape(0), shape);
+  absl::StatusOr<Foreground> fg = (*src)->ForegroundOf(0, 0);
+  ASSERT_TRUE(fg.ok()) << fg.status();
+  EXPECT_EQ(fg->elements(), v.size());
+  ASSERT_EQ(fg->count(), set.size());
+  for (size_t j = 0; j < set.size(); ++j) ASSERT_EQ(fg->Positive(j), set[j]) << j;
+  EXPECT_EQ(fg->Negative(0), 0u);
+  EXPECT_EQ(fg->Negative(3), 4u);  // 3 is set.
   std::filesystem::remove_all(dir);
 }
 

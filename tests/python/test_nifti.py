@@ -103,6 +103,44 @@ def test_patches_and_labels_are_nibabels_regions_jointly(daemon, volumes):
     ld.close()
 
 
+def corners_around(seg, voxels):
+    """MONAI's RandCropByPosNegLabel windows in NumPy: the corner of the
+    PATCH window centred on each voxel (flat offsets into seg), shifted
+    inside the volume."""
+    centre = np.stack(np.unravel_index(voxels, seg.shape), axis=1)
+    lo = centre - np.array(PATCH) // 2
+    return set(map(tuple, np.clip(lo, 0, np.array(seg.shape) - PATCH)))
+
+
+@pytest.mark.parametrize("pos,neg", [(1, 0), (0, 1)])
+def test_label_biased_patches_are_centred_on_foreground_or_background(daemon, volumes, pos, neg):
+    d, refs = volumes
+    src = {"nifti": {"path": str(d / "train.tsv")}, "samples_per_volume": 8}
+    ld = stoker.Loader(src, batch_size=4, shuffle=True, seed=3, socket=daemon.socket,
+                       fields=[stoker.array(PATCH, "image"),
+                               stoker.array(PATCH, "seg", dtype="uint8", file=1)],
+                       pipeline=[stoker.random_patch(PATCH, label="seg", pos=pos, neg=neg)])
+    allowed = []
+    for image, seg in refs:
+        flat = seg.reshape(-1)
+        voxels = np.flatnonzero(flat) if pos else np.flatnonzero(flat == 0)
+        allowed.append(corners_around(seg, voxels))
+    n = 0
+    for b in ld.batches():
+        for i, p, s in zip(b.indices, np.asarray(b.field("image")), np.asarray(b.field("seg"))):
+            image, seg = refs[int(i) // 8]
+            c = find_patch(image, p)  # Bit-exact against nibabel.
+            assert c is not None
+            assert c in allowed[int(i) // 8], (int(i), c)
+            np.testing.assert_array_equal(
+                s, seg[c[0]:c[0] + PATCH[0], c[1]:c[1] + PATCH[1], c[2]:c[2] + PATCH[2]])
+            if pos:
+                assert s.any()  # Every positive patch holds foreground.
+            n += 1
+    assert n == 24
+    ld.close()
+
+
 def test_a_path_is_recognised_as_nifti(daemon, volumes):
     d, refs = volumes
     # The manifest by its first file, a single volume by its name.

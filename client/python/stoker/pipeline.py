@@ -107,10 +107,49 @@ def flip(p=0.5, vertical=False, fields=None):
     return _op("flip", fields, probability=float(p), vertical=vertical or None)
 
 
-def random_patch(shape, fields=None):
+def random_patch(shape, fields=None, label=None, pos=None, neg=None):
     """A random window of `shape` of every array field it names (a patch of
-    a volume), drawn once per sample."""
-    return _op("random_patch", fields, shape=[int(d) for d in shape])
+    a volume), drawn once per sample. With `label` (the name of an array
+    field it patches, e.g. a label volume's), the window is centred on a
+    voxel of that field's array drawn from its foreground (!= 0) with
+    probability pos / (pos + neg), else from its background, then shifted
+    inside the volume: MONAI's RandCropByPosNegLabel (pos, neg default 1)."""
+    bias = None
+    if label is not None:
+        bias = {"field": label}
+        bias.update({k: float(v) for k, v in (("pos", pos), ("neg", neg)) if v is not None})
+    return _op("random_patch", fields, shape=[int(d) for d in shape], label_bias=bias)
+
+
+def axis_flip(axes=None, p=0.5, fields=None):
+    """Each of `axes` (default all) of array fields reversed with
+    probability p, drawn per axis and sample, the same for every field it
+    names (a scan and its label volume): MONAI's RandFlip per axis."""
+    return _op("axis_flip", fields, axes=None if axes is None else [int(a) for a in axes],
+               probability=float(p))
+
+
+def rot90(axes=(0, 1), p=0.1, max_k=3, fields=None):
+    """With probability p, array fields rotated k x 90 degrees in the plane
+    of `axes` (of one size), k in 1..max_k: numpy.rot90(x, k, axes),
+    MONAI's RandRotate90."""
+    return _op("rot90", fields, axes=[int(a) for a in axes], probability=float(p),
+               max_k=int(max_k))
+
+
+def intensity(scale=None, shift=None, p=1.0, fields=None):
+    """With probability p, float array values x * a + b, a drawn in `scale`
+    (a (min, max) pair) and b in `shift`: MONAI's RandScaleIntensity
+    (a = 1 + factor) and RandShiftIntensity."""
+    pair = lambda r: None if r is None else {"min": float(r[0]), "max": float(r[1])}
+    return _op("intensity", fields, scale=pair(scale), shift=pair(shift), probability=float(p))
+
+
+def window(low, high, out=(0.0, 1.0), fields=None):
+    """Float array values in [low, high] mapped onto [out[0], out[1]] and
+    clipped: MONAI's ScaleIntensityRange with clip (a CT window)."""
+    return _op("window", fields, min=float(low), max=float(high), out_min=float(out[0]),
+               out_max=float(out[1]))
 
 
 def normalize(mean, std, fields=None):

@@ -504,6 +504,7 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   s.set_pixel_cache_decodes(pixels_ ? pixels_->decodes() : 0);
   *s.add_tiers() = volumes_.Stats();
   s.set_volume_cache_decodes(volumes_.decodes());
+  s.set_volume_cache_chunks(volumes_.pieces());
   s.set_volume_cache_oversized(volumes_.oversized());
   s.set_batches_published(
       counters_.batches_published.load(std::memory_order_relaxed));

@@ -143,7 +143,10 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
           "Pictures decoded and scaled into the pixel cache (missed in RAM and L2).",
           s.pixel_cache_decodes());
   counter("stoker_volume_cache_decodes_total",
-          "Volumes decoded whole into the volume cache.", s.volume_cache_decodes());
+          "Volumes decoded whole into the volume cache (or their last chunk).", s.volume_cache_decodes());
+  counter("stoker_volume_cache_chunks_total",
+          "Chunks decoded one by one into the volume cache (each once).",
+          s.volume_cache_chunks());
   counter("stoker_volume_cache_oversized_total",
           "Reads of volumes larger than the volume cache (read by region instead).",
           s.volume_cache_oversized());

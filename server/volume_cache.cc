@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
+
+#include "util/status_macros.h"
 
 namespace stoker {
 namespace {
@@ -43,6 +46,109 @@ absl::StatusOr<Bytes> VolumeCache::Get(const std::string& key, uint64_t bytes,
     ram_.Insert(key, entry);
     return entry;
   });
+}
+
+namespace {
+enum PieceState : uint8_t { kEmpty, kFilling, kFilled };
+}  // namespace
+
+struct VolumeCache::Pieces {
+  explicit Pieces(uint64_t n) : state(new std::atomic<uint8_t>[n]()), left(n) {}
+  std::string data;
+  std::unique_ptr<std::atomic<uint8_t>[]> state;  // PieceState per piece.
+  std::atomic<uint64_t> left;                     // Pieces not yet filled.
+  absl::Mutex mu;
+  absl::CondVar changed;  // A piece left kFilling.
+};
+
+std::shared_ptr<VolumeCache::Pieces> VolumeCache::FindPieces(const std::string& key,
+                                                             uint64_t bytes, uint64_t pieces,
+                                                             Bytes* entry) {
+  absl::MutexLock lock(&pieces_mu_);
+  *entry = ram_.Lookup(key);
+  auto it = pieces_.find(key);
+  std::shared_ptr<Pieces> v = it != pieces_.end() ? it->second.lock() : nullptr;
+  if (*entry != nullptr) {
+    // Kept: still being filled when it is the one in pieces_, else whole.
+    return v != nullptr && v->data.data() == (*entry)->data() ? v : nullptr;
+  }
+  if (!ram_.Fits(key, bytes)) {
+    oversized_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  for (auto i = pieces_.begin(); i != pieces_.end();) {  // Forget evicted ones.
+    auto next = std::next(i);
+    if (i->second.expired()) pieces_.erase(i);
+    i = next;
+  }
+  v = std::make_shared<Pieces>(pieces);
+  v->data.reserve(bytes);
+  AdviseHugePages(v->data.data(), bytes);
+  v->data.resize(bytes);
+  *entry = Bytes(v, &v->data);
+  ram_.Insert(key, *entry);
+  pieces_[key] = v;
+  return v;
+}
+
+absl::Status VolumeCache::Fill(Pieces& v, const std::vector<uint64_t>& need,
+                               const FillPiece& fill) {
+  uint8_t* out = reinterpret_cast<uint8_t*>(v.data.data());
+  std::vector<uint64_t> mine;
+  absl::Status first;
+  for (int round = 0; round < 2; ++round) {
+    mine.clear();
+    for (uint64_t p : need) {
+      uint8_t empty = kEmpty;
+      if (v.state[p].compare_exchange_strong(empty, kFilling, std::memory_order_acquire))
+        mine.push_back(p);
+    }
+    absl::Mutex mu;
+    parallel_(mine.size(), [&](size_t j) {
+      absl::Status s = fill(mine[j], out);
+      v.state[mine[j]].store(s.ok() ? kFilled : kEmpty, std::memory_order_release);
+      if (s.ok()) {
+        pieces_filled_.fetch_add(1, std::memory_order_relaxed);
+        if (v.left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+          decodes_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        absl::MutexLock lock(&mu);
+        if (first.ok()) first = s;
+      }
+    });
+    {
+      absl::MutexLock lock(&v.mu);
+      if (!mine.empty()) v.changed.SignalAll();
+      // Pieces another caller fills: wait for them.
+      for (uint64_t p : need) {
+        while (v.state[p].load(std::memory_order_acquire) == kFilling) v.changed.Wait(&v.mu);
+      }
+    }
+    if (!first.ok()) return first;
+    // A piece whose other filler failed is empty again: fill it here.
+    bool all = true;
+    for (uint64_t p : need) all = all && v.state[p].load(std::memory_order_acquire) == kFilled;
+    if (all) return absl::OkStatus();
+  }
+  return absl::DataLossError("a volume's piece could not be filled");
+}
+
+absl::StatusOr<Bytes> VolumeCache::GetPieces(const std::string& key, uint64_t bytes,
+                                             uint64_t pieces, const std::vector<uint64_t>& need,
+                                             const FillPiece& fill) {
+  Bytes entry;
+  std::shared_ptr<Pieces> v = FindPieces(key, bytes, pieces, &entry);
+  if (v == nullptr) return entry;  // Whole, or null: it cannot fit.
+  for (uint64_t p : need) {
+    if (p >= pieces) return absl::InvalidArgumentError("a piece past the volume's");
+  }
+  STOKER_RETURN_IF_ERROR(Fill(*v, need, fill));
+  if (v->left.load(std::memory_order_acquire) == 0) {
+    absl::MutexLock lock(&pieces_mu_);
+    auto it = pieces_.find(key);
+    if (it != pieces_.end() && it->second.lock() == v) pieces_.erase(it);
+  }
+  return entry;
 }
 
 absl::StatusOr<Bytes> VolumeCache::Keep(const std::string& key,

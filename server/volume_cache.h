@@ -6,7 +6,11 @@
 //
 // A volume is decoded once however many readers ask at the same time (the
 // others wait for it); its decode may spread its work (chunk inflates) over
-// the daemon's decode pool through the Parallel it is given. A volume that
+// the daemon's decode pool through the Parallel it is given. A volume of
+// pieces (chunks) may instead be filled piece by piece as reads need them
+// (GetPieces), so a first patch waits only for the chunks it touches.
+// Things derived from a volume (a label volume's foreground) are kept
+// beside it in the same budget (Keep). A volume that
 // does not fit the whole budget is never decoded here: Get answers null and
 // the caller reads it region by region (counted as oversized). A failed
 // decode is returned to its waiters and not kept, so a later Get tries
@@ -22,8 +26,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "proto/stoker.pb.h"
 #include "server/cache.h"
@@ -53,6 +61,21 @@ class VolumeCache {
   // they could never fit the budget. decode()'s error as is.
   absl::StatusOr<Bytes> Get(const std::string& key, uint64_t bytes, const Decode& decode);
 
+  // Fills piece `piece` of a volume (a chunk) into its place in `volume`,
+  // the whole volume's bytes; pieces never overlap.
+  using FillPiece = std::function<absl::Status(uint64_t piece, uint8_t* volume)>;
+  // The `bytes` of volume `key`, made of `pieces` pieces, with at least the
+  // pieces in `need` filled (a patch's chunks): a first read then waits
+  // only for what it touches. The volume's bytes are allocated and charged
+  // whole when first asked for; each piece is filled once by fill(),
+  // however many callers need it (the others wait), and the pieces one
+  // call fills are spread over the pool. Null, without filling, when the
+  // volume could never fit. fill()'s first error as is; that piece stays
+  // unfilled and a later call tries it again. Counted as a decode when its
+  // last piece is filled. `key` must not also be used with Get.
+  absl::StatusOr<Bytes> GetPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
+                                  const std::vector<uint64_t>& need, const FillPiece& fill);
+
   // What is kept under `key` (something derived from a volume, such as a
   // label volume's foreground index, keyed by the volume's key and what was
   // derived): kept bytes, else make()'s (once for concurrent callers),
@@ -68,12 +91,25 @@ class VolumeCache {
   v1::TierStats Stats() const { return ram_.Stats(); }
   uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
   uint64_t oversized() const { return oversized_.load(std::memory_order_relaxed); }
+  // Pieces GetPieces filled.
+  uint64_t pieces() const { return pieces_filled_.load(std::memory_order_relaxed); }
 
  private:
+  struct Pieces;
+  // The volume `key` being filled piece by piece (null when it is whole,
+  // or new: then *entry is null too), else created and kept.
+  std::shared_ptr<Pieces> FindPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
+                                     Bytes* entry);
+  // Fills `need`'s empty pieces of v, and waits for those others fill.
+  absl::Status Fill(Pieces& v, const std::vector<uint64_t>& need, const FillPiece& fill);
+
   ShardedLruCache ram_;  // One shard: a volume may take the whole budget.
   const Parallel parallel_;
   SingleFlight<absl::StatusOr<Bytes>> decoding_;
-  std::atomic<uint64_t> decodes_{0}, oversized_{0};
+  absl::Mutex pieces_mu_;
+  // Volumes still being filled piece by piece; their bytes are kept in ram_.
+  absl::flat_hash_map<std::string, std::weak_ptr<Pieces>> pieces_ ABSL_GUARDED_BY(pieces_mu_);
+  std::atomic<uint64_t> decodes_{0}, oversized_{0}, pieces_filled_{0};
 };
 
 }  // namespace stoker

@@ -140,6 +140,69 @@ TEST(VolumeCacheTest, DerivedEntriesAreMadeOnceAndKeptInTheBudget) {
   EXPECT_EQ(cache.Keep("w|foreground", failing).status().code(), absl::StatusCode::kDataLoss);
 }
 
+// A volume of 10 pieces of 100 bytes, piece p filled with byte p + 1.
+absl::Status FillPiece(uint64_t p, uint8_t* volume, std::atomic<int>* fills) {
+  fills[p].fetch_add(1);
+  std::memset(volume + p * 100, static_cast<int>(p + 1), 100);
+  return absl::OkStatus();
+}
+
+TEST(VolumeCacheTest, PiecesAreFilledOnceAsReadsNeedThem) {
+  ThreadPool pool("decode", 2);
+  VolumeCache cache(10'000, [&](size_t n, const std::function<void(size_t)>& fn) {
+    ParallelFor(&pool, pool.size(), n, fn);
+  });
+  std::atomic<int> fills[10] = {};
+  auto fill = [&](uint64_t p, uint8_t* v) { return FillPiece(p, v, fills); };
+  absl::StatusOr<Bytes> a = cache.GetPieces("v", 1000, 10, {2, 3}, fill);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->substr(200, 200), std::string(100, '\3') + std::string(100, '\4'));
+  EXPECT_EQ(fills[0].load() + fills[2].load() + fills[3].load(), 2);
+  EXPECT_EQ(cache.decodes(), 0u);
+  EXPECT_GE(cache.Stats().bytes(), 1000u);  // Charged whole (and its key).
+  // Readers at once, needing overlapping pieces: each piece once.
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      std::vector<uint64_t> need;
+      for (uint64_t p = r; p < 10; p += 2) need.push_back(p);
+      absl::StatusOr<Bytes> b = cache.GetPieces("v", 1000, 10, need, fill);
+      ASSERT_TRUE(b.ok());
+      for (uint64_t p : need) EXPECT_EQ((**b)[p * 100 + 99], static_cast<char>(p + 1));
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  for (int p = 0; p < 10; ++p) EXPECT_EQ(fills[p].load(), 1) << p;
+  EXPECT_EQ(cache.decodes(), 1u);  // Whole now.
+  absl::StatusOr<Bytes> whole = cache.GetPieces("v", 1000, 10, {9}, fill);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->get(), a->get());
+  // A volume that cannot fit is null, unfilled.
+  EXPECT_EQ(*cache.GetPieces("big", 20'000, 10, {0}, fill), nullptr);
+  EXPECT_EQ(cache.oversized(), 1u);
+}
+
+TEST(VolumeCacheTest, AFailedPieceIsReturnedAndFilledLater) {
+  VolumeCache cache(10'000);
+  bool broken = true;
+  int calls = 0;
+  auto fill = [&](uint64_t p, uint8_t* v) {
+    ++calls;
+    if (p == 4 && broken) return absl::DataLossError("v.h5: chunk at [4] does not inflate");
+    std::memset(v + p * 100, 1, 100);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<Bytes> a = cache.GetPieces("v", 1000, 10, {3, 4}, fill);
+  EXPECT_EQ(a.status().message(), "v.h5: chunk at [4] does not inflate");
+  EXPECT_TRUE(cache.GetPieces("v", 1000, 10, {3}, fill).ok());  // 3 was filled.
+  EXPECT_EQ(calls, 2);
+  broken = false;
+  EXPECT_TRUE(cache.GetPieces("v", 1000, 10, {4}, fill).ok());
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(cache.GetPieces("v", 1000, 10, {10}, fill).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(VolumeCacheTest, ADecodeSpreadsItsItemsOverThePool) {
   ThreadPool pool("decode", 2);
   VolumeCache cache(1 << 20, [&](size_t n, const std::function<void(size_t)>& fn) {

@@ -84,7 +84,9 @@ TEST(RandomPatchTest, NegativePatchesAreCentredOffTheForegroundOrShiftedInside) 
     const bool at_border = s[0] == 0 || s[0] == kX - kPX || s[1] == 0 || s[1] == kY - kPY ||
                            s[2] == 0 || s[2] == kZ - kPZ;
     shifted += at_border;
-    if (!at_border) EXPECT_FALSE(InBlob(s[0] + kPX / 2, s[1] + kPY / 2, s[2] + kPZ / 2)) << i;
+    if (!at_border) {
+      EXPECT_FALSE(InBlob(s[0] + kPX / 2, s[1] + kPY / 2, s[2] + kPZ / 2)) << i;
+    }
   }
   // Voxels within half a patch of a border are shifted: about 1 - (24*32*40)/(30*40*50).
   EXPECT_NEAR(shifted, 2000 * (1 - 24.0 * 32 * 40 / (30 * 40 * 50)), 150);

@@ -58,7 +58,7 @@ class Hdf5Source : public ArraySource {
     }
     const Open& o = folder_ ? open_[i] : open_[0];
     if (folder_ && volumes_ != nullptr && o.map == nullptr) {
-      absl::StatusOr<Bytes> whole = Decoded(i, o);
+      absl::StatusOr<Bytes> whole = Decoded(i, o, start, count);
       if (!whole.ok()) return whole.status();
       if (*whole != nullptr) {  // The decoded volume: a strided copy.
         CopyRegion(reinterpret_cast<const uint8_t*>((*whole)->data()), elem_, sh, start, count,
@@ -84,23 +84,31 @@ class Hdf5Source : public ArraySource {
   }
 
   // One file kept open for reads: its dataset, and a mapping when the
-  // dataset is contiguous.
+  // dataset is contiguous, or its chunks when they can be read one by one.
   struct Open {
     h5::File file;
     h5::Set set;
     std::shared_ptr<const Mapping> map;
+    std::shared_ptr<const h5::Chunks> chunks;
   };
-  // Volume i decoded whole through the volume cache; null (after one
+  // Volume i through the volume cache, with at least the region
+  // [start, start + count) decoded: chunk by chunk (the chunks the region
+  // touches) when the volume's chunks can be, else whole. Null (after one
   // warning per file) when it could never fit the cache.
-  absl::StatusOr<Bytes> Decoded(size_t i, const Open& o) const {
+  absl::StatusOr<Bytes> Decoded(size_t i, const Open& o, const uint64_t* start,
+                                const uint64_t* count) const {
     absl::StatusOr<uint64_t> bytes = CheckedProduct(o.set.dims, ElemBytes(elem_), UINT64_MAX,
                                                     files_[i]);
     if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
-    absl::StatusOr<Bytes> whole = volumes_->Get(
-        absl::StrCat(o.file.version, "|", dataset_), *bytes,
-        [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
-          return h5::ReadWhole(o.set, parallel, out, files_[i]);
-        });
+    const std::string key = absl::StrCat(o.file.version, "|", dataset_);
+    absl::StatusOr<Bytes> whole =
+        o.chunks != nullptr
+            ? volumes_->GetPieces(key + "|chunks", *bytes, o.chunks->count(),
+                                  o.chunks->Touching(start, count),
+                                  [&](uint64_t c, uint8_t* out) { return o.chunks->Read(c, out); })
+            : volumes_->Get(key, *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
+                return h5::ReadWhole(o.set, parallel, out, files_[i]);
+              });
     if (whole.ok() && *whole == nullptr && !warned_[i].exchange(true)) {
       LogWarning(absl::StrCat(files_[i], ": its volume (", *bytes,
                               " bytes) is larger than the volume cache (",
@@ -113,7 +121,11 @@ class Hdf5Source : public ArraySource {
   // Keeps `f` and `d` open, mapping the file when `d` is raw and its bytes
   // lie inside it.
   void Keep(h5::File f, h5::Set d) {
-    Open o{std::move(f), std::move(d), nullptr};
+    Open o{std::move(f), std::move(d), nullptr, nullptr};
+    if (folder_ && volumes_ != nullptr && o.set.inflatable) {
+      absl::StatusOr<h5::Chunks> chunks = h5::Chunks::Of(o.set, o.file.path);
+      if (chunks.ok()) o.chunks = std::make_shared<const h5::Chunks>(*std::move(chunks));
+    }
     if (o.set.raw) {
       absl::StatusOr<std::shared_ptr<const Mapping>> m = MapFile(o.file.path, beneath_.get());
       absl::StatusOr<uint64_t> bytes =
@@ -144,7 +156,7 @@ class Hdf5Source : public ArraySource {
   VolumeCache::Parallel parallel() const {
     return volumes_ != nullptr ? volumes_->parallel() : VolumeCache::Parallel(&VolumeCache::Serial);
   }
-  VolumeCache* volumes_ = nullptr;  // Folder volumes decoded whole; may be null.
+  VolumeCache* volumes_ = nullptr;  // Folder volumes decoded here; may be null.
   std::unique_ptr<std::atomic<bool>[]> warned_;  // Per file: oversized, said.
 };
 

@@ -271,93 +271,135 @@ std::unique_ptr<uint8_t[]> Buffer(uint64_t n) { return std::unique_ptr<uint8_t[]
 
 }  // namespace
 
+absl::StatusOr<Chunks> Chunks::Of(const Set& d, const std::string& what) {
+  if (!d.inflatable || d.dims.empty())
+    return absl::FailedPreconditionError(absl::StrCat(what, ": not read chunk by chunk"));
+  Chunks c;
+  c.set_ = d.set->get();
+  c.dims_ = d.dims;
+  c.chunk_ = d.chunk;
+  c.filters_ = d.filters;
+  c.what_ = what;
+  c.elem_ = ElemBytes(d.elem);
+  const size_t nd = d.dims.size();
+  STOKER_ASSIGN_OR_RETURN(c.chunk_bytes_,
+                          CheckedProduct(d.chunk, c.elem_, uint64_t{1} << 32, what));
+  c.grid_.resize(nd);
+  for (size_t k = 0; k < nd; ++k) {
+    if (d.chunk[k] == 0) return absl::DataLossError(absl::StrCat(what, ": a chunk dimension is 0"));
+    c.grid_[k] = (d.dims[k] + d.chunk[k] - 1) / d.chunk[k];
+  }
+  STOKER_ASSIGN_OR_RETURN(c.count_, CheckedProduct(c.grid_, 1, UINT64_MAX, what));
+  STOKER_ASSIGN_OR_RETURN(const uint64_t volume_bytes,
+                          CheckedProduct(d.dims, c.elem_, UINT64_MAX, what));
+  if (c.chunk_bytes_ > std::max(volume_bytes, kMostChunkBytes))
+    return absl::DataLossError(absl::StrCat(what, ": chunks of ", c.chunk_bytes_,
+                                            " bytes for a volume of ", volume_bytes));
+  // An unwritten chunk holds the fill value (0 unless the file sets one).
+  c.fill_.assign(c.elem_, 0);
+  Id plist(H5Dget_create_plist(d.set->get()), H5Pclose);
+  H5D_fill_value_t defined = H5D_FILL_VALUE_UNDEFINED;
+  if (plist.ok() && H5Pfill_value_defined(plist.get(), &defined) >= 0 &&
+      defined == H5D_FILL_VALUE_USER_DEFINED)
+    H5Pget_fill_value(plist.get(), d.type->get(), c.fill_.data());
+  return c;
+}
+
+std::vector<uint64_t> Chunks::Touching(const uint64_t* start, const uint64_t* count) const {
+  const size_t nd = grid_.size();
+  std::vector<uint64_t> lo(nd), hi(nd), pos(nd);
+  for (size_t k = 0; k < nd; ++k) {
+    if (count[k] == 0) return {};
+    lo[k] = start[k] / chunk_[k];
+    hi[k] = std::min(grid_[k] - 1, (start[k] + count[k] - 1) / chunk_[k]);
+    if (lo[k] > hi[k]) return {};
+  }
+  std::vector<uint64_t> out;
+  pos = lo;
+  for (;;) {
+    uint64_t c = 0;
+    for (size_t k = 0; k < nd; ++k) c = c * grid_[k] + pos[k];
+    out.push_back(c);
+    size_t k = nd;
+    for (;;) {
+      if (k == 0) return out;
+      --k;
+      if (++pos[k] <= hi[k]) break;
+      pos[k] = lo[k];
+    }
+  }
+}
+
+absl::Status Chunks::Read(uint64_t c, uint8_t* dst) const {
+  const size_t nd = dims_.size();
+  std::vector<uint64_t> at(nd);
+  std::vector<hsize_t> offset(nd);
+  for (size_t k = nd, rest = c; k-- > 0; rest /= grid_[k]) {
+    at[k] = (rest % grid_[k]) * chunk_[k];
+    offset[k] = at[k];
+  }
+  auto fail = [&](const std::string& why) {
+    return absl::DataLossError(
+        absl::StrCat(what_, ": chunk at [", absl::StrJoin(at, ", "), "] ", why));
+  };
+  thread_local Inflater z;
+  hsize_t stored = 0;
+  if (H5Dget_chunk_storage_size(set_, offset.data(), &stored) < 0 || stored == 0) {
+    std::unique_ptr<uint8_t[]> filled = Buffer(chunk_bytes_);  // Never written.
+    for (uint64_t i = 0; i < chunk_bytes_; i += elem_) std::memcpy(&filled[i], fill_.data(), elem_);
+    Scatter(filled.get(), chunk_, dims_, at, elem_, dst);
+    return absl::OkStatus();
+  }
+  if (stored > MostStored(chunk_bytes_))
+    return fail(absl::StrCat("claims ", stored, " stored bytes for ", chunk_bytes_));
+  std::unique_ptr<uint8_t[]> bufs[3] = {Buffer(stored), nullptr, nullptr};
+  uint32_t skipped = 0;
+  if (H5Dread_chunk(set_, H5P_DEFAULT, offset.data(), &skipped, bufs[0].get()) < 0)
+    return fail("cannot be read");
+  // Undo the filters last to first, each into the other stage buffer.
+  const uint8_t* cur = bufs[0].get();
+  size_t size = stored;
+  int stage = 0;
+  for (size_t k = filters_.size(); k-- > 0;) {
+    if (skipped & (1u << k)) continue;  // Not applied to this chunk.
+    stage = stage == 1 ? 2 : 1;
+    if (bufs[stage] == nullptr) bufs[stage] = Buffer(chunk_bytes_);
+    uint8_t* out = bufs[stage].get();
+    if (filters_[k] == H5Z_FILTER_DEFLATE) {
+      size_t got = 0;
+      if (libdeflate_zlib_decompress(z.d, cur, size, out, chunk_bytes_, &got) !=
+              LIBDEFLATE_SUCCESS ||
+          got != chunk_bytes_)
+        return fail("does not inflate to its size");
+    } else {  // Shuffle.
+      if (size != chunk_bytes_) return fail("is not its size before unshuffling");
+      Unshuffle(cur, size, elem_, out);
+    }
+    cur = out;
+    size = chunk_bytes_;
+  }
+  if (size != chunk_bytes_) return fail(absl::StrCat("holds ", size, " bytes, not ", chunk_bytes_));
+  Scatter(cur, chunk_, dims_, at, elem_, dst);
+  return absl::OkStatus();
+}
+
 absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint8_t* dst,
                        const std::string& what) {
   if (!d.inflatable || d.dims.empty()) {
     const std::vector<hsize_t> start(d.dims.size(), 0), count(d.dims.begin(), d.dims.end());
     return ReadSlab(d, start, count, d.elem, dst, what);
   }
-  const int elem = ElemBytes(d.elem);
-  const size_t nd = d.dims.size();
-  STOKER_ASSIGN_OR_RETURN(const uint64_t chunk_bytes,
-                          CheckedProduct(d.chunk, elem, uint64_t{1} << 32, what));
-  std::vector<uint64_t> grid(nd);
-  for (size_t k = 0; k < nd; ++k) {
-    if (d.chunk[k] == 0) return absl::DataLossError(absl::StrCat(what, ": a chunk dimension is 0"));
-    grid[k] = (d.dims[k] + d.chunk[k] - 1) / d.chunk[k];
-  }
-  STOKER_ASSIGN_OR_RETURN(const uint64_t chunks, CheckedProduct(grid, 1, UINT64_MAX, what));
-  STOKER_ASSIGN_OR_RETURN(const uint64_t volume_bytes,
-                          CheckedProduct(d.dims, elem, UINT64_MAX, what));
-  if (chunk_bytes > std::max(volume_bytes, kMostChunkBytes))
-    return absl::DataLossError(absl::StrCat(what, ": chunks of ", chunk_bytes,
-                                            " bytes for a volume of ", volume_bytes));
-  // An unwritten chunk holds the fill value (0 unless the file sets one).
-  std::vector<uint8_t> fill(elem, 0);
-  {
-    Id plist(H5Dget_create_plist(d.set->get()), H5Pclose);
-    H5D_fill_value_t defined = H5D_FILL_VALUE_UNDEFINED;
-    if (plist.ok() && H5Pfill_value_defined(plist.get(), &defined) >= 0 &&
-        defined == H5D_FILL_VALUE_USER_DEFINED)
-      H5Pget_fill_value(plist.get(), d.type->get(), fill.data());
-  }
+  STOKER_ASSIGN_OR_RETURN(const Chunks chunks, Chunks::Of(d, what));
   absl::Mutex mu;
   absl::Status first;
   std::atomic<bool> failed{false};
-  parallel(chunks, [&](size_t c) {
+  parallel(chunks.count(), [&](size_t c) {
     if (failed.load(std::memory_order_relaxed)) return;
-    std::vector<uint64_t> at(nd);
-    std::vector<hsize_t> offset(nd);
-    for (size_t k = nd, rest = c; k-- > 0; rest /= grid[k]) {
-      at[k] = (rest % grid[k]) * d.chunk[k];
-      offset[k] = at[k];
-    }
-    auto fail = [&](const std::string& why) {
-      absl::MutexLock lock(&mu);
-      if (first.ok())
-        first = absl::DataLossError(
-            absl::StrCat(what, ": chunk at [", absl::StrJoin(at, ", "), "] ", why));
-      failed.store(true, std::memory_order_relaxed);
-    };
-    thread_local Inflater z;
-    hsize_t stored = 0;
-    if (H5Dget_chunk_storage_size(d.set->get(), offset.data(), &stored) < 0 || stored == 0) {
-      std::unique_ptr<uint8_t[]> filled = Buffer(chunk_bytes);  // Never written.
-      for (uint64_t i = 0; i < chunk_bytes; i += elem) std::memcpy(&filled[i], fill.data(), elem);
-      Scatter(filled.get(), d.chunk, d.dims, at, elem, dst);
-      return;
-    }
-    if (stored > MostStored(chunk_bytes))
-      return fail(absl::StrCat("claims ", stored, " stored bytes for ", chunk_bytes));
-    std::unique_ptr<uint8_t[]> bufs[3] = {Buffer(stored), nullptr, nullptr};
-    uint32_t skipped = 0;
-    if (H5Dread_chunk(d.set->get(), H5P_DEFAULT, offset.data(), &skipped, bufs[0].get()) < 0)
-      return fail("cannot be read");
-    // Undo the filters last to first, each into the other stage buffer.
-    const uint8_t* cur = bufs[0].get();
-    size_t size = stored;
-    int stage = 0;
-    for (size_t k = d.filters.size(); k-- > 0;) {
-      if (skipped & (1u << k)) continue;  // Not applied to this chunk.
-      stage = stage == 1 ? 2 : 1;
-      if (bufs[stage] == nullptr) bufs[stage] = Buffer(chunk_bytes);
-      uint8_t* out = bufs[stage].get();
-      if (d.filters[k] == H5Z_FILTER_DEFLATE) {
-        size_t got = 0;
-        if (libdeflate_zlib_decompress(z.d, cur, size, out, chunk_bytes, &got) !=
-                LIBDEFLATE_SUCCESS ||
-            got != chunk_bytes)
-          return fail("does not inflate to its size");
-      } else {  // Shuffle.
-        if (size != chunk_bytes) return fail("is not its size before unshuffling");
-        Unshuffle(cur, size, elem, out);
-      }
-      cur = out;
-      size = chunk_bytes;
-    }
-    if (size != chunk_bytes)
-      return fail(absl::StrCat("holds ", size, " bytes, not ", chunk_bytes));
-    Scatter(cur, d.chunk, d.dims, at, elem, dst);
+    absl::Status s = chunks.Read(c, dst);
+    if (s.ok()) return;
+    absl::MutexLock lock(&mu);
+    if (first.ok()) first = s;
+    failed.store(true, std::memory_order_relaxed);
   });
   return first;
 }

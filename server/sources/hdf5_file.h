@@ -95,6 +95,35 @@ absl::Status ReadSlab(const Set& d, const std::vector<hsize_t>& start,
                       const std::vector<hsize_t>& count, ElemType to, uint8_t* dst,
                       const std::string& what);
 
+// The chunks of an inflatable dataset (Set::inflatable), each read raw by
+// the library (under its lock) and unshuffled and inflated here: a volume
+// may be filled chunk by chunk, as its reads need them. Uses the Set's
+// dataset, which must stay open while it is used. Thread-safe.
+class Chunks {
+ public:
+  // DATA_LOSS for a chunk geometry the dataset cannot hold;
+  // FAILED_PRECONDITION when `d` is not inflatable.
+  static absl::StatusOr<Chunks> Of(const Set& d, const std::string& what);
+  uint64_t count() const { return count_; }
+  // The chunks (row-major over the chunk grid) holding any element of the
+  // region [start, start + count) of the dataset.
+  std::vector<uint64_t> Touching(const uint64_t* start, const uint64_t* count) const;
+  // Chunk c into its place in `dst`, the whole dataset's elements as stored
+  // (clipped at the dataset's edges). DATA_LOSS naming the chunk for one
+  // that is corrupt or hostile; never a write outside its place.
+  absl::Status Read(uint64_t c, uint8_t* dst) const;
+
+ private:
+  hid_t set_ = -1;
+  std::vector<uint64_t> dims_, chunk_;
+  std::vector<H5Z_filter_t> filters_;
+  std::string what_;
+  int elem_ = 1;
+  uint64_t chunk_bytes_ = 0, count_ = 0;
+  std::vector<uint64_t> grid_;
+  std::vector<uint8_t> fill_;
+};
+
 // Reads all of `d` into `dst` (its elements as stored, d.elem, little-
 // endian: ElemBytes(d.elem) x the product of d.dims bytes): inflatable
 // datasets chunk by chunk over `parallel`, others in one library read.

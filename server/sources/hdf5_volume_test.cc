@@ -90,10 +90,179 @@ std::vector<float> Read(const ArraySource& a, size_t i, const uint64_t* start,
   return out;
 }
 
-// What reading the 2x2x2 corner of sample i of `dir`'s volumes through a
-// fresh cache answers.
-absl::Status ReadCorner(const std::string& dir, size_t i) {
-  const absl::Status s = ReadCorner(dir, 0);
+class Hdf5VolumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testdata::MakeTempDir("h5-volumes");
+    // As h5py writes them (gzip, with and without shuffle), with a filter
+    // only the library undoes (fletcher32), with none, and half unwritten.
+    const int filters[] = {kShuffle | kDeflate, kDeflate, kShuffle | kDeflate | kFletcher,
+                           kNone, kShuffle | kDeflate};
+    for (int k = 0; k < 5; ++k) {
+      volumes_.push_back(Volume(k));
+      WriteVolume(dir_ + "/v" + std::to_string(k) + (k % 2 ? ".H5" : ".h5"), volumes_[k],
+                  filters[k], /*fill=*/k == 4);
+    }
+    for (size_t i = 8 * 17 * 19; i < kVoxels; ++i) volumes_[4][i] = 7.5f;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Every volume's whole extent and two patches, as written.
+  void ExpectExact(const ArraySource& src) {
+    const uint64_t all_start[3] = {0, 0, 0}, all[3] = {13, 17, 19};
+    const uint64_t p_start[3] = {3, 4, 5}, patch[3] = {6, 9, 11};
+    const uint64_t e_start[3] = {9, 12, 13}, edge[3] = {4, 5, 6};  // The last chunks.
+    for (size_t k = 0; k < volumes_.size(); ++k) {
+      EXPECT_EQ(Read(src, k, all_start, all), volumes_[k]) << k;
+      EXPECT_EQ(Read(src, k, p_start, patch), Region(volumes_[k], p_start, patch)) << k;
+      EXPECT_EQ(Read(src, k, e_start, edge), Region(volumes_[k], e_start, edge)) << k;
+    }
+  }
+
+  std::string dir_;
+  std::vector<std::vector<float>> volumes_;
+};
+
+TEST_F(Hdf5VolumeTest, VolumesAreDecodedOnceAndPatchesAreExact) {
+  ThreadPool pool("decode", 2);
+  VolumeCache cache(64 << 20, [&](size_t n, const std::function<void(size_t)>& fn) {
+    ParallelFor(&pool, pool.size(), n, fn);
+  });
+  auto src = OpenHdf5Source(dir_, "x", "", nullptr, nullptr, kDefaultMaxArraySamples, false,
+                            &cache);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_EQ((*src)->size(), 5u);
+  ExpectExact(**src);
+  ExpectExact(**src);
+  EXPECT_EQ(cache.decodes(), 5u);  // Once each, for 6 reads each.
+  EXPECT_EQ(cache.Stats().hits(), 5u * 6 - 5);
+  EXPECT_EQ(cache.oversized(), 0u);
+  // Another source of the same files (another session) shares them.
+  auto again = OpenHdf5Source(dir_, "x", "", nullptr, nullptr, kDefaultMaxArraySamples,
+                              false, &cache);
+  ASSERT_TRUE(again.ok());
+  ExpectExact(**again);
+  EXPECT_EQ(cache.decodes(), 5u);
+  // A replaced file is another version: decoded again.
+  volumes_[0] = Volume(40);
+  WriteVolume(dir_ + "/new.tmp", volumes_[0], kShuffle | kDeflate);
+  fs::rename(dir_ + "/new.tmp", dir_ + "/v0.h5");
+  auto rewritten = OpenHdf5Source(dir_, "x", "", nullptr, nullptr, kDefaultMaxArraySamples,
+                                  false, &cache);
+  ASSERT_TRUE(rewritten.ok());
+  ExpectExact(**rewritten);
+  EXPECT_EQ(cache.decodes(), 6u);
+}
+
+TEST_F(Hdf5VolumeTest, VolumesLargerThanTheCacheAreReadByRegion) {
+  VolumeCache cache(4 * kVoxels - 1);  // Not one volume fits.
+  auto src = OpenHdf5Source(dir_, "x", "", nullptr, nullptr, kDefaultMaxArraySamples, false,
+                            &cache);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ExpectExact(**src);
+  EXPECT_EQ(cache.decodes(), 0u);
+  EXPECT_EQ(cache.oversized(), 15u);
+  // Without a cache at all, the same.
+  auto uncached = OpenHdf5Source(dir_, "x", "", nullptr, nullptr);
+  ASSERT_TRUE(uncached.ok());
+  ExpectExact(**uncached);
+}
+
+// A chunk whose stored bytes do not inflate, or inflate to the wrong
+// size, is DATA_LOSS naming the file and the chunk for every read that
+// touches it (never kept as filled); reads of its volume's other chunks,
+// and the other volumes, are exact.
+TEST_F(Hdf5VolumeTest, AHostileChunkIsAnErrorForTheReadsThatTouchIt) {
+  const std::string bad = dir_ + "/v1.H5";  // Deflate only.
+  {
+    const hid_t f = H5Fopen(bad.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t set = H5Dopen2(f, "x", H5P_DEFAULT);
+    const hsize_t at[3] = {4, 5, 6};
+    const std::string junk(300, 'j');  // Not a zlib stream.
+    ASSERT_GE(H5Dwrite_chunk(set, H5P_DEFAULT, 0, at, junk.size(), junk.data()), 0);
+    const hsize_t at2[3] = {8, 10, 12};
+    // A valid zlib stream of 10 bytes where a chunk of 480 is due.
+    libdeflate_compressor* c = libdeflate_alloc_compressor(6);
+    char short_stream[64];
+    const size_t n = libdeflate_zlib_compress(c, "0123456789", 10, short_stream, 64);
+    libdeflate_free_compressor(c);
+    ASSERT_GT(n, 0u);
+    ASSERT_GE(H5Dwrite_chunk(set, H5P_DEFAULT, 0, at2, n, short_stream), 0);
+    H5Dclose(set);
+    H5Fclose(f);
+  }
+  VolumeCache cache(64 << 20);
+  auto src = OpenHdf5Source(dir_, "x", "", nullptr, nullptr, kDefaultMaxArraySamples, false,
+                            &cache);
+  ASSERT_TRUE(src.ok()) << src.status();
+  auto read = [&](const uint64_t* start, const uint64_t* count) {
+    std::vector<float> out(count[0] * count[1] * count[2]);
+    return (*src)->Read(1, start, count, ElemType::kFloat32,
+                        reinterpret_cast<uint8_t*>(out.data()));
+  };
+  const uint64_t start[3] = {0, 0, 0}, corner[3] = {2, 2, 2}, all[3] = {13, 17, 19};
+  EXPECT_EQ(Read(**src, 1, start, corner), Region(volumes_[1], start, corner));
+  for (int attempt = 0; attempt < 2; ++attempt) {  // Tried again, never kept.
+    const absl::Status s = read(start, all);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_TRUE(s.message() == bad + ": chunk at [4, 5, 6] does not inflate to its size" ||
+                s.message() == bad + ": chunk at [8, 10, 12] does not inflate to its size")
+        << s.message();
+  }
+  const uint64_t at[3] = {4, 5, 6}, one[3] = {1, 1, 1};
+  EXPECT_EQ(read(at, one).message(), bad + ": chunk at [4, 5, 6] does not inflate to its size");
+  EXPECT_EQ(cache.decodes(), 0u);  // Volume 1 is never whole.
+  EXPECT_EQ(Read(**src, 0, start, all), volumes_[0]);
+  EXPECT_EQ(Read(**src, 2, start, all), volumes_[2]);
+}
+
+// A patch of a compressed volume fills only the chunks it touches; the
+// volume counts as decoded once every chunk is.
+TEST_F(Hdf5VolumeTest, APatchFillsOnlyTheChunksItTouches) {
+  VolumeCache cache(64 << 20);
+  auto src = OpenHdf5Source(dir_, "x", "", nullptr, nullptr, kDefaultMaxArraySamples, false,
+                            &cache);
+  ASSERT_TRUE(src.ok()) << src.status();
+  const uint64_t p_start[3] = {3, 4, 5}, patch[3] = {6, 9, 11};
+  EXPECT_EQ(Read(**src, 0, p_start, patch), Region(volumes_[0], p_start, patch));
+  EXPECT_EQ(cache.decodes(), 0u);
+  EXPECT_EQ(cache.Stats().entries(), 1u);  // Charged whole from the first patch.
+  // The rest of the volume: every chunk filled, exactly.
+  const uint64_t start[3] = {0, 0, 0}, all[3] = {13, 17, 19};
+  EXPECT_EQ(Read(**src, 0, start, all), volumes_[0]);
+  EXPECT_EQ(cache.decodes(), 1u);
+  EXPECT_EQ(Read(**src, 0, p_start, patch), Region(volumes_[0], p_start, patch));
+  EXPECT_EQ(cache.decodes(), 1u);
+}
+
+// An extendible dataset may declare chunks far larger than itself; a
+// 2x2x2 volume in 256 MiB chunks is refused before any buffer is made.
+TEST(Hdf5VolumeChunksTest, ChunksFarLargerThanTheVolumeAreRefused) {
+  const std::string dir = testdata::MakeTempDir("h5-chunks");
+  {
+    const hid_t f = H5Fcreate((dir + "/v.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[3] = {2, 2, 2}, most[3] = {H5S_UNLIMITED, H5S_UNLIMITED, H5S_UNLIMITED};
+    const hsize_t chunk[3] = {4096, 4096, 4};
+    const hid_t space = H5Screate_simple(3, dims, most);
+    const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(plist, 3, chunk);
+    H5Pset_deflate(plist, 1);
+    const hid_t set =
+        H5Dcreate2(f, "x", H5T_IEEE_F32LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    ASSERT_GE(set, 0);
+    H5Dclose(set);
+    H5Pclose(plist);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  VolumeCache cache(64 << 20);
+  auto src = OpenHdf5Source(dir, "x", "", nullptr, nullptr, kDefaultMaxArraySamples, false,
+                            &cache);
+  ASSERT_TRUE(src.ok()) << src.status();
+  const uint64_t start[3] = {0, 0, 0}, count[3] = {2, 2, 2};
+  std::vector<float> out(8);
+  const absl::Status s =
+      (*src)->Read(0, start, count, ElemType::kFloat32, reinterpret_cast<uint8_t*>(out.data()));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(s.message(), dir + "/v.h5: chunks of 268435456 bytes for a volume of 32");
   fs::remove_all(dir);

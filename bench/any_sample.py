@@ -456,7 +456,7 @@ def main():
             t, w = dataloader_best(Volumes("gzip", n), 2, n)
             rows.append(("(b') gzip *.H5 4 x 0.47 GiB, patches 72x136x136, epoch 1", first, t,
                          w, first * patch_bytes / 1e9, bw * CORES))
-            rows.append(("     the same, epochs 2+ (from the volume cache)", later, t, w,
+            rows.append(("     epochs 2-5 (chunks no patch touched yet still decoded)", later, t, w,
                          later * patch_bytes / 1e9, bw * CORES))
         # (b'') NIfTI scans with label volumes, from a cold cache.
         if "nifti" in CASES:

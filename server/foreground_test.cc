@@ -1,5 +1,6 @@
 #include "server/foreground.h"
 
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -57,10 +58,19 @@ TEST(ForegroundTest, AnEmptyKindDrawsFromTheOther) {
   Rng rng(1);
   const Foreground none = Build(std::vector<uint8_t>(50, 0));
   const Foreground all = Build(std::vector<uint8_t>(50, 1));
-  for (int i = 0; i < 100; ++i) {
-    EXPECT_LT(none.Draw(rng, 1.0), 50u);  // No foreground: background.
-    EXPECT_LT(all.Draw(rng, 0.0), 50u);   // No background: foreground.
+  // No foreground: background draws over all 50; no background: the
+  // foreground's. Either way uniform over the elements, never a draw from
+  // the empty kind.
+  std::set<uint64_t> from_none, from_all;
+  for (int i = 0; i < 400; ++i) {
+    const uint64_t a = none.Draw(rng, 1.0), b = all.Draw(rng, 0.0);
+    ASSERT_LT(a, 50u);
+    ASSERT_LT(b, 50u);
+    from_none.insert(a);
+    from_all.insert(b);
   }
+  EXPECT_EQ(from_none.size(), 50u);
+  EXPECT_EQ(from_all.size(), 50u);
   EXPECT_EQ(Foreground().Draw(rng, 0.5), 0u);
 }
 

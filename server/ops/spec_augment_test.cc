@@ -37,7 +37,9 @@ void Bands(const std::vector<float>& in, const std::vector<float>& out, int rows
   }
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
-      if (!(*row_masked)[r] && !(*col_masked)[c]) ASSERT_EQ(out[r * cols + c], in[r * cols + c]);
+      if (!(*row_masked)[r] && !(*col_masked)[c]) {
+        ASSERT_EQ(out[r * cols + c], in[r * cols + c]);
+      }
     }
   }
 }

@@ -27,6 +27,21 @@ absl::Status Failed(const std::string& file, const std::string& what) {
 
 namespace {
 
+// Library errors on the calling thread, for one call of ours: never
+// printed, and cleared when it returns. The thread-safe library keeps an
+// error stack per thread and frees its messages only when cleared, so a
+// decode thread that ended holding one would leak it.
+class ErrorScope {
+ public:
+  ErrorScope() {
+    thread_local const bool quiet = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+    (void)quiet;
+  }
+  ~ErrorScope() { H5Eclear2(H5E_DEFAULT); }
+  ErrorScope(const ErrorScope&) = delete;
+  ErrorScope& operator=(const ErrorScope&) = delete;
+};
+
 absl::StatusOr<ElemType> TypeOf(hid_t dtype, const std::string& file) {
   const H5T_class_t cls = H5Tget_class(dtype);
   const size_t size = H5Tget_size(dtype);
@@ -110,6 +125,7 @@ absl::Status CheckLinks(hid_t file, const std::string& name, const std::string& 
 }  // namespace
 
 absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
+  ErrorScope errors;
   absl::StatusOr<int> fd = OpenConfined(path, O_RDONLY, beneath);
   if (!fd.ok()) return fd.status();
   // The descriptor names the file openat2 checked; HDF5 reopens that file.
@@ -122,7 +138,6 @@ absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
                                            st.st_size, "|", st.st_mtim.tv_sec, ".",
                                            st.st_mtim.tv_nsec);
   const std::string via = absl::StrCat("/proc/self/fd/", *fd);
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // Errors come back as statuses.
   const hid_t id = H5Fopen(via.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   close(*fd);
   if (id < 0) return Failed(path, "not an HDF5 file (or unreadable)");
@@ -130,6 +145,7 @@ absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
 }
 
 absl::StatusOr<Set> OpenSet(const File& f, const std::string& name) {
+  ErrorScope errors;
   Set d;
   if (absl::Status links = CheckLinks(f.id->get(), name, f.path); !links.ok()) return links;
   d.set = std::make_unique<Id>(H5Dopen2(f.id->get(), name.c_str(), ConfinedAccess()),
@@ -184,6 +200,7 @@ absl::StatusOr<Set> OpenSet(const File& f, const std::string& name) {
 absl::Status ReadSlab(const Set& d, const std::vector<hsize_t>& start,
                       const std::vector<hsize_t>& count, ElemType to,
                       uint8_t* dst, const std::string& what) {
+  ErrorScope errors;
   Id fspace(H5Scopy(d.space->get()), H5Sclose);
   Id mspace(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
             H5Sclose);
@@ -297,6 +314,7 @@ absl::StatusOr<Chunks> Chunks::Of(const Set& d, const std::string& what) {
                                             " bytes for a volume of ", volume_bytes));
   // An unwritten chunk holds the fill value (0 unless the file sets one).
   c.fill_.assign(c.elem_, 0);
+  ErrorScope errors;
   Id plist(H5Dget_create_plist(d.set->get()), H5Pclose);
   H5D_fill_value_t defined = H5D_FILL_VALUE_UNDEFINED;
   if (plist.ok() && H5Pfill_value_defined(plist.get(), &defined) >= 0 &&
@@ -343,8 +361,13 @@ absl::Status Chunks::Read(uint64_t c, uint8_t* dst) const {
         absl::StrCat(what_, ": chunk at [", absl::StrJoin(at, ", "), "] ", why));
   };
   thread_local Inflater z;
+  ErrorScope errors;
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
   hsize_t stored = 0;
-  if (H5Dget_chunk_storage_size(set_, offset.data(), &stored) < 0 || stored == 0) {
+  if (H5Dget_chunk_info_by_coord(set_, offset.data(), &mask, &addr, &stored) < 0)
+    return fail("cannot be looked up");
+  if (stored == 0) {
     std::unique_ptr<uint8_t[]> filled = Buffer(chunk_bytes_);  // Never written.
     for (uint64_t i = 0; i < chunk_bytes_; i += elem_) std::memcpy(&filled[i], fill_.data(), elem_);
     Scatter(filled.get(), chunk_, dims_, at, elem_, dst);

@@ -341,7 +341,13 @@ ElemType FromRingDType(uint32_t dtype) {
 void CopyRegion(const uint8_t* src, ElemType from,
                 const std::vector<uint64_t>& shape, const uint64_t* start,
                 const uint64_t* count, uint8_t* dst, ElemType to) {
-  const size_t nd = shape.size();
+  const uint64_t zero[kMaxArrayDims] = {};
+  CopyBox(src, from, shape.data(), start, count, shape.size(), dst, to, count, zero);
+}
+
+void CopyBox(const uint8_t* src, ElemType from, const uint64_t* src_shape,
+             const uint64_t* src_start, const uint64_t* count, size_t nd, uint8_t* dst,
+             ElemType to, const uint64_t* dst_shape, const uint64_t* dst_start) {
   const int fb = ElemBytes(from), tb = ElemBytes(to);
   if (nd == 0) {
     CopyRun(src, from, 1, dst, to);
@@ -349,17 +355,23 @@ void CopyRegion(const uint8_t* src, ElemType from,
   }
   // Fixed arrays, nothing on the heap: a mapped read may leave this frame
   // through siglongjmp (MappedCopyRegion).
-  uint64_t stride[kMaxArrayDims], idx[kMaxArrayDims] = {};  // idx: dims 0..nd-2.
-  stride[nd - 1] = 1;
-  for (size_t d = nd - 1; d > 0; --d) stride[d - 1] = stride[d] * shape[d];
+  uint64_t from_stride[kMaxArrayDims], to_stride[kMaxArrayDims];
+  uint64_t idx[kMaxArrayDims] = {};  // Dims 0..nd-2.
+  from_stride[nd - 1] = to_stride[nd - 1] = 1;
+  for (size_t d = nd - 1; d > 0; --d) {
+    from_stride[d - 1] = from_stride[d] * src_shape[d];
+    to_stride[d - 1] = to_stride[d] * dst_shape[d];
+  }
   const uint64_t run = count[nd - 1];
   uint64_t runs = 1;
   for (size_t d = 0; d + 1 < nd; ++d) runs *= count[d];
   for (uint64_t r = 0; r < runs; ++r) {
-    uint64_t off = start[nd - 1];
-    for (size_t d = 0; d + 1 < nd; ++d) off += (start[d] + idx[d]) * stride[d];
-    CopyRun(src + off * fb, from, run, dst, to);
-    dst += run * tb;
+    uint64_t in = src_start[nd - 1], out = dst_start[nd - 1];
+    for (size_t d = 0; d + 1 < nd; ++d) {
+      in += (src_start[d] + idx[d]) * from_stride[d];
+      out += (dst_start[d] + idx[d]) * to_stride[d];
+    }
+    CopyRun(src + in * fb, from, run, dst + out * tb, to);
     for (size_t d = nd - 1; d-- > 0;) {  // Odometer.
       if (++idx[d] < count[d]) break;
       idx[d] = 0;

@@ -67,6 +67,16 @@ void CopyRegion(const uint8_t* src, ElemType from,
                 const std::vector<uint64_t>& shape, const uint64_t* start,
                 const uint64_t* count, uint8_t* dst, ElemType to);
 
+// The general form: the box [src_start, src_start + count) of a row-major
+// array of `src_shape` and type `from` into the box at `dst_start` of a
+// row-major array of `dst_shape` and type `to`, both of rank nd (at most
+// kMaxArrayDims), each box inside its array. CopyRegion is the box at 0 of
+// an array of shape `count`; a chunk of a volume is the box of the whole
+// chunk copied to its place, or a part of it to a patch.
+void CopyBox(const uint8_t* src, ElemType from, const uint64_t* src_shape,
+             const uint64_t* src_start, const uint64_t* count, size_t nd, uint8_t* dst,
+             ElemType to, const uint64_t* dst_shape, const uint64_t* dst_start);
+
 // A read-only mapping of a whole file (unmapped when the last owner goes),
 // or a RAM copy of one (see Resident).
 struct Mapping {

@@ -46,6 +46,35 @@ TEST(CopyRegionTest, CopiesRegionsAndConvertsByValue) {
   EXPECT_EQ(small[4], 0);
 }
 
+// A box of one array into a box of another: converted by value, in its
+// place, and nothing outside it written.
+TEST(CopyBoxTest, PlacesABoxInsideAnotherArray) {
+  std::vector<int16_t> a(60);  // 3 x 4 x 5, its own linear index - 30.
+  for (int i = 0; i < 60; ++i) a[i] = static_cast<int16_t>(i - 30);
+  const uint64_t from_shape[] = {3, 4, 5}, from_start[] = {1, 0, 2}, count[] = {2, 3, 2};
+  const uint64_t to_shape[] = {4, 6, 7}, to_start[] = {2, 3, 5};
+  std::vector<double> out(4 * 6 * 7, -1000.0);
+  CopyBox(reinterpret_cast<const uint8_t*>(a.data()), ElemType::kInt16, from_shape, from_start,
+          count, 3, reinterpret_cast<uint8_t*>(out.data()), ElemType::kFloat64, to_shape,
+          to_start);
+  int written = 0;
+  for (int z = 0; z < 4; ++z) {
+    for (int y = 0; y < 6; ++y) {
+      for (int x = 0; x < 7; ++x) {
+        const double got = out[(z * 6 + y) * 7 + x];
+        const int dz = z - 2, dy = y - 3, dx = x - 5;
+        if (dz >= 0 && dz < 2 && dy >= 0 && dy < 3 && dx >= 0 && dx < 2) {
+          EXPECT_EQ(got, ((1 + dz) * 4 + dy) * 5 + 2 + dx - 30) << z << y << x;
+          ++written;
+        } else {
+          EXPECT_EQ(got, -1000.0) << z << y << x;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(written, 12);
+}
+
 // Each volume is n samples in a row, read, named and labelled as it.
 TEST(RepeatArraysTest, EachSampleIsRepeatedInARow) {
   auto base = std::make_shared<MemoryArrays>(3, 4, std::vector<size_t>{2});

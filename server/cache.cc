@@ -6,17 +6,20 @@
 
 namespace stoker {
 
-ShardedLruCache::ShardedLruCache(std::string tier_name, uint64_t capacity_bytes, int shards)
+template <typename T>
+LruCache<T>::LruCache(std::string tier_name, uint64_t capacity_bytes, int shards)
     : tier_(std::move(tier_name)),
       capacity_(capacity_bytes),
       shard_capacity_(capacity_bytes / std::max(shards, 1)),
       shards_(std::max(shards, 1)) {}
 
-ShardedLruCache::Shard& ShardedLruCache::ShardFor(const std::string& key) {
+template <typename T>
+typename LruCache<T>::Shard& LruCache<T>::ShardFor(const std::string& key) {
   return shards_[absl::Hash<std::string>{}(key) % shards_.size()];
 }
 
-Bytes ShardedLruCache::Lookup(const std::string& key) {
+template <typename T>
+typename LruCache<T>::Value LruCache<T>::Lookup(const std::string& key) {
   if (capacity_ == 0) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
@@ -33,14 +36,16 @@ Bytes ShardedLruCache::Lookup(const std::string& key) {
   return it->second->value;
 }
 
-Bytes ShardedLruCache::Peek(const std::string& key) {
+template <typename T>
+typename LruCache<T>::Value LruCache<T>::Peek(const std::string& key) {
   Shard& s = ShardFor(key);
   absl::MutexLock lock(&s.mu);
   auto it = s.index.find(key);
   return it == s.index.end() ? nullptr : it->second->value;
 }
 
-void ShardedLruCache::Insert(const std::string& key, Bytes value) {
+template <typename T>
+void LruCache<T>::Insert(const std::string& key, Value value) {
   Entry e{key, std::move(value)};
   const uint64_t charge = Charge(e);
   if (charge > shard_capacity_) return;
@@ -64,7 +69,8 @@ void ShardedLruCache::Insert(const std::string& key, Bytes value) {
   inserts_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void ShardedLruCache::Erase(const std::string& key) {
+template <typename T>
+void LruCache<T>::Erase(const std::string& key) {
   Shard& s = ShardFor(key);
   absl::MutexLock lock(&s.mu);
   auto it = s.index.find(key);
@@ -74,7 +80,8 @@ void ShardedLruCache::Erase(const std::string& key) {
   s.index.erase(it);
 }
 
-v1::TierStats ShardedLruCache::Stats() const {
+template <typename T>
+v1::TierStats LruCache<T>::Stats() const {
   v1::TierStats t;
   t.set_tier(tier_);
   t.set_enabled(capacity_ > 0);
@@ -93,5 +100,8 @@ v1::TierStats ShardedLruCache::Stats() const {
   t.set_entries(entries);
   return t;
 }
+
+template class LruCache<std::string>;
+template class LruCache<std::string_view>;
 
 }  // namespace stoker

@@ -2,7 +2,9 @@
 // every session (the daemon's L1 of encoded samples, and its cache of
 // decoded val outputs).
 //
-// Values are shared_ptr<const std::string>: a lookup hands out a reference,
+// Values are shared_ptr<const T> of a T with size(), the bytes charged:
+// strings (ShardedLruCache), or Buffers' views (server/buffer.h, the
+// volume cache). A lookup hands out a reference,
 // so an entry evicted while a reader still uses it stays alive until that
 // reader is done. Keys hash to one of `shards` (default 16), each with its
 // own mutex and a budget of capacity/shards bytes. A value larger than a
@@ -17,6 +19,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,16 +32,19 @@ namespace stoker {
 
 using Bytes = std::shared_ptr<const std::string>;
 
-class ShardedLruCache {
+template <typename T>
+class LruCache {
  public:
-  ShardedLruCache(std::string tier_name, uint64_t capacity_bytes, int shards = 16);
+  using Value = std::shared_ptr<const T>;
+
+  LruCache(std::string tier_name, uint64_t capacity_bytes, int shards = 16);
 
   // The value, refreshed as most recently used; nullptr on a miss.
-  Bytes Lookup(const std::string& key);
+  Value Lookup(const std::string& key);
   // The value, neither counted as a lookup nor refreshed; nullptr if absent.
-  Bytes Peek(const std::string& key);
+  Value Peek(const std::string& key);
   // Inserts or replaces; evicts least recently used entries to fit.
-  void Insert(const std::string& key, Bytes value);
+  void Insert(const std::string& key, Value value);
   void Erase(const std::string& key);
 
   uint64_t capacity_bytes() const { return capacity_; }
@@ -53,12 +59,12 @@ class ShardedLruCache {
   static constexpr uint64_t kEntryOverhead = 64;
   struct Entry {
     std::string key;
-    Bytes value;
+    Value value;
   };
   struct Shard {
     absl::Mutex mu;
     std::list<Entry> lru ABSL_GUARDED_BY(mu);  // Front = most recent.
-    absl::flat_hash_map<std::string, std::list<Entry>::iterator> index
+    absl::flat_hash_map<std::string, typename std::list<Entry>::iterator> index
         ABSL_GUARDED_BY(mu);
     uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
   };
@@ -73,6 +79,12 @@ class ShardedLruCache {
   std::vector<Shard> shards_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, inserts_{0};
 };
+
+extern template class LruCache<std::string>;
+extern template class LruCache<std::string_view>;
+
+// Of strings (Bytes).
+using ShardedLruCache = LruCache<std::string>;
 
 }  // namespace stoker
 

@@ -29,10 +29,10 @@ Foreground Foreground::Builder::Finish() {
   std::memcpy(&out_[0], &elements_, sizeof(uint64_t));
   std::memcpy(&out_[sizeof(uint64_t)], &count_, sizeof(uint64_t));
   out_.shrink_to_fit();
-  return Foreground(std::make_shared<const std::string>(std::move(out_)));
+  return Foreground(BufferOf(std::move(out_)));
 }
 
-Foreground::Foreground(Bytes bytes) : bytes_(std::move(bytes)) {
+Foreground::Foreground(Buffer bytes) : bytes_(std::move(bytes)) {
   if (bytes_ == nullptr || bytes_->size() < kHeader) return;
   std::memcpy(&elements_, bytes_->data(), sizeof(uint64_t));
   std::memcpy(&count_, bytes_->data() + sizeof(uint64_t), sizeof(uint64_t));

@@ -6,7 +6,7 @@
 // RandCropByPosNegLabel draws (server/ops/random_patch.cc).
 //
 // An index is built once per label array (a Builder fed its elements in
-// order) and kept as one immutable string (Bytes) beside the decoded
+// order) and kept as one immutable Buffer beside the decoded
 // volume, so it is counted in the volume cache's budget: 4 bytes per
 // foreground element (8 for arrays of more than 2^32 elements). The
 // background is never listed: its k-th element is found from the sorted
@@ -20,14 +20,13 @@
 #include <memory>
 #include <string>
 
+#include "server/buffer.h"
 #include "util/rng.h"
 
 namespace stoker {
 
 class Foreground {
  public:
-  using Bytes = std::shared_ptr<const std::string>;
-
   // Appends elements in row-major order; Finish once all `elements` have
   // been added.
   class Builder {
@@ -53,9 +52,9 @@ class Foreground {
 
   Foreground() = default;
   // An index as Builder::Finish encoded it (bytes()).
-  explicit Foreground(Bytes bytes);
+  explicit Foreground(Buffer bytes);
 
-  const Bytes& bytes() const { return bytes_; }
+  const Buffer& bytes() const { return bytes_; }
   uint64_t elements() const { return elements_; }
   uint64_t count() const { return count_; }  // Set elements.
   // The offset of the k-th set element (k < count()).
@@ -69,7 +68,7 @@ class Foreground {
 
  private:
   uint64_t At(uint64_t j) const;
-  Bytes bytes_;
+  Buffer bytes_;
   uint64_t elements_ = 0, count_ = 0;
   bool wide_ = false;
   const char* offsets_ = nullptr;

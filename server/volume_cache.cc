@@ -1,7 +1,5 @@
 #include "server/volume_cache.h"
 
-#include <sys/mman.h>
-
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -10,41 +8,26 @@
 #include "util/status_macros.h"
 
 namespace stoker {
-namespace {
-
-// Asks for transparent huge pages over the 2 MiB pages inside [p, p + n).
-void AdviseHugePages(char* p, size_t n) {
-  constexpr uintptr_t kHuge = 2 << 20;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
-
-}  // namespace
 
 VolumeCache::VolumeCache(uint64_t capacity_bytes, Parallel parallel)
     : ram_("volumes", capacity_bytes, /*shards=*/1),
       parallel_(parallel ? std::move(parallel) : Parallel(&VolumeCache::Serial)) {}
 
-absl::StatusOr<Bytes> VolumeCache::Get(const std::string& key, uint64_t bytes,
-                                       const Decode& decode) {
-  if (Bytes kept = ram_.Lookup(key)) return kept;
+absl::StatusOr<Buffer> VolumeCache::Get(const std::string& key, uint64_t bytes,
+                                        const Decode& decode) {
+  if (Buffer kept = ram_.Lookup(key)) return kept;
   if (!ram_.Fits(key, bytes)) {
     oversized_.fetch_add(1, std::memory_order_relaxed);
-    return Bytes();
+    return Buffer();
   }
-  return decoding_.Do(key, [&]() -> absl::StatusOr<Bytes> {
-    if (Bytes kept = ram_.Peek(key)) return kept;  // Decoded meanwhile.
-    auto volume = std::make_shared<std::string>();
-    volume->reserve(bytes);  // Untouched pages, then on huge pages where allowed:
-    AdviseHugePages(volume->data(), bytes);  // a 2 MiB fault, not 512 of 4 KiB.
-    volume->resize(bytes);
-    absl::Status s = decode(parallel_, reinterpret_cast<uint8_t*>(volume->data()));
-    if (!s.ok()) return s;
+  return decoding_.Do(key, [&]() -> absl::StatusOr<Buffer> {
+    if (Buffer kept = ram_.Peek(key)) return kept;  // Decoded meanwhile.
+    // Written whole: on huge pages where allowed, a fault per 2 MiB.
+    STOKER_ASSIGN_OR_RETURN(WritablePages volume, Pages(bytes, /*huge=*/true));
+    STOKER_RETURN_IF_ERROR(decode(parallel_, volume.data));
     decodes_.fetch_add(1, std::memory_order_relaxed);
-    Bytes entry = std::move(volume);
-    ram_.Insert(key, entry);
-    return entry;
+    ram_.Insert(key, volume.buffer);
+    return volume.buffer;
   });
 }
 
@@ -53,24 +36,26 @@ enum PieceState : uint8_t { kEmpty, kFilling, kFilled };
 }  // namespace
 
 struct VolumeCache::Pieces {
-  explicit Pieces(uint64_t n) : state(new std::atomic<uint8_t>[n]()), left(n) {}
-  std::string data;
+  Pieces(WritablePages pages, uint64_t n)
+      : pages(std::move(pages)), state(new std::atomic<uint8_t>[n]()), left(n) {}
+  WritablePages pages;
   std::unique_ptr<std::atomic<uint8_t>[]> state;  // PieceState per piece.
   std::atomic<uint64_t> left;                     // Pieces not yet filled.
   absl::Mutex mu;
   absl::CondVar changed;  // A piece left kFilling.
 };
 
-std::shared_ptr<VolumeCache::Pieces> VolumeCache::FindPieces(const std::string& key,
+absl::StatusOr<std::shared_ptr<VolumeCache::Pieces>> VolumeCache::FindPieces(const std::string& key,
                                                              uint64_t bytes, uint64_t pieces,
-                                                             Bytes* entry) {
+                                                             Buffer* entry) {
   absl::MutexLock lock(&pieces_mu_);
   *entry = ram_.Lookup(key);
   auto it = pieces_.find(key);
   std::shared_ptr<Pieces> v = it != pieces_.end() ? it->second.lock() : nullptr;
   if (*entry != nullptr) {
     // Kept: still being filled when it is the one in pieces_, else whole.
-    return v != nullptr && v->data.data() == (*entry)->data() ? v : nullptr;
+    if (v != nullptr && v->pages.buffer == *entry) return v;
+    return nullptr;
   }
   if (!ram_.Fits(key, bytes)) {
     oversized_.fetch_add(1, std::memory_order_relaxed);
@@ -81,11 +66,12 @@ std::shared_ptr<VolumeCache::Pieces> VolumeCache::FindPieces(const std::string& 
     if (i->second.expired()) pieces_.erase(i);
     i = next;
   }
-  v = std::make_shared<Pieces>(pieces);
-  v->data.reserve(bytes);
-  AdviseHugePages(v->data.data(), bytes);
-  v->data.resize(bytes);
-  *entry = Bytes(v, &v->data);
+  // Faulted in where pieces are filled, so on small pages: a patch's
+  // chunks then fault in what they cover, not 2 MiB around each.
+  STOKER_ASSIGN_OR_RETURN(WritablePages pages, Pages(bytes, /*huge=*/false));
+  v = std::make_shared<Pieces>(std::move(pages), pieces);
+  // The entry keeps the Pieces (and so its pages) alive while kept.
+  *entry = Buffer(v, v->pages.buffer.get());
   ram_.Insert(key, *entry);
   pieces_[key] = v;
   return v;
@@ -93,7 +79,7 @@ std::shared_ptr<VolumeCache::Pieces> VolumeCache::FindPieces(const std::string& 
 
 absl::Status VolumeCache::Fill(Pieces& v, const std::vector<uint64_t>& need,
                                const FillPiece& fill) {
-  uint8_t* out = reinterpret_cast<uint8_t*>(v.data.data());
+  uint8_t* out = v.pages.data;
   std::vector<uint64_t> mine;
   absl::Status first;
   for (int round = 0; round < 2; ++round) {
@@ -133,11 +119,11 @@ absl::Status VolumeCache::Fill(Pieces& v, const std::vector<uint64_t>& need,
   return absl::DataLossError("a volume's piece could not be filled");
 }
 
-absl::StatusOr<Bytes> VolumeCache::GetPieces(const std::string& key, uint64_t bytes,
+absl::StatusOr<Buffer> VolumeCache::GetPieces(const std::string& key, uint64_t bytes,
                                              uint64_t pieces, const std::vector<uint64_t>& need,
                                              const FillPiece& fill) {
-  Bytes entry;
-  std::shared_ptr<Pieces> v = FindPieces(key, bytes, pieces, &entry);
+  Buffer entry;
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Pieces> v, FindPieces(key, bytes, pieces, &entry));
   if (v == nullptr) return entry;  // Whole, or null: it cannot fit.
   for (uint64_t p : need) {
     if (p >= pieces) return absl::InvalidArgumentError("a piece past the volume's");
@@ -151,12 +137,12 @@ absl::StatusOr<Bytes> VolumeCache::GetPieces(const std::string& key, uint64_t by
   return entry;
 }
 
-absl::StatusOr<Bytes> VolumeCache::Keep(const std::string& key,
-                                        const std::function<absl::StatusOr<Bytes>()>& make) {
-  if (Bytes kept = ram_.Lookup(key)) return kept;
-  return decoding_.Do(key, [&]() -> absl::StatusOr<Bytes> {
-    if (Bytes kept = ram_.Peek(key)) return kept;
-    absl::StatusOr<Bytes> made = make();
+absl::StatusOr<Buffer> VolumeCache::Keep(const std::string& key,
+                                         const std::function<absl::StatusOr<Buffer>()>& make) {
+  if (Buffer kept = ram_.Lookup(key)) return kept;
+  return decoding_.Do(key, [&]() -> absl::StatusOr<Buffer> {
+    if (Buffer kept = ram_.Peek(key)) return kept;
+    absl::StatusOr<Buffer> made = make();
     if (made.ok() && *made != nullptr) ram_.Insert(key, *made);
     return made;
   });

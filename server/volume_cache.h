@@ -19,6 +19,10 @@
 // Entries are keyed by their caller: the key must name the file version
 // (path, device, inode, size, mtime) and how it was decoded.
 //
+// A volume's bytes are anonymous pages mapped untouched (Pages): its
+// decode or its piece fills fault them in, on the pool's threads and only
+// where they write, instead of one thread zeroing the whole volume first.
+//
 // Thread-safe.
 #ifndef STOKER_SERVER_VOLUME_CACHE_H_
 #define STOKER_SERVER_VOLUME_CACHE_H_
@@ -34,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "proto/stoker.pb.h"
+#include "server/buffer.h"
 #include "server/cache.h"
 #include "server/single_flight.h"
 
@@ -59,7 +64,7 @@ class VolumeCache {
   // The `bytes` decoded bytes of volume `key`: kept ones, else decode()'s
   // (once for concurrent callers), then kept. Null, without decoding, when
   // they could never fit the budget. decode()'s error as is.
-  absl::StatusOr<Bytes> Get(const std::string& key, uint64_t bytes, const Decode& decode);
+  absl::StatusOr<Buffer> Get(const std::string& key, uint64_t bytes, const Decode& decode);
 
   // Fills piece `piece` of a volume (a chunk) into its place in `volume`,
   // the whole volume's bytes; pieces never overlap.
@@ -73,15 +78,15 @@ class VolumeCache {
   // volume could never fit. fill()'s first error as is; that piece stays
   // unfilled and a later call tries it again. Counted as a decode when its
   // last piece is filled. `key` must not also be used with Get.
-  absl::StatusOr<Bytes> GetPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
+  absl::StatusOr<Buffer> GetPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
                                   const std::vector<uint64_t>& need, const FillPiece& fill);
 
   // What is kept under `key` (something derived from a volume, such as a
   // label volume's foreground index, keyed by the volume's key and what was
   // derived): kept bytes, else make()'s (once for concurrent callers),
   // then kept when they fit. make()'s error as is.
-  absl::StatusOr<Bytes> Keep(const std::string& key,
-                             const std::function<absl::StatusOr<Bytes>()>& make);
+  absl::StatusOr<Buffer> Keep(const std::string& key,
+                              const std::function<absl::StatusOr<Buffer>()>& make);
 
   uint64_t capacity_bytes() const { return ram_.capacity_bytes(); }
   // What decodes spread their work with (also for whole reads kept
@@ -96,16 +101,16 @@ class VolumeCache {
 
  private:
   struct Pieces;
-  // The volume `key` being filled piece by piece (null when it is whole,
-  // or new: then *entry is null too), else created and kept.
-  std::shared_ptr<Pieces> FindPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
-                                     Bytes* entry);
+  // The volume `key` being filled piece by piece, created and kept when
+  // new; null when it is whole (*entry) or could never fit (*entry null).
+  absl::StatusOr<std::shared_ptr<Pieces>> FindPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
+                                     Buffer* entry);
   // Fills `need`'s empty pieces of v, and waits for those others fill.
   absl::Status Fill(Pieces& v, const std::vector<uint64_t>& need, const FillPiece& fill);
 
-  ShardedLruCache ram_;  // One shard: a volume may take the whole budget.
+  LruCache<std::string_view> ram_;  // One shard: a volume may take the whole budget.
   const Parallel parallel_;
-  SingleFlight<absl::StatusOr<Bytes>> decoding_;
+  SingleFlight<absl::StatusOr<Buffer>> decoding_;
   absl::Mutex pieces_mu_;
   // Volumes still being filled piece by piece; their bytes are kept in ram_.
   absl::flat_hash_map<std::string, std::weak_ptr<Pieces>> pieces_ ABSL_GUARDED_BY(pieces_mu_);

@@ -25,11 +25,11 @@ VolumeCache::Decode Filling(uint8_t value, std::atomic<int>* calls) {
 TEST(VolumeCacheTest, DecodesOnceThenServesFromRam) {
   VolumeCache cache(10'000);
   std::atomic<int> calls{0};
-  absl::StatusOr<Bytes> a = cache.Get("v0", 1000, Filling(7, &calls));
+  absl::StatusOr<Buffer> a = cache.Get("v0", 1000, Filling(7, &calls));
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_NE(*a, nullptr);
   EXPECT_EQ(**a, std::string(1000, '\7'));
-  absl::StatusOr<Bytes> b = cache.Get("v0", 1000, Filling(9, &calls));
+  absl::StatusOr<Buffer> b = cache.Get("v0", 1000, Filling(9, &calls));
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->get(), a->get());  // The kept entry, not a second decode.
   EXPECT_EQ(calls.load(), 1);
@@ -52,7 +52,7 @@ TEST(VolumeCacheTest, ConcurrentReadersOfOneVolumeShareOneDecode) {
     return absl::OkStatus();
   };
   std::vector<std::thread> readers;
-  std::vector<Bytes> got(4);
+  std::vector<Buffer> got(4);
   for (int r = 0; r < 4; ++r) {
     readers.emplace_back([&, r] {
       started.fetch_add(1);
@@ -64,7 +64,7 @@ TEST(VolumeCacheTest, ConcurrentReadersOfOneVolumeShareOneDecode) {
   release.Notify();
   for (auto& t : readers) t.join();
   EXPECT_EQ(calls.load(), 1);
-  for (const Bytes& b : got) EXPECT_EQ(*b, std::string(1000, '\3'));
+  for (const Buffer& b : got) EXPECT_EQ(*b, std::string(1000, '\3'));
 }
 
 TEST(VolumeCacheTest, LeastRecentlyUsedVolumesLeaveFirst) {
@@ -85,7 +85,7 @@ TEST(VolumeCacheTest, LeastRecentlyUsedVolumesLeaveFirst) {
 TEST(VolumeCacheTest, AVolumeLargerThanTheBudgetIsNeverDecoded) {
   VolumeCache cache(900);
   std::atomic<int> calls{0};
-  absl::StatusOr<Bytes> v = cache.Get("big", 1000, Filling(1, &calls));
+  absl::StatusOr<Buffer> v = cache.Get("big", 1000, Filling(1, &calls));
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, nullptr);
   EXPECT_EQ(calls.load(), 0);
@@ -102,7 +102,7 @@ TEST(VolumeCacheTest, AFailedDecodeIsReturnedAndTriedAgainLater) {
     ++calls;
     return absl::DataLossError("v.h5: chunk [0, 0] does not inflate");
   };
-  absl::StatusOr<Bytes> v = cache.Get("v", 1000, failing);
+  absl::StatusOr<Buffer> v = cache.Get("v", 1000, failing);
   EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(v.status().message(), "v.h5: chunk [0, 0] does not inflate");
   EXPECT_FALSE(cache.Get("v", 1000, failing).ok());
@@ -114,13 +114,13 @@ TEST(VolumeCacheTest, AFailedDecodeIsReturnedAndTriedAgainLater) {
 TEST(VolumeCacheTest, DerivedEntriesAreMadeOnceAndKeptInTheBudget) {
   VolumeCache cache(1'000);
   int calls = 0;
-  auto make = [&]() -> absl::StatusOr<Bytes> {
+  auto make = [&]() -> absl::StatusOr<Buffer> {
     ++calls;
-    return std::make_shared<const std::string>(300, 'f');
+    return BufferOf(std::string(300, 'f'));
   };
-  absl::StatusOr<Bytes> a = cache.Keep("v|foreground", make);
+  absl::StatusOr<Buffer> a = cache.Keep("v|foreground", make);
   ASSERT_TRUE(a.ok()) << a.status();
-  absl::StatusOr<Bytes> b = cache.Keep("v|foreground", make);
+  absl::StatusOr<Buffer> b = cache.Keep("v|foreground", make);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(a->get(), b->get());
   EXPECT_EQ(calls, 1);
@@ -136,7 +136,7 @@ TEST(VolumeCacheTest, DerivedEntriesAreMadeOnceAndKeptInTheBudget) {
   ASSERT_TRUE(cache.Keep("v|foreground", make).ok());
   EXPECT_EQ(calls, 2);
   // Errors are returned, not kept.
-  auto failing = []() -> absl::StatusOr<Bytes> { return absl::DataLossError("changed"); };
+  auto failing = []() -> absl::StatusOr<Buffer> { return absl::DataLossError("changed"); };
   EXPECT_EQ(cache.Keep("w|foreground", failing).status().code(), absl::StatusCode::kDataLoss);
 }
 
@@ -154,7 +154,7 @@ TEST(VolumeCacheTest, PiecesAreFilledOnceAsReadsNeedThem) {
   });
   std::atomic<int> fills[10] = {};
   auto fill = [&](uint64_t p, uint8_t* v) { return FillPiece(p, v, fills); };
-  absl::StatusOr<Bytes> a = cache.GetPieces("v", 1000, 10, {2, 3}, fill);
+  absl::StatusOr<Buffer> a = cache.GetPieces("v", 1000, 10, {2, 3}, fill);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ((*a)->substr(200, 200), std::string(100, '\3') + std::string(100, '\4'));
   EXPECT_EQ(fills[0].load() + fills[2].load() + fills[3].load(), 2);
@@ -166,7 +166,7 @@ TEST(VolumeCacheTest, PiecesAreFilledOnceAsReadsNeedThem) {
     readers.emplace_back([&, r] {
       std::vector<uint64_t> need;
       for (uint64_t p = r; p < 10; p += 2) need.push_back(p);
-      absl::StatusOr<Bytes> b = cache.GetPieces("v", 1000, 10, need, fill);
+      absl::StatusOr<Buffer> b = cache.GetPieces("v", 1000, 10, need, fill);
       ASSERT_TRUE(b.ok());
       for (uint64_t p : need) EXPECT_EQ((**b)[p * 100 + 99], static_cast<char>(p + 1));
     });
@@ -174,7 +174,7 @@ TEST(VolumeCacheTest, PiecesAreFilledOnceAsReadsNeedThem) {
   for (std::thread& t : readers) t.join();
   for (int p = 0; p < 10; ++p) EXPECT_EQ(fills[p].load(), 1) << p;
   EXPECT_EQ(cache.decodes(), 1u);  // Whole now.
-  absl::StatusOr<Bytes> whole = cache.GetPieces("v", 1000, 10, {9}, fill);
+  absl::StatusOr<Buffer> whole = cache.GetPieces("v", 1000, 10, {9}, fill);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->get(), a->get());
   // A volume that cannot fit is null, unfilled.
@@ -192,7 +192,7 @@ TEST(VolumeCacheTest, AFailedPieceIsReturnedAndFilledLater) {
     std::memset(v + p * 100, 1, 100);
     return absl::OkStatus();
   };
-  absl::StatusOr<Bytes> a = cache.GetPieces("v", 1000, 10, {3, 4}, fill);
+  absl::StatusOr<Buffer> a = cache.GetPieces("v", 1000, 10, {3, 4}, fill);
   EXPECT_EQ(a.status().message(), "v.h5: chunk at [4] does not inflate");
   EXPECT_TRUE(cache.GetPieces("v", 1000, 10, {3}, fill).ok());  // 3 was filled.
   EXPECT_EQ(calls, 2);
@@ -212,7 +212,7 @@ TEST(VolumeCacheTest, ADecodeSpreadsItsItemsOverThePool) {
     parallel(100, [out](size_t i) { std::memset(out + i * 100, static_cast<int>(i), 100); });
     return absl::OkStatus();
   };
-  absl::StatusOr<Bytes> v = cache.Get("v", 10'000, chunked);
+  absl::StatusOr<Buffer> v = cache.Get("v", 10'000, chunked);
   ASSERT_TRUE(v.ok());
   for (size_t i = 0; i < 100; ++i)
     EXPECT_EQ(static_cast<uint8_t>((**v)[i * 100 + 99]), i) << i;

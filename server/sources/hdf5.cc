@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/buffer.h"
 #include "server/sources/source.h"
 #include "util/status_macros.h"
 #include "server/file_system.h"
@@ -58,11 +59,15 @@ class Hdf5Source : public ArraySource {
     }
     const Open& o = folder_ ? open_[i] : open_[0];
     if (folder_ && volumes_ != nullptr && o.map == nullptr) {
-      absl::StatusOr<Bytes> whole = Decoded(i, o, start, count);
+      absl::StatusOr<Buffer> whole = Decoded(i, o, start, count);
       if (!whole.ok()) return whole.status();
       if (*whole != nullptr) {  // The decoded volume: a strided copy.
-        CopyRegion(reinterpret_cast<const uint8_t*>((*whole)->data()), elem_, sh, start, count,
-                   dst, to);
+        const uint8_t* bytes = reinterpret_cast<const uint8_t*>((*whole)->data());
+        if (o.chunks != nullptr) {
+          o.chunks->CopyOut(bytes, start, count, to, dst);
+        } else {
+          CopyRegion(bytes, elem_, sh, start, count, dst, to);
+        }
         return absl::OkStatus();
       }
     }
@@ -93,24 +98,28 @@ class Hdf5Source : public ArraySource {
   };
   // Volume i through the volume cache, with at least the region
   // [start, start + count) decoded: chunk by chunk (the chunks the region
-  // touches) when the volume's chunks can be, else whole. Null (after one
-  // warning per file) when it could never fit the cache.
-  absl::StatusOr<Bytes> Decoded(size_t i, const Open& o, const uint64_t* start,
+  // touches, kept in chunk order: h5::Chunks) when the volume's chunks can
+  // be, else whole (in row-major order). Null (after one warning per file)
+  // when it could never fit the cache.
+  absl::StatusOr<Buffer> Decoded(size_t i, const Open& o, const uint64_t* start,
                                 const uint64_t* count) const {
     absl::StatusOr<uint64_t> bytes = CheckedProduct(o.set.dims, ElemBytes(elem_), UINT64_MAX,
                                                     files_[i]);
     if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
     const std::string key = absl::StrCat(o.file.version, "|", dataset_);
-    absl::StatusOr<Bytes> whole =
+    absl::StatusOr<Buffer> whole =
         o.chunks != nullptr
-            ? volumes_->GetPieces(key + "|chunks", *bytes, o.chunks->count(),
+            ? volumes_->GetPieces(key + "|chunks", o.chunks->slots_bytes(), o.chunks->count(),
                                   o.chunks->Touching(start, count),
-                                  [&](uint64_t c, uint8_t* out) { return o.chunks->Read(c, out); })
+                                  [&](uint64_t c, uint8_t* slots) {
+                                    return o.chunks->Inflate(c, slots + c * o.chunks->chunk_bytes());
+                                  })
             : volumes_->Get(key, *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
                 return h5::ReadWhole(o.set, parallel, out, files_[i]);
               });
     if (whole.ok() && *whole == nullptr && !warned_[i].exchange(true)) {
-      LogWarning(absl::StrCat(files_[i], ": its volume (", *bytes,
+      LogWarning(absl::StrCat(files_[i], ": its volume (",
+                              o.chunks != nullptr ? o.chunks->slots_bytes() : *bytes,
                               " bytes) is larger than the volume cache (",
                               volumes_->capacity_bytes(),
                               " bytes, --volume-cache-bytes): read by region from the file, "
@@ -124,7 +133,12 @@ class Hdf5Source : public ArraySource {
     Open o{std::move(f), std::move(d), nullptr, nullptr};
     if (folder_ && volumes_ != nullptr && o.set.inflatable) {
       absl::StatusOr<h5::Chunks> chunks = h5::Chunks::Of(o.set, o.file.path);
-      if (chunks.ok()) o.chunks = std::make_shared<const h5::Chunks>(*std::move(chunks));
+      absl::StatusOr<uint64_t> bytes =
+          CheckedProduct(o.set.dims, ElemBytes(o.set.elem), UINT64_MAX, o.file.path);
+      // Kept in chunk order unless chunks far past the edges would more
+      // than double it; then decoded whole.
+      if (chunks.ok() && bytes.ok() && chunks->slots_bytes() / 2 <= *bytes)
+        o.chunks = std::make_shared<const h5::Chunks>(*std::move(chunks));
     }
     if (o.set.raw) {
       absl::StatusOr<std::shared_ptr<const Mapping>> m = MapFile(o.file.path, beneath_.get());
@@ -149,7 +163,7 @@ class Hdf5Source : public ArraySource {
   std::vector<Open> open_;            // Per file (one for a single file).
   ChargeRam charge_;
   std::shared_ptr<void> memory_charge_;  // Holds memory_'s bytes.
-  std::shared_ptr<const std::string> memory_;
+  Buffer memory_;
   std::shared_ptr<const Beneath> beneath_;
   // Spreads a whole read's chunks over the decode pool (serial without a
   // volume cache).
@@ -229,11 +243,9 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenRows(std::shared_ptr<Hdf5
     // Chunked or compressed: one read of everything, not a library call
     // (and its lock) per sample.
     src->memory_charge_ = std::move(token);
-    auto all = std::make_shared<std::string>(bytes, '\0');
-    absl::Status s = h5::ReadWhole(set, src->parallel(), reinterpret_cast<uint8_t*>(all->data()),
-                                   path);
-    if (!s.ok()) return s;
-    src->memory_ = std::move(all);
+    STOKER_ASSIGN_OR_RETURN(WritablePages all, Pages(bytes, /*huge=*/true));
+    STOKER_RETURN_IF_ERROR(h5::ReadWhole(set, src->parallel(), all.data, path));
+    src->memory_ = std::move(all.buffer);
   }
   return std::shared_ptr<const ArraySource>(std::move(src));
 }

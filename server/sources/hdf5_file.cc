@@ -246,33 +246,6 @@ void Unshuffle(const uint8_t* in, size_t bytes, int elem, uint8_t* out) {
   std::memcpy(out + n * elem, in + n * elem, bytes - n * elem);
 }
 
-// Copies a whole chunk (`chunk` dims, contiguous) whose first element is at
-// `at` of a `dims` volume into `dst`, clipped at the volume's edges.
-void Scatter(const uint8_t* chunk_data, const std::vector<uint64_t>& chunk,
-             const std::vector<uint64_t>& dims, const std::vector<uint64_t>& at, int elem,
-             uint8_t* dst) {
-  const size_t nd = dims.size();
-  std::vector<uint64_t> keep(nd), pos(nd, 0);
-  for (size_t k = 0; k < nd; ++k) keep[k] = std::min(chunk[k], dims[k] - at[k]);
-  const size_t run = keep[nd - 1] * elem;
-  for (;;) {
-    uint64_t from = 0, to = 0;
-    for (size_t k = 0; k < nd; ++k) {
-      from = from * chunk[k] + pos[k];
-      to = to * dims[k] + at[k] + pos[k];
-    }
-    std::memcpy(dst + to * elem, chunk_data + from * elem, run);
-    // Step the leading dimensions (the last is the run) like an odometer.
-    size_t k = nd - 1;
-    for (;;) {
-      if (k == 0) return;
-      --k;
-      if (++pos[k] < keep[k]) break;
-      pos[k] = 0;
-    }
-  }
-}
-
 // Per thread: a zlib inflater.
 struct Inflater {
   libdeflate_decompressor* d = libdeflate_alloc_decompressor();
@@ -284,7 +257,7 @@ struct Inflater {
 constexpr uint64_t kMostChunkBytes = 64ULL << 20;
 
 // An uninitialised buffer of `n` bytes, freed when the chunk is done.
-std::unique_ptr<uint8_t[]> Buffer(uint64_t n) { return std::unique_ptr<uint8_t[]>(new uint8_t[n]); }
+std::unique_ptr<uint8_t[]> Scratch(uint64_t n) { return std::unique_ptr<uint8_t[]>(new uint8_t[n]); }
 
 }  // namespace
 
@@ -297,6 +270,7 @@ absl::StatusOr<Chunks> Chunks::Of(const Set& d, const std::string& what) {
   c.chunk_ = d.chunk;
   c.filters_ = d.filters;
   c.what_ = what;
+  c.type_ = d.elem;
   c.elem_ = ElemBytes(d.elem);
   const size_t nd = d.dims.size();
   STOKER_ASSIGN_OR_RETURN(c.chunk_bytes_,
@@ -312,6 +286,8 @@ absl::StatusOr<Chunks> Chunks::Of(const Set& d, const std::string& what) {
   if (c.chunk_bytes_ > std::max(volume_bytes, kMostChunkBytes))
     return absl::DataLossError(absl::StrCat(what, ": chunks of ", c.chunk_bytes_,
                                             " bytes for a volume of ", volume_bytes));
+  STOKER_ASSIGN_OR_RETURN(c.slots_bytes_,
+                          CheckedProduct({c.count_}, c.chunk_bytes_, UINT64_MAX, what));
   // An unwritten chunk holds the fill value (0 unless the file sets one).
   c.fill_.assign(c.elem_, 0);
   ErrorScope errors;
@@ -348,14 +324,17 @@ std::vector<uint64_t> Chunks::Touching(const uint64_t* start, const uint64_t* co
   }
 }
 
-absl::Status Chunks::Read(uint64_t c, uint8_t* dst) const {
-  const size_t nd = dims_.size();
-  std::vector<uint64_t> at(nd);
-  std::vector<hsize_t> offset(nd);
-  for (size_t k = nd, rest = c; k-- > 0; rest /= grid_[k]) {
+std::vector<uint64_t> Chunks::Origin(uint64_t c) const {
+  std::vector<uint64_t> at(dims_.size());
+  for (size_t k = dims_.size(), rest = c; k-- > 0; rest /= grid_[k]) {
     at[k] = (rest % grid_[k]) * chunk_[k];
-    offset[k] = at[k];
   }
+  return at;
+}
+
+absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
+  const std::vector<uint64_t> at = Origin(c);
+  const std::vector<hsize_t> offset(at.begin(), at.end());
   auto fail = [&](const std::string& why) {
     return absl::DataLossError(
         absl::StrCat(what_, ": chunk at [", absl::StrJoin(at, ", "), "] ", why));
@@ -367,28 +346,31 @@ absl::Status Chunks::Read(uint64_t c, uint8_t* dst) const {
   hsize_t stored = 0;
   if (H5Dget_chunk_info_by_coord(set_, offset.data(), &mask, &addr, &stored) < 0)
     return fail("cannot be looked up");
-  if (stored == 0) {
-    std::unique_ptr<uint8_t[]> filled = Buffer(chunk_bytes_);  // Never written.
-    for (uint64_t i = 0; i < chunk_bytes_; i += elem_) std::memcpy(&filled[i], fill_.data(), elem_);
-    Scatter(filled.get(), chunk_, dims_, at, elem_, dst);
+  if (stored == 0) {  // Never written.
+    for (uint64_t i = 0; i < chunk_bytes_; i += elem_) std::memcpy(&slot[i], fill_.data(), elem_);
     return absl::OkStatus();
   }
   if (stored > MostStored(chunk_bytes_))
     return fail(absl::StrCat("claims ", stored, " stored bytes for ", chunk_bytes_));
-  std::unique_ptr<uint8_t[]> bufs[3] = {Buffer(stored), nullptr, nullptr};
+  std::unique_ptr<uint8_t[]> bufs[3] = {Scratch(stored), nullptr, nullptr};
   uint32_t skipped = 0;
   if (H5Dread_chunk(set_, H5P_DEFAULT, offset.data(), &skipped, bufs[0].get()) < 0)
     return fail("cannot be read");
-  // Undo the filters last to first, each into the other stage buffer.
+  // The filters to undo, last to first; the last undone writes the slot.
+  std::vector<size_t> undo;
+  for (size_t k = filters_.size(); k-- > 0;) {
+    if (!(skipped & (1u << k))) undo.push_back(k);
+  }
   const uint8_t* cur = bufs[0].get();
   size_t size = stored;
-  int stage = 0;
-  for (size_t k = filters_.size(); k-- > 0;) {
-    if (skipped & (1u << k)) continue;  // Not applied to this chunk.
-    stage = stage == 1 ? 2 : 1;
-    if (bufs[stage] == nullptr) bufs[stage] = Buffer(chunk_bytes_);
-    uint8_t* out = bufs[stage].get();
-    if (filters_[k] == H5Z_FILTER_DEFLATE) {
+  for (size_t j = 0; j < undo.size(); ++j) {
+    uint8_t* out = slot;
+    if (j + 1 < undo.size()) {  // Into the other stage buffer.
+      std::unique_ptr<uint8_t[]>& mid = bufs[1 + j % 2];
+      if (mid == nullptr) mid = Scratch(chunk_bytes_);
+      out = mid.get();
+    }
+    if (filters_[undo[j]] == H5Z_FILTER_DEFLATE) {
       size_t got = 0;
       if (libdeflate_zlib_decompress(z.d, cur, size, out, chunk_bytes_, &got) !=
               LIBDEFLATE_SUCCESS ||
@@ -402,8 +384,38 @@ absl::Status Chunks::Read(uint64_t c, uint8_t* dst) const {
     size = chunk_bytes_;
   }
   if (size != chunk_bytes_) return fail(absl::StrCat("holds ", size, " bytes, not ", chunk_bytes_));
-  Scatter(cur, chunk_, dims_, at, elem_, dst);
+  if (undo.empty()) std::memcpy(slot, cur, size);  // Stored as is.
   return absl::OkStatus();
+}
+
+absl::Status Chunks::Read(uint64_t c, uint8_t* dst) const {
+  std::unique_ptr<uint8_t[]> chunk = Scratch(chunk_bytes_);
+  STOKER_RETURN_IF_ERROR(Inflate(c, chunk.get()));
+  const size_t nd = dims_.size();
+  const std::vector<uint64_t> at = Origin(c), zero(nd, 0);
+  std::vector<uint64_t> keep(nd);  // Clipped at the volume's edges.
+  for (size_t k = 0; k < nd; ++k) keep[k] = std::min(chunk_[k], dims_[k] - at[k]);
+  CopyBox(chunk.get(), type_, chunk_.data(), zero.data(), keep.data(), nd, dst, type_,
+          dims_.data(), at.data());
+  return absl::OkStatus();
+}
+
+void Chunks::CopyOut(const uint8_t* slots, const uint64_t* start, const uint64_t* count,
+                     ElemType to, uint8_t* dst) const {
+  const size_t nd = dims_.size();
+  std::vector<uint64_t> inner(nd), part(nd), place(nd);
+  for (uint64_t c : Touching(start, count)) {
+    const std::vector<uint64_t> at = Origin(c);
+    for (size_t k = 0; k < nd; ++k) {
+      const uint64_t lo = std::max(start[k], at[k]);
+      const uint64_t hi = std::min(start[k] + count[k], at[k] + chunk_[k]);
+      inner[k] = lo - at[k];
+      part[k] = hi - lo;
+      place[k] = lo - start[k];
+    }
+    CopyBox(slots + c * chunk_bytes_, type_, chunk_.data(), inner.data(), part.data(), nd, dst,
+            to, count, place.data());
+  }
 }
 
 absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint8_t* dst,

@@ -113,13 +113,32 @@ class Chunks {
   // that is corrupt or hostile; never a write outside its place.
   absl::Status Read(uint64_t c, uint8_t* dst) const;
 
+  // The volume in chunk order, as the file stores it: chunk c's elements
+  // (row-major within the chunk, its part past the dataset's edge
+  // included) fill the slot of chunk_bytes() at c * chunk_bytes() of
+  // slots_bytes(). Filling a chunk then writes one contiguous slot, the
+  // pages its patches touch and no others, with no copy after the inflate.
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  uint64_t slots_bytes() const { return slots_bytes_; }
+  // Chunk c into its slot (chunk_bytes() at `slot`); errors as Read's.
+  absl::Status Inflate(uint64_t c, uint8_t* slot) const;
+  // The region [start, start + count) of the dataset (inside it) from
+  // `slots` whose Touching(start, count) slots are filled, into dst
+  // (contiguous, as `to`, converted as CopyRegion does).
+  void CopyOut(const uint8_t* slots, const uint64_t* start, const uint64_t* count, ElemType to,
+               uint8_t* dst) const;
+
  private:
+  // The first element of chunk c.
+  std::vector<uint64_t> Origin(uint64_t c) const;
+
   hid_t set_ = -1;
   std::vector<uint64_t> dims_, chunk_;
   std::vector<H5Z_filter_t> filters_;
   std::string what_;
+  ElemType type_ = ElemType::kUint8;
   int elem_ = 1;
-  uint64_t chunk_bytes_ = 0, count_ = 0;
+  uint64_t chunk_bytes_ = 0, count_ = 0, slots_bytes_ = 0;
   std::vector<uint64_t> grid_;
   std::vector<uint8_t> fill_;
 };

@@ -226,7 +226,32 @@ TEST_F(Hdf5VolumeTest, APatchFillsOnlyTheChunksItTouches) {
   const uint64_t p_start[3] = {3, 4, 5}, patch[3] = {6, 9, 11};
   EXPECT_EQ(Read(**src, 0, p_start, patch), Region(volumes_[0], p_start, patch));
   EXPECT_EQ(cache.decodes(), 0u);
-  EXPECT_EQ(cache.Stats().entries(), 1u);  // Charged whole from the first patch.
+  EXPECT_EQ(cache.pieces(), 27u);  // Chunks [0, 3) on every axis.
+  // Charged whole from the first patch, in chunk order: 4 x 4 x 4 chunks
+  // of 4 x 5 x 6 floats (the edge chunks' parts past the volume included),
+  // plus the entry's key and overhead.
+  EXPECT_EQ(cache.Stats().entries(), 1u);
+  EXPECT_GE(cache.Stats().bytes(), 64u * 480);
+  EXPECT_LT(cache.Stats().bytes(), 64u * 480 + 1024);
+  // The same patch as other types, converted by value from the chunks.
+  {
+    std::vector<double> wide(6 * 9 * 11);
+    ASSERT_TRUE((*src)
+                    ->Read(0, p_start, patch, ElemType::kFloat64,
+                           reinterpret_cast<uint8_t*>(wide.data()))
+                    .ok());
+    std::vector<int16_t> narrow(6 * 9 * 11);
+    ASSERT_TRUE((*src)
+                    ->Read(0, p_start, patch, ElemType::kInt16,
+                           reinterpret_cast<uint8_t*>(narrow.data()))
+                    .ok());
+    const std::vector<float> want = Region(volumes_[0], p_start, patch);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(wide[k], static_cast<double>(want[k])) << k;
+      EXPECT_EQ(narrow[k], static_cast<int16_t>(want[k])) << k;
+    }
+  }
+  EXPECT_EQ(cache.pieces(), 27u);  // Nothing more filled.
   // The rest of the volume: every chunk filled, exactly.
   const uint64_t start[3] = {0, 0, 0}, all[3] = {13, 17, 19};
   EXPECT_EQ(Read(**src, 0, start, all), volumes_[0]);

@@ -58,7 +58,7 @@ class NiftiSource : public ArraySource {
     const VolumeSample& s = samples_[i];
     if (!s.broken.ok()) return s.broken;
     const Volume& v = s.volumes[file];
-    STOKER_ASSIGN_OR_RETURN(Bytes whole, Whole(v));
+    STOKER_ASSIGN_OR_RETURN(Buffer whole, Whole(v));
     if (whole == nullptr) return ReadOversized(v, start, count, to, dst);
     CopyRegion(reinterpret_cast<const uint8_t*>(whole->data()), v.h.type, v.h.shape, start, count,
                dst, to);
@@ -70,8 +70,8 @@ class NiftiSource : public ArraySource {
     const VolumeSample& s = samples_[i];
     if (!s.broken.ok()) return s.broken;
     const Volume& v = s.volumes[file];
-    auto make = [&]() -> absl::StatusOr<Bytes> {
-      STOKER_ASSIGN_OR_RETURN(Bytes whole, Whole(v));
+    auto make = [&]() -> absl::StatusOr<Buffer> {
+      STOKER_ASSIGN_OR_RETURN(Buffer whole, Whole(v));
       if (whole != nullptr) {
         return ScanForeground(reinterpret_cast<const uint8_t*>(whole->data()), v.h.type,
                               v.h.volume_bytes / ElemBytes(v.h.type))
@@ -81,7 +81,7 @@ class NiftiSource : public ArraySource {
       return read.bytes();
     };
     if (volumes_ == nullptr) return ArraySource::ForegroundOf(i, file);
-    STOKER_ASSIGN_OR_RETURN(Bytes kept, volumes_->Keep(absl::StrCat(Key(v), "|foreground"), make));
+    STOKER_ASSIGN_OR_RETURN(Buffer kept, volumes_->Keep(absl::StrCat(Key(v), "|foreground"), make));
     return Foreground(std::move(kept));
   }
 
@@ -93,8 +93,8 @@ class NiftiSource : public ArraySource {
 
   // The decoded volume from the volume cache; null when there is none or
   // the volume cannot fit it.
-  absl::StatusOr<Bytes> Whole(const Volume& v) const {
-    if (volumes_ == nullptr) return Bytes();
+  absl::StatusOr<Buffer> Whole(const Volume& v) const {
+    if (volumes_ == nullptr) return Buffer();
     return volumes_->Get(Key(v), v.h.volume_bytes,
                          [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
                            return nifti::Decode(v.path, beneath_.get(), v.h, v.version, parallel,

@@ -423,6 +423,14 @@ class ConcatSource : public ArraySource {
     const auto [k, j] = Locate(i);
     return parts_[k]->ForegroundOf(j, file);
   }
+  std::string FileName(size_t i, uint32_t file) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->FileName(j, file);
+  }
+  std::vector<double> Affine(size_t i, uint32_t file) const override {
+    const auto [k, j] = Locate(i);
+    return parts_[k]->Affine(j, file);
+  }
 
  private:
   // The part holding sample i, and the sample's index in it.
@@ -451,6 +459,12 @@ class RepeatSource : public ArraySource {
   }
   absl::StatusOr<Foreground> ForegroundOf(size_t i, uint32_t file) const override {
     return base_->ForegroundOf(i / n_, file);
+  }
+  std::string FileName(size_t i, uint32_t file) const override {
+    return base_->FileName(i / n_, file);
+  }
+  std::vector<double> Affine(size_t i, uint32_t file) const override {
+    return base_->Affine(i / n_, file);
   }
 
  private:

@@ -141,6 +141,13 @@ class ArraySource : public SampleSource {
   // one reads the array slab by slab and keeps nothing; a kind that keeps
   // decoded volumes builds it from the kept volume and keeps it there.
   virtual absl::StatusOr<Foreground> ForegroundOf(size_t i, uint32_t file) const;
+  // What to call array `file` of sample i (its file); Name(i) by default.
+  virtual std::string FileName(size_t i, uint32_t file) const { return Name(i); }
+  // Where array `file` of sample i lies in the world, for kinds whose
+  // files say (NIfTI): voxel index (the array's own axes) to world
+  // millimetres, row-major 3 x 4 (an affine's first three rows). Empty for
+  // kinds without geometry.
+  virtual std::vector<double> Affine(size_t i, uint32_t file) const { return {}; }
   // ReadArray of the sample's first array.
   absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
                     uint8_t* dst) const {

@@ -9,11 +9,35 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/spec_util.h"
+#include "server/array_source.h"
 #include "server/daemon.h"
 #include "server/token.h"
 #include "util/status_macros.h"
 
 namespace stoker {
+namespace {
+
+// Sample `index`'s files: for typed arrays each array's name, shape and,
+// where its file says, affine (4 x 4); else the sample's files.
+void DescribeFiles(const Dataset& d, uint64_t index, v1::SampleFiles* out) {
+  const Sample& s = d.samples[index];
+  const ArraySource* arrays = d.source != nullptr ? d.source->arrays() : nullptr;
+  if (arrays == nullptr) {
+    for (size_t k = 0; k <= s.more.size(); ++k) out->add_files()->set_path(s.file(k));
+    return;
+  }
+  for (uint32_t f = 0; f < arrays->files(); ++f) {
+    v1::SampleFile* file = out->add_files();
+    file->set_path(arrays->FileName(index, f));
+    for (uint64_t n : arrays->shape(index)) file->add_shape(n);
+    const std::vector<double> affine = arrays->Affine(index, f);
+    if (affine.size() != 12) continue;
+    for (double a : affine) file->add_affine(a);
+    for (double a : {0.0, 0.0, 0.0, 1.0}) file->add_affine(a);
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<const FileGuard> Daemon::MakeGuard() const {
   auto g = std::make_shared<FileGuard>();
@@ -63,6 +87,7 @@ absl::StatusOr<v1::DescribeSamplesResponse> Daemon::DescribeSamples(
           dataset->samples.size(), " samples"));
     }
     resp.add_paths(dataset->samples[index].path);
+    DescribeFiles(*dataset, index, resp.add_samples());
   }
   return resp;
 }

@@ -222,6 +222,28 @@ TEST_F(DaemonTest, CallersTouchOnlyTheirOwnSessionsUnlessAdmin) {
                 .status()
                 .code(),
             absl::StatusCode::kPermissionDenied);
+  // Which files her samples are: hers to ask, not bob's; an image's file
+  // has a path and no array geometry.
+  v1::DescribeSamplesRequest describe;
+  describe.set_session_id(id);
+  describe.add_indices(0);
+  describe.add_indices(1);
+  EXPECT_EQ(daemon_->DescribeSamples(describe, bob).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  auto described = daemon_->DescribeSamples(describe, alice);
+  ASSERT_TRUE(described.ok()) << described.status();
+  ASSERT_EQ(described->samples_size(), 2);
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(described->samples(k).files_size(), 1);
+    const v1::SampleFile& f = described->samples(k).files(0);
+    EXPECT_EQ(f.path(), described->paths(k));
+    EXPECT_EQ(f.path().rfind(*root_, 0), 0u) << f.path();
+    EXPECT_EQ(f.shape_size(), 0);
+    EXPECT_EQ(f.affine_size(), 0);
+  }
+  describe.add_indices(1u << 30);
+  EXPECT_EQ(daemon_->DescribeSamples(describe, alice).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(daemon_->CloseSession(id, alice).ok());
 }
 

@@ -34,7 +34,9 @@ TEST(ForegroundTest, ListsSetAndUnsetElementsInOrder) {
     // The same index read back from its bytes, as the volume cache keeps it.
     const Foreground again(fg.bytes());
     EXPECT_EQ(again.count(), fg.count());
-    if (!unset.empty()) EXPECT_EQ(again.Negative(unset.size() - 1), unset.back());
+    if (!unset.empty()) {
+      EXPECT_EQ(again.Negative(unset.size() - 1), unset.back());
+    }
   }
 }
 

@@ -75,6 +75,20 @@ absl::Duration Timeout(double seconds) {
   return seconds < 0 ? absl::InfiniteDuration() : absl::Seconds(seconds);
 }
 
+// The daemon's description of `n` indices, in JSON made by `json`.
+template <typename Json>
+int Describe(stoker_session* session, const uint64_t* indices, size_t n, char** json_out,
+             stoker_error* err, Json json) {
+  if (session == nullptr) return NullArgument("session", err);
+  if (json_out == nullptr || (indices == nullptr && n > 0)) {
+    return NullArgument("indices/json_out", err);
+  }
+  auto resp = session->session->Describe(std::vector<uint64_t>(indices, indices + n));
+  if (!resp.ok()) return Report(resp.status(), err);
+  *json_out = CopyString(json(*resp));
+  return STOKER_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -159,15 +173,15 @@ uint64_t stoker_session_reconnects(const stoker_session* session) {
 int stoker_session_describe_samples(stoker_session* session,
                                     const uint64_t* indices, size_t n,
                                     char** json_out, stoker_error* err) {
-  if (session == nullptr) return NullArgument("session", err);
-  if (json_out == nullptr || (indices == nullptr && n > 0)) {
-    return NullArgument("indices/json_out", err);
-  }
-  auto paths = session->session->DescribeSamples(
-      std::vector<uint64_t>(indices, indices + n));
-  if (!paths.ok()) return Report(paths.status(), err);
-  *json_out = CopyString(nlohmann::json(*paths).dump());
-  return STOKER_OK;
+  return Describe(session, indices, n, json_out, err, [](const stoker::v1::DescribeSamplesResponse& r) {
+    return nlohmann::json(std::vector<std::string>(r.paths().begin(), r.paths().end())).dump();
+  });
+}
+
+int stoker_session_describe(stoker_session* session, const uint64_t* indices, size_t n,
+                            char** json_out, stoker_error* err) {
+  return Describe(session, indices, n, json_out, err,
+                  [](const stoker::v1::DescribeSamplesResponse& r) { return stoker::ProtoToJson(r); });
 }
 
 void stoker_session_set_resume_window(stoker_session* session, double seconds) {

@@ -166,6 +166,13 @@ void stoker_session_set_resume_window(stoker_session* session, double seconds);
 int stoker_session_describe_samples(stoker_session* session,
                                     const uint64_t* indices, size_t n,
                                     char** json_out, stoker_error* err);
+/* The same in full: the daemon's DescribeSamplesResponse as JSON, integers
+ * as numbers: {"paths": [...], "samples": [{"files": [{"path", "shape",
+ * "affine"}]}]}, per index each of the sample's files; for typed arrays
+ * their shape and, for NIfTI, the 4 x 4 voxel-to-world affine (row-major
+ * 16 numbers). Free with stoker_string_free. */
+int stoker_session_describe(stoker_session* session, const uint64_t* indices, size_t n,
+                            char** json_out, stoker_error* err);
 
 /* Client decode (the spec's client_decode): the share of each batch the
  * daemon decodes itself, 0..1 (clamped), from the next batch it starts; it

@@ -131,18 +131,14 @@ class SessionCore {
         ")"));
   }
 
-  // Closes the session in the daemon, then ends the stream.
-  absl::StatusOr<std::vector<std::string>> DescribeSamples(
-      const std::vector<uint64_t>& indices) {
+  absl::StatusOr<v1::DescribeSamplesResponse> Describe(const std::vector<uint64_t>& indices) {
     v1::DescribeSamplesRequest req;
     req.set_session_id(info_.session_id());
     for (uint64_t i : indices) req.add_indices(i);
-    STOKER_ASSIGN_OR_RETURN(
-        v1::DescribeSamplesResponse resp,
-        Call(stub_.get(), token_, &v1::Stoker::Stub::DescribeSamples, req));
-    return std::vector<std::string>(resp.paths().begin(), resp.paths().end());
+    return Call(stub_.get(), token_, &v1::Stoker::Stub::DescribeSamples, req);
   }
 
+  // Closes the session in the daemon, then ends the stream.
   absl::Status Close(absl::Duration timeout) {
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline(timeout));
@@ -292,7 +288,13 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
 
 absl::StatusOr<std::vector<std::string>> Session::DescribeSamples(
     const std::vector<uint64_t>& indices) {
-  return core_->DescribeSamples(indices);
+  STOKER_ASSIGN_OR_RETURN(v1::DescribeSamplesResponse resp, core_->Describe(indices));
+  return std::vector<std::string>(resp.paths().begin(), resp.paths().end());
+}
+
+absl::StatusOr<v1::DescribeSamplesResponse> Session::Describe(
+    const std::vector<uint64_t>& indices) {
+  return core_->Describe(indices);
 }
 
 absl::Status Session::FailedSamplesError(const Batch& b) {

@@ -97,6 +97,9 @@ class Session {
   // session, e.g. to report failed samples.
   absl::StatusOr<std::vector<std::string>> DescribeSamples(
       const std::vector<uint64_t>& indices);
+  // The same indices in full: each sample's files, and for typed arrays
+  // their shapes and (NIfTI) affines (v1::SampleFiles, per index).
+  absl::StatusOr<v1::DescribeSamplesResponse> Describe(const std::vector<uint64_t>& indices);
 
   // How long Next() tries to reconnect (default 60 s; zero: never).
   void set_resume_window(absl::Duration d) { resume_window_ = d; }

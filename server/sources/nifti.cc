@@ -50,6 +50,15 @@ class NiftiSource : public ArraySource {
   }
   int64_t label(size_t i) const override { return samples_[i].label; }
   std::string Name(size_t i) const override { return names_[i]; }
+  std::string FileName(size_t i, uint32_t file) const override {
+    const VolumeSample& s = samples_[i];
+    return file < s.volumes.size() ? s.volumes[file].path : Name(i);
+  }
+  std::vector<double> Affine(size_t i, uint32_t file) const override {
+    const VolumeSample& s = samples_[i];
+    if (!s.broken.ok() || file >= s.volumes.size()) return {};
+    return {s.volumes[file].h.affine.begin(), s.volumes[file].h.affine.end()};
+  }
   absl::Status Broken(size_t i) const override { return samples_[i].broken; }
   uint32_t files() const override { return files_; }
 

@@ -153,6 +153,33 @@ def test_a_path_is_recognised_as_nifti(daemon, volumes):
         ld.close()
 
 
+def test_each_samples_volumes_are_described_with_nibabels_affine(daemon, volumes):
+    """describe(): per index the image and label volume, their shape, and
+    the affine nibabel gives each (sform; the scaled scan's identity; the
+    NIfTI-2 file's), the same for each of a volume's patches."""
+    d, _ = volumes
+    files = [(d / "case0_img.nii.gz", d / "case0_seg.nii.gz"),
+             (d / "case1_img.nii.gz", d / "case1_seg.nii.gz"),
+             (d / "case2_IMG.NII", d / "case2_seg.nii.gz")]
+    ld = stoker.Loader({"nifti": {"path": str(d / "train.tsv")}, "samples_per_volume": 2},
+                       batch_size=2, shuffle=False, socket=daemon.socket,
+                       fields=[stoker.array(PATCH, "image"),
+                               stoker.array(PATCH, "seg", dtype="uint8", file=1)],
+                       pipeline=[stoker.random_patch(PATCH)])
+    described = ld.describe(range(6))
+    assert len(described) == 6
+    for i, sample in enumerate(described):
+        assert [f["path"] for f in sample["files"]] == [str(p) for p in files[i // 2]]
+        for f, path in zip(sample["files"], files[i // 2]):
+            img = nib.load(path)
+            assert f["shape"] == list(img.shape)
+            np.testing.assert_allclose(f["affine"], img.affine, rtol=0, atol=1e-6)
+    assert described[4]["files"][0]["affine"][0][0] == pytest.approx(-0.9)
+    with pytest.raises(stoker.StokerError, match="outside the dataset's 6 samples"):
+        ld.describe([6])
+    ld.close()
+
+
 def test_bad_volumes_are_named(daemon, tmp_path):
     rng = np.random.default_rng(2)
     nib.Nifti1Image(scan(rng, 0), np.eye(4)).to_filename(tmp_path / "good.nii.gz")

@@ -132,6 +132,9 @@ def _declare(dll):
         "stoker_session_describe_samples": (
             c_int, [p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                     ctypes.POINTER(p), err]),
+        "stoker_session_describe": (
+            c_int, [p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                    ctypes.POINTER(p), err]),
         "stoker_next": (c_int, [p, c_double, ctypes.POINTER(p), err]),
         "stoker_session_close": (c_int, [p, err]),
         "stoker_session_free": (None, [p]),
@@ -327,9 +330,16 @@ class Session(_Owned):
 
     def describe_samples(self, indices):
         """File paths of dataset sample indices of this session."""
+        return self._describe(_dll.stoker_session_describe_samples, indices)
+
+    def describe(self, indices):
+        """The daemon's DescribeSamplesResponse for dataset sample indices,
+        as a dict (paths, and per index its files' paths, shapes, affines)."""
+        return self._describe(_dll.stoker_session_describe, indices)
+
+    def _describe(self, call, indices):
         arr = (ctypes.c_uint64 * len(indices))(*[int(i) for i in indices])
-        return _take_json(_dll.stoker_session_describe_samples, self._handle,
-                          arr, len(indices))
+        return _take_json(call, self._handle, arr, len(indices))
 
     def set_resume_window(self, seconds):
         """How long next() tries to reconnect to a restarted daemon."""

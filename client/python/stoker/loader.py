@@ -329,6 +329,28 @@ class Loader:
             t["client_decode"] = self._decoder.split.stats()
         return t
 
+    def describe(self, indices):
+        """What dataset sample indices (a native batch's ``indices``) are:
+        per index a dict whose ``files`` list the sample's files (an image
+        and its mask, a scan and its label volume), each a dict with its
+        ``path`` and, for typed arrays, its ``shape`` and, for NIfTI
+        volumes, its ``affine``: 4 x 4 nested lists, voxel index to world
+        millimetres, as nibabel's ``img.affine``. At most 1024 indices."""
+        session = self._session or self._open(self._epoch, self._resume_batch)
+        out = []
+        for sample in session.describe(indices).get("samples", []):
+            files = []
+            for f in sample.get("files", []):
+                d = {"path": f.get("path", "")}
+                if "shape" in f:
+                    d["shape"] = [int(n) for n in f["shape"]]
+                if "affine" in f:
+                    a = [float(x) for x in f["affine"]]
+                    d["affine"] = [a[r * 4:r * 4 + 4] for r in range(4)]
+                files.append(d)
+            out.append({"files": files})
+        return out
+
     def _account(self, epoch, waits, compute, images):
         wait = sum(waits)
         for k, v in (("batches", len(waits)), ("images", images),

@@ -148,6 +148,17 @@ std::string InFolder(const std::string& folder, const std::string& name) {
   return absl::StrCat(absl::StripSuffix(folder, "/"), "/", name);
 }
 
+absl::StatusOr<std::string> ReadHead(const std::string& path, const Beneath* beneath, size_t n) {
+  STOKER_ASSIGN_OR_RETURN(const int fd, OpenConfined(path, O_RDONLY, beneath));
+  std::string head(n, '\0');
+  const ssize_t got = pread(fd, head.data(), n, 0);
+  const int err = errno;
+  close(fd);
+  if (got < 0) return ErrnoStatus(err, path);
+  head.resize(static_cast<size_t>(got));
+  return head;
+}
+
 absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
                                  const Beneath* beneath, struct stat* st_out) {
   STOKER_RETURN_IF_ERROR(CheckBeneath(path, beneath));

@@ -99,6 +99,10 @@ absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
                                                     uint64_t max_entries);
 // The path of entry `name` of folder `folder` (which may end in '/').
 std::string InFolder(const std::string& folder, const std::string& name);
+// The first `n` bytes of `path` (fewer when it is shorter), opened as
+// OpenConfined opens it, with its errors: what a folder's file holds when
+// its name does not say (util/file_kinds.h).
+absl::StatusOr<std::string> ReadHead(const std::string& path, const Beneath* beneath, size_t n);
 
 class FileSystem {
  public:

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -18,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/spec.pb.h"
 #include "proto/spec_util.h"
+#include "util/file_kinds.h"
 #include "util/proto_json.h"
 #include "util/status_macros.h"
 
@@ -39,18 +41,22 @@ std::string Head(const std::string& path, size_t n) {
   return out;
 }
 
-bool NamedNifti(absl::string_view name) {
-  return absl::EndsWithIgnoreCase(name, ".nii") || absl::EndsWithIgnoreCase(name, ".nii.gz");
+// The array kind a file's name or first bytes say: "npy", "nifti", "hdf5",
+// or "" for none of them. A gzip stream says NIfTI only when `gzip_nifti`
+// (a path named alone; in a folder, an archive beside class folders is
+// not a volume).
+std::string ArrayKind(const std::string& path, absl::string_view head, bool gzip_nifti) {
+  if (NpyHead(head) || NpyName(path)) return "npy";
+  if ((gzip_nifti && GzipHead(head)) || NiftiHead(head) || NiftiName(path)) return "nifti";
+  if (Hdf5Head(head) || Hdf5Name(path)) return "hdf5";
+  return "";
 }
 
-// Whether `head` starts a NIfTI volume: a gzip stream (a manifest is
-// text), or a NIfTI-1/2 header's first field.
-bool NiftiContent(absl::string_view head) {
-  if (absl::StartsWith(head, "\x1f\x8b")) return true;
-  if (head.size() < 4) return false;
-  uint32_t first;
-  std::memcpy(&first, head.data(), 4);
-  return first == 348 || first == 540;
+// An HDF5 path needs its dataset's name.
+absl::Status NameTheHdf5Dataset(const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, " ", what, ": name the HDF5 dataset that holds the samples, e.g. "
+      "{\"hdf5\": {\"path\": \"", path, "\", \"dataset\": \"x\"}}"));
 }
 
 // Whether the manifest at `path` lists NIfTI volumes: its first line's
@@ -60,19 +66,27 @@ bool NiftiManifest(const std::string& path) {
   for (absl::string_view line : absl::StrSplit(head, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
-    return NamedNifti(line.substr(0, line.find('\t')));
+    return NiftiName(line.substr(0, line.find('\t')));
   }
   return false;
 }
 
-// Whether folder `path` directly holds a file named as a NIfTI volume.
-bool NiftiFolder(const std::string& path) {
+// The array kind of folder `path`: that of its first file (in name order,
+// of its first 4096 entries) whose name or first bytes say one; "" when
+// none does (a folder of class folders of images).
+std::string FolderKind(const std::string& path) {
+  std::vector<std::string> files;
   std::error_code ec;
-  for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    if (NamedNifti(it->path().filename().string())) return true;
+  for (std::filesystem::directory_iterator it(path, ec), end;
+       !ec && it != end && files.size() < 4096; it.increment(ec)) {
+    if (it->is_regular_file(ec)) files.push_back(it->path().string());
   }
-  return false;
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) {
+    const std::string kind = ArrayKind(f, Head(f, kKindHeadBytes), /*gzip_nifti=*/false);
+    if (!kind.empty()) return kind;
+  }
+  return "";
 }
 
 // The kind a path names (see the header).
@@ -82,19 +96,15 @@ absl::StatusOr<std::string> Recognise(const std::string& path) {
     const std::string data = absl::StrCat(absl::StripSuffix(path, "/"), "/data.mdb");
     struct stat db {};
     if (stat(data.c_str(), &db) == 0 && S_ISREG(db.st_mode)) return "lmdb";
-    return NiftiFolder(path) ? "nifti" : "folder";
+    const std::string kind = FolderKind(path);
+    if (kind == "hdf5") return NameTheHdf5Dataset(path, "holds HDF5 files");
+    return kind.empty() ? "folder" : kind;
   }
   if (!S_ISREG(st.st_mode)) return "list";  // The daemon names what it is.
-  const std::string head = Head(path, 8);
-  if (absl::StartsWith(head, "\x93NUMPY") || absl::EndsWithIgnoreCase(path, ".npy")) return "npy";
-  if (NiftiContent(head) || NamedNifti(path) || NiftiManifest(path)) return "nifti";
-  if (head == absl::string_view("\x89HDF\r\n\x1a\n", 8) || absl::EndsWithIgnoreCase(path, ".h5") ||
-      absl::EndsWithIgnoreCase(path, ".hdf5")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is an HDF5 file: name the HDF5 dataset that holds the samples, e.g. "
-              "{\"hdf5\": {\"path\": \"", path, "\", \"dataset\": \"x\"}}"));
-  }
-  return "list";
+  const std::string kind = ArrayKind(path, Head(path, kKindHeadBytes), /*gzip_nifti=*/true);
+  if (kind == "hdf5") return NameTheHdf5Dataset(path, "is an HDF5 file");
+  if (!kind.empty()) return kind;
+  return NiftiManifest(path) ? "nifti" : "list";
 }
 
 // The source message `ds` holds, mutable; null when none is set.

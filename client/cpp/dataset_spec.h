@@ -27,7 +27,10 @@ namespace stoker {
 //         (an HDF5 source needs its dataset's name: give it as JSON)
 //       any other file:                                         list (manifest)
 //       a folder holding data.mdb:                              lmdb
-//       a folder holding files named *.nii or *.nii.gz:         nifti
+//       a folder whose first file (in name order) named or
+//         starting as one of the arrays above is a NIfTI
+//         volume (by name, or a plain header), an npy array,
+//         or an HDF5 file: nifti, npy, INVALID_ARGUMENT as above
 //       any other folder, or a path that does not exist:        folder
 // `root` (may be empty) sets the source's `root` (a manifest's folder);
 // INVALID_ARGUMENT for a kind that has none. INVALID_ARGUMENT naming what

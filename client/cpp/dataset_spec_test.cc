@@ -40,6 +40,22 @@ TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
     EXPECT_NE(ds.status().message().find("\"hdf5\": {\"path\""), std::string::npos)
         << ds.status();
   }
+  // Folders by their first file that names or starts as an array kind.
+  fs::create_directories(dir + "/arrays");
+  ASSERT_TRUE(testdata::WriteFile(dir + "/arrays/README", "rows of features").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/arrays/part0", "\x93NUMPY\x01\x00").ok());
+  EXPECT_EQ(KindOf(NameDataset(dir + "/arrays", "")), "npy");
+  fs::create_directories(dir + "/store");
+  ASSERT_TRUE(testdata::WriteFile(dir + "/store/part0.H5", "anything").ok());
+  auto store = NameDataset(dir + "/store", "");
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(store.status().message().find("holds HDF5 files"), std::string::npos) << store.status();
+  fs::create_directories(dir + "/scans");
+  ASSERT_TRUE(testdata::WriteFile(dir + "/scans/a.NII.GZ", "\x1f\x8b").ok());
+  EXPECT_EQ(KindOf(NameDataset(dir + "/scans", "")), "nifti");
+  // A gzip archive beside class folders is not a volume.
+  ASSERT_TRUE(testdata::WriteFile(dir + "/images/meta.tar.gz", "\x1f\x8b").ok());
+  EXPECT_EQ(KindOf(NameDataset(dir + "/images", "")), "folder");
   // root: a manifest's folder, and nothing else's.
   auto list = NameDataset(dir + "/train.tsv", dir + "/images");
   ASSERT_TRUE(list.ok()) << list.status();

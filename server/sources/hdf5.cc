@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/buffer.h"
 #include "server/sources/source.h"
+#include "util/file_kinds.h"
 #include "util/status_macros.h"
 #include "server/file_system.h"
 #include "util/checked_math.h"
@@ -267,10 +268,12 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
   if (entries.ok()) {
     src->folder_ = true;
     for (const std::string& name : *entries) {
-      if (absl::EndsWithIgnoreCase(name, ".h5") || absl::EndsWithIgnoreCase(name, ".hdf5"))
-        src->files_.push_back(InFolder(path, name));
+      const std::string file = InFolder(path, name);
+      if (Hdf5Name(name) || Hdf5Head(ReadHead(file, beneath.get(), kKindHeadBytes).value_or("")))
+        src->files_.push_back(file);
     }
-    if (src->files_.empty()) return h5::Failed(path, "holds no .h5/.hdf5 files (in any case)");
+    if (src->files_.empty())
+      return h5::Failed(path, "holds no HDF5 files (.h5/.hdf5 in any case, or by content)");
     if (rows || !labels.empty()) {  // Feature files: rows across files.
       std::vector<std::shared_ptr<const ArraySource>> parts;
       for (const std::string& name : src->files_) {

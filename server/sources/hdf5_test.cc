@@ -150,21 +150,23 @@ TEST(Hdf5SourceTest, RefusesWhatItMustNotRead) {
   fs::remove_all(dir);
 }
 
-// A feature store: a folder of gzip-chunked files named in any case, each
-// with its rows and labels; rows are addressed across files in name order.
+// A feature store: a folder of gzip-chunked files named in any case (or
+// not named so, found by content), each with its rows and labels; rows are
+// addressed across files in name order.
 TEST(Hdf5SourceTest, AFolderOfFeatureFilesIsRowsAcrossFiles) {
   const std::string dir = testdata::MakeTempDir("h5-store");
-  const size_t rows[] = {5, 3, 4};
-  const char* names[] = {"/a.H5", "/b.h5", "/c.HDF5"};
+  const size_t rows[] = {5, 3, 4, 2};
+  const char* names[] = {"/a.H5", "/b.h5", "/c.HDF5", "/d.features"};
   std::vector<std::vector<float>> data;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 4; ++k) {
     data.push_back(Rows(rows[k], 16));
     for (float& v : data[k]) v += 100.0f * k;  // Each file's rows differ.
     std::vector<int64_t> labels(rows[k]);
     for (size_t i = 0; i < rows[k]; ++i) labels[i] = k * 10 + static_cast<int64_t>(i);
     WriteH5(dir + names[k], "x", data[k], rows[k], 16, /*gzip=*/true, labels);
   }
-  WriteH5(dir + "/notes.txt", "x", data[0], rows[0], 16, false);  // Not listed.
+  ASSERT_TRUE(testdata::WriteFile(dir + "/notes.txt", "not HDF5").ok());  // Not listed.
+  ASSERT_EQ(mkfifo((dir + "/pipe").c_str(), 0600), 0);  // Never opened to look.
   int charged = 0;
   const ChargeRam charge = [&](uint64_t) {
     ++charged;
@@ -172,10 +174,10 @@ TEST(Hdf5SourceTest, AFolderOfFeatureFilesIsRowsAcrossFiles) {
   };
   auto src = OpenHdf5Source(dir, "x", "labels", charge, nullptr);
   ASSERT_TRUE(src.ok()) << src.status();
-  ASSERT_EQ((*src)->size(), 12u);
-  EXPECT_EQ(charged, 3);  // Each compressed file held whole.
+  ASSERT_EQ((*src)->size(), 14u);
+  EXPECT_EQ(charged, 4);  // Each compressed file held whole.
   size_t i = 0;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 4; ++k) {
     for (size_t r = 0; r < rows[k]; ++r, ++i) {
       EXPECT_EQ(ReadRow(**src, i, 0, 16),
                 std::vector<float>(data[k].begin() + r * 16, data[k].begin() + (r + 1) * 16))
@@ -189,14 +191,14 @@ TEST(Hdf5SourceTest, AFolderOfFeatureFilesIsRowsAcrossFiles) {
   // sample (a volume), found in any case too.
   auto unlabelled = OpenHdf5Source(dir, "x", "", nullptr, nullptr, kDefaultMaxArraySamples, true);
   ASSERT_TRUE(unlabelled.ok()) << unlabelled.status();
-  EXPECT_EQ((*unlabelled)->size(), 12u);
+  EXPECT_EQ((*unlabelled)->size(), 14u);
   EXPECT_EQ((*unlabelled)->label(7), 0);
   auto volumes = OpenHdf5Source(dir, "x", "", nullptr, nullptr);
   ASSERT_TRUE(volumes.ok());
-  EXPECT_EQ((*volumes)->size(), 3u);
+  EXPECT_EQ((*volumes)->size(), 4u);
   EXPECT_EQ((*volumes)->shape(2), (std::vector<uint64_t>{4, 16}));
   // The total is capped, and a file without its labels is named.
-  EXPECT_EQ(OpenHdf5Source(dir, "x", "labels", nullptr, nullptr, 11).status().code(),
+  EXPECT_EQ(OpenHdf5Source(dir, "x", "labels", nullptr, nullptr, 13).status().code(),
             absl::StatusCode::kResourceExhausted);
   WriteH5(dir + "/d.h5", "x", data[0], rows[0], 16, true);
   absl::Status missing = OpenHdf5Source(dir, "x", "labels", nullptr, nullptr).status();

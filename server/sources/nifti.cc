@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/sources/nifti_file.h"
 #include "util/log.h"
+#include "util/file_kinds.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -20,10 +21,6 @@ namespace {
 
 // Image and label volume of a sample: a manifest line's two files.
 constexpr size_t kMostVolumesPerSample = 2;
-
-bool NamedVolume(absl::string_view name) {
-  return absl::EndsWithIgnoreCase(name, ".nii") || absl::EndsWithIgnoreCase(name, ".nii.gz");
-}
 
 std::string ShapeText(const std::vector<uint64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -195,7 +192,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::st
   if (entries.ok()) {
     for (const std::string& name : *entries) {
       const std::string file = InFolder(path, name);
-      if (NamedVolume(name) || nifti::ReadHeader(file, beneath, nullptr).ok())
+      if (NiftiName(name) || nifti::ReadHeader(file, beneath, nullptr).ok())
         lines.push_back({{file}, 0});
     }
     if (lines.empty())
@@ -203,7 +200,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::st
           absl::StrCat(path, " holds no NIfTI volumes (.nii, .nii.gz in any case)"));
   } else if (entries.status().code() == absl::StatusCode::kFailedPrecondition) {
     absl::Status volume = nifti::ReadHeader(path, beneath, nullptr).status();
-    if (volume.ok() || (NamedVolume(path) && !NotNifti(volume))) {
+    if (volume.ok() || (NiftiName(path) && !NotNifti(volume))) {
       STOKER_RETURN_IF_ERROR(volume);
       lines.push_back({{path}, 0});
     } else if (!NotNifti(volume)) {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "util/checked_math.h"
+#include "util/file_kinds.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -284,7 +285,7 @@ uint64_t MostGzipBytes(uint64_t bytes) { return bytes + bytes / 8192 * 5 + (1 <<
 }  // namespace
 
 bool IsGzip(const uint8_t* data, size_t size) {
-  return size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+  return GzipHead(absl::string_view(reinterpret_cast<const char*>(data), size));
 }
 
 absl::StatusOr<Header> ParseHeader(const uint8_t* p, size_t size) {

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "server/sources/source.h"
 #include "util/checked_math.h"
+#include "util/file_kinds.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -123,8 +124,7 @@ class NpySource : public ArraySource {
 }  // namespace
 
 absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* data, size_t size) {
-  static const uint8_t kMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (size < 10 || std::memcmp(data, kMagic, 6) != 0)
+  if (size < 10 || !NpyHead(absl::string_view(reinterpret_cast<const char*>(data), size)))
     return absl::FailedPreconditionError("not a .npy file (no \\x93NUMPY magic)");
   const int major = data[6];
   uint64_t len = 0, at = 0;
@@ -220,10 +220,11 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
   if (entries.ok()) {
     std::vector<std::string> names;
     for (const std::string& name : *entries) {
-      if (absl::EndsWithIgnoreCase(name, ".npy"))
-        names.push_back(InFolder(path, name));
+      const std::string file = InFolder(path, name);
+      if (NpyName(name) || NpyHead(ReadHead(file, beneath.get(), kKindHeadBytes).value_or("")))
+        names.push_back(file);
     }
-    if (names.empty()) return Bad(path, "holds no .npy files (in any case)");
+    if (names.empty()) return Bad(path, "holds no .npy files (named so in any case, or by content)");
     STOKER_RETURN_IF_ERROR(CheckRows(names.size(), {}, max_samples, path));
     bool typed = false;
     for (const std::string& name : names) {

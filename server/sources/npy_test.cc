@@ -1,6 +1,7 @@
 #include "server/sources/npy.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -99,24 +100,29 @@ TEST(NpyTest, RowCountsAreCappedAndRowsMayNotBeEmpty) {
   std::filesystem::remove_all(dir);
 }
 
-// A folder's files are found whatever the case of their suffix.
-TEST(NpyTest, FolderSuffixesInAnyCase) {
+// A folder's files are found whatever the case of their suffix, or by
+// their content when their names do not say; a FIFO is never opened to
+// look (no read waits on it) and other files are left out.
+TEST(NpyTest, FolderFilesByNameInAnyCaseOrByContent) {
   const std::string dir = testdata::MakeTempDir("npy-case");
   const std::vector<float> v(6, 1.5f);
-  for (const char* name : {"/a.NPY", "/b.npy", "/c.Npy"}) {
+  for (const char* name : {"/a.NPY", "/b.npy", "/c.Npy", "/d", "/e.bin"}) {
     ASSERT_TRUE(testdata::WriteFile(dir + name, NpyBytes(ElemType::kFloat32, {2, 3}, v.data())).ok());
   }
   ASSERT_TRUE(testdata::WriteFile(dir + "/notes.txt", "not an array").ok());
+  ASSERT_EQ(mkfifo((dir + "/pipe").c_str(), 0600), 0);
   auto src = OpenNpySource(dir, "", nullptr, nullptr);
   ASSERT_TRUE(src.ok()) << src.status();
-  ASSERT_EQ((*src)->size(), 3u);
+  ASSERT_EQ((*src)->size(), 5u);
   EXPECT_EQ((*src)->Name(0), dir + "/a.NPY");
+  EXPECT_EQ((*src)->Name(3), dir + "/d");
+  EXPECT_EQ((*src)->Name(4), dir + "/e.bin");
   EXPECT_EQ((*src)->shape(2), (std::vector<uint64_t>{2, 3}));
-  std::filesystem::remove_all(dir + "/a.NPY");
-  std::filesystem::remove_all(dir + "/b.npy");
-  std::filesystem::remove_all(dir + "/c.Npy");
+  for (const char* name : {"/a.NPY", "/b.npy", "/c.Npy", "/d", "/e.bin"}) {
+    std::filesystem::remove_all(dir + name);
+  }
   absl::Status none = OpenNpySource(dir, "", nullptr, nullptr).status();
-  EXPECT_EQ(none.message(), dir + ": holds no .npy files (in any case)");
+  EXPECT_EQ(none.message(), dir + ": holds no .npy files (named so in any case, or by content)");
   std::filesystem::remove_all(dir);
 }
 

@@ -199,9 +199,24 @@ def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatc
     (tmp_path / "pairs.tsv").write_text("# image, label\ncase1.nii.gz\tseg1.nii.gz\t1\n")
     for path in ("vols", "scan", "vols/case1.NII.GZ", "pairs.tsv"):
         assert lib.dataset_json(path)["nifti"]["path"] == str(tmp_path / path)
+    # A folder of arrays whose names do not say (by NumPy's magic): npy,
+    # each file a sample, read by the daemon by content too.
+    (tmp_path / "parts").mkdir()
+    for k in range(3):
+        with open(tmp_path / "parts" / f"part{k}", "wb") as f:
+            np.save(f, np.full((2, 3), k, np.float32))
+    (tmp_path / "parts" / "README").write_text("three parts")
+    ld = stoker.Loader("parts", batch_size=3, shuffle=False, socket=daemon.socket,
+                       fields=[stoker.array([2, 3], "x")])
+    assert ld._source["npy"]["path"] == str(tmp_path / "parts")
+    assert [b["x"][:, 0, 0].tolist() for b in ld] == [[0, 1, 2]]
+    ld.close()
     with h5py.File(tmp_path / "f.H5", "w") as f:
         f["x"] = np.zeros((2, 2), np.float32)
-    for bad, words in (("f.H5", "name the HDF5 dataset"),
+    (tmp_path / "store").mkdir()
+    with h5py.File(tmp_path / "store" / "part0.H5", "w") as f:
+        f["x"] = np.zeros((2, 2), np.float32)
+    for bad, words in (("f.H5", "name the HDF5 dataset"), ("store", "holds HDF5 files"),
                        ({"tar": {"path": "x"}}, "one source: folder, list, lmdb, npy, hdf5 or nifti"),
                        ({"npy": {"path": "a"}, "hdf5": {"path": "b"}}, "one source"),
                        ({"folder": {"pth": "a"}}, "pth")):

@@ -18,6 +18,12 @@ struct Owned {
   std::string_view view;
 };
 
+struct Shared {
+  explicit Shared(std::shared_ptr<const std::string> s) : bytes(std::move(s)), view(*bytes) {}
+  std::shared_ptr<const std::string> bytes;
+  std::string_view view;
+};
+
 struct Mapped {
   Mapped(void* p, size_t n) : base(p), view(static_cast<const char*>(p), n) {}
   ~Mapped() {
@@ -34,6 +40,11 @@ struct Mapped {
 Buffer BufferOf(std::string s) {
   auto owned = std::make_shared<const Owned>(std::move(s));
   return Buffer(owned, &owned->view);
+}
+
+Buffer BufferOf(std::shared_ptr<const std::string> s) {
+  auto shared = std::make_shared<const Shared>(std::move(s));
+  return Buffer(shared, &shared->view);
 }
 
 absl::StatusOr<WritablePages> Pages(uint64_t bytes, bool huge) {

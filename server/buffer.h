@@ -27,6 +27,8 @@ using Buffer = std::shared_ptr<const std::string_view>;
 
 // A buffer owning `s`.
 Buffer BufferOf(std::string s);
+// A buffer sharing `s` (no copy).
+Buffer BufferOf(std::shared_ptr<const std::string> s);
 
 // `bytes` zero bytes in anonymous pages, mapped but not yet touched, and
 // where to fill them. With `huge`, transparent huge pages are asked for

@@ -21,6 +21,12 @@ TEST(BufferTest, AStringsBytesStayWhileAReaderHoldsThem) {
   b.reset();
   EXPECT_EQ(*reader, "volume bytes");
   EXPECT_EQ(reader->size(), 12u);
+  // Over a shared string: the same bytes, not a copy.
+  auto shared = std::make_shared<const std::string>("shared bytes");
+  const Buffer over = BufferOf(shared);
+  EXPECT_EQ(over->data(), shared->data());
+  shared.reset();
+  EXPECT_EQ(*over, "shared bytes");
 }
 
 // Whether the page holding p is resident (mincore).

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -117,6 +118,22 @@ absl::Status Daemon::Start() {
     auto l2 = L2Cache::Open(options_.l2);
     if (!l2.ok()) return l2.status();
     l2_ = *std::move(l2);
+    // Decoded volumes spill to L2, under keys of their own; a volume key
+    // names its file's version, so the L2 entry's own version is none.
+    L2Cache* l2_cache = l2_.get();
+    volumes_.set_spill(VolumeCache::Spill{
+        [l2_cache](const std::string& key, const Buffer& bytes) {
+          l2_cache->Put("volume|" + key, FileVersion{}, bytes);
+        },
+        [l2_cache](const std::string& key, uint64_t bytes, uint8_t* out) {
+          bool copied = false;
+          l2_cache->Lookup("volume|" + key, FileVersion{}, [&](absl::string_view payload) {
+            if (payload.size() != bytes) return;
+            std::memcpy(out, payload.data(), bytes);
+            copied = true;
+          });
+          return copied;
+        }});
   }
   auth_.SetGuard(MakeGuard());
   pixels_ = std::make_unique<PixelCache>(&pixel_ram_, l2_.get());
@@ -506,6 +523,8 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   s.set_volume_cache_decodes(volumes_.decodes());
   s.set_volume_cache_chunks(volumes_.pieces());
   s.set_volume_cache_oversized(volumes_.oversized());
+  s.set_volume_cache_spilled(volumes_.spilled());
+  s.set_volume_cache_unspilled(volumes_.unspilled());
   s.set_batches_published(
       counters_.batches_published.load(std::memory_order_relaxed));
   absl::MutexLock lock(&mu_);

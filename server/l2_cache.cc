@@ -90,9 +90,10 @@ std::string L2Cache::DbKey(const std::string& key) const {
 namespace {
 
 // Checks a stored value against the key and the source version; on a hit
-// copies the payload into *out (the only copy: `value` lies in the map).
+// hands take() the payload (where it lies in the map).
 L2Cache::Result Classify(absl::string_view value, const std::string& key,
-                         const FileVersion& version, std::string* out) {
+                         const FileVersion& version,
+                         const std::function<void(absl::string_view)>& take) {
   ValueHeader h;
   if (value.size() < sizeof(h)) return L2Cache::Result::kCorrupt;
   std::memcpy(&h, value.data(), sizeof(h));
@@ -109,7 +110,7 @@ L2Cache::Result Classify(absl::string_view value, const std::string& key,
   if (h.source_size != version.size || h.source_mtime_ns != version.mtime_ns) {
     return L2Cache::Result::kStale;
   }
-  out->assign(payload.data(), payload.size());
+  take(payload);
   return L2Cache::Result::kHit;
 }
 
@@ -117,9 +118,16 @@ L2Cache::Result Classify(absl::string_view value, const std::string& key,
 
 L2Cache::Result L2Cache::Lookup(const std::string& key,
                                 const FileVersion& version, std::string* out) {
+  return Lookup(key, version, [out](absl::string_view payload) {
+    out->assign(payload.data(), payload.size());
+  });
+}
+
+L2Cache::Result L2Cache::Lookup(const std::string& key, const FileVersion& version,
+                                const std::function<void(absl::string_view payload)>& take) {
   Result r = Result::kMiss;
   env_->View(DbKey(key), [&](absl::string_view value) {
-    r = Classify(value, key, version, out);
+    r = Classify(value, key, version, take);
   }).IgnoreError();  // Absent (or unreadable): a miss.
   switch (r) {
     case Result::kHit:
@@ -144,7 +152,7 @@ L2Cache::Result L2Cache::Lookup(const std::string& key,
 }
 
 bool L2Cache::Put(const std::string& key, const FileVersion& version,
-                  Bytes payload) {
+                  Buffer payload) {
   if (map_full_.load(std::memory_order_relaxed)) {
     drops_.fetch_add(1, std::memory_order_relaxed);
     return false;
@@ -219,13 +227,16 @@ void L2Cache::WriteBatch(std::deque<Op>& batch) {
       if (map_full_.load(std::memory_order_relaxed)) continue;
       ValueHeader h{kValueMagic, static_cast<uint32_t>(op.key.size()),
                     op.version.size, op.version.mtime_ns, op.payload->size(), 0};
-      h.checksum = ValueChecksum(h, op.key, *op.payload);
-      std::string value(reinterpret_cast<const char*>(&h), sizeof(h));
-      value += op.key;
-      value += *op.payload;
-      MDB_val v{value.size(), value.data()};
-      int rc = mdb_put(txn, dbi, &k, &v, 0);
+      h.checksum = ValueChecksum(
+          h, op.key, absl::string_view(op.payload->data(), op.payload->size()));
+      // Reserved in the map and written there: no copy of the value first.
+      MDB_val v{sizeof(h) + op.key.size() + op.payload->size(), nullptr};
+      int rc = mdb_put(txn, dbi, &k, &v, MDB_RESERVE);
       if (rc != 0) return LmdbStatus(rc, "L2 put");
+      char* at = static_cast<char*>(v.mv_data);
+      std::memcpy(at, &h, sizeof(h));
+      std::memcpy(at + sizeof(h), op.key.data(), op.key.size());
+      std::memcpy(at + sizeof(h) + op.key.size(), op.payload->data(), op.payload->size());
       ++puts;
     }
     return absl::OkStatus();

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/stoker.pb.h"
+#include "server/buffer.h"
 #include "server/cache.h"
 #include "server/file_system.h"
 #include "server/lmdb_env.h"
@@ -52,10 +54,18 @@ class L2Cache {
   // On kHit, *out holds the payload.
   Result Lookup(const std::string& key, const FileVersion& version,
                 std::string* out);
+  // On kHit, take() is given the payload where it lies in the map (valid
+  // during the call: a large payload is copied once, where it is wanted).
+  Result Lookup(const std::string& key, const FileVersion& version,
+                const std::function<void(absl::string_view payload)>& take);
 
   // Queues a write; false (counted as a drop) when the queue is full or
-  // the map is full.
-  bool Put(const std::string& key, const FileVersion& version, Bytes payload);
+  // the map is full. The payload is held until written, and written into
+  // the map in place (one copy).
+  bool Put(const std::string& key, const FileVersion& version, Buffer payload);
+  bool Put(const std::string& key, const FileVersion& version, Bytes payload) {
+    return Put(key, version, BufferOf(std::move(payload)));
+  }
 
   // Waits until everything queued so far is committed (or dropped).
   void Flush();
@@ -69,7 +79,7 @@ class L2Cache {
     bool erase;
     std::string key;
     FileVersion version;
-    Bytes payload;
+    Buffer payload;
   };
   L2Cache(std::unique_ptr<LmdbEnv> env, const L2Options& options,
           uint64_t queue_max);

@@ -147,6 +147,10 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   counter("stoker_volume_cache_chunks_total",
           "Chunks decoded one by one into the volume cache (each once).",
           s.volume_cache_chunks());
+  counter("stoker_volume_cache_spilled_total",
+          "Volumes written to L2 once decoded.", s.volume_cache_spilled());
+  counter("stoker_volume_cache_unspilled_total",
+          "Volumes found in L2 instead of decoded again.", s.volume_cache_unspilled());
   counter("stoker_volume_cache_oversized_total",
           "Reads of volumes larger than the volume cache (read by region instead).",
           s.volume_cache_oversized());

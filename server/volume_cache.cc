@@ -22,13 +22,27 @@ absl::StatusOr<Buffer> VolumeCache::Get(const std::string& key, uint64_t bytes,
   }
   return decoding_.Do(key, [&]() -> absl::StatusOr<Buffer> {
     if (Buffer kept = ram_.Peek(key)) return kept;  // Decoded meanwhile.
+    if (Buffer found = Unspill(key, bytes)) return found;
     // Written whole: on huge pages where allowed, a fault per 2 MiB.
     STOKER_ASSIGN_OR_RETURN(WritablePages volume, Pages(bytes, /*huge=*/true));
     STOKER_RETURN_IF_ERROR(decode(parallel_, volume.data));
     decodes_.fetch_add(1, std::memory_order_relaxed);
     ram_.Insert(key, volume.buffer);
+    if (spill_.put) {
+      spill_.put(key, volume.buffer);
+      spilled_.fetch_add(1, std::memory_order_relaxed);
+    }
     return volume.buffer;
   });
+}
+
+Buffer VolumeCache::Unspill(const std::string& key, uint64_t bytes) {
+  if (!spill_.get) return nullptr;
+  absl::StatusOr<WritablePages> volume = Pages(bytes, /*huge=*/true);
+  if (!volume.ok() || !spill_.get(key, bytes, volume->data)) return nullptr;
+  unspilled_.fetch_add(1, std::memory_order_relaxed);
+  ram_.Insert(key, volume->buffer);
+  return volume->buffer;
 }
 
 namespace {
@@ -122,6 +136,15 @@ absl::Status VolumeCache::Fill(Pieces& v, const std::vector<uint64_t>& need,
 absl::StatusOr<Buffer> VolumeCache::GetPieces(const std::string& key, uint64_t bytes,
                                              uint64_t pieces, const std::vector<uint64_t>& need,
                                              const FillPiece& fill) {
+  if (spill_.get && ram_.Peek(key) == nullptr && ram_.Fits(key, bytes)) {
+    // Not in RAM: whole from the spill when it is there. (A volume being
+    // filled piece by piece is in RAM.)
+    absl::StatusOr<Buffer> found = decoding_.Do(key, [&]() -> absl::StatusOr<Buffer> {
+      if (Buffer kept = ram_.Peek(key)) return kept;
+      return Unspill(key, bytes);
+    });
+    if (found.ok() && *found != nullptr) return found;
+  }
   Buffer entry;
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Pieces> v, FindPieces(key, bytes, pieces, &entry));
   if (v == nullptr) return entry;  // Whole, or null: it cannot fit.
@@ -130,9 +153,19 @@ absl::StatusOr<Buffer> VolumeCache::GetPieces(const std::string& key, uint64_t b
   }
   STOKER_RETURN_IF_ERROR(Fill(*v, need, fill));
   if (v->left.load(std::memory_order_acquire) == 0) {
-    absl::MutexLock lock(&pieces_mu_);
-    auto it = pieces_.find(key);
-    if (it != pieces_.end() && it->second.lock() == v) pieces_.erase(it);
+    bool mine = false;  // Whoever forgets it as being filled spills it.
+    {
+      absl::MutexLock lock(&pieces_mu_);
+      auto it = pieces_.find(key);
+      if (it != pieces_.end() && it->second.lock() == v) {
+        pieces_.erase(it);
+        mine = true;
+      }
+    }
+    if (mine && spill_.put) {
+      spill_.put(key, entry);
+      spilled_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   return entry;
 }

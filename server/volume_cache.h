@@ -19,6 +19,11 @@
 // Entries are keyed by their caller: the key must name the file version
 // (path, device, inode, size, mtime) and how it was decoded.
 //
+// With a Spill (the daemon's L2, on local disk), a volume once decoded
+// whole (or its last piece filled) is written there too, and a volume not
+// in RAM is looked for there before it is decoded: found again after a
+// restart, or after its eviction, for the cost of one copy.
+//
 // A volume's bytes are anonymous pages mapped untouched (Pages): its
 // decode or its piece fills fault them in, on the pool's threads and only
 // where they write, instead of one thread zeroing the whole volume first.
@@ -61,6 +66,17 @@ class VolumeCache {
   // `parallel` null: decodes run on their caller alone (Serial).
   explicit VolumeCache(uint64_t capacity_bytes, Parallel parallel = nullptr);
 
+  // Where decoded volumes also go, and are found again (L2).
+  struct Spill {
+    // Keeps `bytes` under `key`; may drop them (a full queue or disk).
+    std::function<void(const std::string& key, const Buffer& bytes)> put;
+    // Copies what is kept under `key` into `out` when it is `bytes` long;
+    // false when nothing (or something else) is kept.
+    std::function<bool(const std::string& key, uint64_t bytes, uint8_t* out)> get;
+  };
+  // Before any Get (the daemon sets it when it opens its L2).
+  void set_spill(Spill spill) { spill_ = std::move(spill); }
+
   // The `bytes` decoded bytes of volume `key`: kept ones, else decode()'s
   // (once for concurrent callers), then kept. Null, without decoding, when
   // they could never fit the budget. decode()'s error as is.
@@ -98,6 +114,9 @@ class VolumeCache {
   uint64_t oversized() const { return oversized_.load(std::memory_order_relaxed); }
   // Pieces GetPieces filled.
   uint64_t pieces() const { return pieces_filled_.load(std::memory_order_relaxed); }
+  // Volumes written to the spill, and found there instead of decoded.
+  uint64_t spilled() const { return spilled_.load(std::memory_order_relaxed); }
+  uint64_t unspilled() const { return unspilled_.load(std::memory_order_relaxed); }
 
  private:
   struct Pieces;
@@ -105,6 +124,9 @@ class VolumeCache {
   // new; null when it is whole (*entry) or could never fit (*entry null).
   absl::StatusOr<std::shared_ptr<Pieces>> FindPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
                                      Buffer* entry);
+  // The volume from the spill into new pages, kept; null when it is not
+  // there. Call from within decoding_ for `key`.
+  Buffer Unspill(const std::string& key, uint64_t bytes);
   // Fills `need`'s empty pieces of v, and waits for those others fill.
   absl::Status Fill(Pieces& v, const std::vector<uint64_t>& need, const FillPiece& fill);
 
@@ -114,7 +136,8 @@ class VolumeCache {
   absl::Mutex pieces_mu_;
   // Volumes still being filled piece by piece; their bytes are kept in ram_.
   absl::flat_hash_map<std::string, std::weak_ptr<Pieces>> pieces_ ABSL_GUARDED_BY(pieces_mu_);
-  std::atomic<uint64_t> decodes_{0}, oversized_{0}, pieces_filled_{0};
+  std::atomic<uint64_t> decodes_{0}, oversized_{0}, pieces_filled_{0}, spilled_{0}, unspilled_{0};
+  Spill spill_;
 };
 
 }  // namespace stoker

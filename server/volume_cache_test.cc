@@ -2,10 +2,12 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/thread_pool.h"
@@ -180,6 +182,77 @@ TEST(VolumeCacheTest, PiecesAreFilledOnceAsReadsNeedThem) {
   // A volume that cannot fit is null, unfilled.
   EXPECT_EQ(*cache.GetPieces("big", 20'000, 10, {0}, fill), nullptr);
   EXPECT_EQ(cache.oversized(), 1u);
+}
+
+// A spill kept in a map, as L2 would keep it across restarts.
+struct MapSpill {
+  absl::Mutex mu;
+  std::map<std::string, std::string> kept;
+  int gets = 0;
+  VolumeCache::Spill spill() {
+    return VolumeCache::Spill{
+        [this](const std::string& key, const Buffer& bytes) {
+          absl::MutexLock lock(&mu);
+          kept[key] = std::string(*bytes);
+        },
+        [this](const std::string& key, uint64_t bytes, uint8_t* out) {
+          absl::MutexLock lock(&mu);
+          ++gets;
+          auto it = kept.find(key);
+          if (it == kept.end() || it->second.size() != bytes) return false;
+          std::memcpy(out, it->second.data(), bytes);
+          return true;
+        }};
+  }
+};
+
+// Volumes decoded whole, or whose last piece was filled, are spilled; a
+// new cache (a restarted daemon) finds them there instead of decoding, and
+// so does a cache that evicted them. A kept entry of another size is not
+// taken.
+TEST(VolumeCacheTest, DecodedVolumesAreSpilledAndFoundAgain) {
+  MapSpill l2;
+  std::atomic<int> calls{0};
+  std::atomic<int> fills[10] = {};
+  auto fill = [&](uint64_t p, uint8_t* v) { return FillPiece(p, v, fills); };
+  {
+    VolumeCache cache(10'000);
+    cache.set_spill(l2.spill());
+    ASSERT_TRUE(cache.Get("whole", 1000, Filling(7, &calls)).ok());
+    ASSERT_TRUE(cache.GetPieces("chunked", 1000, 10, {0, 1, 2, 3, 4}, fill).ok());
+    EXPECT_EQ(cache.spilled(), 1u);  // Half its pieces: not yet.
+    ASSERT_TRUE(cache.GetPieces("chunked", 1000, 10, {5, 6, 7, 8, 9}, fill).ok());
+    EXPECT_EQ(cache.spilled(), 2u);
+    EXPECT_EQ(cache.unspilled(), 0u);
+  }
+  ASSERT_EQ(l2.kept.size(), 2u);
+  EXPECT_EQ(l2.kept["whole"], std::string(1000, '\7'));
+  VolumeCache restarted(10'000);
+  restarted.set_spill(l2.spill());
+  absl::StatusOr<Buffer> whole = restarted.Get("whole", 1000, Filling(9, &calls));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(**whole, std::string(1000, '\7'));
+  EXPECT_EQ(calls.load(), 1);  // Not decoded again.
+  absl::StatusOr<Buffer> chunked = restarted.GetPieces("chunked", 1000, 10, {3}, fill);
+  ASSERT_TRUE(chunked.ok());
+  for (uint64_t p = 0; p < 10; ++p) {
+    EXPECT_EQ((**chunked)[p * 100], static_cast<char>(p + 1)) << p;
+    EXPECT_EQ(fills[p].load(), 1) << p;  // Filled once, before the restart.
+  }
+  EXPECT_EQ(restarted.unspilled(), 2u);
+  EXPECT_EQ(restarted.decodes(), 0u);
+  EXPECT_EQ(restarted.spilled(), 0u);  // Found there: not written again.
+  // Evicted by other volumes, found again.
+  ASSERT_TRUE(restarted.Get("a", 4000, Filling(1, &calls)).ok());
+  ASSERT_TRUE(restarted.Get("b", 4000, Filling(2, &calls)).ok());
+  ASSERT_TRUE(restarted.Get("c", 4000, Filling(3, &calls)).ok());
+  EXPECT_GT(restarted.Stats().evictions(), 0u);
+  ASSERT_TRUE(restarted.Get("whole", 1000, Filling(9, &calls)).ok());
+  EXPECT_EQ(calls.load(), 4);  // a, b and c only.
+  // Another size under the same key is decoded, not taken.
+  l2.kept["other"] = std::string(10, 'x');
+  ASSERT_TRUE(restarted.Get("other", 1000, Filling(5, &calls)).ok());
+  EXPECT_EQ(calls.load(), 5);
 }
 
 TEST(VolumeCacheTest, AFailedPieceIsReturnedAndFilledLater) {

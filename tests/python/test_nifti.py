@@ -15,6 +15,7 @@ nib = pytest.importorskip("nibabel")
 pytest.importorskip("torch")
 
 import stoker
+from conftest import Daemon
 from test_arrays import daemon_stats, find_patch
 
 SHAPE = (20, 24, 18)  # x, y, z as nibabel gives them.
@@ -178,6 +179,41 @@ def test_each_samples_volumes_are_described_with_nibabels_affine(daemon, volumes
     with pytest.raises(stoker.StokerError, match="outside the dataset's 6 samples"):
         ld.describe([6])
     ld.close()
+
+
+def test_decoded_volumes_are_found_in_l2_after_a_restart(volumes, tmp_path):
+    """A daemon with an L2 spills each volume it decodes there; a restarted
+    one finds all six (images and label volumes) instead of decoding, and
+    serves the same bytes as nibabel's."""
+    d, refs = volumes
+    flags = ["--l2-path", str(tmp_path / "l2"), "--l2-max-bytes", "256M"]
+
+    def whole_volumes(daemon):
+        ld = stoker.Loader({"nifti": {"path": str(d / "train.tsv")}}, batch_size=3,
+                           shuffle=False, socket=daemon.socket,
+                           fields=[stoker.array(SHAPE, "image"),
+                                   stoker.array(SHAPE, "seg", dtype="uint8", file=1)])
+        (b,) = list(ld.batches())
+        for k, (image, seg) in enumerate(refs):
+            np.testing.assert_array_equal(np.asarray(b.field("image"))[k], image)
+            np.testing.assert_array_equal(np.asarray(b.field("seg"))[k], seg)
+        ld.close()
+        return daemon_stats(daemon)
+
+    first = Daemon(extra=flags)
+    try:
+        s = whole_volumes(first)
+        assert s.get("volume_cache_decodes", 0) == 6
+        assert s.get("volume_cache_spilled", 0) == 6
+    finally:
+        first.stop()  # Writes what it queued for L2 before it exits.
+    second = Daemon(extra=flags)
+    try:
+        s = whole_volumes(second)
+        assert s.get("volume_cache_decodes", 0) == 0
+        assert s.get("volume_cache_unspilled", 0) == 6
+    finally:
+        second.stop()
 
 
 def test_bad_volumes_are_named(daemon, tmp_path):

@@ -26,7 +26,9 @@ run on the same files and cores.
       daemon) and epochs 2+ apart. DataLoader: nibabel's dataobj slicing
       of both volumes per patch (it inflates the stream up to the patch);
       and, against epochs 2+, workers that load each volume once and keep
-      it (TorchIO's Queue), timed once every worker holds them.
+      it (TorchIO's Queue), timed once every worker holds them. Also
+      epoch 1 on a restarted daemon whose L2 (--l2-path) holds the volumes
+      the first one decoded.
   (c) segmentation: 512x512 JPEG photos + PNG masks, joint random crop 384
       + horizontal flip, batch 32. DataLoader: PIL + torchvision functional.
 
@@ -39,10 +41,12 @@ with Debian's python3; data is generated under $STOKER_BENCH_ARRAYS).
 """
 
 import os
+import shutil
 import statistics
 import warnings
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -384,6 +388,34 @@ def cold_and_warm(source, fields, patch):
     return statistics.median(firsts), later
 
 
+def after_restart(source, fields, patch):
+    """Patches/s of epoch 1 on a restarted daemon whose L2 holds the volumes
+    a first daemon decoded (the median of RUNS restarts): one copy from L2
+    per volume instead of an inflate."""
+    n = 4 * PER_VOLUME
+    l2 = tempfile.mkdtemp(prefix="stoker-bench-l2-")
+    flags = ("--l2-path", l2, "--l2-max-bytes", "4G")
+    try:
+        rates = []
+        for run in range(RUNS + 1):
+            d = Stokerd(*flags)
+            try:
+                ld = stoker.Loader(source, batch_size=2, socket=d.sock, ring_slots=8,
+                                   fields=fields, pipeline=[patch])
+                t0 = time.perf_counter()
+                for _ in ld:
+                    pass
+                if run > 0:  # Run 0 decodes and fills L2.
+                    rates.append(n / (time.perf_counter() - t0))
+                    assert d.stats().get("volume_cache_decodes", 0) == 0
+                ld.close()
+            finally:
+                d.close()
+        return statistics.median(rates)
+    finally:
+        shutil.rmtree(l2, ignore_errors=True)
+
+
 def main():
     # Each pass is timed whole: the Loader's end-of-epoch starvation advice
     # (the benchmark does no training work, so it always waits) is noise here.
@@ -466,7 +498,7 @@ def main():
                                          [stoker.array(PATCH, "image"),
                                           stoker.array(PATCH, "seg", dtype="uint8", file=1)],
                                          stoker.random_patch(PATCH, label="seg", pos=1, neg=1))
-            t, w = dataloader_best(NiftiPatches(), 2, 4 * PER_VOLUME)
+            t, w = fresh = dataloader_best(NiftiPatches(), 2, 4 * PER_VOLUME)
             pair_bytes = 5 * PATCH[0] * PATCH[1] * PATCH[2]
             rows.append(("(b'') .nii.gz scan + labels, label-biased 1:1, epoch 1", first, t, w,
                          first * pair_bytes / 1e9, bw * CORES))
@@ -475,6 +507,14 @@ def main():
             t, w = dataloader_best(NiftiPatches(keep=True), 2, 4 * PER_VOLUME)
             rows.append(("      epochs 2+ against workers keeping volumes (TorchIO Queue)",
                          later, t, w, later * pair_bytes / 1e9, bw * CORES))
+            restarted = after_restart({"nifti": {"path": os.path.join(NIFTI, "train.tsv")},
+                                       "samples_per_volume": PER_VOLUME},
+                                      [stoker.array(PATCH, "image"),
+                                       stoker.array(PATCH, "seg", dtype="uint8", file=1)],
+                                      stoker.random_patch(PATCH, label="seg", pos=1, neg=1))
+            t, w = fresh
+            rows.append(("      epoch 1 after a restart (volumes from L2)", restarted, t, w,
+                         restarted * pair_bytes / 1e9, bw * CORES))
         # (c) Segmentation pairs.
         if "segmentation" in CASES:
             ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,

@@ -369,30 +369,35 @@ def cold_and_warm(source, fields, patch):
     """Patches/s of 4 volumes x PER_VOLUME (op `patch`): epoch 1 on a fresh
     daemon (every volume decoded; the median of RUNS fresh daemons), and
     the epochs after it (patches copied from the volume cache)."""
-    n = 4 * PER_VOLUME
     firsts, later = [], None
     for run in range(RUNS):
         cold = Stokerd()  # Its volume cache starts empty.
         try:
-            ld = stoker.Loader(source, batch_size=2, socket=cold.sock, ring_slots=8,
-                               fields=fields, pipeline=[patch])
-            t0 = time.perf_counter()
-            for _ in ld:
-                pass
-            firsts.append(n / (time.perf_counter() - t0))
+            rate, ld = first_epoch(cold, source, fields, patch)
+            firsts.append(rate)
             if run == 0:
-                later = stoker_rate(ld, n)
+                later = stoker_rate(ld, 4 * PER_VOLUME)
             ld.close()
         finally:
             cold.close()
     return statistics.median(firsts), later
 
 
+def first_epoch(daemon, source, fields, patch):
+    """Patches/s of a new Loader's first epoch (4 x PER_VOLUME patches of
+    op `patch`, batch 2) on `daemon`, and the Loader."""
+    ld = stoker.Loader(source, batch_size=2, socket=daemon.sock, ring_slots=8,
+                       fields=fields, pipeline=[patch])
+    t0 = time.perf_counter()
+    for _ in ld:
+        pass
+    return 4 * PER_VOLUME / (time.perf_counter() - t0), ld
+
+
 def after_restart(source, fields, patch):
     """Patches/s of epoch 1 on a restarted daemon whose L2 holds the volumes
     a first daemon decoded (the median of RUNS restarts): one copy from L2
     per volume instead of an inflate."""
-    n = 4 * PER_VOLUME
     l2 = tempfile.mkdtemp(prefix="stoker-bench-l2-")
     flags = ("--l2-path", l2, "--l2-max-bytes", "4G")
     try:
@@ -400,13 +405,9 @@ def after_restart(source, fields, patch):
         for run in range(RUNS + 1):
             d = Stokerd(*flags)
             try:
-                ld = stoker.Loader(source, batch_size=2, socket=d.sock, ring_slots=8,
-                                   fields=fields, pipeline=[patch])
-                t0 = time.perf_counter()
-                for _ in ld:
-                    pass
+                rate, ld = first_epoch(d, source, fields, patch)
                 if run > 0:  # Run 0 decodes and fills L2.
-                    rates.append(n / (time.perf_counter() - t0))
+                    rates.append(rate)
                     assert d.stats().get("volume_cache_decodes", 0) == 0
                 ld.close()
             finally:

@@ -200,20 +200,15 @@ def test_decoded_volumes_are_found_in_l2_after_a_restart(volumes, tmp_path):
         ld.close()
         return daemon_stats(daemon)
 
-    first = Daemon(extra=flags)
-    try:
-        s = whole_volumes(first)
-        assert s.get("volume_cache_decodes", 0) == 6
-        assert s.get("volume_cache_spilled", 0) == 6
-    finally:
-        first.stop()  # Writes what it queued for L2 before it exits.
-    second = Daemon(extra=flags)
-    try:
-        s = whole_volumes(second)
-        assert s.get("volume_cache_decodes", 0) == 0
-        assert s.get("volume_cache_unspilled", 0) == 6
-    finally:
-        second.stop()
+    # The first daemon decodes and spills; the restarted one finds them.
+    for decodes, counted in ((6, "volume_cache_spilled"), (0, "volume_cache_unspilled")):
+        stokerd = Daemon(extra=flags)
+        try:
+            s = whole_volumes(stokerd)
+            assert s.get("volume_cache_decodes", 0) == decodes
+            assert s.get(counted, 0) == 6
+        finally:
+            stokerd.stop()  # Writes what it queued for L2 before it exits.
 
 
 def test_bad_volumes_are_named(daemon, tmp_path):

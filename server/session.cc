@@ -195,17 +195,34 @@ void ServingSession::Produce() {
       absl::MutexLock lock(&mu_);
       tasks_in_flight_ += job->count;
     }
-    for (uint32_t i = 0; i < job->count; ++i) {
-      const uint64_t index = order[first + i];
-      ctx_.reader_pool->Schedule([this, job, t = SampleTask{i, index, index, 0}] {
-        FetchSampleGuarded(job, t);
-      }, id_, Weight());
+    // A task per sample, or per run of samples when they are array rows
+    // too small to be worth a task each (SamplesPerTask).
+    const uint32_t run = SamplesPerTask();
+    for (uint32_t i = 0; i < job->count; i += run) {
+      const uint32_t end = std::min(job->count, i + run);
+      ctx_.reader_pool->Schedule(
+          [this, job, i, indices = std::vector<uint64_t>(order.begin() + first + i,
+                                                         order.begin() + first + end)] {
+            for (uint32_t k = 0; k < indices.size(); ++k) {
+              FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0});
+            }
+          },
+          id_, Weight());
     }
     if (++batch == per_epoch) {
       batch = 0;
       order = plan_.RankOrder(++epoch);
     }
   }
+}
+
+uint32_t ServingSession::SamplesPerTask() const {
+  if (dataset_->source == nullptr || dataset_->source->arrays() == nullptr) return 1;
+  uint64_t bytes = 1;
+  for (uint64_t b : field_bytes_) bytes += b;
+  // About 64 KiB of rows a task: a task costs about as much as copying
+  // a few KiB, so rows of features go in runs, volume patches one each.
+  return static_cast<uint32_t>(std::clamp<uint64_t>((64 << 10) / bytes, 1, 256));
 }
 
 SampleOut ServingSession::OutOf(const BatchJob& job, uint32_t i) const {

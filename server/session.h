@@ -177,6 +177,9 @@ class ServingSession {
                     const absl::Status& error);
   // Sample i's place in the job's slot.
   SampleOut OutOf(const BatchJob& job, uint32_t i) const;
+  // Samples a reader task takes in a row: 1, or for typed arrays enough
+  // rows for about 64 KiB (at most 256).
+  uint32_t SamplesPerTask() const;
   // Writes the sample's label into every label field.
   void WriteLabels(const SampleOut& out, int32_t label) const;
 

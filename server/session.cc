@@ -203,9 +203,11 @@ void ServingSession::Produce() {
       ctx_.reader_pool->Schedule(
           [this, job, i, indices = std::vector<uint64_t>(order.begin() + first + i,
                                                          order.begin() + first + end)] {
+            RunTally run;
             for (uint32_t k = 0; k < indices.size(); ++k) {
-              FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0});
+              FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0}, &run);
             }
+            Done(job, run);
           },
           id_, Weight());
     }
@@ -245,31 +247,31 @@ void ServingSession::WriteLabels(const SampleOut& out, int32_t label) const {
 }
 
 void ServingSession::FetchSampleGuarded(const std::shared_ptr<BatchJob>& job,
-                                        const SampleTask& t) {
+                                        const SampleTask& t, RunTally* run) {
   absl::Status s = Guarded("reading a sample", [&] {
-    FetchSample(job, t);
+    FetchSample(job, t, run);
     return absl::OkStatus();
   });
-  if (!s.ok()) FinishSample(job, t, shm::kSampleReadError, s);
+  if (!s.ok()) FinishSample(job, t, shm::kSampleReadError, s, run);
 }
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
-                                 const SampleTask& t) {
+                                 const SampleTask& t, RunTally* run) {
   if (stopping_.load(std::memory_order_relaxed)) {
-    FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
+    FinishSample(job, t, shm::kSampleOk, absl::OkStatus(), run);
     return;
   }
   FetchedSample in;
   SampleReader::Result r = reader_.Read(t.index, job->epoch, OutOf(*job, t.i), &in);
   switch (r.kind) {
     case SampleReader::Result::kDone:
-      FinishSample(job, t, shm::kSampleOk, absl::OkStatus());
+      FinishSample(job, t, shm::kSampleOk, absl::OkStatus(), run);
       return;
     case SampleReader::Result::kReadError:
-      FinishSample(job, t, shm::kSampleReadError, r.error);
+      FinishSample(job, t, shm::kSampleReadError, r.error, run);
       return;
     case SampleReader::Result::kDecodeError:
-      FinishSample(job, t, shm::kSampleDecodeError, r.error);
+      FinishSample(job, t, shm::kSampleDecodeError, r.error, run);
       return;
     case SampleReader::Result::kDecode:
       break;
@@ -332,8 +334,10 @@ uint64_t ServingSession::ReplacementFor(const BatchJob& job,
 
 void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
                                   const SampleTask& t, shm::SampleStatus status,
-                                  const absl::Status& error) {
+                                  const absl::Status& error, RunTally* run) {
   const uint32_t i = t.i;
+  RunTally one;
+  RunTally& tally = run != nullptr ? *run : one;
   if (!stopping_.load(std::memory_order_relaxed)) {
     const Sample& sample = dataset_->samples[t.index];
     shm::SlotView view = ring_->Slot(job->slot);
@@ -358,8 +362,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
     view.indices[i] = t.original;
     if (status == shm::kSampleOk) {
       view.status[i] = t.index == t.original ? shm::kSampleOk : shm::kSampleReplaced;
-      decoded_.fetch_add(1, std::memory_order_relaxed);
-      ctx_.counters->samples_decoded.fetch_add(1, std::memory_order_relaxed);
+      ++tally.decoded;
     } else {
       view.status[i] = status;
       for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
@@ -371,9 +374,19 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
       job->errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  ++tally.finished;
+  if (run == nullptr) Done(job, one);
+}
+
+void ServingSession::Done(const std::shared_ptr<BatchJob>& job, const RunTally& run) {
+  if (run.finished == 0) return;
+  if (run.decoded > 0) {
+    decoded_.fetch_add(run.decoded, std::memory_order_relaxed);
+    ctx_.counters->samples_decoded.fetch_add(run.decoded, std::memory_order_relaxed);
+  }
   // acq_rel: the last sample sees every other sample's writes to the slot
   // before publishing it.
-  if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+  if (job->remaining.fetch_sub(run.finished, std::memory_order_acq_rel) == run.finished &&
       !stopping_.load(std::memory_order_relaxed)) {
     // Counted first, so a consumer that sees the batch also sees the count.
     published_.fetch_add(1, std::memory_order_relaxed);
@@ -382,7 +395,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
                    job->count, job->errors.load(std::memory_order_relaxed));
   }
   absl::MutexLock lock(&mu_);
-  --tasks_in_flight_;
+  tasks_in_flight_ -= run.finished;
 }
 
 v1::SessionStats ServingSession::Stats() const {

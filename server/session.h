@@ -163,18 +163,27 @@ class ServingSession {
   // The dataset sample that stands in for failed `t` (never t.original).
   uint64_t ReplacementFor(const BatchJob& job, const SampleTask& t) const;
   static constexpr int kMaxReplacements = 8;
+  // Samples a reader task finished in a run (SamplesPerTask), accounted
+  // once at the run's end (Done) instead of once each.
+  struct RunTally {
+    uint32_t finished = 0, decoded = 0;
+  };
   // FetchSample behind the exception barrier: a throw is the sample's error.
-  void FetchSampleGuarded(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
+  void FetchSampleGuarded(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
+                          RunTally* run = nullptr);
   // Reader stage (reader_), then the decode stage on the session's node.
-  void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t);
+  // With `run`, a sample finished here is tallied there.
+  void FetchSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t, RunTally* run);
   // Decode stage (renderer_), and the decoded cache's fill.
   void DecodeSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
                     const FetchedSample& in);
   // Records the sample's outcome (or, for a failure under ON_ERROR_REPLACE,
-  // starts on a replacement); the batch's last sample publishes it.
+  // starts on a replacement), then Done(1), or tallies it in `run`.
   void FinishSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
-                    shm::SampleStatus status,
-                    const absl::Status& error);
+                    shm::SampleStatus status, const absl::Status& error,
+                    RunTally* run = nullptr);
+  // Accounts `run`'s samples as finished: the batch's last publishes it.
+  void Done(const std::shared_ptr<BatchJob>& job, const RunTally& run);
   // Sample i's place in the job's slot.
   SampleOut OutOf(const BatchJob& job, uint32_t i) const;
   // Samples a reader task takes in a row: 1, or for typed arrays enough

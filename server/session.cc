@@ -160,6 +160,11 @@ void ServingSession::Stop(shm::CloseReason reason) {
   ring_->Close(reason);
 }
 
+namespace {
+// How many rows ahead a run of rows asks for their entries.
+constexpr uint32_t kPrefetchAhead = 8;
+}  // namespace
+
 void ServingSession::Produce() {
   const uint64_t per_epoch = plan_.batches_per_epoch();
   const uint32_t batch_size = spec_.batch_size();
@@ -205,6 +210,11 @@ void ServingSession::Produce() {
                                                          order.begin() + first + end)] {
             RunTally run;
             for (uint32_t k = 0; k < indices.size(); ++k) {
+              // Rows are drawn at random: ask for a later row's entry (its
+              // label) now, so its cache miss overlaps this row's copy.
+              if (k + kPrefetchAhead < indices.size()) {
+                __builtin_prefetch(&dataset_->samples[indices[k + kPrefetchAhead]]);
+              }
               FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0}, &run);
             }
             Done(job, run);

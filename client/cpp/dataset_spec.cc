@@ -73,8 +73,11 @@ bool NiftiManifest(const std::string& path) {
 
 // The array kind of folder `path`: that of its first file (in name order,
 // of its first 4096 entries) whose name or first bytes say one; "" when
-// none does (a folder of class folders of images).
+// none does (a folder of class folders of images). Only the first 64
+// files are opened to look at their bytes: a folder of many pictures is
+// not read file by file to be named.
 std::string FolderKind(const std::string& path) {
+  constexpr size_t kMostOpened = 64;
   std::vector<std::string> files;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(path, ec), end;
@@ -82,8 +85,9 @@ std::string FolderKind(const std::string& path) {
     if (it->is_regular_file(ec)) files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
-  for (const std::string& f : files) {
-    const std::string kind = ArrayKind(f, Head(f, kKindHeadBytes), /*gzip_nifti=*/false);
+  for (size_t k = 0; k < files.size(); ++k) {
+    const std::string head = k < kMostOpened ? Head(files[k], kKindHeadBytes) : "";
+    const std::string kind = ArrayKind(files[k], head, /*gzip_nifti=*/false);
     if (!kind.empty()) return kind;
   }
   return "";

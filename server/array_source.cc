@@ -431,6 +431,16 @@ class ConcatSource : public ArraySource {
     const auto [k, j] = Locate(i);
     return parts_[k]->Affine(j, file);
   }
+  std::vector<RowSpan> RowSpans(uint32_t file) const override {
+    std::vector<RowSpan> spans;
+    for (size_t k = 0; k < parts_.size(); ++k) {
+      for (RowSpan s : parts_[k]->RowSpans(file)) {
+        s.first += starts_[k];
+        spans.push_back(s);
+      }
+    }
+    return spans;
+  }
 
  private:
   // The part holding sample i, and the sample's index in it.

@@ -106,6 +106,21 @@ std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(const std::string& path,
                                                        const Beneath* beneath);
 
+// Samples [first, first + rows) of an array source lying in memory as the
+// rows of one array (a single .npy file or HDF5 dataset, mapped or in RAM):
+// sample first + r is the array of `*shape` and `type` at
+// data + r * row_bytes. Valid while the source lives.
+struct RowSpan {
+  uint64_t first = 0, rows = 0;
+  const uint8_t* data = nullptr;
+  uint64_t row_bytes = 0;
+  ElemType type = ElemType::kUint8;
+  const std::vector<uint64_t>* shape = nullptr;
+  // A file mapping its owner may truncate: read only under
+  // GuardedMappedRead (util/mapped_read.h).
+  bool mapped = false;
+};
+
 // A SampleSource whose samples are arrays read by region (arrays() is
 // itself); its whole-file Identify and Read are FAILED_PRECONDITION.
 class ArraySource : public SampleSource {
@@ -148,6 +163,11 @@ class ArraySource : public SampleSource {
   // millimetres, row-major 3 x 4 (an affine's first three rows). Empty for
   // kinds without geometry.
   virtual std::vector<double> Affine(size_t i, uint32_t file) const { return {}; }
+  // Where samples' array `file` lies as rows in memory, sorted by first,
+  // for whole-sample copies without a read per sample (server/row_gather.h).
+  // Samples outside every span (folders, volumes, datasets read by
+  // hyperslab) are read by ReadArray. None by default.
+  virtual std::vector<RowSpan> RowSpans(uint32_t file) const { return {}; }
   // ReadArray of the sample's first array.
   absl::Status Read(size_t i, const uint64_t* start, const uint64_t* count, ElemType to,
                     uint8_t* dst) const {

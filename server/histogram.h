@@ -18,11 +18,13 @@ class LatencyHistogram {
       1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
       5e-2, 0.1,    0.25,   0.5,  1.0,    2.5,  10.0};
 
-  void Observe(uint64_t ns) {
-    const double s = ns * 1e-9;
+  // `n` observations of ns / n each (a run of samples timed as one).
+  void Observe(uint64_t ns, uint64_t n = 1) {
+    if (n == 0) return;
+    const double s = ns * 1e-9 / n;
     size_t i = 0;
     while (i < kBounds.size() && s > kBounds[i]) ++i;
-    counts_[i].fetch_add(1, std::memory_order_relaxed);
+    counts_[i].fetch_add(n, std::memory_order_relaxed);
     sum_ns_.fetch_add(ns, std::memory_order_relaxed);
   }
 

@@ -111,11 +111,37 @@ inline std::shared_ptr<Dataset> MemoryDataset(std::shared_ptr<const SampleSource
 
 // Rows of `width` float32 values; row i's value j is i * 1000 + j, and in
 // its array k (of `files`) k * 100000 more. Rows in `broken` fail their
-// reads as a file that is not an array does.
+// reads as a file that is not an array does. With `spans`, the rows are
+// also held in memory as RowSpans, with the broken ones left out.
 class MemoryArrays : public ArraySource {
  public:
-  MemoryArrays(size_t rows, uint64_t width, std::vector<size_t> broken = {}, uint32_t files = 1)
-      : rows_(rows), shape_{width}, broken_(std::move(broken)), files_(files) {}
+  MemoryArrays(size_t rows, uint64_t width, std::vector<size_t> broken = {}, uint32_t files = 1,
+               bool spans = false)
+      : rows_(rows), shape_{width}, broken_(std::move(broken)), files_(files) {
+    if (!spans) return;
+    held_.resize(files);
+    for (uint32_t k = 0; k < files; ++k) {
+      for (size_t i = 0; i < rows; ++i) {
+        for (uint64_t j = 0; j < width; ++j) held_[k].push_back(Value(k, i, j));
+      }
+    }
+  }
+  std::vector<RowSpan> RowSpans(uint32_t file) const override {
+    std::vector<RowSpan> spans;
+    if (held_.empty()) return spans;
+    for (size_t i = 0; i < rows_; ++i) {
+      if (!Broken(i).ok()) continue;
+      if (spans.empty() || spans.back().first + spans.back().rows != i) {
+        spans.push_back(RowSpan{i, 0, reinterpret_cast<const uint8_t*>(&held_[file][i * shape_[0]]),
+                                shape_[0] * 4, ElemType::kFloat32, &shape_, false});
+      }
+      ++spans.back().rows;
+    }
+    return spans;
+  }
+  static float Value(uint32_t file, size_t i, uint64_t j) {
+    return static_cast<float>(file * 100000 + i * 1000 + j);
+  }
   size_t size() const override { return rows_; }
   ElemType type() const override { return ElemType::kFloat32; }
   const std::vector<uint64_t>& shape(size_t) const override { return shape_; }
@@ -131,7 +157,7 @@ class MemoryArrays : public ArraySource {
   absl::Status ReadArray(size_t i, uint32_t file, const uint64_t* start, const uint64_t* count,
                          ElemType to, uint8_t* dst) const override {
     std::vector<float> row(shape_[0]);
-    for (uint64_t j = 0; j < shape_[0]; ++j) row[j] = static_cast<float>(file * 100000 + i * 1000 + j);
+    for (uint64_t j = 0; j < shape_[0]; ++j) row[j] = Value(file, i, j);
     CopyRegion(reinterpret_cast<const uint8_t*>(row.data()), ElemType::kFloat32, shape_, start,
                count, dst, to);
     return absl::OkStatus();
@@ -142,6 +168,7 @@ class MemoryArrays : public ArraySource {
   const std::vector<uint64_t> shape_;
   const std::vector<size_t> broken_;
   const uint32_t files_;
+  std::vector<std::vector<float>> held_;  // Per file, with `spans`.
 };
 
 }  // namespace stoker

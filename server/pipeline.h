@@ -92,6 +92,9 @@ class Pipeline {
   // (needs an npy/HDF5 source).
   bool has_spatial() const;
   bool has_arrays() const;
+  // Array fields are whole samples as stored (no op draws or changes
+  // anything: feature rows), so PlanArrays would give only zeros.
+  bool whole_arrays() const { return has_arrays() && steps_.empty(); }
   // INVALID_ARGUMENT when a sample of `shape` cannot fill array field `f`
   // (its shape, or a patch larger than the sample); `what` names it.
   absl::Status CheckArrayShape(const FieldPlan& f,

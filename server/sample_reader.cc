@@ -25,12 +25,22 @@ SampleReader::SampleReader(const Dataset& dataset, const Pipeline& pipeline,
   }
   keeps_decoded_ = pipeline_.cacheable() && caches_.decoded != nullptr && decoded_bytes_ > 0 &&
                    dataset_.samples.size() * decoded_bytes_ <= caches_.decoded->capacity_bytes();
+  if (dataset_.source != nullptr && dataset_.source->arrays() != nullptr)
+    rows_ = RowGather::For(*dataset_.source->arrays(), pipeline_, field_bytes_);
 }
 
-void SampleReader::Count(uint64_t t0) const {
+void SampleReader::Count(uint64_t t0, uint64_t n) const {
   const uint64_t ns = shm::MonotonicNanos() - t0;
-  if (caches_.fetch_latency != nullptr) caches_.fetch_latency->Observe(ns);
+  if (caches_.fetch_latency != nullptr) caches_.fetch_latency->Observe(ns, n);
   read_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+size_t SampleReader::ReadRows(const uint64_t* indices, size_t n, const SampleOut& out) const {
+  if (rows_ == nullptr || n == 0) return 0;
+  const uint64_t t0 = shm::MonotonicNanos();
+  const size_t copied = rows_->Copy(indices, n, out.field);
+  Count(t0, copied);
+  return copied;
 }
 
 SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const SampleOut& out,

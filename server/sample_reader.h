@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@
 #include "server/histogram.h"
 #include "server/pipeline.h"
 #include "server/pixel_cache.h"
+#include "server/row_gather.h"
 #include "shm/ring_data.h"
 
 namespace stoker {
@@ -93,6 +95,13 @@ class SampleReader {
   // them and the seed).
   Result Read(uint64_t index, uint64_t epoch, const SampleOut& out, FetchedSample* in) const;
 
+  // Copies the whole array fields of samples indices[0..n) into positions
+  // 0..n-1 of `out` (field f's k-th at out.field[f] + k * its bytes per
+  // sample) when they lie as rows in memory (server/row_gather.h), up to
+  // the first it cannot: returns how many. Read() then gives that one and
+  // its error. 0 unless the source is typed arrays taken whole.
+  size_t ReadRows(const uint64_t* indices, size_t n, const SampleOut& out) const;
+
   // Field f's picture: decoded for this sample into `image`, or the pixel
   // cache's (filled on a miss, into `entry`); `*view` is what to render.
   // `plan` as DecodeImage's; with the pixel cache it is called once with
@@ -128,7 +137,8 @@ class SampleReader {
   bool LookupPixels(const std::vector<SourceKey>& ids, FetchedSample* in) const;
   // Copies a decoded-cache value into the spatial fields of `out`.
   void CopySpatial(const std::string& value, const SampleOut& out) const;
-  void Count(uint64_t t0) const;
+  // Time since t0 for `n` samples read.
+  void Count(uint64_t t0, uint64_t n = 1) const;
 
   const Dataset& dataset_;
   const Pipeline& pipeline_;
@@ -141,6 +151,7 @@ class SampleReader {
   const std::string decoded_key_prefix_;
   uint64_t decoded_bytes_ = 0;
   bool keeps_decoded_ = false;
+  std::unique_ptr<RowGather> rows_;  // Whole feature rows; null otherwise.
   mutable std::atomic<uint64_t> read_ns_{0};
 };
 

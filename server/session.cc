@@ -208,16 +208,7 @@ void ServingSession::Produce() {
       ctx_.reader_pool->Schedule(
           [this, job, i, indices = std::vector<uint64_t>(order.begin() + first + i,
                                                          order.begin() + first + end)] {
-            RunTally run;
-            for (uint32_t k = 0; k < indices.size(); ++k) {
-              // Rows are drawn at random: ask for a later row's entry (its
-              // label) now, so its cache miss overlaps this row's copy.
-              if (k + kPrefetchAhead < indices.size()) {
-                __builtin_prefetch(&dataset_->samples[indices[k + kPrefetchAhead]]);
-              }
-              FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0}, &run);
-            }
-            Done(job, run);
+            ReadRun(job, i, indices);
           },
           id_, Weight());
     }
@@ -238,10 +229,49 @@ uint32_t ServingSession::SamplesPerTask() const {
 }
 
 SampleOut ServingSession::OutOf(const BatchJob& job, uint32_t i) const {
-  const shm::SlotView view = ring_->Slot(job.slot);
+  return OutOf(ring_->Slot(job.slot), i);
+}
+
+SampleOut ServingSession::OutOf(const shm::SlotView& view, uint32_t i) const {
   SampleOut out;
   for (size_t f = 0; f < field_bytes_.size(); ++f) out.field[f] = view.fields[f] + i * field_bytes_[f];
   return out;
+}
+
+void ServingSession::ReadRun(const std::shared_ptr<BatchJob>& job, uint32_t i,
+                             const std::vector<uint64_t>& indices) {
+  RunTally run;
+  const shm::SlotView view = ring_->Slot(job->slot);
+  const uint32_t n = static_cast<uint32_t>(indices.size());
+  for (uint32_t k = 0; k < n;) {
+    const size_t rows = stopping_.load(std::memory_order_relaxed)
+                            ? 0
+                            : reader_.ReadRows(&indices[k], n - k, OutOf(view, i + k));
+    if (rows > 0) {
+      RowsRead(view, i + k, &indices[k], rows);
+      run.finished += rows;
+      run.decoded += rows;
+      k += rows;
+      continue;
+    }
+    // Rows are drawn at random: ask for a later row's entry (its label)
+    // now, so its cache miss overlaps this row's read.
+    if (k + kPrefetchAhead < n) __builtin_prefetch(&dataset_->samples[indices[k + kPrefetchAhead]]);
+    FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0}, &run);
+    ++k;
+  }
+  Done(job, run);
+}
+
+void ServingSession::RowsRead(const shm::SlotView& view, uint32_t i, const uint64_t* indices,
+                              size_t n) const {
+  const Sample* samples = dataset_->samples.data();
+  for (size_t k = 0; k < n; ++k) {
+    if (k + kPrefetchAhead < n) __builtin_prefetch(&samples[indices[k + kPrefetchAhead]]);
+    WriteLabels(OutOf(view, i + k), samples[indices[k]].label);
+    view.indices[i + k] = indices[k];
+    view.status[i + k] = shm::kSampleOk;
+  }
 }
 
 void ServingSession::WriteLabels(const SampleOut& out, int32_t label) const {

@@ -168,6 +168,15 @@ class ServingSession {
   struct RunTally {
     uint32_t finished = 0, decoded = 0;
   };
+  // A reader task: samples indices[k] into positions i + k of the job's
+  // slot; whole feature rows copied in runs (SampleReader::ReadRows), any
+  // other sample by FetchSampleGuarded; accounted once (Done).
+  void ReadRun(const std::shared_ptr<BatchJob>& job, uint32_t i,
+               const std::vector<uint64_t>& indices);
+  // Finishes `n` samples ReadRows copied into positions i.. of `view`:
+  // their labels, indices and status.
+  void RowsRead(const shm::SlotView& view, uint32_t i, const uint64_t* indices,
+                size_t n) const;
   // FetchSample behind the exception barrier: a throw is the sample's error.
   void FetchSampleGuarded(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
                           RunTally* run = nullptr);
@@ -186,6 +195,7 @@ class ServingSession {
   void Done(const std::shared_ptr<BatchJob>& job, const RunTally& run);
   // Sample i's place in the job's slot.
   SampleOut OutOf(const BatchJob& job, uint32_t i) const;
+  SampleOut OutOf(const shm::SlotView& view, uint32_t i) const;
   // Samples a reader task takes in a row: 1, or for typed arrays enough
   // rows for about 64 KiB (at most 256).
   uint32_t SamplesPerTask() const;

@@ -89,6 +89,20 @@ class Hdf5Source : public ArraySource {
     return h5::ReadSlab(o.set, s, c, to, dst, Name(i));
   }
 
+  std::vector<RowSpan> RowSpans(uint32_t) const override {
+    if (folder_) return {};
+    uint64_t row = ElemBytes(elem_);
+    for (uint64_t d : row_shape_) row *= d;
+    if (memory_ != nullptr) {
+      return {RowSpan{0, rows_, reinterpret_cast<const uint8_t*>(memory_->data()), row, elem_,
+                      &row_shape_, false}};
+    }
+    const Open& o = open_[0];
+    if (o.map == nullptr) return {};
+    return {RowSpan{0, rows_, o.map->data + o.set.offset, row, elem_, &row_shape_,
+                    !o.map->resident}};
+  }
+
   // One file kept open for reads: its dataset, and a mapping when the
   // dataset is contiguous, or its chunks when they can be read one by one.
   struct Open {

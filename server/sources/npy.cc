@@ -109,6 +109,13 @@ class NpySource : public ArraySource {
     if (single_) base += i * Elements(row_shape_) * ElemBytes(type_);
     return MappedCopyRegion(Name(i), base, f.header.type, shape(i), start, count, dst, to);
   }
+  std::vector<RowSpan> RowSpans(uint32_t) const override {
+    if (!single_) return {};
+    const NpyFile& f = files_[0];
+    return {RowSpan{0, rows_, f.map->data + f.header.data_offset,
+                    Elements(row_shape_) * ElemBytes(type_), f.header.type, &row_shape_,
+                    !f.map->resident}};
+  }
 
   bool single_ = false;
   std::vector<NpyFile> files_;

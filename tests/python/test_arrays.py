@@ -89,6 +89,36 @@ def test_a_folder_of_feature_files_is_rows_across_files(daemon, tmp_path):
     assert sorted(np.concatenate(seen)) == list(range(1000))
 
 
+def test_a_part_of_another_width_fails_its_rows_alone(daemon, tmp_path):
+    """Rows copied in runs from where they lie beside rows that cannot be:
+    a part whose rows are wider than the field. Its rows are that sample's
+    decode error (zeros with on_error="zeros"); every other row, in the
+    same batches, is bit-identical to h5py's."""
+    rng = np.random.default_rng(5)
+    widths, parts = (16, 24, 16), []
+    for k, w in enumerate(widths):
+        x = (rng.standard_normal((120, w)) * 3).astype(np.float32)
+        with h5py.File(tmp_path / f"p{k}.h5", "w") as f:
+            f.create_dataset("x", data=x, compression="gzip", chunks=(32, w))
+            f["y"] = np.full(120, k)
+        parts.append(x)
+    ld = loader(daemon, {"hdf5": {"path": str(tmp_path), "dataset": "x", "labels": "y"}},
+                [stoker.array((16,), "x")], on_error="zeros", batch_size=72)
+    bad, good = 0, 0
+    with pytest.warns(stoker.SampleErrorWarning, match="120 sample"):
+        for b in ld.batches():
+            got = np.asarray(b.field("x"))
+            for row, i, s in zip(got, b.indices, b.status):
+                k, j = divmod(int(i), 120)
+                if widths[k] == 16:
+                    assert s == 0 and np.array_equal(row, parts[k][j]), (i, s)
+                    good += 1
+                else:
+                    assert s == 2 and not row.any(), (i, s)  # A decode error, zeros.
+                    bad += 1
+    assert (good, bad) == (240, 120)
+
+
 def test_conversion_and_normalize(daemon, features):
     d, x, _ = features
     ld = loader(daemon, {"npy": {"path": str(d / "x64.npy")}},

@@ -155,6 +155,9 @@ absl::Status Daemon::Start() {
                                                  : topology.total_cpus();
   decode_pools_ = std::make_unique<NodePools>("stoker-dec", topology, pinned,
                                               threads, options_.numa_spill);
+  // Volumes filled chunk by chunk fill the rest on producers whose rings
+  // are full (server/idle_work.h).
+  volumes_.set_background([this](std::function<void()> task) { idle_.Post(std::move(task)); });
   for (int n = 0; pinned && n < topology.size(); ++n) {
     LogInfo(absl::StrCat("decode pool of node ", n, ": CPUs ",
                          FormatCpuList(topology.nodes()[n].cpus), ", ",
@@ -184,6 +187,7 @@ void Daemon::Stop() {
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (Entry& e : entries) Finish(std::move(e), shm::kClosedByShutdown);
+  idle_.Stop();  // No producer is left to run it.
   if (warmer_) warmer_->Stop();
   // The pool lives until the destructor: an OpenSession racing with Stop
   // may still hold it for the session it is about to discard.
@@ -246,7 +250,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   }
   PipelineContext ctx{reader_pool_.get(), decode_pools_.get(), placed.first,
                       fetcher_.get(), &decoded_cache_, pixels_.get(), &counters_, &error_log_,
-                      generation_, options_.decode_limits};
+                      generation_, options_.decode_limits, &idle_};
   // The ring's pages are allocated by a thread on the session's node, so
   // they are that node's memory.
   // The quotas are checked, and the ring's bytes reserved, before the ring
@@ -522,6 +526,7 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   *s.add_tiers() = volumes_.Stats();
   s.set_volume_cache_decodes(volumes_.decodes());
   s.set_volume_cache_chunks(volumes_.pieces());
+  s.set_volume_cache_idle_chunks(volumes_.background_pieces());
   s.set_volume_cache_oversized(volumes_.oversized());
   s.set_volume_cache_spilled(volumes_.spilled());
   s.set_volume_cache_unspilled(volumes_.unspilled());

@@ -227,6 +227,7 @@ class Daemon {
   ShardedLruCache l1_;
   ShardedLruCache decoded_cache_;
   ShardedLruCache pixel_ram_;
+  IdleWork idle_;        // Background fills of volumes_ (outlives its hook's use).
   VolumeCache volumes_;  // Decodes on the decode pools once Start made them.
   MemoryBudget array_ram_;  // Array sources' RAM, per user.
   std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).

@@ -147,6 +147,9 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   counter("stoker_volume_cache_chunks_total",
           "Chunks decoded one by one into the volume cache (each once).",
           s.volume_cache_chunks());
+  counter("stoker_volume_cache_idle_chunks_total",
+          "Chunks filled while trainers were busy with their steps (the rest of a volume).",
+          s.volume_cache_idle_chunks());
   counter("stoker_volume_cache_spilled_total",
           "Volumes written to L2 once decoded.", s.volume_cache_spilled());
   counter("stoker_volume_cache_unspilled_total",

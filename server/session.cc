@@ -173,7 +173,10 @@ void ServingSession::Produce() {
   std::vector<uint64_t> order = plan_.RankOrder(epoch);
   auto stop = [this] { return stopping_.load(std::memory_order_relaxed); };
   for (uint64_t seq = 0; !stop(); ++seq) {
-    const int slot = ring_->Claim(stop);
+    // No free slot for a while: the trainer is busy with its step, and
+    // this thread may do work nobody waits for (ctx_.idle) meanwhile.
+    const int slot = ring_->Claim(
+        stop, ctx_.idle == nullptr ? std::function<bool()>() : [this] { return ctx_.idle->RunOne(); });
     if (slot < 0) break;
     auto job = std::make_shared<BatchJob>();
     job->slot = slot;

@@ -38,6 +38,7 @@
 #include "server/cache.h"
 #include "server/dataset.h"
 #include "server/fetcher.h"
+#include "server/idle_work.h"
 #include "server/histogram.h"
 #include "server/node_pools.h"
 #include "server/pixel_cache.h"
@@ -85,6 +86,7 @@ struct PipelineContext {
   SampleErrorLog* error_log;
   uint64_t daemon_generation;
   DecodeLimits decode_limits;
+  IdleWork* idle = nullptr;  // Run while the ring has no free slot; may be null.
 };
 
 class ServingSession {

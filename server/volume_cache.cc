@@ -51,10 +51,13 @@ enum PieceState : uint8_t { kEmpty, kFilling, kFilled };
 
 struct VolumeCache::Pieces {
   Pieces(WritablePages pages, uint64_t n)
-      : pages(std::move(pages)), state(new std::atomic<uint8_t>[n]()), left(n) {}
+      : pages(std::move(pages)), count(n), state(new std::atomic<uint8_t>[n]()), left(n) {}
   WritablePages pages;
+  const uint64_t count;
   std::unique_ptr<std::atomic<uint8_t>[]> state;  // PieceState per piece.
   std::atomic<uint64_t> left;                     // Pieces not yet filled.
+  std::atomic<bool> background{false};  // A background fill was started.
+  uint64_t cursor = 0;  // The background fill's next piece (its own).
   absl::Mutex mu;
   absl::CondVar changed;  // A piece left kFilling.
 };
@@ -91,9 +94,19 @@ absl::StatusOr<std::shared_ptr<VolumeCache::Pieces>> VolumeCache::FindPieces(con
   return v;
 }
 
+absl::Status VolumeCache::FillOne(Pieces& v, uint64_t p, const FillPiece& fill) {
+  absl::Status s = fill(p, v.pages.data);
+  v.state[p].store(s.ok() ? kFilled : kEmpty, std::memory_order_release);
+  if (s.ok()) {
+    pieces_filled_.fetch_add(1, std::memory_order_relaxed);
+    if (v.left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      decodes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return s;
+}
+
 absl::Status VolumeCache::Fill(Pieces& v, const std::vector<uint64_t>& need,
                                const FillPiece& fill) {
-  uint8_t* out = v.pages.data;
   std::vector<uint64_t> mine;
   absl::Status first;
   for (int round = 0; round < 2; ++round) {
@@ -105,13 +118,8 @@ absl::Status VolumeCache::Fill(Pieces& v, const std::vector<uint64_t>& need,
     }
     absl::Mutex mu;
     parallel_(mine.size(), [&](size_t j) {
-      absl::Status s = fill(mine[j], out);
-      v.state[mine[j]].store(s.ok() ? kFilled : kEmpty, std::memory_order_release);
-      if (s.ok()) {
-        pieces_filled_.fetch_add(1, std::memory_order_relaxed);
-        if (v.left.fetch_sub(1, std::memory_order_acq_rel) == 1)
-          decodes_.fetch_add(1, std::memory_order_relaxed);
-      } else {
+      absl::Status s = FillOne(v, mine[j], fill);
+      if (!s.ok()) {
         absl::MutexLock lock(&mu);
         if (first.ok()) first = s;
       }
@@ -135,7 +143,7 @@ absl::Status VolumeCache::Fill(Pieces& v, const std::vector<uint64_t>& need,
 
 absl::StatusOr<Buffer> VolumeCache::GetPieces(const std::string& key, uint64_t bytes,
                                              uint64_t pieces, const std::vector<uint64_t>& need,
-                                             const FillPiece& fill) {
+                                             FillPiece fill) {
   if (spill_.get && ram_.Peek(key) == nullptr && ram_.Fits(key, bytes)) {
     // Not in RAM: whole from the spill when it is there. (A volume being
     // filled piece by piece is in RAM.)
@@ -153,21 +161,63 @@ absl::StatusOr<Buffer> VolumeCache::GetPieces(const std::string& key, uint64_t b
   }
   STOKER_RETURN_IF_ERROR(Fill(*v, need, fill));
   if (v->left.load(std::memory_order_acquire) == 0) {
-    bool mine = false;  // Whoever forgets it as being filled spills it.
-    {
-      absl::MutexLock lock(&pieces_mu_);
-      auto it = pieces_.find(key);
-      if (it != pieces_.end() && it->second.lock() == v) {
-        pieces_.erase(it);
-        mine = true;
-      }
-    }
-    if (mine && spill_.put) {
-      spill_.put(key, entry);
-      spilled_.fetch_add(1, std::memory_order_relaxed);
-    }
+    Completed(key, v);
+  } else if (background_ && !v->background.exchange(true)) {
+    std::weak_ptr<Pieces> weak = v;
+    background_([this, key, weak, fill = std::move(fill)] { FillRest(key, weak, fill); });
   }
   return entry;
+}
+
+void VolumeCache::Completed(const std::string& key, const std::shared_ptr<Pieces>& v) {
+  bool mine = false;  // Whoever forgets it as being filled spills it.
+  {
+    absl::MutexLock lock(&pieces_mu_);
+    auto it = pieces_.find(key);
+    if (it != pieces_.end() && it->second.lock() == v) {
+      pieces_.erase(it);
+      mine = true;
+    }
+  }
+  if (mine && spill_.put) {
+    spill_.put(key, Buffer(v, v->pages.buffer.get()));
+    spilled_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void VolumeCache::FillRest(const std::string& key, const std::weak_ptr<Pieces>& weak,
+                           const FillPiece& fill) {
+  std::shared_ptr<Pieces> v = weak.lock();
+  if (v == nullptr) return;  // Evicted.
+  // The next piece nobody has taken; ones being filled are their
+  // fillers' to finish.
+  uint64_t p = v->cursor;
+  uint8_t empty = kEmpty;
+  while (p < v->count &&
+         !v->state[p].compare_exchange_strong(empty, kFilling, std::memory_order_acquire)) {
+    empty = kEmpty;
+    ++p;
+  }
+  if (p == v->count) return;
+  v->cursor = p + 1;
+  const absl::Status s = FillOne(*v, p, fill);
+  {
+    absl::MutexLock lock(&v->mu);
+    v->changed.SignalAll();
+  }
+  if (!s.ok()) {
+    // Stopped: a read that needs the piece tries it again, and the next
+    // read of the volume starts the background past it.
+    v->background.store(false);
+    return;
+  }
+  background_filled_.fetch_add(1, std::memory_order_relaxed);
+  if (v->left.load(std::memory_order_acquire) == 0) {
+    Completed(key, v);
+    return;
+  }
+  if (v->cursor == v->count) return;  // The rest are others' to fill.
+  background_([this, key, weak, fill] { FillRest(key, weak, fill); });
 }
 
 absl::StatusOr<Buffer> VolumeCache::Keep(const std::string& key,

@@ -24,6 +24,14 @@
 // in RAM is looked for there before it is decoded: found again after a
 // restart, or after its eviction, for the cost of one copy.
 //
+// With a Background (the daemon's: server/idle_work.h), a volume filled
+// piece by piece goes on filling its other pieces, one per task, while
+// trainers are busy with their steps: later epochs then find it whole instead
+// of waiting for the chunks their patches touch. It stops when the volume
+// is whole or evicted, or at a fill's error (a read that needs that piece
+// tries it again; the next read of the volume starts the background again
+// past it).
+//
 // A volume's bytes are anonymous pages mapped untouched (Pages): its
 // decode or its piece fills fault them in, on the pool's threads and only
 // where they write, instead of one thread zeroing the whole volume first.
@@ -76,6 +84,10 @@ class VolumeCache {
   };
   // Before any Get (the daemon sets it when it opens its L2).
   void set_spill(Spill spill) { spill_ = std::move(spill); }
+  // Runs `task` when nothing else waits for the pool; may drop it.
+  using Background = std::function<void(std::function<void()> task)>;
+  // Before any GetPieces; none: volumes fill only the pieces reads need.
+  void set_background(Background background) { background_ = std::move(background); }
 
   // The `bytes` decoded bytes of volume `key`: kept ones, else decode()'s
   // (once for concurrent callers), then kept. Null, without decoding, when
@@ -83,19 +95,22 @@ class VolumeCache {
   absl::StatusOr<Buffer> Get(const std::string& key, uint64_t bytes, const Decode& decode);
 
   // Fills piece `piece` of a volume (a chunk) into its place in `volume`,
-  // the whole volume's bytes; pieces never overlap.
+  // the whole volume's bytes; pieces never overlap. Kept for the
+  // background fill after GetPieces returns, so it must hold what it reads
+  // (weakly: an error once that is gone).
   using FillPiece = std::function<absl::Status(uint64_t piece, uint8_t* volume)>;
   // The `bytes` of volume `key`, made of `pieces` pieces, with at least the
   // pieces in `need` filled (a patch's chunks): a first read then waits
   // only for what it touches. The volume's bytes are allocated and charged
   // whole when first asked for; each piece is filled once by fill(),
   // however many callers need it (the others wait), and the pieces one
-  // call fills are spread over the pool. Null, without filling, when the
+  // call fills are spread over the pool; the rest are filled in the
+  // background (set_background). Null, without filling, when the
   // volume could never fit. fill()'s first error as is; that piece stays
   // unfilled and a later call tries it again. Counted as a decode when its
   // last piece is filled. `key` must not also be used with Get.
   absl::StatusOr<Buffer> GetPieces(const std::string& key, uint64_t bytes, uint64_t pieces,
-                                  const std::vector<uint64_t>& need, const FillPiece& fill);
+                                  const std::vector<uint64_t>& need, FillPiece fill);
 
   // What is kept under `key` (something derived from a volume, such as a
   // label volume's foreground index, keyed by the volume's key and what was
@@ -112,8 +127,11 @@ class VolumeCache {
   v1::TierStats Stats() const { return ram_.Stats(); }
   uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
   uint64_t oversized() const { return oversized_.load(std::memory_order_relaxed); }
-  // Pieces GetPieces filled.
+  // Pieces GetPieces filled, and of them those the background filled.
   uint64_t pieces() const { return pieces_filled_.load(std::memory_order_relaxed); }
+  uint64_t background_pieces() const {
+    return background_filled_.load(std::memory_order_relaxed);
+  }
   // Volumes written to the spill, and found there instead of decoded.
   uint64_t spilled() const { return spilled_.load(std::memory_order_relaxed); }
   uint64_t unspilled() const { return unspilled_.load(std::memory_order_relaxed); }
@@ -129,6 +147,13 @@ class VolumeCache {
   Buffer Unspill(const std::string& key, uint64_t bytes);
   // Fills `need`'s empty pieces of v, and waits for those others fill.
   absl::Status Fill(Pieces& v, const std::vector<uint64_t>& need, const FillPiece& fill);
+  // Fills piece p of v, which the caller took (kEmpty to kFilling).
+  absl::Status FillOne(Pieces& v, uint64_t p, const FillPiece& fill);
+  // After v's last piece: forgets it as being filled and spills it, once.
+  void Completed(const std::string& key, const std::shared_ptr<Pieces>& v);
+  // One background step: fills v's next empty piece, then queues the next.
+  void FillRest(const std::string& key, const std::weak_ptr<Pieces>& weak,
+                const FillPiece& fill);
 
   LruCache<std::string_view> ram_;  // One shard: a volume may take the whole budget.
   const Parallel parallel_;
@@ -136,8 +161,10 @@ class VolumeCache {
   absl::Mutex pieces_mu_;
   // Volumes still being filled piece by piece; their bytes are kept in ram_.
   absl::flat_hash_map<std::string, std::weak_ptr<Pieces>> pieces_ ABSL_GUARDED_BY(pieces_mu_);
-  std::atomic<uint64_t> decodes_{0}, oversized_{0}, pieces_filled_{0}, spilled_{0}, unspilled_{0};
+  std::atomic<uint64_t> decodes_{0}, oversized_{0}, pieces_filled_{0}, spilled_{0}, unspilled_{0},
+      background_filled_{0};
   Spill spill_;
+  Background background_;
 };
 
 }  // namespace stoker

@@ -276,6 +276,99 @@ TEST(VolumeCacheTest, AFailedPieceIsReturnedAndFilledLater) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Background tasks queued for the test to run one by one, as an idle pool
+// would.
+struct Idle {
+  std::vector<std::function<void()>> tasks;
+  VolumeCache::Background background() {
+    return [this](std::function<void()> task) { tasks.push_back(std::move(task)); };
+  }
+  // Runs queued tasks (and those they queue) until none is left; how many.
+  int Drain() {
+    int ran = 0;
+    while (!tasks.empty()) {
+      std::function<void()> task = std::move(tasks.front());
+      tasks.erase(tasks.begin());
+      task();
+      ++ran;
+    }
+    return ran;
+  }
+};
+
+// A volume a read left partly filled fills the rest in the background, a
+// piece per task, skipping pieces already there; it is then whole (a
+// decode, spilled once) and later reads fill nothing.
+TEST(VolumeCacheTest, TheRestOfAVolumeIsFilledInTheBackground) {
+  VolumeCache cache(10'000);
+  Idle idle;
+  MapSpill l2;
+  cache.set_background(idle.background());
+  cache.set_spill(l2.spill());
+  std::atomic<int> fills[10] = {};
+  auto fill = [&](uint64_t p, uint8_t* v) { return FillPiece(p, v, fills); };
+  absl::StatusOr<Buffer> a = cache.GetPieces("v", 1000, 10, {2, 7}, fill);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(idle.tasks.size(), 1u);
+  ASSERT_TRUE(cache.GetPieces("v", 1000, 10, {3}, fill).ok());
+  EXPECT_EQ(idle.tasks.size(), 1u);  // One background fill a volume.
+  EXPECT_EQ(idle.Drain(), 7);       // The 7 pieces left, one a task.
+  for (int p = 0; p < 10; ++p) {
+    EXPECT_EQ(fills[p].load(), 1) << p;
+    EXPECT_EQ((**a)[p * 100 + 50], static_cast<char>(p + 1)) << p;
+  }
+  EXPECT_EQ(cache.pieces(), 10u);
+  EXPECT_EQ(cache.background_pieces(), 7u);
+  EXPECT_EQ(cache.decodes(), 1u);
+  EXPECT_EQ(cache.spilled(), 1u);
+  EXPECT_EQ(l2.kept["v"], std::string(**a));
+  ASSERT_TRUE(cache.GetPieces("v", 1000, 10, {5}, fill).ok());
+  EXPECT_TRUE(idle.tasks.empty());
+  EXPECT_EQ(cache.pieces(), 10u);
+}
+
+// An evicted volume's background fill stops; one whose fill fails stops
+// at that piece, and the volume's next read starts it again past it.
+TEST(VolumeCacheTest, TheBackgroundStopsAtAnEvictionOrAnError) {
+  VolumeCache cache(1'500);
+  Idle idle;
+  cache.set_background(idle.background());
+  std::atomic<int> fills[10] = {};
+  auto fill = [&](uint64_t p, uint8_t* v) { return FillPiece(p, v, fills); };
+  ASSERT_TRUE(cache.GetPieces("gone", 1000, 10, {0}, fill).ok());
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(cache.Get("other", 1000, Filling(1, &calls)).ok());  // Evicts it.
+  EXPECT_EQ(idle.Drain(), 1);
+  EXPECT_EQ(cache.pieces(), 1u);  // Nothing filled after the eviction.
+
+  VolumeCache second(10'000);
+  second.set_background(idle.background());
+  bool broken = true;
+  int calls4 = 0;
+  auto flaky = [&](uint64_t p, uint8_t* v) {
+    if (p == 4) {
+      ++calls4;
+      if (broken) return absl::DataLossError("v.h5: chunk at [4] does not inflate");
+    }
+    std::memset(v + p * 100, static_cast<int>(p + 1), 100);
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(second.GetPieces("v", 1000, 10, {1}, flaky).ok());
+  EXPECT_EQ(idle.Drain(), 4);  // 0, 2, 3, then 4 fails.
+  EXPECT_EQ(second.background_pieces(), 3u);
+  EXPECT_EQ(calls4, 1);
+  ASSERT_TRUE(second.GetPieces("v", 1000, 10, {0}, flaky).ok());
+  EXPECT_EQ(idle.Drain(), 5);  // 5..9, past 4.
+  EXPECT_EQ(calls4, 1);
+  EXPECT_EQ(second.decodes(), 0u);  // Piece 4 is still empty...
+  broken = false;
+  absl::StatusOr<Buffer> v = second.GetPieces("v", 1000, 10, {4}, flaky);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ((**v)[450], '\5');
+  EXPECT_EQ(second.decodes(), 1u);  // ...until a read fills it.
+  EXPECT_TRUE(idle.tasks.empty());
+}
+
 TEST(VolumeCacheTest, ADecodeSpreadsItsItemsOverThePool) {
   ThreadPool pool("decode", 2);
   VolumeCache cache(1 << 20, [&](size_t n, const std::function<void(size_t)>& fn) {

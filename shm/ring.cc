@@ -208,7 +208,9 @@ RingProducer::~RingProducer() {
   Segment::Remove(segment_.name()).IgnoreError();
 }
 
-int RingProducer::Claim(const std::function<bool()>& should_stop) {
+int RingProducer::Claim(const std::function<bool()>& should_stop,
+                        const std::function<bool()>& idle) {
+  bool behind = false;
   while (true) {
     // Read the futex word before scanning, so a release that happens after
     // the scan changes it and the wait returns immediately.
@@ -223,7 +225,11 @@ int RingProducer::Claim(const std::function<bool()>& should_stop) {
     }
     Heartbeat();
     if (should_stop()) return -1;
+    if (behind && idle && idle()) continue;
     FutexWait(&header_->released, seen, kPollInterval);
+    // Nothing released during a whole wait: the consumer is behind, not
+    // between batches.
+    behind = header_->released.load(std::memory_order_acquire) == seen;
   }
 }
 

@@ -106,8 +106,13 @@ class RingProducer {
 
   // Claims a FREE slot, waiting for the consumer to release one. Gives up
   // and returns -1 when `should_stop()` becomes true (checked at least every
-  // 50 ms). Refreshes the producer heartbeat while waiting.
-  int Claim(const std::function<bool()>& should_stop);
+  // 50 ms). Refreshes the producer heartbeat while waiting. With `idle`,
+  // a consumer that released nothing for a whole wait (it is behind, not
+  // between batches) gives the producer time for other work: `idle` is
+  // called before each further wait, and when it did some (true) the
+  // slots are looked at again instead of waiting.
+  int Claim(const std::function<bool()>& should_stop,
+            const std::function<bool()>& idle = nullptr);
 
   SlotView Slot(int index) const;
 

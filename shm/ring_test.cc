@@ -258,6 +258,36 @@ TEST(RingTest, AllSlotsHeldIsAnErrorNotAHang) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// While every slot is taken and the consumer releases none for a whole
+// wait, the producer may work elsewhere: `idle` runs before each further
+// wait, and the claim looks again after each piece of work, so a slot
+// released meanwhile is claimed without waiting.
+TEST(RingTest, AProducerWithNoFreeSlotDoesIdleWorkThenClaims) {
+  std::string name = TestName("idle");
+  auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
+  ASSERT_TRUE(p.ok());
+  auto c = RingConsumer::Open(name, 1);
+  ASSERT_TRUE(c.ok());
+  std::vector<int> held;
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    int s = (*p)->Claim([] { return false; });
+    (*p)->Publish(s, seq, 0, seq, 4, 0);
+    absl::StatusOr<int> got = (*c)->Acquire(seq, absl::Seconds(1), nullptr);
+    ASSERT_TRUE(got.ok());
+    held.push_back(*got);
+  }
+  int work = 0;
+  const int claimed = (*p)->Claim([] { return false; }, [&] {
+    if (++work == 3) (*c)->Release(held[1]);  // The third piece of work frees one.
+    return true;
+  });
+  EXPECT_EQ(claimed, held[1]);
+  EXPECT_EQ(work, 3);
+  // Without work to do it waits as before (and gives up when told).
+  int tries = 0;
+  EXPECT_EQ((*p)->Claim([&] { return ++tries > 2; }, [] { return false; }), -1);
+}
+
 TEST(RingTest, ExtraLivenessErrorIsReturned) {
   std::string name = TestName("live");
   auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);

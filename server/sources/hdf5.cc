@@ -33,7 +33,7 @@
 namespace stoker {
 namespace {
 
-class Hdf5Source : public ArraySource {
+class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5Source> {
  public:
   size_t size() const override { return folder_ ? files_.size() : rows_; }
   ElemType type() const override { return elem_; }
@@ -125,10 +125,7 @@ class Hdf5Source : public ArraySource {
     absl::StatusOr<Buffer> whole =
         o.chunks != nullptr
             ? volumes_->GetPieces(key + "|chunks", o.chunks->slots_bytes(), o.chunks->count(),
-                                  o.chunks->Touching(start, count),
-                                  [&](uint64_t c, uint8_t* slots) {
-                                    return o.chunks->Inflate(c, slots + c * o.chunks->chunk_bytes());
-                                  })
+                                  o.chunks->Touching(start, count), FillChunk(i))
             : volumes_->Get(key, *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
                 return h5::ReadWhole(o.set, parallel, out, files_[i]);
               });
@@ -141,6 +138,17 @@ class Hdf5Source : public ArraySource {
                               "one library call per patch"));
     }
     return whole;
+  }
+  // Fills chunk c of file i's volume into its slot; kept by the volume
+  // cache to fill the rest while the daemon is idle, so it holds this
+  // source weakly (CANCELLED once the source is gone).
+  VolumeCache::FillPiece FillChunk(size_t i) const {
+    return [weak = weak_from_this(), i](uint64_t c, uint8_t* slots) -> absl::Status {
+      std::shared_ptr<const Hdf5Source> self = weak.lock();
+      if (self == nullptr) return absl::CancelledError("the volume's source was closed");
+      const h5::Chunks& chunks = *self->open_[i].chunks;
+      return chunks.Inflate(c, slots + c * chunks.chunk_bytes());
+    };
   }
   // Keeps `f` and `d` open, mapping the file when `d` is raw and its bytes
   // lie inside it.

@@ -260,6 +260,47 @@ TEST_F(Hdf5VolumeTest, APatchFillsOnlyTheChunksItTouches) {
   EXPECT_EQ(cache.decodes(), 1u);
 }
 
+// The chunks no patch touched are filled in the background from the
+// file, exactly; a source closed before its background fill has run stops
+// it (the fill holds the source weakly: nothing is read from a closed file).
+TEST_F(Hdf5VolumeTest, TheRestOfAVolumeIsFilledInTheBackgroundWhileItsSourceLives) {
+  VolumeCache cache(64 << 20);
+  std::vector<std::function<void()>> idle;
+  cache.set_background([&](std::function<void()> task) { idle.push_back(std::move(task)); });
+  auto drain = [&] {
+    while (!idle.empty()) {
+      std::function<void()> task = std::move(idle.front());
+      idle.erase(idle.begin());
+      task();
+    }
+  };
+  auto src = OpenHdf5Source(dir_, "x", "", nullptr, nullptr, kDefaultMaxArraySamples, false,
+                            &cache);
+  ASSERT_TRUE(src.ok()) << src.status();
+  const uint64_t p_start[3] = {3, 4, 5}, patch[3] = {6, 9, 11};
+  const uint64_t start[3] = {0, 0, 0}, all[3] = {13, 17, 19};
+  EXPECT_EQ(Read(**src, 0, p_start, patch), Region(volumes_[0], p_start, patch));
+  EXPECT_EQ(Read(**src, 1, p_start, patch), Region(volumes_[1], p_start, patch));
+  ASSERT_EQ(idle.size(), 2u);  // One background fill a volume.
+  // Volume 0's background runs to its end: every chunk, exactly.
+  std::function<void()> first = std::move(idle[0]);
+  idle.erase(idle.begin());
+  std::vector<std::function<void()>> second = std::move(idle);
+  idle.clear();
+  first();
+  drain();
+  EXPECT_EQ(cache.background_pieces(), 64u - 27u);
+  EXPECT_EQ(cache.decodes(), 1u);
+  EXPECT_EQ(Read(**src, 0, start, all), volumes_[0]);
+  EXPECT_EQ(cache.pieces(), 27u + 64u);  // The whole read filled nothing.
+  // Volume 1's, after its source is gone: nothing filled.
+  src->reset();
+  idle = std::move(second);
+  drain();
+  EXPECT_EQ(cache.background_pieces(), 64u - 27u);
+  EXPECT_EQ(cache.pieces(), 27u + 64u);
+}
+
 // An extendible dataset may declare chunks far larger than itself; a
 // 2x2x2 volume in 256 MiB chunks is refused before any buffer is made.
 TEST(Hdf5VolumeChunksTest, ChunksFarLargerThanTheVolumeAreRefused) {

@@ -5,6 +5,7 @@ conversion and normalize, bad inputs named."""
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -323,3 +324,46 @@ def test_compressed_volumes_are_decoded_once_and_give_several_patches(daemon, tm
     with pytest.raises(stoker.StokerError, match="samples_per_volume applies to array sources"):
         len(stoker.Loader({"folder": {"path": dataset}, "samples_per_volume": 2},
                           batch_size=4, image_size=32, socket=daemon.socket))
+
+
+def test_volumes_fill_the_rest_while_the_trainer_steps(daemon, tmp_path):
+    """Chunks no patch touched are inflated while the trainer is busy with
+    its step: with the ring full and nothing released, both gzip volumes
+    become whole, each chunk inflated once, and reading them whole then
+    inflates nothing."""
+    rng = np.random.default_rng(8)
+    grid = np.mgrid[0:40, 0:48, 0:48].astype(np.float32)
+    vols = []
+    for k in range(2):
+        v = (np.sin(grid[0] * 0.2 + k) * np.cos(grid[1] * 0.1) * 40 + grid[2]
+             + rng.standard_normal(grid[0].shape) * 0.5).astype(np.float32)
+        with h5py.File(tmp_path / f"vol{k}.h5", "w") as f:
+            f.create_dataset("vol", data=v, compression="gzip", chunks=(5, 6, 6))
+        vols.append(v)
+    chunks = 8 * 8 * 8  # Per volume.
+    before = daemon_stats(daemon)
+
+    def grown(stats, key):
+        return stats.get(key, 0) - before.get(key, 0)
+
+    src = {"hdf5": {"path": str(tmp_path), "dataset": "vol"}}
+    ld = loader(daemon, src, [stoker.array((8, 9, 10), "patch")],
+                [stoker.random_patch((8, 9, 10))], batch_size=2, seed=4, ring_slots=2)
+    b = next(iter(ld.batches()))
+    for i, p in zip(b.indices, np.asarray(b.field("patch"))):
+        assert find_patch(vols[int(i)], p) is not None
+    deadline = time.monotonic() + 120
+    while grown(stats := daemon_stats(daemon), "volume_cache_decodes") < 2:
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.05)
+    assert grown(stats, "volume_cache_chunks") == 2 * chunks
+    # Patches of the few batches the ring holds touch at most 27 chunks
+    # each; the background filled the rest.
+    assert 2 * chunks - 8 * 27 <= grown(stats, "volume_cache_idle_chunks") < 2 * chunks
+    whole = loader(daemon, src, [stoker.array((40, 48, 48), "vol")], [], batch_size=2)
+    b = next(iter(whole.batches()))
+    for i, v in zip(b.indices, np.asarray(b.field("vol"))):
+        np.testing.assert_array_equal(v, vols[int(i)])
+    assert grown(daemon_stats(daemon), "volume_cache_chunks") == 2 * chunks
+    whole.close()
+    ld.close()

@@ -240,42 +240,36 @@ TEST(RingTest, CloseWakesWaitingConsumer) {
   EXPECT_NE(r.status().message().find("shutting down"), std::string::npos);
 }
 
-TEST(RingTest, AllSlotsHeldIsAnErrorNotAHang) {
+// Publishes batches 0 and 1 of a 2-slot ring and has the consumer hold
+// both; their slots.
+std::vector<int> HoldBoth(RingProducer& p, RingConsumer& c) {
+  std::vector<int> held;
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    int s = p.Claim([] { return false; });
+    p.Publish(s, seq, 0, seq, 4, 0);
+    absl::StatusOr<int> got = c.Acquire(seq, absl::Seconds(1), nullptr);
+    EXPECT_TRUE(got.ok()) << got.status();
+    held.push_back(got.ok() ? *got : -1);
+  }
+  return held;
+}
+
+TEST(RingTest, AllSlotsHeldIsAnErrorNotAHangAndTheProducerWorksMeanwhile) {
   std::string name = TestName("held");
   auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
   ASSERT_TRUE(p.ok());
   auto c = RingConsumer::Open(name, 1);
   ASSERT_TRUE(c.ok());
-  for (uint64_t seq = 0; seq < 2; ++seq) {
-    int s = (*p)->Claim([] { return false; });
-    (*p)->Publish(s, seq, 0, seq, 4, 0);
-    ASSERT_TRUE((*c)->Acquire(seq, absl::Seconds(1), nullptr).ok());
-  }
+  const std::vector<int> held = HoldBoth(**p, **c);
   // The producer cannot claim anything while both slots are held.
   int tries = 0;
   EXPECT_EQ((*p)->Claim([&] { return ++tries > 2; }), -1);
   EXPECT_EQ((*c)->Acquire(2, absl::Seconds(5), nullptr).status().code(),
             absl::StatusCode::kFailedPrecondition);
-}
-
-// While every slot is taken and the consumer releases none for a whole
-// wait, the producer may work elsewhere: `idle` runs before each further
-// wait, and the claim looks again after each piece of work, so a slot
-// released meanwhile is claimed without waiting.
-TEST(RingTest, AProducerWithNoFreeSlotDoesIdleWorkThenClaims) {
-  std::string name = TestName("idle");
-  auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
-  ASSERT_TRUE(p.ok());
-  auto c = RingConsumer::Open(name, 1);
-  ASSERT_TRUE(c.ok());
-  std::vector<int> held;
-  for (uint64_t seq = 0; seq < 2; ++seq) {
-    int s = (*p)->Claim([] { return false; });
-    (*p)->Publish(s, seq, 0, seq, 4, 0);
-    absl::StatusOr<int> got = (*c)->Acquire(seq, absl::Seconds(1), nullptr);
-    ASSERT_TRUE(got.ok());
-    held.push_back(*got);
-  }
+  // Meanwhile the producer may work elsewhere: once the consumer released
+  // nothing for a whole wait, `idle` runs before each further wait, and
+  // the claim looks again after each piece of work, so a slot released
+  // meanwhile is claimed without waiting.
   int work = 0;
   const int claimed = (*p)->Claim([] { return false; }, [&] {
     if (++work == 3) (*c)->Release(held[1]);  // The third piece of work frees one.
@@ -284,7 +278,7 @@ TEST(RingTest, AProducerWithNoFreeSlotDoesIdleWorkThenClaims) {
   EXPECT_EQ(claimed, held[1]);
   EXPECT_EQ(work, 3);
   // Without work to do it waits as before (and gives up when told).
-  int tries = 0;
+  tries = 0;
   EXPECT_EQ((*p)->Claim([&] { return ++tries > 2; }, [] { return false; }), -1);
 }
 

@@ -264,20 +264,27 @@ def daemon_stats(daemon):
     return json.loads(out.stdout)
 
 
+def write_gzip_volumes(folder, name, count, shape, chunks, seed, shuffle=False):
+    """`count` float32 volumes `name.format(k)` in `folder`, dataset "vol",
+    gzip in `chunks`: smooth structure plus noise, as scans look."""
+    rng = np.random.default_rng(seed)
+    grid = np.mgrid[tuple(slice(0, n) for n in shape)].astype(np.float32)
+    vols = []
+    for k in range(count):
+        v = (np.sin(grid[0] * 0.3 + k) * np.cos(grid[1] * 0.2) * 50 + grid[2]
+             + rng.standard_normal(shape) * 0.5).astype(np.float32)
+        with h5py.File(folder / name.format(k), "w") as f:
+            f.create_dataset("vol", data=v, compression="gzip", shuffle=shuffle, chunks=chunks)
+        vols.append(v)
+    return vols
+
+
 def test_compressed_volumes_are_decoded_once_and_give_several_patches(daemon, tmp_path,
                                                                      dataset):
     # Volumes as h5py users write them: gzip (with shuffle) in h5py's
     # chunks, upper-case names, smooth structure plus noise.
-    rng = np.random.default_rng(5)
-    grid = np.mgrid[0:22, 0:27, 0:31].astype(np.float32)
-    vols = []
-    for k in range(3):
-        v = (np.sin(grid[0] * 0.3 + k) * np.cos(grid[1] * 0.2) * 50 + grid[2]
-             + rng.standard_normal(grid[0].shape) * 0.5).astype(np.float32)
-        with h5py.File(tmp_path / f"scan{k}.H5", "w") as f:
-            f.create_dataset("vol", data=v, compression="gzip", shuffle=True,
-                             chunks=(5, 7, 8))
-        vols.append(v)
+    vols = write_gzip_volumes(tmp_path, "scan{}.H5", 3, (22, 27, 31), (5, 7, 8), seed=5,
+                              shuffle=True)
     before = daemon_stats(daemon)
     src = {"hdf5": {"path": str(tmp_path), "dataset": "vol"}, "samples_per_volume": 4}
     ld = loader(daemon, src, [stoker.array((8, 9, 10), "patch")],
@@ -331,15 +338,7 @@ def test_volumes_fill_the_rest_while_the_trainer_steps(daemon, tmp_path):
     its step: with the ring full and nothing released, both gzip volumes
     become whole, each chunk inflated once, and reading them whole then
     inflates nothing."""
-    rng = np.random.default_rng(8)
-    grid = np.mgrid[0:40, 0:48, 0:48].astype(np.float32)
-    vols = []
-    for k in range(2):
-        v = (np.sin(grid[0] * 0.2 + k) * np.cos(grid[1] * 0.1) * 40 + grid[2]
-             + rng.standard_normal(grid[0].shape) * 0.5).astype(np.float32)
-        with h5py.File(tmp_path / f"vol{k}.h5", "w") as f:
-            f.create_dataset("vol", data=v, compression="gzip", chunks=(5, 6, 6))
-        vols.append(v)
+    vols = write_gzip_volumes(tmp_path, "vol{}.h5", 2, (40, 48, 48), (5, 6, 6), seed=8)
     chunks = 8 * 8 * 8  # Per volume.
     before = daemon_stats(daemon)
 

@@ -19,7 +19,6 @@ bool IdleWork::RunOne() {
     if (tasks_.empty()) return false;
     task = std::move(tasks_.front());
     tasks_.pop_front();
-    ++ran_;
   }
   RunLoggingExceptions("idle work", task);
   return true;
@@ -35,11 +34,6 @@ void IdleWork::Stop() {
 size_t IdleWork::queued() const {
   absl::MutexLock lock(&mu_);
   return tasks_.size();
-}
-
-uint64_t IdleWork::ran() const {
-  absl::MutexLock lock(&mu_);
-  return ran_;
 }
 
 }  // namespace stoker

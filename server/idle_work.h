@@ -13,7 +13,6 @@
 #ifndef STOKER_SERVER_IDLE_WORK_H_
 #define STOKER_SERVER_IDLE_WORK_H_
 
-#include <cstdint>
 #include <deque>
 #include <functional>
 
@@ -31,13 +30,11 @@ class IdleWork {
   void Stop();
 
   size_t queued() const;
-  uint64_t ran() const;
 
  private:
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t ran_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stoker

@@ -25,7 +25,7 @@ TEST(IdleWorkTest, RunsOneTaskACallInOrderAndWhatTasksPost) {
   EXPECT_TRUE(idle.RunOne());
   EXPECT_FALSE(idle.RunOne());
   EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "c"}));
-  EXPECT_EQ(idle.ran(), 3u);
+  EXPECT_EQ(idle.queued(), 0u);
 }
 
 TEST(IdleWorkTest, AThrowIsLoggedAndStopDropsTheRest) {

@@ -51,8 +51,7 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
                          ElemType to, uint8_t* dst) const override {
     if (absl::Status b = Broken(i); !b.ok()) return b;
     const std::vector<uint64_t>& sh = shape(i);
-    uint64_t row = ElemBytes(elem_);
-    for (uint64_t d : row_shape_) row *= d;
+    const uint64_t row = RowBytes();
     if (memory_ != nullptr) {  // Whole dataset in RAM.
       CopyRegion(reinterpret_cast<const uint8_t*>(memory_->data()) + i * row,
                  elem_, sh, start, count, dst, to);
@@ -91,8 +90,7 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
 
   std::vector<RowSpan> RowSpans(uint32_t) const override {
     if (folder_) return {};
-    uint64_t row = ElemBytes(elem_);
-    for (uint64_t d : row_shape_) row *= d;
+    const uint64_t row = RowBytes();
     if (memory_ != nullptr) {
       return {RowSpan{0, rows_, reinterpret_cast<const uint8_t*>(memory_->data()), row, elem_,
                       &row_shape_, false}};
@@ -101,6 +99,13 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
     if (o.map == nullptr) return {};
     return {RowSpan{0, rows_, o.map->data + o.set.offset, row, elem_, &row_shape_,
                     !o.map->resident}};
+  }
+
+  // Bytes of one row of a single file's dataset, as stored.
+  uint64_t RowBytes() const {
+    uint64_t row = ElemBytes(elem_);
+    for (uint64_t d : row_shape_) row *= d;
+    return row;
   }
 
   // One file kept open for reads: its dataset, and a mapping when the

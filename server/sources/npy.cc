@@ -106,16 +106,19 @@ class NpySource : public ArraySource {
     if (absl::Status b = Broken(i); !b.ok()) return b;
     const NpyFile& f = single_ ? files_[0] : files_[i];
     const uint8_t* base = f.map->data + f.header.data_offset;
-    if (single_) base += i * Elements(row_shape_) * ElemBytes(type_);
+    if (single_) base += i * RowBytes();
     return MappedCopyRegion(Name(i), base, f.header.type, shape(i), start, count, dst, to);
   }
   std::vector<RowSpan> RowSpans(uint32_t) const override {
     if (!single_) return {};
     const NpyFile& f = files_[0];
     return {RowSpan{0, rows_, f.map->data + f.header.data_offset,
-                    Elements(row_shape_) * ElemBytes(type_), f.header.type, &row_shape_,
+                    RowBytes(), f.header.type, &row_shape_,
                     !f.map->resident}};
   }
+
+  // Bytes of one row of a single file, as stored.
+  uint64_t RowBytes() const { return Elements(row_shape_) * ElemBytes(type_); }
 
   bool single_ = false;
   std::vector<NpyFile> files_;

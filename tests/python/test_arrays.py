@@ -354,7 +354,7 @@ def test_volumes_fill_the_rest_while_the_trainer_steps(daemon, tmp_path):
     deadline = time.monotonic() + 120
     while grown(stats := daemon_stats(daemon), "volume_cache_decodes") < 2:
         assert time.monotonic() < deadline, stats
-        time.sleep(0.05)
+        time.sleep(0.05)  # Polling the counter, not timing the fill.
     assert grown(stats, "volume_cache_chunks") == 2 * chunks
     # Patches of the few batches the ring holds touch at most 27 chunks
     # each; the background filled the rest.

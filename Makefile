@@ -38,7 +38,7 @@ test: deps
 # (Debian's mate-backgrounds, as JPEG and PNG) through the decoders and a
 # custom pipeline. Any report fails the run.
 SANITIZED_TESTS := //server:jpeg_test //server:decode_test //server:transform_test \
-	//server:plan_test //server:pipeline_test //shm:ring_test //shm:fd_passing_test \
+	//server:plan_test //server:pipeline_test //shm:ring_test //shm:fd_passing_test //shm:open_channel_test \
 	//util:util_test //util:mapped_read_test //server:file_system_test //server:cache_warmer_test //server/ops/... \
 	//server/sources/... //server:array_source_test //server:spec_check_test //server:authorizer_test \
 	//server:fetcher_test //server:l2_cache_test //server:pixel_cache_test //server:sample_reader_test \

@@ -26,6 +26,7 @@
 #include "util/checked_math.h"
 #include "util/mapped_read.h"
 #include "util/status_macros.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 namespace {
@@ -213,8 +214,8 @@ absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
   }
   auto m = std::make_shared<Mapping>();
   m->size = static_cast<size_t>(st.st_size);
-  m->key = absl::StrCat(path, "|", st.st_dev, "|", st.st_ino, "|", st.st_size, "|",
-                        st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+  const FileVersion v = VersionOf(st);
+  m->key = CacheKey({path, v.device, v.inode, v.size, v.mtime_ns, v.ctime_ns});
   if (m->size > 0) {
     void* p = mmap(nullptr, m->size, PROT_READ, MAP_SHARED, *fd, 0);
     if (p == MAP_FAILED) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/spec_util.h"
 #include "server/token.h"
+#include "shm/open_channel.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -20,7 +22,12 @@ Authorizer::Authorizer(bool required, int64_t admin_gid)
 
 Authorizer::~Authorizer() {
   absl::MutexLock lock(&mu_);
-  for (auto& [token, root] : roots_) close(root.fd);
+  for (auto& [token, root] : roots_) Close(root);
+}
+
+void Authorizer::Close(const Root& root) {
+  close(root.fd);
+  if (root.channel_fd >= 0) close(root.channel_fd);
 }
 
 void Authorizer::SetGuard(std::shared_ptr<const FileGuard> guard) {
@@ -71,19 +78,19 @@ absl::StatusOr<Caller> Authorizer::Authenticate(const std::string& token) const 
       "(<socket>.ring) hands out; use the Stoker client library");
 }
 
-std::string Authorizer::RegisterRoot(int fd, uid_t uid) {
+std::string Authorizer::RegisterRoot(int fd, int channel_fd, uid_t uid) {
   const absl::Time now = absl::Now();
   std::string token = RandomToken();
   absl::MutexLock lock(&mu_);
   for (auto it = roots_.begin(); it != roots_.end();) {
     if (it->second.expires < now || roots_.size() > 1024) {
-      close(it->second.fd);
+      Close(it->second);
       roots_.erase(it++);
     } else {
       ++it;
     }
   }
-  roots_[token] = Root{fd, uid, now + absl::Minutes(1)};
+  roots_[token] = Root{fd, channel_fd, uid, now + absl::Minutes(1)};
   return token;
 }
 
@@ -91,40 +98,51 @@ absl::StatusOr<std::shared_ptr<Beneath>> Authorizer::Confine(
     const v1::DatasetSpec& spec, const Caller& caller) {
   if (caller.admin || !required_) return std::shared_ptr<Beneath>();
   const std::string dir = DatasetFolder(spec);
-  int fd = -1;
+  Root root;
   std::shared_ptr<const FileGuard> guard;
   {
     absl::MutexLock lock(&mu_);
     guard = guard_;
     auto it = roots_.find(spec.root_token());
     if (it != roots_.end() && it->second.uid == caller.uid) {
-      fd = it->second.fd;
+      root = it->second;
       roots_.erase(it);
     }
   }
   auto confined = std::make_shared<Beneath>();
-  confined->dir_fd = fd;  // Closed with `confined` from here on.
+  confined->dir_fd = root.fd;  // Both closed with `confined` from here on.
+  confined->opener = root.channel_fd >= 0 ? std::make_shared<shm::OpenChannel>(root.channel_fd)
+                                          : nullptr;
   confined->prefix = dir;
-  if (fd < 0) {
+  if (root.fd < 0) {
     return absl::PermissionDeniedError(absl::StrCat(
         "uid ", caller.uid, " has not shown it can open the dataset folder ",
         dir, " (the client hands it over on the ring socket)"));
   }
   // Opened for reading, which needs the folder's read permission; an O_PATH
   // descriptor can be had for a folder one may not list.
-  const int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || (fl & O_PATH) != 0) {
+  const int fl = fcntl(root.fd, F_GETFL);
+  struct stat given {};
+  if (fl < 0 || (fl & O_PATH) != 0 || fstat(root.fd, &given) != 0 || !S_ISDIR(given.st_mode)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "the descriptor for ", dir, " must be opened for reading, not O_PATH"));
+        "the descriptor for ", dir, " must be a folder opened for reading, not O_PATH"));
   }
-  struct stat given {}, named {};
-  if (fstat(fd, &given) != 0 || stat(dir.c_str(), &named) != 0 ||
-      given.st_dev != named.st_dev || given.st_ino != named.st_ino) {
+  // Every file beneath it is opened by the caller's side, with its rights.
+  auto option = [fd = root.channel_fd](int name) {
+    int value = -1;
+    socklen_t len = sizeof(value);
+    return fd >= 0 && getsockopt(fd, SOL_SOCKET, name, &value, &len) == 0 ? value : -1;
+  };
+  if (option(SO_TYPE) != SOCK_SEQPACKET || option(SO_DOMAIN) != AF_UNIX) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "the folder the client handed over is not ", dir));
+        "the client did not hand over an opener for ", dir,
+        " (a Unix SOCK_SEQPACKET socket): this daemon opens a caller's files only through "
+        "the caller's own client"));
   }
   // The folder itself may not be one of the daemon's (/dev/shm, its cache
-  // or socket folder); what lies beneath is checked at every open.
+  // or socket folder); what lies beneath is checked at every open. Which
+  // folder the client opened is its own business: every path is resolved
+  // beneath it, by the client, with the client's rights.
   confined->guard = guard;
   if (guard != nullptr) STOKER_RETURN_IF_ERROR(guard->Check(given, dir));
   return confined;

@@ -9,10 +9,12 @@
 //   no admin unless it is the daemon's user or in the group: uid 0 in a
 //   container is not the node's operator. Admin status is re-read from the
 //   group database each time a token is issued.
-// - Roots: a client proves it can open its dataset's folder by handing the
-//   descriptor over (RegisterRoot, one OpenSession of that uid, a minute);
-//   Confine turns it into the Beneath every read of that dataset goes
-//   through, refusing the daemon's own files (FileGuard).
+// - Roots: a client hands over a descriptor of its dataset's folder and
+//   the daemon's end of its opener (RegisterRoot, one OpenSession of that
+//   uid, a minute); Confine turns them into the Beneath every read of that
+//   dataset goes through: each file opened by the client with the caller's
+//   own rights (shm/open_channel.h), the daemon's own files refused
+//   (FileGuard). The daemon never opens a confined caller's file itself.
 //
 // Without `required` (in-process use, no handoff socket) every caller is
 // the default admin Caller and nothing is confined. Thread-safe.
@@ -60,10 +62,11 @@ class Authorizer {
   std::string IssueToken(uid_t uid);
   // The caller a token stands for; UNAUTHENTICATED for an unknown one.
   absl::StatusOr<Caller> Authenticate(const std::string& token) const;
-  // Takes `fd` (a folder opened by `uid`'s client) for one confined open by
-  // that uid within a minute; returns the token naming it. Expired roots
-  // are closed here; at most 1024 are kept.
-  std::string RegisterRoot(int fd, uid_t uid);
+  // Takes `fd` (a folder opened by `uid`'s client) and `channel_fd` (the
+  // daemon's end of that client's opener; -1: none, which Confine refuses)
+  // for one confined open by that uid within a minute; returns the token
+  // naming them. Expired roots are closed here; at most 1024 are kept.
+  std::string RegisterRoot(int fd, int channel_fd, uid_t uid);
 
   // The daemon's own files, refused to confined callers; set once they
   // exist (after L2 is open), before calls are served.
@@ -71,7 +74,7 @@ class Authorizer {
   // The folder `caller`'s dataset is confined to, proven by the spec's
   // root token (consumed); nullptr for callers that need no confinement.
   // PERMISSION_DENIED naming the folder when no root, another uid's, an
-  // O_PATH descriptor, a different folder, or one of the daemon's own.
+  // O_PATH descriptor or no folder, no opener, or one of the daemon's own.
   absl::StatusOr<std::shared_ptr<Beneath>> Confine(const v1::DatasetSpec& spec,
                                                    const Caller& caller);
 
@@ -86,9 +89,11 @@ class Authorizer {
   };
   struct Root {
     int fd = -1;
+    int channel_fd = -1;
     uid_t uid = 0;
     absl::Time expires;
   };
+  static void Close(const Root& root);
   const bool required_;
   const int64_t admin_gid_;
   mutable absl::Mutex mu_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "server/root_testing.h"
 #include "tests/testdata.h"
 
 namespace stoker {
@@ -84,7 +86,7 @@ TEST_F(ConfineTest, AdminsAndInProcessCallersAreNotConfined) {
   EXPECT_EQ(*admin, nullptr);
 }
 
-TEST_F(ConfineTest, OnlyTheUidsOwnReadableDescriptorOfThatFolderConfines) {
+TEST_F(ConfineTest, OnlyTheUidsOwnFolderAndOpenerConfine) {
   Authorizer auth(true, -1);
   spec_.set_root_token("");
   auto none = auth.Confine(spec_, Caller::User(5001, false));
@@ -93,24 +95,47 @@ TEST_F(ConfineTest, OnlyTheUidsOwnReadableDescriptorOfThatFolderConfines) {
                                          "folder " + root_ + "/data"),
             std::string::npos) << none.status();
   // Another uid's root: refused, and still there for its owner.
-  const std::string theirs = auth.RegisterRoot(Open("data"), 5002);
-  EXPECT_EQ(Confine(auth, theirs, 5001), kDenied);
-  EXPECT_EQ(Confine(auth, theirs, 5002), absl::StatusCode::kOk);
-  // Another folder, and an O_PATH descriptor.
-  EXPECT_EQ(Confine(auth, auth.RegisterRoot(Open("other"), 5001), 5001), kDenied);
-  EXPECT_EQ(Confine(auth, auth.RegisterRoot(Open("data", O_PATH), 5001), 5001), kDenied);
-  // The right one: a Beneath of that folder, used once.
-  const std::string mine = auth.RegisterRoot(Open("data"), 5001);
-  spec_.set_root_token(mine);
+  ServedRoot theirs = RegisterServedRoot(auth, root_ + "/data", 5002);
+  EXPECT_EQ(Confine(auth, theirs.token, 5001), kDenied);
+  EXPECT_EQ(Confine(auth, theirs.token, 5002), absl::StatusCode::kOk);
+  // An O_PATH descriptor; a folder without an opener, or with something
+  // else in its place (a stream socket, a file).
+  auto pair = shm::OpenChannelPair();
+  ASSERT_TRUE(pair.ok());
+  close(pair->first);
+  EXPECT_EQ(Confine(auth, auth.RegisterRoot(Open("data", O_PATH), pair->second, 5001), 5001),
+            kDenied);
+  spec_.set_root_token(auth.RegisterRoot(Open("data"), -1, 5001));
+  none = auth.Confine(spec_, Caller::User(5001, false));
+  EXPECT_EQ(none.status().code(), kDenied);
+  EXPECT_NE(none.status().message().find("did not hand over an opener"), std::string::npos)
+      << none.status();
+  int stream[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stream), 0);
+  close(stream[0]);
+  EXPECT_EQ(Confine(auth, auth.RegisterRoot(Open("data"), stream[1], 5001), 5001), kDenied);
+  EXPECT_EQ(Confine(auth, auth.RegisterRoot(Open("data"), Open("other"), 5001), 5001), kDenied);
+  // The right one: a Beneath of that folder with the client's opener, used
+  // once.
+  ServedRoot mine = RegisterServedRoot(auth, root_ + "/data", 5001);
+  spec_.set_root_token(mine.token);
   auto confined = auth.Confine(spec_, Caller::User(5001, false));
   ASSERT_TRUE(confined.ok()) << confined.status();
   ASSERT_NE(*confined, nullptr);
   EXPECT_EQ((*confined)->prefix, root_ + "/data");
+  ASSERT_NE((*confined)->opener, nullptr);
   struct stat a {}, b {};
   ASSERT_EQ(fstat((*confined)->dir_fd, &a), 0);
   ASSERT_EQ(stat((root_ + "/data").c_str(), &b), 0);
   EXPECT_EQ(a.st_ino, b.st_ino);
-  EXPECT_EQ(Confine(auth, mine, 5001), kDenied);  // Consumed.
+  EXPECT_EQ(Confine(auth, mine.token, 5001), kDenied);  // Consumed.
+  // Its files are the client's opens: once the client is gone, none is.
+  ASSERT_TRUE(ListFolder(root_ + "/data", confined->get(), 10).ok());
+  const uint64_t opened = mine.server->opened();
+  EXPECT_EQ(opened, 1u);
+  mine.server.reset();
+  EXPECT_EQ(ListFolder(root_ + "/data", confined->get(), 10).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST_F(ConfineTest, TheDaemonsOwnFoldersAreRefused) {
@@ -120,12 +145,14 @@ TEST_F(ConfineTest, TheDaemonsOwnFoldersAreRefused) {
   auto guard = std::make_shared<FileGuard>();
   guard->inodes.emplace_back(st.st_dev, st.st_ino);  // As if its L2 folder.
   auth.SetGuard(guard);
-  spec_.set_root_token(auth.RegisterRoot(Open("data"), 5001));
+  ServedRoot data = RegisterServedRoot(auth, root_ + "/data", 5001);
+  spec_.set_root_token(data.token);
   auto refused = auth.Confine(spec_, Caller::User(5001, false));
   EXPECT_EQ(refused.status().code(), kDenied) << refused.status();
   // Another folder passes, and carries the guard for what lies beneath.
   spec_.mutable_folder()->set_path(root_ + "/other");
-  spec_.set_root_token(auth.RegisterRoot(Open("other"), 5001));
+  ServedRoot other = RegisterServedRoot(auth, root_ + "/other", 5001);
+  spec_.set_root_token(other.token);
   auto kept = auth.Confine(spec_, Caller::User(5001, false));
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ((*kept)->guard, guard);
@@ -134,14 +161,18 @@ TEST_F(ConfineTest, TheDaemonsOwnFoldersAreRefused) {
 // Roots never used are closed with the authorizer: no descriptor leaks.
 TEST_F(ConfineTest, UnusedRootsAreClosed) {
   const int fd = Open("data");
+  auto pair = shm::OpenChannelPair();
   ASSERT_GE(fd, 0);
+  ASSERT_TRUE(pair.ok());
   {
     Authorizer auth(true, -1);
-    auth.RegisterRoot(fd, 5001);
+    auth.RegisterRoot(fd, pair->second, 5001);
     EXPECT_EQ(fcntl(fd, F_GETFD), FD_CLOEXEC);
   }
   EXPECT_EQ(fcntl(fd, F_GETFD), -1);
   EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(fcntl(pair->second, F_GETFD), -1);
+  close(pair->first);
 }
 
 }  // namespace

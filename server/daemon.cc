@@ -22,6 +22,7 @@
 #include "server/token.h"
 #include "util/process.h"
 #include "util/version.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 
@@ -123,11 +124,11 @@ absl::Status Daemon::Start() {
     L2Cache* l2_cache = l2_.get();
     volumes_.set_spill(VolumeCache::Spill{
         [l2_cache](const std::string& key, const Buffer& bytes) {
-          l2_cache->Put("volume|" + key, FileVersion{}, bytes);
+          l2_cache->Put(CacheKey({"volume", key}), FileVersion{}, bytes);
         },
         [l2_cache](const std::string& key, uint64_t bytes, uint8_t* out) {
           bool copied = false;
-          l2_cache->Lookup("volume|" + key, FileVersion{}, [&](absl::string_view payload) {
+          l2_cache->Lookup(CacheKey({"volume", key}), FileVersion{}, [&](absl::string_view payload) {
             if (payload.size() != bytes) return;
             std::memcpy(out, payload.data(), bytes);
             copied = true;

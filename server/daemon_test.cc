@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/root_testing.h"
 #include "shm/ring.h"
 #include "tests/testdata.h"
 
@@ -360,20 +361,17 @@ TEST(DaemonConfinementTest, DatasetsStayBeneathTheFolderTheClientOpened) {
   EXPECT_EQ(no_token.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(no_token.status().message().find("has not shown it can open"),
             std::string::npos);
-  // A token for another folder, and one registered by another uid.
-  r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.authorizer().RegisterRoot(open((root + "/secret").c_str(), O_RDONLY | O_DIRECTORY), 7101));
+  // A token registered by another uid; a folder handed over without the
+  // client's opener.
+  ServedRoot bobs = RegisterServedRoot(d.authorizer(), root + "/data", 7102);
+  r.mutable_spec()->mutable_dataset()->set_root_token(bobs.token);
   EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
-  r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.authorizer().RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7102));
-  EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
-  // O_PATH proves nothing about the folder's own permissions.
-  r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.authorizer().RegisterRoot(open((root + "/data").c_str(), O_PATH | O_DIRECTORY), 7101));
+  r.mutable_spec()->mutable_dataset()->set_root_token(d.authorizer().RegisterRoot(
+      open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC), -1, 7101));
   EXPECT_EQ(d.OpenSession(r, alice).status().code(), absl::StatusCode::kPermissionDenied);
   // The right folder: served, and the symlink out reads as a failed sample.
-  r.mutable_spec()->mutable_dataset()->set_root_token(
-      d.authorizer().RegisterRoot(open((root + "/data").c_str(), O_RDONLY | O_DIRECTORY), 7101));
+  ServedRoot alices = RegisterServedRoot(d.authorizer(), root + "/data", 7101);
+  r.mutable_spec()->mutable_dataset()->set_root_token(alices.token);
   auto resp = d.OpenSession(r, alice);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(resp->dataset_samples(), 3u);

@@ -51,9 +51,6 @@ struct ScanLimits {
   uint64_t max_files = 20'000'000;  // Directory entries seen in all.
   absl::Duration max_time = absl::Minutes(10);
   const std::atomic<bool>* cancel = nullptr;  // True: stop (shutdown).
-  // Non-empty: a confined dataset's folder; symlinked folders that lead
-  // outside it are skipped (their files are never listed).
-  std::string beneath;
   // Manifests and LMDB data files are opened through the file environment,
   // beneath `within` when set (a confined caller's folder), and a manifest
   // is capped at `max_file_bytes`, `max_files` lines and `max_line_bytes`

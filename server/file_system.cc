@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "shm/open_channel.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -40,7 +41,8 @@ FileVersion VersionOf(const struct stat& st) {
                      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
                          st.st_mtim.tv_nsec,
                      static_cast<uint64_t>(st.st_dev),
-                     static_cast<uint64_t>(st.st_ino)};
+                     static_cast<uint64_t>(st.st_ino),
+                     static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
 }
 
 namespace {
@@ -59,26 +61,62 @@ absl::Status NotRegular(const std::string& path, const char* kind) {
       absl::StrCat(path, " is ", kind, ": only regular files are read"));
 }
 
-// open(2) or, confined, openat2(2) beneath the folder; -1 and *err on failure.
-int OpenRaw(const std::string& path, uint64_t flags, const Beneath* beneath, int* err) {
+// The path of `path` relative to the folder of `beneath` ("." for the folder).
+std::string Relative(const std::string& path, const Beneath& beneath) {
+  if (path == beneath.prefix) return ".";
+  const size_t cut = beneath.prefix == "/" ? 0 : beneath.prefix.size();
+  return path.substr(cut + 1);
+}
+
+// The error of an open of `path` that failed with `err`.
+absl::Status OpenError(int err, const std::string& path, const Beneath* beneath) {
+  if (err == EXDEV && beneath != nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " leads outside the dataset folder ", beneath->prefix));
+  }
+  if (err == ENXIO) return NotRegular(path, "a socket or a device");
+  if (err == ENOTDIR) return NotRegular(path, "not a folder");
+  if (err == EBADF && beneath != nullptr && beneath->opener != nullptr) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the client handed over a descriptor for ", path, " that is not open for reading"));
+  }
+  return ErrnoStatus(err, path);
+}
+
+// open(2) or, confined, the caller's own open: by its opener (the kernel
+// checks the caller's rights), or openat2(2) beneath the folder. A
+// descriptor, or -1 and *err; an error only when the opener is gone.
+absl::StatusOr<int> OpenOrErrno(const std::string& path, uint64_t flags, const Beneath* beneath,
+                                int* err) {
   long fd;
   if (beneath == nullptr) {
     fd = open(path.c_str(), static_cast<int>(flags));
+  } else if (beneath->opener != nullptr) {
+    return beneath->opener->OpenOne((flags & O_DIRECTORY) != 0 ? shm::OpenOp::kOpenFolder
+                                                                : shm::OpenOp::kOpenFile,
+                                    Relative(path, *beneath), err);
   } else {
     struct open_how how {};
     how.flags = flags;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    const size_t cut = beneath->prefix == "/" ? 0 : beneath->prefix.size();
-    const std::string rel = path.substr(cut + 1);
-    fd = syscall(SYS_openat2, beneath->dir_fd, rel.c_str(), &how, sizeof(how));
+    fd = syscall(SYS_openat2, beneath->dir_fd, Relative(path, *beneath).c_str(), &how,
+                 sizeof(how));
   }
-  *err = errno;
+  *err = fd < 0 ? errno : 0;
   return static_cast<int>(fd);
 }
 
-// PERMISSION_DENIED when a confined `path` does not lie below the folder.
+absl::StatusOr<int> OpenRaw(const std::string& path, uint64_t flags, const Beneath* beneath) {
+  int err = 0;
+  STOKER_ASSIGN_OR_RETURN(const int fd, OpenOrErrno(path, flags, beneath, &err));
+  if (fd < 0) return OpenError(err, path, beneath);
+  return fd;
+}
+
+// PERMISSION_DENIED when a confined `path` does not lie below the folder
+// (or is not the folder itself).
 absl::Status CheckBeneath(const std::string& path, const Beneath* beneath) {
-  if (beneath == nullptr) return absl::OkStatus();
+  if (beneath == nullptr || path == beneath->prefix) return absl::OkStatus();
   const std::string& pre = beneath->prefix;
   // "/" confines to the whole tree: every absolute path is beneath it.
   const size_t cut = pre == "/" ? 0 : pre.size();
@@ -88,59 +126,92 @@ absl::Status CheckBeneath(const std::string& path, const Beneath* beneath) {
   return absl::OkStatus();
 }
 
+// What a symlink (or an entry of unknown type) named `name` in `folder`
+// is, opened as a dataset's file is opened: one leading out of the
+// confinement, or that cannot be opened, is kOther.
+FolderEntry::Kind ResolveKind(const std::string& folder, const std::string& name,
+                              const Beneath* beneath) {
+  int err = 0;
+  absl::StatusOr<int> fd = OpenOrErrno(InFolder(folder, name),
+                                       O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, beneath, &err);
+  if (fd.ok() && *fd < 0 && err == EXDEV && beneath != nullptr) return FolderEntry::kOutside;
+  if (!fd.ok() || *fd < 0) return FolderEntry::kOther;
+  struct stat st {};
+  const bool ok = fstat(*fd, &st) == 0;
+  close(*fd);
+  if (!ok) return FolderEntry::kOther;
+  return S_ISDIR(st.st_mode) ? FolderEntry::kFolder
+         : S_ISREG(st.st_mode) ? FolderEntry::kFile
+                               : FolderEntry::kOther;
+}
+
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
-                                                    const Beneath* beneath,
-                                                    uint64_t max_entries) {
+absl::StatusOr<std::vector<FolderEntry>> ListFolderEntries(const std::string& path,
+                                                           const Beneath* beneath,
+                                                           uint64_t max_entries,
+                                                           struct stat* folder_st) {
   const std::string trimmed = path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1)
                                                                    : path;
-  int err = 0, fd = -1;
-  const uint64_t flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK;
-  if (beneath != nullptr && trimmed == beneath->prefix) {
-    // Its own open file description: a dup would share the offset.
-    fd = openat(beneath->dir_fd, ".", static_cast<int>(flags));
-    err = errno;
-  } else {
-    STOKER_RETURN_IF_ERROR(CheckBeneath(trimmed, beneath));
-    fd = OpenRaw(trimmed, flags, beneath, &err);
-  }
-  if (fd < 0) {
-    if (err == EXDEV && beneath != nullptr)
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, " leads outside the dataset folder ", beneath->prefix));
-    if (err == ENOTDIR) return NotRegular(path, "not a folder");
+  STOKER_RETURN_IF_ERROR(CheckBeneath(trimmed, beneath));
+  // Its own open file description (never a dup of the folder's: that would
+  // share the offset).
+  STOKER_ASSIGN_OR_RETURN(
+      const int fd, OpenRaw(trimmed, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK, beneath));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
     return ErrnoStatus(err, path);
   }
-  struct stat st;
-  if (fstat(fd, &st) == 0 && beneath != nullptr && beneath->guard != nullptr) {
+  if (beneath != nullptr && beneath->guard != nullptr) {
     absl::Status s = beneath->guard->Check(st, path);
     if (!s.ok()) {
       close(fd);
       return s;
     }
   }
+  if (folder_st != nullptr) *folder_st = st;
   DIR* dir = fdopendir(fd);
   if (dir == nullptr) {
-    err = errno;
+    const int err = errno;
     close(fd);
     return ErrnoStatus(err, path);
   }
-  std::vector<std::string> names;
+  std::vector<FolderEntry> entries;
+  std::vector<size_t> unknown;
   absl::Status s;
   while (const dirent* e = readdir(dir)) {
     const absl::string_view name = e->d_name;
     if (name == "." || name == "..") continue;
-    if (names.size() >= max_entries) {
+    if (entries.size() >= max_entries) {
       s = absl::ResourceExhaustedError(absl::StrCat(
           path, " holds over ", max_entries, " entries (--max-dataset-files)"));
       break;
     }
-    names.emplace_back(name);
+    FolderEntry::Kind kind = FolderEntry::kOther;
+    if (e->d_type == DT_DIR) kind = FolderEntry::kFolder;
+    if (e->d_type == DT_REG) kind = FolderEntry::kFile;
+    if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) unknown.push_back(entries.size());
+    entries.push_back(FolderEntry{std::string(name), kind});
   }
   closedir(dir);
   if (!s.ok()) return s;
-  std::sort(names.begin(), names.end());
+  // A symlink is what its target is, opened as the caller opens it.
+  for (size_t i : unknown) entries[i].kind = ResolveKind(trimmed, entries[i].name, beneath);
+  std::sort(entries.begin(), entries.end(),
+            [](const FolderEntry& a, const FolderEntry& b) { return a.name < b.name; });
+  return entries;
+}
+
+absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
+                                                    const Beneath* beneath,
+                                                    uint64_t max_entries) {
+  STOKER_ASSIGN_OR_RETURN(std::vector<FolderEntry> entries,
+                          ListFolderEntries(path, beneath, max_entries));
+  std::vector<std::string> names;
+  names.reserve(entries.size());
+  for (FolderEntry& e : entries) names.push_back(std::move(e.name));
   return names;
 }
 
@@ -165,16 +236,7 @@ absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
   flags |= O_CLOEXEC;
   // Non-blocking: opening a FIFO for reading must not wait for a writer.
   if ((flags & O_PATH) == 0) flags |= O_NONBLOCK | O_NOCTTY;
-  int err = 0;
-  const int fd = OpenRaw(path, flags, beneath, &err);
-  if (fd < 0) {
-    if (err == EXDEV && beneath != nullptr) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, " leads outside the dataset folder ", beneath->prefix));
-    }
-    if (err == ENXIO) return NotRegular(path, "a socket or a device");
-    return ErrnoStatus(err, path);
-  }
+  STOKER_ASSIGN_OR_RETURN(const int fd, OpenRaw(path, flags, beneath));
   struct stat st;
   absl::Status s;
   if (fstat(fd, &st) != 0) {

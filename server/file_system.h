@@ -29,6 +29,9 @@
 #include "absl/time/time.h"
 
 namespace stoker {
+namespace shm {
+class OpenChannel;  // shm/open_channel.h
+}  // namespace shm
 
 // The daemon's own things that no confined caller may read, whatever folder
 // it hands over. Immutable once built; shared by every confinement.
@@ -49,12 +52,18 @@ struct FileGuard {
 };
 
 // A dataset's confinement: paths below `prefix` are opened relative to the
-// folder `dir_fd` (which the client proved it could open) and may not leave
-// it, through `..` or symlinks (openat2 RESOLVE_BENEATH). Owns dir_fd.
+// folder the client opened and may not leave it, through `..` or symlinks
+// (openat2 RESOLVE_BENEATH). With an `opener` (the daemon's confinements
+// always have one) every open is the caller's own: its client opens the
+// file with its own rights and hands the descriptor over
+// (shm/open_channel.h), so the kernel decides what the caller may read.
+// Without one (in-process tests of the rules) files are opened beneath
+// `dir_fd` with this process's rights. Owns dir_fd.
 struct Beneath {
   int dir_fd = -1;
   std::string prefix;  // The folder's path as the dataset names it.
   std::shared_ptr<const FileGuard> guard;  // May be null (no guard).
+  std::shared_ptr<shm::OpenChannel> opener;  // May be null (see above).
   ~Beneath();
 };
 
@@ -64,9 +73,13 @@ struct FileVersion {
   int64_t mtime_ns = 0;
   uint64_t device = 0;  // st_dev and st_ino: which file (0: not known).
   uint64_t inode = 0;
-  // The same contents as far as size and mtime tell (what L2 records).
+  // The inode's change time: no user can set it (an owner sets mtime), so
+  // a recycled inode given another file's size and mtime still differs.
+  int64_t ctime_ns = 0;
+  // The same contents as far as size, mtime and ctime tell (what L2
+  // records).
   bool operator==(const FileVersion& o) const {
-    return size == o.size && mtime_ns == o.mtime_ns;
+    return size == o.size && mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
   }
   // The same file (device, inode) at the same version.
   bool SameFileAs(const FileVersion& o) const {
@@ -97,6 +110,22 @@ absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
 absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
                                                     const Beneath* beneath,
                                                     uint64_t max_entries);
+// One entry of a folder, and what it is: a symlink (or an entry whose type
+// the file system does not say) is what it leads to, opened as the
+// caller's files are opened: kOutside when it leads outside the
+// confinement (reading it is refused), kOther when broken or something
+// else.
+struct FolderEntry {
+  enum Kind { kFile, kFolder, kOutside, kOther };
+  std::string name;
+  Kind kind = kOther;
+};
+// ListFolder with each entry's kind; *folder_st (may be null) receives the
+// folder's own stat.
+absl::StatusOr<std::vector<FolderEntry>> ListFolderEntries(const std::string& path,
+                                                           const Beneath* beneath,
+                                                           uint64_t max_entries,
+                                                           struct stat* folder_st = nullptr);
 // The path of entry `name` of folder `folder` (which may end in '/').
 std::string InFolder(const std::string& folder, const std::string& name);
 // The first `n` bytes of `path` (fewer when it is shorter), opened as

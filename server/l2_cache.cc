@@ -13,7 +13,7 @@
 namespace stoker {
 namespace {
 
-constexpr uint32_t kValueMagic = 0x324c4b53;  // "SKL2"
+constexpr uint32_t kValueMagic = 0x334c4b53;  // "SKL3"
 constexpr size_t kBatchOps = 256;
 
 // Value layout: ValueHeader, then the full key, then the payload.
@@ -22,10 +22,11 @@ struct ValueHeader {
   uint32_t key_len;
   uint64_t source_size;
   int64_t source_mtime_ns;
+  int64_t source_ctime_ns;
   uint64_t payload_len;
   uint64_t checksum;  // Over the header's other fields, key and payload.
 };
-static_assert(sizeof(ValueHeader) == 40);
+static_assert(sizeof(ValueHeader) == 48);
 
 uint64_t ValueChecksum(const ValueHeader& h, absl::string_view key,
                        absl::string_view payload) {
@@ -107,7 +108,8 @@ L2Cache::Result Classify(absl::string_view value, const std::string& key,
     return L2Cache::Result::kCorrupt;
   }
   if (stored_key != key) return L2Cache::Result::kMiss;  // Hashed-key collision.
-  if (h.source_size != version.size || h.source_mtime_ns != version.mtime_ns) {
+  if (h.source_size != version.size || h.source_mtime_ns != version.mtime_ns ||
+      h.source_ctime_ns != version.ctime_ns) {
     return L2Cache::Result::kStale;
   }
   take(payload);
@@ -226,7 +228,8 @@ void L2Cache::WriteBatch(std::deque<Op>& batch) {
       }
       if (map_full_.load(std::memory_order_relaxed)) continue;
       ValueHeader h{kValueMagic, static_cast<uint32_t>(op.key.size()),
-                    op.version.size, op.version.mtime_ns, op.payload->size(), 0};
+                    op.version.size, op.version.mtime_ns, op.version.ctime_ns,
+                    op.payload->size(), 0};
       h.checksum = ValueChecksum(
           h, op.key, absl::string_view(op.payload->data(), op.payload->size()));
       // Reserved in the map and written there: no copy of the value first.

@@ -38,10 +38,15 @@ TEST(L2CacheTest, EntriesSurviveAReopenForTheirVersionOnly) {
             L2Cache::Result::kMiss);
   EXPECT_EQ((*l2)->Lookup("a", Version(5, 2), &out), L2Cache::Result::kStale);
   EXPECT_EQ((*l2)->Lookup("a", Version(6, 1), &out), L2Cache::Result::kStale);
+  // A recycled inode given the old file's size and mtime: its ctime, which
+  // no user sets, differs.
+  FileVersion forged = Version(5, 1);
+  forged.ctime_ns = 99;
+  EXPECT_EQ((*l2)->Lookup("a", forged, &out), L2Cache::Result::kStale);
   EXPECT_EQ((*l2)->Lookup("b", Version(5, 1), &out), L2Cache::Result::kMiss);
   const v1::TierStats s = (*l2)->Stats();
   EXPECT_EQ(s.hits(), 2u);
-  EXPECT_EQ(s.stale(), 2u);
+  EXPECT_EQ(s.stale(), 3u);
   EXPECT_EQ(s.misses(), 2u);
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 namespace {
@@ -79,13 +80,14 @@ ImageView PixelsOf(const Bytes& entry) {
 
 std::string PixelCache::Key(const SourceKey& file, int max_side,
                             const ImageRequest& request) {
-  return absl::StrCat("px", max_side, "/", request.channels, "/", request.elem_bytes,
-                      request.indices ? "/i/" : "/", file.file);
+  return CacheKey({"px", static_cast<int64_t>(max_side), static_cast<int64_t>(request.channels),
+                   static_cast<int64_t>(request.elem_bytes), request.indices ? "i" : "-",
+                   file.file});
 }
 
 namespace {
 std::string RamKey(const std::string& key, const FileVersion& version) {
-  return absl::StrCat(key, "@", version.size, ":", version.mtime_ns);
+  return CacheKey({key, version.size, version.mtime_ns, version.ctime_ns});
 }
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -100,17 +101,21 @@ void RingHandoffServer::HandleOne(int sock) {
   shm::SetSocketTimeout(sock, absl::Seconds(2)).IgnoreError();
   absl::StatusOr<shm::PeerCredentials> peer = shm::GetPeerCredentials(sock);
   std::string request;
-  int stray = -1;
+  // A root exchange carries two descriptors (the folder, the opener's
+  // end); every other none. Whatever else arrives is closed.
+  std::vector<int> fds;
   absl::Status s = peer.status();
-  if (s.ok()) s = shm::ReceiveWithFd(sock, 256, &request, &stray, deadline);
-  if (stray >= 0 && !(s.ok() && request == "STOKER-ROOT 1")) {
-    close(stray);
-    stray = -1;
-  }
-  if (s.ok() && request == "STOKER-ROOT 1" && stray >= 0) {
-    const std::string token = daemon_->authorizer().RegisterRoot(stray, peer->uid);
+  if (s.ok()) s = shm::ReceiveWithFds(sock, 256, 2, &request, &fds, deadline);
+  if (s.ok() && request == "STOKER-ROOT 2" && fds.size() == 2) {
+    const std::string token = daemon_->authorizer().RegisterRoot(fds[0], fds[1], peer->uid);
     shm::SendWithFd(sock, absl::StrCat("OK ", token, "\n"), -1).IgnoreError();
     return;
+  }
+  shm::CloseFds(&fds);
+  if (s.ok() && absl::StartsWith(request, "STOKER-ROOT")) {
+    s = absl::FailedPreconditionError(
+        "a dataset is proven with its folder and the client's opener (STOKER-ROOT 2 with two "
+        "descriptors): this client is older than the daemon");
   }
   if (s.ok() && request == "STOKER-AUTH 1") {
     shm::SendWithFd(sock, absl::StrCat("OK ", daemon_->authorizer().IssueToken(peer->uid), "\n"),

@@ -3,11 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 
 std::string SourceKey::key() const {
-  return absl::StrCat(file, "@", version.size, ":", version.mtime_ns);
+  return CacheKey({file, version.size, version.mtime_ns, version.ctime_ns});
 }
 
 namespace {
@@ -19,7 +20,7 @@ class FileSource : public SampleSource {
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
     absl::StatusOr<FileVersion> v = fs_->Stat(path, beneath_.get());
     if (!v.ok()) return v.status();
-    return SourceKey{absl::StrCat("f:", v->device, ":", v->inode), *v};
+    return SourceKey{CacheKey({"f", v->device, v->inode}), *v};
   }
   bool Versioned() const override { return true; }
   absl::Status Read(const std::string& path, std::string* out,

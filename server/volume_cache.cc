@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -13,15 +15,28 @@ VolumeCache::VolumeCache(uint64_t capacity_bytes, Parallel parallel)
     : ram_("volumes", capacity_bytes, /*shards=*/1),
       parallel_(parallel ? std::move(parallel) : Parallel(&VolumeCache::Serial)) {}
 
+namespace {
+
+// A hit is what the caller expects or an error: never a shorter buffer a
+// caller would copy past (two volumes under one key would be a bug).
+absl::StatusOr<Buffer> Checked(Buffer hit, uint64_t bytes, const std::string& key) {
+  if (hit == nullptr || hit->size() == bytes) return hit;
+  return absl::InternalError(absl::StrCat("a cached volume holds ", hit->size(),
+                                          " bytes where ", bytes, " were expected (key ",
+                                          absl::CHexEscape(key), ")"));
+}
+
+}  // namespace
+
 absl::StatusOr<Buffer> VolumeCache::Get(const std::string& key, uint64_t bytes,
                                         const Decode& decode) {
-  if (Buffer kept = ram_.Lookup(key)) return kept;
+  if (Buffer kept = ram_.Lookup(key)) return Checked(kept, bytes, key);
   if (!ram_.Fits(key, bytes)) {
     oversized_.fetch_add(1, std::memory_order_relaxed);
     return Buffer();
   }
   return decoding_.Do(key, [&]() -> absl::StatusOr<Buffer> {
-    if (Buffer kept = ram_.Peek(key)) return kept;  // Decoded meanwhile.
+    if (Buffer kept = ram_.Peek(key)) return Checked(kept, bytes, key);  // Decoded meanwhile.
     if (Buffer found = Unspill(key, bytes)) return found;
     // Written whole: on huge pages where allowed, a fault per 2 MiB.
     STOKER_ASSIGN_OR_RETURN(WritablePages volume, Pages(bytes, /*huge=*/true));
@@ -70,8 +85,15 @@ absl::StatusOr<std::shared_ptr<VolumeCache::Pieces>> VolumeCache::FindPieces(con
   auto it = pieces_.find(key);
   std::shared_ptr<Pieces> v = it != pieces_.end() ? it->second.lock() : nullptr;
   if (*entry != nullptr) {
+    STOKER_ASSIGN_OR_RETURN(*entry, Checked(*entry, bytes, key));
     // Kept: still being filled when it is the one in pieces_, else whole.
-    if (v != nullptr && v->pages.buffer == *entry) return v;
+    if (v != nullptr && v->pages.buffer == *entry) {
+      if (v->count != pieces) {
+        return absl::InternalError(absl::StrCat("a cached volume has ", v->count,
+                                                " pieces where ", pieces, " were expected"));
+      }
+      return v;
+    }
     return nullptr;
   }
   if (!ram_.Fits(key, bytes)) {
@@ -148,7 +170,7 @@ absl::StatusOr<Buffer> VolumeCache::GetPieces(const std::string& key, uint64_t b
     // Not in RAM: whole from the spill when it is there. (A volume being
     // filled piece by piece is in RAM.)
     absl::StatusOr<Buffer> found = decoding_.Do(key, [&]() -> absl::StatusOr<Buffer> {
-      if (Buffer kept = ram_.Peek(key)) return kept;
+      if (Buffer kept = ram_.Peek(key)) return Checked(kept, bytes, key);
       return Unspill(key, bytes);
     });
     if (found.ok() && *found != nullptr) return found;

@@ -42,6 +42,23 @@ TEST(VolumeCacheTest, DecodesOnceThenServesFromRam) {
   EXPECT_EQ(s.entries(), 1u);
 }
 
+// A hit is checked against what its reader expects: a kept volume of
+// another size (or piece count) is an error, never a buffer copied past.
+TEST(VolumeCacheTest, AHitOfAnotherSizeIsAnError) {
+  VolumeCache cache(10'000);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(cache.Get("v0", 1000, Filling(7, &calls)).ok());
+  absl::StatusOr<Buffer> longer = cache.Get("v0", 2000, Filling(7, &calls));
+  EXPECT_EQ(longer.status().code(), absl::StatusCode::kInternal) << longer.status();
+  auto fill = [](uint64_t, uint8_t*) { return absl::OkStatus(); };
+  EXPECT_EQ(cache.GetPieces("v0", 4000, 4, {0}, fill).status().code(),
+            absl::StatusCode::kInternal);
+  ASSERT_TRUE(cache.GetPieces("p", 1000, 10, {0}, fill).ok());
+  EXPECT_EQ(cache.GetPieces("p", 1000, 5, {0}, fill).status().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(calls.load(), 1);
+}
+
 TEST(VolumeCacheTest, ConcurrentReadersOfOneVolumeShareOneDecode) {
   VolumeCache cache(10'000);
   std::atomic<int> calls{0};

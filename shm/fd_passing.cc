@@ -31,22 +31,28 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int sock) {
   return PeerCredentials{cred.pid, cred.uid, cred.gid};
 }
 
-absl::Status SendWithFd(int sock, const std::string& message, int fd) {
+absl::Status SendWithFds(int sock, const std::string& message, const std::vector<int>& fds) {
+  if (fds.size() > kMaxFdsPerMessage) {
+    return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxFdsPerMessage,
+                                                   " descriptors go in one message"));
+  }
   struct iovec iov {};
   iov.iov_base = const_cast<char*>(message.data());
   iov.iov_len = message.size();
   struct msghdr msg {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+  std::vector<char> control;
+  if (!fds.empty()) {
+    // cmsghdr alignment: the vector's storage is new[]-aligned.
+    control.assign(CMSG_SPACE(sizeof(int) * fds.size()), 0);
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
     struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   }
   ssize_t n;
   do {
@@ -59,12 +65,41 @@ absl::Status SendWithFd(int sock, const std::string& message, int fd) {
   return absl::OkStatus();
 }
 
-absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message, int* fd,
-                           absl::Time deadline) {
-  *fd = -1;
+absl::Status SendWithFd(int sock, const std::string& message, int fd) {
+  return fd >= 0 ? SendWithFds(sock, message, {fd}) : SendWithFds(sock, message, {});
+}
+
+void CloseFds(std::vector<int>* fds) {
+  for (int fd : *fds) close(fd);
+  fds->clear();
+}
+
+void TakeDescriptors(struct msghdr* msg, size_t max_fds, std::vector<int>* fds) {
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(msg); c != nullptr; c = CMSG_NXTHDR(msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int got;
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (fds->size() < max_fds) {
+        fds->push_back(got);
+      } else {
+        close(got);  // Beyond what this exchange carries: never kept.
+      }
+    }
+  }
+}
+
+absl::Status ReceiveWithFds(int sock, size_t max_bytes, size_t max_fds, std::string* message,
+                            std::vector<int>* fds, absl::Time deadline) {
+  CloseFds(fds);
   message->clear();
   std::vector<char> buf(max_bytes);
+  // Room for more descriptors than expected, so extras arrive (and are
+  // closed here) rather than truncate the control data.
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage));
   size_t used = 0;
+  absl::Status failed;
   while (used < max_bytes) {
     struct iovec iov {};
     iov.iov_base = buf.data() + used;
@@ -72,9 +107,8 @@ absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message, int
     struct msghdr msg {};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
     ssize_t n = -1;
     int err = 0;
     bool late = false;
@@ -108,38 +142,42 @@ absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message, int
       err = errno;
     }
     if (late) {
-      if (*fd >= 0) close(*fd);
-      *fd = -1;
-      return absl::DeadlineExceededError(
-          "ring socket: the message did not arrive in time");
+      failed = absl::DeadlineExceededError("ring socket: the message did not arrive in time");
+      break;
     }
-    if (n < 0) return ErrnoStatus(err, "reading the ring socket");
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
-         c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-        int got;
-        std::memcpy(&got, CMSG_DATA(c), sizeof(int));
-        if (*fd >= 0) {
-          close(got);  // One fd per exchange; extra ones are dropped.
-        } else {
-          *fd = got;
-        }
-      }
+    if (n < 0) {
+      failed = ErrnoStatus(err, "reading the ring socket");
+      break;
+    }
+    TakeDescriptors(&msg, max_fds, fds);
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+      failed = absl::InvalidArgumentError("ring socket: too many descriptors in one message");
+      break;
     }
     if (n == 0) break;
     used += static_cast<size_t>(n);
     if (std::memchr(buf.data(), '\n', used) != nullptr) break;
   }
   const char* end = static_cast<const char*>(std::memchr(buf.data(), '\n', used));
-  if (end == nullptr) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-    return absl::InvalidArgumentError(
-        used == max_bytes ? "ring socket: message too long"
-                          : "ring socket: connection closed mid-message");
+  if (failed.ok() && end == nullptr) {
+    failed = absl::InvalidArgumentError(used == max_bytes
+                                            ? "ring socket: message too long"
+                                            : "ring socket: connection closed mid-message");
+  }
+  if (!failed.ok()) {
+    CloseFds(fds);
+    return failed;
   }
   message->assign(buf.data(), static_cast<size_t>(end - buf.data()));
   return absl::OkStatus();
+}
+
+absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message, int* fd,
+                           absl::Time deadline) {
+  std::vector<int> fds;
+  absl::Status s = ReceiveWithFds(sock, max_bytes, 1, message, &fds, deadline);
+  *fd = fds.empty() ? -1 : fds[0];
+  return s;
 }
 
 absl::Status SetSocketTimeout(int sock, absl::Duration timeout) {
@@ -181,10 +219,11 @@ namespace {
 // One request/answer exchange on the ring socket, the server verified;
 // returns the answer line and its descriptor (-1 if none; caller closes).
 absl::StatusOr<std::pair<std::string, int>> Exchange(
-    const std::string& socket_path, const std::string& request, int send_fd = -1) {
+    const std::string& socket_path, const std::string& request,
+    const std::vector<int>& send_fds = {}) {
   STOKER_ASSIGN_OR_RETURN(int sock, ConnectUnix(socket_path, absl::Seconds(10)));
   absl::Status s = VerifyServer(sock, socket_path);
-  if (s.ok()) s = SendWithFd(sock, request, send_fd);
+  if (s.ok()) s = SendWithFds(sock, request, send_fds);
   std::string reply;
   int fd = -1;
   if (s.ok()) s = ReceiveWithFd(sock, 4096, &reply, &fd);
@@ -217,22 +256,14 @@ absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path) {
 }
 
 absl::StatusOr<std::string> ProveDatasetFolder(const std::string& socket_path,
-                                               const std::string& folder) {
-  // O_RDONLY, not O_PATH: an O_PATH descriptor proves nothing about the
-  // folder's own permissions.
-  int fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    return ErrnoStatus(errno, absl::StrCat("dataset folder ", folder));
+                                               int folder_fd, int channel_fd) {
+  STOKER_ASSIGN_OR_RETURN(auto answer,
+                          Exchange(socket_path, "STOKER-ROOT 2\n", {folder_fd, channel_fd}));
+  if (answer.second >= 0) close(answer.second);
+  if (absl::StartsWith(answer.first, "OK ") && answer.first.size() > 3) {
+    return answer.first.substr(3);
   }
-  absl::StatusOr<std::pair<std::string, int>> answer =
-      Exchange(socket_path, "STOKER-ROOT 1\n", fd);
-  close(fd);
-  if (!answer.ok()) return answer.status();
-  if (answer->second >= 0) close(answer->second);
-  if (absl::StartsWith(answer->first, "OK ") && answer->first.size() > 3) {
-    return answer->first.substr(3);
-  }
-  return ErrorReply(answer->first, socket_path);
+  return ErrorReply(answer.first, socket_path);
 }
 
 absl::StatusOr<int> RequestRingFd(const std::string& socket_path,

@@ -20,10 +20,12 @@
 #ifndef STOKER_SHM_FD_PASSING_H_
 #define STOKER_SHM_FD_PASSING_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,8 +50,19 @@ struct PeerCredentials {
 // SO_PEERCRED of a connected Unix socket.
 absl::StatusOr<PeerCredentials> GetPeerCredentials(int sock);
 
+// The most descriptors one message carries (the kernel's SCM_MAX_FD).
+inline constexpr size_t kMaxFdsPerMessage = 253;
+
 // Sends `message` with `fd` attached (fd < 0: none).
 absl::Status SendWithFd(int sock, const std::string& message, int fd);
+// Sends `message` with every descriptor of `fds` attached, in order (at
+// most kMaxFdsPerMessage). The caller keeps its descriptors.
+absl::Status SendWithFds(int sock, const std::string& message, const std::vector<int>& fds);
+// Closes every descriptor of *fds and empties it.
+void CloseFds(std::vector<int>* fds);
+// Appends the SCM_RIGHTS descriptors of a received `msg` to *fds, up to
+// `max_fds` in all, and closes the others: none is ever left open unseen.
+void TakeDescriptors(struct msghdr* msg, size_t max_fds, std::vector<int>* fds);
 
 // Receives one message of at most `max_bytes`, ending in '\n' (not kept),
 // and an attached fd if any (*fd = -1 otherwise; the caller owns it). The
@@ -58,6 +71,14 @@ absl::Status SendWithFd(int sock, const std::string& message, int fd);
 // exchange no longer than one that sends nothing).
 absl::Status ReceiveWithFd(int sock, size_t max_bytes, std::string* message, int* fd,
                            absl::Time deadline = absl::InfiniteFuture());
+// The same for a message that carries up to `max_fds` descriptors, in the
+// order sent, into *fds (emptied first; the caller owns them). Every
+// descriptor of every piece of the message is accounted for: those beyond
+// `max_fds` are closed at once, and on any error (a message whose control
+// data was cut, MSG_CTRUNC, included) so are the ones kept.
+absl::Status ReceiveWithFds(int sock, size_t max_bytes, size_t max_fds, std::string* message,
+                            std::vector<int>* fds,
+                            absl::Time deadline = absl::InfiniteFuture());
 
 // Sets SO_RCVTIMEO/SO_SNDTIMEO so a stalled peer cannot block forever.
 absl::Status SetSocketTimeout(int sock, absl::Duration timeout);
@@ -73,13 +94,14 @@ absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
 // uid from the daemon's ring socket `socket_path`.
 absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path);
 
-// A third: the client proves it can open a dataset's folder by handing the
-// daemon a descriptor of it ("STOKER-ROOT 1" with the fd attached; answer
-// "OK <root token>"), which the daemon then reads beneath. Opens `folder`
-// (for reading; PERMISSION_DENIED / NOT_FOUND naming it if this user cannot)
-// and returns the token for DatasetSpec.root_token.
+// A third: the client hands the daemon a descriptor of its dataset's
+// folder and the daemon's end of its opener (shm/open_channel.h), through
+// which the daemon has every file beneath opened with the caller's rights
+// ("STOKER-ROOT 2" with both attached; answer "OK <root token>"). Returns
+// the token for DatasetSpec.root_token; the caller keeps and closes its
+// descriptors.
 absl::StatusOr<std::string> ProveDatasetFolder(const std::string& socket_path,
-                                               const std::string& folder);
+                                               int folder_fd, int channel_fd);
 
 // Connects a SOCK_STREAM socket to `path` (caller closes). PERMISSION_DENIED
 // naming the socket when this user may not use it.

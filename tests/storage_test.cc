@@ -11,6 +11,7 @@
 #include "server/lmdb_env.h"
 #include "tests/harness.h"
 #include "tests/testdata.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 namespace {
@@ -130,7 +131,8 @@ TEST_F(StorageTest, CorruptL2EntryIsCountedDeletedAndReRead) {
     // L2 keys a file by its identity (sample_source.h).
     struct stat st;
     ASSERT_EQ(stat(paths_[5].c_str(), &st), 0);
-    std::string key = absl::StrCat("f:", st.st_dev, ":", st.st_ino);
+    std::string key = CacheKey({"f", static_cast<uint64_t>(st.st_dev),
+                                static_cast<uint64_t>(st.st_ino)});
     ASSERT_TRUE((*env)->Get(key, &value).ok());
     value[value.size() - 10] ^= 0x5a;
     ASSERT_TRUE((*env)->WriteTxn([&](MDB_txn* txn, MDB_dbi dbi) {

@@ -20,6 +20,7 @@
 #include "proto/stoker.grpc.pb.h"
 #include "shm/fd_passing.h"
 #include "shm/futex.h"
+#include "shm/open_channel.h"
 #include "shm/ring.h"
 #include "util/status_macros.h"
 
@@ -84,11 +85,13 @@ class SessionCore {
  public:
   SessionCore(std::shared_ptr<v1::Stoker::Stub> stub, std::string token,
               v1::OpenSessionResponse info,
-              std::unique_ptr<shm::RingConsumer> ring)
+              std::unique_ptr<shm::RingConsumer> ring,
+              std::unique_ptr<shm::OpenServer> opener)
       : stub_(std::move(stub)),
         token_(std::move(token)),
         info_(std::move(info)),
-        ring_(std::move(ring)) {}
+        ring_(std::move(ring)),
+        opener_(std::move(opener)) {}
   ~SessionCore() { EndAttach(); }
 
   // Opens the Attach stream and waits for the daemon's ATTACHED event.
@@ -159,6 +162,9 @@ class SessionCore {
   const std::string token_;
   const v1::OpenSessionResponse info_;
   const std::unique_ptr<shm::RingConsumer> ring_;
+  // Opens the dataset's files for the daemon, with this process's rights,
+  // for as long as the session may read (null: an unconfined daemon).
+  const std::unique_ptr<shm::OpenServer> opener_;
   grpc::ClientContext attach_ctx_;
   std::unique_ptr<grpc::ClientReader<v1::AttachEvent>> reader_;
   std::thread attach_thread_;
@@ -444,14 +450,19 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   v1::OpenSessionRequest req;
   *req.mutable_spec() = spec;
   MakeDatasetPathsAbsolute(req.mutable_spec()->mutable_dataset());
+  std::unique_ptr<shm::OpenServer> opener;
   if (!impl_->token.empty()) {
-    // Show the daemon this user can open the dataset's folder; it then
-    // reads only beneath it.
-    STOKER_ASSIGN_OR_RETURN(
-        std::string root_token,
-        shm::ProveDatasetFolder(shm::RingSocketPath(impl_->socket_path),
-                                DatasetFolder(req.spec().dataset())));
-    req.mutable_spec()->mutable_dataset()->set_root_token(root_token);
+    // Hand the daemon the dataset's folder and an opener: it reads only
+    // what this process opens for it beneath that folder, with its rights.
+    STOKER_ASSIGN_OR_RETURN(shm::ServedFolder served,
+                            shm::ServeFolder(DatasetFolder(req.spec().dataset())));
+    absl::StatusOr<std::string> root_token = shm::ProveDatasetFolder(
+        shm::RingSocketPath(impl_->socket_path), served.folder_fd, served.channel_fd);
+    close(served.folder_fd);
+    close(served.channel_fd);
+    if (!root_token.ok()) return root_token.status();
+    req.mutable_spec()->mutable_dataset()->set_root_token(*root_token);
+    opener = std::move(served.server);
   }
   req.set_client_pid(static_cast<uint32_t>(getpid()));
   v1::Placement* where = req.mutable_spec()->mutable_placement();
@@ -476,7 +487,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     return ring.status();
   }
   auto core = std::make_shared<SessionCore>(impl_->stub, impl_->token, resp,
-                                            *std::move(ring));
+                                            *std::move(ring), std::move(opener));
   if (absl::Status s = core->StartAttach(); !s.ok()) {
     CloseSession(resp.session_id()).IgnoreError();
     return s;

@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <functional>
-#include <system_error>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
@@ -23,7 +21,6 @@
 #include "server/sources/source.h"
 
 namespace stoker {
-namespace fs = std::filesystem;
 
 bool HasImageExtension(const std::string& name) {
   std::string lower = absl::AsciiStrToLower(name);
@@ -33,52 +30,52 @@ bool HasImageExtension(const std::string& name) {
 
 namespace {
 
-absl::Status CheckFolder(const std::string& root) {
-  std::error_code ec;
-  fs::file_status st = fs::status(root, ec);
-  if (ec || !fs::exists(st)) {
-    return absl::NotFoundError(
-        absl::StrCat("dataset path ", root, " does not exist"));
-  }
-  if (!fs::is_directory(st)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("dataset path ", root, " is not a folder"));
-  }
-  return absl::OkStatus();
-}
-
-// The folder walk's bookkeeping: limits, cancellation and the directories
-// on the current path (by device and inode) to recognise a symlink loop.
+// The folder walk: listings through the caller's confinement (each folder
+// opened by the caller's side, ListFolderEntries), its limits and
+// cancellation, and the folders on the current path (by device and inode)
+// to recognise a symlink loop.
 class Walk {
  public:
   explicit Walk(const ScanLimits& limits)
       : limits_(limits), deadline_(absl::Now() + limits.max_time) {}
 
-  // Regular files below `dir` (following symlinks), sorted by path.
-  absl::Status FilesBelow(const fs::path& dir, std::vector<std::string>* out) {
-    STOKER_RETURN_IF_ERROR(Enter(dir));
-    std::vector<fs::path> subdirs;
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
-         it.increment(ec)) {
-      STOKER_RETURN_IF_ERROR(Tick());
-      std::error_code type_ec;
-      if (it->is_directory(type_ec)) {
-        if (!Inside(*it)) continue;
-        subdirs.push_back(it->path());
-      } else if (it->is_regular_file(type_ec)) {
-        out->push_back(it->path().string());
+  // The entries of `dir`, counted against the limits, and the folder
+  // entered (popped by Leave).
+  absl::StatusOr<std::vector<FolderEntry>> Enter(const std::string& dir) {
+    struct stat st {};
+    const uint64_t left = limits_.max_files > entries_ ? limits_.max_files - entries_ : 0;
+    absl::StatusOr<std::vector<FolderEntry>> entries =
+        ListFolderEntries(dir, limits_.within, left, &st);
+    if (!entries.ok()) return Named(dir, entries.status());
+    for (const auto& [dev, ino, path] : ancestors_) {
+      if (dev == st.st_dev && ino == st.st_ino) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "dataset folder ", dir, " leads back to ", path, " (a symlink loop)"));
       }
     }
-    if (ec) return ListError(dir, ec);
-    std::sort(subdirs.begin(), subdirs.end());
-    for (const fs::path& sub : subdirs) {
-      STOKER_RETURN_IF_ERROR(FilesBelow(sub, out));
+    ancestors_.push_back({st.st_dev, st.st_ino, dir});
+    for (size_t i = 0; i < entries->size(); ++i) STOKER_RETURN_IF_ERROR(Tick());
+    return entries;
+  }
+  void Leave() { ancestors_.pop_back(); }
+
+  // Regular files below `dir` (following symlinks that stay inside a
+  // confined dataset; one leading out is listed, and its read refused),
+  // sorted by path.
+  absl::Status FilesBelow(const std::string& dir, std::vector<std::string>* out) {
+    STOKER_ASSIGN_OR_RETURN(std::vector<FolderEntry> entries, Enter(dir));
+    for (const FolderEntry& e : entries) {
+      if (e.kind == FolderEntry::kFolder) {
+        STOKER_RETURN_IF_ERROR(FilesBelow(InFolder(dir, e.name), out));
+      } else if (e.kind == FolderEntry::kFile || e.kind == FolderEntry::kOutside) {
+        out->push_back(InFolder(dir, e.name));
+      }
     }
-    ancestors_.pop_back();
+    Leave();
     return absl::OkStatus();
   }
 
+ private:
   // Counts one directory entry against the limits.
   absl::Status Tick() {
     if (++entries_ > limits_.max_files) {
@@ -100,40 +97,24 @@ class Walk {
     return absl::OkStatus();
   }
 
-  // False for a symlinked folder that leads outside a confined dataset.
-  bool Inside(const fs::directory_entry& e) const {
-    std::error_code ec;
-    if (limits_.beneath.empty() || !e.is_symlink(ec)) return true;
-    const fs::path real = fs::canonical(e.path(), ec);
-    if (ec) return false;
-    const std::string root = fs::canonical(limits_.beneath, ec).string();
-    return !ec && absl::StartsWith(real.string(), root + "/");
-  }
-
-  static absl::Status ListError(const fs::path& dir, const std::error_code& ec) {
-    if (ec == std::errc::permission_denied) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("the daemon may not read folder ", dir.string()));
+  // A listing's error in the dataset's words.
+  absl::Status Named(const std::string& dir, const absl::Status& s) const {
+    switch (s.code()) {
+      case absl::StatusCode::kNotFound:
+        return absl::NotFoundError(absl::StrCat("dataset path ", dir, " does not exist"));
+      case absl::StatusCode::kFailedPrecondition:
+        return absl::FailedPreconditionError(
+            absl::StrCat("dataset path ", dir, " is not a folder"));
+      case absl::StatusCode::kPermissionDenied:
+        return absl::PermissionDeniedError(absl::StrCat("may not read folder ", dir, " (",
+                                                        s.message(), ")"));
+      case absl::StatusCode::kResourceExhausted:
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "dataset has more than ", limits_.max_files,
+            " entries (the daemon's --max-dataset-files)"));
+      default:
+        return s;
     }
-    return absl::InternalError(absl::StrCat("listing ", dir.string(), ": ",
-                                            ec.message()));
-  }
-
- private:
-  absl::Status Enter(const fs::path& dir) {
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) {
-      return ListError(dir, std::error_code(errno, std::generic_category()));
-    }
-    for (const auto& [dev, ino, path] : ancestors_) {
-      if (dev == st.st_dev && ino == st.st_ino) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "dataset folder ", dir.string(), " leads back to ", path,
-            " (a symlink loop)"));
-      }
-    }
-    ancestors_.push_back({st.st_dev, st.st_ino, dir.string()});
-    return absl::OkStatus();
   }
 
   const ScanLimits limits_;
@@ -146,29 +127,19 @@ class Walk {
 
 absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
                                           const ScanLimits& limits) {
-  if (absl::Status s = CheckFolder(root); !s.ok()) return s;
   Dataset ds;
   ds.description = absl::StrCat("folder:", root);
   Walk walk(limits);
-  std::error_code ec;
-  std::vector<fs::path> class_dirs;
-  for (fs::directory_iterator it(root, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    STOKER_RETURN_IF_ERROR(walk.Tick());
-    std::error_code type_ec;
-    if (it->is_directory(type_ec)) {
-      class_dirs.push_back(it->path());
-    } else {
+  STOKER_ASSIGN_OR_RETURN(std::vector<FolderEntry> top, walk.Enter(root));
+  for (const FolderEntry& e : top) {
+    if (e.kind != FolderEntry::kFolder) {
       ++ds.skipped_files;
+      continue;
     }
-  }
-  if (ec) return Walk::ListError(root, ec);
-  std::sort(class_dirs.begin(), class_dirs.end());
-  for (const fs::path& dir : class_dirs) {
     const int32_t label = static_cast<int32_t>(ds.class_names.size());
-    ds.class_names.push_back(dir.filename().string());
+    ds.class_names.push_back(e.name);
     std::vector<std::string> files;
-    STOKER_RETURN_IF_ERROR(walk.FilesBelow(dir, &files));
+    STOKER_RETURN_IF_ERROR(walk.FilesBelow(InFolder(root, e.name), &files));
     std::sort(files.begin(), files.end());
     for (std::string& f : files) {
       if (HasImageExtension(f)) {

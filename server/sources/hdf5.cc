@@ -29,6 +29,7 @@
 #include "util/checked_math.h"
 #include "util/log.h"
 #include "server/sources/hdf5_file.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 namespace {
@@ -126,12 +127,11 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
     absl::StatusOr<uint64_t> bytes = CheckedProduct(o.set.dims, ElemBytes(elem_), UINT64_MAX,
                                                     files_[i]);
     if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
-    const std::string key = absl::StrCat(o.file.version, "|", dataset_);
     absl::StatusOr<Buffer> whole =
         o.chunks != nullptr
-            ? volumes_->GetPieces(key + "|chunks", o.chunks->slots_bytes(), o.chunks->count(),
+            ? volumes_->GetPieces(CacheKey({"hdf5-chunks", o.file.version, dataset_}), o.chunks->slots_bytes(), o.chunks->count(),
                                   o.chunks->Touching(start, count), FillChunk(i))
-            : volumes_->Get(key, *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
+            : volumes_->Get(CacheKey({"hdf5", o.file.version, dataset_}), *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
                 return h5::ReadWhole(o.set, parallel, out, files_[i]);
               });
     if (whole.ok() && *whole == nullptr && !warned_[i].exchange(true)) {

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "util/checked_math.h"
 #include "util/status_macros.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 namespace h5 {
@@ -134,9 +135,9 @@ absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
     close(*fd);
     return Failed(path, "cannot be stat'ed");
   }
-  const std::string version = absl::StrCat(path, "|", st.st_dev, ":", st.st_ino, "|",
-                                           st.st_size, "|", st.st_mtim.tv_sec, ".",
-                                           st.st_mtim.tv_nsec);
+  const FileVersion v = VersionOf(st);
+  const std::string version =
+      CacheKey({path, v.device, v.inode, v.size, v.mtime_ns, v.ctime_ns});
   const std::string via = absl::StrCat("/proc/self/fd/", *fd);
   const hid_t id = H5Fopen(via.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   close(*fd);

@@ -15,6 +15,7 @@
 #include "util/log.h"
 #include "util/file_kinds.h"
 #include "util/status_macros.h"
+#include "util/cache_key.h"
 
 namespace stoker {
 namespace {
@@ -87,14 +88,14 @@ class NiftiSource : public ArraySource {
       return read.bytes();
     };
     if (volumes_ == nullptr) return ArraySource::ForegroundOf(i, file);
-    STOKER_ASSIGN_OR_RETURN(Buffer kept, volumes_->Keep(absl::StrCat(Key(v), "|foreground"), make));
+    STOKER_ASSIGN_OR_RETURN(Buffer kept, volumes_->Keep(CacheKey({"foreground", Key(v)}), make));
     return Foreground(std::move(kept));
   }
 
   // The volume cache's key of v (its file version, decoded as nifti).
   static std::string Key(const Volume& v) {
-    return absl::StrCat(v.path, "|", v.version.device, ":", v.version.inode, "|", v.version.size,
-                        "|", v.version.mtime_ns, "|nifti");
+    return CacheKey({"nifti", v.path, v.version.device, v.version.inode, v.version.size,
+                     v.version.mtime_ns, v.version.ctime_ns});
   }
 
   // The decoded volume from the volume cache; null when there is none or

@@ -34,7 +34,6 @@ absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceCon
   }
   SourceContext confined = ctx;
   confined.limits.within = ctx.beneath.get();
-  confined.limits.beneath = ctx.beneath ? ctx.beneath->prefix : std::string();
   STOKER_ASSIGN_OR_RETURN(Dataset ds, kind->Open(spec, confined));
   const uint32_t per_volume = spec.samples_per_volume();
   if (per_volume <= 1) return ds;

@@ -34,11 +34,13 @@ class Node:
     """A stokerd of the bundle running as DAEMON_USER, with an L2 cache,
     its log in a file; the victim's dataset and the attacker's folder."""
 
+    daemon_user = DAEMON_USER
+
     def __init__(self, bundle, dataset):  # noqa: F811
         self.top, self.data = readable_copy(dataset)
         self.bundle = bundle
         self.stokerctl = os.path.join(bundle, "bin", "stokerctl")
-        daemon = pwd.getpwnam(DAEMON_USER)
+        daemon = pwd.getpwnam(self.daemon_user)
         run_dir = os.path.join(self.top, "run")
         os.mkdir(run_dir, 0o750)
         os.chown(run_dir, daemon.pw_uid, grp.getgrnam(GROUP).gr_gid)
@@ -51,8 +53,9 @@ class Node:
         self.log_path = os.path.join(self.top, "stokerd.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            as_user(DAEMON_USER, os.path.join(bundle, "bin", "stokerd"), "--socket",
+            as_user(self.daemon_user, os.path.join(bundle, "bin", "stokerd"), "--socket",
                     self.socket, "--threads", "2", "--metrics-address", "",
+                    *(["--allow-root"] if daemon.pw_uid == 0 else []),
                     "--l2-path", self.l2, "--shm-prefix", "stoker-hostile.",
                     # Small: arrays are read from their mappings, not copied.
                     "--l1-bytes", "1048576",
@@ -78,11 +81,13 @@ class Node:
         return subprocess.run(as_user(user, self.stokerctl, "--socket", self.socket, *args),
                               capture_output=True, text=True, timeout=timeout)
 
+    def victim_command(self, epochs=3):
+        return as_user(VICTIM, self.stokerctl, "--socket", self.socket, "read",
+                       "--dataset", self.data, *VICTIM_READ[:-1], str(epochs))
+
     def victim_read(self):
-        proc = subprocess.Popen(
-            as_user(VICTIM, self.stokerctl, "--socket", self.socket, "read",
-                    "--dataset", self.data, *VICTIM_READ),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(self.victim_command(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
 
         class Read:
             def result(self):
@@ -122,9 +127,11 @@ def data_group(users):  # noqa: F811
     subprocess.run(["usermod", "-aG", VICTIM_DATA_GROUP, DAEMON_USER], check=True)
 
 
-@pytest.fixture()
-def node(users, data_group, bundle, dataset):  # noqa: F811
-    n = Node(bundle, dataset)
+@contextlib.contextmanager
+def running(kind, bundle, dataset):  # noqa: F811
+    """A Node of class `kind`; afterwards it must have lived through the
+    test and stopped cleanly on SIGTERM."""
+    n = kind(bundle, dataset)
     try:
         yield n
     finally:
@@ -136,6 +143,12 @@ def node(users, data_group, bundle, dataset):  # noqa: F811
             n.remove()
         assert stopped, f"stokerd died ({n.proc.returncode}) during the test:\n" + log[-3000:]
         assert n.proc.returncode == 0, n.proc.returncode
+
+
+@pytest.fixture()
+def node(users, data_group, bundle, dataset):  # noqa: F811
+    with running(Node, bundle, dataset) as n:
+        yield n
 
 
 @contextlib.contextmanager
@@ -150,13 +163,17 @@ def victim_alongside(node):
     assert health.returncode == 0, health.stderr
 
 
-def attacker_python(node, script, *args):
-    """`script` run as the attacker with the bundle's Python package."""
+def python_as(user, node, script, *args, **popen):
+    """The command line running `script` as `user` with the bundle's Python
+    package."""
     py = os.path.join(node.bundle, "lib", "stoker", "python")
-    return subprocess.run(
-        as_user(ATTACKER, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c", script,
-                *args),
-        capture_output=True, text=True, timeout=120)
+    return as_user(user, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c", script, *args)
+
+
+def attacker_python(node, script, *args, user=ATTACKER):
+    """`script` run as the attacker (or `user`) with the bundle's Python package."""
+    return subprocess.run(python_as(user, node, script, *args), capture_output=True, text=True,
+                          timeout=120)
 
 
 def attacker_reads(node, *args, errors_ok=True):

@@ -82,13 +82,23 @@ std::string Authorizer::RegisterRoot(int fd, int channel_fd, uid_t uid) {
   const absl::Time now = absl::Now();
   std::string token = RandomToken();
   absl::MutexLock lock(&mu_);
+  size_t mine = 0;
+  auto oldest = roots_.end();
   for (auto it = roots_.begin(); it != roots_.end();) {
-    if (it->second.expires < now || roots_.size() > 1024) {
+    if (it->second.expires < now) {
       Close(it->second);
       roots_.erase(it++);
-    } else {
-      ++it;
+      continue;
     }
+    if (it->second.uid == uid) {
+      ++mine;
+      if (oldest == roots_.end() || it->second.expires < oldest->second.expires) oldest = it;
+    }
+    ++it;
+  }
+  if (mine >= kMaxPendingRootsPerUser) {  // This user's flood evicts only its own.
+    Close(oldest->second);
+    roots_.erase(oldest);
   }
   roots_[token] = Root{fd, channel_fd, uid, now + absl::Minutes(1)};
   return token;

@@ -65,8 +65,11 @@ class Authorizer {
   // Takes `fd` (a folder opened by `uid`'s client) and `channel_fd` (the
   // daemon's end of that client's opener; -1: none, which Confine refuses)
   // for one confined open by that uid within a minute; returns the token
-  // naming them. Expired roots are closed here; at most 1024 are kept.
+  // naming them. Expired roots are closed here. Each uid holds at most
+  // kMaxPendingRootsPerUser: past it that uid's oldest is closed, never
+  // another user's.
   std::string RegisterRoot(int fd, int channel_fd, uid_t uid);
+  static constexpr size_t kMaxPendingRootsPerUser = 32;
 
   // The daemon's own files, refused to confined callers; set once they
   // exist (after L2 is open), before calls are served.

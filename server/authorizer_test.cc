@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <vector>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -156,6 +157,21 @@ TEST_F(ConfineTest, TheDaemonsOwnFoldersAreRefused) {
   auto kept = auth.Confine(spec_, Caller::User(5001, false));
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ((*kept)->guard, guard);
+}
+
+// One user flooding the table of pending roots evicts only its own oldest:
+// another user's root, registered first, still confines.
+TEST_F(ConfineTest, PendingRootsAreCountedPerUser) {
+  Authorizer auth(true, -1);
+  ServedRoot victim = RegisterServedRoot(auth, root_ + "/data", 5002);
+  ServedRoot first = RegisterServedRoot(auth, root_ + "/data", 5001);
+  std::vector<ServedRoot> flood;
+  for (size_t i = 0; i < 4 * Authorizer::kMaxPendingRootsPerUser; ++i) {
+    flood.push_back(RegisterServedRoot(auth, root_ + "/data", 5001));
+  }
+  EXPECT_EQ(Confine(auth, victim.token, 5002), absl::StatusCode::kOk);
+  EXPECT_EQ(Confine(auth, first.token, 5001), kDenied);  // Its own, evicted.
+  EXPECT_EQ(Confine(auth, flood.back().token, 5001), absl::StatusCode::kOk);
 }
 
 // Roots never used are closed with the authorizer: no descriptor leaks.

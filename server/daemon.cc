@@ -147,11 +147,6 @@ absl::Status Daemon::Start() {
       [fetcher = fetcher_.get()](const Dataset& ds, const std::string& file, bool* from_source) {
         return fetcher->Fetch(ds, file, from_source).status();
       });
-  const int stale = shm::RemoveOrphanedRings(options_.shm_prefix);
-  if (stale > 0) {
-    LogInfo(absl::StrCat("removed ", stale,
-                         " ring segment(s) left by a previous daemon"));
-  }
   const int threads = options_.decode_threads > 0 ? options_.decode_threads
                                                  : topology.total_cpus();
   decode_pools_ = std::make_unique<NodePools>("stoker-dec", topology, pinned,
@@ -169,7 +164,6 @@ absl::Status Daemon::Start() {
     }
   });
   absl::MutexLock lock(&mu_);
-  stale_removed_ = stale;
   serving_ = true;
   return absl::OkStatus();
 }
@@ -261,7 +255,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   decode_pools_->RunOn(placed.first, [&] {
     created = ServingSession::Create(id, spec, std::move(pipeline), request.client_pid(),
                                      dataset, plan,
-                                     shm::Segment::UniqueName(options_.shm_prefix, id),
+                                     absl::StrCat(options_.shm_prefix, id),
                                      ctx, admit);
   });
   if (!created.ok()) {
@@ -287,11 +281,11 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
       field->add_shape(layout.fields[f].shape[d]);
     }
   }
+  // Without a handoff socket only this process can redeem the token
+  // (HandOffRing), as in-process tests do.
   const std::string token = RandomToken();
-  if (!options_.handoff_socket.empty()) {
-    ring->set_handoff_socket(options_.handoff_socket);
-    ring->set_handoff_token(token);
-  }
+  ring->set_handoff_socket(options_.handoff_socket);
+  ring->set_handoff_token(token);
   resp.set_dataset_samples(dataset->samples.size());
   resp.set_skipped_files(dataset->skipped_files);
   resp.set_num_classes(dataset->num_classes);
@@ -332,7 +326,6 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
 absl::StatusOr<int> Daemon::HandOffRing(uint64_t session_id,
                                         const std::string& token,
                                         uid_t peer_uid, pid_t peer_pid) {
-  std::string name;
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
@@ -354,9 +347,8 @@ absl::StatusOr<int> Daemon::HandOffRing(uint64_t session_id,
     // replaces the pid the client reported for the liveness check.
     e.peer_pid = peer_pid > 0 ? static_cast<uint32_t>(peer_pid) : 0;
     e.pid_visible = peer_pid > 0;
-    name = e.session->ring().name();
+    return e.session->ring().Share();
   }
-  return shm::Segment::OpenDescriptor(name);
 }
 
 absl::Status Daemon::Attach(uint64_t session_id,
@@ -431,22 +423,11 @@ bool Daemon::Close(uint64_t session_id, shm::CloseReason reason,
 void Daemon::Finish(Entry entry, shm::CloseReason reason) {
   entry.session->Stop(reason);
   if (entry.on_close) entry.on_close();
-  entry.session.reset();  // Removes the ring's name from /dev/shm.
+  entry.session.reset();  // Unmaps the ring; the client's mapping may stay.
 }
 
 void Daemon::ReapLoop() {
-  absl::Time next_sweep = absl::Now() + options_.orphan_sweep_interval;
   while (!stop_reaper_.WaitForNotificationWithTimeout(options_.reap_interval)) {
-    // Rings of another daemon on this prefix that died (or is a zombie)
-    // since we started: not only at start.
-    if (absl::Now() >= next_sweep) {
-      next_sweep = absl::Now() + options_.orphan_sweep_interval;
-      if (int n = shm::RemoveOrphanedRings(options_.shm_prefix); n > 0) {
-        LogInfo(absl::StrCat("removed ", n, " ring segment(s) of a dead daemon"));
-        absl::MutexLock lock(&mu_);
-        stale_removed_ += n;
-      }
-    }
     std::vector<std::pair<uint64_t, std::string>> gone;
     {
       absl::MutexLock lock(&mu_);
@@ -537,7 +518,6 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   s.set_sessions_opened(opened_);
   s.set_sessions_closed(closed_);
   s.set_sessions_reclaimed(reclaimed_);
-  s.set_stale_segments_removed(stale_removed_);
   s.set_autotune_changes(autotune_changes_);
   auto add_pool = [&s](const char* name, const ThreadPool& pool, double busy) {
     v1::PoolStats* p = s.add_pools();
@@ -561,7 +541,11 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   std::sort(s.mutable_sessions()->begin(), s.mutable_sessions()->end(),
             [](const auto& a, const auto& b) { return a.session_id() < b.session_id(); });
   if (warmer_) {
-    for (v1::WarmJob& job : warmer_->Jobs()) *s.add_warm_jobs() = std::move(job);
+    for (v1::WarmJob& job : warmer_->Jobs()) {
+      // Warm-ups are admins'; their datasets are for admins to see.
+      if (!caller.admin) job.set_dataset("(an admin's warm-up)");
+      *s.add_warm_jobs() = std::move(job);
+    }
   }
   return s;
 }

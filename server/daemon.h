@@ -71,7 +71,8 @@ struct DaemonOptions {
   bool autotune = false;
   int max_decode_threads = 0;  // 0: online cores.
   int max_reader_threads = 256;
-  // Ring segments are named "<shm_prefix><session>.<token>" in /dev/shm.
+  // Ring segments are labelled "<shm_prefix><session>" (memory files with
+  // no name in the file system; /proc/<pid>/maps shows the label).
   std::string shm_prefix = "stoker.";
   FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
   // The largest file read whole (a sample's file, a manifest).
@@ -91,11 +92,10 @@ struct DaemonOptions {
   // -1: none.
   int64_t admin_gid = -1;
   // Socket path the ring handoff listens on (server/ring_handoff.h), told
-  // to clients in OpenSessionResponse; empty: clients open rings by name.
+  // to clients in OpenSessionResponse; empty: only this process can take
+  // rings (HandOffRing), as in-process tests do.
   std::string handoff_socket;
   absl::Duration reap_interval = absl::Milliseconds(250);
-  // How often rings left by dead daemons are looked for after start.
-  absl::Duration orphan_sweep_interval = absl::Seconds(30);
 };
 
 class Daemon {
@@ -250,7 +250,6 @@ class Daemon {
   uint64_t opened_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t closed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t stale_removed_ ABSL_GUARDED_BY(mu_) = 0;
   LoadMonitor monitor_ ABSL_GUARDED_BY(mu_);
   uint64_t autotune_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> metrics_port_{0};

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/ring_testing.h"
 #include "server/root_testing.h"
 #include "shm/ring.h"
 #include "tests/testdata.h"
@@ -102,10 +103,9 @@ TEST_F(DaemonTest, OpenReadCloseAndStats) {
   EXPECT_EQ(resp->dataset_samples(), 10u);
   EXPECT_EQ(resp->num_classes(), 2u);
   EXPECT_EQ(resp->batches_per_epoch(), 4u);  // 3+3+3+1
-  struct stat st;
-  ASSERT_EQ(stat(("/dev/shm/" + resp->ring().shm_name()).c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  auto ring = shm::RingConsumer::Open(resp->ring().shm_name(), resp->session_id());
+  EXPECT_EQ(shm::Segment::List(prefix_),
+            std::vector<std::string>{resp->ring().shm_name()});
+  auto ring = TakeRing(*daemon_, *resp);
   ASSERT_TRUE(ring.ok()) << ring.status();
   for (uint64_t seq = 0; seq < 6; ++seq) {  // Across the epoch boundary.
     auto slot = (*ring)->Acquire(seq, absl::Seconds(30), nullptr);
@@ -130,7 +130,8 @@ TEST_F(DaemonTest, OpenReadCloseAndStats) {
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(daemon_->CloseSession(resp->session_id()).ok());
   EXPECT_TRUE(notified);
-  EXPECT_NE(stat(("/dev/shm/" + resp->ring().shm_name()).c_str(), &st), 0);
+  // The daemon let go of it (this process's mapping is the consumer's).
+  EXPECT_EQ(daemon_->ListSessions().size(), 0u);
   // Batches already published stay readable; then the close is reported.
   absl::StatusOr<int> next;
   uint64_t seq = 6;
@@ -159,35 +160,12 @@ TEST_F(DaemonTest, ClientGoneReclaimsRing) {
 TEST_F(DaemonTest, StopClosesRingsWithShutdownReason) {
   auto resp = daemon_->OpenSession(Request());
   ASSERT_TRUE(resp.ok());
-  auto ring = shm::RingConsumer::Open(resp->ring().shm_name(), resp->session_id());
+  auto ring = TakeRing(*daemon_, *resp);
   ASSERT_TRUE(ring.ok());
   daemon_->Stop();
   EXPECT_EQ((*ring)->close_reason(), shm::kClosedByShutdown);
   EXPECT_EQ(daemon_->OpenSession(Request()).status().code(),
             absl::StatusCode::kUnavailable);
-}
-
-TEST(DaemonStartTest, RemovesRingsOfDeadDaemons) {
-  const std::string prefix = absl::StrCat("stoker-orphan", getpid(), ".");
-  const std::string name = prefix + "1.dead";
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    shm::RingGeometry g = shm::ImageLabelGeometry(2, 1, 8, 8, 3, shm::kDTypeUint8);
-    auto p = shm::RingProducer::Create(name, g, 1, 1);
-    _exit(p.ok() ? 0 : 1);  // Dies without cleanup.
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  ASSERT_EQ(shm::Segment::List(prefix).size(), 1u);
-  DaemonOptions o;
-  o.decode_threads = 1;
-  o.shm_prefix = prefix;
-  Daemon d(o);
-  ASSERT_TRUE(d.Start().ok());
-  EXPECT_TRUE(shm::Segment::List(prefix).empty());
-  EXPECT_EQ(d.GetStats().stale_segments_removed(), 1u);
 }
 
 TEST_F(DaemonTest, CallersTouchOnlyTheirOwnSessionsUnlessAdmin) {
@@ -218,6 +196,12 @@ TEST_F(DaemonTest, CallersTouchOnlyTheirOwnSessionsUnlessAdmin) {
   *warm.mutable_dataset() = Request().spec().dataset();
   EXPECT_EQ(daemon_->WarmCache(warm, bob).status().code(),
             absl::StatusCode::kPermissionDenied);
+  // An admin's warm-up: its dataset shows to admins only.
+  ASSERT_TRUE(daemon_->WarmCache(warm, admin).ok());
+  daemon_->WaitForWarmJobs();
+  ASSERT_EQ(daemon_->GetStats(bob).warm_jobs_size(), 1);
+  EXPECT_EQ(daemon_->GetStats(bob).warm_jobs(0).dataset(), "(an admin's warm-up)");
+  EXPECT_NE(daemon_->GetStats(admin).warm_jobs(0).dataset().find(*root_), std::string::npos);
   // The ring goes only to alice's uid.
   EXPECT_EQ(daemon_->HandOffRing(id, resp->ring().handoff_token(), 5002, 0)
                 .status()
@@ -375,13 +359,8 @@ TEST(DaemonConfinementTest, DatasetsStayBeneathTheFolderTheClientOpened) {
   auto resp = d.OpenSession(r, alice);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(resp->dataset_samples(), 3u);
-  auto fd = d.HandOffRing(resp->session_id(), resp->ring().handoff_token(), 7101, 0);
-  ASSERT_TRUE(fd.ok());
-  auto seg = shm::Segment::Map(*fd, "confined");
-  close(*fd);
-  ASSERT_TRUE(seg.ok());
-  auto ring = shm::RingConsumer::Open(*std::move(seg), resp->session_id());
-  ASSERT_TRUE(ring.ok());
+  auto ring = TakeRing(d, *resp, 7101);
+  ASSERT_TRUE(ring.ok()) << ring.status();
   auto slot = (*ring)->Acquire(0, absl::Seconds(20), nullptr);
   ASSERT_TRUE(slot.ok());
   shm::SlotView v = (*ring)->Slot(*slot);

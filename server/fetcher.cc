@@ -84,7 +84,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
   }
   *read_source = true;
   FileVersion version;
-  absl::StatusOr<Bytes> read = ReadSource(ds, path, &version);
+  absl::StatusOr<Bytes> read = ReadSource(ds, path, id, &version);
   if (!read.ok()) return read.status();
   // Cached only under the identity it was read as: a file replaced between
   // the stat and the read is served, not kept.
@@ -98,10 +98,11 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
 
 absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 const std::string& path,
+                                                const SourceKey& id,
                                                 FileVersion* version) {
   auto bytes = std::make_shared<std::string>();
   const uint64_t t0 = shm::MonotonicNanos();
-  absl::Status s = ds.source->Read(path, bytes.get(), version);
+  absl::Status s = ds.source->ReadIdentified(id, path, bytes.get(), version);
   const uint64_t ns = shm::MonotonicNanos() - t0;
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_ns_total_.fetch_add(ns, std::memory_order_relaxed);

@@ -45,8 +45,8 @@ class SampleFetcher {
                               bool* from_source = nullptr,
                               const SourceKey* known = nullptr);
 
-  // ds.source->Identify(path), counted in the reader's stats (a stat, or a
-  // read error when it fails).
+  // ds.source->Identify(path), counted in the reader's stats (an open, or
+  // a read error when it fails); a miss then reads from the same open.
   absl::StatusOr<SourceKey> Identify(const Dataset& ds, const std::string& path);
 
   v1::ReaderStats Stats() const;
@@ -58,8 +58,9 @@ class SampleFetcher {
   };
   absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
                              const SourceKey& id, bool* read_source);
+  // The file `id` names, from the descriptor it was identified from.
   absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
-                                   FileVersion* version);
+                                   const SourceKey& id, FileVersion* version);
 
   ShardedLruCache* const l1_;
   L2Cache* const l2_;

@@ -261,36 +261,30 @@ class PosixFileSystem : public FileSystem {
   absl::Status ReadFile(const std::string& path, std::string* contents,
                         FileVersion* version, const Beneath* beneath,
                         uint64_t max_bytes) override {
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFile> file, Open(path, beneath));
+    if (version != nullptr) *version = file->version();
+    return ReadOpened(*file, path, contents, max_bytes);
+  }
+
+  absl::StatusOr<std::shared_ptr<const OpenFile>> Open(const std::string& path,
+                                                       const Beneath* beneath) override {
     struct stat st;
     STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_RDONLY, beneath, &st));
-    absl::Status s = ReadOpen(fd, st, path, max_bytes, contents, version);
-    close(fd);
-    return s;
+    return std::make_shared<const OpenFile>(fd, st);
   }
 
-  absl::StatusOr<FileVersion> Stat(const std::string& path,
-                                   const Beneath* beneath) override {
-    struct stat st;
-    STOKER_ASSIGN_OR_RETURN(int fd, OpenConfined(path, O_PATH, beneath, &st));
-    close(fd);
-    return VersionOf(st);
-  }
-
- private:
-  static absl::Status ReadOpen(int fd, const struct stat& st, const std::string& path,
-                               uint64_t max_bytes, std::string* contents,
-                               FileVersion* version) {
+  absl::Status ReadOpened(const OpenFile& file, const std::string& path,
+                          std::string* contents, uint64_t max_bytes) override {
     // Before any allocation: a sparse file may claim a terabyte.
-    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    if (file.size() > max_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          path, " is ", st.st_size, " bytes, over the daemon's limit of ", max_bytes,
+          path, " is ", file.size(), " bytes, over the daemon's limit of ", max_bytes,
           " bytes for one file (--max-file-bytes)"));
     }
-    if (version != nullptr) *version = VersionOf(st);
-    contents->resize(static_cast<size_t>(st.st_size));
+    contents->resize(static_cast<size_t>(file.size()));
     size_t done = 0;
     while (done < contents->size()) {
-      ssize_t n = pread(fd, contents->data() + done, contents->size() - done,
+      ssize_t n = pread(file.fd(), contents->data() + done, contents->size() - done,
                         static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoStatus(errno, path);
@@ -312,6 +306,24 @@ FileSystem* FileSystem::Default() {
   return fs;
 }
 
+OpenFile::~OpenFile() { close(fd_); }
+
+absl::Status FaultInjectingFileSystem::Inject(const std::string& path) const {
+  if (!fail_substring.empty() && absl::StrContains(path, fail_substring)) {
+    return absl::UnavailableError(absl::StrCat(path, ": injected read error"));
+  }
+  if (!throw_substring.empty() && absl::StrContains(path, throw_substring)) {
+    throw std::runtime_error("injected exception");
+  }
+  return absl::OkStatus();
+}
+
+void FaultInjectingFileSystem::Shorten(std::string* contents) const {
+  if (short_read_bytes >= 0 && contents->size() > static_cast<size_t>(short_read_bytes)) {
+    contents->resize(static_cast<size_t>(short_read_bytes));
+  }
+}
+
 absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
                                                 std::string* contents,
                                                 FileVersion* version,
@@ -319,25 +331,28 @@ absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
                                                 uint64_t max_bytes) {
   reads.fetch_add(1, std::memory_order_relaxed);
   if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
-  if (!fail_substring.empty() && absl::StrContains(path, fail_substring)) {
-    return absl::UnavailableError(absl::StrCat(path, ": injected read error"));
-  }
-  if (!throw_substring.empty() && absl::StrContains(path, throw_substring)) {
-    throw std::runtime_error("injected exception");
-  }
+  STOKER_RETURN_IF_ERROR(Inject(path));
   absl::Status s = base_->ReadFile(path, contents, version, beneath, max_bytes);
-  if (s.ok() && short_read_bytes >= 0 &&
-      contents->size() > static_cast<size_t>(short_read_bytes)) {
-    contents->resize(static_cast<size_t>(short_read_bytes));
-  }
+  if (s.ok()) Shorten(contents);
   return s;
 }
 
-absl::StatusOr<FileVersion> FaultInjectingFileSystem::Stat(
+absl::StatusOr<std::shared_ptr<const OpenFile>> FaultInjectingFileSystem::Open(
     const std::string& path, const Beneath* beneath) {
-  stats.fetch_add(1, std::memory_order_relaxed);
+  opens.fetch_add(1, std::memory_order_relaxed);
   if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
-  return base_->Stat(path, beneath);
+  return base_->Open(path, beneath);
+}
+
+absl::Status FaultInjectingFileSystem::ReadOpened(const OpenFile& file,
+                                                  const std::string& path,
+                                                  std::string* contents,
+                                                  uint64_t max_bytes) {
+  reads.fetch_add(1, std::memory_order_relaxed);
+  STOKER_RETURN_IF_ERROR(Inject(path));
+  absl::Status s = base_->ReadOpened(file, path, contents, max_bytes);
+  if (s.ok()) Shorten(contents);
+  return s;
 }
 
 }  // namespace stoker

@@ -133,6 +133,27 @@ std::string InFolder(const std::string& folder, const std::string& name);
 // its name does not say (util/file_kinds.h).
 absl::StatusOr<std::string> ReadHead(const std::string& path, const Beneath* beneath, size_t n);
 
+// A file opened for reading by OpenConfined's rules, and what it was when
+// opened. A sample is identified from it and, on a cache miss, read from
+// it: one open per read, and the bytes read are those of the file the
+// caches were keyed by. Owns the descriptor; immutable, so the readers of
+// one sample may share it.
+class OpenFile {
+ public:
+  OpenFile(int fd, const struct stat& st) : fd_(fd), st_(st) {}
+  ~OpenFile();
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return static_cast<uint64_t>(st_.st_size); }
+  FileVersion version() const { return VersionOf(st_); }
+
+ private:
+  const int fd_;
+  const struct stat st_;
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -147,20 +168,27 @@ class FileSystem {
                                 const Beneath* beneath = nullptr,
                                 uint64_t max_bytes = kDefaultMaxFileBytes) = 0;
 
-  // Size, modification time and identity, without reading; the same checks
-  // as a read but the size cap.
-  virtual absl::StatusOr<FileVersion> Stat(const std::string& path,
-                                           const Beneath* beneath = nullptr) = 0;
+  // Opens `path` for reading, with ReadFile's checks and errors but the
+  // size cap; the file's version comes from the open descriptor.
+  virtual absl::StatusOr<std::shared_ptr<const OpenFile>> Open(
+      const std::string& path, const Beneath* beneath = nullptr) = 0;
+
+  // Replaces *contents with the whole of `file`, opened as `path` (which
+  // errors name), with ReadFile's size cap and errors.
+  virtual absl::Status ReadOpened(const OpenFile& file, const std::string& path,
+                                  std::string* contents,
+                                  uint64_t max_bytes = kDefaultMaxFileBytes) = 0;
 
   // The process-wide POSIX implementation; never deleted.
   static FileSystem* Default();
 };
 
 // Wraps another FileSystem, counting calls and optionally adding latency to
-// every read and stat, failing reads of paths containing `fail_substring`,
-// throwing from reads of paths containing `throw_substring` (as a library
-// might), or truncating every read to `short_read_bytes`. For tests and
-// benchmarks.
+// every open of a path (ReadFile, Open: the round trip a NAS or an object
+// store pays per file; reading an open file costs only its bytes), failing
+// reads of paths containing `fail_substring`, throwing from reads of paths
+// containing `throw_substring` (as a library might), or truncating every
+// read to `short_read_bytes`. For tests and benchmarks.
 // Thread-safe; the options may be changed between (not during) reads.
 class FaultInjectingFileSystem : public FileSystem {
  public:
@@ -169,18 +197,25 @@ class FaultInjectingFileSystem : public FileSystem {
   absl::Status ReadFile(const std::string& path, std::string* contents,
                         FileVersion* version, const Beneath* beneath = nullptr,
                         uint64_t max_bytes = kDefaultMaxFileBytes) override;
-  absl::StatusOr<FileVersion> Stat(const std::string& path,
-                                   const Beneath* beneath = nullptr) override;
+  absl::StatusOr<std::shared_ptr<const OpenFile>> Open(
+      const std::string& path, const Beneath* beneath = nullptr) override;
+  absl::Status ReadOpened(const OpenFile& file, const std::string& path,
+                          std::string* contents,
+                          uint64_t max_bytes = kDefaultMaxFileBytes) override;
 
   absl::Duration latency = absl::ZeroDuration();
   std::string fail_substring;   // Empty: never fail.
   std::string throw_substring;  // Empty: never throw.
   int64_t short_read_bytes = -1;
 
-  std::atomic<uint64_t> reads{0};
-  std::atomic<uint64_t> stats{0};
+  std::atomic<uint64_t> reads{0};  // ReadFile and ReadOpened calls.
+  std::atomic<uint64_t> opens{0};  // Open calls.
 
  private:
+  // The injected failures of a read of `path`, and its short read.
+  absl::Status Inject(const std::string& path) const;
+  void Shorten(std::string* contents) const;
+
   FileSystem* const base_;
 };
 

@@ -52,7 +52,7 @@ TEST_F(FileSystemTest, FifoIsRefusedWithoutBlocking) {
   absl::Status s = FileSystem::Default()->ReadFile(fifo, &bytes, nullptr, confined.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("a FIFO"), std::string::npos) << s;
-  EXPECT_EQ(FileSystem::Default()->Stat(fifo, confined.get()).status().code(),
+  EXPECT_EQ(FileSystem::Default()->Open(fifo, confined.get()).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -105,7 +105,7 @@ TEST_F(FileSystemTest, GuardRefusesTheDaemonsOwnFiles) {
                                                   confined.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(s.message().find("daemon's own files"), std::string::npos) << s;
-  EXPECT_EQ(FileSystem::Default()->Stat(root_ + "/mine.jpg", confined.get()).status().code(),
+  EXPECT_EQ(FileSystem::Default()->Open(root_ + "/mine.jpg", confined.get()).status().code(),
             absl::StatusCode::kPermissionDenied);
   // Device rule (as for /dev/shm) and inode rule (as for L2's files).
   auto device = std::make_shared<FileGuard>();
@@ -165,20 +165,29 @@ TEST_F(FileSystemTest, ListFolderStaysBeneathItsFolder) {
   EXPECT_TRUE(ListFolder(root_ + "/out", nullptr, 10).ok());  // Admins: anywhere.
 }
 
-TEST_F(FileSystemTest, StatNamesTheFile) {
+// An open file names the file it was opened as, and reading it later reads
+// those bytes even when the path has been given to another file since.
+TEST_F(FileSystemTest, OpenNamesTheFileAndReadsItsBytes) {
   ASSERT_TRUE(testdata::WriteFile(root_ + "/a.jpg", "abc").ok());
   struct stat st;
   ASSERT_EQ(stat((root_ + "/a.jpg").c_str(), &st), 0);
-  auto v = FileSystem::Default()->Stat(root_ + "/a.jpg", Confined().get());
-  ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(v->size, 3u);
-  EXPECT_EQ(v->device, static_cast<uint64_t>(st.st_dev));
-  EXPECT_EQ(v->inode, static_cast<uint64_t>(st.st_ino));
-  FileVersion read;
+  auto file = FileSystem::Default()->Open(root_ + "/a.jpg", Confined().get());
+  ASSERT_TRUE(file.ok()) << file.status();
+  const FileVersion v = (*file)->version();
+  EXPECT_EQ(v.size, 3u);
+  EXPECT_EQ(v.device, static_cast<uint64_t>(st.st_dev));
+  EXPECT_EQ(v.inode, static_cast<uint64_t>(st.st_ino));
+  ASSERT_TRUE(testdata::WriteFile(root_ + "/b.jpg", "replaced").ok());
+  ASSERT_EQ(rename((root_ + "/b.jpg").c_str(), (root_ + "/a.jpg").c_str()), 0);
   std::string bytes;
-  ASSERT_TRUE(FileSystem::Default()->ReadFile(root_ + "/a.jpg", &bytes, &read).ok());
-  EXPECT_EQ(read.inode, v->inode);
+  ASSERT_TRUE(FileSystem::Default()->ReadOpened(**file, root_ + "/a.jpg", &bytes).ok());
   EXPECT_EQ(bytes, "abc");
+  EXPECT_EQ(FileSystem::Default()->ReadOpened(**file, "a.jpg", &bytes, 2).code(),
+            absl::StatusCode::kResourceExhausted);
+  FileVersion read;
+  ASSERT_TRUE(FileSystem::Default()->ReadFile(root_ + "/a.jpg", &bytes, &read).ok());
+  EXPECT_NE(read.inode, v.inode);
+  EXPECT_EQ(bytes, "replaced");
 }
 
 }  // namespace

@@ -2,8 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
@@ -95,24 +98,70 @@ absl::Status LmdbEnv::View(
   return LmdbStatus(rc, absl::StrCat(path_, " key ", key));
 }
 
-absl::Status LmdbEnv::Get(absl::string_view key, std::string* out) const {
-  if (!guarded_) {
-    return View(key, [out](absl::string_view v) { out->assign(v.data(), v.size()); });
-  }
+absl::Status LmdbEnv::Get(absl::string_view key, std::string* out,
+                          uint64_t max_bytes) const {
   // Another user's data file, mapped: it may shrink under the read.
   MDB_txn* txn = nullptr;
   int rc = 0;
+  uint64_t too_big = 0;
   auto read = [&] {
     rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
     if (rc != 0) return;
     MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
     rc = mdb_get(txn, dbi_, &k, &v);
-    if (rc == 0) out->assign(static_cast<const char*>(v.mv_data), v.mv_size);
+    if (rc != 0) return;
+    if (v.mv_size > max_bytes) {
+      too_big = v.mv_size;
+      return;
+    }
+    out->assign(static_cast<const char*>(v.mv_data), v.mv_size);
   };
-  absl::Status s = GuardedMappedRead(path_, read);
+  absl::Status s = guarded_ ? GuardedMappedRead(path_, read) : (read(), absl::OkStatus());
   if (txn != nullptr) mdb_txn_abort(txn);
   STOKER_RETURN_IF_ERROR(s);
+  if (too_big > 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path_, " key ", key, ": a ", too_big, "-byte value, over the daemon's limit of ",
+        max_bytes, " bytes for one sample (--max-file-bytes)"));
+  }
   return LmdbStatus(rc, absl::StrCat(path_, " key ", key));
+}
+
+absl::Status LmdbEnv::ForEachKey(const std::function<void(absl::string_view)>& fn) const {
+  // Keys are at most max_key_size() bytes: a batch's arena is allocated
+  // before each guarded walk, which copies into it and allocates nothing.
+  constexpr size_t kBatchKeys = 4096;
+  const size_t most = max_key_size();
+  std::vector<char> arena(kBatchKeys * most);
+  std::vector<size_t> sizes(kBatchKeys);
+  MDB_txn* txn = nullptr;
+  MDB_cursor* cur = nullptr;
+  int rc = 0;
+  MDB_cursor_op op = MDB_FIRST;
+  size_t n = 0;
+  auto walk = [&] {
+    if (txn == nullptr) {
+      rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+      if (rc == 0) rc = mdb_cursor_open(txn, dbi_, &cur);
+      if (rc != 0) return;
+    }
+    MDB_val k, v;
+    for (n = 0; n < kBatchKeys && (rc = mdb_cursor_get(cur, &k, &v, op)) == 0; ++n) {
+      op = MDB_NEXT;
+      sizes[n] = std::min(k.mv_size, most);
+      std::memcpy(arena.data() + n * most, k.mv_data, sizes[n]);
+    }
+  };
+  absl::Status s;
+  do {
+    s = guarded_ ? GuardedMappedRead(path_, walk) : (walk(), absl::OkStatus());
+    if (!s.ok() || (rc != 0 && rc != MDB_NOTFOUND)) break;
+    for (size_t i = 0; i < n; ++i) fn(absl::string_view(arena.data() + i * most, sizes[i]));
+  } while (rc == 0);
+  if (cur != nullptr) mdb_cursor_close(cur);
+  if (txn != nullptr) mdb_txn_abort(txn);
+  STOKER_RETURN_IF_ERROR(s);
+  return rc == MDB_NOTFOUND ? absl::OkStatus() : LmdbStatus(rc, path_);
 }
 
 absl::Status LmdbEnv::ForEach(

@@ -44,17 +44,26 @@ class LmdbEnv {
                                                        const Options& options);
   ~LmdbEnv();
 
-  // Copies the value of `key` into *out. NOT_FOUND when absent.
-  absl::Status Get(absl::string_view key, std::string* out) const;
+  // Copies the value of `key` into *out. NOT_FOUND when absent,
+  // RESOURCE_EXHAUSTED (before anything is allocated) when it is over
+  // `max_bytes`.
+  absl::Status Get(absl::string_view key, std::string* out,
+                   uint64_t max_bytes = UINT64_MAX) const;
   // Calls fn with the value of `key` in place (valid only during the call,
   // inside a read transaction). NOT_FOUND when absent.
   absl::Status View(absl::string_view key,
                     const std::function<void(absl::string_view)>& fn) const;
 
   // Calls fn(key, value) for every entry in key order, in one read
-  // transaction; stops early when fn returns false.
+  // transaction; stops early when fn returns false. For the daemon's own
+  // environments: the values are read in place, unguarded.
   absl::Status ForEach(
       const std::function<bool(absl::string_view, absl::string_view)>& fn) const;
+  // Calls fn(key) for every key in order, in one read transaction. The keys
+  // are copied out in batches under the SIGBUS guard (util/mapped_read.h)
+  // when the data file is another user's, so a file cut short mid-walk is
+  // DATA_LOSS, not the daemon's end; fn runs outside the guard.
+  absl::Status ForEachKey(const std::function<void(absl::string_view)>& fn) const;
 
   // Puts and deletes in one write transaction. `fn` receives the txn and the
   // dbi; its status aborts the transaction when not OK.

@@ -7,7 +7,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "proto/spec_util.h"
+#include "util/cache_key.h"
 #include "util/rng.h"
 
 namespace stoker {
@@ -148,6 +151,26 @@ void Convert(const FieldPlan& f, const uint8_t* hwc, uint8_t* out) {
 
 }  // namespace
 
+namespace {
+
+// `m` as the fingerprint sees it: known fields only (a client's unknown
+// fields change nothing the daemon does), serialized deterministically.
+std::string CanonicalBytes(const google::protobuf::Message& m) {
+  std::unique_ptr<google::protobuf::Message> known(m.New());
+  known->CopyFrom(m);
+  known->DiscardUnknownFields();
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    known->SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<Pipeline> Pipeline::Compile(const v1::SessionSpec& spec) {
   if (spec.fields_size() == 0) {
     if (spec.pipeline_size() > 0)
@@ -174,6 +197,8 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
   p.scale_decode_ = spec.decode() == v1::DECODE_AUTO ||
                     spec.decode() == v1::DECODE_SCALE_CROP;
   p.crop_decode_ = spec.decode() != v1::DECODE_FULL;
+  // Typed, length-prefixed parts: no field's bytes can run into an op's.
+  p.fingerprint_ = CacheKey({"decode", uint64_t{p.scale_decode_}, uint64_t{p.crop_decode_}});
   if (fields.empty()) return absl::InvalidArgumentError("fields: none declared");
   for (const FieldSpec& fs : fields) {
     FieldPlan f;
@@ -181,14 +206,14 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
     if (!s.ok()) return s;
     p.files_ = std::max(p.files_, f.file + 1);
     p.has_encoded_ = p.has_encoded_ || f.kind == FieldSpec::KIND_ENCODED;
-    p.fingerprint_ += fs.SerializeAsString();
+    absl::StrAppend(&p.fingerprint_, CacheKey({"field", CanonicalBytes(fs)}));
     p.fields_.push_back(std::move(f));
   }
   // Each spatial field's size after the ops so far; -1: data-dependent.
   std::vector<std::pair<int, int>> size(p.fields_.size(), {-1, -1});
   for (size_t k = 0; k < ops.size(); ++k) {
     const v1::Op& op = ops[k];
-    p.fingerprint_ += op.SerializeAsString();
+    absl::StrAppend(&p.fingerprint_, CacheKey({"op", CanonicalBytes(op)}));
     const std::string where = absl::StrCat("pipeline[", k, "] (", OpName(op), ")");
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));

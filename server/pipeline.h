@@ -80,7 +80,9 @@ class Pipeline {
   // the JPEG is) for a source_w x source_h picture rendered as `canvas`.
   void WriteRender(const Canvas& canvas, int source_w, int source_h,
                    bool client, bool progressive, uint8_t* out) const;
-  // Identifies fields + ops + decode mode (for cache keys).
+  // Identifies fields + ops + decode mode (for cache keys): typed,
+  // length-prefixed parts of each message's known fields, serialized
+  // deterministically, so equal pipelines match and different ones never do.
   const std::string& fingerprint() const { return fingerprint_; }
 
   // The canvases of a sample whose spatial fields are width x height and,

@@ -114,6 +114,37 @@ TEST(PipelineTest, BadSpecsNameTheOpAndField) {
 // An image and a mask made from it by a threshold: after any random
 // geometry (nearest resampling for both) the mask still is the threshold of
 // the transformed image, pixel for pixel, padding included.
+// The decoded cache's key: a client's unknown fields change nothing the
+// daemon does, so they change no key; the decode mode and every known
+// field and op do, and a field's bytes never run into an op's.
+TEST(PipelineTest, FingerprintIsCanonical) {
+  const std::string json = R"({"fields": [
+      {"name": "image", "kind": "image", "shape": [24, 40, 1]}],
+      "pipeline": [{"random_crop": {"width": 40, "height": 24}}]})";
+  auto base = Pipeline::Compile(Custom(json));
+  ASSERT_TRUE(base.ok()) << base.status();
+  v1::SessionSpec unknown = Custom(json);
+  unknown.mutable_fields(0)->GetReflection()->MutableUnknownFields(unknown.mutable_fields(0))
+      ->AddVarint(9999, 7);
+  unknown.mutable_pipeline(0)->GetReflection()->MutableUnknownFields(unknown.mutable_pipeline(0))
+      ->AddLengthDelimited(9998, "anything");
+  auto with_unknown = Pipeline::Compile(unknown);
+  ASSERT_TRUE(with_unknown.ok()) << with_unknown.status();
+  EXPECT_EQ(with_unknown->fingerprint(), base->fingerprint());
+  v1::SessionSpec full = Custom(json);
+  full.set_decode(v1::DECODE_FULL);
+  EXPECT_NE(Pipeline::Compile(full)->fingerprint(), base->fingerprint());
+  v1::SessionSpec other = Custom(json);
+  other.mutable_pipeline(0)->mutable_random_crop()->set_width(39);
+  other.mutable_fields(0)->set_shape(1, 39);
+  auto changed = Pipeline::Compile(other);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_NE(changed->fingerprint(), base->fingerprint());
+  // Each part is tagged and length-prefixed.
+  EXPECT_NE(base->fingerprint().find("5:field"), std::string::npos);
+  EXPECT_NE(base->fingerprint().find("2:op"), std::string::npos);
+}
+
 TEST(PipelineTest, RandomGeometryIsAppliedJointly) {
   auto p = Pipeline::Compile(Custom(R"({"fields": [
       {"name": "image", "kind": "image", "shape": [24, 40, 1]},

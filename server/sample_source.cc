@@ -18,14 +18,21 @@ class FileSource : public SampleSource {
   FileSource(FileSystem* fs, std::shared_ptr<const Beneath> beneath, uint64_t max_bytes)
       : fs_(fs), beneath_(std::move(beneath)), max_bytes_(max_bytes) {}
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
-    absl::StatusOr<FileVersion> v = fs_->Stat(path, beneath_.get());
-    if (!v.ok()) return v.status();
-    return SourceKey{CacheKey({"f", v->device, v->inode}), *v};
+    absl::StatusOr<std::shared_ptr<const OpenFile>> file = fs_->Open(path, beneath_.get());
+    if (!file.ok()) return file.status();
+    const FileVersion v = (*file)->version();
+    return SourceKey{CacheKey({"f", v.device, v.inode}), v, *std::move(file)};
   }
   bool Versioned() const override { return true; }
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override {
     return fs_->ReadFile(path, out, version, beneath_.get(), max_bytes_);
+  }
+  absl::Status ReadIdentified(const SourceKey& id, const std::string& path,
+                              std::string* out, FileVersion* version) const override {
+    if (id.opened == nullptr) return Read(path, out, version);
+    if (version != nullptr) *version = id.version;
+    return fs_->ReadOpened(*id.opened, path, out, max_bytes_);
   }
 
  private:

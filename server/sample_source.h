@@ -21,14 +21,17 @@ namespace stoker {
 class ArraySource;  // server/array_source.h
 
 // What the cache entries of one of a source's files are keyed by: the
-// source's identity and the file's as the caller's own confined stat saw it
-// (device, inode, size, mtime ns), so two roots, two versions or two users'
-// files never share an entry.
+// source's identity and the file's as the caller's own confined open saw
+// it (device, inode, size, mtime and ctime ns), so two roots, two versions
+// or two users' files never share an entry.
 struct SourceKey {
   // The source and the file (device, inode): L2's key, whose entry records
   // the version it was read at and is checked against `version`.
   std::string file;
   FileVersion version;  // Zero for unversioned sources.
+  // The descriptor the file was identified from (file sources; null for
+  // others): a miss reads these bytes, not another open's.
+  std::shared_ptr<const OpenFile> opened;
   // RAM tiers' key: the file at this version.
   std::string key() const;
 };
@@ -48,6 +51,12 @@ class SampleSource {
   // versioned sources. Errors name the path.
   virtual absl::Status Read(const std::string& path, std::string* out,
                             FileVersion* version) const = 0;
+  // Read() of the file `id` (from Identify) names: from its open
+  // descriptor when it holds one, so an identified file is opened once.
+  virtual absl::Status ReadIdentified(const SourceKey& id, const std::string& path,
+                                      std::string* out, FileVersion* version) const {
+    return Read(path, out, version);
+  }
   // A source of typed arrays (samples are read by region, not as files);
   // null for sources of encoded files.
   virtual const ArraySource* arrays() const { return nullptr; }

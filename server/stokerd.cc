@@ -5,7 +5,6 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include <unistd.h>
 
@@ -107,7 +106,7 @@ ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
           "Longest a folder dataset's scan may take (e.g. 10m, 90s).");
 ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
           "Most memory all sessions' rings may take together; 0 = half of "
-          "/dev/shm's size.");
+          "the node's memory.");
 ABSL_FLAG(stoker::ByteSize, max_ring_bytes_per_user, stoker::ByteSize{0},
           "Most memory one user's rings may take together (admins are not "
           "limited); 0 = a quarter of --max-ring-bytes.");
@@ -261,10 +260,9 @@ int main(int argc, char** argv) {
   }
   options.max_ring_bytes = absl::GetFlag(FLAGS_max_ring_bytes).bytes;
   if (options.max_ring_bytes == 0) {
-    struct statvfs shm {};
-    if (statvfs("/dev/shm", &shm) == 0) {
-      options.max_ring_bytes = uint64_t{shm.f_blocks} * shm.f_frsize / 2;
-    }
+    // Rings are memory files (shm/segment.h), not /dev/shm's.
+    options.max_ring_bytes =
+        uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE)) / 2;
   }
   options.max_sessions_per_user = absl::GetFlag(FLAGS_max_sessions_per_user);
   options.max_ring_bytes_per_user = absl::GetFlag(FLAGS_max_ring_bytes_per_user).bytes;

@@ -154,26 +154,6 @@ absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g) {
   return h;
 }
 
-int RemoveOrphanedRings(const std::string& prefix) {
-  int removed = 0;
-  for (const std::string& name : Segment::List(prefix)) {
-    bool orphan = false;
-    auto seg = Segment::Open(name);
-    if (!seg.ok()) continue;
-    const auto* h = static_cast<const RingHeader*>(seg->base());
-    if (seg->size() >= kHeaderBytes && h->layout.magic == kRingMagic) {
-      pid_t pid = static_cast<pid_t>(h->daemon_pid);
-      orphan = pid != getpid() && ProcessGone(pid);
-    } else {
-      struct stat st;
-      orphan = stat(("/dev/shm/" + name).c_str(), &st) == 0 &&
-               time(nullptr) - st.st_mtime > 60;
-    }
-    if (orphan && Segment::Remove(name).ok()) ++removed;
-  }
-  return removed;
-}
-
 // ---------------------------------------------------------------- producer
 
 RingProducer::RingProducer(Segment segment, const RingLayout& layout)
@@ -183,11 +163,11 @@ RingProducer::RingProducer(Segment segment, const RingLayout& layout)
       created_ns_(MonotonicNanos()) {}
 
 absl::StatusOr<std::unique_ptr<RingProducer>> RingProducer::Create(
-    const std::string& name, const RingGeometry& g, uint64_t session_id,
+    const std::string& label, const RingGeometry& g, uint64_t session_id,
     uint64_t daemon_generation) {
   STOKER_ASSIGN_OR_RETURN(RingLayout layout, ComputeLayout(g));
   STOKER_ASSIGN_OR_RETURN(Segment seg,
-                          Segment::Create(name, layout.segment_bytes));
+                          Segment::Create(label, layout.segment_bytes));
   // The segment is zero-filled by the kernel, so every slot starts FREE.
   // Constructing the header in place starts the atomics' lifetimes.
   auto* h = new (seg.base()) RingHeader;
@@ -203,10 +183,7 @@ absl::StatusOr<std::unique_ptr<RingProducer>> RingProducer::Create(
   return std::unique_ptr<RingProducer>(new RingProducer(std::move(seg), layout));
 }
 
-RingProducer::~RingProducer() {
-  Close(kClosedBySession);
-  Segment::Remove(segment_.name()).IgnoreError();
-}
+RingProducer::~RingProducer() { Close(kClosedBySession); }
 
 int RingProducer::Claim(const std::function<bool()>& should_stop,
                         const std::function<bool()>& idle) {
@@ -368,8 +345,8 @@ absl::Status CheckLayout(const RingLayout& got, uint64_t mapped_bytes,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RingConsumer>> RingConsumer::Open(
-    const std::string& name, uint64_t session_id) {
-  STOKER_ASSIGN_OR_RETURN(Segment seg, Segment::Open(name));
+    int fd, const std::string& label, uint64_t session_id) {
+  STOKER_ASSIGN_OR_RETURN(Segment seg, Segment::Map(fd, label));
   return Open(std::move(seg), session_id);
 }
 

@@ -1,7 +1,7 @@
 // Process-local views of a prefetch ring (layout: ring_data.h, FORMAT.md).
 //
-// RingProducer (daemon side) creates and owns the segment: its destructor
-// unmaps and removes the name. One producer thread claims slots in sequence
+// RingProducer (daemon side) creates and owns the segment (a sealed memfd,
+// segment.h) and hands descriptors of it out; its destructor unmaps it. One producer thread claims slots in sequence
 // order and publishes them; any thread may write sample data into a claimed
 // slot, and Publish() must happen-after all of those writes (the caller
 // provides that, e.g. with a counter decremented with acq_rel).
@@ -90,19 +90,13 @@ struct SlotSnapshot {
   uint64_t sequence = 0;
 };
 
-// Removes segments named `prefix`* whose creating daemon process is gone
-// (the leftovers of a crashed or killed daemon), and segments that are not
-// valid rings and are older than a minute. Rings of live processes are never
-// touched. Returns how many were removed.
-int RemoveOrphanedRings(const std::string& prefix);
-
 class RingProducer {
  public:
-  // Creates segment `name` for the geometry, all slots FREE.
+  // Creates a segment labelled `label` for the geometry, all slots FREE.
   static absl::StatusOr<std::unique_ptr<RingProducer>> Create(
-      const std::string& name, const RingGeometry& g, uint64_t session_id,
+      const std::string& label, const RingGeometry& g, uint64_t session_id,
       uint64_t daemon_generation);
-  ~RingProducer();  // Closes (if not yet), unmaps, removes the name.
+  ~RingProducer();  // Closes (if not yet) and unmaps.
 
   // Claims a FREE slot, waiting for the consumer to release one. Gives up
   // and returns -1 when `should_stop()` becomes true (checked at least every
@@ -139,13 +133,15 @@ class RingProducer {
   uint32_t ClosedWord() const;
 
   // --- Words the producer writes for the consumer.
-  void SetConsumerShare(uint32_t share);  // Before the segment is named.
+  void SetConsumerShare(uint32_t share);  // Before the segment is handed over.
   void SetDecodeThreads(uint32_t threads);
   void AddDecodeCost(uint64_t samples, uint64_t ns);
 
   // The producer's private copy, written at creation; never read back.
   const RingLayout& layout() const { return layout_; }
   const std::string& name() const { return segment_.name(); }
+  // A new descriptor of the segment for the consumer (Segment::Share).
+  absl::StatusOr<int> Share() const { return segment_.Share(); }
 
  private:
   RingProducer(Segment segment, const RingLayout& layout);
@@ -159,15 +155,16 @@ class RingProducer {
 
 class RingConsumer {
  public:
-  // Maps ring `name` and checks magic, layout version, session id and every
-  // geometry field and offset of the header against the layout its
-  // geometry implies and the mapped size. FAILED_PRECONDITION on a mismatch
-  // (a stale, foreign or corrupt segment). The validated layout is kept
-  // privately: later changes to the shared header cannot move the views.
+  // Maps the ring behind `fd` (handed over by the daemon, see
+  // fd_passing.h; it stays the caller's) and checks magic, layout version,
+  // session id and every geometry field and offset of the header against
+  // the layout its geometry implies and the mapped size.
+  // FAILED_PRECONDITION on a mismatch (a stale, foreign or corrupt
+  // segment) or an unsealed one. The validated layout is kept privately:
+  // later changes to the shared header cannot move the views.
   static absl::StatusOr<std::unique_ptr<RingConsumer>> Open(
-      const std::string& name, uint64_t session_id);
-  // The same over a segment already mapped (from a descriptor the daemon
-  // handed over, see fd_passing.h).
+      int fd, const std::string& label, uint64_t session_id);
+  // The same over a segment already mapped.
   static absl::StatusOr<std::unique_ptr<RingConsumer>> Open(
       Segment segment, uint64_t session_id);
 

@@ -23,7 +23,8 @@ namespace stoker::shm {
 inline constexpr uint64_t kRingMagic = 0x474e49524b4f5453ULL;  // "STOKRING"
 // 2: float32/float16 NCHW dtypes. 3: a batch is a table of named fields.
 // 4: the client-decode words (the CPU share and the daemon's decode rate).
-inline constexpr uint32_t kLayoutVersion = 4;
+// 5: a sealed memory file handed over as a descriptor (shm/segment.h).
+inline constexpr uint32_t kLayoutVersion = 5;
 // consumer_cpu_share: all of a batch (1/65536 units).
 inline constexpr uint32_t kShareOne = 65536;
 inline constexpr uint64_t kHeaderBytes = 4096;
@@ -143,7 +144,7 @@ struct RingLayout {
 };
 
 struct RingHeader {
-  // --- Written once by the producer before the segment is named to anyone.
+  // --- Written once by the producer before the segment is handed to anyone.
   RingLayout layout;
   uint64_t session_id;
   uint64_t daemon_generation;  // Random per daemon start.

@@ -1,5 +1,8 @@
 #include "shm/ring.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "shm/fd_passing.h"
 #include "shm/futex.h"
 
 namespace stoker::shm {
@@ -19,6 +23,25 @@ namespace {
 std::string TestName(const char* what) {
   return absl::StrCat("stoker-test.", getpid(), ".", what, ".",
                       MonotonicNanos());
+}
+
+// The producer's ring as a client maps it: from a descriptor it hands out.
+absl::StatusOr<std::unique_ptr<RingConsumer>> ConsumerOf(
+    const RingProducer& p, uint64_t session_id) {
+  absl::StatusOr<int> fd = p.Share();
+  if (!fd.ok()) return fd.status();
+  auto c = RingConsumer::Open(*fd, p.name(), session_id);
+  close(*fd);
+  return c;
+}
+
+// The producer's whole segment as any holder of a descriptor maps it.
+absl::StatusOr<Segment> MapShared(const RingProducer& p) {
+  absl::StatusOr<int> fd = p.Share();
+  if (!fd.ok()) return fd.status();
+  auto seg = Segment::Map(*fd, p.name());
+  close(*fd);
+  return seg;
 }
 
 RingGeometry SmallGeometry(uint32_t slots) {
@@ -57,7 +80,7 @@ TEST(ConsumerTest, RejectsCorruptHeadersAndSlots) {
   const std::string name = TestName("corrupt");
   auto p = RingProducer::Create(name, SmallGeometry(2), 5, 1);
   ASSERT_TRUE(p.ok()) << p.status();
-  auto shared = Segment::Open(name);  // The header as any writer sees it.
+  auto shared = MapShared(**p);  // The header as any writer sees it.
   ASSERT_TRUE(shared.ok()) << shared.status();
   auto* layout = &static_cast<RingHeader*>(shared->base())->layout;
   const RingLayout good = *layout;
@@ -79,12 +102,12 @@ TEST(ConsumerTest, RejectsCorruptHeadersAndSlots) {
   for (const Patch& patch : patches) {
     *layout = good;
     patch.apply(layout);
-    auto c = RingConsumer::Open(name, 5);
+    auto c = ConsumerOf(**p, 5);
     EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition)
         << patch.field << ": " << c.status();
   }
   *layout = good;
-  auto c = RingConsumer::Open(name, 5);
+  auto c = ConsumerOf(**p, 5);
   ASSERT_TRUE(c.ok()) << c.status();
   // A published slot claiming more samples than the batch holds.
   int slot = (*p)->Claim([] { return false; });
@@ -161,35 +184,65 @@ TEST(LayoutTest, OffsetsAreAlignedAndNonOverlapping) {
   EXPECT_EQ(h->segment_bytes, kHeaderBytes + 3 * h->slot_stride);
 }
 
-TEST(SegmentTest, CreatedWithMode0600AndRemoved) {
-  std::string name = TestName("perm");
-  auto seg = Segment::Create(name, 8192);
-  ASSERT_TRUE(seg.ok()) << seg.status();
-  struct stat st;
-  ASSERT_EQ(stat(("/dev/shm/" + name).c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(st.st_size, 8192);
-  EXPECT_EQ(Segment::Create(name, 8192).status().code(),
-            absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(Segment::Remove(name).ok());
-  EXPECT_NE(stat(("/dev/shm/" + name).c_str(), &st), 0);
-  EXPECT_EQ(Segment::Open(name).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(Segment::Remove(name).code(), absl::StatusCode::kNotFound);
+// No holder of a descriptor can resize the segment under another's
+// mapping (the SIGBUS a truncated ring once raised in the producer), and
+// nothing of it is left once its object and descriptors are gone.
+TEST(SegmentTest, SizeIsSealedAgainstEveryHolder) {
+  const std::string prefix = absl::StrCat("stoker-test.", getpid(), ".seal.");
+  const std::string label = prefix + "1";
+  {
+    auto seg = Segment::Create(label, 8192);
+    ASSERT_TRUE(seg.ok()) << seg.status();
+    auto fd = seg->Share();
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    EXPECT_EQ(Segment::List(prefix), std::vector<std::string>{label});
+    errno = 0;
+    EXPECT_EQ(ftruncate(*fd, 0), -1);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_EQ(ftruncate(*fd, 1 << 20), -1);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_NE(fcntl(*fd, F_ADD_SEALS, F_SEAL_WRITE), 0);  // Sealed seals.
+    struct stat st;
+    ASSERT_EQ(fstat(*fd, &st), 0);
+    EXPECT_EQ(st.st_size, 8192);
+    auto other = Segment::Map(*fd, label);  // As the client maps it.
+    close(*fd);
+    ASSERT_TRUE(other.ok()) << other.status();
+    static_cast<char*>(other->base())[8191] = 7;  // Every page still there.
+    EXPECT_EQ(static_cast<char*>(seg->base())[8191], 7);
+    EXPECT_EQ(other->Share().status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_TRUE(Segment::List(prefix).empty());
+  EXPECT_EQ(Segment::Create("a/b", 8192).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(SegmentTest, UniqueNamesDiffer) {
-  std::string a = Segment::UniqueName("stoker.", 7);
-  std::string b = Segment::UniqueName("stoker.", 7);
-  EXPECT_NE(a, b);
-  EXPECT_EQ(a.rfind("stoker.7.", 0), 0u);
-  EXPECT_EQ(a.size(), std::string("stoker.7.").size() + 16);
+// What a client maps must be sealed: a plain file or an unsealed memory
+// file could shrink under it.
+TEST(SegmentTest, MapRefusesAnUnsealedFile) {
+  int loose = memfd_create("stoker-test-loose", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(loose, 0);
+  ASSERT_EQ(ftruncate(loose, 8192), 0);
+  EXPECT_EQ(Segment::Map(loose, "loose").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(fcntl(loose, F_ADD_SEALS, F_SEAL_SHRINK), 0);  // Growing is still open.
+  EXPECT_EQ(Segment::Map(loose, "loose").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  close(loose);
+  char path[] = "/tmp/stoker-segment-XXXXXX";
+  int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  unlink(path);
+  ASSERT_EQ(ftruncate(file, 8192), 0);
+  EXPECT_EQ(Segment::Map(file, "file").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  close(file);
 }
 
 TEST(RingTest, DeliversInSequenceOrderWhateverThePublishOrder) {
   std::string name = TestName("order");
   auto p = RingProducer::Create(name, SmallGeometry(4), 42, 1);
   ASSERT_TRUE(p.ok()) << p.status();
-  auto c = RingConsumer::Open(name, 42);
+  auto c = ConsumerOf(**p, 42);
   ASSERT_TRUE(c.ok()) << c.status();
   auto never = [] { return false; };
   int s0 = (*p)->Claim(never);
@@ -220,7 +273,7 @@ TEST(RingTest, WrongSessionIdIsRefused) {
   std::string name = TestName("sid");
   auto p = RingProducer::Create(name, SmallGeometry(2), 5, 1);
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(RingConsumer::Open(name, 6).status().code(),
+  EXPECT_EQ(ConsumerOf(**p, 6).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -228,7 +281,7 @@ TEST(RingTest, CloseWakesWaitingConsumer) {
   std::string name = TestName("close");
   auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
   ASSERT_TRUE(p.ok());
-  auto c = RingConsumer::Open(name, 1);
+  auto c = ConsumerOf(**p, 1);
   ASSERT_TRUE(c.ok());
   std::thread closer([&] {
     absl::SleepFor(absl::Milliseconds(50));
@@ -258,7 +311,7 @@ TEST(RingTest, AllSlotsHeldIsAnErrorNotAHangAndTheProducerWorksMeanwhile) {
   std::string name = TestName("held");
   auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
   ASSERT_TRUE(p.ok());
-  auto c = RingConsumer::Open(name, 1);
+  auto c = ConsumerOf(**p, 1);
   ASSERT_TRUE(c.ok());
   const std::vector<int> held = HoldBoth(**p, **c);
   // The producer cannot claim anything while both slots are held.
@@ -285,7 +338,7 @@ TEST(RingTest, AllSlotsHeldIsAnErrorNotAHangAndTheProducerWorksMeanwhile) {
 TEST(RingTest, ExtraLivenessErrorIsReturned) {
   std::string name = TestName("live");
   auto p = RingProducer::Create(name, SmallGeometry(2), 1, 1);
-  auto c = RingConsumer::Open(name, 1);
+  auto c = ConsumerOf(**p, 1);
   ASSERT_TRUE(c.ok());
   auto r = (*c)->Acquire(0, absl::Seconds(5), [] {
     return absl::UnavailableError("control stream ended");
@@ -297,31 +350,32 @@ TEST(RingTest, ExtraLivenessErrorIsReturned) {
 // A producer process that dies without closing is noticed by pid.
 TEST(RingTest, DeadProducerProcessIsDetected) {
   std::string name = TestName("dead");
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto p = RingProducer::Create(name, SmallGeometry(2), 3, 1);
-    char ok = p.ok() ? 1 : 0;
-    (void)!write(pipefd[1], &ok, 1);
-    _exit(0);  // No destructor: the segment stays, as after a crash.
+    absl::StatusOr<int> fd = p.ok() ? (*p)->Share() : p.status();
+    if (fd.ok()) (void)SendWithFd(pair[1], "ring\n", *fd);
+    _exit(0);  // No destructor, no close: as after a crash.
   }
-  char ok = 0;
-  ASSERT_EQ(read(pipefd[0], &ok, 1), 1);
-  ASSERT_EQ(ok, 1);
+  close(pair[1]);
+  std::string message;
+  int fd = -1;
+  ASSERT_TRUE(ReceiveWithFd(pair[0], 16, &message, &fd).ok());
+  ASSERT_GE(fd, 0);
   int wstatus;
   waitpid(child, &wstatus, 0);
-  auto c = RingConsumer::Open(name, 3);
+  auto c = RingConsumer::Open(fd, name, 3);
+  close(fd);
   ASSERT_TRUE(c.ok()) << c.status();
   absl::Time start = absl::Now();
   auto r = (*c)->Acquire(0, absl::Seconds(30), nullptr);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("exited"), std::string::npos);
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-  EXPECT_TRUE(Segment::Remove(name).ok());
-  close(pipefd[0]);
-  close(pipefd[1]);
+  close(pair[0]);
 }
 
 // The producer never reads its geometry back from shared memory, and the
@@ -332,7 +386,7 @@ TEST(ProducerTest, IgnoresWhatTheConsumerWritesIntoTheHeader) {
   const std::string name = TestName("scribble");
   auto p = RingProducer::Create(name, SmallGeometry(3), 8, 1);
   ASSERT_TRUE(p.ok()) << p.status();
-  auto shared = Segment::Open(name);
+  auto shared = MapShared(**p);
   ASSERT_TRUE(shared.ok()) << shared.status();
   auto* words = static_cast<uint64_t*>(shared->base());
   const RingLayout good = (*p)->layout();
@@ -382,7 +436,7 @@ TEST(RingTest, TwoProcessesExchange100kSlots) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto c = RingConsumer::Open(name, 9);
+    auto c = ConsumerOf(**p, 9);
     if (!c.ok()) _exit(2);
     uint64_t bad = 0;
     for (uint64_t seq = 0; seq < kBatches; ++seq) {

@@ -1,13 +1,23 @@
-// A named POSIX shared-memory segment mapped into this process.
+// One shared-memory segment mapped into this process: an anonymous memory
+// file (memfd) that the kernel keeps from ever changing size.
 //
-// Owns one mapping (unmapped on destruction) and nothing else: the name in
-// /dev/shm lives until Remove() is called, by whichever process owns the
-// segment's lifetime (the daemon, for rings). Boost.Interprocess does the
-// creating, sizing and mapping; its exceptions never escape: every failure
-// is an absl::Status. A Segment is movable, not copyable, and not
+// The daemon creates a segment, allocates every page and seals it against
+// shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) before
+// anyone else holds it, then hands descriptors of it to clients (Share()).
+// So no holder of a descriptor, however hostile, can make a page of the
+// other side's mapping vanish: there is no ftruncate that could turn the
+// producer's next write into SIGBUS. The segment has no name anywhere in the
+// file system; it lives until the last descriptor and mapping are gone, so a
+// crashed daemon or client leaves nothing behind.
+//
+// A Segment owns its mapping (unmapped on destruction) and, when it created
+// the segment, its descriptor. Boost.Interprocess maps it; its exceptions
+// never escape: every failure is an absl::Status. Movable, not copyable, not
 // synchronized: share the memory, not the object.
 #ifndef STOKER_SHM_SEGMENT_H_
 #define STOKER_SHM_SEGMENT_H_
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,48 +32,47 @@ namespace stoker::shm {
 
 class Segment {
  public:
-  // Creates `name` (no leading '/') with mode 0600 and exactly `bytes`
-  // bytes, allocates every page up front (so a full /dev/shm fails here
-  // with RESOURCE_EXHAUSTED instead of SIGBUS later) and maps it read-write.
-  // ALREADY_EXISTS when the name is taken. On failure nothing is left
-  // behind.
-  static absl::StatusOr<Segment> Create(const std::string& name,
+  // Creates a segment of exactly `bytes` bytes labelled `label` (how
+  // /proc/<pid>/maps and errors name it; at most 200 bytes), allocates
+  // every page up front (so too little memory fails here with
+  // RESOURCE_EXHAUSTED instead of SIGBUS later), seals its size and maps
+  // it read-write.
+  static absl::StatusOr<Segment> Create(const std::string& label,
                                         uint64_t bytes);
 
-  // Maps an existing segment read-write. NOT_FOUND when it does not exist.
-  static absl::StatusOr<Segment> Open(const std::string& name);
-
   // Maps the segment behind `fd` (received from the daemon) read-write;
-  // `fd` stays the caller's. `label` names it in errors and name().
+  // `fd` stays the caller's. FAILED_PRECONDITION when its size is not
+  // sealed: a file its other holders could shrink under the mapping.
   static absl::StatusOr<Segment> Map(int fd, const std::string& label);
 
-  // A new read-write descriptor of `name` (close-on-exec), for handing the
-  // segment to another process. NOT_FOUND when it does not exist.
-  static absl::StatusOr<int> OpenDescriptor(const std::string& name);
+  // A new read-write descriptor of a segment this object created
+  // (close-on-exec), for handing it to another process. FAILED_PRECONDITION
+  // for a segment that was only mapped.
+  absl::StatusOr<int> Share() const;
 
-  // Unlinks the name; existing mappings stay valid. NOT_FOUND if absent.
-  static absl::Status Remove(const std::string& name);
+  // Labels starting with `prefix` of the segments process `pid` (0: this
+  // one) still holds, by a descriptor or a mapping, from /proc: what a
+  // test asserts is empty once every session is gone.
+  static std::vector<std::string> List(const std::string& prefix,
+                                       pid_t pid = 0);
 
-  // Names in /dev/shm starting with `prefix`.
-  static std::vector<std::string> List(const std::string& prefix);
-
-  // "<prefix><session_id>.<16 random hex digits>": unguessable, so another
-  // local user cannot predict and pre-create a session's segment.
-  static std::string UniqueName(const std::string& prefix, uint64_t session_id);
-
-  Segment(Segment&&) = default;
-  Segment& operator=(Segment&&) = default;
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment();
 
   void* base() const { return region_.get_address(); }
   uint64_t size() const { return region_.get_size(); }
   const std::string& name() const { return name_; }
 
  private:
-  Segment(std::string name, boost::interprocess::mapped_region region)
-      : name_(std::move(name)), region_(std::move(region)) {}
+  Segment(std::string name, boost::interprocess::mapped_region region, int fd)
+      : name_(std::move(name)), region_(std::move(region)), fd_(fd) {}
 
   std::string name_;
   boost::interprocess::mapped_region region_;
+  int fd_ = -1;  // Owned; -1 for a mapped-only segment.
 };
 
 }  // namespace stoker::shm

@@ -320,16 +320,16 @@ TEST_P(E2ETest, KilledClientsRingIsReclaimedAndDaemonServesOn) {
     if (!streaming) absl::SleepFor(absl::Milliseconds(25));
   }
   ASSERT_TRUE(streaming);
-  ASSERT_EQ(shm::Segment::List(d.prefix()).size(), 1u);
+  ASSERT_EQ(shm::Segment::List(d.prefix(), d.pid()).size(), 1u);
   kill(reader, SIGKILL);
   EXPECT_EQ(WaitExit(reader), 128 + SIGKILL);
   const absl::Time killed = absl::Now();
-  while (!shm::Segment::List(d.prefix()).empty() &&
+  while (!shm::Segment::List(d.prefix(), d.pid()).empty() &&
          absl::Now() - killed < absl::Seconds(5)) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   const absl::Duration took = absl::Now() - killed;
-  EXPECT_TRUE(shm::Segment::List(d.prefix()).empty());
+  EXPECT_TRUE(shm::Segment::List(d.prefix(), d.pid()).empty());
   EXPECT_LT(took, absl::Seconds(2)) << "ring reclaimed after " << took;
   auto stats = client->GetStats();
   ASSERT_TRUE(stats.ok());

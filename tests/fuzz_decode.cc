@@ -44,6 +44,7 @@
 #include "server/jpeg.h"
 #include "server/pipeline.h"
 #include "server/pixel_cache.h"
+#include "server/ring_testing.h"
 #include "server/transform.h"
 #include "util/proto_json.h"
 #include "tests/testdata.h"
@@ -343,7 +344,7 @@ int RunRingScribbles(Rng& rng, int rounds, const std::string& dir,
     r.mutable_spec()->set_transform(round % 2 ? v1::TRANSFORM_TRAIN : v1::TRANSFORM_VAL);
     absl::StatusOr<v1::OpenSessionResponse> opened = daemon.OpenSession(r);
     if (!opened.ok()) return 2;
-    auto ring = shm::RingConsumer::Open(opened->ring().shm_name(), opened->session_id());
+    auto ring = TakeRing(daemon, *opened);
     if (!ring.ok()) return 2;
     auto* words = static_cast<uint64_t*>((*ring)->base());
     const size_t nwords = sizeof(shm::RingHeader) / 8;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "shm/fd_passing.h"
 #include "shm/segment.h"
 #include "tests/testdata.h"
 
@@ -61,9 +62,14 @@ TestDaemon::TestDaemon(bool subprocess, DaemonOptions options)
     return;
   }
   options.shm_prefix = prefix_;
+  // As stokerd: the ring socket beside the control socket, opened first.
+  options.handoff_socket = shm::RingSocketPath(socket_);
   daemon_ = std::make_unique<Daemon>(options);
   absl::Status s = daemon_->Start();
   EXPECT_TRUE(s.ok()) << s;
+  auto handoff = RingHandoffServer::Start(daemon_.get(), options.handoff_socket, 0600);
+  EXPECT_TRUE(handoff.ok()) << handoff.status();
+  if (handoff.ok()) handoff_ = *std::move(handoff);
   auto server = GrpcServer::Start(daemon_.get(), socket_);
   EXPECT_TRUE(server.ok()) << server.status();
   if (server.ok()) server_ = *std::move(server);
@@ -77,9 +83,11 @@ TestDaemon::~TestDaemon() {
   } else {
     daemon_->Stop();
     if (server_) server_->Shutdown();
+    if (handoff_) handoff_->Shutdown();
     daemon_.reset();
   }
-  EXPECT_TRUE(shm::Segment::List(prefix_).empty()) << "ring left in /dev/shm";
+  // A subprocess's rings went with it; this process must hold none.
+  EXPECT_TRUE(shm::Segment::List(prefix_).empty()) << "ring left mapped or open";
   std::filesystem::remove_all(dir_);
 }
 

@@ -1,9 +1,10 @@
 // Test harness: a Stoker daemon serving on a private Unix socket with a
 // private ring-name prefix, either in-process (Daemon + GrpcServer, with any
 // DaemonOptions, e.g. an injected FileSystem) or as the real stokerd binary
-// in a subprocess. The destructor stops it and checks that it left no ring
-// in /dev/shm (and, for the subprocess, that it exited 0 and removed its
-// socket). Plus process helpers. For tests only; not thread-safe.
+// in a subprocess. The destructor stops it and checks that this process
+// holds no ring any more (and, for the subprocess, that it exited 0 and
+// removed its socket). Plus process helpers. For tests only; not
+// thread-safe.
 #ifndef STOKER_TESTS_HARNESS_H_
 #define STOKER_TESTS_HARNESS_H_
 
@@ -16,6 +17,7 @@
 #include "client/cpp/client.h"
 #include "server/daemon.h"
 #include "server/grpc_service.h"
+#include "server/ring_handoff.h"
 
 namespace stoker::testing {
 
@@ -40,6 +42,8 @@ class TestDaemon {
   Daemon* daemon() { return daemon_.get(); }  // Null for a subprocess.
   const std::string& socket() const { return socket_; }
   const std::string& prefix() const { return prefix_; }
+  // The daemon's process for Segment::List: 0 (this one) when in-process.
+  pid_t pid() const { return subprocess_ ? pid_ : 0; }
 
  private:
   bool subprocess_;
@@ -47,6 +51,7 @@ class TestDaemon {
   pid_t pid_ = -1;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<RingHandoffServer> handoff_;
 };
 
 }  // namespace stoker::testing

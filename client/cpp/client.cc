@@ -58,22 +58,21 @@ absl::StatusOr<Resp> Call(
   return resp;
 }
 
-// Maps the session's ring: from the descriptor the daemon hands over (its
-// segments are 0600 and its own), or by name from a daemon without a
-// handoff socket.
+// Maps the session's ring from the descriptor the daemon hands over (a
+// sealed memory file with no name anywhere).
 absl::StatusOr<std::unique_ptr<shm::RingConsumer>> MapRing(
     const v1::OpenSessionResponse& resp) {
   const v1::RingInfo& info = resp.ring();
   if (info.handoff_socket().empty()) {
-    return shm::RingConsumer::Open(info.shm_name(), resp.session_id());
+    return absl::FailedPreconditionError(
+        "the daemon names no ring handoff socket (an older stokerd)");
   }
   STOKER_ASSIGN_OR_RETURN(int fd, shm::RequestRingFd(info.handoff_socket(),
                                                      resp.session_id(),
                                                      info.handoff_token()));
-  absl::StatusOr<shm::Segment> seg = shm::Segment::Map(fd, info.shm_name());
+  auto ring = shm::RingConsumer::Open(fd, info.shm_name(), resp.session_id());
   close(fd);  // The mapping stays.
-  if (!seg.ok()) return seg.status();
-  return shm::RingConsumer::Open(*std::move(seg), resp.session_id());
+  return ring;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "server/lmdb_env.h"
 #include "server/sample_source.h"
 #include "server/sources/source.h"
+#include "util/cache_key.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -26,20 +27,23 @@ namespace {
 // not kept in L2.
 class LmdbSource : public SampleSource {
  public:
-  LmdbSource(std::shared_ptr<const LmdbEnv> env, std::string identity)
-      : env_(std::move(env)), prefix_(absl::StrCat("lmdb:", identity, ":")) {}
+  LmdbSource(std::shared_ptr<const LmdbEnv> env, const FileVersion& data, uint64_t max_bytes)
+      : env_(std::move(env)), data_(data), max_bytes_(max_bytes) {}
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
-    return SourceKey{prefix_ + path, FileVersion{}};
+    return SourceKey{CacheKey({"lmdb", data_.device, data_.inode, data_.size,
+                               uint64_t(data_.mtime_ns), uint64_t(data_.ctime_ns), path}),
+                     FileVersion{}};
   }
   bool Versioned() const override { return false; }
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion*) const override {
-    return env_->Get(path, out);
+    return env_->Get(path, out, max_bytes_);
   }
 
  private:
   const std::shared_ptr<const LmdbEnv> env_;
-  const std::string prefix_;
+  const FileVersion data_;  // The data file's, as opened.
+  const uint64_t max_bytes_;
 };
 
 }  // namespace
@@ -80,13 +84,12 @@ absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
     ds.num_classes = NumClasses(ds.samples);
   } else {
     std::vector<std::string> keys;
-    absl::Status s = (*env)->ForEach([&](absl::string_view k, absl::string_view) {
+    absl::Status s = (*env)->ForEachKey([&](absl::string_view k) {
       if (k.find('/') == absl::string_view::npos) {
         ++ds.skipped_files;
       } else {
         keys.emplace_back(k);
       }
-      return true;
     });
     if (!s.ok()) return s;
     std::vector<std::string> classes;
@@ -106,8 +109,7 @@ absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
     return absl::FailedPreconditionError(
         absl::StrCat("LMDB dataset ", path, " holds no samples"));
   }
-  ds.source = std::make_shared<LmdbSource>(
-      *std::move(env), absl::StrCat(v.device, ":", v.inode, ":", v.size, ":", v.mtime_ns));
+  ds.source = std::make_shared<LmdbSource>(*std::move(env), v, limits.max_file_bytes);
   return ds;
 }
 

@@ -18,7 +18,8 @@ namespace stoker {
 // opened through the file environment and mapped read-only without a lock
 // file (MDB_RDONLY | MDB_NOLOCK): nothing is written, no path is followed.
 // Sets Dataset::source: keys are its paths, identified by the data file
-// (device, inode, size, mtime). NOT_FOUND for a missing environment;
+// (device, inode, size, mtime, ctime); a value over limits.max_file_bytes
+// is that sample's RESOURCE_EXHAUSTED. NOT_FOUND for a missing environment;
 // FAILED_PRECONDITION when empty.
 absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
                                         const std::string& manifest,

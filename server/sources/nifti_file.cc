@@ -326,6 +326,10 @@ absl::StatusOr<Header> ParseHeader(const uint8_t* p, size_t size) {
     return Bad(absl::StrCat("vox_offset ", f.vox_offset, " is not a byte offset"));
   // 0 (or inside the header) means right after it, as nibabel reads it.
   h.data_offset = std::max(first, static_cast<uint64_t>(f.vox_offset));
+  if (h.data_offset - first > kMostExtensionBytes)
+    return Bad(absl::StrCat("vox_offset ", h.data_offset, " leaves ", h.data_offset - first,
+                            " bytes of extensions after the header, more than ",
+                            kMostExtensionBytes));
   if (std::isfinite(f.slope) && f.slope != 0) {
     if (!std::isfinite(f.inter)) return Bad("scl_slope is set but scl_inter is not finite");
     h.slope = f.slope;

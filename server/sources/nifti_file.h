@@ -38,6 +38,10 @@ namespace nifti {
 // The largest volume a header may declare (decoded bytes): past it the
 // header is refused as implausible before anything is sized from it.
 inline constexpr uint64_t kMostVolumeBytes = uint64_t{1} << 40;
+// The most bytes between the header and the voxels (NIfTI extensions): a
+// gzip stream is inflated through them, so a vox_offset past this is
+// refused before any buffer is sized from it.
+inline constexpr uint64_t kMostExtensionBytes = uint64_t{64} << 20;
 
 struct Header {
   int version = 1;              // 1 or 2.
@@ -60,7 +64,8 @@ struct Header {
 // NIfTI-1, 540 for NIfTI-2). FAILED_PRECONDITION naming what is wrong: not
 // NIfTI, a two-file pair (.hdr/.img), big-endian, a datatype that is not a
 // plain number (RGB, complex, binary), a dimension of 0 or past 7, a
-// voxel offset inside the header, a volume over kMostVolumeBytes.
+// voxel offset that is not a byte offset or leaves more than
+// kMostExtensionBytes after the header, a volume over kMostVolumeBytes.
 absl::StatusOr<Header> ParseHeader(const uint8_t* data, size_t size);
 
 // Whether `data` starts a gzip stream.

@@ -273,6 +273,19 @@ TEST_F(NiftiSourceTest, HostileFilesAreRefusedByName) {
   absl::StatusOr<std::shared_ptr<const ArraySource>> a = Open(dir_ + "/sparse.nii.gz", nullptr);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(a.status().message().find("more than a gzip"), std::string::npos) << a.status();
+  // A vox_offset of 1.2e11 in a sparse 100 GB file whose gzip-ratio check
+  // it would pass: refused by the header, before any buffer is sized.
+  const std::string far = Nifti1({5, 6, 7}, 4, Bytes(raw), 0, 0, 1.2e11f);
+  ASSERT_TRUE(testdata::WriteFile(dir_ + "/far.nii.gz", Gzip(far)).ok());
+  ASSERT_EQ(truncate((dir_ + "/far.nii.gz").c_str(), off_t{100} << 30), 0);
+  for (const char* name : {"/far.nii.gz", "/far.nii"}) {
+    if (std::string(name) == "/far.nii") {
+      ASSERT_TRUE(testdata::WriteFile(dir_ + name, far).ok());
+    }
+    a = Open(dir_ + name, nullptr);
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition) << name;
+    EXPECT_NE(a.status().message().find("bytes of extensions"), std::string::npos) << a.status();
+  }
   // A plain file shorter than its header's volume.
   ASSERT_TRUE(testdata::WriteFile(dir_ + "/short.nii", plain.substr(0, plain.size() - 2)).ok());
   a = Open(dir_ + "/short.nii", nullptr);

@@ -267,16 +267,18 @@ def test_manifests_that_are_no_files_are_refused(node):
 
 @needs_users
 def test_the_daemons_rings_and_cache_are_no_dataset(node):
-    """/dev/shm (every user's live rings) as a manifest's folder, and the
-    daemon's L2 folder as an LMDB dataset."""
+    """/dev/shm (every process's shared memory; rings are memory files with
+    no name there) as a manifest's folder, and the daemon's L2 folder as an
+    LMDB dataset."""
     name = f"stoker-hostile-list-{os.getpid()}.tsv"
     manifest = os.path.join("/dev/shm", name)
-    rings = [n for n in os.listdir("/dev/shm") if n.startswith("stoker-hostile.")]
     with open(manifest, "w") as f:
-        f.writelines(f"{n}\t0\n" for n in rings or ["none"])
+        f.write(f"{name}\t0\n")
     node.give(manifest, ATTACKER)
     try:
         with victim_alongside(node):
+            # The victim's ring is open, and nowhere in /dev/shm.
+            assert not [n for n in os.listdir("/dev/shm") if n.startswith("stoker-hostile.")]
             summary, out = attacker_reads(node, "--dataset", manifest, errors_ok=False)
             assert out.returncode != 0
             assert "PERMISSION_DENIED" in out.stderr, out.stderr

@@ -69,11 +69,9 @@ class Restarter:
         self.thread.join()
         if self.error is not None:
             raise self.error
-        stale = lib.Client(self.sock).stats().get("stale_segments_removed", 0)
         self.old.wait()
         self.new.terminate()
         self.new.wait(timeout=20)
-        return int(stale)
 
 
 def test_clients_resume_across_a_daemon_restart(large_dataset):
@@ -88,11 +86,10 @@ def test_clients_resume_across_a_daemon_restart(large_dataset):
         # C++: stokerctl through a kill -9 and restart.
         restart = Restarter(sock, prefix, proc)
         got = read(sock, large_dataset)
-        stale = restart.finish()
+        restart.finish()
         assert got["checksum"] == want["checksum"]
         assert got["samples"] == 48
         assert got["reconnects"] == 1
-        assert stale >= 1  # The zombie's ring was removed.
 
         # Python: the same Loader object, a slow training loop.
         proc = start(sock, prefix)

@@ -1,11 +1,12 @@
 """stokerd as a node service for many users, with real user ids: the daemon
 runs unprivileged, trainers in the socket's group read batches (C++ and
-Python), a user outside it is refused at connect, and no user can open
-another's ring by name. Also systemd's readiness protocol (Type=notify).
+Python), a user outside it is refused at connect, and a ring has no name
+to open and no size its holder can change. Also systemd's readiness protocol (Type=notify).
 Needs root to create the users; skipped with a message otherwise."""
 
 import contextlib
 import json
+import fcntl
 import os
 import pwd
 import grp
@@ -170,24 +171,42 @@ time.sleep(30)
 
 
 @needs_users
-def test_another_user_cannot_open_a_ring_by_name(service):
-    with holding_session(service):
-        rings = [n for n in os.listdir("/dev/shm") if n.startswith("stoker-svc.")]
-        assert len(rings) == 1
-        st = os.stat(os.path.join("/dev/shm", rings[0]))
-        assert st.st_uid == pwd.getpwnam(DAEMON_USER).pw_uid
-        assert st.st_mode & 0o777 == 0o600
-        # Another member of the socket's group, by name: denied.
-        probe = ("import sys\n"
+def test_a_ring_has_no_name_and_no_holder_can_resize_it(service):
+    """The ring is a sealed memory file: nothing in /dev/shm to open, the
+    daemon's descriptors closed to every other user, and the trainer that
+    holds one can neither shrink nor grow it."""
+    with holding_session(service) as holder:
+        assert not [n for n in os.listdir("/dev/shm") if n.startswith("stoker-svc.")]
+        pid = service["proc"].pid
+        maps = open(f"/proc/{pid}/maps").read()
+        assert "/memfd:stoker-svc." in maps
+        probe = ("import os, sys\n"
                  "try:\n"
-                 "    open('/dev/shm/' + sys.argv[1], 'rb')\n"
+                 "    os.listdir(f'/proc/{sys.argv[1]}/fd')\n"
                  "except PermissionError:\n"
                  "    print('denied')\n")
-        for user in (TRAINER, TRAINER2, OUTSIDER):
-            out = subprocess.run(as_user(user, "/usr/bin/python3", "-c", probe,
-                                         rings[0]),
+        for user in (TRAINER2, OUTSIDER):
+            out = subprocess.run(as_user(user, "/usr/bin/python3", "-c", probe, str(pid)),
                                  capture_output=True, text=True)
             assert out.stdout.strip() == "denied", (user, out.stderr)
+        # The holder's own mapping: the seals the kernel enforces.
+        seals = None
+        for line in open(f"/proc/{holder.pid}/maps"):
+            if "/memfd:stoker-svc." in line:
+                start = line.split("-")[0]
+                path = f"/proc/{holder.pid}/map_files/{start}-{line.split()[0].split('-')[1]}"
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+                    with pytest.raises(PermissionError):
+                        os.ftruncate(fd, 0)
+                    with pytest.raises(PermissionError):
+                        os.ftruncate(fd, os.fstat(fd).st_size + 4096)
+                finally:
+                    os.close(fd)
+                break
+        want = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+        assert seals is not None and seals & want == want
 
 
 def test_readiness_is_signalled_to_systemd(tmp_path):

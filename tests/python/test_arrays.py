@@ -333,6 +333,28 @@ def test_compressed_volumes_are_decoded_once_and_give_several_patches(daemon, tm
                           batch_size=4, image_size=32, socket=daemon.socket))
 
 
+def test_dataset_names_never_share_a_cache_entry(daemon, tmp_path):
+    """HDF5 names may hold any character: a gzip-chunked "Y" and a
+    fletcher32-chunked "Y|chunks" of another shape in one file, read one
+    after the other, each come back as h5py reads them (the volume cache
+    once keyed Y's chunk table and Y|chunks' volume alike)."""
+    rng = np.random.default_rng(11)
+    y = (np.arange(6 * 7 * 8, dtype=np.float32).reshape(6, 7, 8) * 0.5
+         + rng.standard_normal((6, 7, 8)).astype(np.float32))
+    other = (np.arange(9 * 5 * 4, dtype=np.float32).reshape(9, 5, 4) * -2
+             + rng.standard_normal((9, 5, 4)).astype(np.float32))
+    with h5py.File(tmp_path / "v.H5", "w") as f:
+        f.create_dataset("Y", data=y, compression="gzip", chunks=(3, 4, 4))
+        f.create_dataset("Y|chunks", data=other, fletcher32=True, chunks=(3, 5, 4))
+    for name, want in (("Y", y), ("Y|chunks", other), ("Y", y)):
+        ld = loader(daemon, {"hdf5": {"path": str(tmp_path), "dataset": name}},
+                    [stoker.array(want.shape, "vol")], [], batch_size=1)
+        b = next(iter(ld.batches()))
+        np.testing.assert_array_equal(np.asarray(b.field("vol"))[0], want)
+        ld.close()
+    assert daemon.proc.poll() is None
+
+
 def test_volumes_fill_the_rest_while_the_trainer_steps(daemon, tmp_path):
     """Chunks no patch touched are inflated while the trainer is busy with
     its step: with the ring full and nothing released, both gzip volumes

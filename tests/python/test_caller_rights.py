@@ -17,7 +17,7 @@ import pytest
 
 from test_dist import bundle  # noqa: F401 (fixture)
 from test_hostile import (ATTACKER, VICTIM as VICTIM_USER, Node, data_group,  # noqa: F401
-                          needs_users, VICTIM_DATA_GROUP, attacker_python, python_as,
+                          needs_users, VICTIM_DATA_GROUP, Victim, attacker_python,
                           running)
 from test_service import users  # noqa: F401 (fixture)
 
@@ -60,42 +60,6 @@ def steal(node, paths, user=ATTACKER):
     out = attacker_python(node, STEAL, manifest, node.socket, user=user)
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-VICTIM_READ_PY = r"""
-import hashlib, sys, stoker
-data, sock = sys.argv[1], sys.argv[2]
-ld = stoker.Loader(data, batch_size=5, transform="train", image_size=40, seed=11,
-                   socket=sock, timeout=60, resume_timeout=0)
-digest = hashlib.sha256()
-for epoch in range(3):
-    for i, b in enumerate(ld.batches()):
-        digest.update(memoryview(b.images).cast("B"))
-        digest.update(memoryview(b.labels).cast("B"))
-        if epoch == 0 and i == 0:
-            print("reading", flush=True)
-            sys.stdin.readline()  # Until the attack has ended.
-print(digest.hexdigest(), flush=True)
-"""
-
-
-class Victim:
-    """The victim's Loader, holding its session open mid-epoch from its
-    first batch until resume(): an attack made in between provably overlaps
-    its read."""
-
-    def __init__(self, node):
-        self.proc = subprocess.Popen(
-            python_as(VICTIM_USER, node, VICTIM_READ_PY, node.data, node.socket),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "reading", self.proc.stderr.read()
-
-    def resume(self):
-        """The checksum of the victim's three epochs."""
-        assert self.proc.poll() is None, "the victim's read ended before the attack did"
-        out, err = self.proc.communicate("go\n", timeout=300)
-        assert self.proc.returncode == 0, err
-        return out.strip()
 
 
 @needs_users

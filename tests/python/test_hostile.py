@@ -1,8 +1,11 @@
 """A hostile user against a shared, non-root stokerd, with three real uids:
 the daemon's, a victim's and an attacker's (both trainers in the socket's
 group). For every attack the suite asserts the attacker's clear error, that
-the victim's read running at the same time keeps its checksum, that the
-daemon still answers health, and that SIGTERM still stops it in time.
+the victim's reads (a train and a cached val Loader) keep their checksums
+while provably overlapping the attack (each holds its session open
+mid-epoch until the attack has ended, and is checked to be still running
+then), that the daemon still answers health, and that SIGTERM still stops
+it in time.
 Needs root to create the users; skipped with a message otherwise."""
 
 import contextlib
@@ -28,6 +31,44 @@ DRAIN_S = 15
 VICTIM_DATA_GROUP = "stoker-test-vd"
 VICTIM_READ = ("--batch-size", "5", "--transform", "train", "--size", "40",
                "--seed", "11", "--epochs", "3")
+
+VICTIM_READ_PY = r"""
+import hashlib, sys, stoker
+data, sock, transform = sys.argv[1], sys.argv[2], sys.argv[3]
+ld = stoker.Loader(data, batch_size=5, transform=transform, image_size=40, seed=11,
+                   socket=sock, timeout=60, resume_timeout=0)
+digest = hashlib.sha256()
+for epoch in range(3):
+    for i, b in enumerate(ld.batches()):
+        digest.update(memoryview(b.images).cast("B"))
+        digest.update(memoryview(b.labels).cast("B"))
+        if epoch == 0 and i == 0:
+            print("reading", flush=True)
+            sys.stdin.readline()  # Until the attack has ended.
+print(digest.hexdigest(), flush=True)
+"""
+
+
+class Victim:
+    """The victim's Loader (`transform`: train, or val, which the daemon
+    caches), holding its session open mid-epoch from its first batch until
+    resume(): an attack made in between provably overlaps its read."""
+
+    def __init__(self, node, transform="train"):
+        self.proc = subprocess.Popen(
+            python_as(VICTIM, node, VICTIM_READ_PY, node.data, node.socket, transform),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "reading", self.proc.stderr.read()
+
+    def resume(self):
+        """The checksum of the victim's three epochs."""
+        assert self.proc.poll() is None, "the victim's read ended before the attack did"
+        out, err = self.proc.communicate("go\n", timeout=300)
+        assert self.proc.returncode == 0, err
+        return out.strip()
+
+
+VICTIM_TRANSFORMS = ("train", "val")
 
 
 class Node:
@@ -66,7 +107,8 @@ class Node:
         self.mine = os.path.join(self.top, "attacker")
         shutil.copytree(self.data, self.mine)
         self.give(self.mine, ATTACKER)
-        self.baseline = self.victim_read().result()
+        # Each victim's checksum with nothing beside it.
+        self.baseline = {t: Victim(self, t).resume() for t in VICTIM_TRANSFORMS}
 
     def give(self, path, user):
         pw = pwd.getpwnam(user)
@@ -80,21 +122,6 @@ class Node:
     def ctl(self, user, *args, timeout=120):
         return subprocess.run(as_user(user, self.stokerctl, "--socket", self.socket, *args),
                               capture_output=True, text=True, timeout=timeout)
-
-    def victim_command(self, epochs=3):
-        return as_user(VICTIM, self.stokerctl, "--socket", self.socket, "read",
-                       "--dataset", self.data, *VICTIM_READ[:-1], str(epochs))
-
-    def victim_read(self):
-        proc = subprocess.Popen(self.victim_command(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-        class Read:
-            def result(self):
-                out, err = proc.communicate(timeout=180)
-                assert proc.returncode == 0, err
-                return json.loads(out)["checksum"]
-        return Read()
 
     def log_text(self):
         if not self.log.closed:
@@ -153,11 +180,12 @@ def node(users, data_group, bundle, dataset):  # noqa: F811
 
 @contextlib.contextmanager
 def victim_alongside(node):
-    """The victim reads while the block attacks; afterwards its checksum is
-    the undisturbed one and the daemon answers health."""
-    read = node.victim_read()
+    """The victim's train and val reads hold their sessions open while the
+    block attacks; afterwards each is still running, its checksum is the
+    undisturbed one, and the daemon answers health."""
+    victims = {t: Victim(node, t) for t in VICTIM_TRANSFORMS}
     yield
-    assert read.result() == node.baseline
+    assert {t: v.resume() for t, v in victims.items()} == node.baseline
     assert node.proc.poll() is None, node.log_text()[-3000:]
     health = node.ctl(VICTIM, "health")
     assert health.returncode == 0, health.stderr

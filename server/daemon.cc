@@ -245,7 +245,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   }
   PipelineContext ctx{reader_pool_.get(), decode_pools_.get(), placed.first,
                       fetcher_.get(), &decoded_cache_, pixels_.get(), &counters_, &error_log_,
-                      generation_, options_.decode_limits, &idle_};
+                      generation_, options_.decode_limits, &idle_, caller.uid};
   // The ring's pages are allocated by a thread on the session's node, so
   // they are that node's memory.
   // The quotas are checked, and the ring's bytes reserved, before the ring

@@ -41,7 +41,7 @@ void Daemon::ControlTick(uint64_t now_ns) {
   std::vector<LoadMonitor::Share> shares;
   std::vector<ServingSession*> order;
   for (const auto& [id, e] : sessions_) {
-    shares.push_back({id, e.node, e.session->Weight()});
+    shares.push_back({id, e.node, e.session->Weight(), e.owner_uid});
     order.push_back(e.session.get());
   }
   const std::vector<double> fair = monitor_.FairThreads(threads, shares);

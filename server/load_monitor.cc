@@ -1,6 +1,7 @@
 #include "server/load_monitor.h"
 
 #include <algorithm>
+#include <map>
 
 
 namespace stoker {
@@ -131,17 +132,25 @@ std::optional<LoadMonitor::Decision> LoadMonitor::Autotune(
 
 std::vector<double> LoadMonitor::FairThreads(const std::vector<int>& node_threads,
                                              const std::vector<Share>& sessions) const {
-  std::vector<int> weights(node_threads.size(), 0);
+  // Per (node, user): the producing sessions' weights; per node: the users.
+  std::map<std::pair<int, int64_t>, int> weights;
+  std::vector<int> users(node_threads.size(), 0);
   std::vector<bool> producing;
   for (const Share& s : sessions) {
     producing.push_back(Session(s.id).samples_per_second > 0);
-    if (producing.back()) weights[s.node] += s.weight;
+    if (!producing.back()) continue;
+    int& w = weights[{s.node, s.user}];
+    if (w == 0) ++users[s.node];
+    w += s.weight;
   }
   std::vector<double> out;
   for (size_t k = 0; k < sessions.size(); ++k) {
     const Share& s = sessions[k];
-    out.push_back(double(node_threads[s.node]) * s.weight /
-                  (weights[s.node] + (producing[k] ? 0 : s.weight)));
+    auto it = weights.find({s.node, s.user});
+    const int mine = it == weights.end() ? 0 : it->second;
+    const int user_count = users[s.node] + (mine == 0 ? 1 : 0);
+    const int weight_sum = mine + (producing[k] ? 0 : s.weight);
+    out.push_back(double(node_threads[s.node]) / user_count * s.weight / weight_sum);
   }
   return out;
 }

@@ -87,15 +87,19 @@ class LoadMonitor {
   }
   double reader_busy() const { return reader_.busy; }
 
-  // A session for FairThreads: its node and weight (priority).
+  // A session for FairThreads: its node, weight (priority) and owner
+  // (-1: none; such sessions count as one user).
   struct Share {
     uint64_t id = 0;
     int node = 0;
     int weight = 1;
+    int64_t user = -1;
   };
   // Each session's fair part of its node's decode threads (`node_threads`),
-  // in the order given: its weight over the weights of the node's sessions
-  // producing at the last Tick, itself counted when it is not.
+  // in the order given, as ThreadPool shares them: an equal part for each
+  // user with sessions producing on the node at the last Tick, split among
+  // that user's producing sessions by weight; a session not producing is
+  // counted with them (and its user) for its own share.
   std::vector<double> FairThreads(const std::vector<int>& node_threads,
                                   const std::vector<Share>& sessions) const;
 

@@ -181,5 +181,22 @@ TEST(LoadMonitorTest, FairThreadsSplitEachNodeByWeight) {
   EXPECT_TRUE(d.monitor.FairThreads({8, 4}, {}).empty());
 }
 
+// Users first: a user's sessions share its part by weight, whatever their
+// number and priorities; another user's lone session gets the other half.
+TEST(LoadMonitorTest, FairThreadsSplitByUserFirst) {
+  Driver d;
+  d.decode = {{8, 0}};
+  d.Run(2, 0.5, 0.1, {{}, {}, {}, {}});  // Ids 1..4, all producing.
+  const std::vector<double> fair = d.monitor.FairThreads(
+      {8}, {{1, 0, 16, 1001}, {2, 0, 16, 1001}, {3, 0, 16, 1001}, {4, 0, 1, 1002}});
+  ASSERT_EQ(fair.size(), 4u);
+  EXPECT_DOUBLE_EQ(fair[0], 4.0 / 3);
+  EXPECT_DOUBLE_EQ(fair[3], 4.0);
+  // A session of a third user that is not producing yet: counted with them.
+  const std::vector<double> more = d.monitor.FairThreads(
+      {8}, {{1, 0, 16, 1001}, {4, 0, 1, 1002}, {5, 0, 1, 1003}});
+  EXPECT_DOUBLE_EQ(more[2], 8.0 / 3);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -57,7 +57,7 @@ int NodePools::threads() const {
 }
 
 int NodePools::Schedule(int node, std::function<void()> task, uint64_t group,
-                        int weight) {
+                        int weight, int64_t user) {
   if (node < 0 || node >= size()) node = 0;
   int target = node;
   ThreadPool& own = *pools_[node];
@@ -72,7 +72,7 @@ int NodePools::Schedule(int node, std::function<void()> task, uint64_t group,
       }
     }
   }
-  pools_[target]->Schedule(std::move(task), group, weight);
+  pools_[target]->Schedule(std::move(task), group, weight, user);
   return target;
 }
 

@@ -43,7 +43,8 @@ class NodePools {
 
   // Runs `task` on `node`'s pool, or spills it (above); returns the node
   // that got it.
-  int Schedule(int node, std::function<void()> task, uint64_t group, int weight);
+  int Schedule(int node, std::function<void()> task, uint64_t group, int weight,
+               int64_t user = -1);
   // Runs `fn` on a thread pinned to `node` (Topology::RunOn) when the pools
   // are pinned, else right here; returns when it has.
   void RunOn(int node, const std::function<void()>& fn) const;

@@ -213,7 +213,7 @@ void ServingSession::Produce() {
                                                          order.begin() + first + end)] {
             ReadRun(job, i, indices);
           },
-          id_, Weight());
+          id_, Weight(), ctx_.uid);
     }
     if (++batch == per_epoch) {
       batch = 0;
@@ -330,7 +330,7 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
         });
         if (!s.ok()) FinishSample(job, t, shm::kSampleDecodeError, s);
       },
-      id_, Weight());
+      id_, Weight(), ctx_.uid);
   if (node != ctx_.node) spilled_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -396,7 +396,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         SampleTask next{i, 0, t.original, t.attempt + 1};
         next.index = ReplacementFor(*job, t);
         ctx_.reader_pool->Schedule([this, job, next] { FetchSampleGuarded(job, next); }, id_,
-                                   Weight());
+                                   Weight(), ctx_.uid);
         return;
       }
     }

@@ -87,6 +87,9 @@ struct PipelineContext {
   uint64_t daemon_generation;
   DecodeLimits decode_limits;
   IdleWork* idle = nullptr;  // Run while the ring has no free slot; may be null.
+  // The owner's uid: the pools share their threads by user first, then by
+  // the user's sessions' weights.
+  int64_t uid = -1;
 };
 
 class ServingSession {

@@ -66,10 +66,18 @@ int ThreadPool::size() const {
   return target_;
 }
 
-void ThreadPool::Schedule(std::function<void()> task, uint64_t group, int weight) {
+void ThreadPool::Schedule(std::function<void()> task, uint64_t group, int weight,
+                          int64_t user) {
+  // Groups without a user share one key that no uid has.
+  const uint64_t key = user >= 0 ? static_cast<uint64_t>(user) : uint64_t{1} << 63;
   absl::MutexLock lock(&mu_);
   Queue& q = queues_[group];
-  if (q.tasks.empty()) turns_.push_back(group);
+  if (q.tasks.empty()) {
+    q.user = key;
+    std::deque<uint64_t>& groups = users_[key];
+    if (groups.empty()) turns_.push_back(key);
+    groups.push_back(group);
+  }
   q.tasks.push_back(std::move(task));
   q.weight = std::max(1, weight);
   ++queued_;
@@ -96,21 +104,31 @@ void ThreadPool::WorkerLoop() {
         return;
       }
       if (queued_ == 0) return;  // Stopping and drained.
-      // The group whose turn it is runs a task; after `weight` of them it
-      // waits for its next turn.
-      const uint64_t group = turns_.front();
+      // The user whose turn it is runs a task of its group whose turn it
+      // is; the user then waits for its next turn, and the group after
+      // `weight` of its user's tasks.
+      const uint64_t user = turns_.front();
+      turns_.pop_front();
+      auto u = users_.find(user);
+      std::deque<uint64_t>& groups = u->second;
+      const uint64_t group = groups.front();
       auto it = queues_.find(group);
       Queue& q = it->second;
       task = std::move(q.tasks.front());
       q.tasks.pop_front();
       --queued_;
       if (q.tasks.empty()) {
-        turns_.pop_front();
+        groups.pop_front();
         queues_.erase(it);
       } else if (++q.used >= q.weight) {
         q.used = 0;
-        turns_.pop_front();
-        turns_.push_back(group);
+        groups.pop_front();
+        groups.push_back(group);
+      }
+      if (groups.empty()) {
+        users_.erase(u);
+      } else {
+        turns_.push_back(user);
       }
     }
     Account(+1);

@@ -1,10 +1,12 @@
 // A pool of worker threads running closures, resizable while it runs, that
 // accounts the time its workers spend in tasks. Tasks belong to groups (a
-// session each): FIFO within a group, and the groups with work take turns,
-// one task each, so a session that queues more work (bigger batches, more
-// ring slots) does not crowd out the others: N busy sessions each get about
-// 1/N of a saturated pool (weight/sum of weights: a group of weight w runs
-// up to w tasks per turn), and an idle one's turns go to the rest.
+// session each) and groups to users: FIFO within a group; the users with
+// work take turns, one task each, and within a user its groups with work
+// take turns (a group of weight w runs up to w of its user's tasks per
+// turn). So N busy users each get about 1/N of a saturated pool however
+// many sessions and priorities each has, a user's sessions share its part
+// by weight, a session that queues more work (bigger batches, more ring
+// slots) crowds out nobody, and an idle one's turns go to the rest.
 //
 // Thread-safe: Schedule() and Resize() may be called from any thread.
 // Shrinking retires workers as they finish their current task, so no task
@@ -37,8 +39,10 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // `weight` (>= 1) is the group's, as of its latest task.
-  void Schedule(std::function<void()> task, uint64_t group = 0, int weight = 1);
+  // `weight` (>= 1) and `user` are the group's, as of its latest task;
+  // groups with no user (-1) share one.
+  void Schedule(std::function<void()> task, uint64_t group = 0, int weight = 1,
+                int64_t user = -1);
   // Grows or shrinks to `threads` (at least 1) workers.
   void Resize(int threads);
 
@@ -66,14 +70,17 @@ class ThreadPool {
   int active_ ABSL_GUARDED_BY(busy_mu_) = 0;
 
   mutable absl::Mutex mu_;
-  // Queued tasks by group, and the groups with tasks in turn order.
+  // Queued tasks by group; the users with tasks in turn order, and each
+  // user's groups with tasks in turn order.
   struct Queue {
     std::deque<std::function<void()>> tasks;
     int weight = 1;
     int used = 0;  // Tasks run in its current turn.
+    uint64_t user = 0;  // Key into users_.
   };
   absl::flat_hash_map<uint64_t, Queue> queues_ ABSL_GUARDED_BY(mu_);
-  std::deque<uint64_t> turns_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::deque<uint64_t>> users_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> turns_ ABSL_GUARDED_BY(mu_);  // Users.
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);  // Incl. retired.
   int target_ ABSL_GUARDED_BY(mu_) = 0;

@@ -105,6 +105,39 @@ TEST(ThreadPoolTest, WeightsSetTheShares) {
   EXPECT_EQ(two, 300);
 }
 
+// Users first: one user's 8 sessions of weight 16 and another user's one
+// session of weight 1 get half the pool each while both have work; within
+// the first user its sessions share by weight.
+TEST(ThreadPoolTest, UsersShareFirstThenTheirSessionsByWeight) {
+  std::vector<std::pair<int64_t, uint64_t>> order;  // (user, group)
+  absl::Mutex mu;
+  absl::Notification go;
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([&] { go.WaitForNotification(); });
+    for (int i = 0; i < 200; ++i) {
+      for (uint64_t g = 1; g <= 9; ++g) {
+        const int64_t user = g <= 8 ? 1001 : 1002;
+        const int weight = g == 1 ? 48 : g <= 8 ? 16 : 1;
+        pool.Schedule([&, user, g] {
+          absl::MutexLock lock(&mu);
+          order.emplace_back(user, g);
+        }, g, weight, user);
+      }
+    }
+    go.Notify();
+  }
+  int many = 0, one = 0, first = 0, second = 0;
+  for (int k = 0; k < 320; ++k) {  // One full turn of the first user's groups.
+    (order[k].first == 1001 ? many : one)++;
+    first += order[k].second == 1;
+    second += order[k].second == 2;
+  }
+  EXPECT_EQ(many, 160);  // 1 : 1 while both users have work.
+  EXPECT_EQ(one, 160);
+  EXPECT_EQ(first, 3 * second);  // 48 : 16 within the first user.
+}
+
 TEST(ThreadPoolTest, ResizingWhileBusyLosesAndRepeatsNothing) {
   std::atomic<int> ran{0};
   std::vector<std::atomic<int>> seen(5000);

@@ -86,9 +86,10 @@ class Loader:
       starvation_threshold: warn at the end of an epoch when the training loop
         spent more than this fraction of it (and at least 0.2 s) waiting for
         data.
-      priority: this Loader's weight (1..16, default 1) when sessions share
-        a saturated daemon: it gets priority / (sum of the busy sessions'
-        priorities) of the decode threads.
+      priority: this Loader's weight (1..16, default 1) when its user's
+        sessions share a saturated daemon: users share the decode threads
+        equally, and each user's part goes priority / (sum of that user's
+        busy sessions' priorities) to this session.
       placement: a stoker.Placement (the daemon's NUMA node to decode on).
         None: the node of device= (its GPU's PCI address), else of this
         process's CPUs, else the least loaded one.

@@ -88,12 +88,10 @@ struct Mapping {
   ~Mapping();
 };
 
-// Charges `bytes` of RAM an array source wants to hold (a RAM copy of a
-// file, a dataset read whole) to its caller: a token that gives them back
-// when the last holder drops it, or null when there is no room (the source
-// then reads from its mapping, or per sample). A null function: no RAM
-// copies at all. The daemon's is MemoryBudget::Charge for the session's uid.
-using ChargeRam = std::function<std::shared_ptr<void>(uint64_t bytes)>;
+// ChargeRam (server/dataset.h) for an array source: the RAM it wants to
+// hold (a RAM copy of a file, a dataset read whole); null when there is no
+// room: the source then reads from its mapping, or per sample. A null
+// function: no RAM copies at all.
 
 // A RAM copy of `file` (anonymous memory, on huge pages where the kernel
 // allows: random regions of a volume copy twice as fast as from the page

@@ -67,6 +67,7 @@ Daemon::Daemon(DaemonOptions options)
                  ParallelFor(pool, pool ? pool->size() : 0, n, fn, kVolumeDecodeGroup);
                }),
       array_ram_(options_.l1_bytes, options_.max_array_bytes_per_user),
+      list_ram_(UINT64_MAX, options_.max_list_bytes_per_user),
       monitor_([this] {
         LoadMonitor::Options o;
         o.min_reader_threads = options_.reader_threads;
@@ -207,6 +208,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   // RAM a source keeps is the caller's (admins: only the total binds).
   const int64_t uid = caller.admin ? -1 : caller.uid;
   ctx.charge = [this, uid](uint64_t bytes) { return array_ram_.Charge(uid, bytes); };
+  ctx.limits.charge_list = [this, uid](uint64_t bytes) { return list_ram_.Charge(uid, bytes); };
   ctx.volumes = &volumes_;
   STOKER_ASSIGN_OR_RETURN(Dataset ds, OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));

@@ -64,6 +64,10 @@ struct DaemonOptions {
   // is charged against l1_bytes in all and this per non-admin user (0: only
   // the total binds); past either they read from their mappings.
   uint64_t max_array_bytes_per_user = 0;
+  // RAM one non-admin user's open datasets' sample lists (paths, names)
+  // may take together; a dataset whose list would pass it is
+  // RESOURCE_EXHAUSTED while it is being built.
+  uint64_t max_list_bytes_per_user = 4ULL << 30;
   L2Options l2;  // l2.path empty: no L2.
   // Autotune: resize the decode pool within [1, max_decode_threads] and the
   // reader pool within [reader_threads, max_reader_threads] from the
@@ -230,6 +234,7 @@ class Daemon {
   IdleWork idle_;        // Background fills of volumes_ (outlives its hook's use).
   VolumeCache volumes_;  // Decodes on the decode pools once Start made them.
   MemoryBudget array_ram_;  // Array sources' RAM, per user.
+  MemoryBudget list_ram_;   // Sample lists' RAM, per user.
   std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).
   std::unique_ptr<L2Cache> l2_;
   std::unique_ptr<SampleFetcher> fetcher_;

@@ -8,12 +8,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/file_system.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
 absl::Status ParseManifest(
     const std::string& manifest, const ScanLimits& limits, size_t max_files,
-    const std::function<void(std::vector<std::string>, int32_t)>& fn, bool label_optional) {
+    const std::function<absl::Status(std::vector<std::string>, int32_t)>& fn, bool label_optional) {
   FileSystem* fs = limits.fs != nullptr ? limits.fs : FileSystem::Default();
   std::string text;
   absl::Status read =
@@ -62,8 +63,35 @@ absl::Status ParseManifest(
           ")"));
     }
     files = parts.size() - 1;
-    fn(std::vector<std::string>(parts.begin(), parts.end() - 1), label);
+    STOKER_RETURN_IF_ERROR(fn(std::vector<std::string>(parts.begin(), parts.end() - 1), label));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ListCharge::Add(const Sample& s) {
+  if (!charge_) return absl::OkStatus();
+  pending_ += sizeof(Sample) + s.path.size();
+  for (const std::string& m : s.more) pending_ += sizeof(std::string) + m.size();
+  return pending_ < kStep ? absl::OkStatus() : Charge();
+}
+
+absl::Status ListCharge::Finish(Dataset* ds) {
+  if (charge_ && pending_ > 0) STOKER_RETURN_IF_ERROR(Charge());
+  ds->list_charge = std::move(tokens_);
+  return absl::OkStatus();
+}
+
+absl::Status ListCharge::Charge() {
+  std::shared_ptr<void> token = charge_(pending_);
+  if (token == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the dataset's sample list passed this user's memory for sample lists (",
+        charged_ + pending_,
+        " bytes so far; --max-list-bytes-per-user): use a shorter root or fewer samples"));
+  }
+  tokens_.push_back(std::move(token));
+  charged_ += pending_;
+  pending_ = 0;
   return absl::OkStatus();
 }
 

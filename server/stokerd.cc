@@ -117,6 +117,11 @@ ABSL_FLAG(stoker::ByteSize, max_array_bytes_per_user, stoker::ByteSize{0},
           "Most RAM one user's npy/HDF5 sources may hold (RAM copies, "
           "datasets read whole; all users together: --l1-bytes); past it "
           "they read from their files; 0 = a quarter of --l1-bytes.");
+ABSL_FLAG(stoker::ByteSize, max_list_bytes_per_user,
+          stoker::ByteSize{stoker::DaemonOptions().max_list_bytes_per_user},
+          "Most RAM one user's open datasets' sample lists (paths, names) may "
+          "take together; a dataset whose list would pass it is refused "
+          "(RESOURCE_EXHAUSTED) while it is being built.");
 ABSL_FLAG(uint32_t, max_sessions_per_user, 64,
           "Most open sessions per user (admins are not limited); 0 = no "
           "limit.");
@@ -271,6 +276,7 @@ int main(int argc, char** argv) {
   }
   options.attach_timeout = absl::GetFlag(FLAGS_attach_timeout);
   options.max_array_bytes_per_user = absl::GetFlag(FLAGS_max_array_bytes_per_user).bytes;
+  options.max_list_bytes_per_user = absl::GetFlag(FLAGS_max_list_bytes_per_user).bytes;
   if (options.max_array_bytes_per_user == 0) {
     options.max_array_bytes_per_user = options.l1_bytes / 4;
   }

@@ -129,6 +129,7 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
                                           const ScanLimits& limits) {
   Dataset ds;
   ds.description = absl::StrCat("folder:", root);
+  ListCharge charge(limits);
   Walk walk(limits);
   STOKER_ASSIGN_OR_RETURN(std::vector<FolderEntry> top, walk.Enter(root));
   for (const FolderEntry& e : top) {
@@ -143,13 +144,16 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
     std::sort(files.begin(), files.end());
     for (std::string& f : files) {
       if (HasImageExtension(f)) {
-        ds.samples.push_back(Sample{std::move(f), label});
+        Sample sample{std::move(f), label};
+        STOKER_RETURN_IF_ERROR(charge.Add(sample));
+        ds.samples.push_back(std::move(sample));
       } else {
         ++ds.skipped_files;
       }
     }
   }
   ds.num_classes = static_cast<uint32_t>(ds.class_names.size());
+  STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   if (ds.samples.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dataset ", root, " holds no JPEG samples (", ds.num_classes,

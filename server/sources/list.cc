@@ -16,6 +16,7 @@ absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
       root.empty() ? fs::path(manifest).parent_path() : fs::path(root);
   Dataset ds;
   ds.description = absl::StrCat("list:", manifest);
+  ListCharge charge(limits);
   absl::Status s = ParseManifest(
       manifest, limits, kMaxFilesPerSample,
       [&](std::vector<std::string> rel, int32_t label) {
@@ -23,10 +24,13 @@ absl::StatusOr<Dataset> LoadListDataset(const std::string& manifest,
         for (size_t k = 1; k < rel.size(); ++k) {
           sample.more.push_back((base / rel[k]).string());
         }
+        STOKER_RETURN_IF_ERROR(charge.Add(sample));
         ds.files_per_sample = static_cast<uint32_t>(rel.size());
         ds.samples.push_back(std::move(sample));
+        return absl::OkStatus();
       });
   if (!s.ok()) return s;
+  STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   if (ds.samples.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset manifest ", manifest, " lists no samples"));

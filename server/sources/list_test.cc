@@ -8,11 +8,38 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "server/memory_budget.h"
 #include "tests/testdata.h"
 
 namespace stoker {
 namespace {
 namespace fs = std::filesystem;
+
+// A manifest of many lines under a long root builds its paths against the
+// caller's budget for sample lists: refused while being built, at about the
+// budget, and the charge is given back with the list.
+TEST(ListDatasetTest, PathsAreChargedToTheCallersBudget) {
+  std::string root = testdata::MakeTempDir("list-budget");
+  std::string lines;
+  for (int i = 0; i < 200000; ++i) lines += "a/" + std::to_string(i) + ".jpg\t1\n";
+  ASSERT_TRUE(testdata::WriteFile(root + "/m.tsv", lines).ok());
+  const std::string long_root = "/" + std::string(1000, 'r');
+  MemoryBudget budget(UINT64_MAX, 64 << 20);
+  ScanLimits limits;
+  limits.charge_list = [&](uint64_t bytes) { return budget.Charge(7, bytes); };
+  auto big = LoadListDataset(root + "/m.tsv", long_root, limits);  // About 210 MB of paths.
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
+  EXPECT_NE(big.status().message().find("--max-list-bytes-per-user"), std::string::npos);
+  EXPECT_EQ(budget.used_by(7), 0u);  // Nothing held after the refusal.
+  {
+    auto fits = LoadListDataset(root + "/m.tsv", "/d", limits);  // About 16 MB.
+    ASSERT_TRUE(fits.ok()) << fits.status();
+    EXPECT_EQ(fits->samples.size(), 200000u);
+    EXPECT_GE(budget.used_by(7), 200000 * (sizeof(Sample) + 10));
+  }
+  EXPECT_EQ(budget.used_by(7), 0u);
+  fs::remove_all(root);
+}
 
 TEST(ListDatasetTest, ParsesManifestAndReportsBadLine) {
   std::string root = testdata::MakeTempDir("list");

@@ -75,23 +75,37 @@ absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
   Dataset ds;
   ds.description = absl::StrCat("lmdb:", path);
   const FileVersion v = VersionOf(st);
+  ListCharge charge(limits);
   if (!manifest.empty()) {
     absl::Status s = ParseManifest(
         manifest, limits, 1, [&](std::vector<std::string> key, int32_t label) {
-          ds.samples.push_back(Sample{std::move(key[0]), label, {}});
+          Sample sample{std::move(key[0]), label, {}};
+          STOKER_RETURN_IF_ERROR(charge.Add(sample));
+          ds.samples.push_back(std::move(sample));
+          return absl::OkStatus();
         });
     if (!s.ok()) return s;
     ds.num_classes = NumClasses(ds.samples);
   } else {
     std::vector<std::string> keys;
+    absl::Status over;  // The first key past the caps; none kept after it.
     absl::Status s = (*env)->ForEachKey([&](absl::string_view k) {
+      if (!over.ok()) return;
       if (k.find('/') == absl::string_view::npos) {
         ++ds.skipped_files;
-      } else {
-        keys.emplace_back(k);
+        return;
       }
+      if (keys.size() >= limits.max_files) {
+        over = absl::ResourceExhaustedError(absl::StrCat(
+            "LMDB dataset ", path, " has more than ", limits.max_files,
+            " samples (--max-dataset-files)"));
+        return;
+      }
+      over = charge.Add(Sample{std::string(k), 0, {}});
+      if (over.ok()) keys.emplace_back(k);
     });
     if (!s.ok()) return s;
+    if (!over.ok()) return over;
     std::vector<std::string> classes;
     for (const std::string& k : keys) classes.push_back(k.substr(0, k.find('/')));
     std::sort(classes.begin(), classes.end());
@@ -109,6 +123,7 @@ absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
     return absl::FailedPreconditionError(
         absl::StrCat("LMDB dataset ", path, " holds no samples"));
   }
+  STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   ds.source = std::make_shared<LmdbSource>(*std::move(env), v, limits.max_file_bytes);
   return ds;
 }

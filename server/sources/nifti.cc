@@ -215,6 +215,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::st
           [&](std::vector<std::string> rel, int32_t label) {
             for (std::string& r : rel) r = (base / r).string();
             lines.push_back({std::move(rel), label});
+            return absl::OkStatus();
           },
           /*label_optional=*/true));
       if (lines.empty())

@@ -210,6 +210,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   ctx.charge = [this, uid](uint64_t bytes) { return array_ram_.Charge(uid, bytes); };
   ctx.limits.charge_list = [this, uid](uint64_t bytes) { return list_ram_.Charge(uid, bytes); };
   ctx.volumes = &volumes_;
+  ctx.uid = uid;
   STOKER_ASSIGN_OR_RETURN(Dataset ds, OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));
 }

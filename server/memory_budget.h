@@ -23,6 +23,12 @@ class MemoryBudget {
   // A token holding `bytes` for `uid` (-1: an admin or in-process caller,
   // bound only by the total), or null when either budget has no room.
   std::shared_ptr<void> Charge(int64_t uid, uint64_t bytes);
+  // The same for memory held by work in flight (which ends): waits for
+  // tokens to be given back until both budgets have room. One request of a
+  // uid that holds nothing may pass its per-user bound (so a large piece
+  // of work is never refused, only run alone); null at once when `bytes`
+  // is over the total.
+  std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes);
   uint64_t used() const;
   uint64_t used_by(int64_t uid) const;
 

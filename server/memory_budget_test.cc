@@ -1,5 +1,9 @@
 #include "server/memory_budget.h"
 
+#include <atomic>
+#include <memory>
+#include <thread>
+
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -28,6 +32,33 @@ TEST(MemoryBudgetTest, PerUserAndTotalAndGivenBackWhenDropped) {
   EXPECT_NE(budget.Charge(3, 30), nullptr);  // Dropped at once: given back.
   EXPECT_EQ(budget.used(), 70u);
   EXPECT_EQ(budget.Charge(5, UINT64_MAX), nullptr);  // No wrap.
+}
+
+// Wait blocks until tokens come back, and refuses at once what could never
+// fit.
+TEST(MemoryBudgetTest, WaitTakesRoomAsItIsGivenBack) {
+  MemoryBudget budget(/*total=*/100, /*per_user=*/60);
+  EXPECT_EQ(budget.Wait(-1, 101), nullptr);  // Over the total.
+  EXPECT_NE(budget.Wait(1, 70), nullptr);  // Over the user's bound, but alone.
+  std::shared_ptr<void> held = budget.Wait(1, 60);
+  ASSERT_NE(held, nullptr);
+  std::shared_ptr<void> other = budget.Wait(2, 40);
+  ASSERT_NE(other, nullptr);
+  std::atomic<bool> got{false};
+  std::shared_ptr<void> waited;
+  std::thread waiter([&] {
+    waited = budget.Wait(1, 30);  // uid 1 has no room until `held` goes.
+    got = true;
+  });
+  EXPECT_FALSE(got.load());  // It cannot have room yet, however long it ran.
+  other.reset();  // Total room, but not uid 1's: it still waits.
+  EXPECT_FALSE(got.load());
+  held.reset();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  ASSERT_NE(waited, nullptr);
+  EXPECT_EQ(budget.used_by(1), 30u);
+  EXPECT_EQ(budget.used(), 30u);
 }
 
 TEST(MemoryBudgetTest, TokensMayOutliveTheBudget) {

@@ -13,6 +13,7 @@ namespace stoker {
 
 VolumeCache::VolumeCache(uint64_t capacity_bytes, Parallel parallel)
     : ram_("volumes", capacity_bytes, /*shards=*/1),
+      inflight_(capacity_bytes, capacity_bytes / 2),
       parallel_(parallel ? std::move(parallel) : Parallel(&VolumeCache::Serial)) {}
 
 namespace {
@@ -29,7 +30,7 @@ absl::StatusOr<Buffer> Checked(Buffer hit, uint64_t bytes, const std::string& ke
 }  // namespace
 
 absl::StatusOr<Buffer> VolumeCache::Get(const std::string& key, uint64_t bytes,
-                                        const Decode& decode) {
+                                        const Decode& decode, int64_t owner) {
   if (Buffer kept = ram_.Lookup(key)) return Checked(kept, bytes, key);
   if (!ram_.Fits(key, bytes)) {
     oversized_.fetch_add(1, std::memory_order_relaxed);
@@ -38,6 +39,8 @@ absl::StatusOr<Buffer> VolumeCache::Get(const std::string& key, uint64_t bytes,
   return decoding_.Do(key, [&]() -> absl::StatusOr<Buffer> {
     if (Buffer kept = ram_.Peek(key)) return Checked(kept, bytes, key);  // Decoded meanwhile.
     if (Buffer found = Unspill(key, bytes)) return found;
+    // Room in flight first (given back once the volume is kept or failed).
+    std::shared_ptr<void> room = inflight_.Wait(owner, bytes);  // Fits: never null.
     // Written whole: on huge pages where allowed, a fault per 2 MiB.
     STOKER_ASSIGN_OR_RETURN(WritablePages volume, Pages(bytes, /*huge=*/true));
     STOKER_RETURN_IF_ERROR(decode(parallel_, volume.data));

@@ -36,6 +36,12 @@
 // decode or its piece fills fault them in, on the pool's threads and only
 // where they write, instead of one thread zeroing the whole volume first.
 //
+// Decodes in flight (Get's, before their volume is kept) hold at most the
+// cache's capacity in all and half of it for one owner (a uid; one larger
+// decode runs alone): a decode waits for room, so concurrent decodes of
+// many large volumes cannot take more memory than the cache itself, and
+// one user's cannot take it all.
+//
 // Thread-safe.
 #ifndef STOKER_SERVER_VOLUME_CACHE_H_
 #define STOKER_SERVER_VOLUME_CACHE_H_
@@ -53,6 +59,7 @@
 #include "proto/stoker.pb.h"
 #include "server/buffer.h"
 #include "server/cache.h"
+#include "server/memory_budget.h"
 #include "server/single_flight.h"
 
 namespace stoker {
@@ -90,9 +97,11 @@ class VolumeCache {
   void set_background(Background background) { background_ = std::move(background); }
 
   // The `bytes` decoded bytes of volume `key`: kept ones, else decode()'s
-  // (once for concurrent callers), then kept. Null, without decoding, when
-  // they could never fit the budget. decode()'s error as is.
-  absl::StatusOr<Buffer> Get(const std::string& key, uint64_t bytes, const Decode& decode);
+  // (once for concurrent callers, after waiting for room in flight for
+  // `owner`: a uid, or -1), then kept. Null, without decoding, when they
+  // could never fit the budget. decode()'s error as is.
+  absl::StatusOr<Buffer> Get(const std::string& key, uint64_t bytes, const Decode& decode,
+                             int64_t owner = -1);
 
   // Fills piece `piece` of a volume (a chunk) into its place in `volume`,
   // the whole volume's bytes; pieces never overlap. Kept for the
@@ -127,6 +136,8 @@ class VolumeCache {
   v1::TierStats Stats() const { return ram_.Stats(); }
   uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
   uint64_t oversized() const { return oversized_.load(std::memory_order_relaxed); }
+  // Bytes Get's decodes hold now, before their volumes are kept.
+  uint64_t inflight_bytes() const { return inflight_.used(); }
   // Pieces GetPieces filled, and of them those the background filled.
   uint64_t pieces() const { return pieces_filled_.load(std::memory_order_relaxed); }
   uint64_t background_pieces() const {
@@ -156,6 +167,7 @@ class VolumeCache {
                 const FillPiece& fill);
 
   LruCache<std::string_view> ram_;  // One shard: a volume may take the whole budget.
+  MemoryBudget inflight_;  // Get's decodes until kept.
   const Parallel parallel_;
   SingleFlight<absl::StatusOr<Buffer>> decoding_;
   absl::Mutex pieces_mu_;

@@ -86,6 +86,49 @@ TEST(VolumeCacheTest, ConcurrentReadersOfOneVolumeShareOneDecode) {
   for (const Buffer& b : got) EXPECT_EQ(*b, std::string(1000, '\3'));
 }
 
+// Decodes in flight hold at most half the cache for one owner: a second
+// decode of the same user waits for the first to be kept, while an admin's
+// (bound only by the cache's size) goes ahead.
+TEST(VolumeCacheTest, DecodesInFlightAreBoundedPerOwner) {
+  VolumeCache cache(10'000);
+  absl::Notification release_a, a_started;
+  std::atomic<bool> b_decoded{false};
+  std::atomic<int> calls{0};
+  std::thread a([&] {
+    auto got = cache.Get("a", 4000, [&](const VolumeCache::Parallel&, uint8_t* out) {
+      a_started.Notify();
+      release_a.WaitForNotification();
+      std::memset(out, 1, 4000);
+      return absl::OkStatus();
+    }, /*owner=*/7);
+    EXPECT_TRUE(got.ok() && *got != nullptr);
+  });
+  a_started.WaitForNotification();
+  EXPECT_EQ(cache.inflight_bytes(), 4000u);
+  std::thread b([&] {
+    auto got = cache.Get("b", 4000, [&](const VolumeCache::Parallel&, uint8_t* out) {
+      b_decoded = true;
+      std::memset(out, 2, 4000);
+      return absl::OkStatus();
+    }, /*owner=*/7);
+    EXPECT_TRUE(got.ok() && *got != nullptr);
+  });
+  // An admin's decode is not held up by uid 7's.
+  auto admin = cache.Get("c", 4000, Filling(3, &calls), /*owner=*/-1);
+  ASSERT_TRUE(admin.ok());
+  EXPECT_NE(*admin, nullptr);
+  EXPECT_FALSE(b_decoded.load());  // 4000 + 4000 is past uid 7's 5000 in flight.
+  release_a.Notify();
+  a.join();
+  b.join();
+  EXPECT_TRUE(b_decoded.load());
+  EXPECT_EQ(cache.inflight_bytes(), 0u);
+  // One larger than the owner's half runs alone.
+  auto big = cache.Get("d", 6000, Filling(4, &calls), /*owner=*/8);
+  ASSERT_TRUE(big.ok());
+  EXPECT_NE(*big, nullptr);
+}
+
 TEST(VolumeCacheTest, LeastRecentlyUsedVolumesLeaveFirst) {
   VolumeCache cache(2'300);  // Two 1000-byte volumes and their keys.
   std::atomic<int> calls{0};

@@ -133,7 +133,7 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
                                   o.chunks->Touching(start, count), FillChunk(i))
             : volumes_->Get(CacheKey({"hdf5", o.file.version, dataset_}), *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
                 return h5::ReadWhole(o.set, parallel, out, files_[i]);
-              });
+              }, owner_);
     if (whole.ok() && *whole == nullptr && !warned_[i].exchange(true)) {
       LogWarning(absl::StrCat(files_[i], ": its volume (",
                               o.chunks != nullptr ? o.chunks->slots_bytes() : *bytes,
@@ -199,6 +199,7 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
     return volumes_ != nullptr ? volumes_->parallel() : VolumeCache::Parallel(&VolumeCache::Serial);
   }
   VolumeCache* volumes_ = nullptr;  // Folder volumes decoded here; may be null.
+  int64_t owner_ = -1;  // Whose decodes they are (VolumeCache::Get).
   std::unique_ptr<std::atomic<bool>[]> warned_;  // Per file: oversized, said.
 };
 
@@ -284,10 +285,11 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
     const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath, uint64_t max_samples, bool rows,
-    VolumeCache* volumes) {
+    VolumeCache* volumes, int64_t owner) {
   if (dataset.empty())
     return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
   auto src = NewSource(path, dataset, charge, beneath, volumes);
+  src->owner_ = owner;
   absl::StatusOr<std::vector<std::string>> entries =
       ListFolder(path, beneath.get(), max_samples);
   if (!entries.ok() && entries.status().code() != absl::StatusCode::kFailedPrecondition)
@@ -350,7 +352,7 @@ class Hdf5Kind : public SourceKind {
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ArraySource> arrays,
                             OpenHdf5Source(h.path(), h.dataset(), h.labels(), ctx.charge,
                                            ctx.beneath, ctx.limits.max_files, h.rows(),
-                                           ctx.volumes));
+                                           ctx.volumes, ctx.uid));
     return ArrayDataset(std::move(arrays), absl::StrCat("hdf5:", h.path(), ":", h.dataset()));
   }
 };

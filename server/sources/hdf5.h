@@ -33,7 +33,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath,
     uint64_t max_samples = kDefaultMaxArraySamples, bool rows = false,
-    VolumeCache* volumes = nullptr);
+    VolumeCache* volumes = nullptr, int64_t owner = -1);
 
 }  // namespace stoker
 

@@ -106,7 +106,8 @@ class NiftiSource : public ArraySource {
                          [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
                            return nifti::Decode(v.path, beneath_.get(), v.h, v.version, parallel,
                                                 out);
-                         });
+                         },
+                         owner_);
   }
 
   // A volume the cache cannot hold: by region from its mapping.
@@ -145,6 +146,7 @@ class NiftiSource : public ArraySource {
   const std::vector<uint64_t> no_shape_;
   std::shared_ptr<const Beneath> beneath_;
   VolumeCache* volumes_ = nullptr;
+  int64_t owner_ = -1;  // Whose decodes they are (VolumeCache::Get).
   mutable absl::Mutex mu_;
   mutable std::set<std::string> warned_ ABSL_GUARDED_BY(mu_);
   mutable std::map<std::string, std::shared_ptr<const Mapping>> maps_ ABSL_GUARDED_BY(mu_);
@@ -232,6 +234,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::st
   auto src = std::make_shared<NiftiSource>();
   src->beneath_ = ctx.beneath;
   src->volumes_ = ctx.volumes;
+  src->owner_ = ctx.uid;
   src->files_ = static_cast<uint32_t>(lines[0].first.size());
   absl::Status first_broken;
   bool typed = false;

@@ -45,6 +45,9 @@ struct SourceContext {
   // The daemon's decoded-volume cache, shared by every session; null: none
   // (chunked or compressed volumes are read by region).
   VolumeCache* volumes = nullptr;
+  // Whose the source's decodes in flight are (VolumeCache::Get's owner):
+  // the caller's uid; -1 for admins (bound only by the total).
+  int64_t uid = -1;
 
   FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
   // The caller's files, whole, through fs() beneath `beneath` and capped

@@ -205,6 +205,8 @@ std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
 
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
     const std::string& path, const Beneath* beneath) {
+  absl::StatusOr<std::shared_ptr<void>> held = ChargeHeld(beneath, path);
+  if (!held.ok()) return held.status();
   absl::StatusOr<int> fd = OpenConfined(path, O_RDONLY, beneath);
   if (!fd.ok()) return fd.status();
   struct stat st {};
@@ -213,6 +215,7 @@ absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
     return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
   }
   auto m = std::make_shared<Mapping>();
+  m->held = *std::move(held);
   m->size = static_cast<size_t>(st.st_size);
   const FileVersion v = VersionOf(st);
   m->key = CacheKey({path, v.device, v.inode, v.size, v.mtime_ns, v.ctime_ns});

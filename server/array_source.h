@@ -85,6 +85,7 @@ struct Mapping {
   std::string key;        // path, device, inode, size, mtime.
   bool resident = false;  // A RAM copy, its bytes charged by `charge`.
   std::shared_ptr<void> charge;
+  std::shared_ptr<void> held;  // The mapping's token (ChargeHeld).
   ~Mapping();
 };
 

@@ -1,17 +1,53 @@
 #include "server/array_source.h"
 
+#include <fcntl.h>
+
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/memory_budget.h"
 #include "server/memory_source.h"
+#include "tests/testdata.h"
 #include "shm/ring_data.h"
 
 namespace stoker {
 namespace {
 
 // Ring dtypes read as the file element type of the same name.
+// What a confined caller's sources keep mapped is counted against its
+// share: past it the next file is RESOURCE_EXHAUSTED by name, and a
+// mapping given back makes room again.
+TEST(MapFileTest, MappingsAreChargedToTheCallersShare) {
+  const std::string dir = testdata::MakeTempDir("held");
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_TRUE(testdata::WriteFile(dir + "/" + name + ".npy", "bytes").ok());
+  }
+  MemoryBudget budget(/*total=*/100, /*per_user=*/2);
+  Beneath in;
+  in.dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  in.prefix = dir;
+  in.charge_held = [&](uint64_t n) { return budget.Charge(5, n); };
+  auto a = MapFile(dir + "/a.npy", &in);
+  auto b = MapFile(dir + "/b.npy", &in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(budget.used_by(5), 2u);
+  auto c = MapFile(dir + "/c.npy", &in);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(c.status().message().find("c.npy"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("--max-open-files-per-user"), std::string::npos);
+  a->reset();
+  c = MapFile(dir + "/c.npy", &in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*c)->data), (*c)->size), "bytes");
+  b->reset();
+  c->reset();
+  EXPECT_EQ(budget.used_by(5), 0u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ElemTypeTest, EveryRingDTypeHasItsElementType) {
   for (const shm::DTypeInfo& d : shm::kDTypes) {
     EXPECT_STREQ(ElemName(FromRingDType(d.code)), d.name);

@@ -1,11 +1,13 @@
 #include "server/daemon.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -35,6 +37,19 @@ namespace {
 uint64_t RandomGeneration() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+// The files all users' sources may keep open or mapped together: three
+// quarters of this process's descriptor limit and of vm.max_map_count,
+// whichever is lower; the rest is the daemon's own.
+uint64_t HeldFilesLimit() {
+  uint64_t limit = 65530;  // The kernel's default vm.max_map_count.
+  if (std::ifstream maps("/proc/sys/vm/max_map_count"); maps) maps >> limit;
+  struct rlimit files {};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    limit = std::min<uint64_t>(limit, files.rlim_cur);
+  }
+  return limit / 4 * 3;
 }
 
 
@@ -68,6 +83,7 @@ Daemon::Daemon(DaemonOptions options)
                }),
       array_ram_(options_.l1_bytes, options_.max_array_bytes_per_user),
       list_ram_(UINT64_MAX, options_.max_list_bytes_per_user),
+      held_files_(HeldFilesLimit(), options_.max_open_files_per_user),
       monitor_([this] {
         LoadMonitor::Options o;
         o.min_reader_threads = options_.reader_threads;
@@ -200,6 +216,11 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath,
                           auth_.Confine(spec, caller));
+  if (beneath != nullptr) {
+    beneath->charge_held = [this, uid = caller.uid](uint64_t n) {
+      return held_files_.Charge(uid, n);
+    };
+  }
   SourceContext ctx;
   ctx.limits = ScanLimitsNow();
   ctx.limits.fs = options_.fs;

@@ -68,6 +68,11 @@ struct DaemonOptions {
   // may take together; a dataset whose list would pass it is
   // RESOURCE_EXHAUSTED while it is being built.
   uint64_t max_list_bytes_per_user = 4ULL << 30;
+  // Files one non-admin user's sources may keep open or mapped together
+  // (each is one of the daemon's descriptors or maps); all users together:
+  // three quarters of the daemon's descriptor limit and of
+  // vm.max_map_count, whichever is lower.
+  uint64_t max_open_files_per_user = 16384;
   L2Options l2;  // l2.path empty: no L2.
   // Autotune: resize the decode pool within [1, max_decode_threads] and the
   // reader pool within [reader_threads, max_reader_threads] from the
@@ -235,6 +240,7 @@ class Daemon {
   VolumeCache volumes_;  // Decodes on the decode pools once Start made them.
   MemoryBudget array_ram_;  // Array sources' RAM, per user.
   MemoryBudget list_ram_;   // Sample lists' RAM, per user.
+  MemoryBudget held_files_;  // Files sources keep open or mapped, per user.
   std::unique_ptr<PixelCache> pixels_;  // Set in Start (after L2).
   std::unique_ptr<L2Cache> l2_;
   std::unique_ptr<SampleFetcher> fetcher_;

@@ -308,6 +308,17 @@ FileSystem* FileSystem::Default() {
 
 OpenFile::~OpenFile() { close(fd_); }
 
+absl::StatusOr<std::shared_ptr<void>> ChargeHeld(const Beneath* beneath, const std::string& path) {
+  if (beneath == nullptr || !beneath->charge_held) return std::shared_ptr<void>();
+  std::shared_ptr<void> token = beneath->charge_held(1);
+  if (token == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path, ": this user's sessions keep as many files open or mapped as the daemon allows "
+              "one user (--max-open-files-per-user); use fewer, larger files"));
+  }
+  return token;
+}
+
 absl::Status FaultInjectingFileSystem::Inject(const std::string& path) const {
   if (!fail_substring.empty() && absl::StrContains(path, fail_substring)) {
     return absl::UnavailableError(absl::StrCat(path, ": injected read error"));

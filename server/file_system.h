@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -64,8 +65,19 @@ struct Beneath {
   std::string prefix;  // The folder's path as the dataset names it.
   std::shared_ptr<const FileGuard> guard;  // May be null (no guard).
   std::shared_ptr<shm::OpenChannel> opener;  // May be null (see above).
+  // Counts what a source keeps open of the caller's files (a mapping, an
+  // open HDF5 file: each a descriptor or a map of the daemon's, which a
+  // folder of many files could exhaust for everyone): called with 1 for
+  // each, it gives a token held as long as that is, or null when the
+  // caller holds its share already. Null: not counted.
+  std::function<std::shared_ptr<void>(uint64_t)> charge_held;
   ~Beneath();
 };
+
+// A token of beneath->charge_held for one file kept open as `path`
+// (null token when not counted); RESOURCE_EXHAUSTED naming the limit when
+// the caller holds its share already.
+absl::StatusOr<std::shared_ptr<void>> ChargeHeld(const Beneath* beneath, const std::string& path);
 
 // What identifies one version of a file's contents, and the file.
 struct FileVersion {

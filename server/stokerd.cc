@@ -122,6 +122,11 @@ ABSL_FLAG(stoker::ByteSize, max_list_bytes_per_user,
           "Most RAM one user's open datasets' sample lists (paths, names) may "
           "take together; a dataset whose list would pass it is refused "
           "(RESOURCE_EXHAUSTED) while it is being built.");
+ABSL_FLAG(uint64_t, max_open_files_per_user, stoker::DaemonOptions().max_open_files_per_user,
+          "Files one user's sources may keep open or mapped together (a "
+          "folder of .npy or HDF5 files holds one each); past it the next "
+          "is RESOURCE_EXHAUSTED. All users together: three quarters of the "
+          "descriptor limit and of vm.max_map_count, whichever is lower.");
 ABSL_FLAG(uint32_t, max_sessions_per_user, 64,
           "Most open sessions per user (admins are not limited); 0 = no "
           "limit.");
@@ -277,6 +282,7 @@ int main(int argc, char** argv) {
   options.attach_timeout = absl::GetFlag(FLAGS_attach_timeout);
   options.max_array_bytes_per_user = absl::GetFlag(FLAGS_max_array_bytes_per_user).bytes;
   options.max_list_bytes_per_user = absl::GetFlag(FLAGS_max_list_bytes_per_user).bytes;
+  options.max_open_files_per_user = absl::GetFlag(FLAGS_max_open_files_per_user);
   if (options.max_array_bytes_per_user == 0) {
     options.max_array_bytes_per_user = options.l1_bytes / 4;
   }

@@ -127,6 +127,8 @@ absl::Status CheckLinks(hid_t file, const std::string& name, const std::string& 
 
 absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
   ErrorScope errors;
+  absl::StatusOr<std::shared_ptr<void>> held = ChargeHeld(beneath, path);
+  if (!held.ok()) return held.status();
   absl::StatusOr<int> fd = OpenConfined(path, O_RDONLY, beneath);
   if (!fd.ok()) return fd.status();
   // The descriptor names the file openat2 checked; HDF5 reopens that file.
@@ -142,7 +144,7 @@ absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
   const hid_t id = H5Fopen(via.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   close(*fd);
   if (id < 0) return Failed(path, "not an HDF5 file (or unreadable)");
-  return File{path, version, std::make_unique<Id>(id, H5Fclose)};
+  return File{path, version, std::make_unique<Id>(id, H5Fclose), *std::move(held)};
 }
 
 absl::StatusOr<Set> OpenSet(const File& f, const std::string& name) {

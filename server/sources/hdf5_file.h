@@ -64,6 +64,7 @@ struct File {
   // what is kept of it.
   std::string version;
   std::unique_ptr<Id> id;
+  std::shared_ptr<void> held;  // Its token (ChargeHeld): HDF5 keeps it open.
 };
 
 // Opens `path` read-only beneath `beneath` (when set).

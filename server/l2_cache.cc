@@ -15,6 +15,16 @@ namespace {
 
 constexpr uint32_t kValueMagic = 0x334c4b53;  // "SKL3"
 constexpr size_t kBatchOps = 256;
+// Live pages past this share of the map start an eviction down to kEvictTo.
+constexpr double kEvictAt = 0.85, kEvictTo = 0.70;
+// Hit keys remembered for the sweep at most; past it the set starts anew.
+constexpr size_t kMostRecent = 1 << 20;
+
+uint64_t KeyHash(absl::string_view db_key) {
+  Checksum c;
+  c.Update(db_key.data(), db_key.size());
+  return c.value();
+}
 
 // Value layout: ValueHeader, then the full key, then the payload.
 struct ValueHeader {
@@ -128,13 +138,18 @@ L2Cache::Result L2Cache::Lookup(const std::string& key,
 L2Cache::Result L2Cache::Lookup(const std::string& key, const FileVersion& version,
                                 const std::function<void(absl::string_view payload)>& take) {
   Result r = Result::kMiss;
-  env_->View(DbKey(key), [&](absl::string_view value) {
+  const std::string db_key = DbKey(key);
+  env_->View(db_key, [&](absl::string_view value) {
     r = Classify(value, key, version, take);
   }).IgnoreError();  // Absent (or unreadable): a miss.
   switch (r) {
-    case Result::kHit:
+    case Result::kHit: {
       hits_.fetch_add(1, std::memory_order_relaxed);
+      absl::MutexLock lock(&recent_mu_);
+      if (recent_.size() >= kMostRecent) recent_.clear();
+      recent_.insert(KeyHash(db_key));
       break;
+    }
     case Result::kMiss:
       misses_.fetch_add(1, std::memory_order_relaxed);
       break;
@@ -155,10 +170,6 @@ L2Cache::Result L2Cache::Lookup(const std::string& key, const FileVersion& versi
 
 bool L2Cache::Put(const std::string& key, const FileVersion& version,
                   Buffer payload) {
-  if (map_full_.load(std::memory_order_relaxed)) {
-    drops_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
   absl::MutexLock lock(&mu_);
   if (queue_.size() >= queue_max_) {
     const uint64_t dropped = drops_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -215,7 +226,84 @@ void L2Cache::WriterLoop() {
   }
 }
 
-void L2Cache::WriteBatch(std::deque<Op>& batch) {
+uint64_t L2Cache::LiveBytes() const {
+  uint64_t entries = 0, bytes = 0;
+  env_->LiveUsage(&entries, &bytes);
+  return bytes;
+}
+
+uint64_t L2Cache::Evict(uint64_t bytes) {
+  uint64_t freed = 0, evicted = 0;
+  absl::flat_hash_set<uint64_t> recent;
+  {
+    absl::MutexLock lock(&recent_mu_);
+    recent.swap(recent_);
+  }
+  absl::Status s = env_->WriteTxn([&](MDB_txn* txn, MDB_dbi dbi) -> absl::Status {
+    MDB_cursor* cur = nullptr;
+    STOKER_RETURN_IF_ERROR(LmdbStatus(mdb_cursor_open(txn, dbi, &cur), "L2 eviction"));
+    MDB_val k{sweep_from_.size(), sweep_from_.data()}, v;
+    int rc = sweep_from_.empty() ? mdb_cursor_get(cur, &k, &v, MDB_FIRST)
+                                 : mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    bool wrapped = sweep_from_.empty();
+    uint64_t seen = 0, entries = 0, live = 0;
+    env_->LiveUsage(&entries, &live);
+    while (freed < bytes && seen <= entries) {
+      if (rc == MDB_NOTFOUND) {
+        if (wrapped) break;
+        wrapped = true;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        continue;
+      }
+      if (rc != 0) break;
+      ++seen;
+      const absl::string_view key(static_cast<const char*>(k.mv_data), k.mv_size);
+      if (recent.erase(KeyHash(key)) > 0) {  // Hit since the last pass: spared once.
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        continue;
+      }
+      const uint64_t size = v.mv_size;
+      rc = mdb_cursor_del(cur, 0);
+      if (rc != 0) break;
+      freed += size;
+      ++evicted;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);  // After a delete: the entry after it.
+    }
+    sweep_from_ = rc == 0 ? std::string(static_cast<const char*>(k.mv_data), k.mv_size) : "";
+    mdb_cursor_close(cur);
+    // A failed delete leaves the transaction unusable: abort it all.
+    return rc == 0 || rc == MDB_NOTFOUND ? absl::OkStatus() : LmdbStatus(rc, "L2 eviction");
+  });
+  if (!s.ok()) {
+    if (write_errors_.fetch_add(1, std::memory_order_relaxed) < 10) {
+      LogWarning(absl::StrCat("L2 eviction failed: ", s.message()));
+    }
+    sweep_from_.clear();
+    return 0;
+  }
+  {
+    // Marks the sweep did not reach wait for it.
+    absl::MutexLock lock(&recent_mu_);
+    if (recent_.size() + recent.size() <= kMostRecent) recent_.insert(recent.begin(), recent.end());
+  }
+  evictions_.fetch_add(evicted, std::memory_order_relaxed);
+  if (freed > 0) map_full_.store(false, std::memory_order_relaxed);
+  return freed;
+}
+
+void L2Cache::WriteBatch(std::deque<Op>& batch, bool retried) {
+  // Room first: a map filled to its last page cannot even delete (LMDB
+  // copies pages to change them), so eviction runs before a write would
+  // pass kEvictAt, not after the map is full.
+  uint64_t incoming = 0;
+  for (const Op& op : batch) {
+    if (!op.erase) incoming += sizeof(ValueHeader) + op.key.size() + op.payload->size();
+  }
+  const uint64_t live = LiveBytes();
+  if (incoming > 0 && live + incoming > options_.max_bytes * kEvictAt) {
+    const uint64_t keep = static_cast<uint64_t>(options_.max_bytes * kEvictTo);
+    Evict(live + incoming > keep ? live + incoming - keep : 0);
+  }
   uint64_t puts = 0;
   absl::Status s = env_->WriteTxn([&](MDB_txn* txn, MDB_dbi dbi) -> absl::Status {
     for (const Op& op : batch) {
@@ -226,7 +314,6 @@ void L2Cache::WriteBatch(std::deque<Op>& batch) {
         if (rc != 0 && rc != MDB_NOTFOUND) return LmdbStatus(rc, "L2 delete");
         continue;
       }
-      if (map_full_.load(std::memory_order_relaxed)) continue;
       ValueHeader h{kValueMagic, static_cast<uint32_t>(op.key.size()),
                     op.version.size, op.version.mtime_ns, op.version.ctime_ns,
                     op.payload->size(), 0};
@@ -246,14 +333,34 @@ void L2Cache::WriteBatch(std::deque<Op>& batch) {
   });
   if (s.ok()) {
     inserts_.fetch_add(puts, std::memory_order_relaxed);
+    if (puts > 0) map_full_.store(false, std::memory_order_relaxed);
     return;
+  }
+  if (s.code() == absl::StatusCode::kResourceExhausted && batch.size() > 1) {
+    // Full before the proactive eviction caught up: in halves, each making
+    // its own room, so what fits is written.
+    std::deque<Op> second(std::make_move_iterator(batch.begin() + batch.size() / 2),
+                          std::make_move_iterator(batch.end()));
+    batch.resize(batch.size() / 2);
+    WriteBatch(batch);
+    WriteBatch(second);
+    return;
+  }
+  if (s.code() == absl::StatusCode::kResourceExhausted && !retried) {
+    // One write: make room for it and try once more.
+    const uint64_t bytes = batch[0].payload != nullptr ? batch[0].payload->size() : 0;
+    if (Evict(std::max<uint64_t>(bytes * 2, options_.max_bytes / 4)) > 0) {
+      WriteBatch(batch, /*retried=*/true);
+      return;
+    }
   }
   drops_.fetch_add(batch.size(), std::memory_order_relaxed);
   if (s.code() == absl::StatusCode::kResourceExhausted) {
     if (!map_full_.exchange(true)) {
       LogWarning(absl::StrCat("L2 ", options_.path, " is full (",
                               options_.max_bytes,
-                              " byte map): no more L2 writes; serving goes on"));
+                              " byte map) and eviction freed too little: writes this large "
+                              "are dropped; serving goes on"));
     }
     return;
   }
@@ -274,6 +381,7 @@ v1::TierStats L2Cache::Stats() const {
   t.set_writer_drops(drops_.load(std::memory_order_relaxed));
   t.set_write_errors(write_errors_.load(std::memory_order_relaxed));
   t.set_map_full(map_full_.load(std::memory_order_relaxed) ? 1 : 0);
+  t.set_evictions(evictions_.load(std::memory_order_relaxed));
   t.set_capacity_bytes(options_.max_bytes);
   t.set_writer_queue_max(queue_max_);
   uint64_t entries = 0, bytes = 0;

@@ -5,8 +5,12 @@
 // writes are queued to one writer thread that commits them in batches, so
 // a read never waits for a write. The queue is bounded: when it is full,
 // new writes are dropped and counted ("L2 writer queue full" is logged at
-// most every 10 s). When LMDB reports MDB_MAP_FULL, writing stops for good
-// (counted, logged once) and lookups go on.
+// most every 10 s). The map never fills for good: once its live pages pass
+// 85 % of it, or a batch finds it full, entries are evicted until 70 % is
+// in use, in key order from where the last sweep stopped, sparing once
+// those hit since the sweep last passed them (CLOCK: least recently used
+// first, without a write per hit). Only a value larger than what eviction
+// can free is dropped (counted).
 //
 // Each value carries the source file's size and mtime, its full key and a
 // checksum: an entry for another version of the file is "stale" (a miss),
@@ -25,6 +29,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -85,7 +90,8 @@ class L2Cache {
           uint64_t queue_max);
   std::string DbKey(const std::string& key) const;
   void WriterLoop();
-  void WriteBatch(std::deque<Op>& batch);
+  // `retried`: the batch found the map full once and eviction made room.
+  void WriteBatch(std::deque<Op>& batch, bool retried = false);
 
   // Constant after construction.
   const std::unique_ptr<LmdbEnv> env_;
@@ -93,8 +99,19 @@ class L2Cache {
   const uint64_t queue_max_;
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, stale_{0}, corrupt_{0};
-  std::atomic<uint64_t> inserts_{0}, drops_{0}, write_errors_{0};
-  std::atomic<bool> map_full_{false};
+  std::atomic<uint64_t> inserts_{0}, drops_{0}, write_errors_{0}, evictions_{0};
+  std::atomic<bool> map_full_{false};  // Full with nothing left to evict.
+
+  // Deletes entries from sweep_from_ on (wrapping once), sparing once the
+  // recently hit, until `bytes` of values are gone; the bytes freed.
+  // Writer thread only.
+  uint64_t Evict(uint64_t bytes);
+  // Bytes of the map's live pages.
+  uint64_t LiveBytes() const;
+  std::string sweep_from_;  // Writer thread only.
+  // Hashes of the DB keys hit since the sweep last passed them.
+  mutable absl::Mutex recent_mu_;
+  absl::flat_hash_set<uint64_t> recent_ ABSL_GUARDED_BY(recent_mu_);
 
   mutable absl::Mutex mu_;
   std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);

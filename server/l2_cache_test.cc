@@ -1,6 +1,6 @@
 // L2Cache on a real LMDB environment in a temporary folder: entries survive
 // a reopen, another version is stale, the writer queue is bounded, and a
-// full map stops writes while lookups go on.
+// full map evicts its least recently used entries instead of stopping.
 #include "server/l2_cache.h"
 
 #include "gtest/gtest.h"
@@ -71,7 +71,10 @@ TEST(L2CacheTest, AFullWriterQueueDropsNewWrites) {
   EXPECT_EQ((*l2)->Stats().inserts(), 2u);
 }
 
-TEST(L2CacheTest, AFullMapStopsWritesAndKeepsServing) {
+// A map written far past its size keeps taking writes: entries are evicted
+// least recently used first (one that is hit between writes stays), and
+// only a value larger than the map is dropped.
+TEST(L2CacheTest, AFullMapEvictsInsteadOfStopping) {
   L2Options options;
   options.path = testdata::MakeTempDir("l2-full");
   options.max_bytes = 1 << 20;
@@ -79,19 +82,34 @@ TEST(L2CacheTest, AFullMapStopsWritesAndKeepsServing) {
   ASSERT_TRUE(l2.ok());
   ASSERT_TRUE((*l2)->Put("first", Version(1, 1), Payload("1")));
   (*l2)->Flush();
-  // 64 KiB values with structure and noise, until LMDB's map is full.
-  int put = 0;
-  for (; put < 64 && (*l2)->Stats().map_full() == 0; ++put) {
+  std::string out;
+  // 64 KiB values with structure and noise: 48 of them, three maps' worth.
+  for (int put = 0; put < 48; ++put) {
     std::string v(64 << 10, '\0');
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<char>((i * 7 + put) % 251);
-    (*l2)->Put("big" + std::to_string(put), Version(v.size(), 1), Payload(v));
+    ASSERT_TRUE((*l2)->Put("big" + std::to_string(put), Version(v.size(), 1), Payload(v)));
     (*l2)->Flush();
+    // "first" is used all along.
+    ASSERT_EQ((*l2)->Lookup("first", Version(1, 1), &out), L2Cache::Result::kHit) << put;
   }
-  ASSERT_EQ((*l2)->Stats().map_full(), 1u) << put;
-  EXPECT_FALSE((*l2)->Put("later", Version(1, 1), Payload("x")));
-  std::string out;
-  EXPECT_EQ((*l2)->Lookup("first", Version(1, 1), &out), L2Cache::Result::kHit);
+  const v1::TierStats s = (*l2)->Stats();
+  EXPECT_EQ(s.map_full(), 0u);
+  EXPECT_EQ(s.inserts(), 49u);
+  EXPECT_EQ(s.writer_drops(), 0u);
+  EXPECT_GT(s.evictions(), 16u);
+  EXPECT_LT(s.entries(), 16u);
   EXPECT_EQ(out, "1");
+  // The newest entries are there; the oldest big ones are gone.
+  std::string v47(64 << 10, '\0');
+  EXPECT_EQ((*l2)->Lookup("big47", Version(v47.size(), 1), &out), L2Cache::Result::kHit);
+  EXPECT_EQ((*l2)->Lookup("big0", Version(v47.size(), 1), &out), L2Cache::Result::kMiss);
+  // A value larger than the map is dropped, and writes go on after it.
+  EXPECT_TRUE((*l2)->Put("huge", Version(2 << 20, 1), Payload(std::string(2 << 20, 'x'))));
+  (*l2)->Flush();
+  EXPECT_EQ((*l2)->Stats().writer_drops(), 1u);
+  EXPECT_TRUE((*l2)->Put("later", Version(1, 1), Payload("x")));
+  (*l2)->Flush();
+  EXPECT_EQ((*l2)->Lookup("later", Version(1, 1), &out), L2Cache::Result::kHit);
 }
 
 }  // namespace

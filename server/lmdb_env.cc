@@ -214,6 +214,14 @@ void LmdbEnv::Usage(uint64_t* entries, uint64_t* bytes) const {
   *bytes = (static_cast<uint64_t>(info.me_last_pgno) + 1) * st.ms_psize;
 }
 
+void LmdbEnv::LiveUsage(uint64_t* entries, uint64_t* bytes) const {
+  MDB_stat st{};
+  mdb_env_stat(env_, &st);
+  *entries = st.ms_entries;
+  *bytes = (static_cast<uint64_t>(st.ms_branch_pages) + st.ms_leaf_pages +
+            st.ms_overflow_pages) * st.ms_psize;
+}
+
 size_t LmdbEnv::max_key_size() const {
   return static_cast<size_t>(mdb_env_get_maxkeysize(env_));
 }

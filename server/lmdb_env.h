@@ -69,8 +69,12 @@ class LmdbEnv {
   // dbi; its status aborts the transaction when not OK.
   absl::Status WriteTxn(const std::function<absl::Status(MDB_txn*, MDB_dbi)>& fn);
 
-  // Entries in the main database and bytes of the map in use.
+  // Entries in the main database and bytes of the map in use (its high
+  // water mark: pages freed since stay counted).
   void Usage(uint64_t* entries, uint64_t* bytes) const;
+  // Entries and bytes of the main database's live pages (branch, leaf and
+  // overflow; freed pages not counted).
+  void LiveUsage(uint64_t* entries, uint64_t* bytes) const;
 
   // Clears reader slots of dead processes; returns how many.
   int ReaderCheck();

@@ -178,14 +178,16 @@ TEST_F(StorageTest, WriterQueueSizeFromEnvironment) {
   EXPECT_EQ(Tier(d.daemon()->GetStats(), "l2").writer_queue_max(), 7u);
 }
 
-TEST_F(StorageTest, MapFullStopsWritesAndServingGoesOn) {
+// An L2 map far smaller than the dataset: serving goes on, bit-identical,
+// while L2 evicts to keep taking writes.
+TEST_F(StorageTest, AFullMapEvictsAndServingGoesOn) {
   uint64_t clean;
   {
     TestDaemon d(false, Options(false));
     clean = Read(d, Spec(), 1).at(0).checksum;
   }
   DaemonOptions o = Options(true);
-  o.l2.max_bytes = 64 << 10;  // Far less than the dataset.
+  o.l2.max_bytes = 192 << 10;  // Far less than the dataset's 24 pictures.
   TestDaemon d(false, o);
   auto epochs = Read(d, Spec(), 2);
   ASSERT_EQ(epochs.size(), 2u);
@@ -193,8 +195,7 @@ TEST_F(StorageTest, MapFullStopsWritesAndServingGoesOn) {
   EXPECT_EQ(epochs[0].errors + epochs[1].errors, 0u);
   d.daemon()->l2()->Flush();
   v1::DaemonStats s = d.daemon()->GetStats();
-  EXPECT_EQ(Tier(s, "l2").map_full(), 1u);
-  EXPECT_GT(Tier(s, "l2").writer_drops(), 0u);
+  EXPECT_GT(Tier(s, "l2").evictions(), 0u);
   EXPECT_LT(Tier(s, "l2").entries(), uint64_t{kSamples});
 }
 

@@ -99,6 +99,25 @@ std::string Authorizer::RegisterRoot(int fd, int channel_fd, uid_t uid) {
   if (mine >= kMaxPendingRootsPerUser) {  // This user's flood evicts only its own.
     Close(oldest->second);
     roots_.erase(oldest);
+  } else if (roots_.size() >= kMaxPendingRoots) {
+    // Many uids at once (a user namespace's range): the biggest holder
+    // gives back its oldest.
+    absl::flat_hash_map<uid_t, size_t> held;
+    uid_t most = uid;
+    for (const auto& [t, r] : roots_) {
+      if (++held[r.uid] > held[most]) most = r.uid;
+    }
+    auto victim = roots_.end();
+    for (auto it = roots_.begin(); it != roots_.end(); ++it) {
+      if (it->second.uid == most &&
+          (victim == roots_.end() || it->second.expires < victim->second.expires)) {
+        victim = it;
+      }
+    }
+    if (victim != roots_.end()) {
+      Close(victim->second);
+      roots_.erase(victim);
+    }
   }
   roots_[token] = Root{fd, channel_fd, uid, now + absl::Minutes(1)};
   return token;

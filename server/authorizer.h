@@ -70,6 +70,9 @@ class Authorizer {
   // another user's.
   std::string RegisterRoot(int fd, int channel_fd, uid_t uid);
   static constexpr size_t kMaxPendingRootsPerUser = 32;
+  // All users together; past it the oldest root of the uid holding the
+  // most is closed.
+  static constexpr size_t kMaxPendingRoots = 4096;
 
   // The daemon's own files, refused to confined callers; set once they
   // exist (after L2 is open), before calls are served.

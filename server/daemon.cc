@@ -440,12 +440,15 @@ bool Daemon::Close(uint64_t session_id, shm::CloseReason reason,
     ++closed_;
     if (reclaimed) ++reclaimed_;
   }
-  Finish(std::move(entry), reason);
+  Finish(std::move(entry), reason, /*discard=*/reclaimed);
   return true;
 }
 
-void Daemon::Finish(Entry entry, shm::CloseReason reason) {
-  entry.session->Stop(reason);
+void Daemon::Finish(Entry entry, shm::CloseReason reason, bool discard) {
+  entry.session->Stop(reason);  // The producer has stopped writing.
+  // A client that is gone reads nothing more, and whatever still holds its
+  // ring (a child it handed the descriptor to) must not pin our memory.
+  if (discard) entry.session->DiscardRing();
   if (entry.on_close) entry.on_close();
   entry.session.reset();  // Unmaps the ring; the client's mapping may stay.
 }

@@ -209,7 +209,8 @@ class Daemon {
   ScanLimits ScanLimitsNow() const;
   // Removes the entry (if present) and closes it; returns false if absent.
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
-  void Finish(Entry entry, shm::CloseReason reason);
+  // `discard`: the client is gone; the ring's pages go back at once.
+  void Finish(Entry entry, shm::CloseReason reason, bool discard = false);
   void ReapLoop();
   // One reaper tick: reports the counters to the LoadMonitor and carries
   // out its autotune decision.

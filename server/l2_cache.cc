@@ -170,6 +170,11 @@ L2Cache::Result L2Cache::Lookup(const std::string& key, const FileVersion& versi
 
 bool L2Cache::Put(const std::string& key, const FileVersion& version,
                   Buffer payload) {
+  // One value may not evict most of everyone's entries to fit.
+  if (payload != nullptr && payload->size() > options_.max_bytes / 8) {
+    drops_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   absl::MutexLock lock(&mu_);
   if (queue_.size() >= queue_max_) {
     const uint64_t dropped = drops_.fetch_add(1, std::memory_order_relaxed) + 1;

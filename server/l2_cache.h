@@ -65,7 +65,7 @@ class L2Cache {
                 const std::function<void(absl::string_view payload)>& take);
 
   // Queues a write; false (counted as a drop) when the queue is full or
-  // the map is full. The payload is held until written, and written into
+  // the value is larger than an eighth of the map. The payload is held until written, and written into
   // the map in place (one copy).
   bool Put(const std::string& key, const FileVersion& version, Buffer payload);
   bool Put(const std::string& key, const FileVersion& version, Bytes payload) {

@@ -103,9 +103,9 @@ TEST(L2CacheTest, AFullMapEvictsInsteadOfStopping) {
   std::string v47(64 << 10, '\0');
   EXPECT_EQ((*l2)->Lookup("big47", Version(v47.size(), 1), &out), L2Cache::Result::kHit);
   EXPECT_EQ((*l2)->Lookup("big0", Version(v47.size(), 1), &out), L2Cache::Result::kMiss);
-  // A value larger than the map is dropped, and writes go on after it.
-  EXPECT_TRUE((*l2)->Put("huge", Version(2 << 20, 1), Payload(std::string(2 << 20, 'x'))));
-  (*l2)->Flush();
+  // A value larger than an eighth of the map is refused (it would evict
+  // most entries to fit), and writes go on after it.
+  EXPECT_FALSE((*l2)->Put("huge", Version(200 << 10, 1), Payload(std::string(200 << 10, 'x'))));
   EXPECT_EQ((*l2)->Stats().writer_drops(), 1u);
   EXPECT_TRUE((*l2)->Put("later", Version(1, 1), Payload("x")));
   (*l2)->Flush();

@@ -127,7 +127,7 @@ absl::Status LmdbEnv::Get(absl::string_view key, std::string* out,
   return LmdbStatus(rc, absl::StrCat(path_, " key ", key));
 }
 
-absl::Status LmdbEnv::ForEachKey(const std::function<void(absl::string_view)>& fn) const {
+absl::Status LmdbEnv::ForEachKey(const std::function<bool(absl::string_view)>& fn) const {
   // Keys are at most max_key_size() bytes: a batch's arena is allocated
   // before each guarded walk, which copies into it and allocates nothing.
   constexpr size_t kBatchKeys = 4096;
@@ -156,7 +156,11 @@ absl::Status LmdbEnv::ForEachKey(const std::function<void(absl::string_view)>& f
   do {
     s = guarded_ ? GuardedMappedRead(path_, walk) : (walk(), absl::OkStatus());
     if (!s.ok() || (rc != 0 && rc != MDB_NOTFOUND)) break;
-    for (size_t i = 0; i < n; ++i) fn(absl::string_view(arena.data() + i * most, sizes[i]));
+    bool more = true;
+    for (size_t i = 0; i < n && more; ++i) {
+      more = fn(absl::string_view(arena.data() + i * most, sizes[i]));
+    }
+    if (!more) rc = MDB_NOTFOUND;  // Stopped by fn: done.
   } while (rc == 0);
   if (cur != nullptr) mdb_cursor_close(cur);
   if (txn != nullptr) mdb_txn_abort(txn);

@@ -62,8 +62,9 @@ class LmdbEnv {
   // Calls fn(key) for every key in order, in one read transaction. The keys
   // are copied out in batches under the SIGBUS guard (util/mapped_read.h)
   // when the data file is another user's, so a file cut short mid-walk is
-  // DATA_LOSS, not the daemon's end; fn runs outside the guard.
-  absl::Status ForEachKey(const std::function<void(absl::string_view)>& fn) const;
+  // DATA_LOSS, not the daemon's end; fn runs outside the guard and stops
+  // the walk by returning false.
+  absl::Status ForEachKey(const std::function<bool(absl::string_view)>& fn) const;
 
   // Puts and deletes in one write transaction. `fn` receives the txn and the
   // dbi; its status aborts the transaction when not OK.

@@ -46,12 +46,12 @@ std::shared_ptr<void> MemoryBudget::Charge(int64_t uid, uint64_t bytes) {
   return s->Room(uid, bytes, /*alone=*/false) ? State::Take(s, uid, bytes) : nullptr;
 }
 
-std::shared_ptr<void> MemoryBudget::Wait(int64_t uid, uint64_t bytes) {
+std::shared_ptr<void> MemoryBudget::Wait(int64_t uid, uint64_t bytes, absl::Duration timeout) {
   std::shared_ptr<State> s = state_;
   if (bytes > s->total) return nullptr;
   absl::MutexLock lock(&s->mu);
   auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->Room(uid, bytes, true); };
-  s->mu.Await(absl::Condition(&room));
+  if (!s->mu.AwaitWithTimeout(absl::Condition(&room), timeout)) return nullptr;
   return State::Take(s, uid, bytes);
 }
 

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/time/time.h"
+
 namespace stoker {
 
 class MemoryBudget {
@@ -27,8 +29,8 @@ class MemoryBudget {
   // tokens to be given back until both budgets have room. One request of a
   // uid that holds nothing may pass its per-user bound (so a large piece
   // of work is never refused, only run alone); null at once when `bytes`
-  // is over the total.
-  std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes);
+  // is over the total, and after `timeout` without room.
+  std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes, absl::Duration timeout);
   uint64_t used() const;
   uint64_t used_by(int64_t uid) const;
 

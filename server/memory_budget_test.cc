@@ -34,20 +34,22 @@ TEST(MemoryBudgetTest, PerUserAndTotalAndGivenBackWhenDropped) {
   EXPECT_EQ(budget.Charge(5, UINT64_MAX), nullptr);  // No wrap.
 }
 
-// Wait blocks until tokens come back, and refuses at once what could never
-// fit.
+constexpr absl::Duration kLong = absl::Minutes(5);
+
+// Wait blocks until tokens come back, refuses at once what could never
+// fit, and gives up after its timeout.
 TEST(MemoryBudgetTest, WaitTakesRoomAsItIsGivenBack) {
   MemoryBudget budget(/*total=*/100, /*per_user=*/60);
-  EXPECT_EQ(budget.Wait(-1, 101), nullptr);  // Over the total.
-  EXPECT_NE(budget.Wait(1, 70), nullptr);  // Over the user's bound, but alone.
-  std::shared_ptr<void> held = budget.Wait(1, 60);
+  EXPECT_EQ(budget.Wait(-1, 101, kLong), nullptr);  // Over the total.
+  EXPECT_NE(budget.Wait(1, 70, kLong), nullptr);  // Over the user's bound, but alone.
+  std::shared_ptr<void> held = budget.Wait(1, 60, kLong);
   ASSERT_NE(held, nullptr);
-  std::shared_ptr<void> other = budget.Wait(2, 40);
+  std::shared_ptr<void> other = budget.Wait(2, 40, kLong);
   ASSERT_NE(other, nullptr);
   std::atomic<bool> got{false};
   std::shared_ptr<void> waited;
   std::thread waiter([&] {
-    waited = budget.Wait(1, 30);  // uid 1 has no room until `held` goes.
+    waited = budget.Wait(1, 30, kLong);  // uid 1 has no room until `held` goes.
     got = true;
   });
   EXPECT_FALSE(got.load());  // It cannot have room yet, however long it ran.
@@ -59,6 +61,9 @@ TEST(MemoryBudgetTest, WaitTakesRoomAsItIsGivenBack) {
   ASSERT_NE(waited, nullptr);
   EXPECT_EQ(budget.used_by(1), 30u);
   EXPECT_EQ(budget.used(), 30u);
+  std::shared_ptr<void> all = budget.Wait(2, 70, kLong);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(budget.Wait(3, 1, absl::Milliseconds(1)), nullptr);  // No room: timed out.
 }
 
 TEST(MemoryBudgetTest, TokensMayOutliveTheBudget) {

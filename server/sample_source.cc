@@ -31,8 +31,14 @@ class FileSource : public SampleSource {
   absl::Status ReadIdentified(const SourceKey& id, const std::string& path,
                               std::string* out, FileVersion* version) const override {
     if (id.opened == nullptr) return Read(path, out, version);
-    if (version != nullptr) *version = id.version;
-    return fs_->ReadOpened(*id.opened, path, out, max_bytes_);
+    absl::Status s = fs_->ReadOpened(*id.opened, path, out, max_bytes_);
+    if (s.ok() && version != nullptr) {
+      // As the file is after the read: one rewritten in place meanwhile no
+      // longer matches the identity, so its bytes are served, not kept.
+      struct stat st;
+      *version = fstat(id.opened->fd(), &st) == 0 ? VersionOf(st) : FileVersion{};
+    }
+    return s;
   }
 
  private:

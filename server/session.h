@@ -123,6 +123,8 @@ class ServingSession {
   const Dataset& dataset() const { return *dataset_; }
   std::shared_ptr<const Dataset> shared_dataset() const { return dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }
+  // After Stop: the ring's pages go back to the kernel (its client is gone).
+  void DiscardRing() { ring_->Discard(); }
   // The decode threads this session can count on (at least 1, rounded),
   // published in the ring header for a client weighing the daemon's rate
   // against its own. The daemon sets its fair part of the node's pool.

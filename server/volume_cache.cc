@@ -40,7 +40,13 @@ absl::StatusOr<Buffer> VolumeCache::Get(const std::string& key, uint64_t bytes,
     if (Buffer kept = ram_.Peek(key)) return Checked(kept, bytes, key);  // Decoded meanwhile.
     if (Buffer found = Unspill(key, bytes)) return found;
     // Room in flight first (given back once the volume is kept or failed).
-    std::shared_ptr<void> room = inflight_.Wait(owner, bytes);  // Fits: never null.
+    // Bounded: a stalled decode of another user's holds no reader thread
+    // for long; past it this volume is read by region, as one too large.
+    std::shared_ptr<void> room = inflight_.Wait(owner, bytes, absl::Seconds(30));
+    if (room == nullptr) {
+      oversized_.fetch_add(1, std::memory_order_relaxed);
+      return Buffer();
+    }
     // Written whole: on huge pages where allowed, a fault per 2 MiB.
     STOKER_ASSIGN_OR_RETURN(WritablePages volume, Pages(bytes, /*huge=*/true));
     STOKER_RETURN_IF_ERROR(decode(parallel_, volume.data));

@@ -38,9 +38,10 @@
 //
 // Decodes in flight (Get's, before their volume is kept) hold at most the
 // cache's capacity in all and half of it for one owner (a uid; one larger
-// decode runs alone): a decode waits for room, so concurrent decodes of
-// many large volumes cannot take more memory than the cache itself, and
-// one user's cannot take it all.
+// decode runs alone): a decode waits for room (30 s at most, then it is
+// read by region as a volume too large), so concurrent decodes of many
+// large volumes cannot take more memory than the cache itself, and one
+// user's cannot take it all.
 //
 // Thread-safe.
 #ifndef STOKER_SERVER_VOLUME_CACHE_H_

@@ -142,6 +142,9 @@ class RingProducer {
   const std::string& name() const { return segment_.name(); }
   // A new descriptor of the segment for the consumer (Segment::Share).
   absl::StatusOr<int> Share() const { return segment_.Share(); }
+  // Its consumer is gone: the pages go back to the kernel now, whoever
+  // still holds a descriptor (Segment::Discard).
+  void Discard() { segment_.Discard(); }
 
  private:
   RingProducer(Segment segment, const RingLayout& layout);

@@ -216,6 +216,27 @@ TEST(SegmentTest, SizeIsSealedAgainstEveryHolder) {
   EXPECT_EQ(Segment::Create("a/b", 8192).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A segment whose consumer is gone gives its pages back however many still
+// hold it: they read zeros, and the file holds no blocks.
+TEST(SegmentTest, DiscardGivesThePagesBack) {
+  auto seg = Segment::Create(absl::StrCat("stoker-test.", getpid(), ".discard"), 1 << 20);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  std::memset(seg->base(), 'x', 1 << 20);
+  auto fd = seg->Share();
+  ASSERT_TRUE(fd.ok());
+  auto other = Segment::Map(*fd, "holder");  // A holder that stays.
+  ASSERT_TRUE(other.ok());
+  struct stat st;
+  ASSERT_EQ(fstat(*fd, &st), 0);
+  EXPECT_GE(st.st_blocks * 512, 1 << 20);
+  seg->Discard();
+  ASSERT_EQ(fstat(*fd, &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  EXPECT_EQ(static_cast<char*>(other->base())[4096], 0);
+  close(*fd);
+}
+
 // What a client maps must be sealed: a plain file or an unsealed memory
 // file could shrink under it.
 TEST(SegmentTest, MapRefusesAnUnsealedFile) {

@@ -117,6 +117,12 @@ absl::StatusOr<int> Segment::Share() const {
   return fd;
 }
 
+void Segment::Discard() {
+  if (fd_ >= 0) {
+    fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size()));
+  }
+}
+
 std::vector<std::string> Segment::List(const std::string& prefix, pid_t pid) {
   const std::string proc =
       pid == 0 ? std::string("/proc/self") : absl::StrCat("/proc/", pid);

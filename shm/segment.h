@@ -49,6 +49,11 @@ class Segment {
   // (close-on-exec), for handing it to another process. FAILED_PRECONDITION
   // for a segment that was only mapped.
   absl::StatusOr<int> Share() const;
+  // Gives a created segment's pages back to the kernel now (a hole the
+  // size of the segment; the size stays): whoever still maps it reads
+  // zeros, and any page it touches again is charged to it, not to this
+  // process. For a segment whose consumer is gone.
+  void Discard();
 
   // Labels starting with `prefix` of the segments process `pid` (0: this
   // one) still holds, by a descriptor or a mapping, from /proc: what a

@@ -90,19 +90,19 @@ absl::StatusOr<Dataset> LoadLmdbDataset(const std::string& path,
     std::vector<std::string> keys;
     absl::Status over;  // The first key past the caps; none kept after it.
     absl::Status s = (*env)->ForEachKey([&](absl::string_view k) {
-      if (!over.ok()) return;
-      if (k.find('/') == absl::string_view::npos) {
-        ++ds.skipped_files;
-        return;
-      }
-      if (keys.size() >= limits.max_files) {
+      if (keys.size() + ds.skipped_files >= limits.max_files) {
         over = absl::ResourceExhaustedError(absl::StrCat(
             "LMDB dataset ", path, " has more than ", limits.max_files,
-            " samples (--max-dataset-files)"));
-        return;
+            " keys (--max-dataset-files)"));
+        return false;
+      }
+      if (k.find('/') == absl::string_view::npos) {
+        ++ds.skipped_files;
+        return true;
       }
       over = charge.Add(Sample{std::string(k), 0, {}});
       if (over.ok()) keys.emplace_back(k);
+      return over.ok();
     });
     if (!s.ok()) return s;
     if (!over.ok()) return over;

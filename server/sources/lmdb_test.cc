@@ -58,11 +58,11 @@ TEST(LmdbDatasetTest, KeysOfATruncatedFileAreAnError) {
   auto env = LmdbEnv::Open(data, r);
   ASSERT_TRUE(env.ok()) << env.status();
   size_t keys = 0;
-  ASSERT_TRUE((*env)->ForEachKey([&](absl::string_view) { ++keys; }).ok());
+  ASSERT_TRUE((*env)->ForEachKey([&](absl::string_view) { return ++keys > 0; }).ok());
   EXPECT_EQ(keys, 20000u);
   ASSERT_EQ(truncate(data.c_str(), 16384), 0);
   keys = 0;
-  absl::Status s = (*env)->ForEachKey([&](absl::string_view) { ++keys; });
+  absl::Status s = (*env)->ForEachKey([&](absl::string_view) { return ++keys > 0; });
   EXPECT_FALSE(s.ok());
   EXPECT_LT(keys, 20000u);
   std::string value;

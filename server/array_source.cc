@@ -518,8 +518,9 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> ConcatArrays(
 }
 
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
-                                     std::string description) {
+                                     std::string description, const ScanLimits& limits) {
   Dataset ds;
+  ListCharge charge(limits);
   ds.description = std::move(description);
   int64_t max_label = -1;
   ds.samples.reserve(source->size());
@@ -530,8 +531,11 @@ absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
           source->Name(i), ": label ", label, " is outside 0..2^31-1"));
     }
     max_label = std::max(max_label, label);
-    ds.samples.push_back(Sample{source->Name(i), static_cast<int32_t>(label), {}});
+    Sample sample{source->Name(i), static_cast<int32_t>(label), {}};
+    STOKER_RETURN_IF_ERROR(charge.Add(sample));
+    ds.samples.push_back(std::move(sample));
   }
+  STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   ds.num_classes = static_cast<uint32_t>(max_label + 1);
   ds.files_per_sample = source->files();
   ds.source = std::move(source);

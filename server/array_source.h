@@ -202,9 +202,11 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> RepeatArrays(
     const std::string& path);
 
 // A Dataset over an array source (its `source`): one Sample per array
-// sample (its Name and label). FAILED_PRECONDITION for a label outside 0..2^31-1.
+// sample (its Name and label), the list charged to limits.charge_list
+// (ListCharge). FAILED_PRECONDITION for a label outside 0..2^31-1.
 absl::StatusOr<Dataset> ArrayDataset(std::shared_ptr<const ArraySource> source,
-                                     std::string description);
+                                     std::string description,
+                                     const ScanLimits& limits = {});
 
 }  // namespace stoker
 

@@ -48,6 +48,25 @@ TEST(MapFileTest, MappingsAreChargedToTheCallersShare) {
   std::filesystem::remove_all(dir);
 }
 
+// An array source's sample names are charged to the caller's list budget:
+// past it the dataset is refused while being built.
+TEST(ArrayDatasetTest, NamesAreChargedToTheListBudget) {
+  auto rows = std::make_shared<MemoryArrays>(300000, 1, std::vector<size_t>{1});
+  MemoryBudget budget(UINT64_MAX, 16 << 20);
+  ScanLimits limits;
+  limits.charge_list = [&](uint64_t bytes) { return budget.Charge(9, bytes); };
+  auto refused = ArrayDataset(rows, "rows", limits);  // About 20 MB of names.
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(budget.used_by(9), 0u);
+  {
+    auto few = ArrayDataset(std::make_shared<MemoryArrays>(1000, 1, std::vector<size_t>{1}),
+                            "rows", limits);
+    ASSERT_TRUE(few.ok()) << few.status();
+    EXPECT_GT(budget.used_by(9), 1000 * sizeof(Sample));
+  }
+  EXPECT_EQ(budget.used_by(9), 0u);
+}
+
 TEST(ElemTypeTest, EveryRingDTypeHasItsElementType) {
   for (const shm::DTypeInfo& d : shm::kDTypes) {
     EXPECT_STREQ(ElemName(FromRingDType(d.code)), d.name);

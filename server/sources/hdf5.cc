@@ -353,7 +353,8 @@ class Hdf5Kind : public SourceKind {
                             OpenHdf5Source(h.path(), h.dataset(), h.labels(), ctx.charge,
                                            ctx.beneath, ctx.limits.max_files, h.rows(),
                                            ctx.volumes, ctx.uid));
-    return ArrayDataset(std::move(arrays), absl::StrCat("hdf5:", h.path(), ":", h.dataset()));
+    return ArrayDataset(std::move(arrays), absl::StrCat("hdf5:", h.path(), ":", h.dataset()),
+                        ctx.limits);
   }
 };
 

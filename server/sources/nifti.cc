@@ -189,6 +189,9 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::st
                                                                    const SourceContext& ctx) {
   const Beneath* beneath = ctx.beneath.get();
   std::vector<std::pair<std::vector<std::string>, int32_t>> lines;
+  // The manifest's paths as they are built (the names the dataset keeps
+  // are charged again by ArrayDataset).
+  ListCharge charge(ctx.limits);
   absl::StatusOr<std::vector<std::string>> entries =
       ListFolder(path, beneath, ctx.limits.max_files);
   bool manifest = false;
@@ -216,6 +219,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNiftiSource(const std::st
           path, ctx.limits, kMostVolumesPerSample,
           [&](std::vector<std::string> rel, int32_t label) {
             for (std::string& r : rel) r = (base / r).string();
+            Sample paths{rel[0], label, {rel.begin() + 1, rel.end()}};
+            STOKER_RETURN_IF_ERROR(charge.Add(paths));
             lines.push_back({std::move(rel), label});
             return absl::OkStatus();
           },
@@ -264,7 +269,8 @@ class NiftiKind : public SourceKind {
                                const SourceContext& ctx) const override {
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ArraySource> arrays,
                             OpenNiftiSource(spec.nifti().path(), spec.nifti().root(), ctx));
-    return ArrayDataset(std::move(arrays), absl::StrCat("nifti:", spec.nifti().path()));
+    return ArrayDataset(std::move(arrays), absl::StrCat("nifti:", spec.nifti().path()),
+                        ctx.limits);
   }
 };
 

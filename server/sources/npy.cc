@@ -287,7 +287,7 @@ class NpyKind : public SourceKind {
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ArraySource> arrays,
                             OpenNpySource(spec.npy().path(), spec.npy().labels(), ctx.beneath,
                                           ctx.charge, ctx.limits.max_files));
-    return ArrayDataset(std::move(arrays), absl::StrCat("npy:", spec.npy().path()));
+    return ArrayDataset(std::move(arrays), absl::StrCat("npy:", spec.npy().path()), ctx.limits);
   }
 };
 

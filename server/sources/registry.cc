@@ -47,7 +47,7 @@ absl::StatusOr<Dataset> OpenDataset(const v1::DatasetSpec& spec, const SourceCon
       RepeatArrays(std::shared_ptr<const ArraySource>(ds.source, arrays), per_volume,
                    ctx.limits.max_files, DatasetPath(spec)));
   return ArrayDataset(std::move(repeated),
-                      absl::StrCat(ds.description, " x", per_volume, " per volume"));
+                      absl::StrCat(ds.description, " x", per_volume, " per volume"), ctx.limits);
 }
 
 }  // namespace stoker

@@ -116,7 +116,7 @@ absl::Status LmdbEnv::Get(absl::string_view key, std::string* out,
     }
     out->assign(static_cast<const char*>(v.mv_data), v.mv_size);
   };
-  absl::Status s = guarded_ ? GuardedMappedRead(path_, read) : (read(), absl::OkStatus());
+  absl::Status s = Reading(read);
   if (txn != nullptr) mdb_txn_abort(txn);
   STOKER_RETURN_IF_ERROR(s);
   if (too_big > 0) {
@@ -154,7 +154,7 @@ absl::Status LmdbEnv::ForEachKey(const std::function<bool(absl::string_view)>& f
   };
   absl::Status s;
   do {
-    s = guarded_ ? GuardedMappedRead(path_, walk) : (walk(), absl::OkStatus());
+    s = Reading(walk);
     if (!s.ok() || (rc != 0 && rc != MDB_NOTFOUND)) break;
     bool more = true;
     for (size_t i = 0; i < n && more; ++i) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "util/mapped_read.h"
 
 namespace stoker {
 
@@ -92,6 +93,14 @@ class LmdbEnv {
   // Opened from a caller's data file (data_fd): Get reads under
   // GuardedMappedRead, as the file's owner may truncate it.
   const bool guarded_;
+  // Runs `fn` under the SIGBUS guard when the data file is another user's
+  // (guarded_), else as is.
+  template <typename Fn>
+  absl::Status Reading(Fn& fn) const {
+    if (guarded_) return GuardedMappedRead(path_, fn);
+    fn();
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace stoker

@@ -109,12 +109,13 @@ void OpenServer::Serve() {
       }
       PutU32(&answer, static_cast<uint32_t>(err));
     }
-    // A send that fails means the daemon is gone; its next Open says so.
-    SendWithFds(sock_, answer, fds).IgnoreError();
     {
+      // Counted before the answer leaves, so whoever got it sees the count.
       absl::MutexLock lock(&mu_);
       opened_ += fds.size();
     }
+    // A send that fails means the daemon is gone; its next Open says so.
+    SendWithFds(sock_, answer, fds).IgnoreError();
     CloseFds(&fds);
   }
 }

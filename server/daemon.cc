@@ -141,7 +141,7 @@ absl::Status Daemon::Start() {
     L2Cache* l2_cache = l2_.get();
     volumes_.set_spill(VolumeCache::Spill{
         [l2_cache](const std::string& key, const Buffer& bytes) {
-          l2_cache->Put(CacheKey({"volume", key}), FileVersion{}, bytes);
+          l2_cache->Put(CacheKey({"volume", key}), FileVersion{}, bytes, L2Cache::kNobody);
         },
         [l2_cache](const std::string& key, uint64_t bytes, uint8_t* out) {
           bool copied = false;
@@ -162,7 +162,8 @@ absl::Status Daemon::Start() {
   warmer_ = std::make_unique<CacheWarmer>(
       [pool = reader_pool_.get()](std::function<void()> task) { pool->Schedule(std::move(task)); },
       [fetcher = fetcher_.get()](const Dataset& ds, const std::string& file, bool* from_source) {
-        return fetcher->Fetch(ds, file, from_source).status();
+        // Warm-ups are admins': their entries are the daemon's own.
+        return fetcher->Fetch(ds, file, L2Cache::kNobody, from_source).status();
       });
   const int threads = options_.decode_threads > 0 ? options_.decode_threads
                                                  : topology.total_cpus();

@@ -146,6 +146,33 @@ TEST_F(DaemonTest, OpenReadCloseAndStats) {
   EXPECT_EQ(daemon_->Attach(999, [] {}).code(), absl::StatusCode::kNotFound);
 }
 
+// What a session reads is written to L2 charged to the session's user.
+TEST_F(DaemonTest, L2ChargesWhatASessionReadsToItsUser) {
+  daemon_.reset();
+  DaemonOptions o;
+  o.decode_threads = 2;
+  o.shm_prefix = prefix_;
+  o.l2.path = testdata::MakeTempDir("daemon-l2");
+  o.l2.max_bytes = 64 << 20;
+  daemon_ = std::make_unique<Daemon>(o);
+  ASSERT_TRUE(daemon_->Start().ok());
+  const Caller alice = Caller::User(5001, /*admin=*/false);
+  auto resp = daemon_->OpenSession(Request(), alice);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  auto ring = TakeRing(*daemon_, *resp, 5001);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  for (uint64_t seq = 0; seq < 4; ++seq) {  // The whole epoch: every file read.
+    auto slot = (*ring)->Acquire(seq, absl::Seconds(30), nullptr);
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    (*ring)->Release(*slot);
+  }
+  ASSERT_TRUE(daemon_->CloseSession(resp->session_id(), alice).ok());
+  daemon_->l2()->Flush();
+  EXPECT_EQ(daemon_->l2()->Stats().entries(), 10u);
+  EXPECT_GT(daemon_->l2()->OwnedBytes(5001), 0u);
+  EXPECT_EQ(daemon_->l2()->OwnedBytes(L2Cache::kNobody), 0u);
+}
+
 TEST_F(DaemonTest, ClientGoneReclaimsRing) {
   auto resp = daemon_->OpenSession(Request());
   ASSERT_TRUE(resp.ok());

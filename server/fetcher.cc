@@ -11,7 +11,7 @@ SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2,
     : l1_(l1), l2_(l2), reader_threads_(reader_threads) {}
 
 absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
-                                           const std::string& path,
+                                           const std::string& path, int64_t owner,
                                            bool* from_source,
                                            const SourceKey* known) {
   if (from_source != nullptr) *from_source = false;
@@ -45,7 +45,7 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
   bool read_source = false;
   // Whatever happens, the joined readers are woken and the entry cleared.
   flight->result = Guarded(absl::StrCat("reading ", path),
-                           [&] { return Load(ds, path, *known, &read_source); });
+                           [&] { return Load(ds, path, *known, owner, &read_source); });
   if (from_source != nullptr) *from_source = read_source;
   {
     absl::MutexLock lock(&mu_);
@@ -68,7 +68,7 @@ absl::StatusOr<SourceKey> SampleFetcher::Identify(const Dataset& ds,
 
 absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
                                           const std::string& path,
-                                          const SourceKey& id,
+                                          const SourceKey& id, int64_t owner,
                                           bool* read_source) {
   // Files can change between runs, so an L2 entry is checked against the
   // file's current size and mtime. Unversioned sources (LMDB) are local
@@ -92,7 +92,7 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
                     version.SameFileAs(id.version);
   if (!same) return read;
   l1_->Insert(id.key(), *read);
-  if (use_l2) l2_->Put(id.file, id.version, *read);
+  if (use_l2) l2_->Put(id.file, id.version, *read, owner);
   return read;
 }
 

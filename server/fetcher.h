@@ -38,10 +38,13 @@ class SampleFetcher {
   // caller's confinement (SampleSource::Identify), so a cached copy is only
   // served to a caller that may open the file, and only for that version of
   // it; `known` (may be null) is that identity when the caller has it.
+  // What the source gives is queued for L2 charged to `owner` (the
+  // session's uid; L2Cache::kNobody for the daemon's own reads); of
+  // concurrent fetches sharing one read, the one that reads is charged.
   // Errors are the source's (NOT_FOUND, ...); an empty source file is
   // DATA_LOSS "file is empty". Nothing failed is cached. `*from_source`
   // (optional) tells whether the source was read.
-  absl::StatusOr<Bytes> Fetch(const Dataset& ds, const std::string& path,
+  absl::StatusOr<Bytes> Fetch(const Dataset& ds, const std::string& path, int64_t owner,
                               bool* from_source = nullptr,
                               const SourceKey* known = nullptr);
 
@@ -57,7 +60,7 @@ class SampleFetcher {
     absl::StatusOr<Bytes> result;
   };
   absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
-                             const SourceKey& id, bool* read_source);
+                             const SourceKey& id, int64_t owner, bool* read_source);
   // The file `id` names, from the descriptor it was identified from.
   absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
                                    const SourceKey& id, FileVersion* version);

@@ -11,6 +11,8 @@
 namespace stoker {
 namespace {
 
+constexpr int64_t kUid = 1000;  // The fetching session's.
+
 // File "a" ("alpha") of an in-memory source, and a fetcher with 1 MiB of L1.
 struct OneFile {
   explicit OneFile(int threads) : f(&l1, nullptr, threads) { src->Put("a", "alpha"); }
@@ -23,11 +25,11 @@ struct OneFile {
 TEST(FetcherTest, ReadsOnceThenServesFromRam) {
   OneFile t(2);
   bool from_source = false;
-  absl::StatusOr<Bytes> got = t.f.Fetch(*t.ds, "a", &from_source);
+  absl::StatusOr<Bytes> got = t.f.Fetch(*t.ds, "a", kUid, &from_source);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(**got, "alpha");
   EXPECT_TRUE(from_source);
-  got = t.f.Fetch(*t.ds, "a", &from_source);
+  got = t.f.Fetch(*t.ds, "a", kUid, &from_source);
   ASSERT_TRUE(got.ok());
   EXPECT_FALSE(from_source);
   EXPECT_EQ(t.src->reads(), 1);
@@ -40,7 +42,7 @@ TEST(FetcherTest, ReadsOnceThenServesFromRam) {
 
   // A new version is another entry.
   t.src->Put("a", "alpha, edited", 2);
-  got = t.f.Fetch(*t.ds, "a");
+  got = t.f.Fetch(*t.ds, "a", kUid);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(**got, "alpha, edited");
   EXPECT_EQ(t.src->reads(), 2);
@@ -55,13 +57,13 @@ TEST(FetcherTest, FailuresEmptyFilesAndFilesReplacedMidReadAreNotKept) {
   ShardedLruCache l1("l1", 1 << 20);
   SampleFetcher f(&l1, nullptr, 1);
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<Bytes> empty = f.Fetch(*ds, "empty");
+    absl::StatusOr<Bytes> empty = f.Fetch(*ds, "empty", kUid);
     EXPECT_EQ(empty.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_EQ(empty.status().message(), "file is empty");
-    absl::StatusOr<Bytes> missing = f.Fetch(*ds, "missing");
+    absl::StatusOr<Bytes> missing = f.Fetch(*ds, "missing", kUid);
     EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
     // Served, as read, but not kept under the version the stat saw.
-    absl::StatusOr<Bytes> moving = f.Fetch(*ds, "moving");
+    absl::StatusOr<Bytes> moving = f.Fetch(*ds, "moving", kUid);
     ASSERT_TRUE(moving.ok());
     EXPECT_EQ(**moving, "before");
   }
@@ -86,29 +88,34 @@ TEST(FetcherTest, L2ServesAfterARestartForVersionedSourcesOnly) {
     ASSERT_TRUE(l2.ok()) << l2.status();
     ShardedLruCache l1("l1", 1 << 20);
     SampleFetcher f(&l1, l2->get(), 1);
-    ASSERT_TRUE(f.Fetch(*file_ds, "a").ok());
-    ASSERT_TRUE(f.Fetch(*lmdb_ds, "k").ok());
+    ASSERT_TRUE(f.Fetch(*file_ds, "a", kUid).ok());
+    ASSERT_TRUE(f.Fetch(*lmdb_ds, "k", kUid).ok());
     (*l2)->Flush();
     EXPECT_EQ((*l2)->Stats().inserts(), 1u);  // LMDB sources are local already.
+    // Charged to the session that read it.
+    absl::StatusOr<SourceKey> a = files->Identify("a");
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ((*l2)->OwnedBytes(kUid), L2Cache::ValueBytes(a->file.size(), 5));
+    EXPECT_EQ((*l2)->OwnedBytes(L2Cache::kNobody), 0u);
   }
   absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
   ASSERT_TRUE(l2.ok());
   ShardedLruCache l1("l1", 1 << 20);  // The restarted daemon's empty RAM.
   SampleFetcher f(&l1, l2->get(), 1);
   bool from_source = true;
-  absl::StatusOr<Bytes> got = f.Fetch(*file_ds, "a", &from_source);
+  absl::StatusOr<Bytes> got = f.Fetch(*file_ds, "a", kUid, &from_source);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(**got, "alpha");
   EXPECT_FALSE(from_source);
   EXPECT_EQ(files->reads(), 1);
-  ASSERT_TRUE(f.Fetch(*lmdb_ds, "k", &from_source).ok());
+  ASSERT_TRUE(f.Fetch(*lmdb_ds, "k", kUid, &from_source).ok());
   EXPECT_TRUE(from_source);
   // The file changed while the daemon was down: L2's entry is stale.
   files->Put("b", "beta");
   files->Put("a", "alpha 2", 2);
   ShardedLruCache fresh("l1", 1 << 20);
   SampleFetcher g(&fresh, l2->get(), 1);
-  got = g.Fetch(*file_ds, "a", &from_source);
+  got = g.Fetch(*file_ds, "a", kUid, &from_source);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(**got, "alpha 2");
   EXPECT_TRUE(from_source);
@@ -121,9 +128,11 @@ TEST(FetcherTest, ConcurrentFetchesOfOneFileShareOneRead) {
   constexpr int kJoiners = 3;
   std::vector<absl::StatusOr<Bytes>> got(kJoiners + 1);
   std::vector<std::thread> threads;
-  threads.emplace_back([&] { got[0] = t.f.Fetch(*t.ds, "a"); });
+  threads.emplace_back([&] { got[0] = t.f.Fetch(*t.ds, "a", kUid); });
   t.src->Holding().WaitForNotification();  // The first read has begun.
-  for (int i = 1; i <= kJoiners; ++i) threads.emplace_back([&, i] { got[i] = t.f.Fetch(*t.ds, "a"); });
+  for (int i = 1; i <= kJoiners; ++i) {
+    threads.emplace_back([&, i] { got[i] = t.f.Fetch(*t.ds, "a", kUid); });
+  }
   while (t.f.Stats().joined_reads() < kJoiners) std::this_thread::yield();
   t.src->Release();
   for (std::thread& t : threads) t.join();

@@ -12,11 +12,28 @@
 // first, without a write per hit). Only a value larger than what eviction
 // can free is dropped (counted).
 //
-// Each value carries the source file's size and mtime, its full key and a
-// checksum: an entry for another version of the file is "stale" (a miss),
-// one that fails its checksum is "corrupt" (counted, logged as "L2 cache
-// decode failed", deleted, a miss). mdb_reader_check runs at open and
-// periodically. Thread-safe; the destructor writes what is queued first.
+// Bytes are charged per owner: each value records the uid that wrote it
+// (kNobody for the daemon's own writes), and the writer keeps each owner's
+// bytes (the stored values' sizes) in memory, counted again from the
+// values' headers when the environment is opened and kept up to date by
+// every write, overwrite (the new owner takes the entry), delete and
+// eviction. An owner's share is what the eviction keeps (the bytes held,
+// with the incoming batch's, less those to free) divided among the owners
+// holding any (kNobody is one of them). Eviction first takes only from
+// owners over their share, in the sweep's order (sparing once, for at most
+// two passes), until each is down to its share or enough is free; only
+// when that frees too little does the sweep take from everyone. So a user
+// writing past their share evicts their own entries, never those of a user
+// within theirs.
+//
+// Each value carries its owner, the source file's size and mtime, its full
+// key and a checksum: an entry for another version of the file is "stale"
+// (a miss), one that fails its checksum is "corrupt" (counted, logged as
+// "L2 cache decode failed", deleted, a miss). Values are written in the
+// "SKL4" format; those of the earlier "SKL3" format (no owner) found in the
+// environment are read as they are and charged to kNobody until they are
+// overwritten or evicted. mdb_reader_check runs at open and periodically.
+// Thread-safe; the destructor writes what is queued first.
 #ifndef STOKER_SERVER_L2_CACHE_H_
 #define STOKER_SERVER_L2_CACHE_H_
 
@@ -29,6 +46,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -52,6 +70,12 @@ struct L2Options {
 
 class L2Cache {
  public:
+  // The owner of the daemon's own writes (spilled volumes, warm-ups) and of
+  // values written before owners were recorded.
+  static constexpr int64_t kNobody = -1;
+
+  // Opens the environment and counts each owner's bytes from its values'
+  // headers (one read pass).
   static absl::StatusOr<std::unique_ptr<L2Cache>> Open(const L2Options& options);
   ~L2Cache();
 
@@ -64,13 +88,22 @@ class L2Cache {
   Result Lookup(const std::string& key, const FileVersion& version,
                 const std::function<void(absl::string_view payload)>& take);
 
-  // Queues a write; false (counted as a drop) when the queue is full or
-  // the value is larger than an eighth of the map. The payload is held until written, and written into
-  // the map in place (one copy).
-  bool Put(const std::string& key, const FileVersion& version, Buffer payload);
-  bool Put(const std::string& key, const FileVersion& version, Bytes payload) {
-    return Put(key, version, BufferOf(std::move(payload)));
+  // Queues a write charged to `owner` (a uid; kNobody, or any negative,
+  // for the daemon's own); false (counted as a drop) when the queue is full
+  // or the value is larger than an eighth of the map. The payload is held
+  // until written, and written into the map in place (one copy).
+  bool Put(const std::string& key, const FileVersion& version, Buffer payload,
+           int64_t owner);
+  bool Put(const std::string& key, const FileVersion& version, Bytes payload,
+           int64_t owner) {
+    return Put(key, version, BufferOf(std::move(payload)), owner);
   }
+
+  // The bytes a value of `key_bytes` and `payload_bytes` takes (what its
+  // owner is charged).
+  static uint64_t ValueBytes(uint64_t key_bytes, uint64_t payload_bytes);
+  // Bytes of the values `owner` holds, as of the last committed write.
+  uint64_t OwnedBytes(int64_t owner) const;
 
   // Waits until everything queued so far is committed (or dropped).
   void Flush();
@@ -85,9 +118,12 @@ class L2Cache {
     std::string key;
     FileVersion version;
     Buffer payload;
+    int64_t owner;
   };
+  // Bytes by owner; owners holding none are absent.
+  using Owned = absl::flat_hash_map<int64_t, uint64_t>;
   L2Cache(std::unique_ptr<LmdbEnv> env, const L2Options& options,
-          uint64_t queue_max);
+          uint64_t queue_max, Owned owned);
   std::string DbKey(const std::string& key) const;
   void WriterLoop();
   // `retried`: the batch found the map full once and eviction made room.
@@ -102,13 +138,20 @@ class L2Cache {
   std::atomic<uint64_t> inserts_{0}, drops_{0}, write_errors_{0}, evictions_{0};
   std::atomic<bool> map_full_{false};  // Full with nothing left to evict.
 
-  // Deletes entries from sweep_from_ on (wrapping once), sparing once the
-  // recently hit, until `bytes` of values are gone; the bytes freed.
-  // Writer thread only.
-  uint64_t Evict(uint64_t bytes);
+  // Deletes entries from sweep_from_ on, sparing once the recently hit,
+  // until `bytes` of values are gone: first those of owners over their
+  // share (counting `incoming`, the bytes a batch about to be written
+  // brings each owner), then anyone's. The bytes freed. Writer thread only.
+  uint64_t Evict(uint64_t bytes, const Owned& incoming);
   // Bytes of the map's live pages.
   uint64_t LiveBytes() const;
   std::string sweep_from_;  // Writer thread only.
+  // Bytes by owner; set by the writer thread only, once its transaction
+  // has committed.
+  mutable absl::Mutex owned_mu_;
+  Owned owned_ ABSL_GUARDED_BY(owned_mu_);
+  Owned OwnedNow() const;  // A copy of owned_.
+  void SetOwned(Owned owned);
   // Hashes of the DB keys hit since the sweep last passed them.
   mutable absl::Mutex recent_mu_;
   absl::flat_hash_set<uint64_t> recent_ ABSL_GUARDED_BY(recent_mu_);

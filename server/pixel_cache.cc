@@ -108,7 +108,7 @@ Bytes PixelCache::Lookup(const SampleSource& source, const SourceKey& file,
 absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& encoded,
                                        const ImageRequest& request, int max_side,
                                        Filter filter, bool versioned,
-                                       const FileVersion& version) {
+                                       const FileVersion& version, int64_t owner) {
   const std::string ram_key = RamKey(key, version);
   return fills_.Do(ram_key, [&]() -> absl::StatusOr<Bytes> {
     if (Bytes filled = ram_->Peek(ram_key)) return filled;  // Filled meanwhile.
@@ -119,7 +119,7 @@ absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& enco
     if (entry.ok()) {
       decodes_.fetch_add(1, std::memory_order_relaxed);
       ram_->Insert(ram_key, *entry);
-      if (versioned) l2_->Put(key, version, *entry);
+      if (versioned) l2_->Put(key, version, *entry, owner);
     }
     return entry;
   });

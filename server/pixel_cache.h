@@ -62,12 +62,12 @@ class PixelCache {
   Bytes Lookup(const SampleSource& source, const SourceKey& file,
                const std::string& key, bool* versioned);
   // DecodeBounded, then kept in RAM (under `key` at `version`) and queued
-  // for L2 (when `versioned`).
+  // for L2 (when `versioned`) charged to `owner` (the session's uid).
   // A picture filled meanwhile is taken as is, and concurrent fills of one
   // key decode once (the others wait for it).
   absl::StatusOr<Bytes> Fill(const std::string& key, const Bytes& encoded,
                              const ImageRequest& request, int max_side, Filter filter,
-                             bool versioned, const FileVersion& version);
+                             bool versioned, const FileVersion& version, int64_t owner);
 
   uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
 

@@ -52,7 +52,8 @@ TEST(PixelCacheTest, AFillDecodesOnceAndIsFoundAgain) {
   std::vector<std::thread> threads;
   for (auto& f : filled) {
     threads.emplace_back([&] {
-      f = cache.Fill(key, jpeg.bytes, request, 256, Filter::kBilinear, false, file->version);
+      f = cache.Fill(key, jpeg.bytes, request, 256, Filter::kBilinear, false, file->version,
+                     L2Cache::kNobody);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -103,14 +104,17 @@ TEST(PixelCacheTest, L2KeepsPicturesOfVersionedSourcesAcrossARestart) {
     bool versioned = false;
     EXPECT_EQ(cache.Lookup(*files, *file, file_key, &versioned), nullptr);
     EXPECT_TRUE(versioned);
-    ASSERT_TRUE(cache.Fill(file_key, jpeg.bytes, request, 128, Filter::kBilinear, versioned,
-                           file->version).ok());
+    constexpr int64_t kUid = 1000;  // The filling session's.
+    absl::StatusOr<Bytes> filled = cache.Fill(file_key, jpeg.bytes, request, 128,
+                                              Filter::kBilinear, versioned, file->version, kUid);
+    ASSERT_TRUE(filled.ok());
     EXPECT_EQ(cache.Lookup(*lmdb, *entry, lmdb_key, &versioned), nullptr);
     EXPECT_FALSE(versioned);
     ASSERT_TRUE(cache.Fill(lmdb_key, jpeg.bytes, request, 128, Filter::kBilinear, versioned,
-                           entry->version).ok());
+                           entry->version, kUid).ok());
     (*l2)->Flush();
     EXPECT_EQ((*l2)->Stats().inserts(), 1u);
+    EXPECT_EQ((*l2)->OwnedBytes(kUid), L2Cache::ValueBytes(file_key.size(), (*filled)->size()));
   }
   absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
   ASSERT_TRUE(l2.ok());

@@ -73,7 +73,7 @@ SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const Sa
   for (uint32_t k = 0; k < pipeline_.files(); ++k) {
     const uint64_t t0 = shm::MonotonicNanos();
     absl::StatusOr<Bytes> bytes =
-        caches_.fetcher->Fetch(dataset_, sample.file(k), nullptr, &ids[k]);
+        caches_.fetcher->Fetch(dataset_, sample.file(k), caches_.owner, nullptr, &ids[k]);
     Count(t0);
     if (!bytes.ok()) return failed(k, bytes.status());
     in->files.push_back(*std::move(bytes));
@@ -187,7 +187,7 @@ absl::Status SampleReader::Picture(size_t f, const FetchedSample& in,
         *entry, caches_.pixels->Fill(pic.key, in.files[field.file], request, max_side_,
                                      field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
                                                                             : Filter::kBilinear,
-                                     pic.versioned, pic.version));
+                                     pic.versioned, pic.version, caches_.owner));
   }
   *view = PixelsOf(*entry);
   plan(view->width, view->height);  // The geometry, at the cached size.

@@ -49,13 +49,15 @@ struct SampleOut {
   std::array<uint8_t*, shm::kMaxFields> field{};
 };
 
-// What the reader uses, shared by the daemon's sessions.
+// What the reader uses, shared by the daemon's sessions, and whom what it
+// writes to L2 is charged to.
 struct ReaderCaches {
   SampleFetcher* fetcher = nullptr;
   ShardedLruCache* decoded = nullptr;  // Finished samples of cacheable pipelines.
   PixelCache* pixels = nullptr;        // Used when max_side > 0.
   LatencyHistogram* fetch_latency = nullptr;  // Optional: time per sample read.
   DecodeLimits decode_limits;
+  int64_t owner = L2Cache::kNobody;  // The session's uid.
 };
 
 // One spatial field's picture as the pixel cache had it.

@@ -118,7 +118,7 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       reader_(*dataset_, pipeline_, spec_.seed(),
               static_cast<int>(spec_.pixel_cache().max_side()), field_bytes_,
               ReaderCaches{ctx.fetcher, ctx.decoded_cache, ctx.pixels, &ctx.counters->fetch,
-                           ctx.decode_limits}),
+                           ctx.decode_limits, ctx.uid}),
       renderer_(*dataset_, pipeline_, reader_, spec_.seed(), field_bytes_,
                 ctx.decode_limits) {
   ring_->SetConsumerShare(pipeline_.client_decode().share);

@@ -43,11 +43,12 @@ SANITIZED_TESTS := //server:jpeg_test //server:decode_test //server:transform_te
 	//server/sources/... //server:array_source_test //server:spec_check_test //server:authorizer_test \
 	//server:fetcher_test //server:l2_cache_test //server:pixel_cache_test //server:sample_reader_test \
 	//server:sample_renderer_test //server:volume_cache_test //server:thread_pool_test \
-	//server:foreground_test //server:buffer_test //server:row_gather_test //server:idle_work_test
+	//server:foreground_test //server:buffer_test //server:row_gather_test //server:idle_work_test \
+	//server/h5probe:protocol_test
 sanitize: deps
 	$(BAZEL) test --config=sanitize $(SANITIZED_TESTS)
-	$(BAZEL) build --config=sanitize //tests:fuzz_decode
-	bazel-sanitize-bin/tests/fuzz_decode --photos /usr/share/backgrounds/mate/nature \
+	$(BAZEL) build --config=sanitize //tests:fuzz_decode //server:stoker-h5probe
+	STOKER_H5PROBE=bazel-sanitize-bin/server/stoker-h5probe bazel-sanitize-bin/tests/fuzz_decode --photos /usr/share/backgrounds/mate/nature \
 	  --mutations 3000
 
 pytest:

@@ -16,6 +16,8 @@ PACKAGES=(
   # Inflate outside libhdf5 (compressed volumes, feature files, .nii.gz);
   # zlib streams the first bytes of a .nii.gz (its header).
   libdeflate-dev zlib1g-dev
+  # The HDF5 reader's system-call allow-list (server/h5probe).
+  libseccomp-dev
   # NUMA topology and placement (numactl: checking it by hand).
   libnuma-dev numactl
   # Caches and the LMDB dataset source.

@@ -7,6 +7,7 @@
 
 Bundle layout (the same under an install PREFIX):
     bin/stokerd, bin/stokerctl      RUNPATH $ORIGIN/../lib/stoker
+    bin/stoker-h5probe              the HDF5 reader stokerd runs
     lib/libstoker.so                the C ABI; needs only glibc and libgcc_s
     lib/stoker/                     private shared libraries of the binaries
     lib/stoker/python/stoker/       the Python package (finds ../../../)
@@ -38,6 +39,8 @@ import zipfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "bazel-bin")
 BINARIES = {"stokerd": os.path.join(BIN, "server", "stokerd"),
+            # The HDF5 reader: stokerd runs it from beside itself.
+            "stoker-h5probe": os.path.join(BIN, "server", "stoker-h5probe"),
             "stokerctl": os.path.join(BIN, "client", "cpp", "stokerctl")}
 LIBSTOKER = os.path.join(BIN, "client", "c", "libstoker.so")
 PACKAGE = os.path.join(ROOT, "client", "python", "stoker")

@@ -203,33 +203,34 @@ std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
   return copy;
 }
 
+absl::StatusOr<std::shared_ptr<const Mapping>> MapOpened(int fd, const std::string& path,
+                                                         std::shared_ptr<void> held) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
+  auto m = std::make_shared<Mapping>();
+  m->held = std::move(held);
+  m->size = static_cast<size_t>(st.st_size);
+  const FileVersion v = VersionOf(st);
+  m->key = CacheKey({path, v.device, v.inode, v.size, v.mtime_ns, v.ctime_ns});
+  if (m->size > 0) {
+    void* p = mmap(nullptr, m->size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      return absl::InternalError(absl::StrCat("mmap ", path, ": ", strerror(errno)));
+    m->data = static_cast<const uint8_t*>(p);
+  }
+  return std::shared_ptr<const Mapping>(std::move(m));
+}
+
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(
     const std::string& path, const Beneath* beneath) {
   absl::StatusOr<std::shared_ptr<void>> held = ChargeHeld(beneath, path);
   if (!held.ok()) return held.status();
   absl::StatusOr<int> fd = OpenConfined(path, O_RDONLY, beneath);
   if (!fd.ok()) return fd.status();
-  struct stat st {};
-  if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(*fd);
-    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
-  }
-  auto m = std::make_shared<Mapping>();
-  m->held = *std::move(held);
-  m->size = static_cast<size_t>(st.st_size);
-  const FileVersion v = VersionOf(st);
-  m->key = CacheKey({path, v.device, v.inode, v.size, v.mtime_ns, v.ctime_ns});
-  if (m->size > 0) {
-    void* p = mmap(nullptr, m->size, PROT_READ, MAP_SHARED, *fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      close(*fd);
-      return absl::InternalError(absl::StrCat("mmap ", path, ": ", strerror(err)));
-    }
-    m->data = static_cast<const uint8_t*>(p);
-  }
+  absl::StatusOr<std::shared_ptr<const Mapping>> m = MapOpened(*fd, path, *std::move(held));
   close(*fd);
-  return std::shared_ptr<const Mapping>(std::move(m));
+  return m;
 }
 
 absl::StatusOr<SourceKey> ArraySource::Identify(const std::string& path) const {

@@ -104,6 +104,11 @@ std::shared_ptr<const Mapping> Resident(std::shared_ptr<const Mapping> file,
 // something that is not a regular file.
 absl::StatusOr<std::shared_ptr<const Mapping>> MapFile(const std::string& path,
                                                        const Beneath* beneath);
+// Maps the file open at `fd` (its descriptor stays the caller's), holding
+// `held` (its ChargeHeld token) while mapped. FAILED_PRECONDITION for
+// something that is not a regular file.
+absl::StatusOr<std::shared_ptr<const Mapping>> MapOpened(int fd, const std::string& path,
+                                                         std::shared_ptr<void> held);
 
 // Samples [first, first + rows) of an array source lying in memory as the
 // rows of one array (a single .npy file or HDF5 dataset, mapped or in RAM):

@@ -32,6 +32,7 @@
 #include "server/grpc_service.h"
 #include "server/metrics.h"
 #include "server/ring_handoff.h"
+#include "server/sources/hdf5_prober.h"
 #include "server/systemd_notify.h"
 #include "util/log.h"
 #include "util/process.h"
@@ -57,7 +58,10 @@ ABSL_FLAG(std::string, socket_mode, "0660",
           "Octal mode of the socket file: who may open sessions (owner and "
           "group by default).");
 ABSL_FLAG(std::string, shm_prefix, "stoker.",
-          "Prefix of ring segment names in /dev/shm.");
+          "Prefix of ring names (as /proc/<pid>/maps shows them: /memfd:<prefix>...).");
+ABSL_FLAG(std::string, hdf5_reader, "",
+          "The HDF5 reader program (stoker-h5probe), which parses HDF5 files in a "
+          "sandbox; default: $STOKER_H5PROBE, else stoker-h5probe beside stokerd.");
 ABSL_FLAG(int, reader_threads, 64,
           "Reader threads: how many source reads may be outstanding.");
 ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
@@ -243,6 +247,12 @@ int main(int argc, char** argv) {
   options.numa_topology = absl::GetFlag(FLAGS_numa_topology);
   options.numa_spill = absl::GetFlag(FLAGS_numa_spill);
   options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
+  if (!absl::GetFlag(FLAGS_hdf5_reader).empty())
+    stoker::h5::Prober::SetProgram(absl::GetFlag(FLAGS_hdf5_reader));
+  if (access(stoker::h5::Prober::Program().c_str(), X_OK) != 0) {
+    stoker::LogWarning(absl::StrCat("the HDF5 reader ", stoker::h5::Prober::Program(),
+                            " is missing: HDF5 datasets cannot be read (--hdf5-reader)"));
+  }
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;

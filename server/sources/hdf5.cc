@@ -12,8 +12,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <hdf5/serial/hdf5.h>
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -76,7 +74,7 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
       return MappedCopyRegion(Name(i), o.map->data + o.set.offset + (folder_ ? 0 : i * row),
                               elem_, sh, start, count, dst, to);
     }
-    std::vector<hsize_t> s, c;
+    std::vector<uint64_t> s, c;
     if (folder_) {
       s.assign(start, start + sh.size());
       c.assign(count, count + sh.size());
@@ -110,9 +108,10 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
   }
 
   // One file kept open for reads: its dataset, and a mapping when the
-  // dataset is contiguous, or its chunks when they can be read one by one.
+  // dataset is contiguous, or its chunks when a volume is kept by them.
   struct Open {
-    h5::File file;
+    std::string version;         // The file's (h5::File::version).
+    std::shared_ptr<void> held;  // Its token (ChargeHeld).
     h5::Set set;
     std::shared_ptr<const Mapping> map;
     std::shared_ptr<const h5::Chunks> chunks;
@@ -129,10 +128,10 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
     if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
     absl::StatusOr<Buffer> whole =
         o.chunks != nullptr
-            ? volumes_->GetPieces(CacheKey({"hdf5-chunks", o.file.version, dataset_}), o.chunks->slots_bytes(), o.chunks->count(),
+            ? volumes_->GetPieces(CacheKey({"hdf5-chunks", o.version, dataset_}), o.chunks->slots_bytes(), o.chunks->count(),
                                   o.chunks->Touching(start, count), FillChunk(i))
-            : volumes_->Get(CacheKey({"hdf5", o.file.version, dataset_}), *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
-                return h5::ReadWhole(o.set, parallel, out, files_[i]);
+            : volumes_->Get(CacheKey({"hdf5", o.version, dataset_}), *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
+                return h5::ReadWhole(o.set, parallel, out);
               }, owner_);
     if (whole.ok() && *whole == nullptr && !warned_[i].exchange(true)) {
       LogWarning(absl::StrCat(files_[i], ": its volume (",
@@ -155,24 +154,20 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
       return chunks.Inflate(c, slots + c * chunks.chunk_bytes());
     };
   }
-  // Keeps `f` and `d` open, mapping the file when `d` is raw and its bytes
-  // lie inside it.
-  void Keep(h5::File f, h5::Set d) {
-    Open o{std::move(f), std::move(d), nullptr, nullptr};
-    if (folder_ && volumes_ != nullptr && o.set.inflatable) {
-      absl::StatusOr<h5::Chunks> chunks = h5::Chunks::Of(o.set, o.file.path);
-      absl::StatusOr<uint64_t> bytes =
-          CheckedProduct(o.set.dims, ElemBytes(o.set.elem), UINT64_MAX, o.file.path);
-      // Kept in chunk order unless chunks far past the edges would more
-      // than double it; then decoded whole.
-      if (chunks.ok() && bytes.ok() && chunks->slots_bytes() / 2 <= *bytes)
-        o.chunks = std::make_shared<const h5::Chunks>(*std::move(chunks));
-    }
-    if (o.set.raw) {
-      absl::StatusOr<std::shared_ptr<const Mapping>> m = MapFile(o.file.path, beneath_.get());
-      absl::StatusOr<uint64_t> bytes =
-          CheckedProduct(o.set.dims, ElemBytes(o.set.elem), UINT64_MAX, o.file.path);
-      if (m.ok() && bytes.ok() && RangeWithin(o.set.offset, *bytes, (*m)->size)) {
+  // Keeps dataset `d` of `f` open, mapping the file when `d` is raw, and
+  // keeping a folder's volume by its chunks when it has them.
+  void Keep(const h5::File& f, h5::Set d) {
+    Open o{f.version, f.held, std::move(d), nullptr, nullptr};
+    absl::StatusOr<uint64_t> bytes =
+        CheckedProduct(o.set.dims, ElemBytes(o.set.elem), UINT64_MAX, f.path);
+    // Kept in chunk order unless chunks far past the edges would more than
+    // double it; then decoded whole.
+    if (folder_ && volumes_ != nullptr && o.set.chunked && bytes.ok() &&
+        o.set.chunks->slots_bytes() / 2 <= *bytes)
+      o.chunks = o.set.chunks;
+    if (o.set.raw && bytes.ok()) {
+      absl::StatusOr<std::shared_ptr<const Mapping>> m = MapOpened(o.set.fd->get(), f.path, f.held);
+      if (m.ok() && RangeWithin(o.set.offset, *bytes, (*m)->size)) {
         o.map = Resident(*std::move(m), charge_);
       }
     }
@@ -203,18 +198,18 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
   std::unique_ptr<std::atomic<bool>[]> warned_;  // Per file: oversized, said.
 };
 
-absl::StatusOr<std::vector<int64_t>> ReadLabels(const h5::File& f, const std::string& name,
+absl::StatusOr<std::vector<int64_t>> ReadLabels(const absl::StatusOr<h5::Set>& d,
+                                                const std::string& path, const std::string& name,
                                                 size_t n) {
-  absl::StatusOr<h5::Set> d = h5::OpenSet(f, name);
   if (!d.ok()) return d.status();
   if (d->dims.size() != 1 || d->dims[0] != n || d->elem == ElemType::kFloat16 ||
       d->elem == ElemType::kFloat32 || d->elem == ElemType::kFloat64) {
-    return h5::Failed(f.path, absl::StrCat("labels '", name, "' must be 1-D integers, ",
+    return h5::Failed(path, absl::StrCat("labels '", name, "' must be 1-D integers, ",
                                        n, " of them"));
   }
   std::vector<int64_t> out(n);
-  absl::Status s = h5::ReadSlab(*d, {0}, {static_cast<hsize_t>(n)}, ElemType::kInt64,
-                            reinterpret_cast<uint8_t*>(out.data()), f.path);
+  absl::Status s = h5::ReadSlab(*d, {0}, {n}, ElemType::kInt64,
+                                reinterpret_cast<uint8_t*>(out.data()), path);
   if (!s.ok()) return s;
   return out;
 }
@@ -238,13 +233,16 @@ std::shared_ptr<Hdf5Source> NewSource(const std::string& path, const std::string
 // compressed dataset.
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenRows(std::shared_ptr<Hdf5Source> src,
                                                             const std::string& labels,
-                                                            uint64_t max_samples) {
+                                                            uint64_t max_samples,
+                                                            h5::Prober& prober) {
   const std::string& path = src->path_;
   const std::string& dataset = src->dataset_;
   const ChargeRam& charge = src->charge_;
-  absl::StatusOr<h5::File> f = h5::OpenFile(path, src->beneath_.get());
+  std::vector<std::string> names{dataset};
+  if (!labels.empty()) names.push_back(labels);
+  absl::StatusOr<h5::File> f = h5::OpenFile(path, src->beneath_.get(), prober, names);
   if (!f.ok()) return f.status();
-  absl::StatusOr<h5::Set> d = h5::OpenSet(*f, dataset);
+  absl::StatusOr<h5::Set>& d = f->sets[0];
   if (!d.ok()) return d.status();
   if (d->dims.empty() || d->dims[0] == 0)
     return h5::Failed(path, absl::StrCat("dataset '", dataset,
@@ -258,14 +256,14 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenRows(std::shared_ptr<Hdf5
       CheckedProduct(d->dims, ElemBytes(src->elem_), UINT64_MAX, path);
   if (!all_bytes.ok()) return all_bytes.status();
   if (!labels.empty()) {
-    absl::StatusOr<std::vector<int64_t>> l = ReadLabels(*f, labels, src->rows_);
+    absl::StatusOr<std::vector<int64_t>> l = ReadLabels(f->sets[1], path, labels, src->rows_);
     if (!l.ok()) return l.status();
     src->labels_ = *std::move(l);
   }
   const uint64_t bytes = *all_bytes;
-  src->Keep(*std::move(f), *std::move(d));
+  src->Keep(*f, *std::move(d));
   const h5::Set& set = src->open_[0].set;
-  std::shared_ptr<void> token = src->open_[0].map == nullptr && src->elem_ != ElemType::kFloat16 && charge
+  std::shared_ptr<void> token = src->open_[0].map == nullptr && charge
                                     ? charge(bytes)
                                     : nullptr;
   if (token != nullptr) {
@@ -273,7 +271,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenRows(std::shared_ptr<Hdf5
     // (and its lock) per sample.
     src->memory_charge_ = std::move(token);
     STOKER_ASSIGN_OR_RETURN(WritablePages all, Pages(bytes, /*huge=*/true));
-    STOKER_RETURN_IF_ERROR(h5::ReadWhole(set, src->parallel(), all.data, path));
+    STOKER_RETURN_IF_ERROR(h5::ReadWhole(set, src->parallel(), all.data));
     src->memory_ = std::move(all.buffer);
   }
   return std::shared_ptr<const ArraySource>(std::move(src));
@@ -290,6 +288,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
   auto src = NewSource(path, dataset, charge, beneath, volumes);
   src->owner_ = owner;
+  // One reader for this source's files: it only ever sees this caller's.
+  h5::Prober prober;
   absl::StatusOr<std::vector<std::string>> entries =
       ListFolder(path, beneath.get(), max_samples);
   if (!entries.ok() && entries.status().code() != absl::StatusCode::kFailedPrecondition)
@@ -307,7 +307,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
       std::vector<std::shared_ptr<const ArraySource>> parts;
       for (const std::string& name : src->files_) {
         absl::StatusOr<std::shared_ptr<const ArraySource>> rows_of =
-            OpenRows(NewSource(name, dataset, charge, beneath, volumes), labels, max_samples);
+            OpenRows(NewSource(name, dataset, charge, beneath, volumes), labels, max_samples,
+                     prober);
         if (!rows_of.ok()) return rows_of.status();
         parts.push_back(*std::move(rows_of));
       }
@@ -317,9 +318,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
       return n;
     bool typed = false;
     for (const std::string& name : src->files_) {
-      absl::StatusOr<h5::File> f = h5::OpenFile(name, beneath.get());
-      absl::StatusOr<h5::Set> d =
-          f.ok() ? h5::OpenSet(*f, dataset) : absl::StatusOr<h5::Set>(f.status());
+      absl::StatusOr<h5::File> f = h5::OpenFile(name, beneath.get(), prober, {dataset});
+      absl::StatusOr<h5::Set> d = f.ok() ? f->sets[0] : absl::StatusOr<h5::Set>(f.status());
       if (!d.ok()) {  // A broken sample, reported when it is read.
         src->broken_.push_back(absl::DataLossError(d.status().message()));
         src->shapes_.emplace_back();
@@ -332,13 +332,13 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
       src->elem_ = d->elem;
       src->shapes_.push_back(d->dims);
       src->broken_.push_back(absl::OkStatus());
-      src->Keep(*std::move(f), *std::move(d));
+      src->Keep(*f, *std::move(d));
     }
     if (!typed) return h5::Failed(path, "holds no readable HDF5 file");
     src->warned_ = std::make_unique<std::atomic<bool>[]>(src->files_.size());
     return std::shared_ptr<const ArraySource>(std::move(src));
   }
-  return OpenRows(std::move(src), labels, max_samples);
+  return OpenRows(std::move(src), labels, max_samples, prober);
 }
 
 namespace {

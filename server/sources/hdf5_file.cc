@@ -4,20 +4,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <hdf5/serial/H5PLpublic.h>
 #include <libdeflate.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "util/cache_key.h"
 #include "util/checked_math.h"
 #include "util/status_macros.h"
-#include "util/cache_key.h"
 
 namespace stoker {
 namespace h5 {
@@ -26,217 +26,76 @@ absl::Status Failed(const std::string& file, const std::string& what) {
   return absl::FailedPreconditionError(absl::StrCat(file, ": ", what));
 }
 
+Descriptor::~Descriptor() {
+  if (fd_ >= 0) close(fd_);
+}
+
 namespace {
 
-// Library errors on the calling thread, for one call of ours: never
-// printed, and cleared when it returns. The thread-safe library keeps an
-// error stack per thread and frees its messages only when cleared, so a
-// decode thread that ended holding one would leak it.
-class ErrorScope {
- public:
-  ErrorScope() {
-    thread_local const bool quiet = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
-    (void)quiet;
-  }
-  ~ErrorScope() { H5Eclear2(H5E_DEFAULT); }
-  ErrorScope(const ErrorScope&) = delete;
-  ErrorScope& operator=(const ErrorScope&) = delete;
-};
-
-absl::StatusOr<ElemType> TypeOf(hid_t dtype, const std::string& file) {
-  const H5T_class_t cls = H5Tget_class(dtype);
-  const size_t size = H5Tget_size(dtype);
-  if (cls == H5T_FLOAT) {
-    if (size == 2) return ElemType::kFloat16;
-    if (size == 4) return ElemType::kFloat32;
-    if (size == 8) return ElemType::kFloat64;
-  } else if (cls == H5T_INTEGER) {
-    const bool sign = H5Tget_sign(dtype) == H5T_SGN_2;
-    switch (size) {
-      case 1: return sign ? ElemType::kInt8 : ElemType::kUint8;
-      case 2: return sign ? ElemType::kInt16 : ElemType::kUint16;
-      case 4: return sign ? ElemType::kInt32 : ElemType::kUint32;
-      case 8: return sign ? ElemType::kInt64 : ElemType::kUint64;
-    }
-  }
-  return Failed(file, "the dataset's elements are not plain numbers");
-}
-
-hid_t MemType(ElemType t) {
-  switch (t) {
-    case ElemType::kBool:
-    case ElemType::kUint8: return H5T_NATIVE_UINT8;
-    case ElemType::kInt8: return H5T_NATIVE_INT8;
-    case ElemType::kInt16: return H5T_NATIVE_INT16;
-    case ElemType::kUint16: return H5T_NATIVE_UINT16;
-    case ElemType::kInt32: return H5T_NATIVE_INT32;
-    case ElemType::kUint32: return H5T_NATIVE_UINT32;
-    case ElemType::kInt64: return H5T_NATIVE_INT64;
-    case ElemType::kUint64: return H5T_NATIVE_UINT64;
-    case ElemType::kFloat16: return -1;  // No native half: read as float.
-    case ElemType::kFloat32: return H5T_NATIVE_FLOAT;
-    case ElemType::kFloat64: return H5T_NATIVE_DOUBLE;
-  }
-  return -1;
-}
-
-// External links are never followed: HDF5 would open their file by path,
-// outside the confinement.
-herr_t RefuseExternalLink(const char*, const char*, const char*, const char*, unsigned*,
-                          hid_t, void*) {
-  return -1;
-}
-
-// A link/dataset access property list that refuses external links.
-hid_t ConfinedAccess() {
-  static const hid_t dapl = [] {
-    // Filter plugins are shared objects the library would load by name.
-    H5PLset_loading_state(0);
-    const hid_t p = H5Pcreate(H5P_DATASET_ACCESS);
-    H5Pset_elink_cb(p, RefuseExternalLink, nullptr);
-    return p;
-  }();
-  return dapl;
-}
-
-absl::Status Refused(const std::string& file, const std::string& name, const char* why) {
-  return absl::PermissionDeniedError(absl::StrCat(
-      file, ": dataset '", name, "' ", why,
-      ": the daemon reads only the file it was given"));
-}
-
-// PERMISSION_DENIED when a component of `name` is an external link.
-absl::Status CheckLinks(hid_t file, const std::string& name, const std::string& path) {
-  std::string prefix;
-  for (size_t at = 0; at <= name.size();) {
-    size_t slash = name.find('/', at);
-    if (slash == std::string::npos) slash = name.size();
-    prefix.append(name, at, slash - at);
-    at = slash + 1;
-    if (!prefix.empty() && prefix != "/") {
-      H5L_info_t info;
-      if (H5Lget_info(file, prefix.c_str(), &info, ConfinedAccess()) < 0) break;
-      if (info.type == H5L_TYPE_EXTERNAL) return Refused(path, name, "is an external link");
-    }
-    prefix.push_back('/');
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath) {
-  ErrorScope errors;
-  absl::StatusOr<std::shared_ptr<void>> held = ChargeHeld(beneath, path);
-  if (!held.ok()) return held.status();
-  absl::StatusOr<int> fd = OpenConfined(path, O_RDONLY, beneath);
-  if (!fd.ok()) return fd.status();
-  // The descriptor names the file openat2 checked; HDF5 reopens that file.
-  struct stat st;
-  if (fstat(*fd, &st) != 0) {
-    close(*fd);
-    return Failed(path, "cannot be stat'ed");
-  }
-  const FileVersion v = VersionOf(st);
-  const std::string version =
-      CacheKey({path, v.device, v.inode, v.size, v.mtime_ns, v.ctime_ns});
-  const std::string via = absl::StrCat("/proc/self/fd/", *fd);
-  const hid_t id = H5Fopen(via.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  close(*fd);
-  if (id < 0) return Failed(path, "not an HDF5 file (or unreadable)");
-  return File{path, version, std::make_unique<Id>(id, H5Fclose), *std::move(held)};
-}
-
-absl::StatusOr<Set> OpenSet(const File& f, const std::string& name) {
-  ErrorScope errors;
-  Set d;
-  if (absl::Status links = CheckLinks(f.id->get(), name, f.path); !links.ok()) return links;
-  d.set = std::make_unique<Id>(H5Dopen2(f.id->get(), name.c_str(), ConfinedAccess()),
-                               H5Dclose);
-  if (!d.set->ok()) return Failed(f.path, absl::StrCat("has no dataset '", name, "'"));
-  {
-    Id create(H5Dget_create_plist(d.set->get()), H5Pclose);
-    if (!create.ok()) return Failed(f.path, "unreadable dataset");
-    if (H5Pget_external_count(create.get()) != 0)
-      return Refused(f.path, name, "keeps its data in external files");
-    if (H5Pget_layout(create.get()) == H5D_VIRTUAL)
-      return Refused(f.path, name, "is a virtual dataset (its data is in other files)");
-  }
-  d.space = std::make_unique<Id>(H5Dget_space(d.set->get()), H5Sclose);
-  d.type = std::make_unique<Id>(H5Dget_type(d.set->get()), H5Tclose);
-  if (!d.space->ok() || !d.type->ok()) return Failed(f.path, "unreadable dataset");
-  const int nd = H5Sget_simple_extent_ndims(d.space->get());
-  if (nd < 0 || nd > static_cast<int>(kMaxArrayDims)) return Failed(f.path, "dataset of an unknown rank");
-  std::vector<hsize_t> dims(nd);
-  H5Sget_simple_extent_dims(d.space->get(), dims.data(), nullptr);
-  d.dims.assign(dims.begin(), dims.end());
-  absl::StatusOr<ElemType> t = TypeOf(d.type->get(), f.path);
-  if (!t.ok()) return t.status();
-  d.elem = *t;
-  Id plist(H5Dget_create_plist(d.set->get()), H5Pclose);
-  const haddr_t at = H5Dget_offset(d.set->get());
-  d.raw = plist.ok() && H5Pget_layout(plist.get()) == H5D_CONTIGUOUS &&
-          H5Pget_nfilters(plist.get()) == 0 && at != HADDR_UNDEF &&
-          (ElemBytes(d.elem) == 1 || H5Tget_order(d.type->get()) == H5T_ORDER_LE);
-  d.offset = at;
-  if (plist.ok() && H5Pget_layout(plist.get()) == H5D_CHUNKED) {
-    hsize_t chunk[kMaxArrayDims];
-    const int rank = H5Pget_chunk(plist.get(), static_cast<int>(kMaxArrayDims), chunk);
-    if (rank != static_cast<int>(d.dims.size()))
-      return Failed(f.path, "a chunked dataset of an unknown chunk rank");
-    d.chunk.assign(chunk, chunk + rank);
-    bool known = true;
-    for (int k = 0, n = H5Pget_nfilters(plist.get()); k < n; ++k) {
-      unsigned flags = 0, config = 0;
-      size_t values = 0;
-      const H5Z_filter_t id =
-          H5Pget_filter2(plist.get(), k, &flags, &values, nullptr, 0, nullptr, &config);
-      known = known && (id == H5Z_FILTER_DEFLATE || id == H5Z_FILTER_SHUFFLE);
-      d.filters.push_back(id);
-    }
-    d.inflatable = known && (ElemBytes(d.elem) == 1 || H5Tget_order(d.type->get()) == H5T_ORDER_LE);
-  }
-  return d;
-}
-
-// Reads the hyperslab [start, start + count) of `d` into dst as `to`.
-absl::Status ReadSlab(const Set& d, const std::vector<hsize_t>& start,
-                      const std::vector<hsize_t>& count, ElemType to,
-                      uint8_t* dst, const std::string& what) {
-  ErrorScope errors;
-  Id fspace(H5Scopy(d.space->get()), H5Sclose);
-  Id mspace(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
-            H5Sclose);
-  if (!fspace.ok() || !mspace.ok() ||
-      H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr,
-                          count.data(), nullptr) < 0) {
-    return absl::DataLossError(absl::StrCat(what, ": bad region"));
-  }
-  hsize_t n = 1;
-  for (hsize_t c : count) n *= c;
-  const hid_t mem = MemType(to);
-  if (mem < 0) {  // float16: read float32, then narrow.
-    std::vector<float> tmp(n);
-    if (H5Dread(d.set->get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(),
-                H5P_DEFAULT, tmp.data()) < 0)
-      return absl::DataLossError(absl::StrCat(what, ": HDF5 read failed"));
-    const std::vector<uint64_t> shape{n};
-    const uint64_t zero = 0, all = n;
-    CopyRegion(reinterpret_cast<const uint8_t*>(tmp.data()), ElemType::kFloat32,
-               shape, &zero, &all, dst, to);
-    return absl::OkStatus();
-  }
-  if (H5Dread(d.set->get(), mem, mspace.get(), fspace.get(), H5P_DEFAULT, dst) < 0)
-    return absl::DataLossError(absl::StrCat(what, ": HDF5 read failed"));
-  return absl::OkStatus();
-}
-
-
-namespace {
+constexpr uint32_t kDeflate = 1, kShuffle = 2, kFletcher32 = 3;
 
 // Most bytes a stored chunk may claim: its inflated size, plus deflate's
-// worst-case growth (a stored block header per 16 KiB, the zlib frame).
+// worst-case growth (a stored block header per 16 KiB, the zlib frame) and
+// a checksum.
 uint64_t MostStored(uint64_t chunk_bytes) { return chunk_bytes + chunk_bytes / 1024 + 4096; }
+
+// Largest chunk read: a chunk may exceed its dataset (extendible ones), but
+// not so far that each thread's buffers dwarf the volume.
+constexpr uint64_t kMostChunkBytes = 64ULL << 20;
+
+// A contiguous dataset's pieces hold this many bytes of whole rows at least.
+constexpr uint64_t kRowPieceBytes = 64 * 1024;
+
+const char* FilterName(uint32_t id) {
+  switch (id) {
+    case 4: return "szip";
+    case 5: return "n-bit";
+    case 6: return "scale-offset";
+    case 32000: return "lzf";
+    case 32001: return "blosc";
+    case 32004: return "lz4";
+    case 32008: return "bitshuffle";
+    case 32015: return "zstd";
+  }
+  return "a third-party filter";
+}
+
+absl::StatusOr<ElemType> TypeOf(const h5probe::Dataset& d) {
+  if (d.plain && d.is_float) {
+    if (d.size == 2) return ElemType::kFloat16;
+    if (d.size == 4) return ElemType::kFloat32;
+    if (d.size == 8) return ElemType::kFloat64;
+  } else if (d.plain) {
+    switch (d.size) {
+      case 1: return d.is_signed ? ElemType::kInt8 : ElemType::kUint8;
+      case 2: return d.is_signed ? ElemType::kInt16 : ElemType::kUint16;
+      case 4: return d.is_signed ? ElemType::kInt32 : ElemType::kUint32;
+      case 8: return d.is_signed ? ElemType::kInt64 : ElemType::kUint64;
+    }
+  }
+  return absl::InvalidArgumentError("not plain numbers");
+}
+
+// Reverses the bytes of each `elem`-byte element of `p` (n bytes).
+void Swap(uint8_t* p, uint64_t n, int elem) {
+  if (elem == 2) {
+    for (uint64_t i = 0; i + 2 <= n; i += 2) std::swap(p[i], p[i + 1]);
+  } else if (elem == 4) {
+    for (uint64_t i = 0; i + 4 <= n; i += 4) {
+      uint32_t v;
+      std::memcpy(&v, p + i, 4);
+      v = __builtin_bswap32(v);
+      std::memcpy(p + i, &v, 4);
+    }
+  } else if (elem == 8) {
+    for (uint64_t i = 0; i + 8 <= n; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, p + i, 8);
+      v = __builtin_bswap64(v);
+      std::memcpy(p + i, &v, 8);
+    }
+  }
+}
 
 // Undoes HDF5's shuffle filter: `in` holds byte 0 of every element, then
 // byte 1, ...; bytes past the last whole element stay where they are.
@@ -255,51 +114,166 @@ struct Inflater {
   ~Inflater() { libdeflate_free_decompressor(d); }
 };
 
-// Largest chunk ReadWhole takes: a chunk may exceed its dataset (extendible
-// ones), but not so far that each thread's buffers dwarf the volume.
-constexpr uint64_t kMostChunkBytes = 64ULL << 20;
-
 // An uninitialised buffer of `n` bytes, freed when the chunk is done.
 std::unique_ptr<uint8_t[]> Scratch(uint64_t n) { return std::unique_ptr<uint8_t[]>(new uint8_t[n]); }
 
+// Reads exactly n bytes at `offset` of `fd`: false when the file is shorter.
+bool ReadAt(int fd, uint8_t* out, uint64_t n, uint64_t offset) {
+  while (n > 0) {
+    const ssize_t r = pread(fd, out, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    out += r;
+    offset += static_cast<uint64_t>(r);
+    n -= static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
 }  // namespace
 
-absl::StatusOr<Chunks> Chunks::Of(const Set& d, const std::string& what) {
-  if (!d.inflatable || d.dims.empty())
-    return absl::FailedPreconditionError(absl::StrCat(what, ": not read chunk by chunk"));
-  Chunks c;
-  c.set_ = d.set->get();
-  c.dims_ = d.dims;
-  c.chunk_ = d.chunk;
-  c.filters_ = d.filters;
-  c.what_ = what;
-  c.type_ = d.elem;
-  c.elem_ = ElemBytes(d.elem);
-  const size_t nd = d.dims.size();
-  STOKER_ASSIGN_OR_RETURN(c.chunk_bytes_,
-                          CheckedProduct(d.chunk, c.elem_, uint64_t{1} << 32, what));
-  c.grid_.resize(nd);
-  for (size_t k = 0; k < nd; ++k) {
-    if (d.chunk[k] == 0) return absl::DataLossError(absl::StrCat(what, ": a chunk dimension is 0"));
-    c.grid_[k] = (d.dims[k] + d.chunk[k] - 1) / d.chunk[k];
+uint32_t Fletcher32(const uint8_t* data, size_t n) {
+  uint32_t sum1 = 0, sum2 = 0;
+  size_t words = n / 2;
+  while (words > 0) {
+    size_t run = std::min<size_t>(words, 360);
+    words -= run;
+    do {
+      sum1 += (static_cast<uint32_t>(data[0]) << 8) | data[1];
+      data += 2;
+      sum2 += sum1;
+    } while (--run);
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
   }
-  STOKER_ASSIGN_OR_RETURN(c.count_, CheckedProduct(c.grid_, 1, UINT64_MAX, what));
-  STOKER_ASSIGN_OR_RETURN(const uint64_t volume_bytes,
-                          CheckedProduct(d.dims, c.elem_, UINT64_MAX, what));
-  if (c.chunk_bytes_ > std::max(volume_bytes, kMostChunkBytes))
-    return absl::DataLossError(absl::StrCat(what, ": chunks of ", c.chunk_bytes_,
-                                            " bytes for a volume of ", volume_bytes));
-  STOKER_ASSIGN_OR_RETURN(c.slots_bytes_,
-                          CheckedProduct({c.count_}, c.chunk_bytes_, UINT64_MAX, what));
-  // An unwritten chunk holds the fill value (0 unless the file sets one).
-  c.fill_.assign(c.elem_, 0);
-  ErrorScope errors;
-  Id plist(H5Dget_create_plist(d.set->get()), H5Pclose);
-  H5D_fill_value_t defined = H5D_FILL_VALUE_UNDEFINED;
-  if (plist.ok() && H5Pfill_value_defined(plist.get(), &defined) >= 0 &&
-      defined == H5D_FILL_VALUE_USER_DEFINED)
-    H5Pget_fill_value(plist.get(), d.type->get(), c.fill_.data());
-  return c;
+  if (n % 2) {
+    sum1 += static_cast<uint32_t>(*data) << 8;
+    sum2 += sum1;
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  }
+  sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+  sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  return (sum2 << 16) | sum1;
+}
+
+absl::StatusOr<Set> CheckSet(const File& f, const std::string& name, const h5probe::Dataset& d) {
+  const std::string what = absl::StrCat(f.path, ": dataset '", name, "'");
+  auto lost = [&](const std::string& why) { return absl::DataLossError(absl::StrCat(what, " ", why)); };
+  absl::StatusOr<ElemType> type = TypeOf(d);
+  if (!type.ok())
+    return Failed(f.path, absl::StrCat("dataset '", name,
+                                       "': its elements are not plain numbers (integers or "
+                                       "IEEE floats)"));
+  if (d.dims.size() > kMaxArrayDims) return Failed(f.path, "dataset of an unknown rank");
+  Set s;
+  s.path = f.path;
+  s.fd = f.fd;
+  s.file_size = f.size;
+  s.dims = d.dims;
+  s.elem = *type;
+  const int elem = ElemBytes(s.elem);
+  s.swap = d.big_endian && elem > 1;
+  STOKER_ASSIGN_OR_RETURN(const uint64_t bytes, CheckedProduct(d.dims, elem, UINT64_MAX, what));
+  if (!d.fill.empty() && d.fill.size() != static_cast<size_t>(elem)) return lost("has a fill value of another size");
+  if (d.layout == h5probe::Layout::kCompact) {
+    if (d.compact.size() != bytes) return lost("holds compact bytes of another size");
+    s.compact = d.compact;
+    if (s.swap) Swap(reinterpret_cast<uint8_t*>(s.compact.data()), bytes, elem);
+    return s;
+  }
+  if (d.dims.empty()) return Failed(f.path, absl::StrCat("dataset '", name, "' is a scalar"));
+  auto c = std::make_shared<Chunks>();
+  c->fd_ = f.fd;
+  c->dims_ = d.dims;
+  c->what_ = f.path;
+  c->type_ = s.elem;
+  c->elem_ = elem;
+  c->swap_ = s.swap;
+  if (!d.fill.empty()) {
+    c->fill_.assign(d.fill.begin(), d.fill.end());
+    if (s.swap) Swap(c->fill_.data(), elem, elem);
+  } else {
+    c->fill_.assign(elem, 0);
+  }
+  const size_t nd = d.dims.size();
+  if (d.layout == h5probe::Layout::kContiguous) {
+    if (!d.allocated && bytes > 0) return Failed(f.path, absl::StrCat("dataset '", name, "' holds no data"));
+    if (bytes > 0 && !RangeWithin(d.offset, bytes, f.size)) return lost("lies past the end of the file");
+    s.raw = !s.swap;
+    s.offset = d.offset;
+    c->offset_ = d.offset;
+    // Pieces of whole rows of the first dimension.
+    const uint64_t row = d.dims[0] == 0 ? 0 : bytes / d.dims[0];
+    c->chunk_ = d.dims;
+    c->chunk_[0] = std::max<uint64_t>(1, std::min<uint64_t>(std::max<uint64_t>(d.dims[0], 1),
+                                                            row == 0 ? 1 : kRowPieceBytes / row));
+  } else {
+    s.chunked = true;
+    if (d.chunk.size() != nd) return lost("has chunks of another rank");
+    c->chunk_ = d.chunk;
+    for (const h5probe::Filter& fl : d.filters) {
+      if (fl.id != kDeflate && fl.id != kShuffle && fl.id != kFletcher32) {
+        return Failed(f.path,
+                      absl::StrCat("dataset '", name, "' is stored with filter ", fl.id, " (",
+                                   FilterName(fl.id),
+                                   "), which is not read; rewrite it with gzip "
+                                   "(h5repack -f GZIP=4, or h5py's compression=\"gzip\")"));
+      }
+      c->filters_.push_back(fl.id);
+    }
+  }
+  STOKER_ASSIGN_OR_RETURN(c->chunk_bytes_, CheckedProduct(c->chunk_, elem, uint64_t{1} << 32, what));
+  c->grid_.resize(nd);
+  for (size_t k = 0; k < nd; ++k) {
+    if (c->chunk_[k] == 0) return lost("has a chunk dimension of 0");
+    c->grid_[k] = (d.dims[k] + c->chunk_[k] - 1) / c->chunk_[k];
+  }
+  STOKER_ASSIGN_OR_RETURN(c->count_, CheckedProduct(c->grid_, 1, UINT64_MAX, what));
+  if (c->chunk_bytes_ > std::max(bytes, kMostChunkBytes))
+    return lost(absl::StrCat("has chunks of ", c->chunk_bytes_, " bytes for a volume of ", bytes));
+  STOKER_ASSIGN_OR_RETURN(c->slots_bytes_,
+                          CheckedProduct({c->count_}, c->chunk_bytes_, UINT64_MAX, what));
+  if (s.chunked) {
+    if (d.chunks.size() != c->count_) return lost("has a chunk index of another size");
+    for (size_t k = 0; k < d.chunks.size(); ++k) {
+      const h5probe::Chunk& e = d.chunks[k];
+      if (e.size == 0) continue;
+      if (!RangeWithin(e.offset, e.size, f.size) || e.size > MostStored(c->chunk_bytes_))
+        return lost(absl::StrCat("has chunk ", k, " at ", e.offset, " (", e.size,
+                                 " bytes) outside the file or larger than it could be"));
+    }
+    c->table_ = d.chunks;
+  }
+  s.chunks = std::move(c);
+  return s;
+}
+
+absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath, Prober& prober,
+                              const std::vector<std::string>& names) {
+  absl::StatusOr<std::shared_ptr<void>> held = ChargeHeld(beneath, path);
+  if (!held.ok()) return held.status();
+  absl::StatusOr<int> fd = OpenConfined(path, O_RDONLY, beneath);
+  if (!fd.ok()) return fd.status();
+  File f;
+  f.path = path;
+  f.fd = std::make_shared<Descriptor>(*fd);
+  f.held = *std::move(held);
+  struct stat st;
+  if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) return Failed(path, "not a regular file");
+  const FileVersion v = VersionOf(st);
+  f.version = CacheKey({path, v.device, v.inode, v.size, v.mtime_ns, v.ctime_ns});
+  f.size = static_cast<uint64_t>(st.st_size);
+  STOKER_ASSIGN_OR_RETURN(h5probe::Answer answer, prober.Describe(*fd, f.size, names, path));
+  for (size_t k = 0; k < names.size(); ++k) {
+    const absl::StatusOr<h5probe::Dataset>& d = answer.datasets[k];
+    if (!d.ok()) {
+      f.sets.push_back(absl::Status(d.status().code(), absl::StrCat(path, ": ", d.status().message())));
+    } else {
+      f.sets.push_back(CheckSet(f, names[k], *d));
+    }
+  }
+  return f;
 }
 
 std::vector<uint64_t> Chunks::Touching(const uint64_t* start, const uint64_t* count) const {
@@ -337,43 +311,56 @@ std::vector<uint64_t> Chunks::Origin(uint64_t c) const {
 
 absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
   const std::vector<uint64_t> at = Origin(c);
-  const std::vector<hsize_t> offset(at.begin(), at.end());
   auto fail = [&](const std::string& why) {
     return absl::DataLossError(
         absl::StrCat(what_, ": chunk at [", absl::StrJoin(at, ", "), "] ", why));
   };
+  if (table_.empty()) {  // A contiguous dataset's rows.
+    const uint64_t row = chunk_bytes_ / chunk_[0];
+    const uint64_t rows = std::min(chunk_[0], dims_[0] - at[0]);
+    if (!ReadAt(fd_->get(), slot, rows * row, offset_ + at[0] * row)) return fail("is cut short");
+    std::memset(slot + rows * row, 0, chunk_bytes_ - rows * row);
+    if (swap_) Swap(slot, rows * row, elem_);
+    return absl::OkStatus();
+  }
   thread_local Inflater z;
-  ErrorScope errors;
-  unsigned mask = 0;
-  haddr_t addr = HADDR_UNDEF;
-  hsize_t stored = 0;
-  if (H5Dget_chunk_info_by_coord(set_, offset.data(), &mask, &addr, &stored) < 0)
-    return fail("cannot be looked up");
-  if (stored == 0) {  // Never written.
+  const h5probe::Chunk& e = table_[c];
+  if (e.size == 0) {  // Never written.
     for (uint64_t i = 0; i < chunk_bytes_; i += elem_) std::memcpy(&slot[i], fill_.data(), elem_);
     return absl::OkStatus();
   }
-  if (stored > MostStored(chunk_bytes_))
-    return fail(absl::StrCat("claims ", stored, " stored bytes for ", chunk_bytes_));
-  std::unique_ptr<uint8_t[]> bufs[3] = {Scratch(stored), nullptr, nullptr};
-  uint32_t skipped = 0;
-  if (H5Dread_chunk(set_, H5P_DEFAULT, offset.data(), &skipped, bufs[0].get()) < 0)
-    return fail("cannot be read");
+  std::unique_ptr<uint8_t[]> bufs[3] = {Scratch(e.size), nullptr, nullptr};
+  if (!ReadAt(fd_->get(), bufs[0].get(), e.size, e.offset)) return fail("is cut short");
   // The filters to undo, last to first; the last undone writes the slot.
   std::vector<size_t> undo;
   for (size_t k = filters_.size(); k-- > 0;) {
-    if (!(skipped & (1u << k))) undo.push_back(k);
+    if (!(e.mask & (1u << k))) undo.push_back(k);
   }
   const uint8_t* cur = bufs[0].get();
-  size_t size = stored;
+  size_t size = e.size;
+  bool in_slot = false;
   for (size_t j = 0; j < undo.size(); ++j) {
+    const uint32_t id = filters_[undo[j]];
+    if (id == kFletcher32) {  // Checked and dropped where it lies.
+      if (size < 4) return fail("is too short for its checksum");
+      uint32_t stored;
+      std::memcpy(&stored, cur + size - 4, 4);
+      size -= 4;
+      const uint32_t sum = Fletcher32(cur, size);
+      // Files before HDF5 1.6.3 stored it with each 16-bit half swapped.
+      const uint32_t old = ((sum & 0x00ff00ffu) << 8) | ((sum >> 8) & 0x00ff00ffu);
+      if (stored != sum && stored != old) return fail("fails its fletcher32 checksum");
+      continue;
+    }
     uint8_t* out = slot;
-    if (j + 1 < undo.size()) {  // Into the other stage buffer.
+    bool more = false;
+    for (size_t r = j + 1; r < undo.size(); ++r) more = more || filters_[undo[r]] != kFletcher32;
+    if (more) {  // Into the other stage buffer.
       std::unique_ptr<uint8_t[]>& mid = bufs[1 + j % 2];
       if (mid == nullptr) mid = Scratch(chunk_bytes_);
       out = mid.get();
     }
-    if (filters_[undo[j]] == H5Z_FILTER_DEFLATE) {
+    if (id == kDeflate) {
       size_t got = 0;
       if (libdeflate_zlib_decompress(z.d, cur, size, out, chunk_bytes_, &got) !=
               LIBDEFLATE_SUCCESS ||
@@ -385,9 +372,11 @@ absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
     }
     cur = out;
     size = chunk_bytes_;
+    in_slot = out == slot;
   }
   if (size != chunk_bytes_) return fail(absl::StrCat("holds ", size, " bytes, not ", chunk_bytes_));
-  if (undo.empty()) std::memcpy(slot, cur, size);  // Stored as is.
+  if (!in_slot) std::memcpy(slot, cur, size);
+  if (swap_) Swap(slot, chunk_bytes_, elem_);
   return absl::OkStatus();
 }
 
@@ -403,31 +392,58 @@ absl::Status Chunks::Read(uint64_t c, uint8_t* dst) const {
   return absl::OkStatus();
 }
 
-void Chunks::CopyOut(const uint8_t* slots, const uint64_t* start, const uint64_t* count,
-                     ElemType to, uint8_t* dst) const {
+void Chunks::CopyPiece(uint64_t c, const uint8_t* piece, const uint64_t* start,
+                       const uint64_t* count, ElemType to, uint8_t* dst) const {
   const size_t nd = dims_.size();
   std::vector<uint64_t> inner(nd), part(nd), place(nd);
+  const std::vector<uint64_t> at = Origin(c);
+  for (size_t k = 0; k < nd; ++k) {
+    const uint64_t lo = std::max(start[k], at[k]);
+    const uint64_t hi = std::min(start[k] + count[k], at[k] + chunk_[k]);
+    inner[k] = lo - at[k];
+    part[k] = hi - lo;
+    place[k] = lo - start[k];
+  }
+  CopyBox(piece, type_, chunk_.data(), inner.data(), part.data(), nd, dst, to, count,
+          place.data());
+}
+
+void Chunks::CopyOut(const uint8_t* slots, const uint64_t* start, const uint64_t* count,
+                     ElemType to, uint8_t* dst) const {
   for (uint64_t c : Touching(start, count)) {
-    const std::vector<uint64_t> at = Origin(c);
-    for (size_t k = 0; k < nd; ++k) {
-      const uint64_t lo = std::max(start[k], at[k]);
-      const uint64_t hi = std::min(start[k] + count[k], at[k] + chunk_[k]);
-      inner[k] = lo - at[k];
-      part[k] = hi - lo;
-      place[k] = lo - start[k];
-    }
-    CopyBox(slots + c * chunk_bytes_, type_, chunk_.data(), inner.data(), part.data(), nd, dst,
-            to, count, place.data());
+    CopyPiece(c, slots + c * chunk_bytes_, start, count, to, dst);
   }
 }
 
-absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint8_t* dst,
-                       const std::string& what) {
-  if (!d.inflatable || d.dims.empty()) {
-    const std::vector<hsize_t> start(d.dims.size(), 0), count(d.dims.begin(), d.dims.end());
-    return ReadSlab(d, start, count, d.elem, dst, what);
+absl::Status ReadSlab(const Set& d, const std::vector<uint64_t>& start,
+                      const std::vector<uint64_t>& count, ElemType to, uint8_t* dst,
+                      const std::string& what) {
+  if (start.size() != d.dims.size() || count.size() != d.dims.size())
+    return absl::DataLossError(absl::StrCat(what, ": bad region"));
+  for (size_t k = 0; k < d.dims.size(); ++k) {
+    if (start[k] > d.dims[k] || count[k] > d.dims[k] - start[k])
+      return absl::DataLossError(absl::StrCat(what, ": bad region"));
   }
-  STOKER_ASSIGN_OR_RETURN(const Chunks chunks, Chunks::Of(d, what));
+  if (d.chunks == nullptr) {  // Compact.
+    CopyRegion(reinterpret_cast<const uint8_t*>(d.compact.data()), d.elem, d.dims, start.data(),
+               count.data(), dst, to);
+    return absl::OkStatus();
+  }
+  const Chunks& c = *d.chunks;
+  std::unique_ptr<uint8_t[]> piece = Scratch(c.chunk_bytes());
+  for (uint64_t k : c.Touching(start.data(), count.data())) {
+    STOKER_RETURN_IF_ERROR(c.Inflate(k, piece.get()));
+    c.CopyPiece(k, piece.get(), start.data(), count.data(), to, dst);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint8_t* dst) {
+  if (d.chunks == nullptr) {
+    std::memcpy(dst, d.compact.data(), d.compact.size());
+    return absl::OkStatus();
+  }
+  const Chunks& chunks = *d.chunks;
   absl::Mutex mu;
   absl::Status first;
   std::atomic<bool> failed{false};

@@ -1,27 +1,24 @@
-// Confined HDF5 file access for the hdf5 source kind, through Debian's
-// libhdf5 (serial, thread-safe build: the library serializes its calls).
+// Confined HDF5 file access for the hdf5 source kind, without libhdf5 in
+// the daemon.
 //
-// A file is opened from the descriptor openat2 gave (/proc/self/fd/N), so
-// HDF5 never resolves a path itself; a dataset whose data would come from
-// another file (external storage, an external link, a virtual dataset) is
-// PERMISSION_DENIED, external links are never traversed, and filter
-// plugins are never loaded.
+// A file is opened with the caller's rights (OpenConfined) and its
+// descriptor handed to the HDF5 reader (hdf5_prober.h), a sandboxed process
+// where libhdf5 parses it and says where each dataset's bytes are. Every
+// claim of that answer is checked here against the file's size and the
+// dataset's geometry before a byte is read: contiguous bytes inside the
+// file, compact bytes of the dataset's size, one chunk record per grid
+// position, each inside the file and no larger than its chunk could be
+// stored. The daemon then reads the bytes itself, by pread on the same
+// descriptor (or a mapping of it), and undoes the filters itself: shuffle,
+// deflate (libdeflate) and fletcher32, and big-endian byte order. Anything
+// else (szip, n-bit, scale-offset, third-party filters, non-IEEE floats,
+// compound elements) is FAILED_PRECONDITION naming it. A hostile or
+// corrupt chunk is DATA_LOSS naming the file and the chunk, never a write
+// past the volume; no lock is taken to read one.
 //
-// ReadWhole reads a dataset whole: a chunked one whose only filters are
-// shuffle and deflate chunk by chunk, each chunk's stored bytes taken
-// from the library (H5Dread_chunk, under its lock) and unshuffled and
-// inflated here (libdeflate), chunks spread over a Parallel: the library's
-// lock is held only for the raw reads. Chunk sizes and inflated lengths
-// are checked against the dataset's own geometry: a hostile or corrupt
-// chunk is DATA_LOSS naming the file and the chunk, never a write past the
-// volume.
-//
-// Thread-safe as the library is; the objects are used by one reader at a
-// time or read-only.
+// Files and sets are immutable once opened: thread-safe.
 #ifndef STOKER_SERVER_SOURCES_HDF5_FILE_H_
 #define STOKER_SERVER_SOURCES_HDF5_FILE_H_
-
-#include <hdf5/serial/hdf5.h>
 
 #include <cstdint>
 #include <memory>
@@ -32,123 +29,137 @@
 #include "absl/status/statusor.h"
 #include "server/array_source.h"
 #include "server/file_system.h"
+#include "server/h5probe/protocol.h"
+#include "server/sources/hdf5_prober.h"
 #include "server/volume_cache.h"
 
 namespace stoker {
 namespace h5 {
 
-// Closes an HDF5 id with the matching function.
-class Id {
- public:
-  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Id() {
-    if (id_ >= 0) close_(id_);
-  }
-  Id(const Id&) = delete;
-  Id& operator=(const Id&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
 // FAILED_PRECONDITION "file: what".
 absl::Status Failed(const std::string& file, const std::string& what);
 
-// An open file, confined when `beneath` is set.
-struct File {
-  std::string path;
-  // The file version HDF5 opened (path, device, inode, size, mtime): keys
-  // what is kept of it.
-  std::string version;
-  std::unique_ptr<Id> id;
-  std::shared_ptr<void> held;  // Its token (ChargeHeld): HDF5 keeps it open.
+// A descriptor, closed with its last holder.
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor();
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
 };
 
-// Opens `path` read-only beneath `beneath` (when set).
-absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath);
+class Chunks;
 
+// A dataset of an open file, as read here.
 struct Set {
-  std::unique_ptr<Id> set, space, type;
+  std::string path;  // The file's, for errors.
+  std::shared_ptr<const Descriptor> fd;
+  uint64_t file_size = 0;
   std::vector<uint64_t> dims;
   ElemType elem = ElemType::kUint8;
-  // Contiguous, unfiltered, little-endian: its elements at this offset of
-  // the file, readable without the library.
+  bool swap = false;  // Stored big-endian.
+  // Contiguous and little-endian: its elements at `offset` of the file,
+  // readable from a mapping as they lie.
   bool raw = false;
   uint64_t offset = 0;
-  // Chunked, with no filters but shuffle and deflate, little-endian: its
-  // chunks can be read raw and inflated outside the library (ReadWhole).
-  bool inflatable = false;
-  std::vector<uint64_t> chunk;         // Chunk dimensions when chunked.
-  std::vector<H5Z_filter_t> filters;   // In pipeline order (write order).
+  std::string compact;  // Compact: its elements, little-endian.
+  // Its bytes as pieces (chunks; for a contiguous dataset, rows of its
+  // first dimension); null for a compact one.
+  std::shared_ptr<const Chunks> chunks;
+  // Chunked (not a contiguous dataset's rows).
+  bool chunked = false;
 };
 
-// Opens dataset `name` of `f`: PERMISSION_DENIED for data in other files,
-// FAILED_PRECONDITION for no such dataset or elements that are not plain
-// numbers.
-absl::StatusOr<Set> OpenSet(const File& f, const std::string& name);
+// An open file: its version, its descriptor, and the datasets asked for.
+struct File {
+  std::string path;
+  // The file version opened (path, device, inode, size, mtime): keys what
+  // is kept of it.
+  std::string version;
+  std::shared_ptr<const Descriptor> fd;
+  uint64_t size = 0;
+  std::shared_ptr<void> held;  // Its token (ChargeHeld).
+  std::vector<absl::StatusOr<Set>> sets;  // One per name, in order.
+};
 
-// Reads the hyperslab [start, start + count) of `d` into dst as `to`
-// (DATA_LOSS naming `what` when the library fails).
-absl::Status ReadSlab(const Set& d, const std::vector<hsize_t>& start,
-                      const std::vector<hsize_t>& count, ElemType to, uint8_t* dst,
+// Opens `path` read-only beneath `beneath` (when set) and has `prober`
+// describe datasets `names` (FAILED_PRECONDITION for one that is not there
+// or not plain numbers, PERMISSION_DENIED for data in other files).
+absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath, Prober& prober,
+                              const std::vector<std::string>& names);
+
+// Reads the region [start, start + count) of `d` into dst as `to`
+// (DATA_LOSS naming `what` for a corrupt file).
+absl::Status ReadSlab(const Set& d, const std::vector<uint64_t>& start,
+                      const std::vector<uint64_t>& count, ElemType to, uint8_t* dst,
                       const std::string& what);
 
-// The chunks of an inflatable dataset (Set::inflatable), each read raw by
-// the library (under its lock) and unshuffled and inflated here: a volume
-// may be filled chunk by chunk, as its reads need them. Uses the Set's
-// dataset, which must stay open while it is used. Thread-safe.
+// Reads all of `d` into `dst` (its elements, d.elem, little-endian:
+// ElemBytes(d.elem) x the product of d.dims bytes), its pieces spread over
+// `parallel`. DATA_LOSS naming the file and piece for a corrupt one.
+absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint8_t* dst);
+
+// A dataset's pieces: chunks, each read by pread and unfiltered here, or a
+// contiguous dataset's rows. A volume may be filled piece by piece, as its
+// reads need them.
 class Chunks {
  public:
-  // DATA_LOSS for a chunk geometry the dataset cannot hold;
-  // FAILED_PRECONDITION when `d` is not inflatable.
-  static absl::StatusOr<Chunks> Of(const Set& d, const std::string& what);
   uint64_t count() const { return count_; }
-  // The chunks (row-major over the chunk grid) holding any element of the
-  // region [start, start + count) of the dataset.
+  // The pieces (row-major over the grid) holding any element of the region
+  // [start, start + count) of the dataset.
   std::vector<uint64_t> Touching(const uint64_t* start, const uint64_t* count) const;
-  // Chunk c into its place in `dst`, the whole dataset's elements as stored
-  // (clipped at the dataset's edges). DATA_LOSS naming the chunk for one
+  // Piece c into its place in `dst`, the whole dataset's elements
+  // (clipped at the dataset's edges). DATA_LOSS naming the piece for one
   // that is corrupt or hostile; never a write outside its place.
   absl::Status Read(uint64_t c, uint8_t* dst) const;
 
-  // The volume in chunk order, as the file stores it: chunk c's elements
-  // (row-major within the chunk, its part past the dataset's edge
-  // included) fill the slot of chunk_bytes() at c * chunk_bytes() of
-  // slots_bytes(). Filling a chunk then writes one contiguous slot, the
-  // pages its patches touch and no others, with no copy after the inflate.
+  // The volume in piece order: piece c's elements (row-major within it,
+  // its part past the dataset's edge included) fill the slot of
+  // chunk_bytes() at c * chunk_bytes() of slots_bytes(). Filling a piece
+  // then writes one contiguous slot, with no copy after the inflate.
   uint64_t chunk_bytes() const { return chunk_bytes_; }
   uint64_t slots_bytes() const { return slots_bytes_; }
-  // Chunk c into its slot (chunk_bytes() at `slot`); errors as Read's.
+  // Piece c into its slot (chunk_bytes() at `slot`), little-endian; errors
+  // as Read's.
   absl::Status Inflate(uint64_t c, uint8_t* slot) const;
   // The region [start, start + count) of the dataset (inside it) from
   // `slots` whose Touching(start, count) slots are filled, into dst
   // (contiguous, as `to`, converted as CopyRegion does).
   void CopyOut(const uint8_t* slots, const uint64_t* start, const uint64_t* count, ElemType to,
                uint8_t* dst) const;
+  // The part of that region inside piece c, from `piece` (its slot).
+  void CopyPiece(uint64_t c, const uint8_t* piece, const uint64_t* start, const uint64_t* count,
+                 ElemType to, uint8_t* dst) const;
 
  private:
-  // The first element of chunk c.
+  friend absl::StatusOr<Set> CheckSet(const File& f, const std::string& name,
+                                      const h5probe::Dataset& d);
+  // The first element of piece c.
   std::vector<uint64_t> Origin(uint64_t c) const;
 
-  hid_t set_ = -1;
+  std::shared_ptr<const Descriptor> fd_;
   std::vector<uint64_t> dims_, chunk_;
-  std::vector<H5Z_filter_t> filters_;
+  std::vector<uint32_t> filters_;
+  std::vector<h5probe::Chunk> table_;  // Chunked: per piece.
+  uint64_t offset_ = 0;                // Contiguous: where row 0 lies.
   std::string what_;
   ElemType type_ = ElemType::kUint8;
   int elem_ = 1;
+  bool swap_ = false;
   uint64_t chunk_bytes_ = 0, count_ = 0, slots_bytes_ = 0;
   std::vector<uint64_t> grid_;
   std::vector<uint8_t> fill_;
 };
 
-// Reads all of `d` into `dst` (its elements as stored, d.elem, little-
-// endian: ElemBytes(d.elem) x the product of d.dims bytes): inflatable
-// datasets chunk by chunk over `parallel`, others in one library read.
-absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint8_t* dst,
-                       const std::string& what);
+// Checks the reader's description `d` of dataset `name` against file `f`.
+absl::StatusOr<Set> CheckSet(const File& f, const std::string& name, const h5probe::Dataset& d);
+
+// HDF5's fletcher32 checksum of `n` bytes (H5_checksum_fletcher32).
+uint32_t Fletcher32(const uint8_t* data, size_t n);
 
 }  // namespace h5
 }  // namespace stoker

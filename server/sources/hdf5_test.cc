@@ -113,6 +113,91 @@ TEST(Hdf5SourceTest, CompressedRowsAreExactHeldOrNot) {
   fs::remove_all(dir);
 }
 
+// Writes `name` [4, 3] of file type `ftype` from `values` in memory type
+// `mtype`, laid out by `plist` (H5P_DEFAULT: contiguous).
+void WriteSet(hid_t f, const char* name, hid_t ftype, hid_t mtype, const void* values,
+              hid_t plist) {
+  const hsize_t dims[2] = {4, 3};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t set = H5Dcreate2(f, name, ftype, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+  ASSERT_GE(set, 0) << name;
+  ASSERT_GE(H5Dwrite(set, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), 0) << name;
+  H5Dclose(set);
+  H5Sclose(space);
+}
+
+// Every way a dataset's bytes may lie that the daemon reads itself:
+// big-endian (contiguous and chunked), IEEE half as h5py writes float16,
+// compact, fletcher32 alone; each exact per sample and held whole. A filter
+// it does not read is refused by name.
+TEST(Hdf5SourceTest, EveryStoredFormIsReadExactly) {
+  const std::string dir = testdata::MakeTempDir("h5-forms");
+  const std::string path = dir + "/forms.h5";
+  std::vector<float> want(12);
+  int16_t i16[12];
+  double f64[12];
+  int32_t i32[12];
+  uint16_t half[12];
+  const uint16_t half_bits[4] = {0x3C00, 0xC100, 0x3800, 0x7BFF};  // 1, -2.5, 0.5, 65504
+  const float half_values[4] = {1.0f, -2.5f, 0.5f, 65504.0f};
+  for (int i = 0; i < 12; ++i) {
+    i16[i] = static_cast<int16_t>(i * 100 - 500);
+    f64[i] = i16[i];
+    i32[i] = i16[i];
+    half[i] = half_bits[i % 4];
+    want[i] = static_cast<float>(i16[i]);
+  }
+  {
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t chunk[2] = {2, 3};
+    const hid_t gzip = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(gzip, 2, chunk);
+    H5Pset_shuffle(gzip);
+    H5Pset_deflate(gzip, 4);
+    const hid_t sum = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(sum, 2, chunk);
+    H5Pset_fletcher32(sum);
+    const hid_t compact = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_layout(compact, H5D_COMPACT);
+    const hid_t nbit = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(nbit, 2, chunk);
+    H5Pset_nbit(nbit);
+    const hid_t h = H5Tcopy(H5T_IEEE_F32LE);  // As h5py makes float16.
+    H5Tset_fields(h, 15, 10, 5, 0, 10);
+    H5Tset_size(h, 2);
+    H5Tset_ebias(h, 15);
+    WriteSet(f, "be16", H5T_STD_I16BE, H5T_NATIVE_INT16, i16, H5P_DEFAULT);
+    WriteSet(f, "be64", H5T_IEEE_F64BE, H5T_NATIVE_DOUBLE, f64, gzip);
+    WriteSet(f, "half", h, h, half, gzip);
+    WriteSet(f, "compact", H5T_STD_I32LE, H5T_NATIVE_INT32, i32, compact);
+    WriteSet(f, "sum", H5T_STD_I32LE, H5T_NATIVE_INT32, i32, sum);
+    WriteSet(f, "nbit", H5T_STD_I32LE, H5T_NATIVE_INT32, i32, nbit);
+    H5Tclose(h);
+    for (hid_t p : {gzip, sum, compact, nbit}) H5Pclose(p);
+    H5Fclose(f);
+  }
+  const ChargeRam charge = [](uint64_t) { return std::make_shared<int>(0); };
+  for (const char* name : {"be16", "be64", "half", "compact", "sum"}) {
+    for (bool held : {false, true}) {
+      auto src = OpenHdf5Source(path, name, "", held ? charge : nullptr, nullptr);
+      ASSERT_TRUE(src.ok()) << name << ": " << src.status();
+      ASSERT_EQ((*src)->size(), 4u) << name;
+      for (size_t r = 0; r < 4; ++r) {
+        std::vector<float> expect(want.begin() + r * 3, want.begin() + r * 3 + 3);
+        if (std::string(name) == "half") {
+          for (int c = 0; c < 3; ++c) expect[c] = half_values[(r * 3 + c) % 4];
+        }
+        EXPECT_EQ(ReadRow(**src, r, 0, 3), expect) << name << " row " << r << " held " << held;
+      }
+    }
+  }
+  absl::Status refused = OpenHdf5Source(path, "nbit", "", nullptr, nullptr).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("filter 5 (n-bit), which is not read"), std::string::npos)
+      << refused;
+  fs::remove_all(dir);
+}
+
 // What a hostile file or spec gets: a named error, never a hang or a read
 // outside the file.
 TEST(Hdf5SourceTest, RefusesWhatItMustNotRead) {

@@ -396,6 +396,72 @@ def test_hdf5_cannot_read_past_its_own_file(node):
         assert why in line, line
 
 
+HOSTILE_HDF5 = r"""
+import sys, warnings, stoker
+warnings.simplefilter("ignore")
+ld = stoker.Loader({"hdf5": {"path": sys.argv[2], "dataset": "x"}}, batch_size=50,
+                   socket=sys.argv[1], timeout=300, on_error="zeros",
+                   fields=[stoker.array((8, 16, 16), "x")])
+batches = sum(1 for _ in ld.batches())
+print("BATCHES", batches, len(ld), flush=True)
+"""
+
+
+def hostile_hdf5_files(folder, n, seed=33):
+    """`n` mutations of one gzip-chunked volume as h5py writes it: bytes
+    flipped, runs overwritten with patterns, chunks of the file cut out or
+    repeated, the file cut short. Names in upper and lower case."""
+    h5py = pytest.importorskip("h5py")
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    z, y, x = np.meshgrid(np.arange(8), np.arange(16), np.arange(16), indexing="ij")
+    volume = (np.sin(z * 0.3 + y * 0.2) * 50 + x + rng.normal(0, 2, (8, 16, 16))).astype("f4")
+    base = os.path.join(folder, "base.tmp")
+    with h5py.File(base, "w") as f:
+        f.create_dataset("x", data=volume, chunks=(4, 8, 8), compression="gzip", shuffle=True)
+    good = open(base, "rb").read()
+    os.remove(base)
+    for k in range(n):
+        b = bytearray(good)
+        how = k % 5
+        if how == 0:  # Scattered bit flips.
+            for at in rng.integers(0, len(b), 1 + k % 16):
+                b[at] ^= 1 << int(rng.integers(0, 8))
+        elif how == 1:  # A run overwritten with 0x00, 0xff or a counter.
+            at, run = int(rng.integers(0, len(b))), int(rng.integers(1, 64))
+            pattern = (b"\x00", b"\xff", bytes(range(256)))[k % 3]
+            b[at:at + run] = (pattern * 64)[:run]
+        elif how == 2:  # Cut short.
+            del b[int(rng.integers(0, len(b))):]
+        elif how == 3:  # A stretch repeated in place (addresses and sizes now lie).
+            at, run = int(rng.integers(0, len(b))), int(rng.integers(8, 256))
+            b[at:at] = b[at:at + run]
+        else:  # Big integers where sizes and addresses may be.
+            at = int(rng.integers(0, max(1, len(b) - 8)))
+            big = (2**63 - 1, 2**64 - 1, 2**32, 2**40)[int(rng.integers(0, 4))]
+            b[at:at + 8] = big.to_bytes(8, "little")
+        name = f"v{k:04d}." + ("H5" if k % 2 else "h5")
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(bytes(b))
+
+
+@needs_users
+def test_a_thousand_hostile_hdf5_files_cost_only_their_own_samples(node):
+    """1,000 mutated gzip HDF5 volumes read as one folder: libhdf5 parses
+    them in the sandboxed reader, so whatever they do to it is a per-sample
+    error for the attacker, while the daemon lives and the victim's reads
+    keep their checksums."""
+    folder = os.path.join(node.mine, "hostile-h5")
+    os.makedirs(folder)
+    hostile_hdf5_files(folder, 1000)
+    node.give(folder, ATTACKER)
+    with victim_alongside(node):
+        out = attacker_python(node, HOSTILE_HDF5, node.socket, folder)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    # Every batch of 50 delivered (a sample that fails is zeros).
+    assert out.stdout.split() == ["BATCHES", "20", "20"], out.stdout + out.stderr[-3000:]
+
+
 READ_NPY = r"""
 import sys, stoker
 for path in sys.argv[2:]:

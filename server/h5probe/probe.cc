@@ -5,17 +5,20 @@
 //
 // libhdf5 parses a trainer's file here, never in the shared daemon, and
 // before it parses anything the reader is shut in:
-//   - every descriptor but 0-3 is closed; a root reader becomes nobody;
+//   - every descriptor but 0-3 is closed (0-2 are /dev/null); a root reader
+//     becomes nobody; it dies with the daemon;
 //   - no new privileges, not dumpable; no files may be written or created,
 //     at most 8 descriptors held; outside sanitizer builds, 2 GiB of address
 //     space;
 //   - a seccomp allow-list: reading and closing the descriptors it is given,
-//     talking on fd 3, memory without execute, and leaving. Anything else
+//     talking on fd 3, memory without execute, signalling only itself, and
+//     leaving. Anything else
 //     (open, exec, socket, ptrace, ...) kills the reader, and stokerd reports
 //     that file's error.
 // A file that crashes or hangs it costs that file; stokerd starts another
 // reader for the next one.
 #include <grp.h>
+#include <signal.h>
 #include <seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -42,8 +45,10 @@ bool Limit(int resource, rlim_t most) {
 }
 
 bool DropPrivileges() {
-  if (syscall(SYS_close_range, 4u, ~0u, 0) != 0) {
-    for (int fd = 4; fd < 4096; ++fd) close(fd);
+  if (syscall(SYS_close_range, 4u, ~0u, 0) != 0) {  // Before Linux 5.9.
+    struct rlimit most {};
+    getrlimit(RLIMIT_NOFILE, &most);
+    for (rlim_t fd = 4; fd < most.rlim_cur; ++fd) close(static_cast<int>(fd));
   }
   if (geteuid() == 0 || getuid() == 0) {
     const uid_t nobody = 65534;
@@ -51,7 +56,9 @@ bool DropPrivileges() {
         setresuid(nobody, nobody, nobody) != 0)
       return false;
   }
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+  // Gone with the daemon; no new privileges; no core, no ptrace by peers.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 ||
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
     return false;
   bool ok = Limit(RLIMIT_FSIZE, 0) && Limit(RLIMIT_CORE, 0) && Limit(RLIMIT_NOFILE, 8) &&
             Limit(RLIMIT_NPROC, 0);
@@ -79,7 +86,6 @@ bool Sandbox() {
   allow_on(SCMP_SYS(recvmsg), kSocket);
   allow_on(SCMP_SYS(sendmsg), kSocket);
   allow_on(SCMP_SYS(write), kSocket);
-  allow_on(SCMP_SYS(write), 2);  // A sanitizer's report.
   // Memory, never executable.
   allow_no_exec(SCMP_SYS(mmap), 2);
   allow_no_exec(SCMP_SYS(mprotect), 2);
@@ -96,7 +102,10 @@ bool Sandbox() {
   allow(SCMP_SYS(getrandom));
   allow(SCMP_SYS(rt_sigprocmask));
   allow(SCMP_SYS(rt_sigreturn));
-  allow(SCMP_SYS(tgkill));
+  // abort() signals its own thread; no other process may be signalled.
+  rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 2,
+                         SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(getpid())),
+                         SCMP_A1(SCMP_CMP_EQ, static_cast<scmp_datum_t>(gettid())));
   allow(SCMP_SYS(exit));
   allow(SCMP_SYS(exit_group));
   rc |= seccomp_load(ctx);

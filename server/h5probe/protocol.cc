@@ -96,9 +96,25 @@ absl::Status Malformed(const char* what) {
   return absl::DataLossError(absl::StrCat("the HDF5 reader's ", what, " is malformed"));
 }
 
+// Waits until `sock` is ready for `events` or the deadline passes (never
+// with no deadline): false when it passed.
+bool Ready(int sock, short events, int timeout_ms,
+           std::chrono::steady_clock::time_point deadline) {
+  if (timeout_ms < 0) return true;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    struct pollfd p {sock, events, 0};
+    const int r = left.count() <= 0 ? 0 : poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    return r > 0;
+  }
+}
+
 }  // namespace
 
-absl::Status SendFrame(int sock, const std::string& bytes, int fd) {
+absl::Status SendFrame(int sock, const std::string& bytes, int fd, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::string frame;
   const uint32_t n = static_cast<uint32_t>(bytes.size());
   frame.append(reinterpret_cast<const char*>(&n), 4);
@@ -120,8 +136,10 @@ absl::Status SendFrame(int sock, const std::string& bytes, int fd) {
       c->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
     }
-    const ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
+    if (!Ready(sock, POLLOUT, timeout_ms, deadline))
+      return absl::DeadlineExceededError("the other end does not read");
+    const ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL | (timeout_ms >= 0 ? MSG_DONTWAIT : 0));
+    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (w <= 0) return absl::UnavailableError(absl::StrCat("send: ", strerror(errno)));
     sent += static_cast<size_t>(w);
   }
@@ -140,14 +158,8 @@ absl::Status ReceiveFrame(int sock, uint32_t max_bytes, int timeout_ms, std::str
     return s;
   };
   while (got.size() < want) {
-    if (timeout_ms >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      struct pollfd p {sock, POLLIN, 0};
-      const int r = left.count() <= 0 ? 0 : poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) return fail(absl::DeadlineExceededError("no answer in time"));
-    }
+    if (!Ready(sock, POLLIN, timeout_ms, deadline))
+      return fail(absl::DeadlineExceededError("no answer in time"));
     char buf[64 * 1024];
     const size_t ask = std::min<uint64_t>(sizeof(buf), want - got.size());
     struct iovec iov {buf, ask};

@@ -90,10 +90,10 @@ struct Answer {
 
 // Frames on a stream socket: `bytes` with descriptor `fd` attached (fd < 0:
 // none), and one frame of at most `max_bytes` with the descriptor it
-// carries, if any (*fd = -1 otherwise; the caller owns it). Receiving waits
-// until `deadline` at most (DEADLINE_EXCEEDED; forever when `timeout_ms` is
-// negative). UNAVAILABLE when the peer has gone.
-absl::Status SendFrame(int sock, const std::string& bytes, int fd = -1);
+// carries, if any (*fd = -1 otherwise; the caller owns it). Each waits
+// `timeout_ms` at most (DEADLINE_EXCEEDED; forever when negative).
+// UNAVAILABLE when the peer has gone.
+absl::Status SendFrame(int sock, const std::string& bytes, int fd = -1, int timeout_ms = -1);
 absl::Status ReceiveFrame(int sock, uint32_t max_bytes, int timeout_ms, std::string* bytes,
                           int* fd);
 

@@ -128,9 +128,9 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
     if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
     absl::StatusOr<Buffer> whole =
         o.chunks != nullptr
-            ? volumes_->GetPieces(CacheKey({"hdf5-chunks", o.version, dataset_}), o.chunks->slots_bytes(), o.chunks->count(),
+            ? volumes_->GetPieces(CacheKey({"hdf5-chunks", o.version, dataset_, o.set.described}), o.chunks->slots_bytes(), o.chunks->count(),
                                   o.chunks->Touching(start, count), FillChunk(i))
-            : volumes_->Get(CacheKey({"hdf5", o.version, dataset_}), *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
+            : volumes_->Get(CacheKey({"hdf5", o.version, dataset_, o.set.described}), *bytes, [&](const VolumeCache::Parallel& parallel, uint8_t* out) {
                 return h5::ReadWhole(o.set, parallel, out);
               }, owner_);
     if (whole.ok() && *whole == nullptr && !warned_[i].exchange(true)) {
@@ -155,8 +155,21 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
     };
   }
   // Keeps dataset `d` of `f` open, mapping the file when `d` is raw, and
-  // keeping a folder's volume by its chunks when it has them.
-  void Keep(const h5::File& f, h5::Set d) {
+  // keeping a folder's volume by its chunks when it has them. Its chunk
+  // index and compact bytes are charged to the user's list memory:
+  // RESOURCE_EXHAUSTED past it.
+  absl::Status Keep(const h5::File& f, h5::Set d) {
+    const uint64_t index =
+        d.compact.size() + (d.chunks != nullptr ? d.chunks->index_bytes() : 0);
+    if (index > 0 && list_charge_) {
+      std::shared_ptr<void> token = list_charge_(index);
+      if (token == nullptr) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            f.path, ": its chunk index (", index,
+            " bytes) passed this user's memory for sample lists (--max-list-bytes-per-user)"));
+      }
+      index_charge_.push_back(std::move(token));
+    }
     Open o{f.version, f.held, std::move(d), nullptr, nullptr};
     absl::StatusOr<uint64_t> bytes =
         CheckedProduct(o.set.dims, ElemBytes(o.set.elem), UINT64_MAX, f.path);
@@ -172,6 +185,7 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
       }
     }
     open_.push_back(std::move(o));
+    return absl::OkStatus();
   }
 
   bool folder_ = false;
@@ -185,6 +199,8 @@ class Hdf5Source : public ArraySource, public std::enable_shared_from_this<Hdf5S
   std::vector<absl::Status> broken_;  // Folder: per file.
   std::vector<Open> open_;            // Per file (one for a single file).
   ChargeRam charge_;
+  ChargeRam list_charge_;                           // Chunk indexes' memory.
+  std::vector<std::shared_ptr<void>> index_charge_;  // What they hold.
   std::shared_ptr<void> memory_charge_;  // Holds memory_'s bytes.
   Buffer memory_;
   std::shared_ptr<const Beneath> beneath_;
@@ -218,8 +234,9 @@ absl::StatusOr<std::vector<int64_t>> ReadLabels(const absl::StatusOr<h5::Set>& d
 std::shared_ptr<Hdf5Source> NewSource(const std::string& path, const std::string& dataset,
                                       const ChargeRam& charge,
                                       std::shared_ptr<const Beneath> beneath,
-                                      VolumeCache* volumes) {
+                                      VolumeCache* volumes, const ChargeRam& list_charge) {
   auto src = std::make_shared<Hdf5Source>();
+  src->list_charge_ = list_charge;
   src->path_ = path;
   src->dataset_ = dataset;
   src->charge_ = charge;
@@ -261,7 +278,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenRows(std::shared_ptr<Hdf5
     src->labels_ = *std::move(l);
   }
   const uint64_t bytes = *all_bytes;
-  src->Keep(*f, *std::move(d));
+  STOKER_RETURN_IF_ERROR(src->Keep(*f, *std::move(d)));
   const h5::Set& set = src->open_[0].set;
   std::shared_ptr<void> token = src->open_[0].map == nullptr && charge
                                     ? charge(bytes)
@@ -283,10 +300,10 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
     const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath, uint64_t max_samples, bool rows,
-    VolumeCache* volumes, int64_t owner) {
+    VolumeCache* volumes, int64_t owner, const ChargeRam& list_charge) {
   if (dataset.empty())
     return absl::InvalidArgumentError("dataset.hdf5.dataset: name the HDF5 dataset");
-  auto src = NewSource(path, dataset, charge, beneath, volumes);
+  auto src = NewSource(path, dataset, charge, beneath, volumes, list_charge);
   src->owner_ = owner;
   // One reader for this source's files: it only ever sees this caller's.
   h5::Prober prober;
@@ -307,7 +324,8 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
       std::vector<std::shared_ptr<const ArraySource>> parts;
       for (const std::string& name : src->files_) {
         absl::StatusOr<std::shared_ptr<const ArraySource>> rows_of =
-            OpenRows(NewSource(name, dataset, charge, beneath, volumes), labels, max_samples,
+            OpenRows(NewSource(name, dataset, charge, beneath, volumes, list_charge), labels,
+                     max_samples,
                      prober);
         if (!rows_of.ok()) return rows_of.status();
         parts.push_back(*std::move(rows_of));
@@ -332,7 +350,7 @@ absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
       src->elem_ = d->elem;
       src->shapes_.push_back(d->dims);
       src->broken_.push_back(absl::OkStatus());
-      src->Keep(*f, *std::move(d));
+      STOKER_RETURN_IF_ERROR(src->Keep(*f, *std::move(d)));
     }
     if (!typed) return h5::Failed(path, "holds no readable HDF5 file");
     src->warned_ = std::make_unique<std::atomic<bool>[]>(src->files_.size());
@@ -352,7 +370,7 @@ class Hdf5Kind : public SourceKind {
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ArraySource> arrays,
                             OpenHdf5Source(h.path(), h.dataset(), h.labels(), ctx.charge,
                                            ctx.beneath, ctx.limits.max_files, h.rows(),
-                                           ctx.volumes, ctx.uid));
+                                           ctx.volumes, ctx.uid, ctx.limits.charge_list));
     return ArrayDataset(std::move(arrays), absl::StrCat("hdf5:", h.path(), ":", h.dataset()),
                         ctx.limits);
   }

@@ -27,13 +27,15 @@ namespace stoker {
 // sample); contiguous files are held as OpenNpySource's. Rows likewise. The
 // file is opened from its confined descriptor; a dataset whose data lies in
 // another file (external storage, an external link, a virtual dataset) is
-// PERMISSION_DENIED, as HDF5 would open that file by path.
+// PERMISSION_DENIED, as HDF5 would open that file by path. Each file's chunk
+// index is charged to `list_charge` (the user's list memory; none when
+// null): RESOURCE_EXHAUSTED past it.
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenHdf5Source(
     const std::string& path, const std::string& dataset,
     const std::string& labels, const ChargeRam& charge,
     std::shared_ptr<const Beneath> beneath,
     uint64_t max_samples = kDefaultMaxArraySamples, bool rows = false,
-    VolumeCache* volumes = nullptr, int64_t owner = -1);
+    VolumeCache* volumes = nullptr, int64_t owner = -1, const ChargeRam& list_charge = nullptr);
 
 }  // namespace stoker
 

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "util/cache_key.h"
 #include "util/checked_math.h"
+#include "util/checksum.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -39,9 +40,12 @@ constexpr uint32_t kDeflate = 1, kShuffle = 2, kFletcher32 = 3;
 // a checksum.
 uint64_t MostStored(uint64_t chunk_bytes) { return chunk_bytes + chunk_bytes / 1024 + 4096; }
 
-// Largest chunk read: a chunk may exceed its dataset (extendible ones), but
-// not so far that each thread's buffers dwarf the volume.
+// Largest chunk read (HDF5 allows 4 GiB; writers use about 1 MiB): each
+// read of one allocates it, whatever the file's size.
 constexpr uint64_t kMostChunkBytes = 64ULL << 20;
+
+// Most bytes of a compact dataset (HDF5's own limit).
+constexpr uint64_t kMostCompactBytes = 64 * 1024;
 
 // A contiguous dataset's pieces hold this many bytes of whole rows at least.
 constexpr uint64_t kRowPieceBytes = 64 * 1024;
@@ -177,9 +181,11 @@ absl::StatusOr<Set> CheckSet(const File& f, const std::string& name, const h5pro
   STOKER_ASSIGN_OR_RETURN(const uint64_t bytes, CheckedProduct(d.dims, elem, UINT64_MAX, what));
   if (!d.fill.empty() && d.fill.size() != static_cast<size_t>(elem)) return lost("has a fill value of another size");
   if (d.layout == h5probe::Layout::kCompact) {
-    if (d.compact.size() != bytes) return lost("holds compact bytes of another size");
+    if (d.compact.size() != bytes || bytes > kMostCompactBytes)
+      return lost("holds compact bytes of another size");
     s.compact = d.compact;
     if (s.swap) Swap(reinterpret_cast<uint8_t*>(s.compact.data()), bytes, elem);
+    s.described = CacheKey({"compact", absl::StrJoin(d.dims, ","), s.compact});
     return s;
   }
   if (d.dims.empty()) return Failed(f.path, absl::StrCat("dataset '", name, "' is a scalar"));
@@ -202,6 +208,7 @@ absl::StatusOr<Set> CheckSet(const File& f, const std::string& name, const h5pro
     if (bytes > 0 && !RangeWithin(d.offset, bytes, f.size)) return lost("lies past the end of the file");
     s.raw = !s.swap;
     s.offset = d.offset;
+    c->contiguous_ = true;
     c->offset_ = d.offset;
     // Pieces of whole rows of the first dimension.
     const uint64_t row = d.dims[0] == 0 ? 0 : bytes / d.dims[0];
@@ -227,11 +234,12 @@ absl::StatusOr<Set> CheckSet(const File& f, const std::string& name, const h5pro
   c->grid_.resize(nd);
   for (size_t k = 0; k < nd; ++k) {
     if (c->chunk_[k] == 0) return lost("has a chunk dimension of 0");
-    c->grid_[k] = (d.dims[k] + c->chunk_[k] - 1) / c->chunk_[k];
+    c->grid_[k] = d.dims[k] / c->chunk_[k] + (d.dims[k] % c->chunk_[k] != 0);
   }
   STOKER_ASSIGN_OR_RETURN(c->count_, CheckedProduct(c->grid_, 1, UINT64_MAX, what));
-  if (c->chunk_bytes_ > std::max(bytes, kMostChunkBytes))
-    return lost(absl::StrCat("has chunks of ", c->chunk_bytes_, " bytes for a volume of ", bytes));
+  if (s.chunked && c->chunk_bytes_ > kMostChunkBytes)
+    return lost(absl::StrCat("has chunks of ", c->chunk_bytes_, " bytes for a volume of ", bytes,
+                             " (", kMostChunkBytes, " at most)"));
   STOKER_ASSIGN_OR_RETURN(c->slots_bytes_,
                           CheckedProduct({c->count_}, c->chunk_bytes_, UINT64_MAX, what));
   if (s.chunked) {
@@ -245,6 +253,16 @@ absl::StatusOr<Set> CheckSet(const File& f, const std::string& name, const h5pro
     }
     c->table_ = d.chunks;
   }
+  // What was read of the file, as checked: cached decodes are keyed by it
+  // too, so no other reader's description of the same file is served.
+  Checksum table;
+  for (const h5probe::Chunk& e : c->table_) {
+    const uint64_t fields[3] = {e.offset, e.size, e.mask};
+    table.Update(fields, sizeof(fields));
+  }
+  s.described = CacheKey({d.big_endian ? "be" : "le", uint64_t{d.size}, d.offset, d.fill,
+                           table.state(), absl::StrJoin(d.dims, ","),
+                           absl::StrJoin(c->chunk_, ","), absl::StrJoin(c->filters_, ",")});
   s.chunks = std::move(c);
   return s;
 }
@@ -278,6 +296,7 @@ absl::StatusOr<File> OpenFile(const std::string& path, const Beneath* beneath, P
 
 std::vector<uint64_t> Chunks::Touching(const uint64_t* start, const uint64_t* count) const {
   const size_t nd = grid_.size();
+  if (count_ == 0) return {};
   std::vector<uint64_t> lo(nd), hi(nd), pos(nd);
   for (size_t k = 0; k < nd; ++k) {
     if (count[k] == 0) return {};
@@ -315,7 +334,8 @@ absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
     return absl::DataLossError(
         absl::StrCat(what_, ": chunk at [", absl::StrJoin(at, ", "), "] ", why));
   };
-  if (table_.empty()) {  // A contiguous dataset's rows.
+  if (c >= count_) return absl::DataLossError(absl::StrCat(what_, ": no chunk ", c));
+  if (contiguous_) {  // A contiguous dataset's rows.
     const uint64_t row = chunk_bytes_ / chunk_[0];
     const uint64_t rows = std::min(chunk_[0], dims_[0] - at[0]);
     if (!ReadAt(fd_->get(), slot, rows * row, offset_ + at[0] * row)) return fail("is cut short");
@@ -339,6 +359,7 @@ absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
   const uint8_t* cur = bufs[0].get();
   size_t size = e.size;
   bool in_slot = false;
+  int stage = 0;  // Stages that wrote a buffer: they alternate between two.
   for (size_t j = 0; j < undo.size(); ++j) {
     const uint32_t id = filters_[undo[j]];
     if (id == kFletcher32) {  // Checked and dropped where it lies.
@@ -356,7 +377,7 @@ absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
     bool more = false;
     for (size_t r = j + 1; r < undo.size(); ++r) more = more || filters_[undo[r]] != kFletcher32;
     if (more) {  // Into the other stage buffer.
-      std::unique_ptr<uint8_t[]>& mid = bufs[1 + j % 2];
+      std::unique_ptr<uint8_t[]>& mid = bufs[1 + stage++ % 2];
       if (mid == nullptr) mid = Scratch(chunk_bytes_);
       out = mid.get();
     }

@@ -72,6 +72,9 @@ struct Set {
   std::shared_ptr<const Chunks> chunks;
   // Chunked (not a contiguous dataset's rows).
   bool chunked = false;
+  // The checked description (layout, type, chunk table, fill): part of the
+  // key of anything kept of its decoded bytes.
+  std::string described;
 };
 
 // An open file: its version, its descriptor, and the datasets asked for.
@@ -109,6 +112,8 @@ absl::Status ReadWhole(const Set& d, const VolumeCache::Parallel& parallel, uint
 class Chunks {
  public:
   uint64_t count() const { return count_; }
+  // Bytes its chunk index holds in memory.
+  uint64_t index_bytes() const { return table_.size() * sizeof(h5probe::Chunk); }
   // The pieces (row-major over the grid) holding any element of the region
   // [start, start + count) of the dataset.
   std::vector<uint64_t> Touching(const uint64_t* start, const uint64_t* count) const;
@@ -145,7 +150,8 @@ class Chunks {
   std::vector<uint64_t> dims_, chunk_;
   std::vector<uint32_t> filters_;
   std::vector<h5probe::Chunk> table_;  // Chunked: per piece.
-  uint64_t offset_ = 0;                // Contiguous: where row 0 lies.
+  bool contiguous_ = false;            // Pieces are rows from offset_.
+  uint64_t offset_ = 0;
   std::string what_;
   ElemType type_ = ElemType::kUint8;
   int elem_ = 1;

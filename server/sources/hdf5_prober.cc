@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,26 +61,38 @@ std::string Prober::Program() {
 
 Prober::~Prober() {
   absl::MutexLock lock(&mu_);
-  Stop(/*gently=*/true);
+  Stop();
 }
 
 absl::Status Prober::Start() {
   int s[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) != 0)
     return absl::ResourceExhaustedError(absl::StrCat("socketpair: ", strerror(errno)));
-  // The reader's end becomes its fd 3 (dup2 clears close-on-exec; one that
-  // is already 3 is moved first so that it does).
-  int theirs = s[1];
-  if (theirs == 3) {
-    theirs = fcntl(s[1], F_DUPFD_CLOEXEC, 4);
-    close(s[1]);
+  // The reader's end becomes its fd 3 (dup2 clears close-on-exec); moved
+  // above 3 first, so that neither dup2 onto itself nor the /dev/null
+  // opens of 0-2 can touch it.
+  const int theirs = fcntl(s[1], F_DUPFD_CLOEXEC, 4);
+  close(s[1]);
+  if (theirs < 0) {
+    close(s[0]);
+    return absl::ResourceExhaustedError(absl::StrCat("fcntl: ", strerror(errno)));
   }
   const std::string& program = program_;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, theirs, 3);
+  // No signal blocked or ignored as the daemon has them.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   std::vector<std::string> env = ReaderEnvironment();
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
@@ -86,8 +100,9 @@ absl::Status Prober::Start() {
   std::string arg0 = program;
   char* argv[] = {arg0.data(), nullptr};
   pid_t pid = -1;
-  const int err = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv, envp.data());
+  const int err = posix_spawn(&pid, program.c_str(), &actions, &attr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   close(theirs);
   if (err != 0) {
     close(s[0]);
@@ -101,11 +116,13 @@ absl::Status Prober::Start() {
   return absl::OkStatus();
 }
 
-std::string Prober::Stop(bool gently) {
+std::string Prober::Stop() {
   if (pid_ < 0) return "";
-  close(sock_);  // A reader waiting for work leaves.
+  close(sock_);
   sock_ = -1;
-  if (!gently) kill(pid_, SIGKILL);
+  // Killed, never waited on to leave: the reader has nothing to keep, and
+  // one that ignored its socket's end would hold this thread.
+  kill(pid_, SIGKILL);
   int status = 0;
   pid_t r;
   do {
@@ -131,16 +148,20 @@ absl::StatusOr<h5probe::Answer> Prober::Describe(int fd, uint64_t size,
   const std::string request = h5probe::EncodeRequest(h5probe::Request{size, names});
   std::string bytes;
   int stray = -1;
-  absl::Status s = h5probe::SendFrame(sock_, request, fd);
+  absl::Status s = h5probe::SendFrame(sock_, request, fd, timeout_ms_);
   if (s.ok()) s = h5probe::ReceiveFrame(sock_, h5probe::kMaxAnswerBytes, timeout_ms_, &bytes, &stray);
   if (stray >= 0) close(stray);
+  // An answer before the whole request was read answers nothing asked.
+  int unread = 0;
+  if (s.ok() && (ioctl(sock_, SIOCOUTQ, &unread) != 0 || unread != 0))
+    s = absl::DataLossError("the HDF5 reader answered before reading its request");
   absl::StatusOr<h5probe::Answer> answer =
       s.ok() ? h5probe::DecodeAnswer(bytes) : absl::StatusOr<h5probe::Answer>(s);
   if (answer.ok() && answer->datasets.size() != names.size())
     answer = absl::DataLossError("the HDF5 reader's answer is malformed");
   if (answer.ok()) return answer;
   lost_.fetch_add(1);
-  const std::string how = Stop(/*gently=*/false);
+  const std::string how = Stop();
   if (absl::IsDeadlineExceeded(answer.status())) {
     return absl::DataLossError(absl::StrCat(path, ": the HDF5 reader did not finish with it in ",
                                             timeout_ms_ / 1000.0, " s"));

@@ -35,7 +35,7 @@ class Prober {
  public:
   // Runs `program` (Program() unless given).
   explicit Prober(std::string program = Program()) : program_(std::move(program)) {}
-  ~Prober();  // Stops the reader.
+  ~Prober();  // Kills the reader.
   Prober(const Prober&) = delete;
   Prober& operator=(const Prober&) = delete;
 
@@ -63,8 +63,8 @@ class Prober {
 
  private:
   absl::Status Start() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the reader (killed unless `gently`) and says how it ended.
-  std::string Stop(bool gently) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Kills and reaps the reader; says how it ended.
+  std::string Stop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string program_;
   absl::Mutex mu_;

@@ -1,6 +1,7 @@
 #include "server/sources/hdf5_prober.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -110,6 +112,49 @@ TEST_F(ProberTest, AReaderThatCrashesOrHangsIsThatFilesError) {
   a = missing.Describe(fd_, size_, {"x"}, file_);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(a.status().message().find("--hdf5-reader"), std::string::npos) << a.status();
+}
+
+
+// A reader (a Python script on fd 3) that sends `answers` well-formed
+// answers ("no such dataset") and then, with `read_first`, reads nothing;
+// either way it then ignores its socket's end and sleeps.
+std::string LyingReader(const std::string& dir, const std::string& name, int answers,
+                        bool read_first) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << "#!/usr/bin/python3\n"
+                         "import os, struct, time\n"
+                         "msg = b\"has no dataset\"\n"
+                         "body = struct.pack(\"<IBI\", 1, 9, len(msg)) + msg\n"
+                      << "for _ in range(" << answers << "):\n"
+                      << (read_first ? "    os.read(3, 65536)\n" : "")
+                      << "    os.write(3, struct.pack(\"<I\", len(body)) + body)\n"
+                         "time.sleep(600)\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+// A reader that answers before it has read its request answers nothing
+// asked: that file's error, the reader killed. One that then ignores its
+// socket's end never holds the daemon's thread: it is killed, not awaited.
+TEST_F(ProberTest, AReaderThatAnswersUnaskedOrStaysIsKilled) {
+  {
+    Prober eager(LyingReader(dir_, "eager", 1000, /*read_first=*/false));
+    absl::StatusOr<h5probe::Answer> a = eager.Describe(fd_, size_, {"x"}, file_);
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(a.status().message().find("answered before reading its request"),
+              std::string::npos)
+        << a.status();
+    EXPECT_EQ(eager.lost(), 1u);
+  }
+  std::optional<Prober> staying;
+  staying.emplace(LyingReader(dir_, "staying", 1, /*read_first=*/true));
+  absl::StatusOr<h5probe::Answer> a = staying->Describe(fd_, size_, {"x"}, file_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->datasets[0].status().code(), absl::StatusCode::kFailedPrecondition);
+  const pid_t pid = staying->pid();
+  ASSERT_GT(pid, 0);
+  staying.reset();  // Returns: the reader is killed and reaped.
+  EXPECT_NE(kill(pid, 0), 0);
 }
 
 }  // namespace

@@ -14,6 +14,10 @@ over).
               fresh daemon (every volume inflated), the median of RUNS
               fresh daemons each.
 
+With STOKER_OLD_TREE set to another checkout with its daemon and client
+built (an older main), the ordinary user's reader also runs against that
+daemon with that client, in the same rounds, and new / old is printed.
+
 Needs root (to run the second reader as uid 65534) and Debian's python3
 with numpy and h5py; data under $STOKER_BENCH_ARRAYS as any_sample.py makes
 it. Run with `make bench` or directly.
@@ -64,22 +68,24 @@ else:
 """
 
 
-def read(uid, daemon, case, data, lib):
-    """The rate `uid`'s reader measured (with libstoker.so at `lib`)."""
+def read(uid, daemon, case, data, lib, tree=ROOT):
+    """The rate `uid`'s reader measured (with libstoker.so at `lib` and the
+    Python package of `tree`)."""
     cmd = [sys.executable, "-c", READ, case, daemon.sock, data, str(RUNS),
            json.dumps(list(PATCH)), str(PER_VOLUME)]
     if uid != os.geteuid():
         cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"), STOKER_LIB=lib)
+    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "client", "python"), STOKER_LIB=lib)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"reader (uid {uid}) failed: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["rate"]
 
 
-def open_daemon():
-    """A fresh daemon every user may reach (its folder and sockets open)."""
-    d = Stokerd("--socket-mode", "0666")
+def open_daemon(tree=ROOT):
+    """A fresh daemon (of `tree`) every user may reach (its folder and
+    sockets open)."""
+    d = Stokerd("--socket-mode", "0666", tree=tree)
     os.chmod(d.dir, 0o755)
     return d
 
@@ -90,36 +96,54 @@ def main():
         return
     make_store()
     make_scans()
-    # This tree's library where uid 65534 can load it (bazel-bin is root's).
+    # Each tree's library where uid 65534 can load it (bazel-bin is root's).
     libdir = tempfile.mkdtemp(prefix="stoker-bench-lib-")
     os.chmod(libdir, 0o755)
-    lib = shutil.copy(os.path.join(ROOT, "bazel-bin", "client", "c", "libstoker.so"), libdir)
+    old = os.environ.get("STOKER_OLD_TREE")
+    trees = {"new": ROOT, **({"old": os.path.abspath(old)} if old else {})}
+    libs = {}
+    for name, tree in trees.items():
+        os.makedirs(os.path.join(libdir, name))
+        os.chmod(os.path.join(libdir, name), 0o755)
+        libs[name] = shutil.copy(os.path.join(tree, "bazel-bin", "client", "c", "libstoker.so"),
+                                 os.path.join(libdir, name))
     try:
-        report(lib)
+        report(libs, trees)
     finally:
         shutil.rmtree(libdir, ignore_errors=True)
 
 
-def report(lib):
-    readers = (("admin (the daemon's opens)", os.geteuid()), ("confined (uid 65534)", NOBODY))
+def report(libs, trees):
+    # (label, uid, tree): this tree's daemon read by an admin and by an
+    # ordinary user; an older tree's by the ordinary user.
+    readers = [("admin (the daemon's opens)", os.geteuid(), "new"),
+               ("confined (uid 65534)", NOBODY, "new")]
+    if "old" in trees:
+        readers.append(("old main, uid 65534", NOBODY, "old"))
     rates = {}
     for _ in range(RUNS):  # Rounds alternate the readers.
-        with open_daemon() as d:  # One daemon: its files stay in the page cache.
-            for name, uid in readers:
-                rates.setdefault(("store", name), []).append(read(uid, d, "store", STORE, lib))
-        for name, uid in readers:
-            with open_daemon() as d:  # Its volume cache starts empty.
+        for tree in trees:
+            with open_daemon(trees[tree]) as d:  # Its files stay in the page cache.
+                for name, uid, t in readers:
+                    if t == tree:
+                        rates.setdefault(("store", name), []).append(
+                            read(uid, d, "store", STORE, libs[t], trees[t]))
+        for name, uid, t in readers:
+            with open_daemon(trees[t]) as d:  # Its volume cache starts empty.
                 rates.setdefault(("compressed", name), []).append(
-                    read(uid, d, "compressed", SCANS, lib))
+                    read(uid, d, "compressed", SCANS, libs[t], trees[t]))
     print(f"caller's rights on array data ({os.cpu_count()} cores, medians of {RUNS} rounds)")
     labels = {"store": "feature store, 4 x part*.H5 gzip, rows/s (batch 8192)",
               "compressed": "gzip *.H5 volumes, epoch 1, patches/s (batch 2)"}
     for case in ("store", "compressed"):
         print(f"  {labels[case]}")
-        median = {name: statistics.median(rates[(case, name)]) for name, _ in readers}
-        for name, _ in readers:
+        median = {name: statistics.median(rates[(case, name)]) for name, _, _ in readers}
+        for name, _, _ in readers:
             print(f"    {name:<28} {median[name]:12.1f}")
         print(f"    {'confined / admin':<28} {median[readers[1][0]] / median[readers[0][0]]:12.3f}")
+        if len(readers) > 2:
+            print(f"    {'new / old (uid 65534)':<28} "
+                  f"{median[readers[1][0]] / median[readers[2][0]]:12.3f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""A private stokerd for the benchmarks: this tree's build on a socket in a
-fresh temporary folder, one decode thread per core, /metrics off, extra
-flags as given. Use it as a context manager (or call close()): it stops
+"""A private stokerd for the benchmarks: this tree's build (or the tree at
+`tree`: another checkout's build, to compare) on a socket in a fresh
+temporary folder, one decode thread per core, /metrics off, extra flags as
+given. Use it as a context manager (or call close()): it stops
 the daemon and removes the folder."""
 
 import json
@@ -15,11 +16,11 @@ BIN = os.path.join(ROOT, "bazel-bin")
 
 
 class Stokerd:
-    def __init__(self, *flags):
+    def __init__(self, *flags, tree=ROOT):
         self.dir = tempfile.mkdtemp(prefix="stoker-bench-")
         self.sock = os.path.join(self.dir, "s.sock")
         self.proc = subprocess.Popen(
-            [os.path.join(BIN, "server", "stokerd"), "--socket", self.sock,
+            [os.path.join(tree, "bazel-bin", "server", "stokerd"), "--socket", self.sock,
              "--threads", str(os.cpu_count() or 1), "--metrics-address", "", *flags,
              *(["--allow-root"] if os.geteuid() == 0 else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -4,11 +4,12 @@
 
 Both trees' `bazel-bin/bench/storage_bench` read the demo data (every
 sample from storage, 0 ms and 20 ms injected per open) in alternating
-rounds of one; medians over ROUNDS (default 3). The older bench reads train
-with an in-process client as the daemon's own user; this tree's reads train
-and val by `stokerctl read` processes of the daemon's user (admin) and of
-uid 65534 (confined). Printed: each rate, new / old for train, and each
-row's 20 ms / 0 ms.
+rounds of one; medians over ROUNDS (default 3). The older bench reads with
+an in-process client as the daemon's own user, one transform a run (it
+needs a --transform flag: older checkouts lack it, and two lines add it);
+this tree's reads train and val by `stokerctl read` processes of the
+daemon's user (admin) and of uid 65534 (confined). Printed: each rate, new
+/ old, and each row's 20 ms / 0 ms.
 """
 
 import os
@@ -21,15 +22,18 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DATA = "/tmp/stoker-demo-data"
 
 
-def run(tree):
-    out = subprocess.run([os.path.join(tree, "bazel-bin", "bench", "storage_bench"),
-                          "--data", DATA, "--rounds", "1"],
-                         check=True, capture_output=True, text=True).stdout
+def run(tree, transform="train"):
+    """One round of `tree`'s storage_bench: {(transform, reader): (0 ms, 20 ms)}."""
+    args = [os.path.join(tree, "bazel-bin", "bench", "storage_bench"), "--data", DATA,
+            "--rounds", "1"]
+    if tree != ROOT:
+        args.append(f"--transform={transform}")
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     rows = {}
     old = re.findall(r"every read from storage, (\d+) ms:\s+([\d.]+) img/s", out)
-    if old:  # The older format: train, in-process.
+    if old:  # The older format: one transform, in-process.
         rates = {int(ms): float(r) for ms, r in old}
-        rows[("train", "old main, in-process")] = (rates[0], rates[max(rates)])
+        rows[(transform, "old main, in-process")] = (rates[0], rates[max(rates)])
     for line in out.splitlines():
         m = re.match(r"^  (train|val)\s+(.+?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", line)
         if m and "/" not in m.group(2):
@@ -44,8 +48,8 @@ def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     got = {}
     for r in range(rounds):
-        for tree in (old, ROOT):
-            for key, rates in run(tree).items():
+        for tree, transform in ((old, "train"), (old, "val"), (ROOT, "")):
+            for key, rates in run(tree, transform).items():
                 got.setdefault(key, []).append(rates)
         print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     med = {k: (statistics.median(v[0] for v in vs), statistics.median(v[1] for v in vs))
@@ -53,10 +57,10 @@ def main():
     print(f"every read from storage, img/s ({os.cpu_count()} cores, medians of {rounds})")
     print(f"  {'':6} {'reader':<28} {'0 ms':>9} {'20 ms':>9} {'20/0':>7} {'new/old 0':>10} "
           f"{'new/old 20':>10}")
-    base = med.get(("train", "old main, in-process"))
     for (t, reader), (fast, slow) in sorted(med.items()):
         ratio = ""
-        if t == "train" and base and "old" not in reader:
+        base = med.get((t, "old main, in-process"))
+        if base and "old" not in reader:
             ratio = f"{fast / base[0]:10.3f} {slow / base[1]:10.3f}"
         print(f"  {t:6} {reader:<28} {fast:9.1f} {slow:9.1f} {slow / fast:7.3f} {ratio}")
 

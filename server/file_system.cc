@@ -219,6 +219,21 @@ std::string InFolder(const std::string& folder, const std::string& name) {
   return absl::StrCat(absl::StripSuffix(folder, "/"), "/", name);
 }
 
+bool ReadAt(int fd, uint64_t offset, uint64_t n, uint8_t* dst, int* err) {
+  while (n > 0) {
+    const ssize_t got = pread(fd, dst, std::min<uint64_t>(n, 1u << 30), static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      if (err != nullptr) *err = got < 0 ? errno : 0;
+      return false;
+    }
+    dst += got;
+    offset += static_cast<uint64_t>(got);
+    n -= static_cast<uint64_t>(got);
+  }
+  return true;
+}
+
 absl::StatusOr<std::string> ReadHead(const std::string& path, const Beneath* beneath, size_t n) {
   STOKER_ASSIGN_OR_RETURN(const int fd, OpenConfined(path, O_RDONLY, beneath));
   std::string head(n, '\0');

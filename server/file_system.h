@@ -145,6 +145,11 @@ std::string InFolder(const std::string& folder, const std::string& name);
 // its name does not say (util/file_kinds.h).
 absl::StatusOr<std::string> ReadHead(const std::string& path, const Beneath* beneath, size_t n);
 
+// Reads [offset, offset + n) of the open file `fd` into dst (pread, in
+// pieces of at most 1 GiB): false on a short file or an error (*err: its
+// errno, 0 for a short file; may be null).
+bool ReadAt(int fd, uint64_t offset, uint64_t n, uint8_t* dst, int* err = nullptr);
+
 // A file opened for reading by OpenConfined's rules, and what it was when
 // opened. A sample is identified from it and, on a cache miss, read from
 // it: one open per read, and the bytes read are those of the file the

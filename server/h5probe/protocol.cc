@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "shm/fd_passing.h"
 
 namespace stoker {
 namespace h5probe {
@@ -166,25 +168,18 @@ absl::Status ReceiveFrame(int sock, uint32_t max_bytes, int timeout_ms, std::str
     struct msghdr msg {};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    // Room for every descriptor one message may carry, so extras arrive
+    // (and are closed) rather than truncate the control data.
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * shm::kMaxFdsPerMessage)];
     msg.msg_control = control;
     msg.msg_controllen = sizeof(control);
     const ssize_t r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return fail(absl::UnavailableError(absl::StrCat("receive: ", strerror(errno))));
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t k = 0; k < n; ++k) {
-        int one;
-        std::memcpy(&one, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
-        if (*fd < 0 && got.empty()) {
-          *fd = one;
-        } else {
-          close(one);  // Only one, with the first bytes.
-        }
-      }
-    }
+    // One descriptor, with the frame's first bytes; any other is closed.
+    std::vector<int> fds;
+    shm::TakeDescriptors(&msg, *fd < 0 && got.empty() ? 1 : 0, &fds);
+    if (!fds.empty()) *fd = fds[0];
     if (r == 0) return fail(absl::UnavailableError("the other end has gone"));
     if (msg.msg_flags & MSG_CTRUNC) return fail(Malformed("frame's descriptor"));
     got.append(buf, static_cast<size_t>(r));

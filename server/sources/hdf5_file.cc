@@ -80,25 +80,26 @@ absl::StatusOr<ElemType> TypeOf(const h5probe::Dataset& d) {
   return absl::InvalidArgumentError("not plain numbers");
 }
 
+// Reverses the bytes of each T in p (n bytes).
+template <typename T, T (*Reverse)(T)>
+void SwapAll(uint8_t* p, uint64_t n) {
+  for (uint64_t i = 0; i + sizeof(T) <= n; i += sizeof(T)) {
+    T v;
+    std::memcpy(&v, p + i, sizeof(T));
+    v = Reverse(v);
+    std::memcpy(p + i, &v, sizeof(T));
+  }
+}
+
+uint16_t Reverse16(uint16_t v) { return __builtin_bswap16(v); }
+uint32_t Reverse32(uint32_t v) { return __builtin_bswap32(v); }
+uint64_t Reverse64(uint64_t v) { return __builtin_bswap64(v); }
+
 // Reverses the bytes of each `elem`-byte element of `p` (n bytes).
 void Swap(uint8_t* p, uint64_t n, int elem) {
-  if (elem == 2) {
-    for (uint64_t i = 0; i + 2 <= n; i += 2) std::swap(p[i], p[i + 1]);
-  } else if (elem == 4) {
-    for (uint64_t i = 0; i + 4 <= n; i += 4) {
-      uint32_t v;
-      std::memcpy(&v, p + i, 4);
-      v = __builtin_bswap32(v);
-      std::memcpy(p + i, &v, 4);
-    }
-  } else if (elem == 8) {
-    for (uint64_t i = 0; i + 8 <= n; i += 8) {
-      uint64_t v;
-      std::memcpy(&v, p + i, 8);
-      v = __builtin_bswap64(v);
-      std::memcpy(p + i, &v, 8);
-    }
-  }
+  if (elem == 2) SwapAll<uint16_t, Reverse16>(p, n);
+  if (elem == 4) SwapAll<uint32_t, Reverse32>(p, n);
+  if (elem == 8) SwapAll<uint64_t, Reverse64>(p, n);
 }
 
 // Undoes HDF5's shuffle filter: `in` holds byte 0 of every element, then
@@ -120,19 +121,6 @@ struct Inflater {
 
 // An uninitialised buffer of `n` bytes, freed when the chunk is done.
 std::unique_ptr<uint8_t[]> Scratch(uint64_t n) { return std::unique_ptr<uint8_t[]>(new uint8_t[n]); }
-
-// Reads exactly n bytes at `offset` of `fd`: false when the file is shorter.
-bool ReadAt(int fd, uint8_t* out, uint64_t n, uint64_t offset) {
-  while (n > 0) {
-    const ssize_t r = pread(fd, out, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    out += r;
-    offset += static_cast<uint64_t>(r);
-    n -= static_cast<uint64_t>(r);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -338,7 +326,7 @@ absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
   if (contiguous_) {  // A contiguous dataset's rows.
     const uint64_t row = chunk_bytes_ / chunk_[0];
     const uint64_t rows = std::min(chunk_[0], dims_[0] - at[0]);
-    if (!ReadAt(fd_->get(), slot, rows * row, offset_ + at[0] * row)) return fail("is cut short");
+    if (!ReadAt(fd_->get(), offset_ + at[0] * row, rows * row, slot)) return fail("is cut short");
     std::memset(slot + rows * row, 0, chunk_bytes_ - rows * row);
     if (swap_) Swap(slot, rows * row, elem_);
     return absl::OkStatus();
@@ -350,7 +338,7 @@ absl::Status Chunks::Inflate(uint64_t c, uint8_t* slot) const {
     return absl::OkStatus();
   }
   std::unique_ptr<uint8_t[]> bufs[3] = {Scratch(e.size), nullptr, nullptr};
-  if (!ReadAt(fd_->get(), bufs[0].get(), e.size, e.offset)) return fail("is cut short");
+  if (!ReadAt(fd_->get(), e.offset, e.size, bufs[0].get())) return fail("is cut short");
   // The filters to undo, last to first; the last undone writes the slot.
   std::vector<size_t> undo;
   for (size_t k = filters_.size(); k-- > 0;) {

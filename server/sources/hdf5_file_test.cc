@@ -1,6 +1,9 @@
 #include "server/sources/hdf5_file.h"
 
+#include <hdf5/serial/hdf5.h>
+
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -103,24 +106,33 @@ TEST(CheckSetTest, TheDescriptionIsPartOfWhatIsKept) {
   EXPECT_EQ(sa->described, CheckSet(f, "x", a)->described);
 }
 
-// HDF5's fletcher32, as H5_checksum_fletcher32 computes it (odd lengths
-// included).
-TEST(Fletcher32Test, MatchesTheLibrarysSums) {
-  const uint8_t abc[] = {'a', 'b', 'c', 'd', 'e'};
-  // sum1 = 0x6162 + 0x6364 + 0x6500 folded; sum2 the running total folded.
-  uint32_t s1 = 0x6162, s2 = 0x6162;
-  s1 += 0x6364;
-  s2 += s1;
-  s1 = (s1 & 0xffff) + (s1 >> 16);
-  s2 = (s2 & 0xffff) + (s2 >> 16);
-  s1 += 0x6500;
-  s2 += s1;
-  s1 = (s1 & 0xffff) + (s1 >> 16);
-  s2 = (s2 & 0xffff) + (s2 >> 16);
-  s1 = (s1 & 0xffff) + (s1 >> 16);
-  s2 = (s2 & 0xffff) + (s2 >> 16);
-  EXPECT_EQ(Fletcher32(abc, 5), (s2 << 16) | s1);
-  EXPECT_EQ(Fletcher32(abc, 0), 0u);
+// HDF5's fletcher32: the checksum libhdf5 itself appended to a chunk (odd
+// lengths included) is the one computed here.
+TEST(Fletcher32Test, MatchesWhatTheLibraryStores) {
+  const std::string path = ::testing::TempDir() + "/fletcher.h5";
+  for (hsize_t n : {5, 64, 1001}) {
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t space = H5Screate_simple(1, &n, nullptr);
+    const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(plist, 1, &n);
+    H5Pset_fletcher32(plist);
+    const hid_t set = H5Dcreate2(f, "x", H5T_STD_U8LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    std::vector<uint8_t> data(n);
+    for (hsize_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(i * 37 + 11);
+    ASSERT_GE(H5Dwrite(set, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
+    H5Dflush(set);
+    const hsize_t at = 0;
+    uint32_t mask = 0;
+    std::vector<uint8_t> raw(n + 4);
+    ASSERT_GE(H5Dread_chunk(set, H5P_DEFAULT, &at, &mask, raw.data()), 0);
+    uint32_t stored;
+    std::memcpy(&stored, raw.data() + n, 4);
+    EXPECT_EQ(Fletcher32(raw.data(), n), stored) << n << " bytes";
+    H5Dclose(set);
+    H5Pclose(plist);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
 }
 
 }  // namespace

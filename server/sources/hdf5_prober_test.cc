@@ -101,7 +101,7 @@ TEST_F(ProberTest, AReaderThatCrashesOrHangsIsThatFilesError) {
   EXPECT_EQ(crashing.started(), 2u);
   EXPECT_EQ(crashing.lost(), 2u);
 
-  Prober hanging(Script(dir_, "hang", "exec sleep 600"));
+  Prober hanging(Script(dir_, "hang", "exec python3 -c 'import signal; signal.pause()'"));
   hanging.set_timeout_ms(200);
   a = hanging.Describe(fd_, size_, {"x"}, file_);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kDataLoss);
@@ -116,19 +116,20 @@ TEST_F(ProberTest, AReaderThatCrashesOrHangsIsThatFilesError) {
 
 
 // A reader (a Python script on fd 3) that sends `answers` well-formed
-// answers ("no such dataset") and then, with `read_first`, reads nothing;
-// either way it then ignores its socket's end and sleeps.
+// answers ("no such dataset"), reading a request before each only with
+// `read_first`; either way it then ignores its socket's end and waits for
+// a signal that never comes.
 std::string LyingReader(const std::string& dir, const std::string& name, int answers,
                         bool read_first) {
   const std::string path = dir + "/" + name;
   std::ofstream(path) << "#!/usr/bin/python3\n"
-                         "import os, struct, time\n"
+                         "import os, signal, struct\n"
                          "msg = b\"has no dataset\"\n"
                          "body = struct.pack(\"<IBI\", 1, 9, len(msg)) + msg\n"
                       << "for _ in range(" << answers << "):\n"
                       << (read_first ? "    os.read(3, 65536)\n" : "")
                       << "    os.write(3, struct.pack(\"<I\", len(body)) + body)\n"
-                         "time.sleep(600)\n";
+                         "signal.pause()\n";
   chmod(path.c_str(), 0755);
   return path;
 }

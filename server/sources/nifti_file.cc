@@ -235,22 +235,6 @@ void ReorderFrom(const uint8_t* src, const std::vector<uint64_t>& shape, const H
   return ReorderTyped<S, float, true>(src, shape, h, parallel, out);
 }
 
-// Reads [offset, offset + n) of fd into dst: false on a short file.
-bool ReadAt(int fd, uint64_t offset, uint64_t n, uint8_t* dst, int* err) {
-  while (n > 0) {
-    const ssize_t got = pread(fd, dst, std::min<uint64_t>(n, 1u << 30), static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      *err = got < 0 ? errno : 0;
-      return false;
-    }
-    dst += got;
-    offset += static_cast<uint64_t>(got);
-    n -= static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
 struct Fd {
   int fd;
   ~Fd() { close(fd); }

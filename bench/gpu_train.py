@@ -10,6 +10,8 @@ batch 256 at 224 (RandomResizedCrop + flip), on the bench corpus
   stoker GPU     stoker.Loader(client_decode=ClientDecode("cuda", cpu_share=0)): the
                  daemon hands JPEGs over, nvJPEG decodes on the GPU
   stoker hybrid  client_decode=ClientDecode("cuda") (cpu_share "auto")
+  stoker split S client_decode=ClientDecode("cuda", cpu_share=S), for each S
+                 in $SHARES (comma-separated; none by default)
 For each: images/s over SECONDS after WARM steps, the ratio to synthetic,
 and the GPU's utilisation sampled every 100 ms from NVML (nvidia-smi).
 
@@ -39,6 +41,7 @@ SIZE = 64 if SMOKE else 224
 WARM = 2 if SMOKE else int(os.environ.get("WARM", "20"))
 SECONDS = 2.0 if SMOKE else float(os.environ.get("SECONDS", "30"))
 MODELS = ["resnet18"] if SMOKE else os.environ.get("MODELS", "resnet18,resnet50").split(",")
+SHARES = [float(s) for s in os.environ.get("SHARES", "").split(",") if s]
 
 
 class Utilisation:
@@ -156,6 +159,9 @@ def main():
                          client_decode=stoker.ClientDecode(decode_device, cpu_share=0))),
                      ("stoker hybrid", lambda: stoker_loader(
                          d.sock, device, client_decode=stoker.ClientDecode(decode_device)))]
+            feeds += [(f"stoker split {s:g}", lambda s=s: stoker_loader(
+                d.sock, device, client_decode=stoker.ClientDecode(decode_device, cpu_share=s)))
+                for s in SHARES]
             for feed, make in feeds:
                 batches, loader = make()
                 rate, util = train(model_name, batches, device)
@@ -163,8 +169,13 @@ def main():
                 notes = ""
                 if loader is not None and "client_decode" in loader.stats():
                     cd = loader.stats()["client_decode"]
+                    per = 1e6 / max(1, cd["samples_client_decoded"])
                     notes = (f"share {cd['cpu_share']:.2f}, client {cd['client_rate']:.0f}/s, "
-                             f"daemon {cd['daemon_rate']:.0f}/s")
+                             f"daemon {cd['daemon_rate']:.0f}/s; client decode "
+                             f"{cd['decode_seconds'] * per:.0f} + render "
+                             f"{cd['render_seconds'] * per:.0f} us/img; waited for daemon "
+                             f"{cd['wait_daemon_seconds']:.1f} s, client "
+                             f"{cd['wait_client_seconds']:.1f} s")
                 if loader is not None:
                     loader.close()
                 print(f"{model_name:9} {feed:15} {rate:8.1f} {rate / ceiling:8.2f} "

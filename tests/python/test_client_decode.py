@@ -295,3 +295,27 @@ def test_damaged_jpegs(layouts, daemon, tmp_path):
                       on_error="raise", shuffle=False)
     with pytest.raises(stoker.StokerError, match="DATA_LOSS.*huff.jpg"):
         list(raising)
+
+
+def test_close_mid_epoch_waits_for_the_decode_in_flight(layouts, daemon):
+    """The next batch is being decoded (on a GPU, copied out of the pinned
+    ring) while this one trains: closing the Loader stops that work before
+    the ring goes, and the abandoned iterator ends."""
+    import threading
+
+    def decoders():
+        return [t for t in threading.enumerate() if t.name.startswith("stoker-decode")]
+
+    before = len(decoders())
+    loader = _loader(layouts, daemon, client_decode=CLIENT_ONLY)
+    batches = iter(loader)
+    images, _ = next(batches)
+    assert len(decoders()) == before + 1
+    loader.close()
+    assert len(decoders()) == before
+    assert next(batches, None) is None
+    assert images.shape[0] == 5  # What was handed out stays readable.
+    # A new iterator starts the epoch again, in a new session.
+    again = [x.clone() for x, _ in loader]
+    assert len(again) == len(loader) and torch.equal(again[0], images)
+    assert len(decoders()) == before

@@ -115,6 +115,23 @@ def _taps(r, limit, out_size, axis):
     return first.long(), w.to(torch.float32)
 
 
+def _upload(t, dev):
+    """`t` (on the CPU) on `dev`. On a GPU it goes through pinned memory
+    with a non-blocking copy: a pageable copy would make the host wait for
+    all the work queued on the stream first, and on a GPU busy training
+    each such wait costs the decode thread milliseconds."""
+    if dev.type != "cuda":
+        return t
+    return t.pin_memory().to(dev, non_blocking=True)
+
+
+def _own(t, dev):
+    """A copy of ring view `t` on `dev` that no longer needs the slot once
+    the stream's work is done (on a GPU the ring is pinned, so the copy is
+    queued, not waited for)."""
+    return t.to(dev, non_blocking=True) if dev.type == "cuda" else t.clone()
+
+
 def _apply_taps(src, first, w):
     """Resamples `src` [N, C, L, M] (any dtype) along L with taps starting
     at row `first` [N, O] of each picture: [N, C, O, M] float32. Each tap
@@ -195,26 +212,30 @@ class FieldRenderer:
                     out[i] = None
         return out
 
-    def __call__(self, views, count):
+    def __call__(self, views, count, phases):
         """(F on the device, samples rendered, positions of samples that
         could not be decoded: zeros) from the batch's ring views (torch
-        tensors) of F, F_jpeg and F_render."""
+        tensors) of F, F_jpeg and F_render. Adds the host seconds spent
+        decoding and rendering to phases["decode"] and phases["render"]."""
         dev = self.device
         out = views[self.field][:count]
-        out = out.to(dev, non_blocking=True) if dev.type == "cuda" else out.clone()
         rec = views[self.render][:count].index_select(1, self._gather)
         todo = torch.nonzero(rec[:, WHERE] == 1).flatten()
         if todo.numel() == 0:
-            return out, 0, []
+            return _own(out, dev), 0, []
         rec = rec[todo].to(torch.float64)
         enc = views[self.encoded][:count]
         sizes = enc[todo, :4].contiguous().view(torch.int32).flatten().tolist()
         blobs = [enc[i, 4:4 + n] for i, n in zip(todo.tolist(), sizes)]
+        t0 = time.perf_counter()
         pictures = self._decode(blobs, (rec[:, PROGRESSIVE] == 1).tolist())
+        t1 = time.perf_counter()
+        phases["decode"] += t1 - t0
+        out = _own(out, dev)
         positions = todo.tolist()
         failed = [positions[k] for k, p in enumerate(pictures) if p is None]
         if failed:
-            out[torch.tensor(failed, device=dev)] = 0
+            out[_upload(torch.tensor(failed), dev)] = 0
             keep = [k for k, p in enumerate(pictures) if p is not None]
             if not keep:
                 return out, 0, failed
@@ -223,10 +244,9 @@ class FieldRenderer:
         shape = views[self.field].shape[1:]
         oh, ow = (shape[1], shape[2]) if self.chw else (shape[0], shape[1])
         rendered = self._render(pictures, rec, oh, ow)
-        if self.chw:
-            out[todo.to(dev)] = rendered
-        else:
-            out[todo.to(dev)] = rendered.permute(0, 2, 3, 1)
+        where = _upload(todo, dev)
+        out[where] = rendered if self.chw else rendered.permute(0, 2, 3, 1)
+        phases["render"] += time.perf_counter() - t1
         return out, len(pictures), failed
 
     def _render(self, pictures, rec, oh, ow):
@@ -256,7 +276,7 @@ class FieldRenderer:
                 nxt = order[k + 1]
                 if (len(chunk) + 1) * self.channels * hs[nxt] * max(w, ws[nxt]) * 4 <= self.budget:
                     continue
-            img[torch.tensor(chunk, device=self.device)] = self._resample(
+            img[_upload(torch.tensor(chunk), self.device)] = self._resample(
                 [pictures[i] for i in chunk], rec[chunk], x0[chunk], y0[chunk], x1[chunk],
                 y1[chunk], oh, ow)
             chunk, w = [], 0
@@ -264,7 +284,7 @@ class FieldRenderer:
         # Padding outside the content rectangle (none for the presets).
         if bool(((rec[:, X0] > 0) | (rec[:, Y0] > 0) | (rec[:, X1] < ow) |
                  (rec[:, Y1] < oh)).any()):
-            r = rec.to(self.device, torch.float32)
+            r = _upload(rec.to(torch.float32), self.device)
             yy = torch.arange(oh, device=self.device)[None, :, None]
             xx = torch.arange(ow, device=self.device)[None, None, :]
             pad = ~((yy >= r[:, Y0, None, None]) & (yy < r[:, Y1, None, None]) &
@@ -287,9 +307,9 @@ class FieldRenderer:
         dev = self.device
         fy, wy = _taps(rec, rec[:, SRC_H], oh, 1)  # On the CPU: small.
         fx, wx = _taps(rec, rec[:, SRC_W], ow, 0)
-        rows = _apply_taps(src, (fy - y0[:, None]).to(dev), wy.to(dev))     # [n, C, oh, wp]
-        cols = _apply_taps(rows.transpose(2, 3), (fx - x0[:, None]).to(dev),
-                           wx.to(dev))                                       # [n, C, ow, oh]
+        rows = _apply_taps(src, _upload(fy - y0[:, None], dev), _upload(wy, dev))  # [n, C, oh, wp]
+        cols = _apply_taps(rows.transpose(2, 3), _upload(fx - x0[:, None], dev),
+                           _upload(wx, dev))                                 # [n, C, ow, oh]
         return cols.transpose(2, 3)
 
 
@@ -309,6 +329,11 @@ class HybridSplit:
         self.daemon_rate = 0.0
         self.client_rate = 0.0
         self.balanced = None  # (daemon rate, client rate) the share was set from.
+        # Host seconds of the client's decode and render calls, and how long
+        # the training loop waited for the daemon's batch and for the
+        # client's decode of it: where a hybrid pipeline loses its time.
+        self.phases = {"decode": 0.0, "render": 0.0}
+        self.waits = {"daemon": 0.0, "client": 0.0}
         self._batches = 0
         self._last = session.daemon_decode()
         session.set_cpu_share(self.share)
@@ -346,6 +371,7 @@ class HybridSplit:
         self.client_samples, self.client_seconds = other.client_samples, other.client_seconds
         self.client_rate, self.daemon_rate = other.client_rate, other.daemon_rate
         self.balanced = other.balanced
+        self.phases, self.waits = dict(other.phases), dict(other.waits)
         if not self.fixed:
             self.share = other.share
             self.session.set_cpu_share(self.share)
@@ -355,7 +381,11 @@ class HybridSplit:
                 "samples_client_decoded": self.client_samples,
                 "client_seconds": self.client_seconds,
                 "client_rate": self.client_rate, "daemon_rate": self.daemon_rate,
-                "balanced_rates": self.balanced}
+                "balanced_rates": self.balanced,
+                "decode_seconds": self.phases["decode"],
+                "render_seconds": self.phases["render"],
+                "wait_daemon_seconds": self.waits["daemon"],
+                "wait_client_seconds": self.waits["client"]}
 
 
 class ClientDecoder:
@@ -368,10 +398,6 @@ class ClientDecoder:
                        {r.render for r in self.renderers})
         self.split = HybridSplit(session, share)
 
-    def _own(self, t):
-        """A copy on the device that no longer needs the ring slot."""
-        return t.to(self.device) if self.device.type == "cuda" else t.clone()
-
     def __call__(self, tensors):
         """({field: tensor on the device}, positions of samples that could
         not be decoded) from a batch's {field: ring view}; nothing returned
@@ -380,15 +406,15 @@ class ClientDecoder:
         t0 = time.perf_counter()
         out, rendered, failed = {}, 0, set()
         for r in self.renderers:
-            out[r.field], n, bad = r(tensors, count)
+            out[r.field], n, bad = r(tensors, count, self.split.phases)
             rendered += n
             failed.update(bad)
-        if self.device.type == "cuda":
-            torch.cuda.current_stream(self.device).synchronize()
-        self.split.observe(rendered, time.perf_counter() - t0)
         for name, t in tensors.items():
             if name not in out and name not in self.hidden:
-                out[name] = self._own(t)
+                out[name] = _own(t, self.device)
+        if self.device.type == "cuda":  # Every copy out of the slot done.
+            torch.cuda.current_stream(self.device).synchronize()
+        self.split.observe(rendered, time.perf_counter() - t0)
         return out, sorted(failed)
 
 
@@ -408,7 +434,11 @@ def prefetched(batches, to_tensors, decoder):
             if dec.device.type != "cuda":
                 out, failed = dec(tensors)
             else:
-                side = streams.setdefault(dec.device, torch.cuda.Stream(dec.device))
+                # High priority: the decode's small kernels go ahead of
+                # the training step's queued ones instead of waiting behind
+                # them (the step is throughput; this is its next batch).
+                side = streams.setdefault(dec.device,
+                                          torch.cuda.Stream(dec.device, priority=-1))
                 with torch.cuda.stream(side):
                     out, failed = dec(tensors)
             return out, [int(batch.indices[p]) for p in failed]
@@ -427,9 +457,15 @@ def prefetched(batches, to_tensors, decoder):
         it = iter(batches)
         pending = submit(next(it, None))
         while pending is not None:
-            following = submit(next(it, None))
+            t0 = time.perf_counter()
+            item = next(it, None)
+            t1 = time.perf_counter()
+            following = submit(item)
             future, tag, dec = pending
+            t2 = time.perf_counter()
             out, failed = future.result()
+            dec.split.waits["daemon"] += t1 - t0
+            dec.split.waits["client"] += time.perf_counter() - t2
             if dec.device.type == "cuda":  # Made on the side stream.
                 for t in out.values():
                     t.record_stream(torch.cuda.current_stream(dec.device))

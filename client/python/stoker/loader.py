@@ -1,5 +1,6 @@
 """stoker.Loader: a torch DataLoader drop-in fed by the stokerd daemon."""
 
+import inspect
 import json
 import numbers
 import os
@@ -187,6 +188,7 @@ class Loader:
         self._position = (0, 0)   # Next undelivered (epoch, batch).
         self._pinned = None       # Mapping registered with CUDA.
         self._pending = []        # (event, cpu images) until copies finish.
+        self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._totals = {"batches": 0, "images": 0, "wait_seconds": 0.0,
                         "compute_seconds": 0.0}
         self._last_epoch = None
@@ -265,8 +267,10 @@ class Loader:
         # The next batch decodes while this one trains; the position moves
         # as each is handed out, not as it is read from the ring.
         epoch, undecodable = self._epoch, []
-        for out, position, failed in client_decode.prefetched(
-                self._positioned(), self._client_tensors, lambda: self._decoder):
+        self._close_prefetch()  # An iterator left behind still decodes.
+        self._prefetch = client_decode.prefetched(
+            self._positioned(), self._client_tensors, lambda: self._decoder)
+        for out, position, failed in self._prefetch:
             self._position = position
             if failed and self.on_error == "raise":
                 raise StokerError("DATA_LOSS", "could not decode in this process: " +
@@ -561,7 +565,19 @@ class Loader:
         while len(self._pending) > limit:
             self._pending.pop(0)[0].synchronize()
 
+    def _close_prefetch(self):
+        """Stops the pipeline of an iterator that was left mid-epoch: its
+        worker may still be copying out of the ring (on a GPU, by DMA from
+        the pinned mapping), so it finishes before the ring goes. That
+        iterator then ends. Called from within the running pipeline (as a
+        pass opens its session) it does nothing."""
+        gen = self._prefetch
+        if gen is not None and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED:
+            self._prefetch = None
+            gen.close()
+
     def _close_session(self):
+        self._close_prefetch()
         if self._session is not None:
             if self._pinned is not None:
                 self._unpin()

@@ -44,7 +44,7 @@ SANITIZED_TESTS := //server:jpeg_test //server:decode_test //server:transform_te
 	//server:fetcher_test //server:l2_cache_test //server:pixel_cache_test //server:sample_reader_test \
 	//server:sample_renderer_test //server:volume_cache_test //server:thread_pool_test \
 	//server:foreground_test //server:buffer_test //server:row_gather_test //server:idle_work_test \
-	//server/h5probe:protocol_test
+	//server/h5probe:protocol_test //server:elements_test
 sanitize: deps
 	$(BAZEL) test --config=sanitize $(SANITIZED_TESTS)
 	$(BAZEL) build --config=sanitize //tests:fuzz_decode //server:stoker-h5probe

@@ -83,6 +83,28 @@ inline const char* DTypeName(uint32_t ring_dtype) {
   return d == nullptr ? "unknown" : d->name;
 }
 
+// "float32/float16/bfloat16": the table's float field dtypes.
+inline const std::string& FloatDTypeNames() {
+  static const std::string* names = [] {
+    auto* out = new std::string;
+    for (uint32_t code = 1; code <= shm::FieldDTypeCount(); ++code) {  // By code.
+      const shm::DTypeInfo* d = shm::FindDType(code);
+      if (d == nullptr || !d->is_float()) continue;
+      if (!out->empty()) *out += "/";
+      *out += d->name;
+    }
+    return out;
+  }();
+  return *names;
+}
+
+// Whether an image field (or the presets' image) may have `dtype`: uint8
+// pixels, or any float dtype (normalized values).
+inline bool ImageDTypeOk(v1::DType dtype) {
+  return dtype == v1::DTYPE_UINT8 || shm::DTypeIsFloat(RingDType(dtype));
+}
+inline std::string ImageDTypeNames() { return "uint8 or " + FloatDTypeNames(); }
+
 // True when `path` names something other than a folder (following
 // symlinks): a file, or a FIFO or device the daemon will refuse.
 inline bool DatasetIsFile(const std::string& path) {

@@ -12,7 +12,7 @@ namespace {
 
 TEST(DTypeTableTest, EveryProtoDTypeHasItsRowAndNoOther) {
   const google::protobuf::EnumDescriptor* e = v1::DType_descriptor();
-  ASSERT_EQ(static_cast<size_t>(e->value_count()), std::size(shm::kDTypes));
+  ASSERT_EQ(static_cast<size_t>(e->value_count()), shm::FieldDTypeCount());
   for (int i = 0; i < e->value_count(); ++i) {
     const auto proto = static_cast<v1::DType>(e->value(i)->number());
     const shm::DTypeInfo* row = shm::FindDType(RingDType(proto));
@@ -26,6 +26,10 @@ TEST(DTypeTableTest, EveryProtoDTypeHasItsRowAndNoOther) {
   EXPECT_EQ(shm::DTypeBytes(99), 0u);
   EXPECT_STREQ(DTypeName(99), "unknown");
   static_assert(shm::DTypeBytes(shm::kDTypeInt64) == 8);
+  static_assert(shm::DTypeIsFloat(shm::kDTypeBfloat16) && !shm::DTypeIsFloat(shm::kDTypeInt16));
+  EXPECT_EQ(FloatDTypeNames(), "float32/float16/bfloat16");
+  EXPECT_TRUE(ImageDTypeOk(v1::DTYPE_BFLOAT16));
+  EXPECT_FALSE(ImageDTypeOk(v1::DTYPE_INT16));
 }
 
 }  // namespace

@@ -6,11 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
@@ -21,7 +18,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "server/file_system.h"
-#include "server/transform.h"
+#include "server/elements.h"
 #include "shm/ring_data.h"
 #include "util/checked_math.h"
 #include "util/mapped_read.h"
@@ -29,126 +26,6 @@
 #include "util/cache_key.h"
 
 namespace stoker {
-namespace {
-
-// IEEE half to float.
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // Subnormal: normalize.
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-template <typename T>
-double Load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return static_cast<double>(v);
-}
-
-double LoadAny(const uint8_t* p, ElemType t) {
-  switch (t) {
-    case ElemType::kBool: return *p != 0;
-    case ElemType::kInt8: return Load<int8_t>(p);
-    case ElemType::kUint8: return *p;
-    case ElemType::kInt16: return Load<int16_t>(p);
-    case ElemType::kUint16: return Load<uint16_t>(p);
-    case ElemType::kInt32: return Load<int32_t>(p);
-    case ElemType::kUint32: return Load<uint32_t>(p);
-    case ElemType::kInt64: return Load<int64_t>(p);
-    case ElemType::kUint64: return Load<uint64_t>(p);
-    case ElemType::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return HalfToFloat(h);
-    }
-    case ElemType::kFloat32: return Load<float>(p);
-    case ElemType::kFloat64: return Load<double>(p);
-  }
-  return 0;
-}
-
-template <typename T>
-void StoreInt(double v, uint8_t* p) {
-  T out;
-  if (std::isnan(v)) {
-    out = 0;
-  } else if (v <= static_cast<double>(std::numeric_limits<T>::min())) {
-    out = std::numeric_limits<T>::min();
-  } else if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
-    out = std::numeric_limits<T>::max();
-  } else {
-    out = static_cast<T>(v);
-  }
-  std::memcpy(p, &out, sizeof(T));
-}
-
-void StoreAny(double v, uint8_t* p, ElemType t) {
-  switch (t) {
-    case ElemType::kBool: *p = v != 0; break;
-    case ElemType::kInt8: StoreInt<int8_t>(v, p); break;
-    case ElemType::kUint8: StoreInt<uint8_t>(v, p); break;
-    case ElemType::kInt16: StoreInt<int16_t>(v, p); break;
-    case ElemType::kUint16: StoreInt<uint16_t>(v, p); break;
-    case ElemType::kInt32: StoreInt<int32_t>(v, p); break;
-    case ElemType::kUint32: StoreInt<uint32_t>(v, p); break;
-    case ElemType::kInt64: StoreInt<int64_t>(v, p); break;
-    case ElemType::kUint64: StoreInt<uint64_t>(v, p); break;
-    case ElemType::kFloat16: {
-      const uint16_t h = FloatToHalf(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case ElemType::kFloat32: {
-      const float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    case ElemType::kFloat64: std::memcpy(p, &v, 8); break;
-  }
-}
-
-// One contiguous run of `n` elements.
-void CopyRun(const uint8_t* src, ElemType from, uint64_t n, uint8_t* dst,
-             ElemType to) {
-  if (from == to) {
-    // Plain stores: non-temporal ones measured half as fast here (the
-    // slot's lines are soon written again, by the next batch).
-    std::memcpy(dst, src, n * ElemBytes(from));
-    return;
-  }
-  if (from == ElemType::kFloat64 && to == ElemType::kFloat32) {  // Common.
-    for (uint64_t k = 0; k < n; ++k) {
-      double d;
-      std::memcpy(&d, src + k * 8, 8);
-      const float f = static_cast<float>(d);
-      std::memcpy(dst + k * 4, &f, 4);
-    }
-    return;
-  }
-  const int fb = ElemBytes(from), tb = ElemBytes(to);
-  for (uint64_t k = 0; k < n; ++k) StoreAny(LoadAny(src + k * fb, from), dst + k * tb, to);
-}
-
-}  // namespace
-
 namespace {
 
 // RAM copies by file version, and the bytes they hold together.
@@ -257,7 +134,7 @@ void AddElements(const uint8_t* data, ElemType t, uint64_t n, Foreground::Builde
   switch (t) {
     case ElemType::kBool: case ElemType::kInt8: case ElemType::kUint8:
       return AddTyped<uint8_t>(data, n, b);
-    case ElemType::kFloat16:  // Any bit but the sign's.
+    case ElemType::kFloat16: case ElemType::kBfloat16:  // Any bit but the sign's.
       return b.Add(n, [data](uint64_t k) {
         uint16_t h;
         std::memcpy(&h, data + 2 * k, 2);
@@ -310,38 +187,6 @@ absl::StatusOr<Foreground> ArraySource::ForegroundOf(size_t i, uint32_t file) co
   return b.Finish();
 }
 
-int ElemBytes(ElemType t) {
-  switch (t) {
-    case ElemType::kBool: case ElemType::kInt8: case ElemType::kUint8: return 1;
-    case ElemType::kInt16: case ElemType::kUint16: case ElemType::kFloat16: return 2;
-    case ElemType::kInt32: case ElemType::kUint32: case ElemType::kFloat32: return 4;
-    default: return 8;
-  }
-}
-
-const char* ElemName(ElemType t) {
-  static const char* kNames[] = {"bool", "int8", "uint8", "int16", "uint16",
-                                 "int32", "uint32", "int64", "uint64",
-                                 "float16", "float32", "float64"};
-  return kNames[static_cast<int>(t)];
-}
-
-ElemType FromRingDType(uint32_t dtype) {
-  // By name, once (a sample's read asks per field).
-  static const auto* by_code = [] {
-    auto* t = new std::array<ElemType, 256>();
-    t->fill(ElemType::kUint8);
-    for (const shm::DTypeInfo& d : shm::kDTypes) {
-      for (int e = 0; e <= static_cast<int>(ElemType::kFloat64); ++e) {
-        if (std::strcmp(ElemName(static_cast<ElemType>(e)), d.name) == 0 && d.code < 256) {
-          (*t)[d.code] = static_cast<ElemType>(e);
-        }
-      }
-    }
-    return t;
-  }();
-  return dtype < by_code->size() ? (*by_code)[dtype] : ElemType::kUint8;
-}
 
 void CopyRegion(const uint8_t* src, ElemType from,
                 const std::vector<uint64_t>& shape, const uint64_t* start,
@@ -355,7 +200,7 @@ void CopyBox(const uint8_t* src, ElemType from, const uint64_t* src_shape,
              ElemType to, const uint64_t* dst_shape, const uint64_t* dst_start) {
   const int fb = ElemBytes(from), tb = ElemBytes(to);
   if (nd == 0) {
-    CopyRun(src, from, 1, dst, to);
+    ConvertRun(src, from, 1, dst, to);
     return;
   }
   // Fixed arrays, nothing on the heap: a mapped read may leave this frame
@@ -376,7 +221,7 @@ void CopyBox(const uint8_t* src, ElemType from, const uint64_t* src_shape,
       in += (src_start[d] + idx[d]) * from_stride[d];
       out += (dst_start[d] + idx[d]) * to_stride[d];
     }
-    CopyRun(src + in * fb, from, run, dst + out * tb, to);
+    ConvertRun(src + in * fb, from, run, dst + out * tb, to);
     for (size_t d = nd - 1; d-- > 0;) {  // Odometer.
       if (++idx[d] < count[d]) break;
       idx[d] = 0;

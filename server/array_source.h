@@ -33,6 +33,7 @@
 #include "server/dataset.h"
 #include "server/foreground.h"
 #include "server/sample_source.h"
+#include "shm/dtypes.h"
 
 namespace stoker {
 
@@ -42,15 +43,12 @@ inline constexpr uint64_t kDefaultMaxArraySamples = 20'000'000;
 // Most dimensions of an array (an .npy or HDF5 dataset).
 inline constexpr size_t kMaxArrayDims = 32;
 
-// Element types of arrays in files (a superset of the ring's).
-enum class ElemType : uint8_t {
-  kBool, kInt8, kUint8, kInt16, kUint16, kInt32, kUint32, kInt64, kUint64,
-  kFloat16, kFloat32, kFloat64,
-};
-int ElemBytes(ElemType t);
-const char* ElemName(ElemType t);
-// The ring dtype code's element type.
-ElemType FromRingDType(uint32_t dtype);
+// Element types of arrays in files: the table in shm/dtypes.h (a superset
+// of the ring's field dtypes).
+using shm::ElemBytes;
+using shm::ElemName;
+using shm::ElemType;
+using shm::FromRingDType;
 
 // CopyRegion from a file mapping whose file its owner may truncate: a read
 // past the new end is DATA_LOSS naming `what` (util/mapped_read.h), never

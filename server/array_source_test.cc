@@ -68,7 +68,9 @@ TEST(ArrayDatasetTest, NamesAreChargedToTheListBudget) {
 }
 
 TEST(ElemTypeTest, EveryRingDTypeHasItsElementType) {
-  for (const shm::DTypeInfo& d : shm::kDTypes) {
+  for (const shm::DTypeInfo& d : shm::kElemTypes) {
+    EXPECT_EQ(&shm::Elem(d.type), &d);  // The enum follows the rows.
+    if (!d.is_field()) continue;
     EXPECT_STREQ(ElemName(FromRingDType(d.code)), d.name);
     EXPECT_EQ(static_cast<uint32_t>(ElemBytes(FromRingDType(d.code))), d.bytes);
   }

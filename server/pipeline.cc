@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "proto/spec_util.h"
@@ -78,10 +79,9 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
   const std::string shape = absl::StrCat("[", absl::StrJoin(fs.shape(), ", "), "]");
   switch (fs.kind()) {
     case FieldSpec::KIND_IMAGE: {
-      if (fs.dtype() != v1::DTYPE_UINT8 && fs.dtype() != v1::DTYPE_FLOAT32 &&
-          fs.dtype() != v1::DTYPE_FLOAT16)
-        return bad(absl::StrCat("dtype ", dtype, " not allowed; images are "
-                                "uint8, float32 or float16"));
+      if (!ImageDTypeOk(fs.dtype()))
+        return bad(absl::StrCat("dtype ", dtype, " not allowed; images are ",
+                                ImageDTypeNames()));
       if (fs.shape_size() != 3)
         return bad(absl::StrCat("shape ", shape, " must be [H, W, C]",
                                 " (or [C, H, W] with chw)"));
@@ -92,7 +92,7 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       f->channels = c;
       f->height = static_cast<int>(fs.chw() ? fs.shape(1) : fs.shape(0));
       f->width = static_cast<int>(fs.chw() ? fs.shape(2) : fs.shape(1));
-      if (fs.dtype() != v1::DTYPE_UINT8) {
+      if (f->is_float()) {
         for (float& k : f->norm.scale) k = 1.0f / 255.0f;
       }
       break;
@@ -136,6 +136,12 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
   return absl::OkStatus();
 }
 
+// What an op applies to, as its error messages say it ("{float}": the
+// table's float dtypes).
+std::string FitsText(const OpKind& kind) {
+  return absl::StrReplaceAll(kind.fits(), {{"{float}", FloatDTypeNames()}});
+}
+
 // Converts rendered packed uint8 pixels into the field's dtype and layout.
 void Convert(const FieldPlan& f, const uint8_t* hwc, uint8_t* out) {
   const size_t plane = static_cast<size_t>(f.height) * f.width;
@@ -146,7 +152,7 @@ void Convert(const FieldPlan& f, const uint8_t* hwc, uint8_t* out) {
     }
     return;
   }
-  WriteNormalized(hwc, plane, c, f.norm, f.chw, f.dtype == shm::kDTypeFloat16, out);
+  WriteNormalized(hwc, plane, c, f.norm, f.chw, shm::FromRingDType(f.dtype), out);
 }
 
 }  // namespace
@@ -231,7 +237,7 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
       if (named && !fits) {
         return bad(absl::StrCat("field '", f.name, "' is a ", KindName(f.kind), " of ",
                                 DTypeName(f.dtype), "; ", OpName(op), " applies to ",
-                                step.kind->fits()));
+                                FitsText(*step.kind)));
       }
       if (named || (op.fields().empty() && fits)) step.fields.push_back(static_cast<int>(i));
     }
@@ -242,7 +248,7 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
     }
     if (step.fields.empty())
       return bad(absl::StrCat("applies to no field: ", OpName(op), " applies to ",
-                              step.kind->fits()));
+                              FitsText(*step.kind)));
     std::vector<FieldPlan*> applies;
     for (int i : step.fields) applies.push_back(&p.fields_[i]);
     OpTraits traits;

@@ -74,7 +74,7 @@ TEST(PipelineTest, BadSpecsNameTheOpAndField) {
           "fields": ["depth"]}]})", "pipeline[0] (random_crop): no field named 'depth'"},
       {"{" + fields + R"(, "pipeline": [{"random_crop": {"width": 32, "height": 32}},
           {"normalize": {"mean": [0.5], "std": [0.5]}, "fields": ["mask"]}]})",
-       "pipeline[1] (normalize): field 'mask' is a mask of uint8; normalize applies to float32/float16 images"},
+       "pipeline[1] (normalize): field 'mask' is a mask of uint8; normalize applies to float32/float16/bfloat16 images"},
       {"{" + fields + R"(, "pipeline": [{"random_crop": {"width": 48, "height": 32}}]})",
        "field 'image' is 32x32 (height x width) but the pipeline makes it 32x48"},
       {"{" + fields + R"(, "pipeline": [{"resize": {"size": 32}}]})",

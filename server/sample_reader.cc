@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/elements.h"
 #include "server/array_source.h"
 #include "shm/futex.h"
 #include "util/status_macros.h"
@@ -134,15 +135,15 @@ absl::Status SampleReader::CopyArray(const ArraySource& src, uint64_t index,
   uint64_t n = 1;
   for (uint64_t d : region) n *= d;
   thread_local std::vector<float> tmp;
-  const bool half = field.dtype == shm::kDTypeFloat16;
-  if (half) tmp.resize(n);
-  float* v = half ? tmp.data() : reinterpret_cast<float*>(dst);
+  const bool narrow = field.dtype != shm::kDTypeFloat32;  // A 16-bit float field.
+  if (narrow) tmp.resize(n);
+  float* v = narrow ? tmp.data() : reinterpret_cast<float*>(dst);
   STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, start.data(), region.data(),
                                        ElemType::kFloat32, reinterpret_cast<uint8_t*>(v)));
   for (const Effect& e : effects) {
     if (e.kind->values()) e.kind->ApplyValues(e, field, v, n);
   }
-  if (half) WriteNormalized(v, n, 1, Normalization{}, false, true, dst);
+  if (narrow) StoreFloats(v, n, shm::FromRingDType(field.dtype), dst);
   for (const Effect& e : effects) {
     if (!e.kind->values()) e.kind->ApplyArray(e, field, dst);
   }

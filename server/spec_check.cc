@@ -83,9 +83,8 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
     if (spec.transform() != v1::TRANSFORM_VAL &&
         spec.transform() != v1::TRANSFORM_TRAIN)
       return bad("transform must be val or train (or give fields and a pipeline)");
-    if (spec.dtype() != v1::DTYPE_UINT8 && spec.dtype() != v1::DTYPE_FLOAT32 &&
-        spec.dtype() != v1::DTYPE_FLOAT16)
-      return bad("dtype of the preset's image must be uint8, float32 or float16");
+    if (!ImageDTypeOk(spec.dtype()))
+      return bad(absl::StrCat("dtype of the preset's image must be ", ImageDTypeNames()));
     if (spec.image_size() == 0 || spec.image_size() > 4096)
       return bad(absl::StrCat("image_size ", spec.image_size(),
                               " must be in 1..4096"));

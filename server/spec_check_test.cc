@@ -57,7 +57,7 @@ TEST(SpecCheck, EachRuleNamesTheField) {
       {R"("pixel_cache": {"max_side": 8})", "pixel_cache.max_side 8 must be 0 (off) or 16..16384"},
       {R"("pixel_cache": {"max_side": 64}, "client_decode": {})",
        "client_decode and pixel_cache exclude each other"},
-      {R"("dtype": "int64")", "dtype of the preset's image must be uint8, float32 or float16"},
+      {R"("dtype": "int64")", "dtype of the preset's image must be uint8 or float32/float16/bfloat16"},
       {R"("image_size": 0)", "image_size 0 must be in 1..4096"},
       {R"("image_size": 4097)", "image_size 4097 must be in 1..4096"},
       {R"("mean": [0.5, 0.5])", "mean and std must each have 3 values"},

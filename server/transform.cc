@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace stoker {
 namespace {
@@ -140,50 +141,30 @@ CropBox RandomResizedCropWindow(int src_w, int src_h, double scale_min,
   return b;
 }
 
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  const uint32_t abs = x & 0x7fffffff;
-  if (abs >= 0x7f800000) {  // Inf or NaN.
-    return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
-  }
-  if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // Overflow.
-  if (abs < 0x38800000) {  // Subnormal half (or zero).
-    float a;
-    std::memcpy(&a, &abs, 4);
-    // Scale so the half's subnormal unit (2^-24) becomes 1, round to even.
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
-  }
-  // Normal: rebias the exponent, round the mantissa to 10 bits, ties to even.
-  uint32_t h = ((abs - 0x38000000) >> 13);
-  const uint32_t rest = abs & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
 template <typename T>
-void WriteNormalized(const T* src, size_t pixels, int channels,
-                     const Normalization& n, bool chw, bool half, void* dst) {
+void WriteNormalized(const T* src, size_t pixels, int channels, const Normalization& n,
+                     bool chw, ElemType to, void* dst) {
+  // float32 values in the output's layout, written straight into a float32
+  // field, else into a row converted once at the end.
+  thread_local std::vector<float> row;
+  float* o = static_cast<float*>(dst);
+  if (to != ElemType::kFloat32) {
+    row.resize(pixels * channels);
+    o = row.data();
+  }
   for (int c = 0; c < channels; ++c) {
     const float scale = n.scale[c], offset = n.offset[c];
     // Channel c's outputs: a plane (chw) or every channels-th value.
-    const size_t first = chw ? c * pixels : c, step = chw ? 1 : channels;
-    if (half) {
-      uint16_t* o = static_cast<uint16_t*>(dst) + first;
-      for (size_t i = 0; i < pixels; ++i) {
-        o[i * step] = FloatToHalf(src[i * channels + c] * scale + offset);
-      }
-    } else {
-      float* o = static_cast<float*>(dst) + first;
-      for (size_t i = 0; i < pixels; ++i) o[i * step] = src[i * channels + c] * scale + offset;
-    }
+    float* out = o + (chw ? c * pixels : c);
+    const size_t step = chw ? 1 : channels;
+    for (size_t i = 0; i < pixels; ++i) out[i * step] = src[i * channels + c] * scale + offset;
   }
+  if (to != ElemType::kFloat32) StoreFloats(o, pixels * channels, to, dst);
 }
-template void WriteNormalized<uint8_t>(const uint8_t*, size_t, int,
-                                       const Normalization&, bool, bool, void*);
-template void WriteNormalized<float>(const float*, size_t, int,
-                                     const Normalization&, bool, bool, void*);
+template void WriteNormalized<uint8_t>(const uint8_t*, size_t, int, const Normalization&, bool,
+                                       ElemType, void*);
+template void WriteNormalized<float>(const float*, size_t, int, const Normalization&, bool,
+                                     ElemType, void*);
 
 DecodePlan PlanDecode(int width, int height, const CropBox& box, int out_size,
                       bool scale, bool crop) {

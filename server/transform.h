@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/elements.h"
 #include "server/jpeg.h"
 #include "util/rng.h"
 
@@ -74,14 +75,11 @@ struct Normalization {
 };
 
 // Writes `pixels` x `channels` interleaved values (uint8_t or float) as
-// x * scale[c] + offset[c] into `dst`: float32, or IEEE float16 (`half`,
-// rounded to nearest even); channel planes first when `chw`.
+// x * scale[c] + offset[c] into `dst` of float type `to` (rounded into it
+// by server/elements.h's rule); channel planes first when `chw`.
 template <typename T>
 void WriteNormalized(const T* src, size_t pixels, int channels,
-                     const Normalization& n, bool chw, bool half, void* dst);
-
-// Float to IEEE half, round to nearest even (NaN stays NaN, overflow to inf).
-uint16_t FloatToHalf(float f);
+                     const Normalization& n, bool chw, ElemType to, void* dst);
 
 // Resamples `box` of the packed RGB `src` into `dst` (out_w x out_h x 3,
 // packed). The box must lie inside the image.

@@ -182,21 +182,6 @@ TEST(TransformTest, FlipMirrorsExactly) {
 namespace stoker {
 namespace {
 
-TEST(NormalizeTest, FloatToHalfRoundsToNearestEven) {
-  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
-  EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
-  EXPECT_EQ(FloatToHalf(0.0f), 0x0000);
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);   // Largest half.
-  EXPECT_EQ(FloatToHalf(70000.0f), 0x7c00);   // Overflow to inf.
-  EXPECT_EQ(FloatToHalf(0.1f), 0x2e66);
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);        // Tie: to even.
-  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);    // Tie: to even.
-  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);               // Smallest subnormal.
-  EXPECT_EQ(FloatToHalf(0x1p-26f), 0x0000);
-  EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::infinity()), 0xfc00);
-  EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::quiet_NaN()) & 0x7e00, 0x7e00);
-}
-
 TEST(NormalizeTest, WritesChwPlanesWithMeanAndStd) {
   const uint8_t hwc[2 * 2 * 3] = {0, 10, 20, 30, 40, 50, 60, 70, 80, 255, 128, 1};
   Normalization n;
@@ -205,16 +190,20 @@ TEST(NormalizeTest, WritesChwPlanesWithMeanAndStd) {
     n.offset[c] = -(0.4f + 0.05f * c) / (0.2f + 0.1f * c);
   }
   float out[12];
-  WriteNormalized(hwc, 4, 3, n, /*chw=*/true, /*half=*/false, out);
+  WriteNormalized(hwc, 4, 3, n, /*chw=*/true, ElemType::kFloat32, out);
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < 4; ++i) {
       const float want = (hwc[i * 3 + c] / 255.0f - (0.4f + 0.05f * c)) / (0.2f + 0.1f * c);
       EXPECT_NEAR(out[c * 4 + i], want, 1e-5) << "c " << c << " i " << i;
     }
   }
-  uint16_t half[12];
-  WriteNormalized(hwc, 4, 3, n, /*chw=*/true, /*half=*/true, half);
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(half[i], FloatToHalf(out[i]));
+  uint16_t half[12], bf16[12];
+  WriteNormalized(hwc, 4, 3, n, /*chw=*/true, ElemType::kFloat16, half);
+  WriteNormalized(hwc, 4, 3, n, /*chw=*/true, ElemType::kBfloat16, bf16);
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(half[i], FloatToHalf(out[i]));
+    EXPECT_EQ(bf16[i], FloatToBfloat16(out[i]));
+  }
 }
 
 // A plain crop is copied instead of filtered: the filters are the identity

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "shm/dtypes.h"
+
 namespace stoker::shm {
 
 inline constexpr uint64_t kRingMagic = 0x474e49524b4f5453ULL;  // "STOKRING"
@@ -59,56 +61,6 @@ enum SampleStatus : uint32_t {
   kSampleReplaced = 3,     // Failed; another sample's fields stand in
                            // (the index is still the failed one).
 };
-
-// The one dtype table: X(enumerator, ring code, name, bytes, format), the
-// ring code being the proto's DType number + 1 and the format the Python
-// struct character a memoryview of one element uses (float16 as its raw
-// 16-bit pattern "H": memoryview cannot cast to half floats). Every C++
-// unit reads it through DType/FindDType; the C ABI hands it out as JSON
-// (stoker_dtypes_json) for the Python package; its STOKER_DTYPE_* macros
-// and the proto's DType are checked against it.
-#define STOKER_DTYPES(X)                         \
-  X(kDTypeUint8, 1, "uint8", 1, "B")             \
-  X(kDTypeFloat32, 2, "float32", 4, "f")         \
-  X(kDTypeFloat16, 3, "float16", 2, "H")         \
-  X(kDTypeUint16, 4, "uint16", 2, "H")           \
-  X(kDTypeInt16, 5, "int16", 2, "h")             \
-  X(kDTypeInt32, 6, "int32", 4, "i")             \
-  X(kDTypeInt64, 7, "int64", 8, "q")
-
-// Element type of a field.
-enum DType : uint32_t {
-#define STOKER_DTYPE_ENUM(id, code, name, bytes, format) id = code,
-  STOKER_DTYPES(STOKER_DTYPE_ENUM)
-#undef STOKER_DTYPE_ENUM
-};
-
-struct DTypeInfo {
-  uint32_t code;
-  const char* name;
-  uint32_t bytes;
-  const char* format;
-};
-
-inline constexpr DTypeInfo kDTypes[] = {
-#define STOKER_DTYPE_INFO(id, code, name, bytes, format) {code, name, bytes, format},
-    STOKER_DTYPES(STOKER_DTYPE_INFO)
-#undef STOKER_DTYPE_INFO
-};
-
-// The table's row for a ring code; null for an unknown one.
-inline constexpr const DTypeInfo* FindDType(uint32_t dtype) {
-  for (const DTypeInfo& d : kDTypes) {
-    if (d.code == dtype) return &d;
-  }
-  return nullptr;
-}
-
-// Bytes per element; 0 for an unknown code.
-inline constexpr uint32_t DTypeBytes(uint32_t dtype) {
-  const DTypeInfo* d = FindDType(dtype);
-  return d == nullptr ? 0 : d->bytes;
-}
 
 // One field of every sample: `shape` (row-major, ndim dims) of `dtype`
 // elements. A slot holds the field of all batch_size samples contiguously

@@ -39,7 +39,8 @@ static_assert(STOKER_DTYPE_UINT8 == stoker::shm::kDTypeUint8 &&
                   STOKER_DTYPE_INT16 == stoker::shm::kDTypeInt16 &&
                   STOKER_DTYPE_INT32 == stoker::shm::kDTypeInt32 &&
                   STOKER_DTYPE_INT64 == stoker::shm::kDTypeInt64 &&
-                  std::size(stoker::shm::kDTypes) == 7,
+                  STOKER_DTYPE_BFLOAT16 == stoker::shm::kDTypeBfloat16 &&
+                  stoker::shm::FieldDTypeCount() == 8,
               "stoker.h's dtype codes are the ring's table");
 static_assert(STOKER_SAMPLE_OK == stoker::shm::kSampleOk &&
                   STOKER_SAMPLE_READ_ERROR == stoker::shm::kSampleReadError &&
@@ -135,9 +136,11 @@ int stoker_check_spec(const char* spec_json, stoker_error* err) {
 const char* stoker_dtypes_json(void) {
   static const std::string* table = [] {
     nlohmann::json rows = nlohmann::json::array();
-    for (const stoker::shm::DTypeInfo& d : stoker::shm::kDTypes) {
+    for (const stoker::shm::DTypeInfo& d : stoker::shm::kElemTypes) {
+      if (!d.is_field()) continue;
       rows.push_back({{"code", d.code}, {"name", d.name}, {"bytes", d.bytes},
-                      {"format", d.format}});
+                      {"format", d.format}, {"float", d.is_float()},
+                      {"numpy", d.numpy}, {"torch", d.torch}});
     }
     return new std::string(rows.dump());
   }();

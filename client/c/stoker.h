@@ -53,6 +53,7 @@ extern "C" {
 #define STOKER_DTYPE_INT16 5
 #define STOKER_DTYPE_INT32 6
 #define STOKER_DTYPE_INT64 7
+#define STOKER_DTYPE_BFLOAT16 8
 
 /* Most dimensions a field has per sample. */
 #define STOKER_MAX_FIELD_DIMS 6
@@ -130,9 +131,11 @@ int stoker_open_session(stoker_client* client, const char* spec_json,
 int stoker_check_spec(const char* spec_json, stoker_error* err);
 
 /* The dtype table STOKER_DTYPE_* codes come from, as JSON:
- * [{"code": 1, "name": "uint8", "bytes": 1, "format": "B"}, ...], "format"
- * being the Python struct character of one element (float16: "H", its raw
- * 16-bit pattern). Static storage: not freed. */
+ * [{"code": 1, "name": "uint8", "bytes": 1, "format": "B", "float": false,
+ * "numpy": "uint8", "torch": "uint8"}, ...], "format" being the Python
+ * struct character of one element (16-bit floats: "H", their raw patterns),
+ * "numpy" the dtype a numpy view has (bfloat16: "uint16", numpy has none)
+ * and "torch" a tensor's. Static storage: not freed. */
 const char* stoker_dtypes_json(void);
 
 /* How a client names a dataset, as the "dataset" of a spec: `dataset` is a

@@ -51,7 +51,7 @@ class Batch {
   int FindField(std::string_view name) const;  // -1 when absent.
 
   // Shortcuts for the first field (the presets' image: uint8 [H, W, C], or
-  // float32/float16 [C, H, W] normalized).
+  // a float dtype's [C, H, W] normalized).
   const uint8_t* data() const;
   uint32_t dtype() const;
   uint64_t size_bytes() const;

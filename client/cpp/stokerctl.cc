@@ -63,6 +63,12 @@ constexpr OptionSpec kDatasetOptions[] = {
     {"root", false, "folder a manifest's paths are relative to"},
 };
 
+// The preset image's dtypes, from the dtype table.
+const char* ImageDTypeHelp() {
+  static const std::string* help = new std::string(ImageDTypeNames());
+  return help->c_str();
+}
+
 const std::map<std::string, std::pair<std::string, std::vector<OptionSpec>>>&
 Commands() {
   static const auto* commands =
@@ -90,7 +96,7 @@ Commands() {
              {"start-epoch", false, "resume at this epoch"},
              {"start-batch", false, "resume at this batch"},
              {"decode", false, "auto, full, crop or scale_crop"},
-             {"dtype", false, "uint8, float32 or float16"},
+             {"dtype", false, ImageDTypeHelp()},
              {"on-error", false, "replace (default), raise or zeros"},
              {"allow-errors", true, "exit 0 even when samples failed"},
              {"json", true, "print JSON (the default for read)"}}}},

@@ -15,7 +15,7 @@ class IntensityKind : public AffineValuesOp {
   bool Fits(const FieldPlan& f) const override {
     return f.kind == v1::FieldSpec::KIND_ARRAY && f.is_float();
   }
-  const char* fits() const override { return "float32/float16 arrays"; }
+  const char* fits() const override { return "{float} arrays"; }
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
                      OpTraits* traits) const override {

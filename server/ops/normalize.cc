@@ -14,7 +14,7 @@ class NormalizeKind : public AffineValuesOp {
     return (f.kind == v1::FieldSpec::KIND_IMAGE || f.kind == v1::FieldSpec::KIND_ARRAY) &&
            f.is_float();
   }
-  const char* fits() const override { return "float32/float16 images and arrays"; }
+  const char* fits() const override { return "{float} images and arrays"; }
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>& fields,
                      OpTraits*) const override {

@@ -56,7 +56,7 @@ struct FieldPlan {
   bool spatial() const {
     return kind == v1::FieldSpec::KIND_IMAGE || kind == v1::FieldSpec::KIND_MASK;
   }
-  bool is_float() const;  // float32 or float16.
+  bool is_float() const;  // A float dtype (shm/dtypes.h).
 };
 
 // "image", "mask", ...: how errors name them (dtypes: DTypeName in

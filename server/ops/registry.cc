@@ -12,7 +12,7 @@ namespace stoker {
 #undef STOKER_OP
 
 bool FieldPlan::is_float() const {
-  return dtype == shm::kDTypeFloat32 || dtype == shm::kDTypeFloat16;
+  return shm::DTypeIsFloat(dtype);
 }
 
 const char* KindName(v1::FieldSpec::Kind k) {

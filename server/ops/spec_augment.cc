@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/elements.h"
 #include "proto/spec_util.h"
 #include "server/ops/op.h"
 
@@ -22,7 +23,7 @@ class SpecAugmentKind : public OpKind {
   bool Fits(const FieldPlan& f) const override {
     return f.kind == v1::FieldSpec::KIND_ARRAY && f.shape.size() == 2 && f.is_float();
   }
-  const char* fits() const override { return "2-D float32/float16 arrays"; }
+  const char* fits() const override { return "2-D {float} arrays"; }
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>& fields,
                      OpTraits* traits) const override {
@@ -66,16 +67,10 @@ class SpecAugmentKind : public OpKind {
 
   void ApplyArray(const Effect& e, const FieldPlan& f, uint8_t* out) const override {
     const v1::SpecAugmentOp& s = e.op->spec_augment();
-    const bool half = f.dtype == RingDType(v1::DTYPE_FLOAT16);
-    const size_t elem = half ? 2 : 4;
-    uint8_t value[4];
-    if (half) {
-      const uint16_t h = FloatToHalf(s.value());
-      std::memcpy(value, &h, 2);
-    } else {
-      const float v = s.value();
-      std::memcpy(value, &v, 4);
-    }
+    const size_t elem = shm::DTypeBytes(f.dtype);
+    uint8_t value[8];
+    const float v = s.value();
+    StoreFloats(&v, 1, shm::FromRingDType(f.dtype), value);
     const uint64_t rows = f.shape[0], cols = f.shape[1];
     auto fill = [&](uint64_t r, uint64_t c) {
       std::memcpy(out + (r * cols + c) * elem, value, elem);

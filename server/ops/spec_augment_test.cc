@@ -105,9 +105,9 @@ TEST(SpecAugmentTest, BadParametersAreNamed) {
       {Spec("{}"), "masks nothing"},
       {Spec(R"({"time_masks": 17, "time_width": 2})"), "at most 16"},
       {Spec(R"({"time_masks": 1, "time_width": 101})"), "exceed field 'mel'"},
-      {Spec(R"({"time_masks": 1, "time_width": 2})", "DTYPE_INT16"), "2-D float32/float16"},
+      {Spec(R"({"time_masks": 1, "time_width": 2})", "DTYPE_INT16"), "2-D float32/float16/bfloat16"},
       {Spec(R"({"time_masks": 1, "time_width": 2})", "DTYPE_FLOAT32", "[10, 10, 2]"),
-       "2-D float32/float16"},
+       "2-D float32/float16/bfloat16"},
   };
   for (const auto& [spec, word] : bad) {
     auto p = CompileJson(spec);

@@ -138,7 +138,7 @@ TEST(VolumeTest, BadParametersAreNamed) {
        "pipeline[0] (window): window [1, 1] onto [0, 1]: both must be finite with min < max"},
       {R"({"window": {"min": 0, "max": 1}, "fields": ["seg"]})",
        "pipeline[0] (window): field 'seg' is a array of uint16; window applies to "
-       "float32/float16 arrays"},
+       "float32/float16/bfloat16 arrays"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<Pipeline> p = CompileJson(Spec("DTYPE_FLOAT32", c.ops));

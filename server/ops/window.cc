@@ -16,7 +16,7 @@ class WindowKind : public OpKind {
   bool Fits(const FieldPlan& f) const override {
     return f.kind == v1::FieldSpec::KIND_ARRAY && f.is_float();
   }
-  const char* fits() const override { return "float32/float16 arrays"; }
+  const char* fits() const override { return "{float} arrays"; }
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&, OpTraits*) const override {
     v1::WindowOp* w = op->mutable_window();

@@ -388,3 +388,30 @@ def test_volumes_fill_the_rest_while_the_trainer_steps(daemon, tmp_path):
     assert grown(daemon_stats(daemon), "volume_cache_chunks") == 2 * chunks
     whole.close()
     ld.close()
+
+
+@pytest.mark.parametrize("kind", ["npy", "hdf5"])
+def test_bfloat16_fields_are_torchs_rounding(daemon, features, kind):
+    """float32 rows (and values a normalize made) into bfloat16 fields: the
+    bits torch.tensor(x, dtype=torch.bfloat16) has; numpy sees the raw
+    16-bit patterns."""
+    d, x, _ = features
+    src = ({"npy": {"path": str(d / "x.npy")}} if kind == "npy" else
+           {"hdf5": {"path": str(d / "f.h5"), "dataset": "x"}})
+    plain = loader(daemon, src, [stoker.array((24,), "bf", dtype="bfloat16")], shuffle=False)
+    normed = loader(daemon, src, [stoker.array((24,), "bf", dtype="bfloat16")],
+                    [stoker.normalize([0.5], [3.0])], shuffle=False)
+    f32 = loader(daemon, src, [stoker.array((24,), "bf", dtype="float32")],
+                 [stoker.normalize([0.5], [3.0])], shuffle=False)
+    for b, n, f in zip(plain, normed, f32):
+        assert b["bf"].dtype == torch.bfloat16
+        idx = slice(0, b["bf"].shape[0])
+        want = torch.tensor(x[idx], dtype=torch.bfloat16)
+        assert torch.equal(b["bf"].view(torch.int16), want.view(torch.int16))
+        assert torch.equal(n["bf"].view(torch.int16),
+                           f["bf"].to(torch.bfloat16).view(torch.int16))
+        break
+    raw = next(plain.batches()).field("bf")
+    assert raw.dtype == np.uint16
+    want = torch.tensor(x[:64], dtype=torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(raw, want)

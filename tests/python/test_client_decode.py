@@ -85,6 +85,12 @@ def test_float_output_and_custom_pipelines(layouts, daemon):
     for (a, _), (b, _) in zip(ref, got):
         assert b.dtype == torch.float32 and b.shape == a.shape and a.shape[1:] == (3, 64, 64)
         assert (a - b).abs().max().item() <= 1 / (255 * 0.2) + 1e-5
+    # bfloat16: the client's float32 values rounded as torch rounds them.
+    bf = _epochs(_loader(layouts, daemon, dtype="bfloat16", mean=mean, std=std,
+                         client_decode=CLIENT_ONLY), 1)
+    for (a, _), (b, _) in zip(got, bf):
+        assert b.dtype == torch.bfloat16
+        assert torch.equal(b.view(torch.int16), a.to(torch.bfloat16).view(torch.int16))
     # Letterbox padding, bicubic, channels first.
     fields = [stoker.image(48, 48, chw=True), stoker.label()]
     pipeline = [stoker.letterbox(48, fill=114, interpolation="bicubic"), stoker.flip()]

@@ -53,3 +53,18 @@ def test_the_flag_table_is_the_daemons_help():
     wrong = {name: (d, code[name]) for name, d in literal.items()
              if not same_default(d, code[name])}
     assert wrong == {}, "defaults in docs/operating.md that the daemon does not use"
+
+
+def test_the_dtype_table_is_the_librarys():
+    """docs/pipelines.md's element-type table is the one the C ABI hands
+    out: every field dtype a row, with its size, class and numpy/torch
+    names."""
+    from stoker._native import DTYPES
+    text = open(os.path.join(ROOT, "docs", "pipelines.md")).read()
+    rows = re.findall(r"^\| (\w+) \| (\d) \| (yes|no) \| (\w+)[^|]* \| (\w+)[^|]* \|$",
+                      text, re.M)
+    doc = {name: (int(size), cls == "yes", numpy, torch)
+           for name, size, cls, numpy, torch in rows}
+    code = {name: (d["bytes"], d["float"], d["numpy"], d["torch"])
+            for name, d in DTYPES.items()}
+    assert doc == code

@@ -392,3 +392,10 @@ def test_stokerctl_read_fails_on_failed_samples_unless_allowed(daemon,
     out = subprocess.run(base + ["--on-error", "raise"], capture_output=True,
                          text=True)
     assert out.returncode == 1 and "DATA_LOSS" in out.stderr and "zz_" in out.stderr
+
+
+def test_bfloat16_images_are_torchs_rounding_of_float32(daemon, dataset):
+    f32 = next(iter(loader(daemon, dataset, dtype="float32")))[0]
+    bf16 = next(iter(loader(daemon, dataset, dtype=torch.bfloat16)))[0]
+    assert bf16.dtype == torch.bfloat16 and bf16.shape == f32.shape
+    assert torch.equal(bf16.view(torch.int16), f32.to(torch.bfloat16).view(torch.int16))

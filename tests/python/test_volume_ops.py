@@ -118,7 +118,7 @@ def test_bad_3d_ops_are_named(daemon, scans):
          r"pipeline\[0\] \(window\): window \[80, -50\] onto \[0, 1\]"),
         ([stoker.array(SHAPE, "seg", dtype="uint8", file=1)], [stoker.window(0, 1, fields=["seg"])],
          r"pipeline\[0\] \(window\): field 'seg' is a array of uint8; window applies to "
-         r"float32/float16 arrays"),
+         r"float32/float16/bfloat16 arrays"),
     ]
     for fields, pipeline, message in cases:
         with pytest.raises(ValueError, match=message):

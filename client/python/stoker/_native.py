@@ -194,13 +194,15 @@ def _timeout(seconds):
     return -1.0 if seconds is None else float(seconds)
 
 
-# The library's dtype table: names by STOKER_DTYPE_* code, and the struct
-# format of one element (float16 as its raw 16-bit pattern, "H": memoryview
-# cannot cast to half floats; torch.frombuffer reads it as float16).
-_DTYPES = json.loads(_dll.stoker_dtypes_json().decode())
-DTYPE_NAMES = {d["code"]: d["name"] for d in _DTYPES}
-_VIEW_FORMATS = {d["name"]: d["format"] for d in _DTYPES}
+# The library's dtype table (shm/dtypes.h): names by STOKER_DTYPE_* code, the
+# struct format of one element (16-bit floats as their raw patterns, "H":
+# memoryview cannot cast to them), the numpy dtype a view has (bfloat16's raw
+# patterns as uint16: numpy has no bfloat16) and the torch dtype of a tensor.
+DTYPES = {d["name"]: d for d in json.loads(_dll.stoker_dtypes_json().decode())}
+DTYPE_NAMES = {d["code"]: d["name"] for d in DTYPES.values()}
+_VIEW_FORMATS = {d["name"]: d["format"] for d in DTYPES.values()}
 _VIEW_FORMATS.update(uint32="I", uint64="Q")  # A batch's status and indices.
+_NUMPY = {d["name"]: d["numpy"] for d in DTYPES.values()}
 
 
 class _Owned:
@@ -249,7 +251,7 @@ class Batch(_Owned):
         raw = (ctypes.c_uint8 * (count * itemsize)).from_address(address or 0)
         raw._stoker_batch = self  # The view keeps the slot.
         if np is not None:
-            return np.frombuffer(raw, dtype=dtype).reshape(shape)
+            return np.frombuffer(raw, dtype=_NUMPY.get(dtype, dtype)).reshape(shape)
         return memoryview(raw).cast("B").cast(_VIEW_FORMATS[dtype], shape)
 
     def field_specs(self):

@@ -12,7 +12,7 @@ from stoker._args import (_check_bool, _check_device, _check_int,
                           check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, PixelCache, Placement, check_option,
                             check_renamed)
-from stoker._native import lib
+from stoker._native import DTYPES, lib
 from stoker.errors import SampleErrorWarning, StarvationWarning, StokerError
 
 try:
@@ -59,8 +59,9 @@ class Loader:
       drop_last: drop the last partial batch (and the uneven tail across
         ranks instead of padding it).
       dtype: "uint8" (NHWC 0..255: 4x less memory and PCIe, normalize on the
-        GPU), or "float32" / "float16" (NCHW, normalized on the CPU as
-        (x/255 - mean) / std).
+        GPU), or a float dtype, "float32" / "float16" / "bfloat16" (NCHW,
+        normalized on the CPU as (x/255 - mean) / std, rounded to nearest
+        even into 16-bit floats as torch does).
       mean, std: 3 values each for float dtypes; default ImageNet's.
       device: None (CPU tensors viewing the ring) or "cuda[:N]" (the ring is
         pinned once; batches are copied with non_blocking=True and the slot
@@ -498,7 +499,11 @@ class Loader:
         out = {}
         for name, dtype, _, _ in batch.field_specs():
             view = views[name]
-            if not hasattr(torch, dtype):
+            want = getattr(torch, DTYPES[dtype]["torch"], None)
+            if want is not None and DTYPES[dtype]["numpy"] != dtype:
+                # bfloat16: numpy sees raw patterns, torch the values.
+                out[name] = torch.frombuffer(view, dtype=want).reshape(tuple(view.shape))
+            elif want is None:
                 # uint16 before torch 2.3: widened to int32 (a copy).
                 flat = (np.asarray(view, dtype=np.int32) if np is not None
                         else list(view.cast("B").cast("H")))
@@ -507,7 +512,7 @@ class Loader:
             elif np is not None:
                 out[name] = torch.from_numpy(view)
             else:
-                t = torch.frombuffer(view, dtype=getattr(torch, dtype))
+                t = torch.frombuffer(view, dtype=want)
                 out[name] = t.reshape(view.shape)
         return out
 

@@ -27,8 +27,8 @@ def image(height, width, channels=3, name="image", dtype="uint8", chw=False,
           file=0):
     """A picture decoded from the sample's file `file` (JPEG or PNG, by
     content): [height, width, channels] (channels 1, 3 or 4), or
-    [channels, height, width] with chw. uint8 0..255, or float32/float16
-    as x/255 (or normalized by a normalize op)."""
+    [channels, height, width] with chw. uint8 0..255, or a float dtype
+    (float32, float16, bfloat16) as x/255 (or normalized by a normalize op)."""
     shape = (channels, height, width) if chw else (height, width, channels)
     return _field("image", name, dtype, shape, chw=chw, file=file)
 

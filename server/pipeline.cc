@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "proto/op_schema.h"
 #include "proto/spec_util.h"
 #include "util/cache_key.h"
 #include "util/rng.h"
@@ -218,7 +219,10 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
   // Each spatial field's size after the ops so far; -1: data-dependent.
   std::vector<std::pair<int, int>> size(p.fields_.size(), {-1, -1});
   for (size_t k = 0; k < ops.size(); ++k) {
-    const v1::Op& op = ops[k];
+    // The schema's defaults first: flip() and flip(p=0.5) are one pipeline
+    // (and one fingerprint).
+    v1::Op op = ops[k];
+    if (absl::Status s = ApplyOpDefaults(&op); !s.ok()) return s;
     absl::StrAppend(&p.fingerprint_, CacheKey({"op", CanonicalBytes(op)}));
     const std::string where = absl::StrCat("pipeline[", k, "] (", OpName(op), ")");
     auto bad = [&](absl::string_view why) {

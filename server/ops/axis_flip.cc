@@ -19,9 +19,7 @@ class AxisFlipKind : public OpKind {
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>& fields,
                      OpTraits* traits) const override {
     v1::AxisFlipOp* a = op->mutable_axis_flip();
-    absl::StatusOr<float> p = Probability(a->has_probability(), a->probability(), 0.5f);
-    if (!p.ok()) return p.status();
-    a->set_probability(*p);
+    if (absl::Status s = CheckProbability(a->probability()); !s.ok()) return s;
     const size_t dims = fields[0]->shape.size();
     for (const FieldPlan* f : fields) {
       if (f->shape.size() != dims)

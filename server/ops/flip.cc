@@ -1,5 +1,5 @@
-// flip: mirrors horizontally (or vertically) with `probability` (default
-// 0.5), one draw per sample shared by the fields it names.
+// flip: mirrors horizontally (or vertically) with `probability`, one draw
+// per sample shared by the fields it names. (Defaults: spec.proto's.)
 #include "server/ops/spatial.h"
 
 namespace stoker {
@@ -11,10 +11,7 @@ class FlipKind : public SpatialOp {
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
                      OpTraits* traits) const override {
-    absl::StatusOr<float> p =
-        Probability(op->flip().has_probability(), op->flip().probability(), 0.5f);
-    if (!p.ok()) return p.status();
-    op->mutable_flip()->set_probability(*p);
+    if (absl::Status s = CheckProbability(op->flip().probability()); !s.ok()) return s;
     traits->random = true;
     return absl::OkStatus();
   }

@@ -20,9 +20,7 @@ class IntensityKind : public AffineValuesOp {
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
                      OpTraits* traits) const override {
     v1::IntensityOp* in = op->mutable_intensity();
-    absl::StatusOr<float> p = Probability(in->has_probability(), in->probability(), 1.0f);
-    if (!p.ok()) return p.status();
-    in->set_probability(*p);
+    if (absl::Status s = CheckProbability(in->probability()); !s.ok()) return s;
     if (!in->has_scale() && !in->has_shift())
       return absl::InvalidArgumentError("changes nothing: set scale, shift or both");
     if (!in->has_scale()) {

@@ -159,9 +159,9 @@ class AffineValuesOp : public OpKind {
   void ApplyValues(const Effect& e, const FieldPlan& f, float* v, uint64_t n) const override;
 };
 
-// An op's optional `probability`: its value, or `fallback` when unset;
-// INVALID_ARGUMENT outside 0..1.
-absl::StatusOr<float> Probability(bool set, float value, float fallback);
+// INVALID_ARGUMENT for an op's `probability` outside 0..1. (Defaults of
+// unset parameters are the schema's, applied before Check: proto/op_schema.h.)
+absl::Status CheckProbability(float p);
 
 // The registry (server/ops/ops.def order).
 const std::vector<const OpKind*>& AllOps();

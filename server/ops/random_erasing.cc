@@ -1,7 +1,7 @@
 // random_erasing: torchvision's RandomErasing on image fields. With
-// `probability` (default 0.5) a rectangle of area scale x picture (default
-// 0.02..0.33) and aspect ratio h/w (default 0.3..3.3, drawn log-uniform) is
-// filled with `value` (levels 0..255, one or per channel; default 0),
+// `probability` a rectangle of area `scale` x picture and aspect ratio h/w
+// in `ratio` (drawn log-uniform) is filled with `value` (levels 0..255, one
+// or per channel; none: 0; other defaults: spec.proto's),
 // after torchvision's 10 tries (none fits: unchanged). Drawn on the first
 // field's size; other fields of the step get the same rectangle scaled.
 #include <cmath>
@@ -19,17 +19,7 @@ class RandomErasingKind : public PixelOp {
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>& fields,
                      OpTraits* traits) const override {
     v1::RandomErasingOp* e = op->mutable_random_erasing();
-    absl::StatusOr<float> p = Probability(e->has_probability(), e->probability(), 0.5f);
-    if (!p.ok()) return p.status();
-    e->set_probability(*p);
-    if (!e->has_scale()) {
-      e->mutable_scale()->set_min(0.02f);
-      e->mutable_scale()->set_max(0.33f);
-    }
-    if (!e->has_ratio()) {
-      e->mutable_ratio()->set_min(0.3f);
-      e->mutable_ratio()->set_max(3.3f);
-    }
+    if (absl::Status s = CheckProbability(e->probability()); !s.ok()) return s;
     if (absl::Status s = CheckRange(e->scale(), 0, 1, "scale"); !s.ok()) return s;
     if (absl::Status s = CheckRange(e->ratio(), 1e-3, 1e3, "ratio"); !s.ok()) return s;
     for (uint32_t v : e->value()) {

@@ -1,5 +1,5 @@
 // random_grayscale: torchvision's RandomGrayscale on image fields: with
-// `probability` (default 0.1) a sample's picture becomes rgb_to_grayscale
+// `probability` a sample's picture becomes rgb_to_grayscale
 // in every colour channel (RGBA keeps alpha; gray pictures are unchanged).
 #include "server/ops/op.h"
 #include "server/ops/pixels.h"
@@ -14,9 +14,7 @@ class RandomGrayscaleKind : public PixelOp {
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&,
                      OpTraits* traits) const override {
     v1::RandomGrayscaleOp* g = op->mutable_random_grayscale();
-    absl::StatusOr<float> p = Probability(g->has_probability(), g->probability(), 0.1f);
-    if (!p.ok()) return p.status();
-    g->set_probability(*p);
+    if (absl::Status s = CheckProbability(g->probability()); !s.ok()) return s;
     traits->random = true;
     return absl::OkStatus();
   }

@@ -61,12 +61,9 @@ class RandomPatchKind : public OpKind {
   }
 
  private:
-  // Applies label_bias's defaults and checks them; the label field must be
-  // one the op patches.
+  // Checks label_bias; the label field must be one the op patches.
   static absl::Status CheckBias(v1::LabelBias* bias, const std::vector<FieldPlan*>& fields,
                                 OpTraits* traits) {
-    if (!bias->has_pos()) bias->set_pos(1);
-    if (!bias->has_neg()) bias->set_neg(1);
     if (!(std::isfinite(bias->pos()) && std::isfinite(bias->neg()) && bias->pos() >= 0 &&
           bias->neg() >= 0 && bias->pos() + bias->neg() > 0))
       return absl::InvalidArgumentError(absl::StrCat(

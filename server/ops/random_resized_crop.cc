@@ -16,14 +16,6 @@ class RandomResizedCropKind : public SpatialOp {
     traits->size = {static_cast<int>(r->width()), static_cast<int>(r->height())};
     traits->random = true;
     if (absl::Status s = CheckSize(r->width(), r->height()); !s.ok()) return s;
-    if (r->scale_min() == 0 && r->scale_max() == 0) {
-      r->set_scale_min(0.08f);
-      r->set_scale_max(1.0f);
-    }
-    if (r->ratio_min() == 0 && r->ratio_max() == 0) {
-      r->set_ratio_min(3.0f / 4.0f);
-      r->set_ratio_max(4.0f / 3.0f);
-    }
     if (!(r->scale_min() > 0 && r->scale_min() <= r->scale_max() && r->scale_max() <= 1))
       return absl::InvalidArgumentError("scale must satisfy 0 < scale_min <= scale_max <= 1");
     if (!(r->ratio_min() > 0 && r->ratio_min() <= r->ratio_max()))

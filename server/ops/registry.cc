@@ -64,10 +64,9 @@ void AffineValuesOp::ApplyValues(const Effect& e, const FieldPlan&, float* v,
   for (uint64_t k = 0; k < n; ++k) v[k] = v[k] * a + b;
 }
 
-absl::StatusOr<float> Probability(bool set, float value, float fallback) {
-  const float p = set ? value : fallback;
+absl::Status CheckProbability(float p) {
   if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probability must be in 0..1");
-  return p;
+  return absl::OkStatus();
 }
 
 absl::Status CheckRange(const v1::Range& r, double lo, double hi, const char* what) {

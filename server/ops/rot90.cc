@@ -22,16 +22,9 @@ class Rot90Kind : public OpKind {
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>& fields,
                      OpTraits* traits) const override {
     v1::Rot90Op* r = op->mutable_rot90();
-    absl::StatusOr<float> p = Probability(r->has_probability(), r->probability(), 0.1f);
-    if (!p.ok()) return p.status();
-    r->set_probability(*p);
-    if (!r->has_max_k()) r->set_max_k(3);
+    if (absl::Status s = CheckProbability(r->probability()); !s.ok()) return s;
     if (r->max_k() < 1 || r->max_k() > 3)
       return absl::InvalidArgumentError(absl::StrCat("max_k ", r->max_k(), " is not in 1..3"));
-    if (r->axes().empty()) {
-      r->add_axes(0);
-      r->add_axes(1);
-    }
     if (r->axes_size() != 2 || r->axes(0) == r->axes(1))
       return absl::InvalidArgumentError("axes must be two different axes (a plane)");
     for (const FieldPlan* f : fields) {

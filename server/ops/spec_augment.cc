@@ -27,7 +27,10 @@ class SpecAugmentKind : public OpKind {
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>& fields,
                      OpTraits* traits) const override {
-    const v1::SpecAugmentOp& s = op->spec_augment();
+    v1::SpecAugmentOp* m = op->mutable_spec_augment();
+    if (m->time_width() == 0) m->set_time_masks(0);  // No band on that axis.
+    if (m->freq_width() == 0) m->set_freq_masks(0);
+    const v1::SpecAugmentOp& s = *m;
     if (s.time_masks() > kMaxMasks || s.freq_masks() > kMaxMasks)
       return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxMasks, " masks per axis"));
     if (s.time_masks() * s.time_width() == 0 && s.freq_masks() * s.freq_width() == 0)

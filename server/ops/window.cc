@@ -20,8 +20,6 @@ class WindowKind : public OpKind {
 
   absl::Status Check(v1::Op* op, const std::vector<FieldPlan*>&, OpTraits*) const override {
     v1::WindowOp* w = op->mutable_window();
-    if (!w->has_out_min()) w->set_out_min(0);
-    if (!w->has_out_max()) w->set_out_max(1);
     const bool finite = std::isfinite(w->min()) && std::isfinite(w->max()) &&
                         std::isfinite(w->out_min()) && std::isfinite(w->out_max());
     if (!finite || !(w->min() < w->max()) || !(w->out_min() < w->out_max()))

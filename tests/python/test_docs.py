@@ -2,6 +2,7 @@
 prints has a row, every row is a flag, and a literal default in the table is
 the one the daemon uses."""
 
+import json
 import os
 import re
 import subprocess
@@ -68,3 +69,48 @@ def test_the_dtype_table_is_the_librarys():
     code = {name: (d["bytes"], d["float"], d["numpy"], d["torch"])
             for name, d in DTYPES.items()}
     assert doc == code
+
+
+def _default_cell(defaults, prefix=""):
+    """An op's defaults as docs/pipelines.md writes them: `name` value,
+    by name; a (min, max) range as min..max; nested messages dotted."""
+    out = []
+    for k in sorted(defaults):
+        v = defaults[k]
+        if isinstance(v, dict) and set(v) == {"min", "max"}:
+            out.append(f"`{prefix}{k}` {json.dumps(v['min'])}..{json.dumps(v['max'])}")
+        elif isinstance(v, dict):
+            out += _default_cell(v, f"{prefix}{k}.")
+        else:
+            out.append(f"`{prefix}{k}` {json.dumps(v)}")
+    return out
+
+
+def test_the_op_table_is_the_schemas():
+    """Every op the daemon knows has a row, every row is an op, and its
+    defaults column is the schema's (the defaults the daemon applies)."""
+    import stoker
+    text = open(os.path.join(ROOT, "docs", "pipelines.md")).read()
+    table = text.split("| op | does | defaults of unset parameters |", 1)[1].split("\n\n", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| [^\n]* \| ([^|\n]*) \|$", table, re.M))
+    schema = stoker.op_defaults()
+    assert len(schema) > 10
+    assert sorted(rows) == sorted(schema)
+    assert {op: cell.strip() for op, cell in rows.items()} == \
+        {op: ", ".join(_default_cell(d)) for op, d in schema.items()}
+
+
+def test_op_helpers_write_no_default():
+    """The Python helpers cover every op and send only what a caller gave:
+    no default of an op is written in Python."""
+    import inspect
+    import stoker
+    from stoker import pipeline
+    for op in stoker.op_defaults():
+        helper = getattr(pipeline, op)
+        for p in inspect.signature(helper).parameters.values():
+            assert p.default in (inspect.Parameter.empty, None, False), (op, p.name)
+    assert pipeline.flip() == {"flip": {}}
+    assert pipeline.rot90() == {"rot90": {}}
+    assert pipeline.random_erasing() == {"random_erasing": {}}
+    assert pipeline.random_resized_crop(8) == {"random_resized_crop": {"width": 8, "height": 8}}

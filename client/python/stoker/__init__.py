@@ -25,6 +25,14 @@ from stoker._daemon import daemon_socket, stop_embedded_daemon
 
 __version__ = _native.version  # libstoker.so's, so package and library agree.
 
+
+def op_defaults():
+    """Every op's parameter defaults as the daemon applies them to what a
+    spec leaves unset: {"flip": {"probability": 0.5}, ...} (a copy)."""
+    import copy
+    return copy.deepcopy(_native.OP_DEFAULTS)
+
+
 __all__ = ["Loader", "Placement", "PixelCache", "ClientDecode", "StokerError", "StarvationWarning", "SampleErrorWarning",
-           "daemon_socket", "stop_embedded_daemon", "__version__",
+           "daemon_socket", "stop_embedded_daemon", "op_defaults", "__version__",
            *_pipeline.__all__]

@@ -117,6 +117,7 @@ def _declare(dll):
                                    ctypes.POINTER(p), err]),
         "stoker_client_free": (None, [p]),
         "stoker_dtypes_json": (ctypes.c_char_p, []),
+        "stoker_op_defaults_json": (ctypes.c_char_p, []),
         "stoker_check_spec": (c_int, [ctypes.c_char_p, err]),
         "stoker_dataset_json": (c_int, [ctypes.c_char_p, ctypes.c_char_p,
                                         ctypes.POINTER(p), err]),
@@ -203,6 +204,8 @@ DTYPE_NAMES = {d["code"]: d["name"] for d in DTYPES.values()}
 _VIEW_FORMATS = {d["name"]: d["format"] for d in DTYPES.values()}
 _VIEW_FORMATS.update(uint32="I", uint64="Q")  # A batch's status and indices.
 _NUMPY = {d["name"]: d["numpy"] for d in DTYPES.values()}
+# The schema's op defaults (stoker_op_defaults_json), as the daemon applies them.
+OP_DEFAULTS = json.loads(_dll.stoker_op_defaults_json().decode())
 
 
 class _Owned:
@@ -321,6 +324,7 @@ class Session(_Owned):
         self.samples_per_epoch = int(info["samples_per_epoch"])
         self.dataset_samples = int(info["dataset_samples"])
         self.num_classes = int(info["num_classes"])
+        self.ring_slots = int(info["ring"]["slots"])  # The daemon's count.
         self.skipped_files = int(info["skipped_files"])
         # Image fields the client decodes (spec client_decode).
         self.client_decode = info.get("client_decode", [])

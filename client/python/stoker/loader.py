@@ -69,7 +69,8 @@ class Loader:
       socket: the daemon's Unix socket. None: $STOKER_SOCKET or
         /run/stoker/stoker.sock if a daemon answers there, else an embedded
         daemon private to this process.
-      ring_slots: batches prefetched by the daemon (default 4).
+      ring_slots: batches prefetched by the daemon (unset: the daemon's
+        default).
       threads: decode threads of an embedded daemon (ignored otherwise).
       timeout: seconds to wait for one batch before raising (None: no limit;
         a vanished daemon is reported within a few seconds regardless).
@@ -566,7 +567,7 @@ class Loader:
     def _make_room(self):
         """Releases slots whose GPU copies are done; waits if too many are not."""
         self._pending = [(e, t) for e, t in self._pending if not e.query()]
-        limit = max(1, (self._ring_slots or 4) - 2)
+        limit = max(1, self._session.ring_slots - 2)
         while len(self._pending) > limit:
             self._pending.pop(0)[0].synchronize()
 

@@ -61,24 +61,36 @@ def encoded(max_bytes, name="encoded", file=0):
 
 
 def _op(kind, fields, **params):
+    """An op as the spec holds it: only the parameters the caller gave. The
+    daemon applies the schema's defaults to the rest (stoker.op_defaults()
+    lists them); no default is written here."""
     op = {kind: {k: v for k, v in params.items() if v is not None}}
     if fields:
         op["fields"] = list(fields)
     return op
 
 
-def resize(size=None, width=None, height=None, mode=None,
-           interpolation="bilinear", fill=0, fields=None):
+def _num(value, kind=float):
+    return None if value is None else kind(value)
+
+
+def _pair(value, lo="min", hi="max"):
+    """A (min, max) pair as a Range; None stays unset."""
+    return None if value is None else {lo: float(value[0]), hi: float(value[1])}
+
+
+def resize(size=None, width=None, height=None, mode=None, interpolation=None,
+           fill=None, fields=None):
     """mode "shorter" (default with size: the shorter side becomes size),
     "longer", "letterbox" (longer side to size, centered on size x size,
     padded with fill) or "exact" (default with width and height)."""
     if mode is None:
         mode = "exact" if size is None else "shorter"
     return _op("resize", fields, mode=mode, size=size, width=width,
-               height=height, interpolation=interpolation, fill=fill or None)
+               height=height, interpolation=interpolation, fill=fill)
 
 
-def letterbox(size, fill=0, interpolation="bilinear", fields=None):
+def letterbox(size, fill=None, interpolation=None, fields=None):
     return resize(size, mode="letterbox", fill=fill,
                   interpolation=interpolation, fields=fields)
 
@@ -88,13 +100,15 @@ def center_crop(width, height=None, fields=None):
                height=width if height is None else height)
 
 
-def random_resized_crop(width, height=None, scale=(0.08, 1.0),
-                        ratio=(3 / 4, 4 / 3), interpolation="bilinear",
+def random_resized_crop(width, height=None, scale=None, ratio=None, interpolation=None,
                         fields=None):
+    """torchvision's RandomResizedCrop: `scale` and `ratio` (min, max) pairs
+    (unset: the schema's, torchvision's)."""
+    scale, ratio = scale or (None, None), ratio or (None, None)
     return _op("random_resized_crop", fields, width=width,
                height=width if height is None else height,
-               scale_min=scale[0], scale_max=scale[1], ratio_min=ratio[0],
-               ratio_max=ratio[1], interpolation=interpolation)
+               scale_min=_num(scale[0]), scale_max=_num(scale[1]), ratio_min=_num(ratio[0]),
+               ratio_max=_num(ratio[1]), interpolation=interpolation)
 
 
 def random_crop(width, height=None, fields=None):
@@ -103,8 +117,9 @@ def random_crop(width, height=None, fields=None):
                height=width if height is None else height)
 
 
-def flip(p=0.5, vertical=False, fields=None):
-    return _op("flip", fields, probability=float(p), vertical=vertical or None)
+def flip(p=None, vertical=False, fields=None):
+    """Mirrors horizontally (or vertically) with probability p."""
+    return _op("flip", fields, probability=_num(p), vertical=vertical or None)
 
 
 def random_patch(shape, fields=None, label=None, pos=None, neg=None):
@@ -113,7 +128,7 @@ def random_patch(shape, fields=None, label=None, pos=None, neg=None):
     field it patches, e.g. a label volume's), the window is centred on a
     voxel of that field's array drawn from its foreground (!= 0) with
     probability pos / (pos + neg), else from its background, then shifted
-    inside the volume: MONAI's RandCropByPosNegLabel (pos, neg default 1)."""
+    inside the volume: MONAI's RandCropByPosNegLabel."""
     bias = None
     if label is not None:
         bias = {"field": label}
@@ -121,35 +136,35 @@ def random_patch(shape, fields=None, label=None, pos=None, neg=None):
     return _op("random_patch", fields, shape=[int(d) for d in shape], label_bias=bias)
 
 
-def axis_flip(axes=None, p=0.5, fields=None):
+def axis_flip(axes=None, p=None, fields=None):
     """Each of `axes` (default all) of array fields reversed with
     probability p, drawn per axis and sample, the same for every field it
     names (a scan and its label volume): MONAI's RandFlip per axis."""
     return _op("axis_flip", fields, axes=None if axes is None else [int(a) for a in axes],
-               probability=float(p))
+               probability=_num(p))
 
 
-def rot90(axes=(0, 1), p=0.1, max_k=3, fields=None):
+def rot90(axes=None, p=None, max_k=None, fields=None):
     """With probability p, array fields rotated k x 90 degrees in the plane
     of `axes` (of one size), k in 1..max_k: numpy.rot90(x, k, axes),
     MONAI's RandRotate90."""
-    return _op("rot90", fields, axes=[int(a) for a in axes], probability=float(p),
-               max_k=int(max_k))
+    return _op("rot90", fields, axes=None if axes is None else [int(a) for a in axes],
+               probability=_num(p), max_k=_num(max_k, int))
 
 
-def intensity(scale=None, shift=None, p=1.0, fields=None):
+def intensity(scale=None, shift=None, p=None, fields=None):
     """With probability p, float array values x * a + b, a drawn in `scale`
     (a (min, max) pair) and b in `shift`: MONAI's RandScaleIntensity
     (a = 1 + factor) and RandShiftIntensity."""
-    pair = lambda r: None if r is None else {"min": float(r[0]), "max": float(r[1])}
-    return _op("intensity", fields, scale=pair(scale), shift=pair(shift), probability=float(p))
+    return _op("intensity", fields, scale=_pair(scale), shift=_pair(shift), probability=_num(p))
 
 
-def window(low, high, out=(0.0, 1.0), fields=None):
+def window(low, high, out=None, fields=None):
     """Float array values in [low, high] mapped onto [out[0], out[1]] and
     clipped: MONAI's ScaleIntensityRange with clip (a CT window)."""
-    return _op("window", fields, min=float(low), max=float(high), out_min=float(out[0]),
-               out_max=float(out[1]))
+    out = out or (None, None)
+    return _op("window", fields, min=float(low), max=float(high), out_min=_num(out[0]),
+               out_max=_num(out[1]))
 
 
 def normalize(mean, std, fields=None):
@@ -168,8 +183,7 @@ def _range(value, center, lowest=None):
         lo = center - float(value)
         lo = lo if lowest is None else max(lowest, lo)
         return {"min": lo, "max": center + float(value)}
-    lo, hi = value
-    return {"min": float(lo), "max": float(hi)}
+    return _pair(value)
 
 
 def color_jitter(brightness=None, contrast=None, saturation=None, hue=None,
@@ -182,33 +196,31 @@ def color_jitter(brightness=None, contrast=None, saturation=None, hue=None,
                saturation=_range(saturation, 1.0, 0.0), hue=_range(hue, 0.0))
 
 
-def random_grayscale(p=0.1, fields=None):
+def random_grayscale(p=None, fields=None):
     """torchvision's RandomGrayscale: with probability p, the picture's luma
     in every colour channel."""
-    return _op("random_grayscale", fields, probability=float(p))
+    return _op("random_grayscale", fields, probability=_num(p))
 
 
-def random_erasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0,
-                   fields=None):
+def random_erasing(p=None, scale=None, ratio=None, value=None, fields=None):
     """torchvision's RandomErasing: with probability p, a rectangle of
     `scale` of the area and aspect `ratio` filled with `value` (levels
     0..255: one, or one per channel)."""
-    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
-    return _op("random_erasing", fields, probability=float(p),
-               scale={"min": float(scale[0]), "max": float(scale[1])},
-               ratio={"min": float(ratio[0]), "max": float(ratio[1])},
-               value=values)
+    values = None if value is None else [
+        int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return _op("random_erasing", fields, probability=_num(p), scale=_pair(scale),
+               ratio=_pair(ratio), value=values)
 
 
-def spec_augment(time_masks=2, time_width=0, freq_masks=2, freq_width=0,
-                 value=0.0, freq_first=False, fields=None):
+def spec_augment(time_masks=None, time_width=None, freq_masks=None, freq_width=None,
+                 value=None, freq_first=False, fields=None):
     """SpecAugment's masking on 2-D float array fields [time, freq] ([freq,
-    time] with freq_first): bands of width drawn in [0, time_width) frames
-    and [0, freq_width) bins, set to `value` (after a normalize)."""
-    return _op("spec_augment", fields, time_masks=int(time_masks) if time_width else None,
-               time_width=int(time_width) or None,
-               freq_masks=int(freq_masks) if freq_width else None,
-               freq_width=int(freq_width) or None, value=float(value) or None,
+    time] with freq_first): `time_masks` bands of width drawn in [0,
+    time_width) frames and `freq_masks` in [0, freq_width) bins, set to
+    `value` (after a normalize)."""
+    return _op("spec_augment", fields, time_masks=_num(time_masks, int),
+               time_width=_num(time_width, int), freq_masks=_num(freq_masks, int),
+               freq_width=_num(freq_width, int), value=_num(value),
                freq_first=freq_first or None)
 
 

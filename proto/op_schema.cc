@@ -1,0 +1,94 @@
+#include "proto/op_schema.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+
+namespace stoker {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+// Unset: absent (a field with presence) or empty (repeated). A field
+// without presence is never unset: its zero is a value.
+bool IsUnset(const Message& m, const FieldDescriptor* f) {
+  const Reflection* r = m.GetReflection();
+  if (f->is_repeated()) return r->FieldSize(m, f) == 0;
+  return f->has_presence() && !r->HasField(m, f);
+}
+
+const std::string& DefaultOf(const FieldDescriptor* f) {
+  return f->options().GetExtension(v1::default_value);
+}
+
+absl::Status Apply(Message* m) {
+  const Descriptor* d = m->GetDescriptor();
+  const Reflection* r = m->GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (!DefaultOf(f).empty() && IsUnset(*m, f)) {
+      // The default parsed as this one field of a fresh message, merged in.
+      std::unique_ptr<Message> one(m->New());
+      const std::string json = absl::StrCat("{\"", f->json_name(), "\": ", DefaultOf(f), "}");
+      auto parsed = google::protobuf::util::JsonStringToMessage(json, one.get());
+      if (!parsed.ok())
+        return absl::InternalError(absl::StrCat("default of ", f->full_name(), " (",
+                                                DefaultOf(f), "): ",
+                                                parsed.message().as_string()));
+      m->MergeFrom(*one);
+    }
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->is_repeated() &&
+        r->HasField(*m, f)) {
+      if (absl::Status s = Apply(r->MutableMessage(m, f)); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The defaults of message type `d` (and the messages it holds) as JSON;
+// null when it has none.
+nlohmann::json Defaults(const Descriptor* d) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (!DefaultOf(f).empty()) {
+      out[f->name()] = nlohmann::json::parse(DefaultOf(f));
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->is_repeated()) {
+      nlohmann::json inner = Defaults(f->message_type());
+      if (!inner.is_null()) out[f->name()] = std::move(inner);
+    }
+  }
+  return out.empty() ? nlohmann::json() : out;
+}
+
+}  // namespace
+
+absl::Status ApplyOpDefaults(v1::Op* op) {
+  const Reflection* r = op->GetReflection();
+  const FieldDescriptor* f =
+      r->GetOneofFieldDescriptor(*op, op->GetDescriptor()->FindOneofByName("op"));
+  if (f == nullptr) return absl::OkStatus();
+  return Apply(r->MutableMessage(op, f));
+}
+
+const std::string& OpDefaultsJson() {
+  static const std::string* json = [] {
+    nlohmann::json out = nlohmann::json::object();
+    const google::protobuf::OneofDescriptor* ops =
+        v1::Op::descriptor()->FindOneofByName("op");
+    for (int i = 0; i < ops->field_count(); ++i) {
+      nlohmann::json d = Defaults(ops->field(i)->message_type());
+      out[ops->field(i)->name()] = d.is_null() ? nlohmann::json::object() : std::move(d);
+    }
+    return new std::string(out.dump());
+  }();
+  return *json;
+}
+
+}  // namespace stoker

@@ -1,0 +1,30 @@
+// The ops' parameter defaults, read from the schema: each is a
+// (default_value) option on its field in spec.proto, written nowhere else.
+// The daemon applies them to an op before checking it; the C ABI hands
+// them to clients, which send only what a user gave.
+#ifndef STOKER_PROTO_OP_SCHEMA_H_
+#define STOKER_PROTO_OP_SCHEMA_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/spec.pb.h"
+
+namespace stoker {
+
+// Sets every parameter of `op`'s op message (and of the messages it holds)
+// that is unset and has a default: a field with presence that is absent, or
+// an empty repeated field. INTERNAL if a default does not parse (a schema
+// defect, which op_schema_test catches).
+absl::Status ApplyOpDefaults(v1::Op* op);
+
+// Every op's defaults as JSON: {"flip": {"probability": 0.5}, "random_erasing":
+// {"probability": 0.5, "scale": {"min": 0.02, "max": 0.33}, ...}, ...} (nested
+// messages by their field's name: "random_patch": {"label_bias": {"pos": 1,
+// ...}}), by the spec's field names; every op is a key (an op without
+// defaults: {}), so the JSON is also the list of ops.
+const std::string& OpDefaultsJson();
+
+}  // namespace stoker
+
+#endif  // STOKER_PROTO_OP_SCHEMA_H_

@@ -1,0 +1,66 @@
+// The schema's op defaults: every one parses, applying them fills only what
+// a spec left unset, and the JSON clients read carries each.
+#include "proto/op_schema.h"
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace stoker {
+namespace {
+
+TEST(OpSchemaTest, EveryOpsDefaultsApplyToAnEmptyOp) {
+  const google::protobuf::OneofDescriptor* ops = v1::Op::descriptor()->FindOneofByName("op");
+  ASSERT_GT(ops->field_count(), 10);
+  for (int i = 0; i < ops->field_count(); ++i) {
+    v1::Op op;
+    op.GetReflection()->MutableMessage(&op, ops->field(i));  // The op, empty.
+    EXPECT_TRUE(ApplyOpDefaults(&op).ok()) << ops->field(i)->name();
+  }
+}
+
+TEST(OpSchemaTest, FillsOnlyWhatIsUnset) {
+  v1::Op op;
+  op.mutable_rot90()->set_max_k(2);
+  ASSERT_TRUE(ApplyOpDefaults(&op).ok());
+  EXPECT_FLOAT_EQ(op.rot90().probability(), 0.1f);
+  EXPECT_EQ(op.rot90().max_k(), 2u);
+  ASSERT_EQ(op.rot90().axes_size(), 2);
+  EXPECT_EQ(op.rot90().axes(1), 1u);
+
+  v1::Op erase;
+  erase.mutable_random_erasing()->mutable_ratio()->set_min(1);
+  erase.mutable_random_erasing()->mutable_ratio()->set_max(2);
+  erase.mutable_random_erasing()->set_probability(0);  // Set, though zero.
+  ASSERT_TRUE(ApplyOpDefaults(&erase).ok());
+  EXPECT_EQ(erase.random_erasing().probability(), 0.0f);
+  EXPECT_FLOAT_EQ(erase.random_erasing().scale().min(), 0.02f);
+  EXPECT_FLOAT_EQ(erase.random_erasing().scale().max(), 0.33f);
+  EXPECT_EQ(erase.random_erasing().ratio().max(), 2.0f);
+
+  v1::Op patch;  // A nested message's defaults, once it is there.
+  patch.mutable_random_patch()->mutable_label_bias()->set_field("seg");
+  ASSERT_TRUE(ApplyOpDefaults(&patch).ok());
+  EXPECT_EQ(patch.random_patch().label_bias().pos(), 1.0f);
+  v1::Op plain;
+  plain.mutable_random_patch()->add_shape(8);
+  ASSERT_TRUE(ApplyOpDefaults(&plain).ok());
+  EXPECT_FALSE(plain.random_patch().has_label_bias());
+
+  v1::Op none;  // No op set: nothing to do.
+  EXPECT_TRUE(ApplyOpDefaults(&none).ok());
+}
+
+TEST(OpSchemaTest, TheJsonCarriesEveryDefault) {
+  const nlohmann::json d = nlohmann::json::parse(OpDefaultsJson());
+  EXPECT_EQ(d["flip"]["probability"], 0.5);
+  EXPECT_EQ(d["random_grayscale"]["probability"], 0.1);
+  EXPECT_EQ(d["rot90"]["axes"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(d["random_erasing"]["scale"]["max"], 0.33);
+  EXPECT_EQ(d["random_patch"]["label_bias"]["neg"], 1);
+  EXPECT_EQ(d["center_crop"], nlohmann::json::object());  // Every op, defaults or not.
+  EXPECT_EQ(d.size(),
+            static_cast<size_t>(v1::Op::descriptor()->FindOneofByName("op")->field_count()));
+}
+
+}  // namespace
+}  // namespace stoker

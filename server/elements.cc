@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -154,6 +155,53 @@ void FloatsToHalves(const float* src, uint64_t n, uint8_t* dst) {
 }
 #endif
 
+// Integers into a wider integer type that holds every value: a plain cast.
+template <typename From, typename To>
+void Widen(const uint8_t* src, uint64_t n, uint8_t* dst) {
+  for (uint64_t k = 0; k < n; ++k) {
+    From v;
+    std::memcpy(&v, src + k * sizeof(From), sizeof(From));
+    const To w = static_cast<To>(v);
+    std::memcpy(dst + k * sizeof(To), &w, sizeof(To));
+  }
+}
+
+template <typename From>
+bool WidenTo(const uint8_t* src, uint64_t n, uint8_t* dst, ElemType to) {
+  constexpr bool is_signed = std::is_signed_v<From>;
+  switch (to) {
+    case ElemType::kInt16:
+      if (sizeof(From) >= 2) return false;
+      Widen<From, int16_t>(src, n, dst);
+      return true;
+    case ElemType::kUint16:
+      if (sizeof(From) >= 2 || is_signed) return false;
+      Widen<From, uint16_t>(src, n, dst);
+      return true;
+    case ElemType::kInt32:
+      if (sizeof(From) >= 4) return false;
+      Widen<From, int32_t>(src, n, dst);
+      return true;
+    case ElemType::kInt64:
+      if (sizeof(From) >= 8) return false;
+      Widen<From, int64_t>(src, n, dst);
+      return true;
+    default: return false;
+  }
+}
+
+// An integer run into a wider integer type (the fast pairs), or false.
+bool WidenInts(const uint8_t* src, ElemType from, uint64_t n, uint8_t* dst, ElemType to) {
+  switch (from) {
+    case ElemType::kInt8: return WidenTo<int8_t>(src, n, dst, to);
+    case ElemType::kUint8: return WidenTo<uint8_t>(src, n, dst, to);
+    case ElemType::kInt16: return WidenTo<int16_t>(src, n, dst, to);
+    case ElemType::kUint16: return WidenTo<uint16_t>(src, n, dst, to);
+    case ElemType::kInt32: return WidenTo<int32_t>(src, n, dst, to);
+    default: return false;
+  }
+}
+
 // float32 into `to` through a float32 run at `src` (the fast pairs), or
 // false where the general path must convert.
 bool FromFloats(const float* src, uint64_t n, uint8_t* dst, ElemType to) {
@@ -268,6 +316,7 @@ void ConvertRun(const uint8_t* src, ElemType from, uint64_t n, uint8_t* dst, Ele
     return;
   }
   if (to == ElemType::kFloat32 && ToFloats(src, from, n, reinterpret_cast<float*>(dst))) return;
+  if (WidenInts(src, from, n, dst, to)) return;
   if (from == ElemType::kFloat32 && FromFloats(reinterpret_cast<const float*>(src), n, dst, to))
     return;
   const bool exact_in_float32 = from == ElemType::kFloat16 || from == ElemType::kBfloat16 ||

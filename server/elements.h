@@ -1,15 +1,16 @@
 // Element values converted between the types of the table in shm/dtypes.h,
 // the one place the daemon does so (array reads, normalized pixels, value
-// ops on 16-bit float fields, labels).
+// ops on 16-bit float fields).
 //
 // By value: an integer or float into an integer type truncates toward zero
 // and saturates (NaN is 0); anything into a float type is rounded to
-// nearest, ties to even (float16: overflow to inf, subnormals kept; NaN
-// stays NaN, as 0x7e00 with its sign for float16 and 0x7fc0 for bfloat16,
-// the patterns torch makes). Runs take fast paths for the pairs a training
-// job meets: the same type (a copy), 16-bit floats to and from float32
-// (F16C instructions where the CPU has them), the narrow integers and
-// float64 into float32. Pure functions; thread-safe.
+// nearest, ties to even (float16: overflow to inf, subnormals kept). NaN
+// stays a NaN: 0x7fc0 in bfloat16 and 0x7e00 with its sign in float16, the
+// patterns torch makes (a run through F16C keeps a NaN's top payload bits).
+// Runs take fast paths for the pairs a training job meets: the same type (a
+// copy), 16-bit floats to and from float32 (F16C where the CPU has it), the
+// narrow integers and float64 into float32, integers into wider integers.
+// Pure functions; thread-safe.
 #ifndef STOKER_SERVER_ELEMENTS_H_
 #define STOKER_SERVER_ELEMENTS_H_
 

@@ -104,6 +104,22 @@ TEST(ElementsTest, RunsConvertByValue) {
              reinterpret_cast<uint8_t*>(b), ElemType::kBfloat16);
   EXPECT_EQ(Bfloat16ToFloat(b[4]), 256.0f);
   EXPECT_EQ(Bfloat16ToFloat(b[0]), -32768.0f);
+  // Integers into wider integers: the values.
+  const int8_t narrow[] = {-128, -1, 0, 127};
+  int16_t wide[4];
+  ConvertRun(reinterpret_cast<const uint8_t*>(narrow), ElemType::kInt8, 4,
+             reinterpret_cast<uint8_t*>(wide), ElemType::kInt16);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(wide[k], narrow[k]);
+  const uint8_t bytes[] = {0, 200, 255};
+  int64_t longs[3];
+  ConvertRun(bytes, ElemType::kUint8, 3, reinterpret_cast<uint8_t*>(longs), ElemType::kInt64);
+  EXPECT_EQ(longs[1], 200);
+  // Signed into unsigned is no widening: saturated by value.
+  uint16_t u16[4];
+  ConvertRun(reinterpret_cast<const uint8_t*>(narrow), ElemType::kInt8, 4,
+             reinterpret_cast<uint8_t*>(u16), ElemType::kUint16);
+  EXPECT_EQ(u16[0], 0);
+  EXPECT_EQ(u16[3], 127);
   // Floats into integers: toward zero, saturating, NaN is 0.
   const float vals[] = {-1.9f, 300.0f, -5.0f, std::numeric_limits<float>::quiet_NaN()};
   uint8_t u[4];

@@ -10,7 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "proto/op_schema.h"
+#include "proto/schema.h"
 #include "proto/spec_util.h"
 #include "util/cache_key.h"
 #include "util/rng.h"

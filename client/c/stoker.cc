@@ -15,7 +15,7 @@
 #include "client/cpp/dataset_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
-#include "proto/op_schema.h"
+#include "proto/schema.h"
 #include "server/spec_check.h"
 #include "shm/ring_data.h"
 #include "util/checksum.h"
@@ -149,6 +149,7 @@ const char* stoker_dtypes_json(void) {
 }
 
 const char* stoker_op_defaults_json(void) { return stoker::OpDefaultsJson().c_str(); }
+const char* stoker_source_kinds_json(void) { return stoker::SourceKindsJson().c_str(); }
 
 int stoker_dataset_json(const char* dataset, const char* root, char** json_out,
                         stoker_error* err) {

@@ -145,8 +145,13 @@ const char* stoker_dtypes_json(void);
  * their spec names. Static storage: not freed. */
 const char* stoker_op_defaults_json(void);
 
+/* The source kinds a dataset spec may name, as JSON: ["folder", "list",
+ * "lmdb", "npy", "hdf5", "nifti"]. Static storage: not freed. */
+const char* stoker_source_kinds_json(void);
+
 /* How a client names a dataset, as the "dataset" of a spec: `dataset` is a
- * source as JSON ({"lmdb": {"path": "db", "manifest": "m.tsv"}}) or a path
+ * source as JSON under its kind's key, one of
+ * "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti" ({"lmdb": {"path": "db", "manifest": "m.tsv"}}), or a path
  * whose kind is recognised by content, then by suffix in any case (.npy: npy;
  * an HDF5 file: INVALID_ARGUMENT asking for its dataset's name; another
  * file: a manifest; a folder holding data.mdb: lmdb; another folder, or a

@@ -59,7 +59,8 @@ struct OptionSpec {
 constexpr OptionSpec kDatasetOptions[] = {
     {"dataset", false,
      "a path (an image folder, a manifest, an LMDB folder, an .npy file), or a source as "
-     "JSON: '{\"lmdb\": {\"path\": \"db\", \"manifest\": \"keys.tsv\"}}'"},
+     "JSON under its kind's key, one of \"folder\"|\"list\"|\"lmdb\"|\"npy\"|\"hdf5\"|"
+     "\"nifti\": '{\"lmdb\": {\"path\": \"db\", \"manifest\": \"keys.tsv\"}}'"},
     {"root", false, "folder a manifest's paths are relative to"},
 };
 

@@ -160,7 +160,7 @@ class AffineValuesOp : public OpKind {
 };
 
 // INVALID_ARGUMENT for an op's `probability` outside 0..1. (Defaults of
-// unset parameters are the schema's, applied before Check: proto/op_schema.h.)
+// unset parameters are the schema's, applied before Check: proto/schema.h.)
 absl::Status CheckProbability(float p);
 
 // The registry (server/ops/ops.def order).

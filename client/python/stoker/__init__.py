@@ -33,6 +33,11 @@ def op_defaults():
     return copy.deepcopy(_native.OP_DEFAULTS)
 
 
+def source_kinds():
+    """The source kinds a dataset dict may name: ["folder", "list", ...]."""
+    return list(_native.SOURCE_KINDS)
+
+
 __all__ = ["Loader", "Placement", "PixelCache", "ClientDecode", "StokerError", "StarvationWarning", "SampleErrorWarning",
-           "daemon_socket", "stop_embedded_daemon", "op_defaults", "__version__",
+           "daemon_socket", "stop_embedded_daemon", "op_defaults", "source_kinds", "__version__",
            *_pipeline.__all__]

@@ -1,4 +1,4 @@
-#include "proto/op_schema.h"
+#include "proto/schema.h"
 
 #include <memory>
 
@@ -86,6 +86,17 @@ const std::string& OpDefaultsJson() {
       nlohmann::json d = Defaults(ops->field(i)->message_type());
       out[ops->field(i)->name()] = d.is_null() ? nlohmann::json::object() : std::move(d);
     }
+    return new std::string(out.dump());
+  }();
+  return *json;
+}
+
+const std::string& SourceKindsJson() {
+  static const std::string* json = [] {
+    nlohmann::json out = nlohmann::json::array();
+    const google::protobuf::OneofDescriptor* kinds =
+        v1::DatasetSpec::descriptor()->FindOneofByName("source");
+    for (int i = 0; i < kinds->field_count(); ++i) out.push_back(kinds->field(i)->name());
     return new std::string(out.dump());
   }();
   return *json;

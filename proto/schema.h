@@ -1,9 +1,10 @@
-// The ops' parameter defaults, read from the schema: each is a
-// (default_value) option on its field in spec.proto, written nowhere else.
-// The daemon applies them to an op before checking it; the C ABI hands
-// them to clients, which send only what a user gave.
-#ifndef STOKER_PROTO_OP_SCHEMA_H_
-#define STOKER_PROTO_OP_SCHEMA_H_
+// What the schema (spec.proto) says that clients and docs must not restate:
+// the ops' parameter defaults, each a (default_value) option on its field
+// and written nowhere else (the daemon applies them to an op before
+// checking it; the C ABI hands them to clients, which send only what a
+// user gave), and the source kinds a dataset may have.
+#ifndef STOKER_PROTO_SCHEMA_H_
+#define STOKER_PROTO_SCHEMA_H_
 
 #include <string>
 
@@ -15,7 +16,7 @@ namespace stoker {
 // Sets every parameter of `op`'s op message (and of the messages it holds)
 // that is unset and has a default: a field with presence that is absent, or
 // an empty repeated field. INTERNAL if a default does not parse (a schema
-// defect, which op_schema_test catches).
+// defect, which schema_test catches).
 absl::Status ApplyOpDefaults(v1::Op* op);
 
 // Every op's defaults as JSON: {"flip": {"probability": 0.5}, "random_erasing":
@@ -25,6 +26,10 @@ absl::Status ApplyOpDefaults(v1::Op* op);
 // defaults: {}), so the JSON is also the list of ops.
 const std::string& OpDefaultsJson();
 
+// The source kinds, as JSON: ["folder", "list", "lmdb", "npy", "hdf5",
+// "nifti"] (DatasetSpec's `source` fields, in the schema's order).
+const std::string& SourceKindsJson();
+
 }  // namespace stoker
 
-#endif  // STOKER_PROTO_OP_SCHEMA_H_
+#endif  // STOKER_PROTO_SCHEMA_H_

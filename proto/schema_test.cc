@@ -1,6 +1,6 @@
-// The schema's op defaults: every one parses, applying them fills only what
-// a spec left unset, and the JSON clients read carries each.
-#include "proto/op_schema.h"
+// The schema's op defaults (every one parses, applying them fills only what
+// a spec left unset, the JSON clients read carries each) and source kinds.
+#include "proto/schema.h"
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -8,7 +8,7 @@
 namespace stoker {
 namespace {
 
-TEST(OpSchemaTest, EveryOpsDefaultsApplyToAnEmptyOp) {
+TEST(SchemaTest, EveryOpsDefaultsApplyToAnEmptyOp) {
   const google::protobuf::OneofDescriptor* ops = v1::Op::descriptor()->FindOneofByName("op");
   ASSERT_GT(ops->field_count(), 10);
   for (int i = 0; i < ops->field_count(); ++i) {
@@ -18,7 +18,7 @@ TEST(OpSchemaTest, EveryOpsDefaultsApplyToAnEmptyOp) {
   }
 }
 
-TEST(OpSchemaTest, FillsOnlyWhatIsUnset) {
+TEST(SchemaTest, FillsOnlyWhatIsUnset) {
   v1::Op op;
   op.mutable_rot90()->set_max_k(2);
   ASSERT_TRUE(ApplyOpDefaults(&op).ok());
@@ -50,7 +50,7 @@ TEST(OpSchemaTest, FillsOnlyWhatIsUnset) {
   EXPECT_TRUE(ApplyOpDefaults(&none).ok());
 }
 
-TEST(OpSchemaTest, TheJsonCarriesEveryDefault) {
+TEST(SchemaTest, TheJsonCarriesEveryDefault) {
   const nlohmann::json d = nlohmann::json::parse(OpDefaultsJson());
   EXPECT_EQ(d["flip"]["probability"], 0.5);
   EXPECT_EQ(d["random_grayscale"]["probability"], 0.1);
@@ -60,6 +60,11 @@ TEST(OpSchemaTest, TheJsonCarriesEveryDefault) {
   EXPECT_EQ(d["center_crop"], nlohmann::json::object());  // Every op, defaults or not.
   EXPECT_EQ(d.size(),
             static_cast<size_t>(v1::Op::descriptor()->FindOneofByName("op")->field_count()));
+}
+
+TEST(SchemaTest, SourceKindsAreTheDatasetSpecsSources) {
+  EXPECT_EQ(nlohmann::json::parse(SourceKindsJson()),
+            nlohmann::json({"folder", "list", "lmdb", "npy", "hdf5", "nifti"}));
 }
 
 }  // namespace

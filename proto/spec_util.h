@@ -83,6 +83,10 @@ inline const char* DTypeName(uint32_t ring_dtype) {
   return d == nullptr ? "unknown" : d->name;
 }
 
+// The most pixels of a picture's side any spec takes: image and mask
+// fields, the ops' output sizes, the pixel cache's max_side.
+inline constexpr uint32_t kMaxSide = 16384;
+
 // "float32/float16/bfloat16": the table's float field dtypes.
 inline const std::string& FloatDTypeNames() {
   static const std::string* names = [] {

@@ -132,7 +132,13 @@ uint64_t QueueMax(uint64_t configured) {
 absl::StatusOr<std::unique_ptr<L2Cache>> L2Cache::Open(const L2Options& options) {
   LmdbEnv::Options o;
   o.read_only = false;
-  o.map_bytes = options.max_bytes;
+  // The budget is of live pages (eviction keeps them under it); the map
+  // has slack beyond it for the pages LMDB cannot reuse while a reader is
+  // still in an older snapshot, and for an eviction's own copied pages: a
+  // map filled to its last page cannot even delete. Without it, a busy
+  // reader could let the map fill while the live pages stayed under the
+  // eviction threshold.
+  o.map_bytes = options.max_bytes + std::max<uint64_t>(options.max_bytes / 4, 1 << 20);
   o.max_readers = options.max_readers;
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<LmdbEnv> env,
                           LmdbEnv::Open(options.path, o));

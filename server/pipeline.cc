@@ -118,7 +118,8 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       break;
     case FieldSpec::KIND_ARRAY:
       if (fs.chw()) return bad("chw applies to images only");
-      if (fs.shape_size() > 6) return bad(absl::StrCat("shape ", shape, ": at most 6 dimensions"));
+      if (fs.shape_size() > static_cast<int>(shm::kMaxFieldDims))
+        return bad(absl::StrCat("shape ", shape, ": at most ", shm::kMaxFieldDims, " dimensions"));
       break;
     case FieldSpec::KIND_ENCODED:
       if (fs.dtype() != v1::DTYPE_UINT8)
@@ -132,8 +133,9 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       return bad("kind must be one of image, mask, label, array, encoded");
   }
   if (f->spatial() && (f->height <= 0 || f->width <= 0 ||
-                       f->height > 16384 || f->width > 16384))
-    return bad(absl::StrCat("shape ", shape, ": height and width must be in 1..16384"));
+                       f->height > static_cast<int>(kMaxSide) ||
+                       f->width > static_cast<int>(kMaxSide)))
+    return bad(absl::StrCat("shape ", shape, ": height and width must be in 1..", kMaxSide));
   return absl::OkStatus();
 }
 

@@ -73,8 +73,8 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
     return bad(absl::StrCat("batch_size ", spec.batch_size(),
                             " must be in 1..65536"));
   if (const uint32_t side = spec.pixel_cache().max_side(); side != 0) {
-    if (side < 16 || side > 16384)
-      return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (off) or 16..16384"));
+    if (side < 16 || side > kMaxSide)
+      return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (off) or 16..", kMaxSide));
   }
   if (spec.has_client_decode() && spec.pixel_cache().max_side() != 0)
     return bad("client_decode and pixel_cache exclude each other: the pixel "

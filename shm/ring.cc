@@ -267,10 +267,6 @@ uint64_t RingProducer::ConsumerBatches() const {
                   published_count_.load(std::memory_order_relaxed));
 }
 
-uint32_t RingProducer::ClosedWord() const {
-  return header_->closed.load(std::memory_order_acquire);
-}
-
 void RingProducer::SetConsumerShare(uint32_t share) {
   header_->consumer_cpu_share.store(std::min(share, kShareOne),
                                     std::memory_order_relaxed);

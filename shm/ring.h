@@ -129,8 +129,6 @@ class RingProducer {
   uint64_t ConsumerWaitNs() const;
   // Batches handed to the application: at most the batches published.
   uint64_t ConsumerBatches() const;
-  // The close reason as the header says (the consumer may have written it).
-  uint32_t ClosedWord() const;
 
   // --- Words the producer writes for the consumer.
   void SetConsumerShare(uint32_t share);  // Before the segment is handed over.

@@ -61,7 +61,14 @@ TEST_F(ControlTest, ResizingPoolsDuringAReadKeepsTheChecksum) {
       absl::SleepFor(absl::Milliseconds(15));
     }
   });
-  auto sum = ReadBatches(**s, 3 * (*s)->batches_per_epoch());
+  // Mid-read (at the second batch) the reader waits for two rounds of
+  // resizes, so they happen during the read however fast it is.
+  int seen = 0;
+  auto sum = ReadBatches(**s, 3 * (*s)->batches_per_epoch(), [&](const Batch&) {
+    if (++seen != 2) return;
+    const absl::Time until = absl::Now() + absl::Seconds(60);
+    while (resizes.load() < 4 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  });
   done = true;
   resizer.join();
   ASSERT_TRUE(sum.ok()) << sum.status();

@@ -30,9 +30,6 @@ bool RunLoggingExceptions(absl::string_view where, Fn&& fn) {
   return s.ok();
 }
 
-// Lines below this level are dropped (default kInfo).
-void SetMinLogLevel(LogLevel level);
-
 }  // namespace stoker
 
 #endif  // STOKER_UTIL_LOG_H_

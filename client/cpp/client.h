@@ -103,7 +103,6 @@ class Session {
 
   // How long Next() tries to reconnect (default 60 s; zero: never).
   void set_resume_window(absl::Duration d) { resume_window_ = d; }
-  absl::Duration resume_window() const { return resume_window_; }
   uint64_t reconnects() const { return reconnects_; }
 
   // Closes the session in the daemon now; Next() then fails with

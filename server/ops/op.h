@@ -170,7 +170,7 @@ const OpKind* FindOp(v1::Op::OpCase op_case);
 // The op's name as the spec spells it ("random_crop"; "none" when unset).
 std::string OpName(const v1::Op& op);
 
-// Shared parameter checks: "width and height must be in 1..16384".
+// Shared parameter checks: "width and height must be in 1..kMaxSide".
 absl::Status CheckSize(uint32_t width, uint32_t height);
 // A [min, max] range within [lo, hi], min <= max, finite; `what` names it.
 absl::Status CheckRange(const v1::Range& r, double lo, double hi, const char* what);

@@ -53,8 +53,8 @@ std::string OpName(const v1::Op& op) {
 }
 
 absl::Status CheckSize(uint32_t width, uint32_t height) {
-  if (width == 0 || height == 0 || width > 16384 || height > 16384)
-    return absl::InvalidArgumentError("width and height must be in 1..16384");
+  if (width == 0 || height == 0 || width > kMaxSide || height > kMaxSide)
+    return absl::InvalidArgumentError(absl::StrCat("width and height must be in 1..", kMaxSide));
   return absl::OkStatus();
 }
 

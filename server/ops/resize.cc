@@ -15,12 +15,13 @@ class ResizeKind : public SpatialOp {
                      OpTraits* traits) const override {
     const v1::ResizeOp& r = op->resize();
     if (r.mode() == v1::ResizeOp::MODE_EXACT) {
-      if (r.width() == 0 || r.height() == 0 || r.width() > 16384 || r.height() > 16384)
-        return absl::InvalidArgumentError("exact needs width and height in 1..16384");
+      if (r.width() == 0 || r.height() == 0 || r.width() > kMaxSide || r.height() > kMaxSide)
+        return absl::InvalidArgumentError(absl::StrCat("exact needs width and height in 1..",
+                                                       kMaxSide));
       traits->size = {static_cast<int>(r.width()), static_cast<int>(r.height())};
     } else {
-      if (r.size() == 0 || r.size() > 16384)
-        return absl::InvalidArgumentError("size must be in 1..16384");
+      if (r.size() == 0 || r.size() > kMaxSide)
+        return absl::InvalidArgumentError(absl::StrCat("size must be in 1..", kMaxSide));
       const int s = static_cast<int>(r.size());
       traits->size = r.mode() == v1::ResizeOp::MODE_LETTERBOX ? std::pair<int, int>{s, s}
                                                                : std::pair<int, int>{-1, -1};

@@ -2,7 +2,10 @@
 
 #include <memory>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -15,16 +18,36 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// Unset: absent (a field with presence) or empty (repeated). A field
-// without presence is never unset: its zero is a value.
+// Unset: absent (a field with presence) or empty (repeated).
 bool IsUnset(const Message& m, const FieldDescriptor* f) {
   const Reflection* r = m.GetReflection();
   if (f->is_repeated()) return r->FieldSize(m, f) == 0;
-  return f->has_presence() && !r->HasField(m, f);
+  return !r->HasField(m, f);
 }
 
 const std::string& DefaultOf(const FieldDescriptor* f) {
   return f->options().GetExtension(v1::default_value);
+}
+
+// A message of f's containing type with only f set to its default, parsed
+// once per field (a spec's ops reuse them). A default on a field that can
+// be neither absent nor empty could never apply: a schema defect.
+absl::StatusOr<const Message*> DefaultMessage(const Message& like, const FieldDescriptor* f) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* parsed = new absl::flat_hash_map<const FieldDescriptor*, std::unique_ptr<Message>>;
+  absl::MutexLock lock(&mu);
+  auto it = parsed->find(f);
+  if (it != parsed->end()) return it->second.get();
+  if (!f->is_repeated() && !f->has_presence())
+    return absl::InternalError(absl::StrCat("default of ", f->full_name(),
+                                            ": the field has no presence (make it optional)"));
+  std::unique_ptr<Message> one(like.New());
+  const std::string json = absl::StrCat("{\"", f->json_name(), "\": ", DefaultOf(f), "}");
+  auto ok = google::protobuf::util::JsonStringToMessage(json, one.get());
+  if (!ok.ok())
+    return absl::InternalError(absl::StrCat("default of ", f->full_name(), " (", DefaultOf(f),
+                                            "): ", ok.message().as_string()));
+  return parsed->emplace(f, std::move(one)).first->second.get();
 }
 
 absl::Status Apply(Message* m) {
@@ -33,15 +56,9 @@ absl::Status Apply(Message* m) {
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
     if (!DefaultOf(f).empty() && IsUnset(*m, f)) {
-      // The default parsed as this one field of a fresh message, merged in.
-      std::unique_ptr<Message> one(m->New());
-      const std::string json = absl::StrCat("{\"", f->json_name(), "\": ", DefaultOf(f), "}");
-      auto parsed = google::protobuf::util::JsonStringToMessage(json, one.get());
-      if (!parsed.ok())
-        return absl::InternalError(absl::StrCat("default of ", f->full_name(), " (",
-                                                DefaultOf(f), "): ",
-                                                parsed.message().as_string()));
-      m->MergeFrom(*one);
+      absl::StatusOr<const Message*> one = DefaultMessage(*m, f);
+      if (!one.ok()) return one.status();
+      m->MergeFrom(**one);  // Only f is set in it.
     }
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->is_repeated() &&
         r->HasField(*m, f)) {

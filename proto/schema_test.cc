@@ -13,8 +13,18 @@ TEST(SchemaTest, EveryOpsDefaultsApplyToAnEmptyOp) {
   ASSERT_GT(ops->field_count(), 10);
   for (int i = 0; i < ops->field_count(); ++i) {
     v1::Op op;
-    op.GetReflection()->MutableMessage(&op, ops->field(i));  // The op, empty.
-    EXPECT_TRUE(ApplyOpDefaults(&op).ok()) << ops->field(i)->name();
+    google::protobuf::Message* params =
+        op.GetReflection()->MutableMessage(&op, ops->field(i));  // The op, empty.
+    ASSERT_TRUE(ApplyOpDefaults(&op).ok()) << ops->field(i)->name();
+    // Every parameter with a default now holds it.
+    const google::protobuf::Descriptor* d = params->GetDescriptor();
+    for (int k = 0; k < d->field_count(); ++k) {
+      const google::protobuf::FieldDescriptor* f = d->field(k);
+      if (f->options().GetExtension(v1::default_value).empty()) continue;
+      const google::protobuf::Reflection* r = params->GetReflection();
+      EXPECT_TRUE(f->is_repeated() ? r->FieldSize(*params, f) > 0 : r->HasField(*params, f))
+          << f->full_name();
+    }
   }
 }
 

@@ -61,7 +61,7 @@ namespace stoker {
 
 struct L2Options {
   std::string path;                  // Folder of the LMDB environment.
-  uint64_t max_bytes = 64ULL << 30;  // LMDB map size.
+  uint64_t max_bytes = 64ULL << 30;  // Live pages; the map has slack past it.
   uint32_t max_readers = 256;
   // Bounded writer queue; 0 = $L2_WRITER_QUEUE_MAX if set, else 4096.
   uint64_t writer_queue = 0;

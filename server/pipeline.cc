@@ -43,7 +43,7 @@ void PresetOps(const v1::SessionSpec& spec, std::vector<FieldSpec>* fields,
     v1::Op& rrc = ops->emplace_back();
     rrc.mutable_random_resized_crop()->set_width(s);
     rrc.mutable_random_resized_crop()->set_height(s);
-    ops->emplace_back().mutable_flip()->set_probability(0.5f);
+    ops->emplace_back().mutable_flip();  // The schema's probability.
   } else {
     v1::Op& resize = ops->emplace_back();
     resize.mutable_resize()->set_mode(v1::ResizeOp::MODE_SHORTER);

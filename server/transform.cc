@@ -144,22 +144,30 @@ CropBox RandomResizedCropWindow(int src_w, int src_h, double scale_min,
 template <typename T>
 void WriteNormalized(const T* src, size_t pixels, int channels, const Normalization& n,
                      bool chw, ElemType to, void* dst) {
-  // float32 values in the output's layout, written straight into a float32
-  // field, else into a row converted once at the end.
-  thread_local std::vector<float> row;
-  float* o = static_cast<float*>(dst);
-  if (to != ElemType::kFloat32) {
-    row.resize(pixels * channels);
-    o = row.data();
+  if (to == ElemType::kFloat32) {  // Straight into the field.
+    for (int c = 0; c < channels; ++c) {
+      const float scale = n.scale[c], offset = n.offset[c];
+      // Channel c's outputs: a plane (chw) or every channels-th value.
+      float* out = static_cast<float*>(dst) + (chw ? c * pixels : c);
+      const size_t step = chw ? 1 : channels;
+      for (size_t i = 0; i < pixels; ++i) out[i * step] = src[i * channels + c] * scale + offset;
+    }
+    return;
   }
-  for (int c = 0; c < channels; ++c) {
-    const float scale = n.scale[c], offset = n.offset[c];
-    // Channel c's outputs: a plane (chw) or every channels-th value.
-    float* out = o + (chw ? c * pixels : c);
-    const size_t step = chw ? 1 : channels;
-    for (size_t i = 0; i < pixels; ++i) out[i * step] = src[i * channels + c] * scale + offset;
+  // A 16-bit float field: float32 values in blocks of the output's order,
+  // each converted as it is made (no buffer the size of the picture).
+  constexpr size_t kBlock = 1024;
+  float block[kBlock];
+  const size_t total = pixels * channels, bytes = ElemBytes(to);
+  for (size_t first = 0; first < total; first += kBlock) {
+    const size_t m = std::min(kBlock, total - first);
+    for (size_t j = 0; j < m; ++j) {
+      const size_t k = first + j;  // Output position.
+      const size_t c = chw ? k / pixels : k % channels, i = chw ? k % pixels : k / channels;
+      block[j] = src[i * channels + c] * n.scale[c] + n.offset[c];
+    }
+    StoreFloats(block, m, to, static_cast<uint8_t*>(dst) + first * bytes);
   }
-  if (to != ElemType::kFloat32) StoreFloats(o, pixels * channels, to, dst);
 }
 template void WriteNormalized<uint8_t>(const uint8_t*, size_t, int, const Normalization&, bool,
                                        ElemType, void*);

@@ -49,9 +49,12 @@ enum class ElemType : uint8_t {
 #undef STOKER_ELEM_ENUM
 };
 
-// Ring dtype codes (kDTypeFloat16 = 3, ...): 0 for a type no field has.
+// Ring dtype codes (kDTypeFloat16 = 3, ...). A type no field has gets a
+// value no ring code takes (0x100 + its row), so it never equals a field's
+// dtype, nor an unset one.
 enum DType : uint32_t {
-#define STOKER_DTYPE_ENUM(id, ring, name, bytes, format, cls, numpy, torch) kDType##id = ring,
+#define STOKER_DTYPE_ENUM(id, ring, name, bytes, format, cls, numpy, torch) \
+  kDType##id = (ring) != 0 ? (ring) : 0x100u + static_cast<uint32_t>(ElemType::k##id),
   STOKER_ELEMENT_TYPES(STOKER_DTYPE_ENUM)
 #undef STOKER_DTYPE_ENUM
 };

@@ -218,8 +218,7 @@ absl::StatusOr<std::vector<int64_t>> ReadLabels(const absl::StatusOr<h5::Set>& d
                                                 const std::string& path, const std::string& name,
                                                 size_t n) {
   if (!d.ok()) return d.status();
-  if (d->dims.size() != 1 || d->dims[0] != n || d->elem == ElemType::kFloat16 ||
-      d->elem == ElemType::kFloat32 || d->elem == ElemType::kFloat64) {
+  if (d->dims.size() != 1 || d->dims[0] != n || shm::Elem(d->elem).is_float()) {
     return h5::Failed(path, absl::StrCat("labels '", name, "' must be 1-D integers, ",
                                        n, " of them"));
   }

@@ -72,8 +72,7 @@ absl::StatusOr<std::vector<int64_t>> ReadNpyLabels(const std::string& path,
   absl::StatusOr<NpyFile> f = OpenNpy(path, beneath);
   if (!f.ok()) return f.status();
   const NpyHeader& h = f->header;
-  if (h.shape.size() != 1 || h.shape[0] != n || h.type == ElemType::kFloat16 ||
-      h.type == ElemType::kFloat32 || h.type == ElemType::kFloat64) {
+  if (h.shape.size() != 1 || h.shape[0] != n || shm::Elem(h.type).is_float()) {
     return Bad(path, absl::StrCat("labels must be a 1-D integer array of ", n,
                                   " values"));
   }

@@ -319,9 +319,13 @@ def test_close_mid_epoch_waits_for_the_decode_in_flight(layouts, daemon):
     assert len(decoders()) == before + 1
     loader.close()
     assert len(decoders()) == before
-    assert next(batches, None) is None
+    with pytest.raises(stoker.StokerError, match="stopped before its end"):
+        next(batches)
     assert images.shape[0] == 5  # What was handed out stays readable.
     # A new iterator starts the epoch again, in a new session.
-    again = [x.clone() for x, _ in loader]
-    assert len(again) == len(loader) and torch.equal(again[0], images)
+    again = []
+    for x, _ in loader:
+        assert len(loader) == 5  # Mid-pass: the pass goes on.
+        again.append(x.clone())
+    assert len(again) == 5 and torch.equal(again[0], images)
     assert len(decoders()) == before

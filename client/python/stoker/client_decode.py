@@ -31,6 +31,8 @@ import time
 
 import torch
 
+from stoker._native import DTYPES
+
 try:
     from torchvision.io import ImageReadMode, decode_jpeg
 except ImportError:  # Checked with a clear message by check_device.
@@ -292,7 +294,7 @@ class FieldRenderer:
             img = torch.where(pad[:, None], r[:, FILL, None, None, None], img)
         if self.dtype == "uint8":
             return img.to(torch.uint8)
-        return (img * self._scale + self._offset).to(getattr(torch, self.dtype))
+        return (img * self._scale + self._offset).to(getattr(torch, DTYPES[self.dtype]["torch"]))
 
     def _resample(self, pictures, rec, x0, y0, x1, y1, oh, ow):
         """The pictures' boxes resampled: [n, C, oh, ow] float32, unrounded.

@@ -192,6 +192,7 @@ class Loader:
         self._pinned = None       # Mapping registered with CUDA.
         self._pending = []        # (event, cpu images) until copies finish.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
+        self._stopped = None      # One _close_prefetch stopped mid-pass.
         self._totals = {"batches": 0, "images": 0, "wait_seconds": 0.0,
                         "compute_seconds": 0.0}
         self._last_epoch = None
@@ -234,6 +235,8 @@ class Loader:
 
     # ----------------------------------------------------------- DataLoader API
     def __len__(self):
+        if self._session is not None:  # Mid-pass too: the same for every epoch.
+            return self._session.batches_per_epoch
         return self._open(self._epoch, self._resume_batch).batches_per_epoch
 
     def set_epoch(self, epoch):
@@ -271,9 +274,9 @@ class Loader:
         # as each is handed out, not as it is read from the ring.
         epoch, undecodable = self._epoch, []
         self._close_prefetch()  # An iterator left behind still decodes.
-        self._prefetch = client_decode.prefetched(
+        pipeline = self._prefetch = client_decode.prefetched(
             self._positioned(), self._client_tensors, lambda: self._decoder)
-        for out, position, failed in self._prefetch:
+        for out, position, failed in pipeline:
             self._position = position
             if failed and self.on_error == "raise":
                 raise StokerError("DATA_LOSS", "could not decode in this process: " +
@@ -283,6 +286,9 @@ class Loader:
                 yield out
             else:
                 yield out["image"], out["label"].to(torch.int64)
+        if self._stopped is pipeline:
+            raise StokerError("CANCELLED", "this pass was stopped before its end "
+                                           "(Loader.close(), or a new pass began)")
         if undecodable:  # Zeros: the daemon had published them already.
             self._report_failures(epoch, undecodable, "could not be decoded in this "
                                   "process (past a valid header) and are zero images")
@@ -581,6 +587,7 @@ class Loader:
         gen = self._prefetch
         if gen is not None and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED:
             self._prefetch = None
+            self._stopped = gen  # Its iterator raises if resumed.
             gen.close()
 
     def _close_session(self):

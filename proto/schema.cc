@@ -108,6 +108,17 @@ const std::string& OpDefaultsJson() {
   return *json;
 }
 
+uint32_t PresetImageSize(const v1::SessionSpec& spec) {
+  if (spec.has_image_size()) return spec.image_size();
+  static const uint32_t side = [] {
+    v1::SessionSpec d;
+    const absl::StatusOr<const Message*> m =
+        DefaultMessage(d, v1::SessionSpec::descriptor()->FindFieldByName("image_size"));
+    return m.ok() ? static_cast<const v1::SessionSpec*>(*m)->image_size() : 0u;
+  }();
+  return side;
+}
+
 const std::string& SourceKindsJson() {
   static const std::string* json = [] {
     nlohmann::json out = nlohmann::json::array();

@@ -6,6 +6,7 @@
 #ifndef STOKER_PROTO_SCHEMA_H_
 #define STOKER_PROTO_SCHEMA_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,6 +26,10 @@ absl::Status ApplyOpDefaults(v1::Op* op);
 // ...}}), by the spec's field names; every op is a key (an op without
 // defaults: {}), so the JSON is also the list of ops.
 const std::string& OpDefaultsJson();
+
+// The presets' output side: the spec's image_size, or the schema's
+// default when it leaves it unset.
+uint32_t PresetImageSize(const v1::SessionSpec& spec);
 
 // The source kinds, as JSON: ["folder", "list", "lmdb", "npy", "hdf5",
 // "nifti"] (DatasetSpec's `source` fields, in the schema's order).

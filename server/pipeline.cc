@@ -23,7 +23,7 @@ using v1::FieldSpec;
 // The presets as the fields and ops they stand for.
 void PresetOps(const v1::SessionSpec& spec, std::vector<FieldSpec>* fields,
                std::vector<v1::Op>* ops) {
-  const uint32_t s = spec.image_size();
+  const uint32_t s = PresetImageSize(spec);
   const bool fl = spec.dtype() != v1::DTYPE_UINT8;
   FieldSpec image;
   image.set_name("image");
@@ -190,7 +190,7 @@ absl::StatusOr<Pipeline> Pipeline::Compile(const v1::SessionSpec& spec) {
     PresetOps(spec, &fields, &ops);
     return Build(spec, fields, ops);
   }
-  if (spec.transform() != v1::TRANSFORM_UNSPECIFIED || spec.image_size() != 0 ||
+  if (spec.transform() != v1::TRANSFORM_UNSPECIFIED || spec.has_image_size() ||
       spec.dtype() != v1::DTYPE_UINT8 || spec.mean_size() || spec.std_size())
     return absl::InvalidArgumentError(
         "fields/pipeline replace the preset: leave transform, image_size, "

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "proto/schema.h"
 #include "proto/spec_util.h"
 #include "shm/ring.h"
 #include "util/proto_json.h"
@@ -85,8 +86,8 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
       return bad("transform must be val or train (or give fields and a pipeline)");
     if (!ImageDTypeOk(spec.dtype()))
       return bad(absl::StrCat("dtype of the preset's image must be ", ImageDTypeNames()));
-    if (spec.image_size() == 0 || spec.image_size() > 4096)
-      return bad(absl::StrCat("image_size ", spec.image_size(),
+    if (PresetImageSize(spec) == 0 || PresetImageSize(spec) > 4096)
+      return bad(absl::StrCat("image_size ", PresetImageSize(spec),
                               " must be in 1..4096"));
     if ((spec.mean_size() != 0 && spec.mean_size() != 3) ||
         (spec.std_size() != 0 && spec.std_size() != 3))

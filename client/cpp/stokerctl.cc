@@ -39,6 +39,7 @@
 #include "client/cpp/dataset_spec.h"
 #include "client/cpp/read_summary.h"
 #include "client/cpp/top.h"
+#include "proto/schema.h"
 #include "proto/spec_util.h"
 #include "util/proto_json.h"
 #include "util/version.h"
@@ -64,6 +65,13 @@ constexpr OptionSpec kDatasetOptions[] = {
     {"root", false, "folder a manifest's paths are relative to"},
 };
 
+// The presets' side, from the schema's default.
+const char* PresetSizeHelp() {
+  static const std::string* help = new std::string(absl::StrCat(
+      "output side in pixels (default ", PresetImageSize(v1::SessionSpec()), ")"));
+  return help->c_str();
+}
+
 // The preset image's dtypes, from the dtype table.
 const char* ImageDTypeHelp() {
   static const std::string* help = new std::string(ImageDTypeNames());
@@ -83,7 +91,7 @@ Commands() {
              {"batch-size", false, "samples per batch (required)"},
              {"epochs", false, "epochs to read (default 1)"},
              {"transform", false, "val (default) or train"},
-             {"size", false, "output side in pixels (default 224)"},
+             {"size", false, PresetSizeHelp()},
              {"seed", false, "shuffle and augmentation seed"},
              {"shuffle", true, "shuffle (train's default)"},
              {"no-shuffle", true, "do not shuffle"},
@@ -271,7 +279,7 @@ int Read(Client& client, const Args& a) {
   if (!a.flags.count("batch-size")) return Usage("read needs --batch-size");
   if (!UintFlag(a, "batch-size", 0, &batch_size, &err) ||
       !UintFlag(a, "epochs", 1, &epochs, &err) ||
-      !UintFlag(a, "size", 224, &size, &err) ||
+      !UintFlag(a, "size", 0, &size, &err) ||
       !UintFlag(a, "seed", 0, &seed, &err) ||
       !UintFlag(a, "rank", 0, &rank, &err) ||
       !UintFlag(a, "world-size", 1, &world, &err) ||
@@ -285,7 +293,7 @@ int Read(Client& client, const Args& a) {
       world > UINT32_MAX || slots > UINT32_MAX || max_side > UINT32_MAX)
     return Usage("a numeric flag is out of range");
   spec.set_batch_size(static_cast<uint32_t>(batch_size));
-  spec.set_image_size(static_cast<uint32_t>(size));
+  if (a.flags.count("size")) spec.set_image_size(static_cast<uint32_t>(size));
   spec.set_seed(seed);
   spec.set_rank(static_cast<uint32_t>(rank));
   spec.set_world_size(static_cast<uint32_t>(world));

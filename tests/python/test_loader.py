@@ -399,3 +399,17 @@ def test_bfloat16_images_are_torchs_rounding_of_float32(daemon, dataset):
     bf16 = next(iter(loader(daemon, dataset, dtype=torch.bfloat16)))[0]
     assert bf16.dtype == torch.bfloat16 and bf16.shape == f32.shape
     assert torch.equal(bf16.view(torch.int16), f32.to(torch.bfloat16).view(torch.int16))
+
+
+def test_the_presets_side_is_the_schemas_default(daemon, dataset):
+    """image_size unset: the daemon's default (the one stokerctl --help
+    prints), not one the Python package writes."""
+    import re
+    from conftest import STOKERCTL
+    helptext = subprocess.run([STOKERCTL, "read", "--help"], capture_output=True, text=True,
+                              timeout=60).stdout
+    side = int(re.search(r"output side in pixels \(default (\d+)\)", helptext).group(1))
+    ld = stoker.Loader(dataset, 2, transform="val", shuffle=False, socket=daemon.socket)
+    assert ld.image_size is None
+    images, _ = next(iter(ld))
+    assert tuple(images.shape) == (2, side, side, 3)

@@ -47,7 +47,7 @@ class Loader:
       batch_size: samples per batch (1..65536).
       transform: the preset: "train" (RandomResizedCrop + flip, the
         default) or "val" (Resize + CenterCrop), both to image_size x
-        image_size (default 224).
+        image_size (unset: the schema's default; stokerctl read --help shows it).
       fields, pipeline: instead of a preset, the batch's fields and the ops
         applied to each sample (stoker.image/mask/label/array and
         stoker.resize, center_crop, random_resized_crop, random_crop, flip,
@@ -133,7 +133,6 @@ class Loader:
         self._pipeline = [dict(op) for op in (pipeline or [])]
         if self._fields is None:  # The preset's defaults.
             transform = "train" if transform is None else transform
-            image_size = 224 if image_size is None else image_size
             dtype = "uint8" if dtype is None else dtype
         self.transform = transform
         self.image_size = None if image_size is None else _check_int("image_size", image_size)

@@ -5,8 +5,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/stoker.pb.h"
 #include "shm/ring_data.h"
@@ -90,13 +93,14 @@ inline constexpr uint32_t kMaxSide = 16384;
 // "float32/float16/bfloat16": the table's float field dtypes.
 inline const std::string& FloatDTypeNames() {
   static const std::string* names = [] {
-    auto* out = new std::string;
-    for (uint32_t code = 1; code <= shm::FieldDTypeCount(); ++code) {  // By code.
-      const shm::DTypeInfo* d = shm::FindDType(code);
-      if (d == nullptr || !d->is_float()) continue;
-      if (!out->empty()) *out += "/";
-      *out += d->name;
+    std::vector<const shm::DTypeInfo*> floats;  // By ring code.
+    for (const shm::DTypeInfo& d : shm::kElemTypes) {
+      if (d.is_field() && d.is_float()) floats.push_back(&d);
     }
+    std::sort(floats.begin(), floats.end(),
+              [](const shm::DTypeInfo* a, const shm::DTypeInfo* b) { return a->code < b->code; });
+    auto* out = new std::string;
+    for (const shm::DTypeInfo* d : floats) absl::StrAppend(out, out->empty() ? "" : "/", d->name);
     return out;
   }();
   return *names;

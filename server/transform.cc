@@ -158,15 +158,29 @@ void WriteNormalized(const T* src, size_t pixels, int channels, const Normalizat
   // each converted as it is made (no buffer the size of the picture).
   constexpr size_t kBlock = 1024;
   float block[kBlock];
-  const size_t total = pixels * channels, bytes = ElemBytes(to);
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  const size_t bytes = ElemBytes(to);
+  if (chw) {  // Plane by plane: output i of plane c is pixel i's channel c.
+    for (int c = 0; c < channels; ++c) {
+      const float scale = n.scale[c], offset = n.offset[c];
+      for (size_t first = 0; first < pixels; first += kBlock) {
+        const size_t m = std::min(kBlock, pixels - first);
+        for (size_t j = 0; j < m; ++j) block[j] = src[(first + j) * channels + c] * scale + offset;
+        StoreFloats(block, m, to, out + (c * pixels + first) * bytes);
+      }
+    }
+    return;
+  }
+  // Interleaved: the output's order is the input's.
+  const size_t total = pixels * channels;
+  int c = 0;
   for (size_t first = 0; first < total; first += kBlock) {
     const size_t m = std::min(kBlock, total - first);
     for (size_t j = 0; j < m; ++j) {
-      const size_t k = first + j;  // Output position.
-      const size_t c = chw ? k / pixels : k % channels, i = chw ? k % pixels : k / channels;
-      block[j] = src[i * channels + c] * n.scale[c] + n.offset[c];
+      block[j] = src[first + j] * n.scale[c] + n.offset[c];
+      c = c + 1 == channels ? 0 : c + 1;
     }
-    StoreFloats(block, m, to, static_cast<uint8_t*>(dst) + first * bytes);
+    StoreFloats(block, m, to, out + first * bytes);
   }
 }
 template void WriteNormalized<uint8_t>(const uint8_t*, size_t, int, const Normalization&, bool,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/jpeg.h"
@@ -204,6 +205,17 @@ TEST(NormalizeTest, WritesChwPlanesWithMeanAndStd) {
     EXPECT_EQ(half[i], FloatToHalf(out[i]));
     EXPECT_EQ(bf16[i], FloatToBfloat16(out[i]));
   }
+  // Interleaved, past one block of the 16-bit path: the same values.
+  std::vector<uint8_t> big(3000 * 3);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  std::vector<float> f32(big.size());
+  std::vector<uint16_t> f16(big.size());
+  WriteNormalized(big.data(), 3000, 3, n, /*chw=*/false, ElemType::kFloat32, f32.data());
+  WriteNormalized(big.data(), 3000, 3, n, /*chw=*/false, ElemType::kFloat16, f16.data());
+  for (size_t i = 0; i < big.size(); ++i) ASSERT_EQ(f16[i], FloatToHalf(f32[i])) << i;
+  WriteNormalized(big.data(), 3000, 3, n, /*chw=*/true, ElemType::kFloat32, f32.data());
+  WriteNormalized(big.data(), 3000, 3, n, /*chw=*/true, ElemType::kBfloat16, f16.data());
+  for (size_t i = 0; i < big.size(); ++i) ASSERT_EQ(f16[i], FloatToBfloat16(f32[i])) << i;
 }
 
 // A plain crop is copied instead of filtered: the filters are the identity

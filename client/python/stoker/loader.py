@@ -12,6 +12,7 @@ from stoker._args import (_check_bool, _check_device, _check_int,
                           check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, PixelCache, Placement, check_option,
                             check_renamed)
+from stoker._cuda_ring import PinnedRing
 from stoker._native import DTYPES, lib
 from stoker.errors import SampleErrorWarning, StarvationWarning, StokerError
 
@@ -188,8 +189,7 @@ class Loader:
         self._epoch = 0           # Epoch of the next pass.
         self._resume_batch = 0    # First batch of the next pass.
         self._position = (0, 0)   # Next undelivered (epoch, batch).
-        self._pinned = None       # Mapping registered with CUDA.
-        self._pending = []        # (event, cpu images) until copies finish.
+        self._ring = PinnedRing()  # The ring as a GPU reads it.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
         self._totals = {"batches": 0, "images": 0, "wait_seconds": 0.0,
@@ -313,7 +313,7 @@ class Loader:
             t0 = time.perf_counter()
             if returned is not None:
                 compute += t0 - returned
-            self._make_room()
+            self._ring.make_room(session.ring_slots)  # Slots still copying to a GPU.
             batch = session.next(self._timeout)
             waits.append(time.perf_counter() - t0)
             self._stream = (epoch, b + 1) if b + 1 < per_epoch else (epoch + 1, 0)
@@ -525,8 +525,8 @@ class Loader:
 
     def _client_tensors(self, batch):
         """Ring views for the decoder (the ring pinned once for a GPU)."""
-        if self._decode_device.type == "cuda" and self._pinned != batch.mapping_base:
-            self._pin(batch.mapping_base, batch.mapping_size)
+        if self._decode_device.type == "cuda":
+            self._ring.pin(batch)
         return self._tensors(batch)
 
     def _upload(self, batch, tensors):
@@ -534,13 +534,7 @@ class Loader:
         held until they complete."""
         if self._device is None:
             return tensors
-        if self._pinned != batch.mapping_base:
-            self._pin(batch.mapping_base, batch.mapping_size)
-        gpu = {n: t.to(self._device, non_blocking=True) for n, t in tensors.items()}
-        event = torch.cuda.Event()
-        event.record(torch.cuda.current_stream(self._device))
-        self._pending.append((event, tensors))  # Holds the slot until copied.
-        return gpu
+        return self._ring.copy(batch, tensors, self._device)
 
     def _to_output(self, batch):
         if torch is None:  # numpy arrays, or memoryviews of the slot
@@ -553,29 +547,6 @@ class Loader:
         if self._fields is not None:
             return out
         return out["image"], out["label"].to(torch.int64)
-
-    def _pin(self, base, size):
-        self._unpin()
-        rc = torch.cuda.cudart().cudaHostRegister(base, size, 0)
-        if int(rc) != 0:
-            raise RuntimeError(f"cudaHostRegister of the ring ({size} bytes) "
-                               f"failed with CUDA error {int(rc)}")
-        self._pinned = base
-
-    def _unpin(self):
-        if self._pinned is not None:
-            for event, _ in self._pending:
-                event.synchronize()
-            self._pending.clear()
-            torch.cuda.cudart().cudaHostUnregister(self._pinned)
-            self._pinned = None
-
-    def _make_room(self):
-        """Releases slots whose GPU copies are done; waits if too many are not."""
-        self._pending = [(e, t) for e, t in self._pending if not e.query()]
-        limit = max(1, self._session.ring_slots - 2)
-        while len(self._pending) > limit:
-            self._pending.pop(0)[0].synchronize()
 
     def _close_prefetch(self):
         """Stops the pipeline of an iterator that was left mid-epoch: its
@@ -592,8 +563,7 @@ class Loader:
     def _close_session(self):
         self._close_prefetch()
         if self._session is not None:
-            if self._pinned is not None:
-                self._unpin()
+            self._ring.unpin()
             session, self._session, self._stream = self._session, None, None
             try:
                 session.close()

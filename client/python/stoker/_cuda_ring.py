@@ -1,0 +1,54 @@
+"""A session's ring as a GPU reads it: its mapping registered with CUDA
+(pinned) once per mapping, and the slots whose asynchronous copies to the
+GPU are still in flight (each holds its slot until its copy is done).
+torch is imported by the methods that need it: without a GPU nothing here
+runs but make_room, on an empty list."""
+
+
+class PinnedRing:
+    def __init__(self):
+        self._base = None    # The mapping registered with CUDA.
+        self._pending = []   # (event, ring views) until their copies finish.
+
+    def pin(self, batch):
+        """Registers batch's ring mapping with CUDA unless it already is
+        (a new mapping: the old one is unregistered first)."""
+        if self._base == batch.mapping_base:
+            return
+        import torch
+        self.unpin()
+        rc = torch.cuda.cudart().cudaHostRegister(batch.mapping_base, batch.mapping_size, 0)
+        if int(rc) != 0:
+            raise RuntimeError(f"cudaHostRegister of the ring ({batch.mapping_size} bytes) "
+                               f"failed with CUDA error {int(rc)}")
+        self._base = batch.mapping_base
+
+    def copy(self, batch, tensors, device):
+        """Asynchronous copies of `tensors` (views of batch's slot) to
+        `device`; the slot stays held until they complete."""
+        import torch
+        self.pin(batch)
+        gpu = {n: t.to(device, non_blocking=True) for n, t in tensors.items()}
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(device))
+        self._pending.append((event, tensors))  # Holds the slot until copied.
+        return gpu
+
+    def make_room(self, slots):
+        """Releases slots whose copies are done; waits while more than
+        slots - 2 of a ring of `slots` are still copying."""
+        self._pending = [(e, t) for e, t in self._pending if not e.query()]
+        limit = max(1, slots - 2)
+        while len(self._pending) > limit:
+            self._pending.pop(0)[0].synchronize()
+
+    def unpin(self):
+        """Waits for every copy, then unregisters the mapping."""
+        if self._base is None:
+            return
+        import torch
+        for event, _ in self._pending:
+            event.synchronize()
+        self._pending.clear()
+        torch.cuda.cudart().cudaHostUnregister(self._base)
+        self._base = None

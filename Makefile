@@ -37,14 +37,11 @@ test: deps
 # the ring and the socket code, then 3,000 mutations of real photographs
 # (Debian's mate-backgrounds, as JPEG and PNG) through the decoders and a
 # custom pipeline. Any report fails the run.
-SANITIZED_TESTS := //server:jpeg_test //server:decode_test //server:transform_test \
-	//server:plan_test //server:pipeline_test //shm:ring_test //shm:fd_passing_test //shm:open_channel_test \
-	//util:util_test //util:mapped_read_test //server:file_system_test //server:cache_warmer_test //server/ops/... \
-	//server/sources/... //server:array_source_test //server:spec_check_test //server:authorizer_test \
-	//server:fetcher_test //server:l2_cache_test //server:pixel_cache_test //server:sample_reader_test \
-	//server:sample_renderer_test //server:volume_cache_test //server:thread_pool_test \
-	//server:foreground_test //server:buffer_test //server:row_gather_test //server:idle_work_test \
-	//server/h5probe:protocol_test //server:elements_test
+SANITIZED_TESTS := //server/access/... //server/pool/... //server/imaging/... \
+	//server/dataset/... //server/cache/... //server/sources/... //server/ops/... \
+	//server/pipeline/... //server/serve/... //server/h5probe:protocol_test \
+	//shm:ring_test //shm:fd_passing_test //shm:open_channel_test \
+	//util:util_test //util:mapped_read_test //util:buffer_test
 sanitize: deps
 	$(BAZEL) test --config=sanitize $(SANITIZED_TESTS)
 	$(BAZEL) build --config=sanitize //tests:fuzz_decode //server:stoker-h5probe

@@ -19,11 +19,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/bench_util.h"
-#include "server/decode.h"
+#include "server/imaging/decode.h"
 #include "server/sources/folder.h"
-#include "server/file_system.h"
-#include "server/jpeg.h"
-#include "server/transform.h"
+#include "server/access/file_system.h"
+#include "server/imaging/jpeg.h"
+#include "server/imaging/transform.h"
 #include "util/rng.h"
 
 ABSL_FLAG(std::string, data, "/tmp/stoker-demo-data", "ImageFolder dataset.");

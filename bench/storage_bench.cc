@@ -32,9 +32,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/client.h"
 #include "client/cpp/read_summary.h"
-#include "server/daemon.h"
-#include "server/grpc_service.h"
-#include "server/ring_handoff.h"
+#include "server/daemon/daemon.h"
+#include "server/daemon/grpc_service.h"
+#include "server/daemon/ring_handoff.h"
 #include "shm/fd_passing.h"
 #include "tests/testdata.h"
 

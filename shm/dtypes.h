@@ -3,13 +3,13 @@
 // (the ring header's codes, the proto DType's numbers + 1, stoker.h's
 // STOKER_DTYPE_*). A row's traits decide everything a dtype decides: its
 // size, its class (a float, and so how a float32 value is rounded into it:
-// server/elements.h), its numpy and torch names, and the struct format of a
+// server/imaging/elements.h), its numpy and torch names, and the struct format of a
 // memoryview of one element. No unit branches on a dtype's identity for any
 // of these; it asks the table. The C ABI hands the field rows to clients as
 // JSON (stoker_dtypes_json), so no client restates them.
 //
 // Adding a type: a row here (appended: the enumerators' values are not
-// persisted, but keep them stable), its conversions in server/elements.cc,
+// persisted, but keep them stable), its conversions in server/imaging/elements.cc,
 // and, for a field dtype, the proto DType value and STOKER_DTYPE_* macro
 // (both checked against this table by tests and static_asserts).
 #ifndef STOKER_SHM_DTYPES_H_

@@ -10,10 +10,10 @@
 
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
-#include "server/decode.h"
-#include "server/geometry.h"
-#include "server/pipeline.h"
-#include "server/transform.h"
+#include "server/imaging/decode.h"
+#include "server/imaging/geometry.h"
+#include "server/pipeline/pipeline.h"
+#include "server/imaging/transform.h"
 #include "tests/harness.h"
 #include "tests/testdata.h"
 

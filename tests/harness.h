@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "client/cpp/client.h"
-#include "server/daemon.h"
-#include "server/grpc_service.h"
-#include "server/ring_handoff.h"
+#include "server/daemon/daemon.h"
+#include "server/daemon/grpc_service.h"
+#include "server/daemon/ring_handoff.h"
 
 namespace stoker::testing {
 

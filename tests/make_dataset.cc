@@ -14,7 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "server/lmdb_env.h"
+#include "server/cache/lmdb_env.h"
 #include "tests/testdata.h"
 
 ABSL_FLAG(std::string, out, "", "Output folder (created).");

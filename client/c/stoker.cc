@@ -16,7 +16,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "proto/schema.h"
-#include "server/spec_check.h"
+#include "server/pipeline/spec_check.h"
 #include "shm/ring_data.h"
 #include "util/checksum.h"
 #include "util/proto_json.h"

@@ -27,9 +27,9 @@
 #include "absl/types/span.h"
 #include "proto/spec_util.h"
 #include "proto/stoker.pb.h"
-#include "server/foreground.h"
-#include "server/geometry.h"
-#include "server/transform.h"
+#include "server/imaging/foreground.h"
+#include "server/imaging/geometry.h"
+#include "server/imaging/transform.h"
 #include "util/rng.h"
 
 namespace stoker {
@@ -97,7 +97,7 @@ struct SampleDraw {
   std::vector<std::vector<uint64_t>>* starts = nullptr;
   std::vector<Effects>* effects = nullptr;
   // Array samples: the foreground of the array OpTraits::label_file names
-  // (server/foreground.h); null when no op needs one.
+  // (server/imaging/foreground.h); null when no op needs one.
   const Foreground* foreground = nullptr;
 
   // Adds `e` to every field of the step.

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
-#include "server/ops/op_testing.h"
+#include "server/pipeline/op_testing.h"
 
 namespace stoker {
 namespace {

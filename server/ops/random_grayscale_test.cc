@@ -1,6 +1,6 @@
 // random_grayscale: rgb_to_grayscale with probability p, per sample.
 #include "gtest/gtest.h"
-#include "server/ops/op_testing.h"
+#include "server/pipeline/op_testing.h"
 #include "server/ops/pixels.h"
 
 namespace stoker {

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "server/elements.h"
+#include "server/imaging/elements.h"
 #include "proto/spec_util.h"
 #include "server/ops/op.h"
 

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
-#include "server/ops/op_testing.h"
+#include "server/pipeline/op_testing.h"
 
 namespace stoker {
 namespace {

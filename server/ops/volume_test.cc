@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/ops/op_testing.h"
+#include "server/pipeline/op_testing.h"
 
 namespace stoker {
 namespace {

@@ -19,11 +19,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/buffer.h"
+#include "util/buffer.h"
 #include "server/sources/source.h"
 #include "util/file_kinds.h"
 #include "util/status_macros.h"
-#include "server/file_system.h"
+#include "server/access/file_system.h"
 #include "util/checked_math.h"
 #include "util/log.h"
 #include "server/sources/hdf5_file.h"

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/array_source.h"
-#include "server/volume_cache.h"
+#include "server/dataset/array_source.h"
+#include "server/cache/volume_cache.h"
 
 namespace stoker {
 

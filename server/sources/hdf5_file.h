@@ -27,11 +27,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/array_source.h"
-#include "server/file_system.h"
+#include "server/dataset/array_source.h"
+#include "server/access/file_system.h"
 #include "server/h5probe/protocol.h"
 #include "server/sources/hdf5_prober.h"
-#include "server/volume_cache.h"
+#include "server/cache/volume_cache.h"
 
 namespace stoker {
 namespace h5 {

@@ -12,8 +12,8 @@
 
 #include "gtest/gtest.h"
 #include "server/sources/hdf5.h"
-#include "server/thread_pool.h"
-#include "server/volume_cache.h"
+#include "server/pool/thread_pool.h"
+#include "server/cache/volume_cache.h"
 #include "tests/testdata.h"
 
 namespace stoker {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/dataset.h"
+#include "server/dataset/dataset.h"
 
 namespace stoker {
 

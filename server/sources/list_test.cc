@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "server/memory_budget.h"
+#include "server/access/memory_budget.h"
 #include "tests/testdata.h"
 
 namespace stoker {

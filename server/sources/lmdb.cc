@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/lmdb_env.h"
-#include "server/sample_source.h"
+#include "server/cache/lmdb_env.h"
+#include "server/dataset/sample_source.h"
 #include "server/sources/source.h"
 #include "util/cache_key.h"
 #include "util/status_macros.h"

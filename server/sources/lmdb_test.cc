@@ -12,8 +12,8 @@
 
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
-#include "server/lmdb_env.h"
-#include "server/sample_source.h"
+#include "server/cache/lmdb_env.h"
+#include "server/dataset/sample_source.h"
 #include "server/sources/source.h"
 #include "tests/testdata.h"
 #include "util/cache_key.h"

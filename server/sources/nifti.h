@@ -28,7 +28,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/array_source.h"
+#include "server/dataset/array_source.h"
 #include "server/sources/source.h"
 
 namespace stoker {

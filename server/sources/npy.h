@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/array_source.h"
+#include "server/dataset/array_source.h"
 
 namespace stoker {
 

@@ -24,11 +24,11 @@
 
 #include "absl/status/statusor.h"
 #include "proto/stoker.pb.h"
-#include "server/array_source.h"
-#include "server/dataset.h"
-#include "server/file_system.h"
-#include "server/sample_source.h"
-#include "server/volume_cache.h"
+#include "server/dataset/array_source.h"
+#include "server/dataset/dataset.h"
+#include "server/access/file_system.h"
+#include "server/dataset/sample_source.h"
+#include "server/cache/volume_cache.h"
 
 namespace stoker {
 

@@ -1,0 +1,69 @@
+#include "server/access/memory_budget.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace stoker {
+
+struct MemoryBudget::State {
+  const uint64_t total, per_user;
+  absl::Mutex mu;
+  uint64_t used ABSL_GUARDED_BY(mu) = 0;
+  absl::flat_hash_map<int64_t, uint64_t> by_uid ABSL_GUARDED_BY(mu);
+
+  // used <= total always holds, and a uid's <= per_user unless it was let
+  // past alone (`alone`): no subtraction wraps.
+  bool Room(int64_t uid, uint64_t bytes, bool alone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = by_uid.find(uid);
+    const uint64_t mine = it == by_uid.end() ? 0 : it->second;
+    if (bytes > total - used) return false;
+    if (uid < 0 || per_user == 0) return true;
+    return mine == 0 ? (alone || bytes <= per_user) : mine <= per_user && bytes <= per_user - mine;
+  }
+  // Takes `bytes` for `uid` (Room said yes); the token gives them back.
+  static std::shared_ptr<void> Take(const std::shared_ptr<State>& s, int64_t uid, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
+    s->by_uid[uid] += bytes;
+    s->used += bytes;
+    // The token's deleter gives the bytes back; it owns nothing else.
+    return std::shared_ptr<void>(new char, [s, uid, bytes](char* p) {
+      delete p;
+      absl::MutexLock lock(&s->mu);
+      s->used -= bytes;
+      auto it = s->by_uid.find(uid);
+      if (it != s->by_uid.end() && (it->second -= bytes) == 0) s->by_uid.erase(it);
+    });
+  }
+};
+
+MemoryBudget::MemoryBudget(uint64_t total, uint64_t per_user)
+    : state_(std::shared_ptr<State>(new State{total, per_user})) {}
+
+std::shared_ptr<void> MemoryBudget::Charge(int64_t uid, uint64_t bytes) {
+  std::shared_ptr<State> s = state_;
+  absl::MutexLock lock(&s->mu);
+  return s->Room(uid, bytes, /*alone=*/false) ? State::Take(s, uid, bytes) : nullptr;
+}
+
+std::shared_ptr<void> MemoryBudget::Wait(int64_t uid, uint64_t bytes, absl::Duration timeout) {
+  std::shared_ptr<State> s = state_;
+  if (bytes > s->total) return nullptr;
+  absl::MutexLock lock(&s->mu);
+  auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->Room(uid, bytes, true); };
+  if (!s->mu.AwaitWithTimeout(absl::Condition(&room), timeout)) return nullptr;
+  return State::Take(s, uid, bytes);
+}
+
+uint64_t MemoryBudget::used() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->used;
+}
+
+uint64_t MemoryBudget::used_by(int64_t uid) const {
+  absl::MutexLock lock(&state_->mu);
+  auto it = state_->by_uid.find(uid);
+  return it == state_->by_uid.end() ? 0 : it->second;
+}
+
+}  // namespace stoker

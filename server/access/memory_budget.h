@@ -1,0 +1,44 @@
+// RAM that array sources hold (RAM copies of .npy/HDF5 files, datasets read
+// whole), charged to the user whose session opened them: at most
+// `per_user` bytes for one uid and `total` for all together, so one user's
+// sessions cannot take the node's memory (or wake the OOM killer). A
+// refused charge is no error: the source reads from its mapping, or per
+// sample, instead.
+//
+// Thread-safe. A token gives its bytes back when the last copy of it is
+// dropped, which may be after the budget itself is gone.
+#ifndef STOKER_SERVER_ACCESS_MEMORY_BUDGET_H_
+#define STOKER_SERVER_ACCESS_MEMORY_BUDGET_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+
+namespace stoker {
+
+class MemoryBudget {
+ public:
+  // `per_user` 0: only the total limits a user.
+  MemoryBudget(uint64_t total, uint64_t per_user);
+
+  // A token holding `bytes` for `uid` (-1: an admin or in-process caller,
+  // bound only by the total), or null when either budget has no room.
+  std::shared_ptr<void> Charge(int64_t uid, uint64_t bytes);
+  // The same for memory held by work in flight (which ends): waits for
+  // tokens to be given back until both budgets have room. One request of a
+  // uid that holds nothing may pass its per-user bound (so a large piece
+  // of work is never refused, only run alone); null at once when `bytes`
+  // is over the total, and after `timeout` without room.
+  std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes, absl::Duration timeout);
+  uint64_t used() const;
+  uint64_t used_by(int64_t uid) const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_ACCESS_MEMORY_BUDGET_H_

@@ -1,0 +1,80 @@
+#include "server/access/memory_budget.h"
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+TEST(MemoryBudgetTest, PerUserAndTotalAndGivenBackWhenDropped) {
+  MemoryBudget budget(/*total=*/100, /*per_user=*/40);
+  std::shared_ptr<void> a = budget.Charge(1, 30);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(budget.Charge(1, 11), nullptr);  // 41 > 40 for uid 1.
+  std::shared_ptr<void> a2 = budget.Charge(1, 10);
+  ASSERT_NE(a2, nullptr);
+  EXPECT_EQ(budget.used_by(1), 40u);
+  std::shared_ptr<void> b = budget.Charge(2, 40);
+  ASSERT_NE(b, nullptr);
+  std::shared_ptr<void> admin = budget.Charge(-1, 20);  // Only the total binds.
+  ASSERT_NE(admin, nullptr);
+  EXPECT_EQ(budget.Charge(3, 1), nullptr);  // 100 of 100 used.
+  EXPECT_EQ(budget.used(), 100u);
+  std::shared_ptr<void> copy = a;  // A token shared by two sources.
+  a.reset();
+  EXPECT_EQ(budget.used(), 100u);
+  copy.reset();
+  EXPECT_EQ(budget.used(), 70u);
+  EXPECT_EQ(budget.used_by(1), 10u);
+  EXPECT_NE(budget.Charge(3, 30), nullptr);  // Dropped at once: given back.
+  EXPECT_EQ(budget.used(), 70u);
+  EXPECT_EQ(budget.Charge(5, UINT64_MAX), nullptr);  // No wrap.
+}
+
+constexpr absl::Duration kLong = absl::Minutes(5);
+
+// Wait blocks until tokens come back, refuses at once what could never
+// fit, and gives up after its timeout.
+TEST(MemoryBudgetTest, WaitTakesRoomAsItIsGivenBack) {
+  MemoryBudget budget(/*total=*/100, /*per_user=*/60);
+  EXPECT_EQ(budget.Wait(-1, 101, kLong), nullptr);  // Over the total.
+  EXPECT_NE(budget.Wait(1, 70, kLong), nullptr);  // Over the user's bound, but alone.
+  std::shared_ptr<void> held = budget.Wait(1, 60, kLong);
+  ASSERT_NE(held, nullptr);
+  std::shared_ptr<void> other = budget.Wait(2, 40, kLong);
+  ASSERT_NE(other, nullptr);
+  std::atomic<bool> got{false};
+  std::shared_ptr<void> waited;
+  std::thread waiter([&] {
+    waited = budget.Wait(1, 30, kLong);  // uid 1 has no room until `held` goes.
+    got = true;
+  });
+  EXPECT_FALSE(got.load());  // It cannot have room yet, however long it ran.
+  other.reset();  // Total room, but not uid 1's: it still waits.
+  EXPECT_FALSE(got.load());
+  held.reset();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  ASSERT_NE(waited, nullptr);
+  EXPECT_EQ(budget.used_by(1), 30u);
+  EXPECT_EQ(budget.used(), 30u);
+  std::shared_ptr<void> all = budget.Wait(2, 70, kLong);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(budget.Wait(3, 1, absl::Milliseconds(1)), nullptr);  // No room: timed out.
+}
+
+TEST(MemoryBudgetTest, TokensMayOutliveTheBudget) {
+  std::shared_ptr<void> token;
+  {
+    MemoryBudget budget(10, 0);
+    token = budget.Charge(7, 10);
+    ASSERT_NE(token, nullptr);
+  }
+  token.reset();  // Its state lives as long as the token.
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,107 @@
+#include "server/cache/cache.h"
+
+#include <algorithm>
+
+#include "absl/hash/hash.h"
+
+namespace stoker {
+
+template <typename T>
+LruCache<T>::LruCache(std::string tier_name, uint64_t capacity_bytes, int shards)
+    : tier_(std::move(tier_name)),
+      capacity_(capacity_bytes),
+      shard_capacity_(capacity_bytes / std::max(shards, 1)),
+      shards_(std::max(shards, 1)) {}
+
+template <typename T>
+typename LruCache<T>::Shard& LruCache<T>::ShardFor(const std::string& key) {
+  return shards_[absl::Hash<std::string>{}(key) % shards_.size()];
+}
+
+template <typename T>
+typename LruCache<T>::Value LruCache<T>::Lookup(const std::string& key) {
+  if (capacity_ == 0) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  Shard& s = ShardFor(key);
+  absl::MutexLock lock(&s.mu);
+  auto it = s.index.find(key);
+  if (it == s.index.end()) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  s.lru.splice(s.lru.begin(), s.lru, it->second);
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  return it->second->value;
+}
+
+template <typename T>
+typename LruCache<T>::Value LruCache<T>::Peek(const std::string& key) {
+  Shard& s = ShardFor(key);
+  absl::MutexLock lock(&s.mu);
+  auto it = s.index.find(key);
+  return it == s.index.end() ? nullptr : it->second->value;
+}
+
+template <typename T>
+void LruCache<T>::Insert(const std::string& key, Value value) {
+  Entry e{key, std::move(value)};
+  const uint64_t charge = Charge(e);
+  if (charge > shard_capacity_) return;
+  Shard& s = ShardFor(key);
+  absl::MutexLock lock(&s.mu);
+  if (auto it = s.index.find(key); it != s.index.end()) {
+    s.bytes -= Charge(*it->second);
+    s.lru.erase(it->second);
+    s.index.erase(it);
+  }
+  while (s.bytes + charge > shard_capacity_ && !s.lru.empty()) {
+    const Entry& victim = s.lru.back();
+    s.bytes -= Charge(victim);
+    s.index.erase(victim.key);
+    s.lru.pop_back();
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+  }
+  s.lru.push_front(std::move(e));
+  s.index[key] = s.lru.begin();
+  s.bytes += charge;
+  inserts_.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <typename T>
+void LruCache<T>::Erase(const std::string& key) {
+  Shard& s = ShardFor(key);
+  absl::MutexLock lock(&s.mu);
+  auto it = s.index.find(key);
+  if (it == s.index.end()) return;
+  s.bytes -= Charge(*it->second);
+  s.lru.erase(it->second);
+  s.index.erase(it);
+}
+
+template <typename T>
+v1::TierStats LruCache<T>::Stats() const {
+  v1::TierStats t;
+  t.set_tier(tier_);
+  t.set_enabled(capacity_ > 0);
+  t.set_hits(hits_.load(std::memory_order_relaxed));
+  t.set_misses(misses_.load(std::memory_order_relaxed));
+  t.set_evictions(evictions_.load(std::memory_order_relaxed));
+  t.set_inserts(inserts_.load(std::memory_order_relaxed));
+  t.set_capacity_bytes(capacity_);
+  uint64_t bytes = 0, entries = 0;
+  for (const Shard& s : shards_) {
+    absl::MutexLock lock(const_cast<absl::Mutex*>(&s.mu));
+    bytes += s.bytes;
+    entries += s.index.size();
+  }
+  t.set_bytes(bytes);
+  t.set_entries(entries);
+  return t;
+}
+
+template class LruCache<std::string>;
+template class LruCache<std::string_view>;
+
+}  // namespace stoker

@@ -1,0 +1,91 @@
+// A byte-budgeted, sharded LRU cache of immutable byte strings, shared by
+// every session (the daemon's L1 of encoded samples, and its cache of
+// decoded val outputs).
+//
+// Values are shared_ptr<const T> of a T with size(), the bytes charged:
+// strings (ShardedLruCache), or Buffers' views (util/buffer.h, the
+// volume cache). A lookup hands out a reference,
+// so an entry evicted while a reader still uses it stays alive until that
+// reader is done. Keys hash to one of `shards` (default 16), each with its
+// own mutex and a budget of capacity/shards bytes. A value larger than a
+// shard's budget is not cached (one shard: large values, such as whole
+// volumes, up to the whole capacity). Thread-safe; counters are relaxed atomics.
+#ifndef STOKER_SERVER_CACHE_CACHE_H_
+#define STOKER_SERVER_CACHE_CACHE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/stoker.pb.h"
+
+namespace stoker {
+
+using Bytes = std::shared_ptr<const std::string>;
+
+template <typename T>
+class LruCache {
+ public:
+  using Value = std::shared_ptr<const T>;
+
+  LruCache(std::string tier_name, uint64_t capacity_bytes, int shards = 16);
+
+  // The value, refreshed as most recently used; nullptr on a miss.
+  Value Lookup(const std::string& key);
+  // The value, neither counted as a lookup nor refreshed; nullptr if absent.
+  Value Peek(const std::string& key);
+  // Inserts or replaces; evicts least recently used entries to fit.
+  void Insert(const std::string& key, Value value);
+  void Erase(const std::string& key);
+
+  uint64_t capacity_bytes() const { return capacity_; }
+  // Whether a value of `bytes` under `key` could be cached at all.
+  bool Fits(const std::string& key, uint64_t bytes) const {
+    return key.size() + bytes + kEntryOverhead <= shard_capacity_;
+  }
+  // Hits, misses, entries, bytes, evictions, inserts.
+  v1::TierStats Stats() const;
+
+ private:
+  static constexpr uint64_t kEntryOverhead = 64;
+  struct Entry {
+    std::string key;
+    Value value;
+  };
+  struct Shard {
+    absl::Mutex mu;
+    std::list<Entry> lru ABSL_GUARDED_BY(mu);  // Front = most recent.
+    absl::flat_hash_map<std::string, typename std::list<Entry>::iterator> index
+        ABSL_GUARDED_BY(mu);
+    uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
+  };
+  Shard& ShardFor(const std::string& key);
+  static uint64_t Charge(const Entry& e) {
+    return e.key.size() + e.value->size() + kEntryOverhead;
+  }
+
+  const std::string tier_;
+  const uint64_t capacity_;
+  const uint64_t shard_capacity_;
+  std::vector<Shard> shards_;
+  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, inserts_{0};
+};
+
+extern template class LruCache<std::string>;
+extern template class LruCache<std::string_view>;
+
+// Of strings (Bytes).
+using ShardedLruCache = LruCache<std::string>;
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_CACHE_CACHE_H_

@@ -1,0 +1,134 @@
+#include "server/cache/fetcher.h"
+
+#include "absl/strings/str_cat.h"
+#include "shm/futex.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+
+SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2,
+                             int reader_threads)
+    : l1_(l1), l2_(l2), reader_threads_(reader_threads) {}
+
+absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
+                                           const std::string& path, int64_t owner,
+                                           bool* from_source,
+                                           const SourceKey* known) {
+  if (from_source != nullptr) *from_source = false;
+  if (ds.source == nullptr) {
+    return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
+  }
+  SourceKey identified;
+  if (known == nullptr) {
+    STOKER_ASSIGN_OR_RETURN(identified, Identify(ds, path));
+    known = &identified;
+  }
+  const std::string key = known->key();
+  std::shared_ptr<Inflight> flight;
+  bool leader = false;
+  {
+    // L1 is consulted under mu_: a leader inserts into L1 before it leaves
+    // the in-flight table, so a fetch either finds the value or joins the
+    // read, never starts a second one.
+    absl::MutexLock lock(&mu_);
+    if (Bytes hit = l1_->Lookup(key)) return hit;
+    auto [it, inserted] = inflight_.try_emplace(key);
+    if (inserted) it->second = std::make_shared<Inflight>();
+    flight = it->second;
+    leader = inserted;
+  }
+  if (!leader) {
+    joined_.fetch_add(1, std::memory_order_relaxed);
+    flight->done.WaitForNotification();
+    return flight->result;
+  }
+  bool read_source = false;
+  // Whatever happens, the joined readers are woken and the entry cleared.
+  flight->result = Guarded(absl::StrCat("reading ", path),
+                           [&] { return Load(ds, path, *known, owner, &read_source); });
+  if (from_source != nullptr) *from_source = read_source;
+  {
+    absl::MutexLock lock(&mu_);
+    inflight_.erase(key);
+  }
+  flight->done.Notify();
+  return flight->result;
+}
+
+absl::StatusOr<SourceKey> SampleFetcher::Identify(const Dataset& ds,
+                                                  const std::string& path) {
+  if (ds.source == nullptr) {
+    return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
+  }
+  if (ds.source->Versioned()) stats_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<SourceKey> id = ds.source->Identify(path);
+  if (!id.ok()) read_errors_.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
+                                          const std::string& path,
+                                          const SourceKey& id, int64_t owner,
+                                          bool* read_source) {
+  // Files can change between runs, so an L2 entry is checked against the
+  // file's current size and mtime. Unversioned sources (LMDB) are local
+  // already: no L2.
+  const bool use_l2 = l2_ != nullptr && ds.source->Versioned();
+  if (use_l2) {
+    std::string bytes;
+    if (l2_->Lookup(id.file, id.version, &bytes) == L2Cache::Result::kHit) {
+      auto value = std::make_shared<const std::string>(std::move(bytes));
+      l1_->Insert(id.key(), value);
+      return Bytes(value);
+    }
+  }
+  *read_source = true;
+  FileVersion version;
+  absl::StatusOr<Bytes> read = ReadSource(ds, path, id, &version);
+  if (!read.ok()) return read.status();
+  // Cached only under the identity it was read as: a file replaced between
+  // the stat and the read is served, not kept.
+  const bool same = !ds.source->Versioned() ||
+                    version.SameFileAs(id.version);
+  if (!same) return read;
+  l1_->Insert(id.key(), *read);
+  if (use_l2) l2_->Put(id.file, id.version, *read, owner);
+  return read;
+}
+
+absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
+                                                const std::string& path,
+                                                const SourceKey& id,
+                                                FileVersion* version) {
+  auto bytes = std::make_shared<std::string>();
+  const uint64_t t0 = shm::MonotonicNanos();
+  absl::Status s = ds.source->ReadIdentified(id, path, bytes.get(), version);
+  const uint64_t ns = shm::MonotonicNanos() - t0;
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  read_ns_total_.fetch_add(ns, std::memory_order_relaxed);
+  uint64_t prev = read_ns_max_.load(std::memory_order_relaxed);
+  while (ns > prev && !read_ns_max_.compare_exchange_weak(prev, ns)) {
+  }
+  if (s.ok() && bytes->empty()) s = absl::DataLossError("file is empty");
+  if (!s.ok()) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  read_bytes_.fetch_add(bytes->size(), std::memory_order_relaxed);
+  return Bytes(std::move(bytes));
+}
+
+v1::ReaderStats SampleFetcher::Stats() const {
+  v1::ReaderStats r;
+  r.set_threads(reader_threads_);
+  r.set_source_reads(reads_.load(std::memory_order_relaxed));
+  r.set_source_bytes(read_bytes_.load(std::memory_order_relaxed));
+  r.set_source_errors(read_errors_.load(std::memory_order_relaxed));
+  r.set_source_stats(stats_.load(std::memory_order_relaxed));
+  r.set_joined_reads(joined_.load(std::memory_order_relaxed));
+  r.set_read_seconds_total(read_ns_total_.load(std::memory_order_relaxed) / 1e9);
+  r.set_read_seconds_max(read_ns_max_.load(std::memory_order_relaxed) / 1e9);
+  return r;
+}
+
+}  // namespace stoker

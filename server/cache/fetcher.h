@@ -1,0 +1,83 @@
+// The reader stage's cache hierarchy: a sample's encoded bytes come from L1
+// (RAM), else L2 (LMDB on local disk, validated against the source file's
+// size and mtime), else the dataset's SampleSource (sample_source.h), and
+// are then put into L1 and queued for L2.
+//
+// Fetch blocks on I/O, so it runs on the reader pool, never on decode
+// threads. Concurrent fetches of one key share a single source read
+// ("joined" reads), so ranks reading the same data read it once.
+// Thread-safe; the caches and file system must outlive the fetcher.
+#ifndef STOKER_SERVER_CACHE_FETCHER_H_
+#define STOKER_SERVER_CACHE_FETCHER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "proto/stoker.pb.h"
+#include "server/cache/cache.h"
+#include "server/dataset/dataset.h"
+#include "server/cache/l2_cache.h"
+#include "server/dataset/sample_source.h"
+
+namespace stoker {
+
+class SampleFetcher {
+ public:
+  // `l2` may be null (no L2).
+  SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads);
+
+  // The encoded bytes of one of a sample's files (Sample::file(k): a path,
+  // or an LMDB key) from ds.source. The file is identified first through the
+  // caller's confinement (SampleSource::Identify), so a cached copy is only
+  // served to a caller that may open the file, and only for that version of
+  // it; `known` (may be null) is that identity when the caller has it.
+  // What the source gives is queued for L2 charged to `owner` (the
+  // session's uid; L2Cache::kNobody for the daemon's own reads); of
+  // concurrent fetches sharing one read, the one that reads is charged.
+  // Errors are the source's (NOT_FOUND, ...); an empty source file is
+  // DATA_LOSS "file is empty". Nothing failed is cached. `*from_source`
+  // (optional) tells whether the source was read.
+  absl::StatusOr<Bytes> Fetch(const Dataset& ds, const std::string& path, int64_t owner,
+                              bool* from_source = nullptr,
+                              const SourceKey* known = nullptr);
+
+  // ds.source->Identify(path), counted in the reader's stats (an open, or
+  // a read error when it fails); a miss then reads from the same open.
+  absl::StatusOr<SourceKey> Identify(const Dataset& ds, const std::string& path);
+
+  v1::ReaderStats Stats() const;
+
+ private:
+  struct Inflight {
+    absl::Notification done;
+    absl::StatusOr<Bytes> result;
+  };
+  absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
+                             const SourceKey& id, int64_t owner, bool* read_source);
+  // The file `id` names, from the descriptor it was identified from.
+  absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
+                                   const SourceKey& id, FileVersion* version);
+
+  ShardedLruCache* const l1_;
+  L2Cache* const l2_;
+  const int reader_threads_;
+
+  std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
+  std::atomic<uint64_t> stats_{0}, joined_{0};
+  std::atomic<uint64_t> read_ns_total_{0}, read_ns_max_{0};
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Inflight>> inflight_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_CACHE_FETCHER_H_

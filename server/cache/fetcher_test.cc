@@ -1,0 +1,148 @@
+// SampleFetcher over an in-memory source: L1, L2 across a restart, what is
+// never cached, and concurrent fetches of one file sharing one read.
+#include "server/cache/fetcher.h"
+
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "server/dataset/memory_source.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+
+constexpr int64_t kUid = 1000;  // The fetching session's.
+
+// File "a" ("alpha") of an in-memory source, and a fetcher with 1 MiB of L1.
+struct OneFile {
+  explicit OneFile(int threads) : f(&l1, nullptr, threads) { src->Put("a", "alpha"); }
+  std::shared_ptr<MemorySource> src = std::make_shared<MemorySource>("root");
+  std::shared_ptr<Dataset> ds = MemoryDataset(src, {{"a"}});
+  ShardedLruCache l1{"l1", 1 << 20};
+  SampleFetcher f;
+};
+
+TEST(FetcherTest, ReadsOnceThenServesFromRam) {
+  OneFile t(2);
+  bool from_source = false;
+  absl::StatusOr<Bytes> got = t.f.Fetch(*t.ds, "a", kUid, &from_source);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(**got, "alpha");
+  EXPECT_TRUE(from_source);
+  got = t.f.Fetch(*t.ds, "a", kUid, &from_source);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(from_source);
+  EXPECT_EQ(t.src->reads(), 1);
+  v1::ReaderStats stats = t.f.Stats();
+  EXPECT_EQ(stats.source_reads(), 1u);
+  EXPECT_EQ(stats.source_bytes(), 5u);
+  EXPECT_EQ(stats.source_stats(), 2u);  // Every fetch identifies the file.
+  EXPECT_EQ(stats.threads(), 2);
+  EXPECT_EQ(t.l1.Stats().hits(), 1u);
+
+  // A new version is another entry.
+  t.src->Put("a", "alpha, edited", 2);
+  got = t.f.Fetch(*t.ds, "a", kUid);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(**got, "alpha, edited");
+  EXPECT_EQ(t.src->reads(), 2);
+}
+
+TEST(FetcherTest, FailuresEmptyFilesAndFilesReplacedMidReadAreNotKept) {
+  auto src = std::make_shared<MemorySource>("root");
+  src->Put("empty", "");
+  src->Put("moving", "before");
+  src->ReplaceOnRead("moving", 5);
+  auto ds = MemoryDataset(src, {{"empty"}});
+  ShardedLruCache l1("l1", 1 << 20);
+  SampleFetcher f(&l1, nullptr, 1);
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<Bytes> empty = f.Fetch(*ds, "empty", kUid);
+    EXPECT_EQ(empty.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(empty.status().message(), "file is empty");
+    absl::StatusOr<Bytes> missing = f.Fetch(*ds, "missing", kUid);
+    EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+    // Served, as read, but not kept under the version the stat saw.
+    absl::StatusOr<Bytes> moving = f.Fetch(*ds, "moving", kUid);
+    ASSERT_TRUE(moving.ok());
+    EXPECT_EQ(**moving, "before");
+  }
+  EXPECT_EQ(src->reads(), 4);  // "empty" and "moving" twice; "missing" never.
+  EXPECT_EQ(l1.Stats().entries(), 0u);
+  EXPECT_EQ(f.Stats().source_errors(), 4u);  // Two empty reads, two failed stats.
+}
+
+TEST(FetcherTest, L2ServesAfterARestartForVersionedSourcesOnly) {
+  const std::string dir = testdata::MakeTempDir("fetcher-l2");
+  auto files = std::make_shared<MemorySource>("root");
+  auto lmdb = std::make_shared<MemorySource>("env", /*versioned=*/false);
+  files->Put("a", "alpha");
+  lmdb->Put("k", "kappa");
+  auto file_ds = MemoryDataset(files, {{"a"}});
+  auto lmdb_ds = MemoryDataset(lmdb, {{"k"}});
+  L2Options options;
+  options.path = dir;
+  options.max_bytes = 64 << 20;
+  {
+    absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
+    ASSERT_TRUE(l2.ok()) << l2.status();
+    ShardedLruCache l1("l1", 1 << 20);
+    SampleFetcher f(&l1, l2->get(), 1);
+    ASSERT_TRUE(f.Fetch(*file_ds, "a", kUid).ok());
+    ASSERT_TRUE(f.Fetch(*lmdb_ds, "k", kUid).ok());
+    (*l2)->Flush();
+    EXPECT_EQ((*l2)->Stats().inserts(), 1u);  // LMDB sources are local already.
+    // Charged to the session that read it.
+    absl::StatusOr<SourceKey> a = files->Identify("a");
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ((*l2)->OwnedBytes(kUid), L2Cache::ValueBytes(a->file.size(), 5));
+    EXPECT_EQ((*l2)->OwnedBytes(L2Cache::kNobody), 0u);
+  }
+  absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
+  ASSERT_TRUE(l2.ok());
+  ShardedLruCache l1("l1", 1 << 20);  // The restarted daemon's empty RAM.
+  SampleFetcher f(&l1, l2->get(), 1);
+  bool from_source = true;
+  absl::StatusOr<Bytes> got = f.Fetch(*file_ds, "a", kUid, &from_source);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(**got, "alpha");
+  EXPECT_FALSE(from_source);
+  EXPECT_EQ(files->reads(), 1);
+  ASSERT_TRUE(f.Fetch(*lmdb_ds, "k", kUid, &from_source).ok());
+  EXPECT_TRUE(from_source);
+  // The file changed while the daemon was down: L2's entry is stale.
+  files->Put("b", "beta");
+  files->Put("a", "alpha 2", 2);
+  ShardedLruCache fresh("l1", 1 << 20);
+  SampleFetcher g(&fresh, l2->get(), 1);
+  got = g.Fetch(*file_ds, "a", kUid, &from_source);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(**got, "alpha 2");
+  EXPECT_TRUE(from_source);
+  EXPECT_EQ((*l2)->Stats().stale(), 1u);
+}
+
+TEST(FetcherTest, ConcurrentFetchesOfOneFileShareOneRead) {
+  OneFile t(4);
+  t.src->Hold();
+  constexpr int kJoiners = 3;
+  std::vector<absl::StatusOr<Bytes>> got(kJoiners + 1);
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { got[0] = t.f.Fetch(*t.ds, "a", kUid); });
+  t.src->Holding().WaitForNotification();  // The first read has begun.
+  for (int i = 1; i <= kJoiners; ++i) {
+    threads.emplace_back([&, i] { got[i] = t.f.Fetch(*t.ds, "a", kUid); });
+  }
+  while (t.f.Stats().joined_reads() < kJoiners) std::this_thread::yield();
+  t.src->Release();
+  for (std::thread& t : threads) t.join();
+  for (const auto& g : got) {
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(**g, "alpha");
+  }
+  EXPECT_EQ(t.src->reads(), 1);
+  EXPECT_EQ(t.f.Stats().joined_reads(), uint64_t{kJoiners});
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,83 @@
+// The pixel cache (SessionSpec.pixel_cache): pictures decoded once and
+// scaled so their longer side is at most max_side, for pipelines that then
+// only crop and resize every epoch. One entry per (file, max_side, decode
+// request) in a RAM LRU shared by all sessions, and, for sources whose
+// files carry a version (not LMDB), in L2 too: entries outlive the daemon
+// and are checked against the file's size and mtime.
+//
+// The bounded picture depends only on the file's bytes, max_side and the
+// request, never on the cache's state, so a session's batches are the same
+// whether its pictures come from RAM, L2 or a fresh decode.
+//
+// Thread-safe. The caches outlive it.
+#ifndef STOKER_SERVER_CACHE_PIXEL_CACHE_H_
+#define STOKER_SERVER_CACHE_PIXEL_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/cache/cache.h"
+#include "server/imaging/decode.h"
+#include "server/access/file_system.h"
+#include "server/cache/l2_cache.h"
+#include "server/dataset/sample_source.h"
+#include "server/cache/single_flight.h"
+#include "server/imaging/transform.h"
+
+namespace stoker {
+
+// The size a w x h picture is kept at: unchanged when its longer side is
+// at most max_side, else the longer side max_side and the shorter scaled
+// in proportion (rounded, at least 1).
+void BoundedSize(int w, int h, int max_side, int* out_w, int* out_h);
+
+// Decodes `data` whole and scales it to BoundedSize: a JPEG at the
+// smallest DCT scale that keeps both sides at least the bounded size, then
+// resampled with `filter` (nearest for anything but 8-bit samples). The
+// entry holds a small header and the packed pixels. Errors as DecodeImage.
+absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
+                                    const ImageRequest& request, int max_side,
+                                    Filter filter);
+
+// The pixels of an entry made by DecodeBounded (at scale 1, whole).
+ImageView PixelsOf(const Bytes& entry);
+
+class PixelCache {
+ public:
+  // `l2` may be null.
+  PixelCache(ShardedLruCache* ram, L2Cache* l2) : ram_(ram), l2_(l2) {}
+
+  // The entry's L2 key for a file that SampleSource::Identify named `file`
+  // (L2 checks the version it recorded; RAM keys add the version).
+  static std::string Key(const SourceKey& file, int max_side,
+                         const ImageRequest& request);
+
+  // RAM, else L2 (then kept in RAM); null on a miss. `file` is the caller's
+  // own identification of the file (so its confined stat has succeeded);
+  // reads L2: call from the reader stage. `*versioned` tells whether L2
+  // applies to it (for Fill).
+  Bytes Lookup(const SampleSource& source, const SourceKey& file,
+               const std::string& key, bool* versioned);
+  // DecodeBounded, then kept in RAM (under `key` at `version`) and queued
+  // for L2 (when `versioned`) charged to `owner` (the session's uid).
+  // A picture filled meanwhile is taken as is, and concurrent fills of one
+  // key decode once (the others wait for it).
+  absl::StatusOr<Bytes> Fill(const std::string& key, const Bytes& encoded,
+                             const ImageRequest& request, int max_side, Filter filter,
+                             bool versioned, const FileVersion& version, int64_t owner);
+
+  uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
+
+ private:
+  ShardedLruCache* const ram_;
+  L2Cache* const l2_;
+  std::atomic<uint64_t> decodes_{0};
+  SingleFlight<absl::StatusOr<Bytes>> fills_;  // By RAM key.
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_CACHE_PIXEL_CACHE_H_

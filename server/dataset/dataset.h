@@ -1,0 +1,117 @@
+// A dataset's sample list: paths and integer labels, and the source they are
+// read from, opened once when a session opens by its source kind
+// (server/sources). Immutable after that, so one Dataset may be shared
+// read-only by any number of threads and sessions.
+#ifndef STOKER_SERVER_DATASET_DATASET_H_
+#define STOKER_SERVER_DATASET_DATASET_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/access/file_system.h"
+
+namespace stoker {
+
+class SampleSource;  // server/dataset/sample_source.h
+
+// Most files one sample may have (a manifest line's paths).
+inline constexpr size_t kMaxFilesPerSample = 8;
+
+// Charges `bytes` of RAM to the caller: a token that gives them back when
+// the last holder drops it, or null when there is no room. The daemon's is
+// MemoryBudget::Charge for the session's uid.
+using ChargeRam = std::function<std::shared_ptr<void>(uint64_t bytes)>;
+
+struct Sample {
+  std::string path;  // File path, or the key in an LMDB dataset.
+  int32_t label;
+  std::vector<std::string> more;  // A manifest's further files (a mask...).
+  // File `k` of the sample (0: path).
+  const std::string& file(size_t k) const { return k == 0 ? path : more[k - 1]; }
+};
+
+struct Dataset {
+  std::string description;  // "folder:/data/train", for logs and stats.
+  std::vector<Sample> samples;
+  std::vector<std::string> class_names;  // FOLDER: index = label.
+  uint32_t num_classes = 0;
+  uint64_t skipped_files = 0;  // Non-image files seen while scanning.
+  uint32_t files_per_sample = 1;
+  // Where samples are read, set by the source kind that opened the dataset
+  // (server/sources): files through the caller's confinement, an LMDB
+  // environment, or typed arrays (source->arrays(); sample.path is then the
+  // sample's name, e.g. "file.npy[7]").
+  std::shared_ptr<const SampleSource> source;
+  // The RAM its sample list is charged for (ListCharge), held as long as
+  // the list is.
+  std::vector<std::shared_ptr<void>> list_charge;
+};
+
+// Bounds on a folder scan (a folder may be huge, slow, or loop through
+// symlinks).
+struct ScanLimits {
+  uint64_t max_files = 20'000'000;  // Directory entries seen in all.
+  absl::Duration max_time = absl::Minutes(10);
+  const std::atomic<bool>* cancel = nullptr;  // True: stop (shutdown).
+  // Manifests and LMDB data files are opened through the file environment,
+  // beneath `within` when set (a confined caller's folder), and a manifest
+  // is capped at `max_file_bytes`, `max_files` lines and `max_line_bytes`
+  // per line.
+  FileSystem* fs = nullptr;  // nullptr: FileSystem::Default().
+  const Beneath* within = nullptr;
+  uint64_t max_file_bytes = kDefaultMaxFileBytes;
+  uint64_t max_line_bytes = 64 * 1024;
+  // The caller's budget for sample lists (paths and names as the dataset
+  // keeps them); null: not charged.
+  ChargeRam charge_list;
+};
+
+// A sample list's memory, charged to limits.charge_list as the list grows
+// (in steps of 16 MiB, so a 20-million-line manifest under a long root is
+// refused when its paths pass the caller's budget, not after they were
+// built). Not thread-safe: one scan.
+class ListCharge {
+ public:
+  explicit ListCharge(const ScanLimits& limits) : charge_(limits.charge_list) {}
+  // Charges `s` (its strings and its own size); RESOURCE_EXHAUSTED naming
+  // the budget once it has no room.
+  absl::Status Add(const Sample& s);
+  // Charges what is left and moves every token into ds->list_charge; the
+  // same error.
+  absl::Status Finish(Dataset* ds);
+
+ private:
+  static constexpr uint64_t kStep = uint64_t{16} << 20;
+  absl::Status Charge();
+  ChargeRam charge_;
+  uint64_t pending_ = 0, charged_ = 0;
+  std::vector<std::shared_ptr<void>> tokens_;
+};
+
+// Calls fn(relative paths, label) for each `path[<TAB>path...]<TAB>label`
+// line of the manifest at `manifest` (stopping at, and returning, the first
+// error fn returns), read through limits.fs beneath
+// limits.within (every line with the same number of paths, at most
+// `max_files`). '#' comments and blank lines are skipped. With
+// `label_optional`, a line whose last column is not a number is all paths,
+// its label 0.
+// FAILED_PRECONDITION with the line number for a malformed line (never its
+// content: the daemon may read files the caller cannot); RESOURCE_EXHAUSTED
+// past the limits; the file environment's errors for the manifest itself.
+absl::Status ParseManifest(const std::string& manifest, const ScanLimits& limits,
+                           size_t max_files,
+                           const std::function<absl::Status(std::vector<std::string>, int32_t)>& fn,
+                           bool label_optional = false);
+
+// Max label + 1 (0 for no samples).
+uint32_t NumClasses(const std::vector<Sample>& samples);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_DATASET_DATASET_H_

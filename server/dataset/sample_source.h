@@ -1,0 +1,73 @@
+// Where a dataset's samples are read: each source kind (server/sources)
+// gives its Dataset one SampleSource, so the reader stage and the caches
+// never branch on the kind (DALI's reader = loader + parser split). Encoded
+// files are read whole (Identify, Read); typed arrays are read by region
+// through arrays() (server/dataset/array_source.h).
+//
+// Implementations are immutable and thread-safe: every reader thread calls
+// them concurrently.
+#ifndef STOKER_SERVER_DATASET_SAMPLE_SOURCE_H_
+#define STOKER_SERVER_DATASET_SAMPLE_SOURCE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/access/file_system.h"
+
+namespace stoker {
+
+class ArraySource;  // server/dataset/array_source.h
+
+// What the cache entries of one of a source's files are keyed by: the
+// source's identity and the file's as the caller's own confined open saw
+// it (device, inode, size, mtime and ctime ns), so two roots, two versions
+// or two users' files never share an entry.
+struct SourceKey {
+  // The source and the file (device, inode): L2's key, whose entry records
+  // the version it was read at and is checked against `version`.
+  std::string file;
+  FileVersion version;  // Zero for unversioned sources.
+  // The descriptor the file was identified from (file sources; null for
+  // others): a miss reads these bytes, not another open's.
+  std::shared_ptr<const OpenFile> opened;
+  // RAM tiers' key: the file at this version.
+  std::string key() const;
+};
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  // Stats the file through the caller's confinement (its own access check:
+  // a cache hit is served only after this succeeded) and names its entries.
+  // Errors as Read's.
+  virtual absl::StatusOr<SourceKey> Identify(const std::string& path) const = 0;
+  // Whether the file's version can change under the daemon, so an L2 entry
+  // must be validated against Identify()'s version. Sources that are local
+  // and immutable while open (LMDB) are not cached in L2 at all.
+  virtual bool Versioned() const = 0;
+  // Replaces *out with the file's bytes; *version (may be null) is set by
+  // versioned sources. Errors name the path.
+  virtual absl::Status Read(const std::string& path, std::string* out,
+                            FileVersion* version) const = 0;
+  // Read() of the file `id` (from Identify) names: from its open
+  // descriptor when it holds one, so an identified file is opened once.
+  virtual absl::Status ReadIdentified(const SourceKey& id, const std::string& path,
+                                      std::string* out, FileVersion* version) const {
+    return Read(path, out, version);
+  }
+  // A source of typed arrays (samples are read by region, not as files);
+  // null for sources of encoded files.
+  virtual const ArraySource* arrays() const { return nullptr; }
+};
+
+// Files through `fs` (not owned; outlives the source), read beneath
+// `beneath` when it is set; a file over `max_bytes` is RESOURCE_EXHAUSTED.
+std::shared_ptr<const SampleSource> MakeFileSource(
+    FileSystem* fs, std::shared_ptr<const Beneath> beneath,
+    uint64_t max_bytes = kDefaultMaxFileBytes);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_DATASET_SAMPLE_SOURCE_H_

@@ -1,0 +1,256 @@
+#include "server/imaging/jpeg.h"
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+namespace {
+
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  jmp_buf jump;
+  bool warned = false;
+  bool over_limit = false;  // The jump came from a limit, not from libjpeg.
+  char message[JMSG_LENGTH_MAX] = {0};
+};
+
+// Stops a progressive file with more scans than allowed while libjpeg reads
+// it (the scans of a progressive image are consumed in start_decompress).
+struct ScanLimit {
+  jpeg_progress_mgr pub;
+  ErrorManager* err;
+  int max_scans;
+};
+
+void OnProgress(j_common_ptr cinfo) {
+  auto* limit = reinterpret_cast<ScanLimit*>(cinfo->progress);
+  auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->input_scan_number > limit->max_scans) {
+    std::snprintf(limit->err->message, sizeof(limit->err->message),
+                  "JPEG has more than %d scans (the progressive scan limit)",
+                  limit->max_scans);
+    limit->err->over_limit = true;
+    longjmp(limit->err->jump, 1);
+  }
+}
+
+// Bytes libjpeg needs for an image decoded at `eighths`/8: a whole-image
+// coefficient buffer (16-bit coefficients of every block of every
+// component) for progressive files, plus the output rows.
+int64_t EstimatedBytes(const jpeg_decompress_struct& cinfo) {
+  int64_t bytes = int64_t{cinfo.image_width} * cinfo.image_height * 3;
+  if (cinfo.progressive_mode) {
+    for (int c = 0; c < cinfo.num_components; ++c) {
+      const jpeg_component_info& comp = cinfo.comp_info[c];
+      const int64_t bw = (int64_t{cinfo.image_width} * comp.h_samp_factor +
+                          cinfo.max_h_samp_factor * 8 - 1) /
+                         (cinfo.max_h_samp_factor * 8);
+      const int64_t bh = (int64_t{cinfo.image_height} * comp.v_samp_factor +
+                          cinfo.max_v_samp_factor * 8 - 1) /
+                         (cinfo.max_v_samp_factor * 8);
+      bytes += bw * bh * 64 * 2;
+    }
+  }
+  return bytes;
+}
+
+void OnError(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (cinfo->err->msg_code == JERR_NO_SOI) {
+    // libjpeg's text quotes the file's first bytes; errors reach logs and
+    // other users' eyes, file contents never do.
+    std::snprintf(err->message, sizeof(err->message), "no start-of-image marker");
+  } else {
+    (*cinfo->err->format_message)(cinfo, err->message);
+  }
+  longjmp(err->jump, 1);
+}
+
+void OnMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // Trace messages.
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (cinfo->err->msg_code == JWRN_EXTRANEOUS_DATA) return;
+  if (!err->warned) (*cinfo->err->format_message)(cinfo, err->message);
+  err->warned = true;
+}
+
+// CMYK as libjpeg returns it to RGB. Adobe files store inverted values
+// (255 = no ink), for which R = C*K/255; others the plain ones.
+void CmykToRgb(const uint8_t* in, int n, bool inverted, uint8_t* out) {
+  for (int i = 0; i < n; ++i, in += 4, out += 3) {
+    int c = in[0], m = in[1], y = in[2], k = in[3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    out[0] = static_cast<uint8_t>((c * k + 127) / 255);
+    out[1] = static_cast<uint8_t>((m * k + 127) / 255);
+    out[2] = static_cast<uint8_t>((y * k + 127) / 255);
+  }
+}
+
+}  // namespace
+
+struct JpegDecoder::State {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  ScanLimit scans;
+  std::vector<uint8_t> cmyk_row;
+};
+
+JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {
+  state_->cinfo.err = jpeg_std_error(&state_->err.pub);
+  state_->err.pub.error_exit = OnError;
+  state_->err.pub.emit_message = OnMessage;
+  state_->scans.pub.progress_monitor = OnProgress;
+  state_->scans.err = &state_->err;
+  jpeg_create_decompress(&state_->cinfo);
+}
+
+JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
+
+absl::Status JpegDecoder::Decode(const uint8_t* data, size_t size,
+                                 RgbImage* out) {
+  DecodedRegion region;
+  region.image = std::move(*out);
+  absl::Status s =
+      Decode(data, size, [](int, int) { return RegionRequest{}; }, &region);
+  *out = std::move(region.image);
+  return s;
+}
+
+absl::Status JpegDecoder::ReadInfo(const uint8_t* data, size_t size,
+                                   JpegInfo* info) {
+  absl::Status s = Decode(data, size, [&](int, int) {
+    const jpeg_decompress_struct& c = state_->cinfo;
+    info->width = static_cast<int>(c.image_width);
+    info->height = static_cast<int>(c.image_height);
+    info->components = c.num_components;
+    info->cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
+    info->progressive = c.progressive_mode;
+    return RegionRequest{0, {}, false};  // eighths 0: stop after the header.
+  }, nullptr);
+  return s;
+}
+
+absl::Status JpegDecoder::Decode(
+    const uint8_t* data, size_t size,
+    const std::function<RegionRequest(int width, int height)>& plan,
+    DecodedRegion* out) {
+  if (size == 0) return absl::InvalidArgumentError("empty file");
+  jpeg_decompress_struct& cinfo = state_->cinfo;
+  // A fresh decompressor per image: libjpeg keeps the tables of earlier
+  // images (by design, for abbreviated streams), and a damaged file lacking
+  // its own would otherwise be decoded with them.
+  jpeg_destroy_decompress(&cinfo);
+  jpeg_create_decompress(&cinfo);
+  ErrorManager& err = state_->err;
+  err.warned = false;
+  err.over_limit = false;
+  state_->scans.max_scans = limits_.max_scans;
+  cinfo.progress = &state_->scans.pub;
+  cinfo.mem->max_memory_to_use = static_cast<long>(limits_.max_bytes);
+  bool started = false;
+  if (setjmp(err.jump)) {
+    jpeg_abort_decompress(&cinfo);
+    if (err.over_limit) return absl::ResourceExhaustedError(err.message);
+    return absl::DataLossError(
+        absl::StrCat(started ? "corrupt JPEG: " : "not a JPEG: ", err.message));
+  }
+  jpeg_mem_src(&cinfo, data, size);
+  jpeg_read_header(&cinfo, TRUE);
+  // Checked from the header, before libjpeg allocates for the image.
+  const int64_t pixels = int64_t{cinfo.image_width} * cinfo.image_height;
+  if (pixels > limits_.max_pixels) {
+    jpeg_abort_decompress(&cinfo);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "JPEG is ", cinfo.image_width, "x", cinfo.image_height, " (", pixels,
+        " pixels), over the limit of ", limits_.max_pixels));
+  }
+  if (const int64_t need = EstimatedBytes(cinfo); need > limits_.max_bytes) {
+    jpeg_abort_decompress(&cinfo);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "JPEG ", cinfo.image_width, "x", cinfo.image_height,
+        cinfo.progressive_mode ? " (progressive)" : "", " needs about ",
+        need >> 20, " MiB to decode, over the limit of ",
+        limits_.max_bytes >> 20, " MiB"));
+  }
+  const RegionRequest req = plan(static_cast<int>(cinfo.image_width),
+                                 static_cast<int>(cinfo.image_height));
+  if (req.eighths == 0) {  // The header was all the caller wanted.
+    jpeg_abort_decompress(&cinfo);
+    return absl::OkStatus();
+  }
+  const int eighths = req.eighths;
+  const PixelRect& need = req.need;
+  const bool crop = req.crop;
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
+                    cinfo.jpeg_color_space == JCS_YCCK;
+  const bool inverted = cinfo.saw_Adobe_marker;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo.scale_num = static_cast<unsigned>(eighths < 1 ? 1 : eighths > 8 ? 8 : eighths);
+  cinfo.scale_denom = 8;
+  cinfo.dct_method = JDCT_ISLOW;
+  started = true;
+  jpeg_start_decompress(&cinfo);
+  const int w = static_cast<int>(cinfo.output_width);
+  const int h = static_cast<int>(cinfo.output_height);
+  out->scaled_width = w;
+  out->scaled_height = h;
+  int x0 = std::max(0, need.x0), x1 = std::min(w, need.x1);
+  int y0 = std::max(0, need.y0), y1 = std::min(h, need.y1);
+  if (!crop || x1 <= x0 || y1 <= y0) {
+    x0 = 0;
+    x1 = w;
+    if (!crop || y1 <= y0) {
+      y0 = 0;
+      y1 = h;
+    }
+  }
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0);
+  JDIMENSION cw = static_cast<JDIMENSION>(x1 - x0);
+  if (cw < static_cast<JDIMENSION>(w)) jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+  const int rows = y1 - y0;
+  out->x = static_cast<int>(xoff);
+  out->y = y0;
+  out->image.width = static_cast<int>(cw);
+  out->image.height = rows;
+  out->image.pixels.resize(static_cast<size_t>(cw) * rows * 3);
+  if (cmyk) state_->cmyk_row.resize(static_cast<size_t>(cw) * 4);
+  for (int r = 0; r < rows; ++r) {
+    uint8_t* dst = &out->image.pixels[static_cast<size_t>(r) * cw * 3];
+    JSAMPROW row = cmyk ? state_->cmyk_row.data() : dst;
+    if (jpeg_read_scanlines(&cinfo, &row, 1) != 1) {
+      jpeg_abort_decompress(&cinfo);
+      return absl::DataLossError("corrupt JPEG: scanline could not be read");
+    }
+    if (cmyk) CmykToRgb(row, static_cast<int>(cw), inverted, dst);
+  }
+  // Rows below the region are never decoded.
+  if (cinfo.output_scanline < cinfo.output_height) {
+    jpeg_abort_decompress(&cinfo);
+  } else {
+    jpeg_finish_decompress(&cinfo);
+  }
+  if (err.warned) return absl::DataLossError(absl::StrCat("corrupt JPEG: ", err.message));
+  return absl::OkStatus();
+}
+
+JpegDecoder& ThreadLocalDecoder() {
+  thread_local JpegDecoder decoder;
+  return decoder;
+}
+
+}  // namespace stoker

@@ -1,0 +1,115 @@
+#include "server/pipeline/spec_check.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "proto/schema.h"
+#include "proto/spec_util.h"
+#include "shm/ring.h"
+#include "util/proto_json.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+namespace {
+
+namespace pb = google::protobuf;
+
+// Protobuf keeps an enum number it does not know (proto3 enums are open):
+// every enum in `m`, nested messages included, must name a value.
+absl::Status CheckEnums(const pb::Message& m, const std::string& prefix) {
+  const pb::Reflection* r = m.GetReflection();
+  std::vector<const pb::FieldDescriptor*> set;
+  r->ListFields(m, &set);
+  for (const pb::FieldDescriptor* f : set) {
+    const std::string name = prefix + f->name();
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      const std::string where = f->is_repeated() ? absl::StrCat(name, "[", i, "]") : name;
+      if (f->type() == pb::FieldDescriptor::TYPE_ENUM) {
+        const int v = f->is_repeated() ? r->GetRepeatedEnumValue(m, f, i)
+                                       : r->GetEnumValue(m, f);
+        if (f->enum_type()->FindValueByNumber(v) == nullptr)
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, " ", v, " is not one of ", EnumShortNames(f->enum_type())));
+      } else if (f->type() == pb::FieldDescriptor::TYPE_MESSAGE) {
+        STOKER_RETURN_IF_ERROR(CheckEnums(
+            f->is_repeated() ? r->GetRepeatedMessage(m, f, i) : r->GetMessage(m, f),
+            where + "."));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Most DatasetSpec.samples_per_volume.
+constexpr uint32_t kMaxSamplesPerVolume = 65536;
+
+absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
+  if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset needs a source: ", DatasetSourceNames()));
+  if (DatasetPath(ds).empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(),
+        ".path is empty"));
+  if (ds.samples_per_volume() > kMaxSamplesPerVolume)
+    return absl::InvalidArgumentError(absl::StrCat("dataset.samples_per_volume ",
+                                                   ds.samples_per_volume(), " must be in 0..",
+                                                   kMaxSamplesPerVolume));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
+  auto bad = [](const std::string& msg) {
+    return absl::InvalidArgumentError(msg);
+  };
+  const v1::DatasetSpec& ds = spec.dataset();
+  STOKER_RETURN_IF_ERROR(CheckDatasetSpec(ds));
+  STOKER_RETURN_IF_ERROR(CheckEnums(spec, ""));
+  if (spec.batch_size() == 0 || spec.batch_size() > 65536)
+    return bad(absl::StrCat("batch_size ", spec.batch_size(),
+                            " must be in 1..65536"));
+  if (const uint32_t side = spec.pixel_cache().max_side(); side != 0) {
+    if (side < 16 || side > kMaxSide)
+      return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (off) or 16..", kMaxSide));
+  }
+  if (spec.has_client_decode() && spec.pixel_cache().max_side() != 0)
+    return bad("client_decode and pixel_cache exclude each other: the pixel "
+               "cache keeps pictures the daemon decoded");
+  if (spec.fields_size() == 0) {  // A preset.
+    if (spec.transform() != v1::TRANSFORM_VAL &&
+        spec.transform() != v1::TRANSFORM_TRAIN)
+      return bad("transform must be val or train (or give fields and a pipeline)");
+    if (!ImageDTypeOk(spec.dtype()))
+      return bad(absl::StrCat("dtype of the preset's image must be ", ImageDTypeNames()));
+    if (PresetImageSize(spec) == 0 || PresetImageSize(spec) > 4096)
+      return bad(absl::StrCat("image_size ", PresetImageSize(spec),
+                              " must be in 1..4096"));
+    if ((spec.mean_size() != 0 && spec.mean_size() != 3) ||
+        (spec.std_size() != 0 && spec.std_size() != 3))
+      return bad("mean and std must each have 3 values (or none for ImageNet's)");
+    for (float s : spec.std()) {
+      if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
+    }
+  }
+  STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
+  const uint32_t world = std::max<uint32_t>(spec.world_size(), 1);
+  if (spec.rank() >= world)
+    return bad(absl::StrCat("rank ", spec.rank(),
+                            " must be less than world_size ", world));
+  if (spec.priority() > 16)
+    return bad(absl::StrCat("priority ", spec.priority(), " must be in 0..16"));
+  if (spec.ring_slots() > shm::kMaxRingSlots)
+    return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
+                            " must be at most ", shm::kMaxRingSlots));
+  if (spec.ring_slots() == 1)
+    return bad("ring_slots 1 leaves no slot to fill while the client holds "
+               "its batch: use 2..256 (0: the default, 4)");
+  return pipeline;
+}
+
+}  // namespace stoker

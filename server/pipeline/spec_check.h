@@ -1,0 +1,29 @@
+// The rules a SessionSpec must meet before anything is opened for it, in
+// one place: every rule that does not depend on the data or on the daemon's
+// state (the files, its nodes, its quotas). The daemon applies them to
+// every OpenSession; libstoker.so links the same code (stoker_check_spec),
+// so a client reports a bad spec with the daemon's words before it
+// connects, and no client restates them.
+//
+// Errors are INVALID_ARGUMENT naming the first bad field (and for an op,
+// its position and kind). Stateless; thread-safe.
+#ifndef STOKER_SERVER_PIPELINE_SPEC_CHECK_H_
+#define STOKER_SERVER_PIPELINE_SPEC_CHECK_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/stoker.pb.h"
+#include "server/pipeline/pipeline.h"
+
+namespace stoker {
+
+// A source is named and its path is not empty.
+absl::Status CheckDatasetSpec(const v1::DatasetSpec& spec);
+
+// The whole spec; its compiled pipeline when it is valid (the one the
+// session then runs: a spec is compiled once).
+absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_PIPELINE_SPEC_CHECK_H_

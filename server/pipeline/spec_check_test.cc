@@ -1,0 +1,117 @@
+#include "server/pipeline/spec_check.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "proto/spec_util.h"
+#include "util/proto_json.h"
+
+namespace stoker {
+namespace {
+
+// A valid preset spec with `extra` JSON members added.
+v1::SessionSpec Spec(const std::string& extra) {
+  v1::SessionSpec spec;
+  const std::string json =
+      R"({"dataset": {"folder": {"path": "/data"}}, "batch_size": 8, )"
+      R"("transform": "train", "image_size": 32)" +
+      (extra.empty() ? "" : ", " + extra) + "}";
+  absl::Status s = JsonToProto(json, &spec);
+  EXPECT_TRUE(s.ok()) << json << ": " << s;
+  return spec;
+}
+
+TEST(SpecCheck, AValidPresetCompilesToItsFields) {
+  auto p = CheckSessionSpec(Spec(""));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->fields().size(), 2u);
+  EXPECT_EQ(p->fields()[0].name, "image");
+  EXPECT_EQ(p->fields()[1].name, "label");
+  EXPECT_FALSE(p->deterministic());  // train: a random crop and flip.
+}
+
+TEST(SpecCheck, AValidFieldSpecCompilesItsPipeline) {
+  v1::SessionSpec spec;
+  ASSERT_TRUE(JsonToProto(R"({"dataset": {"npy": {"path": "/d/x.npy"}},
+      "batch_size": 4, "fields": [{"name": "x", "kind": "array",
+      "dtype": "float32", "shape": [8]}], "pipeline": []})", &spec).ok());
+  auto p = CheckSessionSpec(spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->has_arrays());
+  EXPECT_FALSE(p->has_spatial());
+  EXPECT_TRUE(p->deterministic());
+}
+
+// Every rule: INVALID_ARGUMENT whose message names the field and its range.
+TEST(SpecCheck, EachRuleNamesTheField) {
+  struct Case {
+    const char* extra;
+    const char* words;
+  };
+  const Case cases[] = {
+      {R"("batch_size": 0)", "batch_size 0 must be in 1..65536"},
+      {R"("batch_size": 65537)", "batch_size 65537 must be in 1..65536"},
+      {R"("on_error": 7)", "on_error 7 is not one of replace, raise, zeros"},
+      {R"("decode": 9)", "decode 9 is not one of"},
+      {R"("fields": [{"name": "x", "kind": 12, "shape": [2]}])", "fields[0].kind 12 is not one of"},
+      {R"("pixel_cache": {"max_side": 8})", "pixel_cache.max_side 8 must be 0 (off) or 16..16384"},
+      {R"("pixel_cache": {"max_side": 64}, "client_decode": {})",
+       "client_decode and pixel_cache exclude each other"},
+      {R"("dtype": "int64")", "dtype of the preset's image must be uint8 or float32/float16/bfloat16"},
+      {R"("image_size": 0)", "image_size 0 must be in 1..4096"},
+      {R"("image_size": 4097)", "image_size 4097 must be in 1..4096"},
+      {R"("mean": [0.5, 0.5])", "mean and std must each have 3 values"},
+      {R"("std": [0.5, 0, 0.5])", "std values must be > 0, got 0"},
+      {R"("rank": 2, "world_size": 2)", "rank 2 must be less than world_size 2"},
+      {R"("rank": 1)", "rank 1 must be less than world_size 1"},
+      {R"("priority": 17)", "priority 17 must be in 0..16"},
+      {R"("ring_slots": 257)", "ring_slots 257 must be at most 256"},
+      {R"("ring_slots": 1)", "ring_slots 1 leaves no slot"},
+      {R"("pipeline": [{"flip": {}}])", "pipeline needs fields"},
+      {R"("client_decode": {"cpu_share": 1.5})", "client_decode: cpu_share 1.5 must be in 0..1"},
+  };
+  for (const Case& c : cases) {
+    auto p = CheckSessionSpec(Spec(c.extra));
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << c.extra;
+    EXPECT_NE(p.status().message().find(c.words), std::string::npos)
+        << c.extra << " -> " << p.status();
+  }
+}
+
+TEST(SpecCheck, APresetNeedsItsTransform) {
+  v1::SessionSpec spec = Spec("");
+  spec.set_transform(v1::TRANSFORM_UNSPECIFIED);
+  EXPECT_EQ(CheckSessionSpec(spec).status().message(),
+            "transform must be val or train (or give fields and a pipeline)");
+}
+
+TEST(SpecCheck, FieldsAndThePresetExcludeEachOther) {
+  v1::SessionSpec spec = Spec(
+      R"("fields": [{"name": "image", "kind": "image", "shape": [8, 8, 3]}])");
+  auto p = CheckSessionSpec(spec);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("fields/pipeline replace the preset"),
+            std::string::npos) << p.status();
+}
+
+TEST(SpecCheck, TheDatasetNeedsASourceAndAPath) {
+  v1::SessionSpec spec = Spec("");
+  spec.mutable_dataset()->clear_source();
+  EXPECT_EQ(CheckSessionSpec(spec).status().message(),
+            "dataset needs a source: " + DatasetSourceNames());
+  EXPECT_NE(DatasetSourceNames().find("folder, "), std::string::npos);
+  spec = Spec("");
+  spec.mutable_dataset()->mutable_lmdb()->set_path("");
+  auto p = CheckSessionSpec(spec);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.status().message(), "dataset.lmdb.path is empty");
+  spec = Spec("");
+  spec.mutable_dataset()->set_samples_per_volume(65536);
+  EXPECT_TRUE(CheckSessionSpec(spec).ok());
+  spec.mutable_dataset()->set_samples_per_volume(65537);
+  EXPECT_EQ(CheckSessionSpec(spec).status().message(),
+            "dataset.samples_per_volume 65537 must be in 0..65536");
+}
+
+}  // namespace
+}  // namespace stoker

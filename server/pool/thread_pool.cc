@@ -1,0 +1,197 @@
+#include "server/pool/thread_pool.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "shm/futex.h"
+#include "util/log.h"
+
+namespace stoker {
+
+ThreadPool::ThreadPool(std::string name, int threads,
+                       std::function<void()> worker_init)
+    : name_(std::move(name)), worker_init_(std::move(worker_init)) {
+  Resize(threads);
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  // Workers drain the queue, then exit; Resize cannot run concurrently
+  // with destruction, so the vector is stable now.
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::StartWorker() {
+  workers_.emplace_back([this] { WorkerLoop(); });
+  static std::atomic<int> serial{0};
+  std::string tname = (name_ + std::to_string(serial++)).substr(0, 15);
+  pthread_setname_np(workers_.back().native_handle(), tname.c_str());
+  ++running_;
+}
+
+void ThreadPool::Resize(int threads) {
+  if (threads < 1) threads = 1;
+  std::vector<std::thread> done;
+  {
+    absl::MutexLock lock(&mu_);
+    // Reap workers retired by earlier shrinks (they have returned or are
+    // returning), so repeated resizing holds no dead threads.
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      bool retired = false;
+      for (const auto& id : retired_) retired |= it->get_id() == id;
+      if (retired) {
+        done.push_back(std::move(*it));
+        it = workers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    retired_.clear();
+    target_ = threads;
+    while (running_ < target_) StartWorker();
+    // Surplus workers see running_ > target_ and retire after their task.
+  }
+  for (auto& t : done) t.join();
+}
+
+int ThreadPool::size() const {
+  absl::MutexLock lock(&mu_);
+  return target_;
+}
+
+void ThreadPool::Schedule(std::function<void()> task, uint64_t group, int weight,
+                          int64_t user) {
+  // Groups without a user share one key that no uid has.
+  const uint64_t key = user >= 0 ? static_cast<uint64_t>(user) : uint64_t{1} << 63;
+  absl::MutexLock lock(&mu_);
+  Queue& q = queues_[group];
+  if (q.tasks.empty()) {
+    q.user = key;
+    std::deque<uint64_t>& groups = users_[key];
+    if (groups.empty()) turns_.push_back(key);
+    groups.push_back(group);
+  }
+  q.tasks.push_back(std::move(task));
+  q.weight = std::max(1, weight);
+  ++queued_;
+}
+
+size_t ThreadPool::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queued_;
+}
+
+void ThreadPool::WorkerLoop() {
+  if (worker_init_) worker_init_();
+  while (true) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || running_ > target_ || queued_ > 0;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (running_ > target_ && !stopping_) {
+        --running_;  // Retire; joined by the next Resize or the destructor.
+        retired_.push_back(std::this_thread::get_id());
+        return;
+      }
+      if (queued_ == 0) return;  // Stopping and drained.
+      // The user whose turn it is runs a task of its group whose turn it
+      // is; the user then waits for its next turn, and the group after
+      // `weight` of its user's tasks.
+      const uint64_t user = turns_.front();
+      turns_.pop_front();
+      auto u = users_.find(user);
+      std::deque<uint64_t>& groups = u->second;
+      const uint64_t group = groups.front();
+      auto it = queues_.find(group);
+      Queue& q = it->second;
+      task = std::move(q.tasks.front());
+      q.tasks.pop_front();
+      --queued_;
+      if (q.tasks.empty()) {
+        groups.pop_front();
+        queues_.erase(it);
+      } else if (++q.used >= q.weight) {
+        q.used = 0;
+        groups.pop_front();
+        groups.push_back(group);
+      }
+      if (groups.empty()) {
+        users_.erase(u);
+      } else {
+        turns_.push_back(user);
+      }
+    }
+    Account(+1);
+    RunLoggingExceptions(name_, task);  // The last barrier: tasks guard their own.
+    Account(-1);
+  }
+}
+
+void ThreadPool::Account(int delta) {
+  const uint64_t now = shm::MonotonicNanos();
+  absl::MutexLock lock(&busy_mu_);
+  busy_settled_ns_ += static_cast<uint64_t>(active_) * (now - busy_since_ns_);
+  busy_since_ns_ = now;
+  active_ += delta;
+}
+
+int ThreadPool::active() const {
+  absl::MutexLock lock(&busy_mu_);
+  return active_;
+}
+
+
+uint64_t ThreadPool::busy_ns() const {
+  const uint64_t now = shm::MonotonicNanos();
+  absl::MutexLock lock(&busy_mu_);
+  return busy_settled_ns_ +
+         static_cast<uint64_t>(active_) * (now - busy_since_ns_);
+}
+
+void ParallelFor(ThreadPool* pool, int helpers, size_t n,
+                 const std::function<void(size_t)>& fn, uint64_t group) {
+  struct State {
+    std::atomic<size_t> next{0};
+    absl::Mutex mu;
+    int running ABSL_GUARDED_BY(mu) = 0;  // Helpers taking items now.
+    bool closed ABSL_GUARDED_BY(mu) = false;  // The caller is done taking.
+  };
+  auto state = std::make_shared<State>();
+  const std::function<void(size_t)>* work = &fn;
+  auto take = [state, work, n] {
+    for (size_t i; (i = state->next.fetch_add(1, std::memory_order_relaxed)) < n;) (*work)(i);
+  };
+  const int extra = pool == nullptr ? 0 : static_cast<int>(std::min<size_t>(
+                                              std::max(helpers, 0), n > 0 ? n - 1 : 0));
+  for (int h = 0; h < extra; ++h) {
+    pool->Schedule(
+        [state, take] {
+          {
+            absl::MutexLock lock(&state->mu);
+            if (state->closed) return;  // Too late: `fn` may be gone.
+            ++state->running;
+          }
+          take();
+          absl::MutexLock lock(&state->mu);
+          --state->running;
+        },
+        group);
+  }
+  take();
+  absl::MutexLock lock(&state->mu);
+  state->closed = true;
+  auto idle = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) { return state->running == 0; };
+  state->mu.Await(absl::Condition(&idle));
+}
+
+}  // namespace stoker

@@ -1,0 +1,102 @@
+// A pool of worker threads running closures, resizable while it runs, that
+// accounts the time its workers spend in tasks. Tasks belong to groups (a
+// session each) and groups to users: FIFO within a group; the users with
+// work take turns, one task each, and within a user its groups with work
+// take turns (a group of weight w runs up to w of its user's tasks per
+// turn). So N busy users each get about 1/N of a saturated pool however
+// many sessions and priorities each has, a user's sessions share its part
+// by weight, a session that queues more work (bigger batches, more ring
+// slots) crowds out nobody, and an idle one's turns go to the rest.
+//
+// Thread-safe: Schedule() and Resize() may be called from any thread.
+// Shrinking retires workers as they finish their current task, so no task
+// is dropped or run twice and each group's order is kept. The destructor runs every
+// task already scheduled, then joins the workers; a task must not destroy
+// its own pool. Tasks must not throw.
+#ifndef STOKER_SERVER_POOL_THREAD_POOL_H_
+#define STOKER_SERVER_POOL_THREAD_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace stoker {
+
+class ThreadPool {
+ public:
+  // `worker_init`, if set, runs first on every worker thread (pinning).
+  ThreadPool(std::string name, int threads,
+             std::function<void()> worker_init = nullptr);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // `weight` (>= 1) and `user` are the group's, as of its latest task;
+  // groups with no user (-1) share one.
+  void Schedule(std::function<void()> task, uint64_t group = 0, int weight = 1,
+                int64_t user = -1);
+  // Grows or shrinks to `threads` (at least 1) workers.
+  void Resize(int threads);
+
+  const std::string& name() const { return name_; }
+  int size() const;  // Target number of workers.
+  size_t queued() const;
+  // Workers running a task now.
+  int active() const;
+  // Nanoseconds all workers have spent running tasks, including the time so
+  // far of tasks still running (a pool busy with long tasks reads busy now,
+  // not when they end).
+  uint64_t busy_ns() const;
+
+ private:
+  void WorkerLoop();
+  void StartWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void Account(int delta);  // A task starts (+1) or ends (-1).
+
+  const std::string name_;
+  const std::function<void()> worker_init_;
+  mutable absl::Mutex busy_mu_;  // Taken twice per task, briefly.
+  uint64_t busy_settled_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
+  uint64_t busy_since_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
+  int active_ ABSL_GUARDED_BY(busy_mu_) = 0;
+
+  mutable absl::Mutex mu_;
+  // Queued tasks by group; the users with tasks in turn order, and each
+  // user's groups with tasks in turn order.
+  struct Queue {
+    std::deque<std::function<void()>> tasks;
+    int weight = 1;
+    int used = 0;  // Tasks run in its current turn.
+    uint64_t user = 0;  // Key into users_.
+  };
+  absl::flat_hash_map<uint64_t, Queue> queues_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::deque<uint64_t>> users_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> turns_ ABSL_GUARDED_BY(mu_);  // Users.
+  size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);  // Incl. retired.
+  int target_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // Workers not yet retired.
+  std::vector<std::thread::id> retired_ ABSL_GUARDED_BY(mu_);  // To join.
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Runs fn(0) .. fn(n - 1), each once, on the calling thread and on up to
+// `helpers` tasks of `pool` (group `group`), and returns when all have run.
+// The caller takes items too and never waits for a helper that has not
+// started, so it may itself be one of `pool`'s tasks (a busy or one-worker
+// pool cannot deadlock it). A null pool or no helpers: all on the caller.
+void ParallelFor(ThreadPool* pool, int helpers, size_t n,
+                 const std::function<void(size_t)>& fn, uint64_t group = 0);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_POOL_THREAD_POOL_H_

@@ -1,0 +1,228 @@
+#include "server/pool/thread_pool.h"
+
+#include <atomic>
+#include <new>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+TEST(ThreadPoolTest, RunsEveryTaskOnceInFifoOrderWithOneWorker) {
+  std::vector<int> order;
+  absl::Mutex mu;
+  {
+    ThreadPool pool("t", 1);
+    for (int i = 0; i < 100; ++i) {
+      pool.Schedule([&, i] {
+        absl::MutexLock lock(&mu);
+        order.push_back(i);
+      });
+    }
+  }  // Drains.
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+}
+
+// Groups take turns: a session that queued 10x more work does not hold the
+// pool; each gets one task per turn, in its own FIFO order, and when one
+// runs dry the other has the pool. Counted in tasks, not timed.
+// A task that throws ends neither its worker nor the process: the pool's
+// barrier logs it and the tasks after it run.
+TEST(ThreadPoolTest, ThrowingTasksDoNotStopThePool) {
+  std::atomic<int> ran{0};
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([] { throw std::runtime_error("boom"); });
+    pool.Schedule([] { throw std::bad_alloc(); });
+    for (int i = 0; i < 10; ++i) pool.Schedule([&] { ran.fetch_add(1); });
+  }  // Drains.
+  EXPECT_EQ(ran.load(), 10);
+}
+
+TEST(ThreadPoolTest, GroupsTakeTurnsAndKeepTheirOwnOrder) {
+  std::vector<std::pair<uint64_t, int>> order;
+  absl::Mutex mu;
+  absl::Notification go, holding;
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([&] {  // Hold the worker while the rest is queued.
+      holding.Notify();
+      go.WaitForNotification();
+    });
+    holding.WaitForNotification();
+    for (int i = 0; i < 1000; ++i) {
+      pool.Schedule([&, i] {
+        absl::MutexLock lock(&mu);
+        order.push_back({7, i});
+      }, 7);
+    }
+    for (int i = 0; i < 100; ++i) {
+      pool.Schedule([&, i] {
+        absl::MutexLock lock(&mu);
+        order.push_back({9, i});
+      }, 9);
+    }
+    EXPECT_EQ(pool.queued(), 1100u);
+    go.Notify();
+  }
+  ASSERT_EQ(order.size(), 1100u);
+  int seven = 0, nine = 0;
+  for (int k = 0; k < 200; ++k) (order[k].first == 7 ? seven : nine)++;
+  EXPECT_EQ(seven, 100);  // Equal shares while both have work...
+  EXPECT_EQ(nine, 100);
+  for (size_t k = 200; k < order.size(); ++k) EXPECT_EQ(order[k].first, 7u);  // ...then all.
+  int next7 = 0, next9 = 0;
+  for (const auto& [g, i] : order) EXPECT_EQ(i, g == 7 ? next7++ : next9++);
+}
+
+TEST(ThreadPoolTest, WeightsSetTheShares) {
+  std::vector<uint64_t> order;
+  absl::Mutex mu;
+  absl::Notification go;
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([&] { go.WaitForNotification(); });
+    for (int i = 0; i < 400; ++i) {
+      for (uint64_t g : {1, 2}) {
+        pool.Schedule([&, g] {
+          absl::MutexLock lock(&mu);
+          order.push_back(g);
+        }, g, g == 2 ? 3 : 1);
+      }
+    }
+    go.Notify();
+  }
+  int one = 0, two = 0;
+  for (int k = 0; k < 400; ++k) (order[k] == 1 ? one : two)++;
+  EXPECT_EQ(one, 100);  // 1 : 3 while both have work.
+  EXPECT_EQ(two, 300);
+}
+
+// Users first: one user's 8 sessions of weight 16 and another user's one
+// session of weight 1 get half the pool each while both have work; within
+// the first user its sessions share by weight.
+TEST(ThreadPoolTest, UsersShareFirstThenTheirSessionsByWeight) {
+  std::vector<std::pair<int64_t, uint64_t>> order;  // (user, group)
+  absl::Mutex mu;
+  absl::Notification go;
+  {
+    ThreadPool pool("t", 1);
+    pool.Schedule([&] { go.WaitForNotification(); });
+    for (int i = 0; i < 200; ++i) {
+      for (uint64_t g = 1; g <= 9; ++g) {
+        const int64_t user = g <= 8 ? 1001 : 1002;
+        const int weight = g == 1 ? 48 : g <= 8 ? 16 : 1;
+        pool.Schedule([&, user, g] {
+          absl::MutexLock lock(&mu);
+          order.emplace_back(user, g);
+        }, g, weight, user);
+      }
+    }
+    go.Notify();
+  }
+  int many = 0, one = 0, first = 0, second = 0;
+  for (int k = 0; k < 320; ++k) {  // One full turn of the first user's groups.
+    (order[k].first == 1001 ? many : one)++;
+    first += order[k].second == 1;
+    second += order[k].second == 2;
+  }
+  EXPECT_EQ(many, 160);  // 1 : 1 while both users have work.
+  EXPECT_EQ(one, 160);
+  EXPECT_EQ(first, 3 * second);  // 48 : 16 within the first user.
+}
+
+TEST(ThreadPoolTest, ResizingWhileBusyLosesAndRepeatsNothing) {
+  std::atomic<int> ran{0};
+  std::vector<std::atomic<int>> seen(5000);
+  ThreadPool pool("t", 2);
+  for (int i = 0; i < 5000; ++i) {
+    pool.Schedule([&, i] {
+      seen[i].fetch_add(1);
+      ran.fetch_add(1);
+    });
+    if (i % 500 == 0) pool.Resize(1 + (i / 500) % 4);
+  }
+  pool.Resize(3);
+  EXPECT_EQ(pool.size(), 3);
+  while (ran.load() < 5000) absl::SleepFor(absl::Milliseconds(1));
+  for (auto& s : seen) ASSERT_EQ(s.load(), 1);
+}
+
+TEST(ThreadPoolTest, CountsBusyTime) {
+  ThreadPool pool("t", 2);
+  std::atomic<int> done{0};
+  for (int i = 0; i < 4; ++i) {
+    pool.Schedule([&] {
+      absl::SleepFor(absl::Milliseconds(20));
+      done.fetch_add(1);
+    });
+  }
+  while (done.load() < 4) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_GE(pool.busy_ns(), 80'000'000u);
+  EXPECT_LT(pool.busy_ns(), 400'000'000u);
+}
+
+// A pool saturated by long tasks reads busy while they run, not only when
+// they end (autotune must not shrink a pool that is working flat out).
+TEST(ThreadPoolTest, CountsBusyTimeOfRunningTasks) {
+  ThreadPool pool("t", 2);
+  absl::Notification release;
+  std::atomic<int> started{0};
+  for (int i = 0; i < 2; ++i) {
+    pool.Schedule([&] {
+      started.fetch_add(1);
+      release.WaitForNotification();
+    });
+  }
+  while (started.load() < 2) absl::SleepFor(absl::Milliseconds(1));
+  const uint64_t before = pool.busy_ns();
+  absl::SleepFor(absl::Milliseconds(100));
+  // Two workers busy for at least the 100 ms slept, none of it finished.
+  EXPECT_GE(pool.busy_ns() - before, 200'000'000u);
+  release.Notify();
+}
+
+TEST(ParallelForTest, RunsEveryItemOnceOnTheCallerAndHelpers) {
+  ThreadPool pool("t", 3);
+  std::vector<std::atomic<int>> runs(1000);
+  ParallelFor(&pool, 3, runs.size(), [&](size_t i) { runs[i].fetch_add(1); });
+  for (const auto& r : runs) EXPECT_EQ(r.load(), 1);
+  // No pool, no items, no helpers.
+  std::atomic<int> total{0};
+  ParallelFor(nullptr, 4, 7, [&](size_t) { total.fetch_add(1); });
+  ParallelFor(&pool, 0, 5, [&](size_t) { total.fetch_add(1); });
+  ParallelFor(&pool, 3, 0, [&](size_t) { total.fetch_add(1); });
+  EXPECT_EQ(total.load(), 12);
+}
+
+// A task of a one-worker pool that fans out on that same pool finishes:
+// its helper cannot start while it runs, so the caller takes every item.
+TEST(ParallelForTest, ATaskOfABusyPoolFinishesItsItemsAlone) {
+  ThreadPool pool("t", 1);
+  absl::Notification done;
+  std::atomic<int> total{0};
+  std::thread::id caller;
+  std::atomic<int> elsewhere{0};
+  pool.Schedule([&] {
+    caller = std::this_thread::get_id();
+    ParallelFor(&pool, 4, 50, [&](size_t) {
+      total.fetch_add(1);
+      if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+    });
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_EQ(total.load(), 50);
+  EXPECT_EQ(elsewhere.load(), 0);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,57 @@
+#include "server/serve/plan.h"
+
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "util/rng.h"
+
+namespace stoker {
+
+EpochPlan::EpochPlan(const PlanSpec& spec) : spec_(spec) {
+  const uint64_t n = spec.num_samples, w = spec.world_size;
+  const uint64_t rank_samples = spec.drop_last ? n / w : (n + w - 1) / w;
+  batches_ = spec.drop_last ? rank_samples / spec.batch_size
+                            : (rank_samples + spec.batch_size - 1) / spec.batch_size;
+  per_rank_ = spec.drop_last ? batches_ * spec.batch_size : rank_samples;
+}
+
+absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanSpec& spec) {
+  if (spec.batch_size == 0) {
+    return absl::InvalidArgumentError("batch_size must be at least 1");
+  }
+  if (spec.world_size == 0 || spec.rank >= spec.world_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d must be less than world_size %d", spec.rank, spec.world_size));
+  }
+  EpochPlan plan(spec);
+  if (plan.batches_ == 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%d samples over %d ranks give rank %d no %sbatch of %d",
+        spec.num_samples, spec.world_size, spec.rank,
+        spec.drop_last ? "complete " : "", spec.batch_size));
+  }
+  return plan;
+}
+
+std::vector<uint64_t> EpochPlan::RankOrder(uint64_t epoch) const {
+  const uint64_t n = spec_.num_samples;
+  std::vector<uint64_t> order(n);
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  if (spec_.shuffle) {
+    Rng rng(MixSeed({spec_.seed, epoch, 0x5348554646ULL /* "SHUFF" */}));
+    for (uint64_t i = n - 1; i > 0; --i) {
+      std::swap(order[i], order[rng.Below(i + 1)]);
+    }
+  }
+  std::vector<uint64_t> mine;
+  mine.reserve(per_rank_);
+  for (uint64_t k = 0; k < per_rank_; ++k) {
+    // Position in the padded order; padding repeats the order's head.
+    const uint64_t pos = k * spec_.world_size + spec_.rank;
+    mine.push_back(order[pos % n]);
+  }
+  return mine;
+}
+
+}  // namespace stoker

@@ -1,0 +1,55 @@
+// The deterministic order of samples for a session: which dataset indices
+// form batch b of epoch e for one rank. Depends only on PlanSpec, so any
+// daemon, thread count or restart reproduces it. Immutable; thread-safe.
+//
+// Semantics follow torch's DistributedSampler + DataLoader: the epoch's
+// order is a permutation from (seed, epoch) when shuffling (identity
+// otherwise). Across ranks the order is padded by repeating its head until
+// it divides evenly by world_size, or (drop_last) its tail is dropped; rank
+// r takes positions r, r+W, r+2W, ... Its samples are then cut into batches
+// of batch_size; the last partial batch is kept unless drop_last.
+#ifndef STOKER_SERVER_SERVE_PLAN_H_
+#define STOKER_SERVER_SERVE_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace stoker {
+
+struct PlanSpec {
+  uint64_t num_samples = 0;
+  uint32_t batch_size = 1;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  bool drop_last = false;
+};
+
+class EpochPlan {
+ public:
+  // INVALID_ARGUMENT for batch_size 0 or rank >= world_size;
+  // FAILED_PRECONDITION when an epoch would hold no batch for this rank.
+  static absl::StatusOr<EpochPlan> Create(const PlanSpec& spec);
+
+  uint64_t samples_per_epoch() const { return per_rank_; }
+  uint64_t batches_per_epoch() const { return batches_; }
+  const PlanSpec& spec() const { return spec_; }
+
+  // This rank's dataset indices for `epoch`, in delivery order, already cut
+  // to samples_per_epoch() (and to whole batches under drop_last).
+  std::vector<uint64_t> RankOrder(uint64_t epoch) const;
+
+ private:
+  explicit EpochPlan(const PlanSpec& spec);
+
+  PlanSpec spec_;
+  uint64_t per_rank_ = 0;  // Samples this rank sees per epoch (after cut).
+  uint64_t batches_ = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SERVE_PLAN_H_

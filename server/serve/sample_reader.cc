@@ -1,0 +1,213 @@
+#include "server/serve/sample_reader.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/imaging/elements.h"
+#include "server/dataset/array_source.h"
+#include "shm/futex.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+
+SampleReader::SampleReader(const Dataset& dataset, const Pipeline& pipeline,
+                           uint64_t seed, int max_side, std::vector<uint64_t> field_bytes,
+                           ReaderCaches caches)
+    : dataset_(dataset),
+      pipeline_(pipeline),
+      seed_(seed),
+      max_side_(max_side),
+      field_bytes_(std::move(field_bytes)),
+      caches_(caches),
+      decoded_key_prefix_(absl::StrCat(pipeline.fingerprint(), "|px", max_side)) {
+  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+    if (pipeline_.fields()[f].spatial()) decoded_bytes_ += field_bytes_[f];
+  }
+  keeps_decoded_ = pipeline_.cacheable() && caches_.decoded != nullptr && decoded_bytes_ > 0 &&
+                   dataset_.samples.size() * decoded_bytes_ <= caches_.decoded->capacity_bytes();
+  if (dataset_.source != nullptr && dataset_.source->arrays() != nullptr)
+    rows_ = RowGather::For(*dataset_.source->arrays(), pipeline_, field_bytes_);
+}
+
+void SampleReader::Count(uint64_t t0, uint64_t n) const {
+  const uint64_t ns = shm::MonotonicNanos() - t0;
+  if (caches_.fetch_latency != nullptr) caches_.fetch_latency->Observe(ns, n);
+  read_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+size_t SampleReader::ReadRows(const uint64_t* indices, size_t n, const SampleOut& out) const {
+  if (rows_ == nullptr || n == 0) return 0;
+  const uint64_t t0 = shm::MonotonicNanos();
+  const size_t copied = rows_->Copy(indices, n, out.field);
+  Count(t0, copied);
+  return copied;
+}
+
+SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const SampleOut& out,
+                                        FetchedSample* in) const {
+  if (dataset_.source->arrays() != nullptr) return ReadArrays(index, epoch, out);
+  const Sample& sample = dataset_.samples[index];
+  auto failed = [&](uint32_t k, const absl::Status& s) {
+    return Result{Result::kReadError,
+                  k == 0 ? s
+                         : absl::Status(s.code(), absl::StrCat(sample.file(k), ": ", s.message()))};
+  };
+  // Each file is identified through the caller's confinement first: the
+  // caches are keyed by what would be read, and served only to a caller
+  // that may open it.
+  std::vector<SourceKey> ids(pipeline_.files());
+  for (uint32_t k = 0; k < pipeline_.files(); ++k) {
+    absl::StatusOr<SourceKey> id = caches_.fetcher->Identify(dataset_, sample.file(k));
+    if (!id.ok()) return failed(k, id.status());
+    ids[k] = *std::move(id);
+  }
+  if (pipeline_.cacheable() && caches_.decoded != nullptr) {
+    in->decoded_key = decoded_key_prefix_;
+    for (const SourceKey& id : ids) absl::StrAppend(&in->decoded_key, "|", id.key());
+    if (Bytes done = caches_.decoded->Lookup(in->decoded_key)) {
+      CopySpatial(*done, out);
+      return Result{Result::kDone, absl::OkStatus()};
+    }
+  }
+  if (max_side_ > 0 && LookupPixels(ids, in)) return Result{Result::kDecode, absl::OkStatus()};
+  for (uint32_t k = 0; k < pipeline_.files(); ++k) {
+    const uint64_t t0 = shm::MonotonicNanos();
+    absl::StatusOr<Bytes> bytes =
+        caches_.fetcher->Fetch(dataset_, sample.file(k), caches_.owner, nullptr, &ids[k]);
+    Count(t0);
+    if (!bytes.ok()) return failed(k, bytes.status());
+    in->files.push_back(*std::move(bytes));
+  }
+  return Result{Result::kDecode, absl::OkStatus()};
+}
+
+SampleReader::Result SampleReader::ReadArrays(uint64_t index, uint64_t epoch,
+                                              const SampleOut& out) const {
+  absl::Status s = CopyArrays(index, epoch, out);
+  if (s.ok()) return Result{Result::kDone, s};
+  return Result{s.code() == absl::StatusCode::kDataLoss ? Result::kDecodeError
+                                                        : Result::kReadError,
+                s};
+}
+
+absl::Status SampleReader::CopyArrays(uint64_t index, uint64_t epoch,
+                                      const SampleOut& out) const {
+  const ArraySource& src = *dataset_.source->arrays();
+  STOKER_RETURN_IF_ERROR(src.Broken(index));
+  const std::vector<uint64_t>& shape = src.shape(index);
+  for (const FieldPlan& field : pipeline_.fields()) {
+    if (field.kind != v1::FieldSpec::KIND_ARRAY) continue;
+    absl::Status fits = pipeline_.CheckArrayShape(field, shape, "the sample");
+    if (!fits.ok()) return absl::DataLossError(fits.message());
+  }
+  const uint64_t t0 = shm::MonotonicNanos();
+  absl::StatusOr<Foreground> foreground;
+  if (pipeline_.label_file() >= 0) {
+    foreground = src.ForegroundOf(index, static_cast<uint32_t>(pipeline_.label_file()));
+    if (!foreground.ok()) return foreground.status();
+  }
+  std::vector<Effects> effects;
+  const std::vector<std::vector<uint64_t>> starts = pipeline_.PlanArrays(
+      shape, seed_, epoch, index, &effects, foreground.ok() ? &*foreground : nullptr);
+  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+    const FieldPlan& field = pipeline_.fields()[f];
+    if (field.kind != v1::FieldSpec::KIND_ARRAY) continue;
+    STOKER_RETURN_IF_ERROR(CopyArray(src, index, field, starts[f], effects[f], out.field[f]));
+  }
+  Count(t0);
+  return absl::OkStatus();
+}
+
+absl::Status SampleReader::CopyArray(const ArraySource& src, uint64_t index,
+                                     const FieldPlan& field, const std::vector<uint64_t>& start,
+                                     const Effects& effects, uint8_t* dst) const {
+  const std::vector<uint64_t> region = Pipeline::RegionOf(field, src.shape(index));
+  const bool values = std::any_of(effects.begin(), effects.end(),
+                                  [](const Effect& e) { return e.kind->values(); });
+  if (!values) {
+    STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, start.data(), region.data(),
+                                         FromRingDType(field.dtype), dst));
+    Pipeline::ApplyArray(field, effects, dst);
+    return absl::OkStatus();
+  }
+  // The value stage, on float32 (a float32 field's own bytes).
+  uint64_t n = 1;
+  for (uint64_t d : region) n *= d;
+  thread_local std::vector<float> tmp;
+  const bool narrow = field.dtype != shm::kDTypeFloat32;  // A 16-bit float field.
+  if (narrow) tmp.resize(n);
+  float* v = narrow ? tmp.data() : reinterpret_cast<float*>(dst);
+  STOKER_RETURN_IF_ERROR(src.ReadArray(index, field.file, start.data(), region.data(),
+                                       ElemType::kFloat32, reinterpret_cast<uint8_t*>(v)));
+  for (const Effect& e : effects) {
+    if (e.kind->values()) e.kind->ApplyValues(e, field, v, n);
+  }
+  if (narrow) StoreFloats(v, n, shm::FromRingDType(field.dtype), dst);
+  for (const Effect& e : effects) {
+    if (!e.kind->values()) e.kind->ApplyArray(e, field, dst);
+  }
+  return absl::OkStatus();
+}
+
+bool SampleReader::LookupPixels(const std::vector<SourceKey>& ids, FetchedSample* in) const {
+  const uint64_t t0 = shm::MonotonicNanos();
+  const std::vector<FieldPlan>& fields = pipeline_.fields();
+  in->pictures.resize(fields.size());
+  bool all = true;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    if (!fields[f].spatial()) continue;
+    CachedPicture& pic = in->pictures[f];
+    const SourceKey& file = ids[fields[f].file];
+    pic.version = file.version;
+    pic.key = PixelCache::Key(file, max_side_,
+                              pipeline_.Request(fields[f], caches_.decode_limits));
+    pic.entry = caches_.pixels->Lookup(*dataset_.source, file, pic.key, &pic.versioned);
+    all = all && pic.entry != nullptr;
+  }
+  read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
+  return all;
+}
+
+absl::Status SampleReader::Picture(size_t f, const FetchedSample& in,
+                                   const std::function<RegionRequest(int, int)>& plan,
+                                   Image* image, Bytes* entry, ImageView* view) const {
+  const FieldPlan& field = pipeline_.fields()[f];
+  const ImageRequest request = pipeline_.Request(field, caches_.decode_limits);
+  if (max_side_ == 0) {
+    const Bytes& bytes = in.files[field.file];
+    STOKER_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                       bytes->size(), request, plan, image));
+    *view = image->view();
+    return absl::OkStatus();
+  }
+  const CachedPicture& pic = in.pictures[f];
+  *entry = pic.entry;
+  if (!*entry) {
+    STOKER_ASSIGN_OR_RETURN(
+        *entry, caches_.pixels->Fill(pic.key, in.files[field.file], request, max_side_,
+                                     field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
+                                                                            : Filter::kBilinear,
+                                     pic.versioned, pic.version, caches_.owner));
+  }
+  *view = PixelsOf(*entry);
+  plan(view->width, view->height);  // The geometry, at the cached size.
+  return absl::OkStatus();
+}
+
+void SampleReader::CopySpatial(const std::string& value, const SampleOut& out) const {
+  const char* p = value.data();
+  for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
+    if (!pipeline_.fields()[f].spatial()) continue;
+    std::memcpy(out.field[f], p, field_bytes_[f]);
+    p += field_bytes_[f];
+  }
+}
+
+void SampleReader::KeepDecoded(const FetchedSample& in, std::shared_ptr<std::string> value,
+                               const SampleOut& out) const {
+  CopySpatial(*value, out);
+  caches_.decoded->Insert(in.decoded_key, std::move(value));
+}
+
+}  // namespace stoker

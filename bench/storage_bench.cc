@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/client.h"
 #include "client/cpp/read_summary.h"
+#include "server/access/fault_injecting_file_system.h"
 #include "server/daemon/daemon.h"
 #include "server/daemon/grpc_service.h"
 #include "server/daemon/ring_handoff.h"

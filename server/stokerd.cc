@@ -1,217 +1,57 @@
 // stokerd: the Stoker per-node daemon. Serves the control plane on a Unix
 // socket and fills each session's prefetch ring in /dev/shm. Stops cleanly
 // on SIGTERM or SIGINT: rings are closed (clients see "shutting down"),
-// removed, and the socket file is unlinked.
-#include <grp.h>
+// removed, and the socket file is unlinked. Its flags are
+// server/daemon/flags.h's; this file only starts and stops the parts.
 #include <signal.h>
 #include <sys/stat.h>
-
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
+#include <memory>
 #include <string>
-#include <thread>
-#include <vector>
+#include <system_error>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/internal/parse.h"
-#include "absl/flags/internal/usage.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "server/daemon/daemon.h"
-#include "server/daemon/flag_types.h"
-#include "shm/fd_passing.h"
+#include "server/daemon/flags.h"
 #include "server/daemon/grpc_service.h"
 #include "server/daemon/metrics.h"
+#include "server/daemon/owners.h"
 #include "server/daemon/ring_handoff.h"
-#include "server/sources/hdf5_prober.h"
 #include "server/daemon/systemd_notify.h"
+#include "server/sources/hdf5_prober.h"
 #include "util/log.h"
-#include "util/process.h"
-#include "util/version.h"
-
-ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
-          "Unix socket to serve the control plane on; its folder is created "
-          "if missing.");
-ABSL_FLAG(int, threads, 0,
-          "Decode threads over all NUMA nodes; 0 = one per CPU this process "
-          "may run on.");
-ABSL_FLAG(std::string, numa, "auto",
-          "Decode pools per NUMA node, threads pinned to the node's CPUs and "
-          "sessions placed on their trainer's node: auto (when the machine "
-          "has several nodes), on, off.");
-ABSL_FLAG(std::string, numa_topology, "",
-          "Nodes by hand instead of the machine's: CPU lists separated by "
-          "';', e.g. 0-3;4-7 (to test or to split a node).");
-ABSL_FLAG(bool, numa_spill, true,
-          "Let a session whose node's decode pool is saturated use other "
-          "nodes' idle decode threads.");
-ABSL_FLAG(std::string, socket_mode, "0660",
-          "Octal mode of the socket file: who may open sessions (owner and "
-          "group by default).");
-ABSL_FLAG(std::string, shm_prefix, "stoker.",
-          "Prefix of ring names (as /proc/<pid>/maps shows them: /memfd:<prefix>...).");
-ABSL_FLAG(std::string, hdf5_reader, "",
-          "The HDF5 reader program (stoker-h5probe), which parses HDF5 files in a "
-          "sandbox; default: $STOKER_H5PROBE, else stoker-h5probe beside stokerd.");
-ABSL_FLAG(int, reader_threads, 64,
-          "Reader threads: how many source reads may be outstanding.");
-ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
-          "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
-ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
-          "RAM cache of finished val samples, in bytes; 0 disables it.");
-ABSL_FLAG(stoker::ByteSize, pixel_cache_bytes, stoker::ByteSize{2ULL << 30},
-          "RAM cache of decoded pictures for sessions that ask for one "
-          "(pixel_cache.max_side), in bytes; with L2 on they spill there too.");
-ABSL_FLAG(stoker::ByteSize, volume_cache_bytes, stoker::ByteSize{4ULL << 30},
-          "RAM cache of chunked or compressed volumes (HDF5 volume folders), "
-          "decoded whole once and shared by every session, in bytes; a volume "
-          "larger than it is read by region (a warning says so).");
-ABSL_FLAG(std::string, l2_path, "",
-          "Folder of the L2 LMDB cache on local disk; empty disables L2.");
-ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},
-          "L2 map size (its maximum), e.g. 64G.");
-ABSL_FLAG(uint32_t, l2_max_readers, 256, "L2 LMDB reader slots.");
-ABSL_FLAG(uint64_t, l2_writer_queue, 0,
-          "Bounded L2 write queue; 0 = $L2_WRITER_QUEUE_MAX, else 4096. "
-          "Writes beyond it are dropped and counted, never waited for.");
-ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
-          "host:port for Prometheus /metrics (loopback by default; port 0 "
-          "picks a free one, shown in stats); empty disables it.");
-ABSL_FLAG(bool, autotune, false,
-          "Resize the decode and reader pools from the sessions' diagnoses.");
-ABSL_FLAG(int, max_decode_threads, 0,
-          "Upper bound for autotune's decode pool; 0 = online cores.");
-ABSL_FLAG(int64_t, max_image_pixels, stoker::DecodeLimits().max_pixels,
-          "Largest image decoded (width x height, from its header); larger "
-          "samples fail with a resource error before any allocation.");
-ABSL_FLAG(int, max_progressive_scans, stoker::DecodeLimits().max_scans,
-          "Most scans a progressive JPEG may have.");
-ABSL_FLAG(stoker::ByteSize, max_decode_bytes,
-          stoker::ByteSize{uint64_t(stoker::DecodeLimits().max_bytes)},
-          "Most memory one image's decode may need (estimated from its "
-          "header: progressive coefficients plus output).");
-ABSL_FLAG(uint64_t, max_dataset_files, stoker::ScanLimits().max_files,
-          "Most directory entries a folder dataset's scan may see, and most "
-          "lines of a manifest.");
-ABSL_FLAG(stoker::ByteSize, max_file_bytes, stoker::ByteSize{stoker::kDefaultMaxFileBytes},
-          "Largest file read whole (a sample's file, a manifest); a larger one "
-          "is that sample's error (RESOURCE_EXHAUSTED), checked before any "
-          "memory is allocated.");
-ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
-          "Longest a folder dataset's scan may take (e.g. 10m, 90s).");
-ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
-          "Most memory all sessions' rings may take together; 0 = half of "
-          "the node's memory.");
-ABSL_FLAG(stoker::ByteSize, max_ring_bytes_per_user, stoker::ByteSize{0},
-          "Most memory one user's rings may take together (admins are not "
-          "limited); 0 = a quarter of --max-ring-bytes.");
-ABSL_FLAG(absl::Duration, attach_timeout, absl::Seconds(60),
-          "A session whose client has not attached within this is closed "
-          "and its ring reclaimed; 0 = never.");
-ABSL_FLAG(stoker::ByteSize, max_array_bytes_per_user, stoker::ByteSize{0},
-          "Most RAM one user's npy/HDF5 sources may hold (RAM copies, "
-          "datasets read whole; all users together: --l1-bytes); past it "
-          "they read from their files; 0 = a quarter of --l1-bytes.");
-ABSL_FLAG(stoker::ByteSize, max_list_bytes_per_user,
-          stoker::ByteSize{stoker::DaemonOptions().max_list_bytes_per_user},
-          "Most RAM one user's open datasets' sample lists (paths, names) may "
-          "take together; a dataset whose list would pass it is refused "
-          "(RESOURCE_EXHAUSTED) while it is being built.");
-ABSL_FLAG(uint64_t, max_open_files_per_user, stoker::DaemonOptions().max_open_files_per_user,
-          "Files one user's sources may keep open or mapped together (a "
-          "folder of .npy or HDF5 files holds one each); past it the next "
-          "is RESOURCE_EXHAUSTED. All users together: three quarters of the "
-          "descriptor limit and of vm.max_map_count, whichever is lower.");
-ABSL_FLAG(uint32_t, max_sessions_per_user, 64,
-          "Most open sessions per user (admins are not limited); 0 = no "
-          "limit.");
-ABSL_FLAG(std::string, admin_group, "",
-          "Group whose members may resize pools, warm caches, and see and "
-          "close every session (the daemon's own user always may; root only as a member); "
-          "others see and close only their own sessions.");
-ABSL_FLAG(bool, allow_root, false,
-          "Serve as root. Refused otherwise: a root daemon reads any file for "
-          "any user of its socket. (Embedded daemons, bound to their owner by "
-          "--exit-with-pid or --owners-dir, serve only that user.)");
-ABSL_FLAG(int, exit_with_pid, 0,
-          "Shut down when this process exits (used by embedded daemons that "
-          "a trainer starts for itself); 0 = never.");
-ABSL_FLAG(std::string, owners_dir, "",
-          "Folder of files named by the pids of the processes using this "
-          "daemon (the Python package's shared embedded daemon): files of "
-          "dead processes are removed, and the daemon shuts down when none "
-          "is left. Empty = not used.");
 
 namespace {
 
-// True while `pid` (if > 0) or a process listed in `dir` (if set) lives;
-// removes the files of dead ones.
-bool OwnersAlive(int pid, const std::string& dir) {
-  bool alive = pid > 0 && !stoker::ProcessGone(pid);
-  if (dir.empty()) return alive;
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "stokerd: %s\n", message.c_str());
+  return code;
+}
+
+// The control socket's folder, made if missing, writable by this user
+// only whatever the umask: the servers refuse a folder others could write.
+void MakeSocketFolder(const std::string& socket) {
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    int owner = 0;
-    if (!absl::SimpleAtoi(e.path().filename().string(), &owner) || owner <= 0) {
-      continue;
-    }
-    if (!stoker::ProcessGone(owner)) {
-      alive = true;
-    } else {
-      std::filesystem::remove(e.path(), ec);
-    }
-  }
-  return alive;
+  const auto parent = std::filesystem::path(socket).parent_path();
+  if (parent.empty() || std::filesystem::exists(parent, ec)) return;
+  std::filesystem::create_directories(parent, ec);
+  if (!ec) chmod(parent.c_str(), 0755);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Stoker daemon: decodes datasets into shared-memory batch rings.\n"
-      "usage: stokerd [--socket PATH] [--threads N] [flags]\n"
-      "Flags are written with dashes (--l1-bytes); sizes take units (2G, "
-      "512M). The flags below are listed with absl's underscores.");
-  absl::FlagsUsageConfig usage_config;
-  usage_config.version_string = [] {
-    return absl::StrCat("stokerd ", stoker::kVersion, " (", stoker::kBuildType, ")\n");
-  };
-  absl::SetFlagsUsageConfig(usage_config);
-  std::vector<std::string> respelled;  // Owns rewritten argv entries.
-  stoker::NormalizeFlagSpelling("stokerd", argc, argv, &respelled);
-  // absl's own handling exits 1 after --help; asking for help is no error.
-  absl::flags_internal::ParseCommandLineImpl(
-      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
-      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
-      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
-  if (int code = absl::flags_internal::HandleUsageFlags(
-          std::cout, absl::ProgramUsageMessage());
-      code >= 0) {
-    return 0;
-  }
-  const std::string socket_path = absl::GetFlag(FLAGS_socket);
-  if (geteuid() == 0 && !absl::GetFlag(FLAGS_allow_root) &&
-      absl::GetFlag(FLAGS_exit_with_pid) <= 0 &&
-      absl::GetFlag(FLAGS_owners_dir).empty()) {
-    std::fprintf(stderr,
-                 "stokerd: refusing to run as root: a root daemon would read "
-                 "any file for any user of its socket. Run it as an "
-                 "unprivileged user (the systemd unit uses User=stoker), or "
-                 "pass --allow-root.\n");
-    return 2;
-  }
-  if (absl::GetFlag(FLAGS_threads) < 0) {
-    std::fprintf(stderr, "stokerd: --threads must be >= 0\n");
-    return 2;
+  if (stoker::ParseFlags(argc, argv)) return 0;
+  absl::StatusOr<stoker::StokerdConfig> parsed = stoker::Config();
+  if (!parsed.ok()) return Fail(2, std::string(parsed.status().message()));
+  const stoker::StokerdConfig& config = *parsed;
+  if (!config.hdf5_reader.empty()) stoker::h5::Prober::SetProgram(config.hdf5_reader);
+  if (access(stoker::h5::Prober::Program().c_str(), X_OK) != 0) {
+    stoker::LogWarning(absl::StrCat("the HDF5 reader ", stoker::h5::Prober::Program(),
+                                    " is missing: HDF5 datasets cannot be read (--hdf5-reader)"));
   }
 
   // Block the stop signals in every thread; the main thread waits for them.
@@ -221,159 +61,30 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  MakeSocketFolder(config.socket);
 
-  std::error_code ec;
-  const auto parent = std::filesystem::path(socket_path).parent_path();
-  if (!parent.empty() && !std::filesystem::exists(parent, ec)) {
-    // Writable by this user only, whatever the umask: the servers refuse a
-    // socket folder others could write.
-    std::filesystem::create_directories(parent, ec);
-    if (!ec) chmod(parent.c_str(), 0755);
-  }
-
-  stoker::DaemonOptions options;
-  options.decode_threads = absl::GetFlag(FLAGS_threads);
-  if (const std::string numa = absl::GetFlag(FLAGS_numa); numa == "auto") {
-    options.numa = stoker::NumaMode::kAuto;
-  } else if (numa == "on") {
-    options.numa = stoker::NumaMode::kOn;
-  } else if (numa == "off") {
-    options.numa = stoker::NumaMode::kOff;
-  } else {
-    std::fprintf(stderr, "stokerd: --numa must be auto, on or off, got '%s'\n",
-                 numa.c_str());
-    return 2;
-  }
-  options.numa_topology = absl::GetFlag(FLAGS_numa_topology);
-  options.numa_spill = absl::GetFlag(FLAGS_numa_spill);
-  options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
-  if (!absl::GetFlag(FLAGS_hdf5_reader).empty())
-    stoker::h5::Prober::SetProgram(absl::GetFlag(FLAGS_hdf5_reader));
-  if (access(stoker::h5::Prober::Program().c_str(), X_OK) != 0) {
-    stoker::LogWarning(absl::StrCat("the HDF5 reader ", stoker::h5::Prober::Program(),
-                            " is missing: HDF5 datasets cannot be read (--hdf5-reader)"));
-  }
-  options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
-  options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
-  options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;
-  options.pixel_cache_bytes = absl::GetFlag(FLAGS_pixel_cache_bytes).bytes;
-  options.volume_cache_bytes = absl::GetFlag(FLAGS_volume_cache_bytes).bytes;
-  options.l2.path = absl::GetFlag(FLAGS_l2_path);
-  options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes).bytes;
-  if (!options.l2.path.empty() && options.l2.max_bytes < (1ULL << 20)) {
-    std::fprintf(stderr, "stokerd: --l2-max-bytes must be at least 1M when "
-                         "--l2-path is set (it is the L2 cache's size)\n");
-    return 2;
-  }
-  options.l2.max_readers = absl::GetFlag(FLAGS_l2_max_readers);
-  options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
-  options.autotune = absl::GetFlag(FLAGS_autotune);
-  options.max_decode_threads = absl::GetFlag(FLAGS_max_decode_threads);
-  if (const std::string group = absl::GetFlag(FLAGS_admin_group); !group.empty()) {
-    const struct group* g = getgrnam(group.c_str());
-    if (g == nullptr) {
-      std::fprintf(stderr, "stokerd: --admin-group %s: no such group\n",
-                   group.c_str());
-      return 2;
-    }
-    options.admin_gid = g->gr_gid;
-  }
-  options.max_ring_bytes = absl::GetFlag(FLAGS_max_ring_bytes).bytes;
-  if (options.max_ring_bytes == 0) {
-    // Rings are memory files (shm/segment.h), not /dev/shm's.
-    options.max_ring_bytes =
-        uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE)) / 2;
-  }
-  options.max_sessions_per_user = absl::GetFlag(FLAGS_max_sessions_per_user);
-  options.max_ring_bytes_per_user = absl::GetFlag(FLAGS_max_ring_bytes_per_user).bytes;
-  if (options.max_ring_bytes_per_user == 0) {
-    options.max_ring_bytes_per_user = options.max_ring_bytes / 4;
-  }
-  options.attach_timeout = absl::GetFlag(FLAGS_attach_timeout);
-  options.max_array_bytes_per_user = absl::GetFlag(FLAGS_max_array_bytes_per_user).bytes;
-  options.max_list_bytes_per_user = absl::GetFlag(FLAGS_max_list_bytes_per_user).bytes;
-  options.max_open_files_per_user = absl::GetFlag(FLAGS_max_open_files_per_user);
-  if (options.max_array_bytes_per_user == 0) {
-    options.max_array_bytes_per_user = options.l1_bytes / 4;
-  }
-  options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
-  options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes).bytes;
-  options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
-  options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
-  options.decode_limits.max_scans = absl::GetFlag(FLAGS_max_progressive_scans);
-  options.decode_limits.max_bytes =
-      static_cast<int64_t>(absl::GetFlag(FLAGS_max_decode_bytes).bytes);
-  if (options.decode_limits.max_pixels < 1 || options.decode_limits.max_scans < 1 ||
-      options.decode_limits.max_bytes < (1 << 20)) {
-    std::fprintf(stderr,
-                 "stokerd: --max-image-pixels and --max-progressive-scans must "
-                 "be >= 1, --max-decode-bytes >= 1M\n");
-    return 2;
-  }
-  // Rings reach clients as descriptors over this socket (next to the
-  // control socket, same mode): segments stay 0600 and the daemon's.
-  options.handoff_socket = stoker::shm::RingSocketPath(socket_path);
-  if (options.reader_threads < 1 || options.reader_threads > 4096) {
-    std::fprintf(stderr, "stokerd: --reader-threads must be in 1..4096\n");
-    return 2;
-  }
-  stoker::Daemon daemon(options);
-  if (absl::Status s = daemon.Start(); !s.ok()) {
-    std::fprintf(stderr, "stokerd: %s\n", s.ToString().c_str());
-    return 1;
-  }
+  stoker::Daemon daemon(config.daemon);
+  if (absl::Status s = daemon.Start(); !s.ok()) return Fail(1, s.ToString());
   std::unique_ptr<stoker::MetricsServer> metrics;
-  if (const std::string addr = absl::GetFlag(FLAGS_metrics_address); !addr.empty()) {
+  if (const std::string& addr = config.metrics_address; !addr.empty()) {
     auto m = stoker::MetricsServer::Start(&daemon, addr);
-    if (!m.ok()) {
-      std::fprintf(stderr, "stokerd: %s\n", m.status().ToString().c_str());
-      return 1;
-    }
+    if (!m.ok()) return Fail(1, m.status().ToString());
     metrics = *std::move(m);
-    stoker::LogInfo(absl::StrCat("metrics on http://",
-                                 addr.substr(0, addr.rfind(':')), ":",
+    stoker::LogInfo(absl::StrCat("metrics on http://", addr.substr(0, addr.rfind(':')), ":",
                                  metrics->port(), "/metrics"));
   }
-  const std::string mode_text = absl::GetFlag(FLAGS_socket_mode);
-  char* end = nullptr;
-  const long mode = std::strtol(mode_text.c_str(), &end, 8);
-  if (mode_text.empty() || *end != '\0' || mode < 0 || mode > 0777) {
-    std::fprintf(stderr, "stokerd: --socket-mode must be octal, like 0660\n");
-    return 2;
-  }
-  auto handoff = stoker::RingHandoffServer::Start(
-      &daemon, options.handoff_socket, static_cast<mode_t>(mode));
-  if (!handoff.ok()) {
-    std::fprintf(stderr, "stokerd: %s\n", handoff.status().ToString().c_str());
-    return 1;
-  }
-  auto server = stoker::GrpcServer::Start(&daemon, socket_path,
-                                          static_cast<mode_t>(mode));
-  if (!server.ok()) {
-    std::fprintf(stderr, "stokerd: %s\n", server.status().ToString().c_str());
-    return 1;
-  }
+  auto handoff = stoker::RingHandoffServer::Start(&daemon, config.daemon.handoff_socket,
+                                                  config.socket_mode);
+  if (!handoff.ok()) return Fail(1, handoff.status().ToString());
+  auto server = stoker::GrpcServer::Start(&daemon, config.socket, config.socket_mode);
+  if (!server.ok()) return Fail(1, server.status().ToString());
+  const stoker::DaemonOptions& o = config.daemon;
   stoker::LogInfo(absl::StrCat(
-      "stokerd serving on unix:", socket_path, " with ", daemon.decode_threads(),
-      " decode and ", options.reader_threads, " reader threads, L1 ",
-      options.l1_bytes >> 20, " MiB, L2 ",
-      options.l2.path.empty() ? "off" : options.l2.path));
-
-  const int owner = absl::GetFlag(FLAGS_exit_with_pid);
-  const std::string owners_dir = absl::GetFlag(FLAGS_owners_dir);
-  if (owner > 0 || !owners_dir.empty()) {
-    // Detached: it only ever sends this process SIGTERM, which main handles.
-    std::thread([owner, owners_dir] {
-      while (OwnersAlive(owner, owners_dir)) {
-        absl::SleepFor(absl::Milliseconds(200));
-      }
-      stoker::LogInfo("every owner process exited");
-      kill(getpid(), SIGTERM);
-    }).detach();
-  }
-
-  stoker::NotifySystemd(absl::StrCat("READY=1\nSTATUS=serving on ",
-                                     socket_path));
+      "stokerd serving on unix:", config.socket, " with ", daemon.decode_threads(),
+      " decode and ", o.reader_threads, " reader threads, L1 ", o.l1_bytes >> 20,
+      " MiB, L2 ", o.l2.path.empty() ? "off" : o.l2.path));
+  stoker::ExitWithOwners(config.exit_with_pid, config.owners_dir);
+  stoker::NotifySystemd(absl::StrCat("READY=1\nSTATUS=serving on ", config.socket));
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

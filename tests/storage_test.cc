@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/read_summary.h"
 #include "gtest/gtest.h"
+#include "server/access/fault_injecting_file_system.h"
 #include "server/cache/lmdb_env.h"
 #include "tests/harness.h"
 #include "tests/testdata.h"

@@ -112,3 +112,18 @@ def test_ranks_share_one_embedded_daemon_and_cover_the_epoch_once(dataset):
     # Rank 1 kept reading after rank 0 exited: 12 of 24 samples per rank.
     assert [int(line[1]) for line in lines] == [12, 12], detail
     assert gone(int(pids.pop()), 10), detail  # Gone with the last rank.
+
+
+def test_embedded_daemon_refuses_threads_out_of_its_range_in_its_words(dataset):
+    # The range is the daemon's (--threads 0..4096); the Loader restates none.
+    script = ("import sys, stoker\n"
+              "try:\n"
+              "    next(iter(stoker.Loader(sys.argv[1], batch_size=4, threads=5000)))\n"
+              "except stoker.StokerError as e:\n"
+              "    print(e.code, str(e))\n")
+    folder = os.path.join(tempfile.mkdtemp(prefix="stoker-emb-"), "d")
+    r = subprocess.run([sys.executable, "-c", script, dataset], env=env_for(folder),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("UNAVAILABLE"), r.stdout
+    assert "--threads must be in 0..4096" in r.stdout, r.stdout

@@ -153,7 +153,7 @@ class Loader:
         self._std = self._numbers("std", std)
         self._ring_slots = 0 if ring_slots is None else _check_int("ring_slots", ring_slots)
         if threads is not None:
-            _check_int("threads", threads, 1, 4096)
+            _check_int("threads", threads)  # Its range is the daemon's.
         if socket is not None and not isinstance(socket, (str, os.PathLike)):
             raise TypeError(f"socket must be a path, got {type(socket).__name__}")
         if timeout is not None and (not isinstance(timeout, numbers.Real) or timeout <= 0):

@@ -1,0 +1,278 @@
+// ServingSession over in-memory sources and its own ring, read the way a
+// client reads it: batches in plan order across epochs, the same bytes for
+// any pool size, failed samples replaced or zeroed as the spec says, the
+// admission check before any allocation, and Stop with reads in flight.
+#include "server/serve/session.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/dataset/memory_source.h"
+#include "server/pool/topology.h"
+#include "server/serve/serving_testing.h"
+#include "tests/testdata.h"
+#include "util/checksum.h"
+
+namespace stoker {
+namespace {
+
+constexpr char kVal[] = R"({"transform": "TRANSFORM_VAL", "image_size": 24,
+                           "dtype": "DTYPE_UINT8", "batch_size": 4})";
+
+// What sessions share (the daemon's Engine, small): a reader pool, one
+// unpinned decode pool of `threads`, the caches.
+struct Shared {
+  explicit Shared(int threads) : decode("t-dec", Topology::Single(), false, threads, false) {}
+  ShardedLruCache l1{"l1", 64 << 20};
+  ShardedLruCache decoded{"decoded", 64 << 20};
+  ShardedLruCache ram{"pixels", 64 << 20};
+  SampleFetcher fetcher{&l1, nullptr, 4};
+  PixelCache pixels{&ram, nullptr};
+  PipelineCounters counters;
+  SampleErrorLog errors;
+  IdleWork idle;
+  ThreadPool reader{"t-io", 4};
+  NodePools decode;
+  PipelineContext Context() {
+    return PipelineContext{&reader, &decode, 0, &fetcher, &decoded, &pixels, &counters,
+                           &errors, 1, DecodeLimits{}, &idle, -1};
+  }
+};
+
+absl::StatusOr<std::unique_ptr<ServingSession>> Open(
+    const std::string& json, std::shared_ptr<const Dataset> ds, Shared* shared, uint64_t id,
+    const std::function<absl::Status(uint64_t)>& admit = nullptr) {
+  const v1::SessionSpec spec = SpecOf(json);
+  PlanSpec ps;
+  ps.num_samples = ds->samples.size();
+  ps.batch_size = spec.batch_size();
+  ps.shuffle = spec.shuffle();
+  ps.seed = spec.seed();
+  absl::StatusOr<EpochPlan> plan = EpochPlan::Create(ps);
+  if (!plan.ok()) return plan.status();
+  return ServingSession::Create(id, spec, PipelineOf(json), getpid(), std::move(ds), *plan,
+                                absl::StrCat("stoker-session-test.", getpid(), ".", id),
+                                shared->Context(), admit);
+}
+
+// One batch as the client sees it.
+struct Batch {
+  uint64_t epoch = 0, batch_index = 0;
+  uint32_t samples = 0, errors = 0;
+  std::vector<uint64_t> indices;
+  std::vector<uint32_t> status;
+  uint64_t checksum = 0;  // Of every field's bytes of its samples.
+};
+
+// The session's ring mapped as a client maps it; Read takes the next
+// batch (waiting for it) and gives its slot back.
+class Client {
+ public:
+  explicit Client(const ServingSession& s) {
+    absl::StatusOr<int> fd = s.ring().Share();
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    auto ring = shm::RingConsumer::Open(*fd, s.ring().name(), s.id());
+    close(*fd);
+    EXPECT_TRUE(ring.ok()) << ring.status();
+    ring_ = *std::move(ring);
+  }
+  absl::StatusOr<Batch> Read(absl::Duration timeout = absl::Seconds(60)) {
+    shm::SlotSnapshot snap;
+    absl::StatusOr<int> slot = ring_->Acquire(next_, timeout, nullptr, &snap);
+    if (!slot.ok()) return slot.status();
+    ++next_;
+    const shm::SlotView v = ring_->Slot(*slot);
+    Batch b;
+    b.epoch = snap.epoch;
+    b.batch_index = snap.batch_index;
+    b.samples = snap.sample_count;
+    b.errors = snap.error_count;
+    b.indices.assign(v.indices, v.indices + b.samples);
+    b.status.assign(v.status, v.status + b.samples);
+    Checksum sum;
+    for (uint32_t f = 0; f < ring_->layout().field_count; ++f) {
+      sum.Update(v.fields[f], b.samples * ring_->layout().fields[f].sample_bytes);
+    }
+    b.checksum = sum.value();
+    ring_->Release(*slot);
+    return b;
+  }
+  uint32_t close_reason() const { return ring_->close_reason(); }
+
+ private:
+  std::unique_ptr<shm::RingConsumer> ring_;
+  uint64_t next_ = 0;
+};
+
+// `n` photo-like JPEGs, "p<i>.jpg", of differing sizes.
+std::shared_ptr<MemorySource> Photos(int n) {
+  auto src = std::make_shared<MemorySource>("root");
+  for (int i = 0; i < n; ++i) {
+    const int w = 40 + 4 * i, h = 32 + 2 * i;
+    absl::StatusOr<std::string> j =
+        testdata::EncodeJpeg(testdata::PhotoLikeRgb(w, h, 100 + i), w, h, 90);
+    EXPECT_TRUE(j.ok());
+    src->Put(absl::StrCat("p", i, ".jpg"), *j);
+  }
+  return src;
+}
+
+std::vector<std::vector<std::string>> Files(int n) {
+  std::vector<std::vector<std::string>> files;
+  for (int i = 0; i < n; ++i) files.push_back({absl::StrCat("p", i, ".jpg")});
+  return files;
+}
+
+TEST(ServingSessionTest, BatchesComeInPlanOrderAcrossEpochs) {
+  Shared shared(2);
+  auto s = Open(kVal, MemoryDataset(Photos(10), Files(10)), &shared, 1);
+  ASSERT_TRUE(s.ok()) << s.status();
+  Client client(**s);
+  (*s)->Start();
+  // 10 samples in batches of 4: 4, 4, 2, then epoch 1 the same.
+  for (uint64_t seq = 0; seq < 6; ++seq) {
+    absl::StatusOr<Batch> b = client.Read();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->epoch, seq / 3);
+    EXPECT_EQ(b->batch_index, seq % 3);
+    ASSERT_EQ(b->samples, seq % 3 == 2 ? 2u : 4u);
+    EXPECT_EQ(b->errors, 0u);
+    for (uint32_t i = 0; i < b->samples; ++i) {
+      EXPECT_EQ(b->indices[i], (seq % 3) * 4 + i);  // No shuffle: identity order.
+      EXPECT_EQ(b->status[i], shm::kSampleOk);
+    }
+  }
+  EXPECT_GE((*s)->samples_decoded(), 20u);
+  const v1::SessionStats stats = (*s)->Stats();
+  EXPECT_GE(stats.batches_published(), 6u);
+  EXPECT_EQ(stats.samples_failed(), 0u);
+}
+
+TEST(ServingSessionTest, TheBytesDoNotDependOnThePoolsOrTheCaches) {
+  const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 24,
+                                "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true,
+                                "seed": 11})";
+  std::vector<uint64_t> want;
+  for (int threads : {1, 3}) {
+    Shared shared(threads);
+    auto src = Photos(9);
+    std::vector<uint64_t> got;
+    // Twice over the same shared caches: the second session reads L1.
+    for (uint64_t id : {1, 2}) {
+      auto s = Open(train, MemoryDataset(src, Files(9)), &shared, id);
+      ASSERT_TRUE(s.ok()) << s.status();
+      Client client(**s);
+      (*s)->Start();
+      std::vector<uint64_t> sums;
+      for (int k = 0; k < 6; ++k) {  // Two epochs.
+        absl::StatusOr<Batch> b = client.Read();
+        ASSERT_TRUE(b.ok()) << b.status();
+        sums.push_back(b->checksum);
+      }
+      (*s)->Stop(shm::kClosedBySession);
+      if (got.empty()) {
+        got = sums;
+      } else {
+        EXPECT_EQ(sums, got) << "threads " << threads << ", session " << id;
+      }
+    }
+    EXPECT_NE(got[0], got[3]) << "epoch 1 draws new crops";
+    if (want.empty()) {
+      want = got;
+    } else {
+      EXPECT_EQ(got, want) << "threads " << threads;
+    }
+  }
+}
+
+TEST(ServingSessionTest, FailedSamplesAreReplacedOrZeroedAsTheSpecSays) {
+  auto src = Photos(8);
+  std::vector<std::vector<std::string>> files = Files(8);
+  files[5] = {"missing.jpg"};
+  src->Put("broken.jpg", "not a picture");
+  files[6] = {"broken.jpg"};
+  for (const char* on_error : {"ON_ERROR_REPLACE", "ON_ERROR_ZEROS"}) {
+    Shared shared(2);
+    const std::string json = absl::StrCat(R"({"transform": "TRANSFORM_VAL", "image_size": 24,
+        "dtype": "DTYPE_UINT8", "batch_size": 4, "on_error": ")", on_error, R"("})");
+    auto s = Open(json, MemoryDataset(src, files), &shared, 1);
+    ASSERT_TRUE(s.ok()) << s.status();
+    Client client(**s);
+    (*s)->Start();
+    ASSERT_TRUE(client.Read().ok());
+    absl::StatusOr<Batch> b = client.Read();  // Samples 4..7.
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(b->samples, 4u);
+    EXPECT_EQ(b->errors, 2u) << on_error;
+    EXPECT_EQ(b->indices[1], 5u);  // The failed sample's index, either way.
+    EXPECT_EQ(b->indices[2], 6u);
+    if (std::string(on_error) == "ON_ERROR_REPLACE") {
+      EXPECT_EQ(b->status[1], shm::kSampleReplaced);
+      EXPECT_EQ(b->status[2], shm::kSampleReplaced);
+    } else {
+      EXPECT_EQ(b->status[1], shm::kSampleReadError);
+      EXPECT_EQ(b->status[2], shm::kSampleDecodeError);
+    }
+    EXPECT_EQ(b->status[0], shm::kSampleOk);
+    EXPECT_EQ(b->status[3], shm::kSampleOk);
+    // Counted where they failed (the producer may be an epoch ahead).
+    EXPECT_GE(shared.counters.samples_failed_read.load(), 1u) << on_error;
+    EXPECT_GE(shared.counters.samples_failed_decode.load(), 1u) << on_error;
+  }
+}
+
+TEST(ServingSessionTest, AdmissionIsAskedBeforeTheRingExists) {
+  Shared shared(1);
+  uint64_t asked = 0;
+  auto refused = Open(kVal, MemoryDataset(Photos(4), Files(4)), &shared, 7,
+                      [&](uint64_t bytes) {
+                        asked = bytes;
+                        return absl::ResourceExhaustedError("over the quota");
+                      });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_GT(asked, 0u);
+  // The same session admitted: its ring is the size that was asked about.
+  auto s = Open(kVal, MemoryDataset(Photos(4), Files(4)), &shared, 7,
+                [](uint64_t) { return absl::OkStatus(); });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->ring().layout().segment_bytes, asked);
+}
+
+TEST(ServingSessionTest, StopWaitsForReadsInFlightAndTellsTheClient) {
+  Shared shared(2);
+  auto src = Photos(8);
+  auto s = Open(kVal, MemoryDataset(src, Files(8)), &shared, 1);
+  ASSERT_TRUE(s.ok()) << s.status();
+  Client client(**s);
+  src->Hold();  // Every read waits until Release.
+  (*s)->Start();
+  src->Holding().WaitForNotification();  // A read is in flight.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    (*s)->Stop(shm::kClosedByShutdown);
+    stopped = true;
+  });
+  // Stop cannot return while the read it waits for is held.
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(stopped.load());
+  src->Release();
+  stopper.join();
+  const int reads = src->reads();
+  absl::StatusOr<Batch> b;
+  while ((b = client.Read(absl::Seconds(5))).ok()) {
+  }
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  EXPECT_EQ(client.close_reason(), shm::kClosedByShutdown);
+  EXPECT_EQ(src->reads(), reads);  // Nothing runs after Stop returned.
+}
+
+}  // namespace
+}  // namespace stoker

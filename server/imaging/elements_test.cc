@@ -57,7 +57,9 @@ TEST(ElementsTest, FloatToBfloat16RoundsToNearestEvenAsTorch) {
   for (uint32_t b = 0; b < 0x10000; ++b) {  // Every pattern comes back.
     const float f = Bfloat16ToFloat(static_cast<uint16_t>(b));
     EXPECT_EQ(BitsOf(f), b << 16);
-    if (!std::isnan(f)) EXPECT_EQ(FloatToBfloat16(f), b);
+    if (!std::isnan(f)) {
+      EXPECT_EQ(FloatToBfloat16(f), b);
+    }
   }
 }
 

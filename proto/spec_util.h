@@ -59,15 +59,24 @@ inline std::string PoolLabel(const v1::PoolStats& p) {
   return p.has_node() ? p.pool() + "@" + std::to_string(p.node()) : p.pool();
 }
 
-// "decode-bound" for DIAGNOSIS_DECODE_BOUND: how people, logs and metric
-// labels name a diagnosis.
-inline std::string DiagnosisName(v1::Diagnosis d) {
-  std::string name = v1::Diagnosis_Name(d);
-  if (name.rfind("DIAGNOSIS_", 0) == 0) name = name.substr(10);
+// An enum value's name without `prefix`, in lower case with dashes.
+inline std::string LowerName(std::string name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
   for (char& c : name) {
     c = c == '_' ? '-' : (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   }
   return name;
+}
+
+// "decode-bound" for DIAGNOSIS_DECODE_BOUND: how people, logs and metric
+// labels name a diagnosis.
+inline std::string DiagnosisName(v1::Diagnosis d) {
+  return LowerName(v1::Diagnosis_Name(d), "DIAGNOSIS_");
+}
+
+// "kept" for PIXEL_MODE_KEPT, "not-kept", "partly-kept", ...
+inline std::string PixelModeName(v1::PixelMode m) {
+  return LowerName(v1::PixelMode_Name(m), "PIXEL_MODE_");
 }
 
 // The ring's dtype code (shm/ring_data.h's table) of a proto DType, and

@@ -109,7 +109,7 @@ TEST_F(PixelCacheTest, BadSpecsAreNamed) {
   auto c = d.Connect();
   auto small = c->OpenSession(Cached(8));
   EXPECT_EQ(small.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(small.status().message().find("pixel_cache.max_side 8 must be 0 (off) or 16..16384"),
+  EXPECT_NE(small.status().message().find("pixel_cache.max_side 8 must be 0 (automatic) or 16..16384"),
             std::string::npos)
       << small.status();
   // A source of arrays holds no pictures to keep.

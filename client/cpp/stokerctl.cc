@@ -469,6 +469,10 @@ int Stats(Client& client, const Args& a) {
                 DiagnosisName(ss.diagnosis()).c_str(), ss.numa_node(),
                 ss.placement().c_str(), ss.ring_memory_node(),
                 (unsigned long long)ss.samples_spilled());
+    if (ss.pixel_mode() != v1::PIXEL_MODE_UNSPECIFIED) {
+      std::printf("    pixels %s: %s\n", PixelModeName(ss.pixel_mode()).c_str(),
+                  ss.pixel_cache_why().c_str());
+    }
     if (ss.has_cpu_share()) {
       std::printf("    client decode: the daemon decodes %.0f%% of each batch, %llu "
                   "samples handed to the client\n",

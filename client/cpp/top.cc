@@ -47,17 +47,17 @@ std::string RenderTop(const v1::DaemonStats& s, const std::string& socket,
       (unsigned long long)s.samples_decoded(), (unsigned long long)s.samples_failed(),
       s.bytes_read() / 1048576.0, s.sessions_size()));
   lines.push_back("");
-  lines.push_back(absl::StrFormat("%-8s %-20s %4s %8s %6s %6s %-22s", "SESSION",
+  lines.push_back(absl::StrFormat("%-8s %-18s %4s %7s %6s %5s %-14s %s", "SESSION",
                                   "DATASET", "NODE", "IMG/S", "RING", "WAIT%",
-                                  "DIAGNOSIS"));
+                                  "DIAGNOSIS", "PIXELS"));
   for (const v1::SessionStats& ss : s.sessions()) {
     std::string ds = ss.dataset();
-    if (ds.size() > 20) ds = "..." + ds.substr(ds.size() - 17);
+    if (ds.size() > 18) ds = "..." + ds.substr(ds.size() - 15);
     lines.push_back(absl::StrFormat(
-        "%-8llu %-20s %4d %8.0f %2u/%-3u %6.1f %-22s",
+        "%-8llu %-18s %4d %7.0f %2u/%-3u %5.1f %-14s %s",
         (unsigned long long)ss.session_id(), ds, ss.numa_node(), ss.images_per_second(),
         ss.ring_ready(), ss.ring_slots(), 100 * ss.client_wait_fraction(),
-        DiagnosisName(ss.diagnosis())));
+        DiagnosisName(ss.diagnosis()), PixelModeName(ss.pixel_mode())));
   }
   if (s.sessions_size() == 0) lines.push_back("(no sessions)");
   lines.push_back("");

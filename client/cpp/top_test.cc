@@ -19,6 +19,7 @@ TEST(TopTest, FitsEightyColumnsAndShowsSessionsPoolsCaches) {
   ss->set_ring_slots(4);
   ss->set_client_wait_fraction(0.125);
   ss->set_diagnosis(v1::DIAGNOSIS_DECODE_BOUND);
+  ss->set_pixel_mode(v1::PIXEL_MODE_NOT_KEPT);
   v1::PoolStats* p = s.add_pools();
   p->set_pool("decode");
   p->set_threads(2);
@@ -37,6 +38,7 @@ TEST(TopTest, FitsEightyColumnsAndShowsSessionsPoolsCaches) {
   EXPECT_NE(screen.find("3/4"), std::string::npos);
   EXPECT_NE(screen.find("12.5"), std::string::npos);
   EXPECT_NE(screen.find("decode-bound"), std::string::npos);
+  EXPECT_NE(screen.find("not-kept"), std::string::npos);
   EXPECT_NE(screen.find("97.0"), std::string::npos);
   EXPECT_NE(screen.find("l1 75.0%"), std::string::npos);
   EXPECT_NE(screen.find("..."), std::string::npos);  // Long path shortened.

@@ -14,6 +14,7 @@ namespace {
 // An entry: this header, then the packed pixels.
 struct Header {
   int32_t width, height, channels, elem_bytes;
+  int32_t png_rows;  // 1: a PNG whose rows decode alone (PngRowsAlone).
 };
 
 int CeilEighths(int v, int e) { return (v * e + 7) / 8; }
@@ -50,6 +51,11 @@ absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
   absl::Status s = DecodeImage(
       data, size, request,
       [&](int w, int h) {
+        if (max_side <= 0) {  // Exact: whole, at full scale.
+          out_w = w;
+          out_h = h;
+          return RegionRequest{8, PixelRect{0, 0, w, h}, false};
+        }
         BoundedSize(w, h, max_side, &out_w, &out_h);
         int e = 1;  // The smallest DCT scale still covering the bounded size.
         while (e < 8 && (CeilEighths(w, e) < out_w || CeilEighths(h, e) < out_h)) ++e;
@@ -60,9 +66,14 @@ absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
   const size_t pixel_bytes = static_cast<size_t>(image.channels) * image.elem_bytes;
   auto entry = std::make_shared<std::string>(
       sizeof(Header) + static_cast<size_t>(out_w) * out_h * pixel_bytes, '\0');
-  const Header header{out_w, out_h, image.channels, image.elem_bytes};
+  const Header header{out_w, out_h, image.channels, image.elem_bytes,
+                      PngRowsAlone(data, size) ? 1 : 0};
   std::memcpy(entry->data(), &header, sizeof(header));
   uint8_t* dst = reinterpret_cast<uint8_t*>(entry->data()) + sizeof(Header);
+  if (max_side <= 0) {  // Exact: the whole decode's pixels.
+    std::memcpy(dst, image.pixels.data(), static_cast<size_t>(out_w) * out_h * pixel_bytes);
+    return Bytes(std::move(entry));
+  }
   const CropBox whole{0, 0, static_cast<double>(image.width),
                       static_cast<double>(image.height), false};
   Resample(image.pixels.data(), image.width, image.height, image.channels,
@@ -76,6 +87,19 @@ ImageView PixelsOf(const Bytes& entry) {
   std::memcpy(&h, entry->data(), sizeof(h));
   return {reinterpret_cast<const uint8_t*>(entry->data()) + sizeof(Header),
           h.width, h.height, h.channels, h.elem_bytes, 0, 0, h.width, h.height};
+}
+
+ImageView ExactView(const Bytes& entry, const RegionRequest& want) {
+  Header h;
+  std::memcpy(&h, entry->data(), sizeof(h));
+  ImageView v = PixelsOf(entry);
+  if (h.png_rows != 1) return v;
+  int y0 = 0, y1 = h.height;
+  PngRowWindow(want, h.height, &y0, &y1);
+  v.pixels += static_cast<size_t>(y0) * h.width * h.channels * h.elem_bytes;
+  v.height = y1 - y0;
+  v.y = y0;
+  return v;
 }
 
 std::string PixelCache::Key(const SourceKey& file, int max_side,
@@ -92,8 +116,8 @@ std::string RamKey(const std::string& key, const FileVersion& version) {
 }  // namespace
 
 Bytes PixelCache::Lookup(const SampleSource& source, const SourceKey& file,
-                         const std::string& key, bool* versioned) {
-  *versioned = l2_ != nullptr && source.Versioned();
+                         const std::string& key, bool* versioned, bool l2) {
+  *versioned = l2 && l2_ != nullptr && source.Versioned();
   if (Bytes hit = ram_->Lookup(RamKey(key, file.version))) return hit;
   if (!*versioned) return nullptr;
   std::string value;
@@ -108,20 +132,24 @@ Bytes PixelCache::Lookup(const SampleSource& source, const SourceKey& file,
 absl::StatusOr<Bytes> PixelCache::Fill(const std::string& key, const Bytes& encoded,
                                        const ImageRequest& request, int max_side,
                                        Filter filter, bool versioned,
-                                       const FileVersion& version, int64_t owner) {
+                                       const FileVersion& version, int64_t owner,
+                                       const std::function<bool(uint64_t)>& keep) {
   const std::string ram_key = RamKey(key, version);
   return fills_.Do(ram_key, [&]() -> absl::StatusOr<Bytes> {
     if (Bytes filled = ram_->Peek(ram_key)) return filled;  // Filled meanwhile.
-    absl::StatusOr<Bytes> entry = Guarded("decoding a picture", [&] {
-      return DecodeBounded(reinterpret_cast<const uint8_t*>(encoded->data()), encoded->size(),
-                           request, max_side, filter);
-    });
-    if (entry.ok()) {
+    // Behind the exception barrier as a whole: a throw must not leave the
+    // single flight's waiters waiting.
+    return Guarded("decoding a picture", [&]() -> absl::StatusOr<Bytes> {
+      absl::StatusOr<Bytes> entry =
+          DecodeBounded(reinterpret_cast<const uint8_t*>(encoded->data()), encoded->size(),
+                        request, max_side, filter);
+      if (!entry.ok()) return entry;
       decodes_.fetch_add(1, std::memory_order_relaxed);
+      if (keep && !keep((*entry)->size() + ram_key.size())) return entry;
       ram_->Insert(ram_key, *entry);
       if (versioned) l2_->Put(key, version, *entry, owner);
-    }
-    return entry;
+      return entry;
+    });
   });
 }
 

@@ -1,9 +1,11 @@
-// The pixel cache (SessionSpec.pixel_cache): pictures decoded once and
-// scaled so their longer side is at most max_side, for pipelines that then
-// only crop and resize every epoch. One entry per (file, max_side, decode
-// request) in a RAM LRU shared by all sessions, and, for sources whose
-// files carry a version (not LMDB), in L2 too: entries outlive the daemon
-// and are checked against the file's size and mtime.
+// The pixel cache (SessionSpec.pixel_cache): pictures decoded once, for
+// pipelines that then only crop and resize every epoch. Exact entries
+// (max_side 0) are the whole picture as a whole decode of the file makes
+// it, kept in RAM only; bounded ones are scaled so their longer side is
+// at most max_side. One entry per (file, max_side, decode request) in a
+// RAM LRU shared by all sessions, and, for bounded entries of sources
+// whose files carry a version (not LMDB), in L2 too: entries outlive the
+// daemon and are checked against the file's size and mtime.
 //
 // The bounded picture depends only on the file's bytes, max_side and the
 // request, never on the cache's state, so a session's batches are the same
@@ -15,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,14 +39,19 @@ void BoundedSize(int w, int h, int max_side, int* out_w, int* out_h);
 
 // Decodes `data` whole and scales it to BoundedSize: a JPEG at the
 // smallest DCT scale that keeps both sides at least the bounded size, then
-// resampled with `filter` (nearest for anything but 8-bit samples). The
-// entry holds a small header and the packed pixels. Errors as DecodeImage.
+// resampled with `filter` (nearest for anything but 8-bit samples).
+// max_side 0: exact, the whole decode's pixels as they are. The entry
+// holds a small header and the packed pixels. Errors as DecodeImage.
 absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
                                     const ImageRequest& request, int max_side,
                                     Filter filter);
 
 // The pixels of an entry made by DecodeBounded (at scale 1, whole).
 ImageView PixelsOf(const Bytes& entry);
+// An exact entry's picture as a decode for `want` would give it: for a
+// PNG whose rows decode alone, only the rows that decode keeps (the
+// resampler's weights follow the window's origin); anything else whole.
+ImageView ExactView(const Bytes& entry, const RegionRequest& want);
 
 class PixelCache {
  public:
@@ -52,22 +60,26 @@ class PixelCache {
 
   // The entry's L2 key for a file that SampleSource::Identify named `file`
   // (L2 checks the version it recorded; RAM keys add the version).
+  // `max_side`: the bound, or 0 for exact entries (-1 for those of sessions
+  // that decode JPEGs per crop, which keep PNGs only).
   static std::string Key(const SourceKey& file, int max_side,
                          const ImageRequest& request);
 
   // RAM, else L2 (then kept in RAM); null on a miss. `file` is the caller's
   // own identification of the file (so its confined stat has succeeded);
-  // reads L2: call from the reader stage. `*versioned` tells whether L2
-  // applies to it (for Fill).
+  // reads L2 when `l2`: call from the reader stage. `*versioned` tells
+  // whether L2 applies to it (for Fill).
   Bytes Lookup(const SampleSource& source, const SourceKey& file,
-               const std::string& key, bool* versioned);
+               const std::string& key, bool* versioned, bool l2 = true);
   // DecodeBounded, then kept in RAM (under `key` at `version`) and queued
-  // for L2 (when `versioned`) charged to `owner` (the session's uid).
-  // A picture filled meanwhile is taken as is, and concurrent fills of one
-  // key decode once (the others wait for it).
+  // for L2 (when `versioned`) charged to `owner` (the session's uid),
+  // unless `keep` (may be null) says no for the entry's size: the picture
+  // is then only returned. A picture filled meanwhile is taken as is, and
+  // concurrent fills of one key decode once (the others wait for it).
   absl::StatusOr<Bytes> Fill(const std::string& key, const Bytes& encoded,
                              const ImageRequest& request, int max_side, Filter filter,
-                             bool versioned, const FileVersion& version, int64_t owner);
+                             bool versioned, const FileVersion& version, int64_t owner,
+                             const std::function<bool(uint64_t bytes)>& keep = nullptr);
 
   uint64_t decodes() const { return decodes_.load(std::memory_order_relaxed); }
 

@@ -47,6 +47,7 @@ Engine::Engine(const DaemonOptions& options)
       l1_("l1", options_.l1_bytes),
       decoded_cache_("decoded", options_.decoded_cache_bytes),
       pixel_ram_("pixels", options_.pixel_cache_bytes),
+      pixel_shares_(options_.pixel_cache_bytes),
       volumes_(options_.volume_cache_bytes,
                [this](size_t n, const std::function<void(size_t)>& fn) {
                  // Sessions open after Start; node 0's pool, in a group of
@@ -142,7 +143,8 @@ void Engine::Stop() {
 PipelineContext Engine::Context(int node, int64_t uid, uint64_t generation) {
   return PipelineContext{reader_pool_.get(), decode_pools_.get(), node,
                          fetcher_.get(), &decoded_cache_, pixels_.get(), &counters_,
-                         &error_log_, generation, options_.decode_limits, &idle_, uid};
+                         &error_log_, generation, options_.decode_limits, &idle_, uid,
+                         &pixel_shares_};
 }
 
 ScanLimits Engine::ScanLimitsNow() const {

@@ -26,6 +26,7 @@
 #include "server/cache/fetcher.h"
 #include "server/cache/l2_cache.h"
 #include "server/cache/pixel_cache.h"
+#include "server/cache/pixel_shares.h"
 #include "server/cache/volume_cache.h"
 #include "server/daemon/options.h"
 #include "server/dataset/dataset.h"
@@ -85,6 +86,7 @@ class Engine {
   ShardedLruCache l1_;
   ShardedLruCache decoded_cache_;
   ShardedLruCache pixel_ram_;
+  PixelShares pixel_shares_;  // Who keeps exact pictures in pixel_ram_.
   IdleWork idle_;        // Background fills of volumes_ (outlives its hook's use).
   VolumeCache volumes_;  // Decodes on the decode pools once Start made them.
   MemoryBudget array_ram_;   // Array sources' RAM, per user.

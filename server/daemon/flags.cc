@@ -51,8 +51,9 @@ ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
 ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
           "RAM cache of finished val samples, in bytes; 0 disables it.");
 ABSL_FLAG(stoker::ByteSize, pixel_cache_bytes, stoker::ByteSize{2ULL << 30},
-          "RAM cache of decoded pictures for sessions that ask for one "
-          "(pixel_cache.max_side), in bytes; with L2 on they spill there too.");
+          "RAM cache of decoded pictures, in bytes: sessions keep their pictures "
+          "exactly when they fit the user's share of it (automatic), or scaled "
+          "to pixel_cache.max_side (those spill to L2 too when L2 is on).");
 ABSL_FLAG(stoker::ByteSize, volume_cache_bytes, stoker::ByteSize{4ULL << 30},
           "RAM cache of chunked or compressed volumes (HDF5 volume folders), "
           "decoded whole once and shared by every session, in bytes; a volume "

@@ -75,12 +75,7 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
   // Rows [y0, y1) are kept; rows past y1 are never inflated. (Interlaced
   // images arrive pass by pass: decoded whole.)
   int y0 = 0, y1 = h;
-  if (want.crop && ihdr.interlace_method == 0) {
-    // The plan is in DCT-scaled coordinates (a PNG is never scaled).
-    const int e = std::clamp(want.eighths, 1, 8);
-    y0 = std::clamp(want.need.y0 * 8 / e, 0, h);
-    y1 = std::clamp((want.need.y1 * 8 + e - 1) / e, y0, h);
-  }
+  if (ihdr.interlace_method == 0) PngRowWindow(want, h, &y0, &y1);
   const bool gray = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE;
   // The formats libspng produces directly; anything else goes through RGB(A).
   int fmt = r.channels == 4 ? SPNG_FMT_RGBA8 : SPNG_FMT_RGB8;
@@ -144,6 +139,22 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
 }
 
 }  // namespace
+
+void PngRowWindow(const RegionRequest& want, int h, int* y0, int* y1) {
+  *y0 = 0;
+  *y1 = h;
+  if (!want.crop) return;
+  // The plan is in DCT-scaled coordinates (a PNG is never scaled).
+  const int e = std::clamp(want.eighths, 1, 8);
+  *y0 = std::clamp(want.need.y0 * 8 / e, 0, h);
+  *y1 = std::clamp((want.need.y1 * 8 + e - 1) / e, *y0, h);
+}
+
+bool PngRowsAlone(const uint8_t* data, size_t size) {
+  // Signature (8), IHDR length and type (8), then width, height, depth,
+  // color type, compression, filter (12): the interlace method.
+  return SniffImageFormat(data, size) == ImageFormat::kPng && size > 28 && data[28] == 0;
+}
 
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {

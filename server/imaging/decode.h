@@ -62,6 +62,14 @@ struct ImageRequest {
   DecodeLimits limits;
 };
 
+// The rows [*y0, *y1) of an h-row non-interlaced PNG that a decode for
+// `want` keeps (a PNG is never scaled; `want` is in DCT-scaled
+// coordinates): all rows unless want.crop.
+void PngRowWindow(const RegionRequest& want, int h, int* y0, int* y1);
+
+// Whether `data` is a PNG whose rows decode alone (not interlaced).
+bool PngRowsAlone(const uint8_t* data, size_t size);
+
 // Decodes `data`. `plan(width, height)` is called once with the source size
 // before pixels are decoded; a JPEG honours its scale and region, a PNG its
 // rows (never scaled: its Image has scaled = source size and x = 0; rows

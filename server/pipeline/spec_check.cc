@@ -75,7 +75,10 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
                             " must be in 1..65536"));
   if (const uint32_t side = spec.pixel_cache().max_side(); side != 0) {
     if (side < 16 || side > kMaxSide)
-      return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (off) or 16..", kMaxSide));
+      return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (automatic) or 16..",
+                              kMaxSide));
+    if (spec.pixel_cache().off())
+      return bad("pixel_cache: off and a max_side exclude each other");
   }
   if (spec.has_client_decode() && spec.pixel_cache().max_side() != 0)
     return bad("client_decode and pixel_cache exclude each other: the pixel "

@@ -13,11 +13,12 @@ namespace stoker {
 
 SampleReader::SampleReader(const Dataset& dataset, const Pipeline& pipeline,
                            uint64_t seed, int max_side, std::vector<uint64_t> field_bytes,
-                           ReaderCaches caches)
+                           ReaderCaches caches, PixelKeeper* keeper)
     : dataset_(dataset),
       pipeline_(pipeline),
       seed_(seed),
       max_side_(max_side),
+      keeper_(keeper),
       field_bytes_(std::move(field_bytes)),
       caches_(caches),
       decoded_key_prefix_(absl::StrCat(pipeline.fingerprint(), "|px", max_side)) {
@@ -28,6 +29,10 @@ SampleReader::SampleReader(const Dataset& dataset, const Pipeline& pipeline,
                    dataset_.samples.size() * decoded_bytes_ <= caches_.decoded->capacity_bytes();
   if (dataset_.source != nullptr && dataset_.source->arrays() != nullptr)
     rows_ = RowGather::For(*dataset_.source->arrays(), pipeline_, field_bytes_);
+  // Finished samples kept: pictures would never be read again.
+  if (keeps_decoded_ && keeper_ != nullptr) {
+    keeper_->TurnOff("finished samples are kept (the decoded cache): nothing is decoded again");
+  }
 }
 
 void SampleReader::Count(uint64_t t0, uint64_t n) const {
@@ -70,7 +75,10 @@ SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const Sa
       return Result{Result::kDone, absl::OkStatus()};
     }
   }
-  if (max_side_ > 0 && LookupPixels(ids, in)) return Result{Result::kDecode, absl::OkStatus()};
+  // Every picture kept: no file is read, unless a field carries one as is.
+  if (UsesPixels() && LookupPixels(ids, in) && !pipeline_.has_encoded()) {
+    return Result{Result::kDecode, absl::OkStatus()};
+  }
   for (uint32_t k = 0; k < pipeline_.files(); ++k) {
     const uint64_t t0 = shm::MonotonicNanos();
     absl::StatusOr<Bytes> bytes =
@@ -150,6 +158,10 @@ absl::Status SampleReader::CopyArray(const ArraySource& src, uint64_t index,
   return absl::OkStatus();
 }
 
+bool SampleReader::UsesPixels() const {
+  return max_side_ > 0 || (keeper_ != nullptr && keeper_->automatic() && keeper_->Lookup());
+}
+
 bool SampleReader::LookupPixels(const std::vector<SourceKey>& ids, FetchedSample* in) const {
   const uint64_t t0 = shm::MonotonicNanos();
   const std::vector<FieldPlan>& fields = pipeline_.fields();
@@ -160,9 +172,14 @@ bool SampleReader::LookupPixels(const std::vector<SourceKey>& ids, FetchedSample
     CachedPicture& pic = in->pictures[f];
     const SourceKey& file = ids[fields[f].file];
     pic.version = file.version;
-    pic.key = PixelCache::Key(file, max_side_,
-                              pipeline_.Request(fields[f], caches_.decode_limits));
-    pic.entry = caches_.pixels->Lookup(*dataset_.source, file, pic.key, &pic.versioned);
+    // Exact entries of sessions that decode JPEGs per crop are their own
+    // (they hold PNGs only): a JPEG kept whole by a decode="full" session
+    // is not what a crop decode gives.
+    const int kind = max_side_ > 0 ? max_side_ : pipeline_.crop_decode() ? -1 : 0;
+    pic.key = PixelCache::Key(file, kind, pipeline_.Request(fields[f], caches_.decode_limits));
+    // Exact pictures are kept in RAM only: whole ones would crowd L2.
+    pic.entry = caches_.pixels->Lookup(*dataset_.source, file, pic.key, &pic.versioned,
+                                       /*l2=*/max_side_ > 0);
     all = all && pic.entry != nullptr;
   }
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
@@ -174,25 +191,59 @@ absl::Status SampleReader::Picture(size_t f, const FetchedSample& in,
                                    Image* image, Bytes* entry, ImageView* view) const {
   const FieldPlan& field = pipeline_.fields()[f];
   const ImageRequest request = pipeline_.Request(field, caches_.decode_limits);
-  if (max_side_ == 0) {
-    const Bytes& bytes = in.files[field.file];
-    STOKER_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(bytes->data()),
-                                       bytes->size(), request, plan, image));
-    *view = image->view();
+  const bool looked = f < in.pictures.size() && !in.pictures[f].key.empty();
+  if (looked && max_side_ > 0) {  // Bounded: the geometry at the kept size.
+    const CachedPicture& pic = in.pictures[f];
+    *entry = pic.entry;
+    if (!*entry) {
+      STOKER_ASSIGN_OR_RETURN(
+          *entry,
+          caches_.pixels->Fill(pic.key, in.files[field.file], request, max_side_,
+                               field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
+                                                                      : Filter::kBilinear,
+                               pic.versioned, pic.version, caches_.owner));
+    }
+    *view = PixelsOf(*entry);
+    plan(view->width, view->height);
     return absl::OkStatus();
   }
-  const CachedPicture& pic = in.pictures[f];
-  *entry = pic.entry;
-  if (!*entry) {
-    STOKER_ASSIGN_OR_RETURN(
-        *entry, caches_.pixels->Fill(pic.key, in.files[field.file], request, max_side_,
-                                     field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
-                                                                            : Filter::kBilinear,
-                                     pic.versioned, pic.version, caches_.owner));
+  if (looked && (in.pictures[f].entry || FillExact(f, in, request, entry))) {
+    if (in.pictures[f].entry) *entry = in.pictures[f].entry;
+    // Exact: the source's size, and the rows the decode would keep.
+    const ImageView whole = PixelsOf(*entry);
+    *view = ExactView(*entry, plan(whole.width, whole.height));
+    return absl::OkStatus();
   }
-  *view = PixelsOf(*entry);
-  plan(view->width, view->height);  // The geometry, at the cached size.
+  const Bytes& bytes = in.files[field.file];
+  STOKER_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                     bytes->size(), request, plan, image));
+  *view = image->view();
   return absl::OkStatus();
+}
+
+bool SampleReader::FillExact(size_t f, const FetchedSample& in, const ImageRequest& request,
+                             Bytes* entry) const {
+  if (keeper_ == nullptr || !keeper_->Wants()) return false;
+  const FieldPlan& field = pipeline_.fields()[f];
+  const Bytes& bytes = in.files[field.file];
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(bytes->data());
+  if (pipeline_.crop_decode() && SniffImageFormat(data, bytes->size()) == ImageFormat::kJpeg) {
+    // Each epoch's crop decodes its own region, at its own scale: a whole
+    // picture would not give the same pixels.
+    keeper_->Refuse(
+        "JPEGs are decoded per crop (decode \"auto\", \"crop\" or \"scale_crop\"); "
+        "decode=\"full\" keeps them");
+    return false;
+  }
+  const CachedPicture& pic = in.pictures[f];
+  absl::StatusOr<Bytes> filled = caches_.pixels->Fill(
+      pic.key, bytes, request, /*max_side=*/0, Filter::kNearest, /*versioned=*/false,
+      pic.version, caches_.owner, [&](uint64_t n) { return keeper_->Keep(n); });
+  // A whole decode may fail where the session's own decode (rows above a
+  // truncation) succeeds: that decode then decides, and nothing is kept.
+  if (!filled.ok()) return false;
+  *entry = *std::move(filled);
+  return true;
 }
 
 void SampleReader::CopySpatial(const std::string& value, const SampleOut& out) const {

@@ -5,7 +5,8 @@
 //  - typed arrays (an npy or HDF5 source): their regions are copied straight
 //    into the sample's place; there is no decode stage;
 //  - a cacheable pipeline's finished sample from the decoded cache;
-//  - with a pixel cache (max_side > 0), every spatial field's kept picture;
+//  - with the pixel cache (bounded by max_side, or automatic while the
+//    session's PixelKeeper looks), every spatial field's kept picture;
 //  - else, or for any picture missing, the sample's encoded files from the
 //    fetcher (L1 RAM, L2 disk, storage: server/cache/fetcher.h).
 // Every file is identified through the caller's confinement before any
@@ -13,7 +14,8 @@
 // open the file, or for another version of it.
 //
 // The decode stage then asks Picture() for each spatial field (a decode, or
-// the pixel cache's picture, filled on a miss) and, when KeepsDecoded(),
+// the pixel cache's picture, filled on a miss: bounded, or exact as a
+// whole decode makes it, kept while the keeper keeps) and, when KeepsDecoded(),
 // hands the finished sample back with KeepDecoded(). Finished samples are
 // kept only when the whole epoch fits the decoded cache: an LRU over a
 // larger sequential scan would copy every sample in and never hit.
@@ -38,6 +40,7 @@
 #include "server/serve/histogram.h"
 #include "server/pipeline/pipeline.h"
 #include "server/cache/pixel_cache.h"
+#include "server/serve/pixel_keeper.h"
 #include "server/serve/row_gather.h"
 #include "shm/ring_data.h"
 
@@ -54,7 +57,7 @@ struct SampleOut {
 struct ReaderCaches {
   SampleFetcher* fetcher = nullptr;
   ShardedLruCache* decoded = nullptr;  // Finished samples of cacheable pipelines.
-  PixelCache* pixels = nullptr;        // Used when max_side > 0.
+  PixelCache* pixels = nullptr;        // Bounded or automatic pictures.
   LatencyHistogram* fetch_latency = nullptr;  // Optional: time per sample read.
   DecodeLimits decode_limits;
   int64_t owner = L2Cache::kNobody;  // The session's uid.
@@ -79,9 +82,11 @@ struct FetchedSample {
 class SampleReader {
  public:
   // `field_bytes`: each field's bytes per sample (the ring layout's).
-  // `max_side`: the pixel cache's (0: none).
+  // `max_side`: the pixel cache's bound (0: none). `keeper` (may be null:
+  // no pixel cache unless bounded) decides what is kept automatically.
   SampleReader(const Dataset& dataset, const Pipeline& pipeline, uint64_t seed,
-               int max_side, std::vector<uint64_t> field_bytes, ReaderCaches caches);
+               int max_side, std::vector<uint64_t> field_bytes, ReaderCaches caches,
+               PixelKeeper* keeper = nullptr);
 
   struct Result {
     enum Kind {
@@ -134,9 +139,17 @@ class SampleReader {
   absl::Status CopyArray(const ArraySource& src, uint64_t index, const FieldPlan& field,
                          const std::vector<uint64_t>& start, const Effects& effects,
                          uint8_t* dst) const;
+  // Whether this sample's pictures are looked up in the pixel cache.
+  bool UsesPixels() const;
   // Pixel-cache lookups for every spatial field, its file as `ids` names
   // it; true when all hit.
   bool LookupPixels(const std::vector<SourceKey>& ids, FetchedSample* in) const;
+  // Automatic mode, on a miss: the picture decoded whole (and kept when
+  // the keeper keeps it) into `entry`; false when this picture is not for
+  // the cache (a JPEG decoded per crop, nothing is kept now, or the whole
+  // decode failed).
+  bool FillExact(size_t f, const FetchedSample& in, const ImageRequest& request,
+                 Bytes* entry) const;
   // Copies a decoded-cache value into the spatial fields of `out`.
   void CopySpatial(const std::string& value, const SampleOut& out) const;
   // Time since t0 for `n` samples read.
@@ -146,6 +159,7 @@ class SampleReader {
   const Pipeline& pipeline_;
   const uint64_t seed_;
   const int max_side_;
+  PixelKeeper* const keeper_;
   const std::vector<uint64_t> field_bytes_;
   const ReaderCaches caches_;
   // Everything but the files that identifies this session's finished

@@ -30,6 +30,34 @@ void SampleErrorLog::Report(const std::string& path,
 
 namespace {
 
+// What the pixel cache does for this session (see PixelKeeper).
+std::unique_ptr<PixelKeeper> KeeperFor(uint64_t id, const v1::SessionSpec& spec,
+                                       const Pipeline& p, const Dataset& ds,
+                                       const PipelineContext& ctx) {
+  if (spec.pixel_cache().max_side() > 0) {
+    return PixelKeeper::Bounded(static_cast<int>(spec.pixel_cache().max_side()));
+  }
+  if (spec.pixel_cache().off()) return PixelKeeper::Off("asked off (pixel_cache.off)");
+  uint32_t pictures = 0;
+  for (const FieldPlan& f : p.fields()) pictures += f.spatial() ? 1 : 0;
+  if (pictures == 0) return PixelKeeper::Off("no image or mask fields");
+  if (p.client_decode().on) return PixelKeeper::Off("the client decodes (client_decode)");
+  if (ctx.pixel_shares == nullptr || ctx.pixels == nullptr ||
+      ctx.pixel_shares->capacity() == 0) {
+    return PixelKeeper::Off("this daemon keeps no pictures (--pixel-cache-bytes 0)");
+  }
+  // What the user's sessions over the same pictures share (ranks of a job
+  // on one node): the dataset, the kind of decode, each field's request.
+  std::string content = absl::StrCat(ds.description, "|", p.crop_decode() ? "crop" : "whole");
+  for (const FieldPlan& f : p.fields()) {
+    if (!f.spatial()) continue;
+    const ImageRequest r = p.Request(f, ctx.decode_limits);
+    absl::StrAppend(&content, "|", r.channels, ":", r.elem_bytes, ":", r.indices ? 1 : 0);
+  }
+  return PixelKeeper::Automatic(ctx.pixel_shares, id, ctx.uid, std::move(content),
+                                ds.samples.size(), pictures);
+}
+
 // The pipeline's fields and the pixel cache against what the dataset holds.
 absl::Status CheckSource(const v1::SessionSpec& spec, const Pipeline& p, const Dataset& ds) {
   const ArraySource* arrays = ds.source->arrays();
@@ -115,10 +143,12 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       created_(absl::Now()),
       pipeline_(std::move(pipeline)),
       field_bytes_(FieldBytes(ring_->layout())),
+      keeper_(KeeperFor(id, spec_, pipeline_, *dataset_, ctx)),
       reader_(*dataset_, pipeline_, spec_.seed(),
               static_cast<int>(spec_.pixel_cache().max_side()), field_bytes_,
               ReaderCaches{ctx.fetcher, ctx.decoded_cache, ctx.pixels, &ctx.counters->fetch,
-                           ctx.decode_limits, ctx.uid}),
+                           ctx.decode_limits, ctx.uid},
+              keeper_.get()),
       renderer_(*dataset_, pipeline_, reader_, spec_.seed(), field_bytes_,
                 ctx.decode_limits) {
   ring_->SetConsumerShare(pipeline_.client_decode().share);
@@ -459,6 +489,7 @@ v1::SessionStats ServingSession::Stats() const {
     s.set_samples_client_decoded(client_decoded_.load(std::memory_order_relaxed));
     s.set_cpu_share(double(ring_->ConsumerShare()) / shm::kShareOne);
   }
+  keeper_->Stats(&s);
   return s;
 }
 

@@ -42,7 +42,9 @@
 #include "server/serve/histogram.h"
 #include "server/pool/node_pools.h"
 #include "server/cache/pixel_cache.h"
+#include "server/cache/pixel_shares.h"
 #include "server/pipeline/pipeline.h"
+#include "server/serve/pixel_keeper.h"
 #include "server/serve/plan.h"
 #include "server/serve/sample_reader.h"
 #include "server/serve/sample_renderer.h"
@@ -90,6 +92,8 @@ struct PipelineContext {
   // The owner's uid: the pools share their threads by user first, then by
   // the user's sessions' weights.
   int64_t uid = -1;
+  // Who keeps exact pictures in `pixels` (null: nobody, automatically).
+  PixelShares* pixel_shares = nullptr;
 };
 
 class ServingSession {
@@ -220,6 +224,7 @@ class ServingSession {
   const absl::Time created_;
   const Pipeline pipeline_;
   const std::vector<uint64_t> field_bytes_;  // Per sample, the ring's.
+  const std::unique_ptr<PixelKeeper> keeper_;  // What the pixel cache keeps.
   const SampleReader reader_;
   const SampleRenderer renderer_;
 

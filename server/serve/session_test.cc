@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -30,10 +31,14 @@ constexpr char kVal[] = R"({"transform": "TRANSFORM_VAL", "image_size": 24,
 // What sessions share (the daemon's Engine, small): a reader pool, one
 // unpinned decode pool of `threads`, the caches.
 struct Shared {
-  explicit Shared(int threads) : decode("t-dec", Topology::Single(), false, threads, false) {}
+  explicit Shared(int threads, uint64_t pixel_bytes = 64 << 20)
+      : ram("pixels", pixel_bytes),
+        shares(pixel_bytes),
+        decode("t-dec", Topology::Single(), false, threads, false) {}
   ShardedLruCache l1{"l1", 64 << 20};
   ShardedLruCache decoded{"decoded", 64 << 20};
-  ShardedLruCache ram{"pixels", 64 << 20};
+  ShardedLruCache ram;
+  PixelShares shares;
   SampleFetcher fetcher{&l1, nullptr, 4};
   PixelCache pixels{&ram, nullptr};
   PipelineCounters counters;
@@ -43,7 +48,7 @@ struct Shared {
   NodePools decode;
   PipelineContext Context() {
     return PipelineContext{&reader, &decode, 0, &fetcher, &decoded, &pixels, &counters,
-                           &errors, 1, DecodeLimits{}, &idle, -1};
+                           &errors, 1, DecodeLimits{}, &idle, -1, &shares};
   }
 };
 
@@ -99,7 +104,19 @@ class Client {
     b.status.assign(v.status, v.status + b.samples);
     Checksum sum;
     for (uint32_t f = 0; f < ring_->layout().field_count; ++f) {
-      sum.Update(v.fields[f], b.samples * ring_->layout().fields[f].sample_bytes);
+      const uint64_t n = ring_->layout().fields[f].sample_bytes;
+      if (std::string(ring_->layout().fields[f].name) != "raw") {
+        sum.Update(v.fields[f], b.samples * n);
+        continue;
+      }
+      // An encoded field: its length, then that many bytes of the file (the
+      // rest of the slot is whatever it held).
+      for (uint32_t i = 0; i < b.samples; ++i) {
+        const uint8_t* p = v.fields[f] + i * n;
+        uint32_t len = 0;
+        std::memcpy(&len, p, 4);
+        sum.Update(p, 4 + std::min<uint64_t>(len, n - 4));
+      }
     }
     b.checksum = sum.value();
     ring_->Release(*slot);
@@ -125,10 +142,45 @@ std::shared_ptr<MemorySource> Photos(int n) {
   return src;
 }
 
-std::vector<std::vector<std::string>> Files(int n) {
+// The same pictures as PNGs, "p<i>.png".
+std::shared_ptr<MemorySource> Pngs(int n) {
+  auto src = std::make_shared<MemorySource>("root");
+  for (int i = 0; i < n; ++i) {
+    const int w = 40 + 4 * i, h = 32 + 2 * i;
+    absl::StatusOr<std::string> p = testdata::EncodePng(
+        testdata::PhotoLikeRgb(w, h, 100 + i), w, h, testdata::PngKind::kRgb8);
+    EXPECT_TRUE(p.ok());
+    src->Put(absl::StrCat("p", i, ".png"), *p);
+  }
+  return src;
+}
+
+std::vector<std::vector<std::string>> Files(int n, const char* suffix = ".jpg") {
   std::vector<std::vector<std::string>> files;
-  for (int i = 0; i < n; ++i) files.push_back({absl::StrCat("p", i, ".jpg")});
+  for (int i = 0; i < n; ++i) files.push_back({absl::StrCat("p", i, suffix)});
   return files;
+}
+
+// Checksums of `epochs` epochs of `json` over `src`, and the session's
+// stats at the end.
+std::vector<uint64_t> Epochs(const std::string& json, std::shared_ptr<MemorySource> src,
+                             const char* suffix, int n, int epochs, Shared* shared,
+                             v1::SessionStats* stats) {
+  auto s = Open(json, MemoryDataset(src, Files(n, suffix)), shared, 1);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  Client client(**s);
+  (*s)->Start();
+  std::vector<uint64_t> sums;
+  const int batches = epochs * ((n + 3) / 4);
+  for (int k = 0; k < batches; ++k) {
+    absl::StatusOr<Batch> b = client.Read();
+    EXPECT_TRUE(b.ok()) << b.status();
+    if (!b.ok()) break;
+    sums.push_back(b->checksum);
+  }
+  *stats = (*s)->Stats();
+  return sums;
 }
 
 TEST(ServingSessionTest, BatchesComeInPlanOrderAcrossEpochs) {
@@ -272,6 +324,143 @@ TEST(ServingSessionTest, StopWaitsForReadsInFlightAndTellsTheClient) {
   EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
   EXPECT_EQ(client.close_reason(), shm::kClosedByShutdown);
   EXPECT_EQ(src->reads(), reads);  // Nothing runs after Stop returned.
+}
+
+// The automatic pixel cache keeps pictures exactly: every epoch's batches
+// are those of decoding each epoch, for PNGs in every decode mode and for
+// JPEGs decoded whole; JPEGs decoded per crop are not kept.
+TEST(ServingSessionTest, AutomaticPixelsGiveTheBatchesOfDecodingEachEpoch) {
+  struct Case {
+    const char* suffix;
+    const char* decode;
+    v1::PixelMode mode;
+  };
+  const Case cases[] = {
+      {".png", "DECODE_AUTO", v1::PIXEL_MODE_KEPT},
+      {".png", "DECODE_FULL", v1::PIXEL_MODE_KEPT},
+      {".jpg", "DECODE_FULL", v1::PIXEL_MODE_KEPT},
+      {".jpg", "DECODE_SCALE_CROP", v1::PIXEL_MODE_NOT_KEPT},
+  };
+  constexpr int kSamples = 20, kEpochs = 3;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.suffix, " ", c.decode));
+    auto src = std::string(c.suffix) == ".png" ? Pngs(kSamples) : Photos(kSamples);
+    const std::string train = absl::StrCat(
+        R"({"transform": "TRANSFORM_TRAIN", "image_size": 24, "dtype": "DTYPE_UINT8",
+            "batch_size": 4, "shuffle": true, "seed": 5, "decode": ")", c.decode, R"(")");
+    Shared off_shared(2), auto_shared(2);
+    v1::SessionStats off_stats, auto_stats;
+    const std::vector<uint64_t> want =
+        Epochs(train + R"(, "pixel_cache": {"off": true}})", src, c.suffix, kSamples,
+               kEpochs, &off_shared, &off_stats);
+    const std::vector<uint64_t> got =
+        Epochs(train + "}", src, c.suffix, kSamples, kEpochs, &auto_shared, &auto_stats);
+    ASSERT_EQ(want.size(), size_t{kEpochs * 5});
+    EXPECT_EQ(got, want);
+    EXPECT_NE(want[0], want[5]) << "epochs draw new crops";
+    EXPECT_EQ(off_stats.pixel_mode(), v1::PIXEL_MODE_OFF);
+    EXPECT_EQ(auto_stats.pixel_mode(), c.mode) << auto_stats.pixel_cache_why();
+    EXPECT_EQ(off_shared.pixels.decodes(), 0u);
+    if (c.mode == v1::PIXEL_MODE_KEPT) {
+      // Each picture decoded once, whatever the epochs.
+      EXPECT_EQ(auto_shared.pixels.decodes(), uint64_t{kSamples});
+      EXPECT_GT(auto_stats.pixel_cache_bytes(), 0u);
+    } else {
+      EXPECT_EQ(auto_shared.pixels.decodes(), 0u);
+      EXPECT_NE(auto_stats.pixel_cache_why().find("decode=\"full\" keeps them"),
+                std::string::npos)
+          << auto_stats.pixel_cache_why();
+    }
+  }
+}
+
+// Large PNGs cropped by a crop-decoding session: the kept picture is
+// rendered from the rows that session's own decode keeps (the resampler's
+// weights follow the window's origin), so many crops stay bit-identical.
+TEST(ServingSessionTest, LargePngsKeptExactlyAcrossManyCrops) {
+  constexpr int kSamples = 48;
+  auto src = std::make_shared<MemorySource>("root");
+  for (int i = 0; i < kSamples; ++i) {
+    const int w = 300 + 7 * i, h = 260 + 5 * i;
+    absl::StatusOr<std::string> p = testdata::EncodePng(
+        testdata::PhotoLikeRgb(w, h, 500 + i), w, h, testdata::PngKind::kRgb8);
+    ASSERT_TRUE(p.ok());
+    src->Put(absl::StrCat("p", i, ".png"), *p);
+  }
+  const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 64,
+      "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true, "seed": 9)";
+  // 48 pictures of up to 0.9 MiB: room in every one of the LRU's 16
+  // shards, so none is evicted and decoded again.
+  Shared off_shared(2), auto_shared(2, 256 << 20);
+  v1::SessionStats stats;
+  const std::vector<uint64_t> want = Epochs(train + R"(, "pixel_cache": {"off": true}})", src,
+                                            ".png", kSamples, 12, &off_shared, &stats);
+  EXPECT_EQ(Epochs(train + "}", src, ".png", kSamples, 12, &auto_shared, &stats), want);
+  EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << stats.pixel_cache_why();
+  EXPECT_EQ(auto_shared.pixels.decodes(), uint64_t{kSamples});
+}
+
+// JPEGs a decode="full" session kept whole are not what a crop decode
+// gives: a session decoding per crop never takes them.
+TEST(ServingSessionTest, JpegsKeptWholeAreNotServedToCropDecodes) {
+  constexpr int kSamples = 8;
+  auto src = Photos(kSamples);
+  const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 24,
+      "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true, "seed": 5, "decode": )";
+  Shared shared(2), off_shared(2);
+  v1::SessionStats stats;
+  Epochs(train + R"("DECODE_FULL"})", src, ".jpg", kSamples, 1, &shared, &stats);
+  ASSERT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << stats.pixel_cache_why();
+  ASSERT_EQ(shared.pixels.decodes(), uint64_t{kSamples});
+  const std::vector<uint64_t> want =
+      Epochs(train + R"("DECODE_SCALE_CROP", "pixel_cache": {"off": true}})", src, ".jpg",
+             kSamples, 2, &off_shared, &stats);
+  EXPECT_EQ(Epochs(train + R"("DECODE_SCALE_CROP"})", src, ".jpg", kSamples, 2, &shared, &stats),
+            want);
+  EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_NOT_KEPT);
+}
+
+// A field that carries the file as stored still gets it when every
+// picture is kept (the test's client sums its "raw" field's length and
+// file bytes only).
+TEST(ServingSessionTest, EncodedFieldsGetTheirFilesWhenThePicturesAreKept) {
+  constexpr int kSamples = 8;
+  auto src = Pngs(kSamples);
+  const std::string fields = R"({"batch_size": 4, "shuffle": true, "seed": 5,
+      "fields": [{"name": "image", "kind": "KIND_IMAGE", "shape": [24, 24, 3]},
+                 {"name": "raw", "kind": "KIND_ENCODED", "shape": [65540]}],
+      "pipeline": [{"resize": {"mode": "MODE_EXACT", "width": 24, "height": 24}},
+                   {"flip": {}}])";
+  Shared off_shared(2);
+  v1::SessionStats stats;
+  const std::vector<uint64_t> want = Epochs(fields + R"(, "pixel_cache": {"off": true}})",
+                                            src, ".png", kSamples, 2, &off_shared, &stats);
+  for (const char* cache : {"}", R"(, "pixel_cache": {"max_side": 16384}})"}) {
+    Shared shared(2);
+    EXPECT_EQ(Epochs(fields + cache, src, ".png", kSamples, 2, &shared, &stats), want) << cache;
+    EXPECT_EQ(shared.pixels.decodes(), uint64_t{kSamples}) << cache;
+  }
+}
+
+TEST(ServingSessionTest, PicturesThatDoNotFitAreNotKeptAndTheBatchesStayTheSame) {
+  constexpr int kSamples = 40;
+  auto src = Pngs(kSamples);  // About 3-18 KiB each decoded: over 64 KiB.
+  const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 24,
+      "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true, "seed": 5)";
+  Shared off_shared(2), small(2, 64 << 10);
+  v1::SessionStats off_stats, stats;
+  const std::vector<uint64_t> want = Epochs(train + R"(, "pixel_cache": {"off": true}})", src,
+                                            ".png", kSamples, 2, &off_shared, &off_stats);
+  const std::vector<uint64_t> got = Epochs(train + "}", src, ".png", kSamples, 2, &small, &stats);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_NOT_KEPT);
+  EXPECT_NE(stats.pixel_cache_why().find("--pixel-cache-bytes 0.1 MiB"), std::string::npos)
+      << stats.pixel_cache_why();
+  // Measured on the first pictures, then nothing more decoded for the
+  // cache (but what the 2 decode threads had begun).
+  EXPECT_GE(small.pixels.decodes(), PixelKeeper::kFirstEstimate);
+  EXPECT_LE(small.pixels.decodes(), PixelKeeper::kFirstEstimate + 2);
+  EXPECT_EQ(small.shares.claimed(), 0u);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 """Training from the daemon's pixel cache (Loader pixel_cache=):
 the same batches when every picture comes from the cache, bit-identical to
 decode="full" when nothing is scaled, close to it (PSNR) when scaled, masks
-kept to their values, and bad arguments refused."""
+kept to their values, bad arguments refused; and the automatic cache (the
+default) bit-identical to decoding every epoch, saying what it kept."""
 
 import math
 
@@ -65,9 +66,28 @@ def test_masks_keep_their_values_through_the_cache(daemon, tmp_path):
 
 
 def test_bad_arguments_are_refused(dataset):
-    with pytest.raises(TypeError, match="pixel_cache must be None or a stoker.PixelCache"):
+    with pytest.raises(TypeError, match='pixel_cache must be "auto", None or a stoker.PixelCache'):
         stoker.Loader(dataset, batch_size=2, pixel_cache="decoded")
     with pytest.raises(TypeError, match=r"train_cache= is now pixel_cache=stoker\.PixelCache"):
         stoker.Loader(dataset, batch_size=2, train_cache="decoded")
-    with pytest.raises(ValueError, match=r"pixel_cache.max_side 8 must be 0 \(off\) or 16..16384"):
+    with pytest.raises(ValueError, match=r"pixel_cache.max_side 8 must be 0 \(automatic\) or 16..16384"):
         stoker.Loader(dataset, batch_size=2, pixel_cache=stoker.PixelCache(8))
+
+
+def test_the_automatic_cache_keeps_pngs_exactly_and_says_so(daemon, tmp_path):
+    rng = np.random.default_rng(11)
+    for c in range(2):
+        (tmp_path / f"class_{c}").mkdir()
+        for i in range(12):
+            Image.fromarray(noise(rng, 48, 48, 3)).save(tmp_path / f"class_{c}" / f"{i}.PNG")
+    kw = dict(batch_size=8, image_size=40, socket=daemon.socket, seed=3)
+    decoded = stoker.Loader(str(tmp_path), pixel_cache=None, **kw)
+    want = epochs(decoded, 3)
+    assert decoded.stats()["pixel_cache"]["mode"] == "off"
+    kept = stoker.Loader(str(tmp_path), **kw)  # The default: "auto".
+    got = epochs(kept, 3)
+    assert len(got) == len(want) and all(torch.equal(x, y) for x, y in zip(got, want))
+    assert not torch.equal(want[0], want[3])  # Each epoch draws its own crops.
+    pixels = kept.stats()["pixel_cache"]
+    assert pixels["mode"] == "kept", pixels
+    assert pixels["bytes"] >= 24 * 48 * 48 * 3

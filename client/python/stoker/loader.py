@@ -10,8 +10,8 @@ import warnings
 from stoker import _daemon
 from stoker._args import (_check_bool, _check_device, _check_int,
                           check_client_decode, default_rank_and_world_size)
-from stoker.options import (ClientDecode, PixelCache, Placement, check_option,
-                            check_renamed)
+from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
+                            pixel_cache_spec)
 from stoker._cuda_ring import PinnedRing
 from stoker._native import DTYPES, lib
 from stoker.errors import SampleErrorWarning, StarvationWarning, StokerError
@@ -98,9 +98,14 @@ class Loader:
       placement: a stoker.Placement (the daemon's NUMA node to decode on).
         None: the node of device= (its GPU's PCI address), else of this
         process's CPUs, else the least loaded one.
-      pixel_cache: a stoker.PixelCache: every picture is kept decoded in
-        the daemon, scaled to a longer side of at most max_side; every epoch
-        then only crops and resizes.
+      pixel_cache: "auto" (default): the daemon keeps every picture decoded,
+        exactly as decoding it gives it, when the dataset's pictures fit
+        this user's share of its pixel cache (stats() says whether they
+        did); later epochs then only crop and resize, with the same
+        batches. JPEGs are kept with decode="full" (other modes decode
+        each crop's own region). None: decode every epoch. A
+        stoker.PixelCache(max_side): keep every picture scaled to a longer
+        side of at most max_side (a lower-resolution source, by choice).
       client_decode: a stoker.ClientDecode: the JPEGs of image fields are
         decoded in this process on its device (torchvision's nvJPEG), and
         batches come on that device.
@@ -122,7 +127,7 @@ class Loader:
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
-                 pipeline=None, priority=None, placement=None, pixel_cache=None,
+                 pipeline=None, priority=None, placement=None, pixel_cache="auto",
                  client_decode=None, **renamed):
         check_renamed(renamed)
         if root is not None and not isinstance(root, (str, os.PathLike)):
@@ -169,7 +174,7 @@ class Loader:
         self._device = _check_device(device)
         self._priority = 0 if priority is None else _check_int("priority", priority)
         self._placement_option = check_option("placement", placement, Placement)
-        self._pixel_cache = check_option("pixel_cache", pixel_cache, PixelCache)
+        self._pixel_cache = pixel_cache_spec(pixel_cache)
         self._client_decode = check_option("client_decode", client_decode, ClientDecode)
         self._decode_device = check_client_decode(client_decode, device, self._device)
         try:  # The daemon's rules, with the library's copy of its code.
@@ -332,7 +337,10 @@ class Loader:
 
     # ------------------------------------------------------------ reporting
     def stats(self):
-        """Time the loop waited for data versus worked between batches."""
+        """Time the loop waited for data versus worked between batches; with
+        a session open, "pixel_cache": what the daemon keeps for it ("mode":
+        kept, not_kept, partly_kept, estimating, bounded or off; "why"; its
+        pictures' estimated "bytes")."""
         t = dict(self._totals)
         busy = t["wait_seconds"] + t["compute_seconds"]
         t["wait_fraction"] = t["wait_seconds"] / busy if busy else 0.0
@@ -340,7 +348,22 @@ class Loader:
         t["last_epoch"] = self._last_epoch
         if self._decoder is not None:
             t["client_decode"] = self._decoder.split.stats()
+        mine = self._daemon_session()
+        if mine is not None:
+            # What the daemon's pixel cache does for this Loader, and why.
+            t["pixel_cache"] = {
+                "mode": mine.get("pixel_mode", "").replace("PIXEL_MODE_", "").lower(),
+                "why": mine.get("pixel_cache_why", ""),
+                "bytes": int(mine.get("pixel_cache_bytes", 0))}
         return t
+
+    def _daemon_session(self, stats=None):
+        """This Loader's session in the daemon's stats (None: none open)."""
+        if self._session is None or self._client is None:
+            return None
+        stats = stats if stats is not None else self._client.stats()
+        mine = [s for s in stats["sessions"] if s["session_id"] == self._session.id]
+        return mine[0] if mine else None
 
     def describe(self, indices):
         """What dataset sample indices (a native batch's ``indices``) are:
@@ -407,10 +430,9 @@ class Loader:
             stats = self._client.stats()
         except Exception:  # The hint is best effort.
             return "The daemon did not answer for a diagnosis."
-        mine = [s for s in stats["sessions"]
-                if self._session is not None and s["session_id"] == self._session.id]
+        mine = self._daemon_session(stats)
         # DIAGNOSIS_READ_BOUND -> read-bound, as stokerctl and metrics say it.
-        diagnosis = (mine[0]["diagnosis"].replace("DIAGNOSIS_", "").lower()
+        diagnosis = (mine["diagnosis"].replace("DIAGNOSIS_", "").lower()
                      .replace("_", "-") if mine else "unknown")
         threads = stats["decode_threads"]
         cores = os.cpu_count() or 1
@@ -427,6 +449,10 @@ class Loader:
             "latency-bound": "no stage is busy, yet batches arrive late: "
                              "raise ring_slots so more are in flight",
         }.get(diagnosis, "see stokerctl top")
+        if (mine and diagnosis in ("decode-bound", "starved-by-fair-share")
+                and mine.get("pixel_mode") == "PIXEL_MODE_NOT_KEPT"):
+            # Later epochs would not decode if the pictures were kept.
+            advice += f"; its decoded pictures are not kept: {mine.get('pixel_cache_why')}"
         return f"Daemon's diagnosis: {diagnosis}: {advice}."
 
     # ------------------------------------------------------------ internals
@@ -472,7 +498,7 @@ class Loader:
             "placement": self._placement(),
         }
         if self._pixel_cache is not None:
-            spec["pixel_cache"] = self._pixel_cache.spec()
+            spec["pixel_cache"] = self._pixel_cache
         if self._client_decode is not None:
             spec["client_decode"] = self._client_decode.spec(measured_share)
         if self._fields is not None:

@@ -87,11 +87,12 @@ class ClientDecode:
 
 
 class PixelCache:
-    """SessionSpec.pixel_cache: every picture is kept decoded in the
-    daemon's pixel cache, scaled so its longer side is at most `max_side`
-    (default 256); every epoch then only crops and resizes. A
+    """SessionSpec.pixel_cache, bounded: every picture is kept decoded in
+    the daemon's pixel cache, scaled so its longer side is at most
+    `max_side` (default 256); every epoch then only crops and resizes. A
     lower-resolution source than decoding each epoch, the same batches in
     every run. Excludes ClientDecode (the cache holds the daemon's pixels).
+    The Loader's default, "auto", keeps pictures exactly when they fit.
     """
 
     def __init__(self, max_side=256):
@@ -102,6 +103,19 @@ class PixelCache:
 
     def __repr__(self):
         return f"PixelCache(max_side={self.max_side!r})"
+
+
+def pixel_cache_spec(value):
+    """The Loader's pixel_cache ("auto", None or a PixelCache) as the
+    spec's field; None when the spec leaves it to the daemon (automatic)."""
+    if isinstance(value, str) and value == "auto":
+        return None
+    if value is None:
+        return {"off": True}
+    if not isinstance(value, PixelCache):
+        raise TypeError("pixel_cache must be \"auto\", None or a stoker.PixelCache, got "
+                        f"{type(value).__name__}")
+    return value.spec()
 
 
 def check_option(name, value, kind):

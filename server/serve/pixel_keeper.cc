@@ -1,0 +1,124 @@
+#include "server/serve/pixel_keeper.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+
+std::unique_ptr<PixelKeeper> PixelKeeper::Off(std::string why) {
+  return std::unique_ptr<PixelKeeper>(new PixelKeeper(v1::PIXEL_MODE_OFF, false, std::move(why)));
+}
+
+std::unique_ptr<PixelKeeper> PixelKeeper::Bounded(int max_side) {
+  return std::unique_ptr<PixelKeeper>(new PixelKeeper(
+      v1::PIXEL_MODE_BOUNDED, false,
+      absl::StrCat("pictures kept with a longer side of at most ", max_side, " (max_side)")));
+}
+
+std::unique_ptr<PixelKeeper> PixelKeeper::Automatic(PixelShares* shares, uint64_t id,
+                                                    int64_t uid, std::string content,
+                                                    uint64_t samples, uint32_t pictures) {
+  auto k = std::unique_ptr<PixelKeeper>(
+      new PixelKeeper(v1::PIXEL_MODE_ESTIMATING, true, "measuring the first pictures"));
+  k->shares_ = shares;
+  k->id_ = id;
+  k->uid_ = uid;
+  k->content_ = std::move(content);
+  k->pictures_ = samples * pictures;
+  absl::MutexLock lock(&k->mu_);
+  k->next_check_ = std::max<uint64_t>(1, std::min(kFirstEstimate, k->pictures_));
+  return k;
+}
+
+PixelKeeper::~PixelKeeper() {
+  if (shares_ != nullptr) shares_->Release(id_);
+}
+
+bool PixelKeeper::Lookup() const {
+  switch (mode_.load(std::memory_order_relaxed)) {
+    case v1::PIXEL_MODE_BOUNDED:
+    case v1::PIXEL_MODE_ESTIMATING:
+    case v1::PIXEL_MODE_KEPT:
+    case v1::PIXEL_MODE_PARTLY_KEPT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool PixelKeeper::Wants() const {
+  if (!automatic_) return false;
+  const v1::PixelMode mode = mode_.load(std::memory_order_relaxed);
+  if (mode == v1::PIXEL_MODE_ESTIMATING) return true;
+  if (mode != v1::PIXEL_MODE_KEPT) return false;
+  absl::MutexLock lock(&mu_);
+  return claim_ != nullptr && claim_->granted.load();
+}
+
+bool PixelKeeper::Keep(uint64_t bytes) {
+  if (!automatic_) return false;
+  absl::MutexLock lock(&mu_);
+  const v1::PixelMode mode = mode_.load();
+  if (mode == v1::PIXEL_MODE_NOT_KEPT || mode == v1::PIXEL_MODE_PARTLY_KEPT) return false;
+  ++seen_;
+  bytes_ += bytes + kEntryOverhead;
+  if (seen_ >= next_check_ && seen_ <= pictures_) {
+    // Clamped: a huge dataset's estimate must not wrap around.
+    estimate_ = static_cast<uint64_t>(
+        std::min(static_cast<double>(bytes_) / seen_ * pictures_, 1.8e19));
+    next_check_ = std::min(pictures_, next_check_ * 2);
+    if (seen_ == pictures_) next_check_ = pictures_ + 1;  // Measured whole.
+    std::string why;
+    claim_ = shares_->Ask(id_, content_, uid_, estimate_, &why);
+    if (claim_ == nullptr) {
+      mode_.store(mode == v1::PIXEL_MODE_ESTIMATING ? v1::PIXEL_MODE_NOT_KEPT
+                                                    : v1::PIXEL_MODE_PARTLY_KEPT);
+      why_ = std::move(why);
+      return false;
+    }
+    mode_.store(v1::PIXEL_MODE_KEPT);
+    why_ = "the dataset's pictures fit this user's share of the pixel cache";
+  }
+  if (mode_.load() == v1::PIXEL_MODE_ESTIMATING) return true;
+  if (!claim_->granted.load()) {
+    mode_.store(v1::PIXEL_MODE_PARTLY_KEPT);
+    why_ = "another user's share of the pixel cache took the room";
+    return false;
+  }
+  return true;
+}
+
+void PixelKeeper::Refuse(const std::string& why) {
+  if (!automatic_) return;
+  absl::MutexLock lock(&mu_);
+  if (mode_.load() == v1::PIXEL_MODE_NOT_KEPT) return;
+  mode_.store(v1::PIXEL_MODE_NOT_KEPT);
+  why_ = why;
+  if (shares_ != nullptr) shares_->Release(id_);
+  claim_ = nullptr;
+}
+
+void PixelKeeper::TurnOff(const std::string& why) {
+  if (!automatic_) return;
+  absl::MutexLock lock(&mu_);
+  mode_.store(v1::PIXEL_MODE_OFF);
+  why_ = why;
+  if (shares_ != nullptr) shares_->Release(id_);
+  claim_ = nullptr;
+}
+
+void PixelKeeper::Stats(v1::SessionStats* s) const {
+  absl::MutexLock lock(&mu_);
+  v1::PixelMode mode = mode_.load();
+  std::string why = why_;
+  if (mode == v1::PIXEL_MODE_KEPT && claim_ != nullptr && !claim_->granted.load()) {
+    mode = v1::PIXEL_MODE_PARTLY_KEPT;
+    why = "another user's share of the pixel cache took the room";
+  }
+  s->set_pixel_mode(mode);
+  s->set_pixel_cache_why(why);
+  s->set_pixel_cache_bytes(estimate_);
+}
+
+}  // namespace stoker

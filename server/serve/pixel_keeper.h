@@ -1,0 +1,89 @@
+// One session's use of the daemon's pixel cache (SessionSpec.pixel_cache):
+//  - off: asked off, or nothing to keep (arrays, client decode);
+//  - bounded: max_side given, pictures kept scaled, by the user's choice;
+//  - automatic (the default): pictures kept exactly as the session's own
+//    decode makes them (whole), while the dataset's fit this user's share
+//    of the cache (PixelShares).
+// Automatic starts by estimating: the first pictures are kept and
+// measured; then the estimate (samples x pictures per sample x mean bytes)
+// is claimed, and claimed again each time the pictures measured double.
+// Granted: kept. Refused: not kept, and the reader stops asking the cache
+// (a dataset that does not fit costs nothing more). A claim revoked by
+// another user's share, or refused on revision: partly kept.
+//
+// Thread-safe; the shares outlive it. The claim is released on
+// destruction.
+#ifndef STOKER_SERVER_SERVE_PIXEL_KEEPER_H_
+#define STOKER_SERVER_SERVE_PIXEL_KEEPER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/stoker.pb.h"
+#include "server/cache/pixel_shares.h"
+
+namespace stoker {
+
+class PixelKeeper {
+ public:
+  // Pictures measured before the first claim.
+  static constexpr uint64_t kFirstEstimate = 16;
+  // What the cache charges an entry beyond its key and value (the LRU's
+  // bookkeeping), counted per picture.
+  static constexpr uint64_t kEntryOverhead = 64;
+
+  // Off or bounded (`why` says why it is off, for stats).
+  static std::unique_ptr<PixelKeeper> Off(std::string why);
+  static std::unique_ptr<PixelKeeper> Bounded(int max_side);
+  // Automatic, for session `id` of `uid` over `samples` samples of
+  // `pictures` spatial fields each, claimed as `content` (what the user's
+  // sessions over the same pictures share: PixelShares).
+  static std::unique_ptr<PixelKeeper> Automatic(PixelShares* shares, uint64_t id, int64_t uid,
+                                                std::string content, uint64_t samples,
+                                                uint32_t pictures);
+  ~PixelKeeper();
+
+  bool bounded() const { return mode_ == v1::PIXEL_MODE_BOUNDED; }
+  bool automatic() const { return automatic_; }
+  // Whether the reader looks pictures up in the cache.
+  bool Lookup() const;
+  // Automatic: whether a missing picture is decoded whole for the cache
+  // (estimating, or kept with the claim standing).
+  bool Wants() const;
+  // Automatic: a picture was decoded whole for this session, its entry
+  // charging `bytes` (value and key); whether to keep it.
+  bool Keep(uint64_t bytes);
+  // Automatic: this session's pictures cannot be kept exactly (why).
+  void Refuse(const std::string& why);
+  // Automatic: nothing to keep for this session after all (why): off.
+  void TurnOff(const std::string& why);
+  // pixel_mode, pixel_cache_why, pixel_cache_bytes.
+  void Stats(v1::SessionStats* s) const;
+
+ private:
+  PixelKeeper(v1::PixelMode mode, bool automatic, std::string why)
+      : automatic_(automatic), mode_(mode), why_(std::move(why)) {}
+
+  PixelShares* shares_ = nullptr;
+  uint64_t id_ = 0;
+  std::string content_;
+  int64_t uid_ = -1;
+  uint64_t pictures_ = 0;  // Of the whole dataset.
+  const bool automatic_;
+  std::atomic<v1::PixelMode> mode_;
+  mutable absl::Mutex mu_;
+  std::string why_ ABSL_GUARDED_BY(mu_);
+  uint64_t seen_ ABSL_GUARDED_BY(mu_) = 0;  // Pictures measured.
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_check_ ABSL_GUARDED_BY(mu_) = kFirstEstimate;
+  uint64_t estimate_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const PixelShares::Claim> claim_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SERVE_PIXEL_KEEPER_H_

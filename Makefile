@@ -64,6 +64,7 @@ bench: deps
 	$(PYTHON) bench/any_sample.py
 	$(PYTHON) bench/caller_rights.py
 	$(PYTHON) bench/ranks.py
+	$(PYTHON) bench/pixels.py
 	$(PYTHON) bench/client_decode.py
 	$(PYTHON) bench/gpu_train.py
 

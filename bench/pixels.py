@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "client", "python"))
 
@@ -127,6 +128,7 @@ def row(name, r, base=None):
 
 
 def main():
+    warnings.simplefilter("ignore")  # Starvation hints: this measures starving on purpose.
     print(f"images/s, medians of {RUNS} runs; later = mean of epochs 2-{1 + EPOCHS}; "
           f"{os.cpu_count()} cores")
     print(f"{'feed':44} {'epoch 1':>10} {'later':>10} {'x base':>8}  pixel mode")

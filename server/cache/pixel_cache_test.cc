@@ -3,7 +3,10 @@
 // version or an unversioned source's L2).
 #include "server/cache/pixel_cache.h"
 
+#include <cstring>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 #include "gtest/gtest.h"
 #include "server/dataset/memory_source.h"
@@ -21,6 +24,48 @@ TEST(PixelCacheTest, BoundedSizeKeepsTheAspect) {
     BoundedSize(c[0], c[1], c[2], &w, &h);
     EXPECT_EQ(w, c[3]) << c[0] << "x" << c[1];
     EXPECT_EQ(h, c[4]) << c[0] << "x" << c[1];
+  }
+}
+
+// An exact entry is the picture a decode gives: whole for a decode that
+// asks for it all, and for a PNG decoded per crop the very rows (origin,
+// height and bytes) that decode keeps.
+TEST(PixelCacheTest, AnExactEntryIsWhatTheDecodeGives) {
+  const int w = 90, h = 70;
+  const std::vector<uint8_t> rgb = testdata::PhotoLikeRgb(w, h, 8);
+  absl::StatusOr<std::string> png = testdata::EncodePng(rgb, w, h, testdata::PngKind::kRgb8);
+  ASSERT_TRUE(png.ok());
+  absl::StatusOr<std::string> jpeg = testdata::EncodeJpeg(rgb, w, h, 90);
+  ASSERT_TRUE(jpeg.ok());
+  const auto* png_data = reinterpret_cast<const uint8_t*>(png->data());
+  ASSERT_TRUE(PngRowsAlone(png_data, png->size()));
+  ASSERT_FALSE(PngRowsAlone(reinterpret_cast<const uint8_t*>(jpeg->data()), jpeg->size()));
+  const ImageRequest request;
+  // Rows 20..41 at a DCT scale of 1/2 (a PNG is never scaled: rows 40..83,
+  // cut to the picture), cropped; then the whole picture.
+  const RegionRequest wants[] = {RegionRequest{4, PixelRect{5, 20, 30, 42}, true},
+                                 RegionRequest{8, PixelRect{0, 0, w, h}, false}};
+  for (const std::string* file : {&*png, &*jpeg}) {
+    const auto* data = reinterpret_cast<const uint8_t*>(file->data());
+    absl::StatusOr<Bytes> entry = DecodeBounded(data, file->size(), request, 0, Filter::kNearest);
+    ASSERT_TRUE(entry.ok()) << entry.status();
+    for (const RegionRequest& want : wants) {
+      if (file == &*jpeg && want.crop) continue;  // JPEGs are kept only when decoded whole.
+      Image decoded;
+      ASSERT_TRUE(DecodeImage(data, file->size(), request,
+                              [&](int, int) { return want; }, &decoded)
+                      .ok());
+      const ImageView kept = ExactView(*entry, want);
+      SCOPED_TRACE(absl::StrCat(file == &*png ? "png" : "jpeg", " crop ", want.crop));
+      EXPECT_EQ(kept.y, decoded.y);
+      EXPECT_EQ(kept.x, decoded.x);
+      EXPECT_EQ(kept.width, decoded.width);
+      EXPECT_EQ(kept.height, decoded.height);
+      EXPECT_EQ(kept.scaled_width, decoded.scaled_width);
+      EXPECT_EQ(kept.scaled_height, decoded.scaled_height);
+      ASSERT_EQ(decoded.pixels.size(), static_cast<size_t>(kept.width) * kept.height * 3);
+      EXPECT_EQ(std::memcmp(kept.pixels, decoded.pixels.data(), decoded.pixels.size()), 0);
+    }
   }
 }
 

@@ -7,7 +7,7 @@ import os
 import time
 import warnings
 
-from stoker import _daemon
+from stoker import _daemon, _report
 from stoker._args import (_check_bool, _check_device, _check_int,
                           check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
@@ -348,22 +348,10 @@ class Loader:
         t["last_epoch"] = self._last_epoch
         if self._decoder is not None:
             t["client_decode"] = self._decoder.split.stats()
-        mine = self._daemon_session()
+        mine = _report.daemon_session(self._client, self._session)
         if mine is not None:
-            # What the daemon's pixel cache does for this Loader, and why.
-            t["pixel_cache"] = {
-                "mode": mine.get("pixel_mode", "").replace("PIXEL_MODE_", "").lower(),
-                "why": mine.get("pixel_cache_why", ""),
-                "bytes": int(mine.get("pixel_cache_bytes", 0))}
+            t["pixel_cache"] = _report.pixel_cache(mine)
         return t
-
-    def _daemon_session(self, stats=None):
-        """This Loader's session in the daemon's stats (None: none open)."""
-        if self._session is None or self._client is None:
-            return None
-        stats = stats if stats is not None else self._client.stats()
-        mine = [s for s in stats["sessions"] if s["session_id"] == self._session.id]
-        return mine[0] if mine else None
 
     def describe(self, indices):
         """What dataset sample indices (a native batch's ``indices``) are:
@@ -402,7 +390,8 @@ class Loader:
         if frac > self._threshold and len(waits) >= 4 and wait >= 0.2:
             warnings.warn(StarvationWarning(
                 f"stoker: the training loop waited {frac:.0%} of epoch {epoch} "
-                f"({wait:.2f} s of {busy:.2f} s) for data. {self._hint(waits)}"),
+                f"({wait:.2f} s of {busy:.2f} s) for data. "
+                f"{_report.starvation_hint(self._client, self._session, waits)}"),
                 stacklevel=4)
 
     def _names(self, indices):
@@ -420,40 +409,6 @@ class Loader:
         warnings.warn(SampleErrorWarning(
             f"stoker: {len(failed)} sample(s) of epoch {epoch} {what}: "
             f"{', '.join(self._names(failed))}{more}"), stacklevel=3)
-
-    def _hint(self, waits):
-        total = sum(waits)
-        if total and waits[0] / total > 0.5:
-            return ("Most of it was the first batch (ring warm-up): keep the "
-                    "Loader and its daemon alive across epochs, or raise ring_slots.")
-        try:
-            stats = self._client.stats()
-        except Exception:  # The hint is best effort.
-            return "The daemon did not answer for a diagnosis."
-        mine = self._daemon_session(stats)
-        # DIAGNOSIS_READ_BOUND -> read-bound, as stokerctl and metrics say it.
-        diagnosis = (mine["diagnosis"].replace("DIAGNOSIS_", "").lower()
-                     .replace("_", "-") if mine else "unknown")
-        threads = stats["decode_threads"]
-        cores = os.cpu_count() or 1
-        advice = {
-            "decode-bound": (f"the daemon's {threads} decode threads are busy; "
-                             + (f"start stokerd with --threads {cores} or --autotune"
-                                if threads < cores else
-                                "give stokerd more cores or use a smaller image_size")),
-            "read-bound": "storage is the bottleneck: warm the caches "
-                          "(stokerctl warm) or add --l2-path on local NVMe",
-            "starved-by-fair-share": "other sessions share the decode threads; "
-                                     "add threads (stokerctl resize)",
-            "consumer-bound": "the ring was full at the end: the wait came earlier",
-            "latency-bound": "no stage is busy, yet batches arrive late: "
-                             "raise ring_slots so more are in flight",
-        }.get(diagnosis, "see stokerctl top")
-        if (mine and diagnosis in ("decode-bound", "starved-by-fair-share")
-                and mine.get("pixel_mode") == "PIXEL_MODE_NOT_KEPT"):
-            # Later epochs would not decode if the pictures were kept.
-            advice += f"; its decoded pictures are not kept: {mine.get('pixel_cache_why')}"
-        return f"Daemon's diagnosis: {diagnosis}: {advice}."
 
     # ------------------------------------------------------------ internals
     def _open(self, epoch, batch):

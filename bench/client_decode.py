@@ -15,7 +15,6 @@ On a machine without a GPU the client decodes on the CPU, where it competes
 with the daemon for the same cores: those rates say nothing of a GPU's.
 """
 
-import glob
 import os
 import shutil
 import statistics
@@ -27,26 +26,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "client", "pyth
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 
 import torch  # noqa: E402
-from PIL import Image  # noqa: E402
 
 import stoker  # noqa: E402
-from layouts import DAEMON_ONLY, LAYOUTS, write_folder  # noqa: E402
+from layouts import DAEMON_ONLY, LAYOUTS, PHOTOS, photo_tiles, write_folder  # noqa: E402
 from stokerd import Stokerd  # noqa: E402
 
-PHOTOS = "/usr/share/backgrounds/mate/nature"
 RUNS = int(os.environ.get("RUNS", "3"))
 BATCH = 64
 
 
 def corpus(root):
-    tiles = []
-    for path in sorted(glob.glob(os.path.join(PHOTOS, "*.jpg"))):
-        im = Image.open(path).convert("RGB")
-        small = im.resize((im.width * 1000 // im.height, 1000))
-        for k in range(4):
-            w, h = (500, 375) if k % 2 == 0 else (375, 500)
-            x = (small.width - w) * k // 3
-            tiles.append(small.crop((x, (1000 - h) * k // 3, x + w, (1000 - h) * k // 3 + h)))
+    tiles = photo_tiles(4)
     write_folder(root, tiles)
     return len(tiles)
 

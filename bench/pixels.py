@@ -10,15 +10,20 @@ epoch and against the PyTorch DataLoader, in one run on the same cores.
             persistent).
   jpeg      The train preset at 224 (batch 64) on the bench's photo-like
             JPEGs (bench/vs_torch.py's corpus, 640 files of 375-500 px):
-            decode="full" (kept) and the default decode (per crop: not
-            kept), epoch 1 against later epochs.
+            decode="full" (kept whole) and the default decode (per crop:
+            kept per DCT scale), epoch 1 against later epochs, and both
+            against the default decode with pixel_cache=None.
+  photos    The same train path on real photographs: Debian's
+            mate-backgrounds cut into 480 ImageNet-sized tiles (500x375 and
+            375x500, JPEG quality 90, ".JPEG" as ImageNet names them) in 8
+            class folders.
   no-fit    ddpm again on a daemon whose --pixel-cache-bytes is 64K: the
             automatic Loader against pixel_cache=None.
 
 Rates are images/s: epoch 1, and later epochs (EPOCHS passes after the
 first), medians over RUNS fresh daemons (and DataLoaders).
 
-    RUNS=3 /usr/bin/python3 bench/pixels.py
+    RUNS=3 /usr/bin/python3 bench/pixels.py [ddpm] [no-fit] [jpeg] [photos]
 """
 
 import os
@@ -29,6 +34,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "client", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 
 import numpy as np  # noqa: E402
 
@@ -39,6 +45,7 @@ RUNS = int(os.environ.get("RUNS", "3"))
 EPOCHS = int(os.environ.get("EPOCHS", "3"))
 DDPM = os.environ.get("STOKER_BENCH_DDPM", "/tmp/stoker-bench-ddpm")
 CORPUS = os.environ.get("STOKER_BENCH_CORPUS", "/tmp/stoker-bench-corpus")
+PHOTOS = os.environ.get("STOKER_BENCH_PHOTOS", "/tmp/stoker-bench-photos")
 
 
 def ddpm_data():
@@ -67,6 +74,35 @@ def jpeg_data():
                         "--max_side", "500", "--seed", "11"], check=True)
         open(os.path.join(CORPUS, ".complete"), "w").close()
     return CORPUS
+
+
+def photo_data():
+    """The photo tiles in 8 class folders; None without mate-backgrounds."""
+    if os.path.exists(os.path.join(PHOTOS, ".complete")):
+        return PHOTOS
+    from layouts import photo_tiles
+    tiles = photo_tiles(40)
+    if not tiles:
+        return None
+    for i, tile in enumerate(tiles):
+        folder = os.path.join(PHOTOS, f"class_{i % 8}")
+        os.makedirs(folder, exist_ok=True)
+        tile.save(os.path.join(folder, f"{i}.JPEG"), quality=90)
+    open(os.path.join(PHOTOS, ".complete"), "w").close()
+    return PHOTOS
+
+
+def jpeg_rows(name, data):
+    """The train path at 224 on `data`: pixel_cache=None, then kept."""
+    none = medians(lambda sock: stoker.Loader(
+        data, batch_size=64, image_size=224, socket=sock, pixel_cache=None))
+    row(f"{name}: default decode, pixel_cache=None", none, none[0])
+    for decode in ("full", "auto"):
+        r = medians(lambda sock, d=decode: stoker.Loader(
+            data, batch_size=64, image_size=224, socket=sock, decode=d))
+        row(f"{name}: decode={decode}, later/epoch 1", r, r[0])
+        print(f"  {name} decode={decode}, automatic over pixel_cache=None: epoch 1 "
+              f"{r[0] / none[0]:.2f}x, later {r[1] / none[1]:.2f}x", flush=True)
 
 
 def passes(make):
@@ -124,31 +160,39 @@ def torch_loader(data):
 
 def row(name, r, base=None):
     ratio = f"{r[1] / base:8.2f}" if base else f"{'':8}"
-    print(f"{name:44} {r[0]:10,.0f} {r[1]:10,.0f} {ratio}  {r[2]}", flush=True)
+    print(f"{name:52} {r[0]:10,.0f} {r[1]:10,.0f} {ratio}  {r[2]}", flush=True)
 
 
-def main():
+def main(parts):
     warnings.simplefilter("ignore")  # Starvation hints: this measures starving on purpose.
     print(f"images/s, medians of {RUNS} runs; later = mean of epochs 2-{1 + EPOCHS}; "
           f"{os.cpu_count()} cores")
-    print(f"{'feed':44} {'epoch 1':>10} {'later':>10} {'x base':>8}  pixel mode")
-    ddpm = ddpm_data()
-    dl = medians(torch_loader(ddpm), flags=None)
-    row("ddpm: torch DataLoader (2 workers) [base]", dl)
-    row("ddpm: stoker, pixel_cache=None", medians(ddpm_loader(ddpm, pixel_cache=None)), dl[1])
-    auto = medians(ddpm_loader(ddpm))
-    row("ddpm: stoker, automatic (default)", auto, dl[1])
-    print(f"  ddpm later epochs, automatic over DataLoader: {auto[1] / dl[1]:.1f}x")
-    small = ("--pixel-cache-bytes", "64K")
-    none_small = medians(ddpm_loader(ddpm, pixel_cache=None), small)
-    row("no-fit: stoker, pixel_cache=None [base]", none_small)
-    row("no-fit: stoker, automatic", medians(ddpm_loader(ddpm), small), none_small[1])
-    jpeg = jpeg_data()
-    for decode in ("full", "auto"):
-        r = medians(lambda sock, d=decode: stoker.Loader(
-            jpeg, batch_size=64, image_size=224, socket=sock, decode=d))
-        row(f"jpeg train 224, decode={decode}: later/epoch 1", r, r[0])
+    print(f"{'feed':52} {'epoch 1':>10} {'later':>10} {'x base':>8}  pixel mode")
+    if "ddpm" in parts or "no-fit" in parts:
+        ddpm = ddpm_data()
+    if "ddpm" in parts:
+        dl = medians(torch_loader(ddpm), flags=None)
+        row("ddpm: torch DataLoader (2 workers) [base]", dl)
+        row("ddpm: stoker, pixel_cache=None", medians(ddpm_loader(ddpm, pixel_cache=None)),
+            dl[1])
+        auto = medians(ddpm_loader(ddpm))
+        row("ddpm: stoker, automatic (default)", auto, dl[1])
+        print(f"  ddpm later epochs, automatic over DataLoader: {auto[1] / dl[1]:.1f}x")
+    if "no-fit" in parts:
+        small = ("--pixel-cache-bytes", "64K")
+        none_small = medians(ddpm_loader(ddpm, pixel_cache=None), small)
+        row("no-fit: stoker, pixel_cache=None [base]", none_small)
+        row("no-fit: stoker, automatic", medians(ddpm_loader(ddpm), small), none_small[1])
+    if "jpeg" in parts:
+        jpeg_rows("jpeg train 224", jpeg_data())
+    if "photos" in parts:
+        photos = photo_data()
+        if photos is None:
+            print("photos: skipped: /usr/share/backgrounds/mate missing "
+                  "(apt-get install mate-backgrounds)")
+        else:
+            jpeg_rows("photos train 224", photos)
 
 
 if __name__ == "__main__":
-    main()
+    main(set(sys.argv[1:]) or {"ddpm", "no-fit", "jpeg", "photos"})

@@ -62,10 +62,9 @@ TEST_F(PixelCacheTest, SameBatchesWhateverTheCacheHolds) {
     EXPECT_EQ(testing::TierOf(*st, "pixels").entries(), uint64_t{kFiles});
     EXPECT_EQ(testing::TierOf(*st, "pixels").evictions(), 0u);
   }
-  // Two threads and room for one picture per shard of the cache (16 of
-  // them, 20 files): pictures evict each other, and the batches stay the
-  // same, within budget.
-  TestDaemon d(false, Options(2, 16 * 60 * 1024));
+  // Two threads and room for about half the pictures: they evict each
+  // other, and the batches stay the same, within budget.
+  TestDaemon d(false, Options(2, 400 * 1024));
   EXPECT_EQ(Read(d, Cached(128)), reference);
   auto st = d.Connect()->GetStats();
   const v1::TierStats& px = testing::TierOf(*st, "pixels");

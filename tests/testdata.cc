@@ -126,6 +126,29 @@ absl::StatusOr<std::string> EncodeCmykJpeg(const std::vector<uint8_t>& rgb,
                   quality, 0);
 }
 
+absl::StatusOr<std::string> FirstScans(const std::string& jpeg, int scans) {
+  auto byte = [&](size_t i) { return static_cast<uint8_t>(jpeg[i]); };
+  if (jpeg.size() < 4 || byte(0) != 0xFF || byte(1) != 0xD8)
+    return absl::InvalidArgumentError("not a JPEG");
+  size_t i = 2;
+  int seen = 0;
+  while (i + 4 <= jpeg.size() && byte(i) == 0xFF) {
+    const uint8_t marker = byte(i + 1);
+    const size_t length = (size_t{byte(i + 2)} << 8) | byte(i + 3);
+    size_t end = i + 2 + length;
+    if (marker == 0xDA) {  // A scan: its entropy-coded data runs to the next marker.
+      while (end + 1 < jpeg.size() &&
+             !(byte(end) == 0xFF && byte(end + 1) != 0 &&
+               (byte(end + 1) < 0xD0 || byte(end + 1) > 0xD7))) {
+        ++end;
+      }
+      if (++seen == scans) return jpeg.substr(0, end) + "\xFF\xD9";
+    }
+    i = end;
+  }
+  return absl::InvalidArgumentError("a JPEG with fewer scans than asked for");
+}
+
 absl::Status WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

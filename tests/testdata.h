@@ -36,6 +36,12 @@ absl::StatusOr<std::string> EncodePng(const std::vector<uint8_t>& rgb,
 absl::StatusOr<std::string> EncodeCmykJpeg(const std::vector<uint8_t>& rgb,
                                            int width, int height, int quality);
 
+// A progressive JPEG cut after its first `scans` scans and closed with an
+// end-of-image marker: legal, and decoded without a warning, but with
+// coefficients left unsent (so libjpeg smooths its blocks). INVALID_ARGUMENT
+// for a file that is not a progressive JPEG with more scans than that.
+absl::StatusOr<std::string> FirstScans(const std::string& jpeg, int scans);
+
 absl::Status WriteFile(const std::string& path, const std::string& bytes);
 
 struct FolderSpec {

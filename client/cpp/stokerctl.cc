@@ -3,8 +3,8 @@
 //   stokerctl [--socket PATH] read --dataset (PATH | JSON) [--root DIR]
 //       --batch-size N [--epochs E] [--transform val|train] [--size S]
 //       [--seed K] [--shuffle|--no-shuffle] [--rank R --world-size W]
-//       [--drop-last] [--ring-slots N] [--max-side N] [--start-epoch E --start-batch B]
-//       [--json]
+//       [--drop-last] [--ring-slots N] [--max-side N | --no-pixel-cache]
+//       [--start-epoch E --start-batch B] [--json]
 //   stokerctl [--socket PATH] warm --dataset (PATH | JSON) [--root DIR]
 //       [--concurrency N]
 //   stokerctl [--socket PATH] stats [--json]
@@ -102,6 +102,7 @@ Commands() {
              {"max-side", false,
               "train from the daemon's pixel cache: pictures kept with their "
               "longer side at most this (16..16384)"},
+             {"no-pixel-cache", true, "decode every epoch (pixel_cache.off)"},
              {"start-epoch", false, "resume at this epoch"},
              {"start-batch", false, "resume at this batch"},
              {"decode", false, "auto, full, crop or scale_crop"},
@@ -299,6 +300,7 @@ int Read(Client& client, const Args& a) {
   spec.set_world_size(static_cast<uint32_t>(world));
   spec.set_ring_slots(static_cast<uint32_t>(slots));
   if (max_side > 0) spec.mutable_pixel_cache()->set_max_side(static_cast<uint32_t>(max_side));
+  if (a.flags.count("no-pixel-cache")) spec.mutable_pixel_cache()->set_off(true);
   spec.set_start_epoch(se);
   spec.set_start_batch(sb);
   spec.set_drop_last(a.flags.count("drop-last") > 0);

@@ -47,16 +47,26 @@ std::string RenderTop(const v1::DaemonStats& s, const std::string& socket,
       (unsigned long long)s.samples_decoded(), (unsigned long long)s.samples_failed(),
       s.bytes_read() / 1048576.0, s.sessions_size()));
   lines.push_back("");
-  lines.push_back(absl::StrFormat("%-8s %-18s %4s %7s %6s %5s %-14s %s", "SESSION",
-                                  "DATASET", "NODE", "IMG/S", "RING", "WAIT%",
+  // The diagnosis and pixel columns as wide as their longest word; the
+  // dataset takes what the width leaves (10 to 40 columns).
+  size_t diag = 9, pix = 6;
+  for (const v1::SessionStats& ss : s.sessions()) {
+    diag = std::max(diag, std::string(DiagnosisName(ss.diagnosis())).size());
+    pix = std::max(pix, std::string(PixelModeName(ss.pixel_mode())).size());
+  }
+  const int fixed = 8 + 1 + 1 + 4 + 1 + 7 + 1 + 6 + 1 + 5 + 1 + static_cast<int>(diag) + 1 +
+                    static_cast<int>(pix);
+  const size_t dsw = static_cast<size_t>(std::clamp(width - fixed, 10, 40));
+  lines.push_back(absl::StrFormat("%-8s %-*s %4s %7s %6s %5s %-*s %s", "SESSION", dsw,
+                                  "DATASET", "NODE", "IMG/S", "RING", "WAIT%", diag,
                                   "DIAGNOSIS", "PIXELS"));
   for (const v1::SessionStats& ss : s.sessions()) {
     std::string ds = ss.dataset();
-    if (ds.size() > 18) ds = "..." + ds.substr(ds.size() - 15);
+    if (ds.size() > dsw) ds = "..." + ds.substr(ds.size() - (dsw - 3));
     lines.push_back(absl::StrFormat(
-        "%-8llu %-18s %4d %7.0f %2u/%-3u %5.1f %-14s %s",
-        (unsigned long long)ss.session_id(), ds, ss.numa_node(), ss.images_per_second(),
-        ss.ring_ready(), ss.ring_slots(), 100 * ss.client_wait_fraction(),
+        "%-8llu %-*s %4d %7.0f %2u/%-3u %5.1f %-*s %s",
+        (unsigned long long)ss.session_id(), dsw, ds, ss.numa_node(), ss.images_per_second(),
+        ss.ring_ready(), ss.ring_slots(), 100 * ss.client_wait_fraction(), diag,
         DiagnosisName(ss.diagnosis()), PixelModeName(ss.pixel_mode())));
   }
   if (s.sessions_size() == 0) lines.push_back("(no sessions)");

@@ -44,6 +44,16 @@ TEST(TopTest, FitsEightyColumnsAndShowsSessionsPoolsCaches) {
   EXPECT_NE(screen.find("..."), std::string::npos);  // Long path shortened.
   EXPECT_NE(screen.find("imagenet/train"), std::string::npos);
   EXPECT_EQ(RenderTop(s, "x", 40).find("decode-bound"), std::string::npos);
+  // The longest diagnosis and pixel mode still fit 80 columns whole.
+  ss->set_diagnosis(v1::DIAGNOSIS_STARVED_BY_FAIR_SHARE);
+  ss->set_pixel_mode(v1::PIXEL_MODE_PARTLY_KEPT);
+  screen = RenderTop(s, "/run/stoker/stoker.sock", 80);
+  for (absl::string_view line : absl::StrSplit(screen, '\n')) {
+    EXPECT_LE(line.size(), 80u) << line;
+  }
+  EXPECT_NE(screen.find("starved-by-fair-share partly-kept"), std::string::npos) << screen;
+  // A wide terminal shows more of the dataset.
+  EXPECT_NE(RenderTop(s, "x", 120).find("some/imagenet/train"), std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server/cache/cache.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/hash/hash.h"
 
@@ -10,7 +11,7 @@ template <typename T>
 LruCache<T>::LruCache(std::string tier_name, uint64_t capacity_bytes, int shards)
     : tier_(std::move(tier_name)),
       capacity_(capacity_bytes),
-      shard_capacity_(capacity_bytes / std::max(shards, 1)),
+      largest_(capacity_bytes / std::max(shards, 1)),
       shards_(std::max(shards, 1)) {}
 
 template <typename T>
@@ -19,7 +20,7 @@ typename LruCache<T>::Shard& LruCache<T>::ShardFor(const std::string& key) {
 }
 
 template <typename T>
-typename LruCache<T>::Value LruCache<T>::Lookup(const std::string& key) {
+typename LruCache<T>::Value LruCache<T>::Lookup(const std::string& key, bool refresh) {
   if (capacity_ == 0) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
@@ -31,7 +32,10 @@ typename LruCache<T>::Value LruCache<T>::Lookup(const std::string& key) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  s.lru.splice(s.lru.begin(), s.lru, it->second);
+  if (refresh) {
+    s.lru.splice(s.lru.begin(), s.lru, it->second);
+    it->second->tick = clock_.fetch_add(1, std::memory_order_relaxed);
+  }
   hits_.fetch_add(1, std::memory_order_relaxed);
   return it->second->value;
 }
@@ -46,27 +50,50 @@ typename LruCache<T>::Value LruCache<T>::Peek(const std::string& key) {
 
 template <typename T>
 void LruCache<T>::Insert(const std::string& key, Value value) {
-  Entry e{key, std::move(value)};
+  Entry e{key, std::move(value), clock_.fetch_add(1, std::memory_order_relaxed)};
   const uint64_t charge = Charge(e);
-  if (charge > shard_capacity_) return;
-  Shard& s = ShardFor(key);
-  absl::MutexLock lock(&s.mu);
-  if (auto it = s.index.find(key); it != s.index.end()) {
-    s.bytes -= Charge(*it->second);
-    s.lru.erase(it->second);
-    s.index.erase(it);
+  if (charge > largest_) return;
+  {
+    Shard& s = ShardFor(key);
+    absl::MutexLock lock(&s.mu);
+    if (auto it = s.index.find(key); it != s.index.end()) {
+      s.bytes -= Charge(*it->second);
+      bytes_.fetch_sub(Charge(*it->second), std::memory_order_relaxed);
+      s.lru.erase(it->second);
+      s.index.erase(it);
+    }
+    s.lru.push_front(std::move(e));
+    s.index[key] = s.lru.begin();
+    s.bytes += charge;
+    bytes_.fetch_add(charge, std::memory_order_relaxed);
+    inserts_.fetch_add(1, std::memory_order_relaxed);
   }
-  while (s.bytes + charge > shard_capacity_ && !s.lru.empty()) {
-    const Entry& victim = s.lru.back();
-    s.bytes -= Charge(victim);
-    s.index.erase(victim.key);
-    s.lru.pop_back();
+  EvictOverBudget();
+}
+
+template <typename T>
+void LruCache<T>::EvictOverBudget() {
+  while (bytes_.load(std::memory_order_relaxed) > capacity_) {
+    // The shard whose least recently used entry is the oldest.
+    Shard* oldest = nullptr;
+    uint64_t tick = UINT64_MAX;
+    for (Shard& s : shards_) {
+      absl::MutexLock lock(&s.mu);
+      if (!s.lru.empty() && s.lru.back().tick < tick) {
+        tick = s.lru.back().tick;
+        oldest = &s;
+      }
+    }
+    if (oldest == nullptr) return;
+    absl::MutexLock lock(&oldest->mu);
+    if (oldest->lru.empty()) continue;  // Emptied meanwhile: look again.
+    const Entry& victim = oldest->lru.back();
+    oldest->bytes -= Charge(victim);
+    bytes_.fetch_sub(Charge(victim), std::memory_order_relaxed);
+    oldest->index.erase(victim.key);
+    oldest->lru.pop_back();
     evictions_.fetch_add(1, std::memory_order_relaxed);
   }
-  s.lru.push_front(std::move(e));
-  s.index[key] = s.lru.begin();
-  s.bytes += charge;
-  inserts_.fetch_add(1, std::memory_order_relaxed);
 }
 
 template <typename T>
@@ -76,6 +103,7 @@ void LruCache<T>::Erase(const std::string& key) {
   auto it = s.index.find(key);
   if (it == s.index.end()) return;
   s.bytes -= Charge(*it->second);
+  bytes_.fetch_sub(Charge(*it->second), std::memory_order_relaxed);
   s.lru.erase(it->second);
   s.index.erase(it);
 }

@@ -7,9 +7,13 @@
 // volume cache). A lookup hands out a reference,
 // so an entry evicted while a reader still uses it stays alive until that
 // reader is done. Keys hash to one of `shards` (default 16), each with its
-// own mutex and a budget of capacity/shards bytes. A value larger than a
-// shard's budget is not cached (one shard: large values, such as whole
-// volumes, up to the whole capacity). Thread-safe; counters are relaxed atomics.
+// own mutex; the budget is the whole cache's, not a shard's: a set of
+// values that fits the capacity stays whole however the keys spread. Over
+// budget, the least recently used entry of all is evicted (each shard's
+// oldest compared by a recency tick). A value larger than capacity/shards
+// is not cached (so one value never flushes the cache; one shard: large
+// values, such as whole volumes, up to the whole capacity). Thread-safe;
+// counters are relaxed atomics.
 #ifndef STOKER_SERVER_CACHE_CACHE_H_
 #define STOKER_SERVER_CACHE_CACHE_H_
 
@@ -39,18 +43,20 @@ class LruCache {
 
   LruCache(std::string tier_name, uint64_t capacity_bytes, int shards = 16);
 
-  // The value, refreshed as most recently used; nullptr on a miss.
-  Value Lookup(const std::string& key);
+  // The value, refreshed as most recently used unless !refresh (counted
+  // either way); nullptr on a miss.
+  Value Lookup(const std::string& key, bool refresh = true);
   // The value, neither counted as a lookup nor refreshed; nullptr if absent.
   Value Peek(const std::string& key);
-  // Inserts or replaces; evicts least recently used entries to fit.
+  // Inserts or replaces, then evicts the least recently used entries of
+  // all shards while the cache is over its budget.
   void Insert(const std::string& key, Value value);
   void Erase(const std::string& key);
 
   uint64_t capacity_bytes() const { return capacity_; }
   // Whether a value of `bytes` under `key` could be cached at all.
   bool Fits(const std::string& key, uint64_t bytes) const {
-    return key.size() + bytes + kEntryOverhead <= shard_capacity_;
+    return key.size() + bytes + kEntryOverhead <= largest_;
   }
   // Hits, misses, entries, bytes, evictions, inserts.
   v1::TierStats Stats() const;
@@ -60,6 +66,7 @@ class LruCache {
   struct Entry {
     std::string key;
     Value value;
+    uint64_t tick = 0;  // When last inserted or looked up.
   };
   struct Shard {
     absl::Mutex mu;
@@ -69,14 +76,19 @@ class LruCache {
     uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
   };
   Shard& ShardFor(const std::string& key);
+  // Evicts the least recently used entries of all shards until the cache
+  // is within its budget. Called holding no shard's lock.
+  void EvictOverBudget();
   static uint64_t Charge(const Entry& e) {
     return e.key.size() + e.value->size() + kEntryOverhead;
   }
 
   const std::string tier_;
   const uint64_t capacity_;
-  const uint64_t shard_capacity_;
+  const uint64_t largest_;  // The largest value cached: capacity / shards.
   std::vector<Shard> shards_;
+  std::atomic<uint64_t> bytes_{0};  // Of all shards.
+  std::atomic<uint64_t> clock_{0};  // Recency ticks.
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, inserts_{0};
 };
 

@@ -35,22 +35,39 @@ TEST(ShardedLruCacheTest, HitsMissesAndReplacement) {
 }
 
 TEST(ShardedLruCacheTest, StaysWithinBudgetEvictingLeastRecentlyUsed) {
-  // 16 shards of 64 KiB; 1000 values of 10 KB cannot all fit.
+  // 1 MiB over 16 shards; 1000 values of 10 KB cannot all fit.
   ShardedLruCache c("l1", 16 * 65536);
   for (int i = 0; i < 1000; ++i) c.Insert(absl::StrCat("k", i), Value(10000));
   v1::TierStats s = c.Stats();
   EXPECT_LE(s.bytes(), 16u * 65536u);
   EXPECT_EQ(s.entries() + s.evictions(), 1000u);
   EXPECT_GT(s.evictions(), 800u);
-  // The most recent insert survives; the first one is gone.
-  EXPECT_NE(c.Lookup("k999"), nullptr);
+  // The most recent inserts survive, whatever their shards; the first are
+  // gone.
+  for (int i = 990; i < 1000; ++i) EXPECT_NE(c.Lookup(absl::StrCat("k", i)), nullptr) << i;
   EXPECT_EQ(c.Lookup("k0"), nullptr);
 }
 
+// The budget is the whole cache's: values filling 95% of it stay, however
+// unevenly their keys fall into the shards (a per-shard budget would evict
+// in the fullest shards).
+TEST(ShardedLruCacheTest, ASetThatFitsTheCapacityStaysWhole) {
+  constexpr int kValues = 64;
+  constexpr uint64_t kValue = 20000;
+  ShardedLruCache c("pixels", kValues * (kValue + 64 + 8) * 100 / 95);
+  for (int i = 0; i < kValues; ++i) c.Insert(absl::StrCat("p", i), Value(kValue));
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kValues; ++i) {
+      EXPECT_NE(c.Lookup(absl::StrCat("p", i)), nullptr) << i;
+    }
+  }
+  EXPECT_EQ(c.Stats().evictions(), 0u);
+  EXPECT_EQ(c.Stats().entries(), uint64_t{kValues});
+}
+
 TEST(ShardedLruCacheTest, LookupRefreshesRecency) {
-  // Room for two 1000-byte values per shard: about 12 of the 200 fillers
-  // land in "keep"'s shard, which would evict it were lookups not
-  // refreshing it.
+  // Room for about 34 values of 1000 bytes: the 200 fillers would evict
+  // "keep" were lookups not refreshing it.
   ShardedLruCache c("l1", 16 * 2300);
   c.Insert("keep", Value(1000));
   for (int i = 0; i < 200; ++i) {
@@ -62,8 +79,13 @@ TEST(ShardedLruCacheTest, LookupRefreshesRecency) {
 
 TEST(ShardedLruCacheTest, TooLargeValuesAndZeroCapacityAreNotCached) {
   ShardedLruCache c("l1", 16 * 1000);
-  c.Insert("big", Value(5000));
+  c.Insert("big", Value(5000));  // Over capacity/shards: one value never flushes it.
   EXPECT_EQ(c.Lookup("big"), nullptr);
+  EXPECT_FALSE(c.Fits("big", 5000));
+  EXPECT_TRUE(c.Fits("big", 900));
+  LruCache<std::string> one("volumes", 16 * 1000, 1);  // One shard: up to it all.
+  one.Insert("big", Value(5000));
+  EXPECT_NE(one.Lookup("big"), nullptr);
   ShardedLruCache off("decoded", 0);
   off.Insert("a", Value(1));
   EXPECT_EQ(off.Lookup("a"), nullptr);

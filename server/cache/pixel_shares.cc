@@ -1,5 +1,6 @@
 #include "server/cache/pixel_shares.h"
 
+#include <algorithm>
 #include <iterator>
 #include <set>
 #include <vector>
@@ -40,6 +41,15 @@ std::shared_ptr<const PixelShares::Claim> PixelShares::Ask(uint64_t session,
                                                            std::string* why) {
   absl::MutexLock lock(&mu_);
   const std::string key = absl::StrCat(uid, "|", content);
+  if (held_.find(key) == held_.end()) {
+    // Another user's standing claim keeps these pictures: joined.
+    for (auto& [other, h] : held_) {
+      if (h.content == content && h.claim->granted.load()) {
+        h.sessions[session] = uid;
+        return h.claim;
+      }
+    }
+  }
   const uint64_t users = Users(uid);
   const uint64_t share = capacity_ / users;
   const uint64_t mine = UserBytes(uid, key) + bytes;
@@ -81,11 +91,12 @@ std::shared_ptr<const PixelShares::Claim> PixelShares::Ask(uint64_t session,
   Held& h = it->second;
   if (added) {
     h.uid = uid;
+    h.content = content;
     h.order = next_order_++;
     h.claim = std::make_shared<Claim>();
   }
   h.bytes = bytes;
-  h.sessions.insert(session);
+  h.sessions[session] = uid;
   h.claim->granted.store(true);
   return h.claim;
 }
@@ -94,7 +105,16 @@ void PixelShares::Release(uint64_t session) {
   absl::MutexLock lock(&mu_);
   for (auto it = held_.begin(); it != held_.end();) {
     auto next = std::next(it);
-    if (it->second.sessions.erase(session) > 0 && it->second.sessions.empty()) Drop(it);
+    Held& h = it->second;
+    if (h.sessions.erase(session) > 0) {
+      if (h.sessions.empty()) {
+        Drop(it);
+        released_.fetch_add(1, std::memory_order_relaxed);
+      } else if (std::none_of(h.sessions.begin(), h.sessions.end(),
+                              [&](const auto& s) { return s.second == h.uid; })) {
+        h.uid = h.sessions.begin()->second;  // Its user left: charged to who holds it.
+      }
+    }
     it = next;
   }
 }

@@ -2,13 +2,17 @@
 // of the sessions' estimates against the cache's bytes, shared fairly by
 // user. A claim is for content (a dataset's pictures as one kind of
 // decode makes them): a user's sessions over the same content (the ranks
-// of a job on one node) fill the same entries and hold one claim. A claim is granted while the claimant's user, with it, stays
-// within its share (the cache's bytes over the users holding claims, the
-// claimant's included) and all claims fit the cache. A user's claims
-// over the share a newcomer's grant leaves it are revoked, newest first:
-// its sessions stop keeping, and the LRU takes their pictures as the
-// newcomer's come in. So a dataset that does not fit is not kept, and no
-// user's pictures push out another's within that user's share.
+// of a job on one node) fill the same entries and hold one claim. A claim
+// is granted while the claimant's user, with it, stays within its share
+// (the cache's bytes over the users holding claims, the claimant's
+// included) and all claims fit the cache. A user's claims over the share
+// a newcomer's grant leaves it are revoked, newest first: its sessions
+// stop keeping, and the LRU takes their pictures as the newcomer's come in
+// (they ask again after a release). So a dataset that does not fit is not
+// kept, and no user's pictures push out another's within that user's
+// share. Another user's sessions over content a standing claim keeps (a
+// shared dataset) join that claim: their pictures are those entries, and
+// nothing more is charged; the claim passes to them when its user leaves.
 //
 // Thread-safe.
 #ifndef STOKER_SERVER_CACHE_PIXEL_SHARES_H_
@@ -46,6 +50,10 @@ class PixelShares {
   // session holds is gone.
   void Release(uint64_t session);
 
+  // How many times a claim was released: room a claimant refused or
+  // revoked before may find now (it asks again).
+  uint64_t released() const { return released_.load(std::memory_order_relaxed); }
+
   uint64_t capacity() const { return capacity_; }
   uint64_t claimed() const;
   // The share each user has now (the cache over the users with claims).
@@ -53,11 +61,12 @@ class PixelShares {
 
  private:
   struct Held {
-    int64_t uid;
+    int64_t uid;  // Charged.
+    std::string content;
     uint64_t bytes;
     uint64_t order;  // Grant order: the newest is revoked first.
     std::shared_ptr<Claim> claim;
-    std::set<uint64_t> sessions;
+    std::map<uint64_t, int64_t> sessions;  // And their users.
   };
   uint64_t Users(int64_t also) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t UserBytes(int64_t uid, const std::string& except) const
@@ -69,6 +78,7 @@ class PixelShares {
   // By user and content ("<uid>|<content>").
   std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> released_{0};
 };
 
 }  // namespace stoker

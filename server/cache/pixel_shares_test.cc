@@ -46,6 +46,30 @@ TEST(PixelSharesTest, ANewcomerWithinItsShareRevokesTheOverShareUsersNewestClaim
   EXPECT_NE(why.find("share of the pixel cache is 50 MiB"), std::string::npos) << why;
 }
 
+// Two users reading one shared dataset: the second joins the first's claim
+// (the entries are the same), is charged nothing, and holds the claim when
+// the first leaves.
+TEST(PixelSharesTest, AnotherUsersSessionsOverTheSameContentJoinItsClaim) {
+  PixelShares shares(100 * kMiB);
+  std::string why;
+  auto alice = shares.Ask(1, "imagenet|scales", 1001, 70 * kMiB, &why);
+  ASSERT_NE(alice, nullptr);
+  // Over Bob's half on its own, but the pictures are kept already.
+  auto bob = shares.Ask(2, "imagenet|scales", 1002, 70 * kMiB, &why);
+  ASSERT_EQ(bob, alice) << why;
+  EXPECT_EQ(shares.claimed(), 70 * kMiB);
+  EXPECT_EQ(shares.share(), 100 * kMiB);  // One user charged.
+  shares.Release(1);
+  EXPECT_TRUE(bob->granted.load());
+  EXPECT_EQ(shares.released(), 0u);  // Still held, by Bob now.
+  // A third user's claim within half revokes it as Bob's.
+  auto carol = shares.Ask(3, "other", 1003, 45 * kMiB, &why);
+  ASSERT_NE(carol, nullptr) << why;
+  EXPECT_FALSE(bob->granted.load());
+  shares.Release(2);
+  EXPECT_EQ(shares.claimed(), 45 * kMiB);
+}
+
 TEST(PixelSharesTest, UsersWithinTheirSharesAreNeverRevoked) {
   PixelShares shares(100 * kMiB);
   std::string why;

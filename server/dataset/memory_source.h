@@ -50,6 +50,7 @@ class MemorySource : public SampleSource {
   }
   absl::Notification& Holding() { return holding_; }
   int reads() const { return reads_.load(); }
+  const std::string& name() const { return name_; }
 
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
     absl::MutexLock lock(&mu_);
@@ -95,11 +96,13 @@ class MemorySource : public SampleSource {
   mutable std::atomic<int> reads_{0};
 };
 
-// A Dataset of `paths` (one sample each, label = position) over `source`.
+// A Dataset of `paths` (one sample each, label = position) over `source`
+// ("memory:<name>" for a MemorySource, as a folder's names its path).
 inline std::shared_ptr<Dataset> MemoryDataset(std::shared_ptr<const SampleSource> source,
                                               const std::vector<std::vector<std::string>>& files) {
   auto ds = std::make_shared<Dataset>();
-  ds->description = "memory";
+  const auto* memory = dynamic_cast<const MemorySource*>(source.get());
+  ds->description = memory != nullptr ? "memory:" + memory->name() : "memory";
   for (size_t i = 0; i < files.size(); ++i) {
     ds->samples.push_back(Sample{files[i][0], static_cast<int32_t>(i),
                                  std::vector<std::string>(files[i].begin() + 1, files[i].end())});

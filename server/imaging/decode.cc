@@ -121,6 +121,8 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
   out->scaled_height = h;
   out->x = 0;
   out->y = y0;
+  out->align = 1;
+  out->region_dependent = false;
   out->channels = r.channels;
   out->elem_bytes = r.elem_bytes;
   if (direct_bytes == r.elem_bytes) {
@@ -190,6 +192,8 @@ absl::Status DecodeImage(
       out->y = region.y;
       out->scaled_width = region.scaled_width;
       out->scaled_height = region.scaled_height;
+      out->align = region.align;
+      out->region_dependent = region.region_dependent;
       out->channels = request.channels;
       out->elem_bytes = request.elem_bytes;
       if (request.channels == 3 && request.elem_bytes == 1) {

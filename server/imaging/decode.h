@@ -48,6 +48,8 @@ struct Image {
   int elem_bytes = 1;
   int x = 0, y = 0;           // Where pixels' (0, 0) lies in the scaled image.
   int scaled_width = 0, scaled_height = 0;  // The whole (scaled) image.
+  int align = 1;  // A JPEG's iMCU column width (DecodedRegion's); else 1.
+  bool region_dependent = false;  // A JPEG's (DecodedRegion's).
   std::vector<uint8_t> pixels;  // Packed, row-major.
   ImageView view() const {
     return {pixels.data(), width, height, channels, elem_bytes,

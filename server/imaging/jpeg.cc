@@ -193,8 +193,6 @@ absl::Status JpegDecoder::Decode(
     return absl::OkStatus();
   }
   const int eighths = req.eighths;
-  const PixelRect& need = req.need;
-  const bool crop = req.crop;
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
                     cinfo.jpeg_color_space == JCS_YCCK;
   const bool inverted = cinfo.saw_Adobe_marker;
@@ -208,19 +206,29 @@ absl::Status JpegDecoder::Decode(
   const int h = static_cast<int>(cinfo.output_height);
   out->scaled_width = w;
   out->scaled_height = h;
-  int x0 = std::max(0, need.x0), x1 = std::min(w, need.x1);
-  int y0 = std::max(0, need.y0), y1 = std::min(h, need.y1);
-  if (!crop || x1 <= x0 || y1 <= y0) {
-    x0 = 0;
-    x1 = w;
-    if (!crop || y1 <= y0) {
-      y0 = 0;
-      y1 = h;
+  // Block smoothing (on by default) applies where coefficients remain
+  // unsent; a complete progressive file ends with every one final (0).
+  out->region_dependent = false;
+  if (cinfo.progressive_mode && cinfo.do_block_smoothing && cinfo.coef_bits != nullptr) {
+    for (int c = 0; c < cinfo.num_components && !out->region_dependent; ++c) {
+      for (int k = 0; k < 10; ++k) out->region_dependent |= cinfo.coef_bits[c][k] != 0;
     }
   }
+  // libjpeg's iMCU column width at this scale (jpeg_crop_scanline's).
+  out->align = static_cast<int>(cinfo.min_DCT_scaled_size) *
+               (cinfo.num_components == 1 ? 1 : cinfo.max_h_samp_factor);
+  const PixelRect window = RegionWindow(req, w, h, out->align);
+  const int x0 = window.x0, x1 = window.x1, y0 = window.y0, y1 = window.y1;
   JDIMENSION xoff = static_cast<JDIMENSION>(x0);
   JDIMENSION cw = static_cast<JDIMENSION>(x1 - x0);
   if (cw < static_cast<JDIMENSION>(w)) jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  if (static_cast<int>(xoff) != x0 || static_cast<int>(cw) != x1 - x0) {
+    // A picture kept whole relies on the window being this one.
+    jpeg_abort_decompress(&cinfo);
+    return absl::InternalError(absl::StrCat("libjpeg cropped columns [", xoff, ", ",
+                                            xoff + cw, ") for the planned [", x0, ", ", x1,
+                                            ")"));
+  }
   if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
   const int rows = y1 - y0;
   out->x = static_cast<int>(xoff);
@@ -246,6 +254,22 @@ absl::Status JpegDecoder::Decode(
   }
   if (err.warned) return absl::DataLossError(absl::StrCat("corrupt JPEG: ", err.message));
   return absl::OkStatus();
+}
+
+PixelRect RegionWindow(const RegionRequest& req, int w, int h, int align) {
+  const PixelRect& need = req.need;
+  PixelRect r{std::max(0, need.x0), std::max(0, need.y0), std::min(w, need.x1),
+              std::min(h, need.y1)};
+  if (!req.crop || r.x1 <= r.x0 || r.y1 <= r.y0) {
+    r.x0 = 0;
+    r.x1 = w;
+    if (!req.crop || r.y1 <= r.y0) {
+      r.y0 = 0;
+      r.y1 = h;
+    }
+  }
+  if (r.x1 - r.x0 < w && align > 1) r.x0 = r.x0 / align * align;
+  return r;
 }
 
 JpegDecoder& ThreadLocalDecoder() {

@@ -54,7 +54,23 @@ struct DecodedRegion {
   RgbImage image;
   int x = 0, y = 0;  // Where image's (0, 0) lies in the scaled image.
   int scaled_width = 0, scaled_height = 0;  // The whole scaled image.
+  // The width of the scaled image's iMCU columns: a region's columns start
+  // at a multiple of it (RegionWindow).
+  int align = 1;
+  // A progressive file that left coefficients unsent: libjpeg's block
+  // smoothing then makes a region's pixels differ from the whole decode's
+  // well inside the region (its first block columns), so a whole decode
+  // stands only for itself.
+  bool region_dependent = false;
 };
+
+// The part of a w x h scaled image, whose iMCU columns are `align` wide,
+// that a decode for `req` gives: `req.need` clamped to the image, whole
+// rows unless req.crop (and the whole image for an empty region), its
+// left edge moved down to a multiple of `align` unless it spans every
+// column. Decode gives exactly this window; a picture kept whole at the
+// same scale gives the same pixels through it.
+PixelRect RegionWindow(const RegionRequest& req, int w, int h, int align);
 
 struct DecodeLimits {
   int64_t max_pixels = 100'000'000;  // width x height of the source.

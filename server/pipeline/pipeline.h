@@ -75,9 +75,11 @@ class Pipeline {
   bool cacheable() const { return deterministic_ && !has_encoded_; }
   // Whether a field carries a file's bytes as stored (KIND_ENCODED).
   bool has_encoded() const { return has_encoded_; }
-  // Whether JPEGs are decoded per crop (only its region, maybe at a DCT
-  // scale): then a JPEG's pixels depend on each sample's geometry.
+  // Whether JPEGs are decoded per crop (only its region), and whether at
+  // the DCT scale each crop allows: then a JPEG's pixels depend on each
+  // sample's geometry.
   bool crop_decode() const { return crop_decode_; }
+  bool scale_decode() const { return scale_decode_; }
   const ClientDecodePlan& client_decode() const { return client_; }
   // What the client needs to render each image field it decodes.
   std::vector<v1::ClientDecodeField> ClientFields() const;

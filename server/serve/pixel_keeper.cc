@@ -35,8 +35,24 @@ PixelKeeper::~PixelKeeper() {
   if (shares_ != nullptr) shares_->Release(id_);
 }
 
-bool PixelKeeper::Lookup() const {
-  switch (mode_.load(std::memory_order_relaxed)) {
+bool PixelKeeper::Lookup() {
+  v1::PixelMode mode = mode_.load(std::memory_order_relaxed);
+  if (automatic_ && (mode == v1::PIXEL_MODE_KEPT || mode == v1::PIXEL_MODE_NOT_KEPT ||
+                     mode == v1::PIXEL_MODE_PARTLY_KEPT)) {
+    absl::MutexLock lock(&mu_);
+    mode = mode_.load();
+    if (mode == v1::PIXEL_MODE_KEPT && claim_ != nullptr && !claim_->granted.load()) {
+      mode = v1::PIXEL_MODE_PARTLY_KEPT;
+      mode_.store(mode);
+      why_ = "another user's share of the pixel cache took the room";
+    }
+    if ((mode == v1::PIXEL_MODE_NOT_KEPT || mode == v1::PIXEL_MODE_PARTLY_KEPT) &&
+        estimate_ > 0 && shares_->released() != released_seen_) {
+      Ask(mode);
+      mode = mode_.load();
+    }
+  }
+  switch (mode) {
     case v1::PIXEL_MODE_BOUNDED:
     case v1::PIXEL_MODE_ESTIMATING:
     case v1::PIXEL_MODE_KEPT:
@@ -45,6 +61,20 @@ bool PixelKeeper::Lookup() const {
     default:
       return false;
   }
+}
+
+bool PixelKeeper::Ask(v1::PixelMode refused) {
+  released_seen_ = shares_->released();
+  std::string why;
+  claim_ = shares_->Ask(id_, content_, uid_, estimate_, &why);
+  if (claim_ == nullptr) {
+    mode_.store(refused);
+    why_ = std::move(why);
+    return false;
+  }
+  mode_.store(v1::PIXEL_MODE_KEPT);
+  why_ = "the dataset's pictures fit this user's share of the pixel cache";
+  return true;
 }
 
 bool PixelKeeper::Wants() const {
@@ -56,29 +86,28 @@ bool PixelKeeper::Wants() const {
   return claim_ != nullptr && claim_->granted.load();
 }
 
-bool PixelKeeper::Keep(uint64_t bytes) {
+bool PixelKeeper::Keep(uint64_t bytes, bool another_scale) {
   if (!automatic_) return false;
   absl::MutexLock lock(&mu_);
   const v1::PixelMode mode = mode_.load();
   if (mode == v1::PIXEL_MODE_NOT_KEPT || mode == v1::PIXEL_MODE_PARTLY_KEPT) return false;
-  ++seen_;
+  if (!another_scale || seen_ == 0) ++seen_;
   bytes_ += bytes + kEntryOverhead;
-  if (seen_ >= next_check_ && seen_ <= pictures_) {
+  const double mean = static_cast<double>(bytes_) / seen_;
+  const bool counted = seen_ >= next_check_ && seen_ <= pictures_;
+  const bool grown = mode == v1::PIXEL_MODE_KEPT && mean > claimed_mean_ * 9 / 8;
+  if (counted || grown) {
     // Clamped: a huge dataset's estimate must not wrap around.
-    estimate_ = static_cast<uint64_t>(
-        std::min(static_cast<double>(bytes_) / seen_ * pictures_, 1.8e19));
-    next_check_ = std::min(pictures_, next_check_ * 2);
-    if (seen_ == pictures_) next_check_ = pictures_ + 1;  // Measured whole.
-    std::string why;
-    claim_ = shares_->Ask(id_, content_, uid_, estimate_, &why);
-    if (claim_ == nullptr) {
-      mode_.store(mode == v1::PIXEL_MODE_ESTIMATING ? v1::PIXEL_MODE_NOT_KEPT
-                                                    : v1::PIXEL_MODE_PARTLY_KEPT);
-      why_ = std::move(why);
+    estimate_ = static_cast<uint64_t>(std::min(mean * pictures_, 1.8e19));
+    claimed_mean_ = mean;
+    if (counted) {
+      next_check_ = std::min(pictures_, next_check_ * 2);
+      if (seen_ == pictures_) next_check_ = pictures_ + 1;  // Measured whole.
+    }
+    if (!Ask(mode == v1::PIXEL_MODE_ESTIMATING ? v1::PIXEL_MODE_NOT_KEPT
+                                               : v1::PIXEL_MODE_PARTLY_KEPT)) {
       return false;
     }
-    mode_.store(v1::PIXEL_MODE_KEPT);
-    why_ = "the dataset's pictures fit this user's share of the pixel cache";
   }
   if (mode_.load() == v1::PIXEL_MODE_ESTIMATING) return true;
   if (!claim_->granted.load()) {
@@ -89,14 +118,8 @@ bool PixelKeeper::Keep(uint64_t bytes) {
   return true;
 }
 
-void PixelKeeper::Refuse(const std::string& why) {
-  if (!automatic_) return;
-  absl::MutexLock lock(&mu_);
-  if (mode_.load() == v1::PIXEL_MODE_NOT_KEPT) return;
-  mode_.store(v1::PIXEL_MODE_NOT_KEPT);
-  why_ = why;
-  if (shares_ != nullptr) shares_->Release(id_);
-  claim_ = nullptr;
+void PixelKeeper::Found(uint64_t bytes) {
+  if (mode_.load(std::memory_order_relaxed) == v1::PIXEL_MODE_ESTIMATING) Keep(bytes);
 }
 
 void PixelKeeper::TurnOff(const std::string& why) {

@@ -6,10 +6,13 @@
 //    of the cache (PixelShares).
 // Automatic starts by estimating: the first pictures are kept and
 // measured; then the estimate (samples x pictures per sample x mean bytes)
-// is claimed, and claimed again each time the pictures measured double.
+// is claimed, and claimed again each time the pictures measured double or
+// the mean grows by an eighth (JPEGs kept at more DCT scales).
 // Granted: kept. Refused: not kept, and the reader stops asking the cache
 // (a dataset that does not fit costs nothing more). A claim revoked by
-// another user's share, or refused on revision: partly kept.
+// another user's share, or refused on revision: partly kept; its lookups
+// then leave its pictures to age out of the LRU first. Refused or
+// revoked, it asks again after another claim is released.
 //
 // Thread-safe; the shares outlive it. The claim is released on
 // destruction.
@@ -49,22 +52,36 @@ class PixelKeeper {
 
   bool bounded() const { return mode_ == v1::PIXEL_MODE_BOUNDED; }
   bool automatic() const { return automatic_; }
-  // Whether the reader looks pictures up in the cache.
-  bool Lookup() const;
+  // Whether the reader looks pictures up in the cache (asked per sample:
+  // a refused or revoked claim is asked again here once room was given
+  // back since).
+  bool Lookup();
+  // Whether lookups refresh the pictures found (not while partly kept).
+  bool Refreshes() const {
+    return mode_.load(std::memory_order_relaxed) != v1::PIXEL_MODE_PARTLY_KEPT;
+  }
   // Automatic: whether a missing picture is decoded whole for the cache
   // (estimating, or kept with the claim standing).
   bool Wants() const;
   // Automatic: a picture was decoded whole for this session, its entry
-  // charging `bytes` (value and key); whether to keep it.
-  bool Keep(uint64_t bytes);
-  // Automatic: this session's pictures cannot be kept exactly (why).
-  void Refuse(const std::string& why);
+  // charging `bytes` (value and key); whether to keep it. `another_scale`:
+  // the picture is kept already at another DCT scale (its bytes grow the
+  // mean per picture; it is not counted again).
+  bool Keep(uint64_t bytes, bool another_scale = false);
+  // Automatic: a picture this session needs was found kept already (by
+  // another session, or an earlier one); while estimating it is measured
+  // as Keep measures, so a session whose pictures are all kept claims them.
+  void Found(uint64_t bytes);
   // Automatic: nothing to keep for this session after all (why): off.
   void TurnOff(const std::string& why);
   // pixel_mode, pixel_cache_why, pixel_cache_bytes.
   void Stats(v1::SessionStats* s) const;
 
  private:
+  // Asks for estimate_ (the first time, on revision, or again); sets the
+  // mode and why. Returns whether granted.
+  bool Ask(v1::PixelMode refused) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   PixelKeeper(v1::PixelMode mode, bool automatic, std::string why)
       : automatic_(automatic), mode_(mode), why_(std::move(why)) {}
 
@@ -81,7 +98,9 @@ class PixelKeeper {
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_check_ ABSL_GUARDED_BY(mu_) = kFirstEstimate;
   uint64_t estimate_ ABSL_GUARDED_BY(mu_) = 0;
+  double claimed_mean_ ABSL_GUARDED_BY(mu_) = 0;  // Bytes per picture claimed.
   std::shared_ptr<const PixelShares::Claim> claim_ ABSL_GUARDED_BY(mu_);
+  uint64_t released_seen_ ABSL_GUARDED_BY(mu_) = 0;  // shares_->released() when asked.
 };
 
 }  // namespace stoker

@@ -75,15 +75,46 @@ TEST(PixelKeeperTest, ADatasetThatDoesNotFitIsNotKeptAndNotLookedUp) {
   EXPECT_EQ(shares.claimed(), 0u);
 }
 
-TEST(PixelKeeperTest, RefusedPicturesAndRevokedClaims) {
+TEST(PixelKeeperTest, MoreScalesOfKeptPicturesAreClaimedAsTheyGrowTheMean) {
   PixelShares shares(100 * kMiB);
-  auto jpegs = PixelKeeper::Automatic(&shares, 1, 1001, "ds1", 100, 1);
-  EXPECT_TRUE(jpegs->Wants());
-  jpegs->Refuse("JPEGs are decoded per crop");
-  EXPECT_FALSE(jpegs->Lookup());
-  EXPECT_FALSE(jpegs->Wants());
-  EXPECT_EQ(StatsOf(*jpegs).pixel_mode(), v1::PIXEL_MODE_NOT_KEPT);
-  EXPECT_EQ(StatsOf(*jpegs).pixel_cache_why(), "JPEGs are decoded per crop");
+  auto k = PixelKeeper::Automatic(&shares, 1, 1001, "ds1", 16, 1);
+  for (int i = 0; i < 16; ++i) EXPECT_TRUE(k->Keep(2 * kMiB));
+  const uint64_t per = 2 * kMiB + PixelKeeper::kEntryOverhead;
+  EXPECT_EQ(StatsOf(*k).pixel_cache_bytes(), 16 * per);
+  // Half-scale entries of 4 pictures: a quarter of their bytes each, the
+  // mean grows by 1/16, within the claim's slack of an eighth.
+  const uint64_t quarter = kMiB / 2;
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(k->Keep(quarter, /*another_scale=*/true));
+  EXPECT_EQ(StatsOf(*k).pixel_cache_bytes(), 16 * per);
+  // Four more grow it past an eighth: claimed again, for 16 pictures.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(k->Keep(quarter, true));
+  const uint64_t grown = 16 * per + 8 * (quarter + PixelKeeper::kEntryOverhead);
+  EXPECT_EQ(StatsOf(*k).pixel_cache_bytes(), grown);
+  EXPECT_EQ(shares.claimed(), grown);
+  EXPECT_EQ(StatsOf(*k).pixel_mode(), v1::PIXEL_MODE_KEPT);
+  // Scales past the cache: refused on revision, partly kept.
+  for (int i = 0; i < 32 && k->Keep(8 * kMiB, true); ++i) {
+  }
+  EXPECT_EQ(StatsOf(*k).pixel_mode(), v1::PIXEL_MODE_PARTLY_KEPT);
+  EXPECT_FALSE(k->Wants());
+  EXPECT_TRUE(k->Lookup());
+}
+
+TEST(PixelKeeperTest, ASessionFindingItsPicturesKeptClaimsThem) {
+  PixelShares shares(100 * kMiB);
+  auto k = PixelKeeper::Automatic(&shares, 1, 1001, "ds1", 32, 1);
+  for (int i = 0; i < 16; ++i) k->Found(kMiB);
+  EXPECT_EQ(StatsOf(*k).pixel_mode(), v1::PIXEL_MODE_KEPT);
+  const uint64_t claimed = 32 * (kMiB + PixelKeeper::kEntryOverhead);
+  EXPECT_EQ(shares.claimed(), claimed);
+  // Once claimed, pictures found again every epoch are not counted again.
+  for (int i = 0; i < 64; ++i) k->Found(4 * kMiB);
+  EXPECT_EQ(StatsOf(*k).pixel_cache_bytes(), claimed);
+  EXPECT_EQ(shares.claimed(), claimed);
+}
+
+TEST(PixelKeeperTest, RevokedClaims) {
+  PixelShares shares(100 * kMiB);
   // Alice keeps 80 MiB; Bob's 40 MiB within his half takes her room.
   auto alice = PixelKeeper::Automatic(&shares, 2, 1001, "ds2", 16, 1);
   for (int i = 0; i < 16; ++i) alice->Keep(5 * kMiB);
@@ -94,7 +125,30 @@ TEST(PixelKeeperTest, RefusedPicturesAndRevokedClaims) {
   EXPECT_EQ(StatsOf(*alice).pixel_mode(), v1::PIXEL_MODE_PARTLY_KEPT);
   EXPECT_FALSE(alice->Wants());         // She decodes nothing more for it,
   EXPECT_FALSE(alice->Keep(5 * kMiB));  // and inserts nothing more.
-  EXPECT_TRUE(alice->Lookup());         // What she kept may still be there.
+  EXPECT_TRUE(alice->Lookup());         // What she kept may still be there,
+  EXPECT_FALSE(alice->Refreshes());     // left to age out first.
+  EXPECT_TRUE(bob->Refreshes());
+  // Bob leaves: Alice asks again as she looks up, and keeps.
+  bob.reset();
+  EXPECT_TRUE(alice->Lookup());
+  EXPECT_EQ(StatsOf(*alice).pixel_mode(), v1::PIXEL_MODE_KEPT);
+  EXPECT_TRUE(alice->Wants());
+  EXPECT_TRUE(alice->Refreshes());
+  EXPECT_EQ(shares.claimed(), 16 * (5 * kMiB + PixelKeeper::kEntryOverhead));
+}
+
+TEST(PixelKeeperTest, ARefusedDatasetAsksAgainOnlyAfterRoomIsGivenBack) {
+  PixelShares shares(100 * kMiB);
+  auto alice = PixelKeeper::Automatic(&shares, 1, 1001, "ds1", 16, 1);
+  for (int i = 0; i < 16; ++i) alice->Keep(3 * kMiB);  // 48 MiB, within her half.
+  auto bob = PixelKeeper::Automatic(&shares, 2, 1002, "ds2", 16, 1);
+  for (int i = 0; i < 16; ++i) bob->Keep(4 * kMiB);  // 64 MiB: over his half.
+  ASSERT_EQ(StatsOf(*bob).pixel_mode(), v1::PIXEL_MODE_NOT_KEPT);
+  EXPECT_FALSE(bob->Lookup());  // Nothing released: not asked again.
+  alice.reset();
+  EXPECT_TRUE(bob->Lookup());  // Alone now: the whole cache is his share.
+  EXPECT_EQ(StatsOf(*bob).pixel_mode(), v1::PIXEL_MODE_KEPT);
+  EXPECT_TRUE(bob->Wants());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/serve/sample_reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -76,7 +77,7 @@ SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const Sa
     }
   }
   // Every picture kept: no file is read, unless a field carries one as is.
-  if (UsesPixels() && LookupPixels(ids, in) && !pipeline_.has_encoded()) {
+  if (UsesPixels() && LookupPixels(ids, index, epoch, in) && !pipeline_.has_encoded()) {
     return Result{Result::kDecode, absl::OkStatus()};
   }
   for (uint32_t k = 0; k < pipeline_.files(); ++k) {
@@ -162,28 +163,69 @@ bool SampleReader::UsesPixels() const {
   return max_side_ > 0 || (keeper_ != nullptr && keeper_->automatic() && keeper_->Lookup());
 }
 
-bool SampleReader::LookupPixels(const std::vector<SourceKey>& ids, FetchedSample* in) const {
+bool SampleReader::LookupPixels(const std::vector<SourceKey>& ids, uint64_t index,
+                                uint64_t epoch, FetchedSample* in) const {
   const uint64_t t0 = shm::MonotonicNanos();
   const std::vector<FieldPlan>& fields = pipeline_.fields();
   in->pictures.resize(fields.size());
+  std::vector<Canvas> canvases;
   bool all = true;
   for (size_t f = 0; f < fields.size(); ++f) {
     if (!fields[f].spatial()) continue;
     CachedPicture& pic = in->pictures[f];
-    const SourceKey& file = ids[fields[f].file];
-    pic.version = file.version;
-    // Exact entries of sessions that decode JPEGs per crop are their own
-    // (they hold PNGs only): a JPEG kept whole by a decode="full" session
-    // is not what a crop decode gives.
-    const int kind = max_side_ > 0 ? max_side_ : pipeline_.crop_decode() ? -1 : 0;
-    pic.key = PixelCache::Key(file, kind, pipeline_.Request(fields[f], caches_.decode_limits));
-    // Exact pictures are kept in RAM only: whole ones would crowd L2.
-    pic.entry = caches_.pixels->Lookup(*dataset_.source, file, pic.key, &pic.versioned,
-                                       /*l2=*/max_side_ > 0);
+    pic.file = ids[fields[f].file];
+    const ImageRequest request = pipeline_.Request(fields[f], caches_.decode_limits);
+    if (max_side_ > 0) {
+      pic.key = PixelCache::Key(pic.file, max_side_, request);
+      pic.entry = caches_.pixels->Lookup(*dataset_.source, pic.file, pic.key, &pic.versioned);
+    } else {
+      pic.entry = LookupExact(f, request, index, epoch, &canvases, &pic);
+    }
     all = all && pic.entry != nullptr;
   }
   read_ns_.fetch_add(shm::MonotonicNanos() - t0, std::memory_order_relaxed);
   return all;
+}
+
+Bytes SampleReader::LookupExact(size_t f, const ImageRequest& request, uint64_t index,
+                                uint64_t epoch, std::vector<Canvas>* canvases,
+                                CachedPicture* pic) const {
+  const FieldPlan& field = pipeline_.fields()[f];
+  // Exact pictures are kept in RAM only: whole ones would crowd L2. A
+  // session whose claim was revoked lets its pictures age out first.
+  const bool refresh = keeper_ == nullptr || keeper_->Refreshes();
+  auto lookup = [&](int eighths) {
+    pic->key = PixelCache::Key(pic->file, 0, request, eighths);
+    return caches_.pixels->Lookup(*dataset_.source, pic->file, pic->key, &pic->versioned,
+                                  /*l2=*/false, refresh);
+  };
+  // Any scale kept tells the picture's size (a PNG's and JPEG's whole
+  // scale first): looked at without counting, then the scale this sample
+  // needs is looked up.
+  const bool scales = pipeline_.scale_decode() && field.kind == v1::FieldSpec::KIND_IMAGE;
+  Bytes kept;
+  for (int eighths : {8, 4, 2, 1}) {
+    kept = caches_.pixels->Peek(pic->file, PixelCache::Key(pic->file, 0, request, eighths));
+    if (kept || !scales) break;
+  }
+  if (!kept) return lookup(8);  // A miss, counted once.
+  const KeptPicture k = KeptOf(kept);
+  if (k.whole_only && pipeline_.crop_decode()) {
+    pic->key = PixelCache::Key(pic->file, 0, request, k.eighths);
+    pic->whole_only = true;
+    return nullptr;
+  }
+  if (keeper_ != nullptr) keeper_->Found(kept->size() + pic->file.file.size());
+  if (!k.scaled) return lookup(k.eighths);
+  // A JPEG: the scale this sample's crop decodes it at, its geometry drawn
+  // as the renderer draws it.
+  if (canvases->empty()) {
+    *canvases = pipeline_.Plan(k.source_width, k.source_height, seed_, epoch, index);
+  }
+  const int eighths =
+      pipeline_.Region(field, (*canvases)[f], k.source_width, k.source_height).eighths;
+  pic->other_scale = eighths != k.eighths;
+  return lookup(eighths);
 }
 
 absl::Status SampleReader::Picture(size_t f, const FetchedSample& in,
@@ -198,20 +240,25 @@ absl::Status SampleReader::Picture(size_t f, const FetchedSample& in,
     if (!*entry) {
       STOKER_ASSIGN_OR_RETURN(
           *entry,
-          caches_.pixels->Fill(pic.key, in.files[field.file], request, max_side_,
+          caches_.pixels->Fill(pic.key, in.files[field.file], request, max_side_, 8,
                                field.kind == v1::FieldSpec::KIND_MASK ? Filter::kNearest
                                                                       : Filter::kBilinear,
-                               pic.versioned, pic.version, caches_.owner));
+                               pic.versioned, pic.file.version, caches_.owner));
     }
     *view = PixelsOf(*entry);
     plan(view->width, view->height);
     return absl::OkStatus();
   }
-  if (looked && (in.pictures[f].entry || FillExact(f, in, request, entry))) {
-    if (in.pictures[f].entry) *entry = in.pictures[f].entry;
-    // Exact: the source's size, and the rows the decode would keep.
-    const ImageView whole = PixelsOf(*entry);
-    *view = ExactView(*entry, plan(whole.width, whole.height));
+  if (looked) {
+    *entry = in.pictures[f].entry;
+    if (!*entry && !in.pictures[f].whole_only) *entry = FillExact(f, in, request, plan);
+  }
+  if (looked && *entry) {
+    // Exact: the source's size, and the part of the picture the decode
+    // would give.
+    const KeptPicture k = KeptOf(*entry);
+    STOKER_ASSIGN_OR_RETURN(*view,
+                            ExactView(*entry, plan(k.source_width, k.source_height), image));
     return absl::OkStatus();
   }
   const Bytes& bytes = in.files[field.file];
@@ -221,29 +268,31 @@ absl::Status SampleReader::Picture(size_t f, const FetchedSample& in,
   return absl::OkStatus();
 }
 
-bool SampleReader::FillExact(size_t f, const FetchedSample& in, const ImageRequest& request,
-                             Bytes* entry) const {
-  if (keeper_ == nullptr || !keeper_->Wants()) return false;
+Bytes SampleReader::FillExact(size_t f, const FetchedSample& in, const ImageRequest& request,
+                              const std::function<RegionRequest(int, int)>& plan) const {
+  if (keeper_ == nullptr || !keeper_->Wants()) return nullptr;
   const FieldPlan& field = pipeline_.fields()[f];
+  const CachedPicture& pic = in.pictures[f];
   const Bytes& bytes = in.files[field.file];
   const uint8_t* data = reinterpret_cast<const uint8_t*>(bytes->data());
-  if (pipeline_.crop_decode() && SniffImageFormat(data, bytes->size()) == ImageFormat::kJpeg) {
-    // Each epoch's crop decodes its own region, at its own scale: a whole
-    // picture would not give the same pixels.
-    keeper_->Refuse(
-        "JPEGs are decoded per crop (decode \"auto\", \"crop\" or \"scale_crop\"); "
-        "decode=\"full\" keeps them");
-    return false;
+  int eighths = 8;
+  if (SniffImageFormat(data, bytes->size()) == ImageFormat::kJpeg) {
+    // Kept at the scale this crop decodes it at: its size from the header.
+    JpegDecoder& decoder = ThreadLocalDecoder();
+    decoder.set_limits(request.limits);
+    JpegInfo info;
+    if (!decoder.ReadInfo(data, bytes->size(), &info).ok()) return nullptr;
+    eighths = std::clamp(plan(info.width, info.height).eighths, 1, 8);
   }
-  const CachedPicture& pic = in.pictures[f];
   absl::StatusOr<Bytes> filled = caches_.pixels->Fill(
-      pic.key, bytes, request, /*max_side=*/0, Filter::kNearest, /*versioned=*/false,
-      pic.version, caches_.owner, [&](uint64_t n) { return keeper_->Keep(n); });
+      PixelCache::Key(pic.file, 0, request, eighths), bytes, request, /*max_side=*/0, eighths,
+      Filter::kNearest, /*versioned=*/false, pic.file.version, caches_.owner,
+      [&](uint64_t n) { return keeper_->Keep(n, pic.other_scale); });
   // A whole decode may fail where the session's own decode (rows above a
   // truncation) succeeds: that decode then decides, and nothing is kept.
-  if (!filled.ok()) return false;
-  *entry = *std::move(filled);
-  return true;
+  // One that stands only for itself serves no region decode.
+  if (!filled.ok() || (KeptOf(*filled).whole_only && pipeline_.crop_decode())) return nullptr;
+  return *std::move(filled);
 }
 
 void SampleReader::CopySpatial(const std::string& value, const SampleOut& out) const {

@@ -66,9 +66,12 @@ struct ReaderCaches {
 // One spatial field's picture as the pixel cache had it.
 struct CachedPicture {
   Bytes entry;  // Null on a miss.
-  std::string key;
-  FileVersion version;
+  std::string key;  // Empty: not looked up.
+  SourceKey file;   // As the caller's confinement identified it.
   bool versioned = false;  // L2 applies: the fill is queued there too.
+  bool other_scale = false;  // Exact: kept at another DCT scale only.
+  bool whole_only = false;   // Exact: kept for whole decodes only (this
+                             // session decodes regions): decoded each time.
 };
 
 // What the reader hands the decode stage.
@@ -110,10 +113,12 @@ class SampleReader {
   size_t ReadRows(const uint64_t* indices, size_t n, const SampleOut& out) const;
 
   // Field f's picture: decoded for this sample into `image`, or the pixel
-  // cache's (filled on a miss, into `entry`); `*view` is what to render.
-  // `plan` as DecodeImage's; with the pixel cache it is called once with
-  // the cached size (the geometry is drawn at that size). Errors as
-  // DecodeImage's.
+  // cache's (filled on a miss, into `entry`); `*view` is what to render
+  // (`image` may hold it: a kept JPEG's window). `plan` as DecodeImage's;
+  // with the bounded cache it is called once with the kept size (the
+  // geometry is drawn at that size), with the exact one with the file's
+  // size (twice when a JPEG is filled: for its scale, then its window).
+  // Errors as DecodeImage's.
   absl::Status Picture(size_t f, const FetchedSample& in,
                        const std::function<RegionRequest(int, int)>& plan,
                        Image* image, Bytes* entry, ImageView* view) const;
@@ -141,15 +146,22 @@ class SampleReader {
                          uint8_t* dst) const;
   // Whether this sample's pictures are looked up in the pixel cache.
   bool UsesPixels() const;
-  // Pixel-cache lookups for every spatial field, its file as `ids` names
-  // it; true when all hit.
-  bool LookupPixels(const std::vector<SourceKey>& ids, FetchedSample* in) const;
-  // Automatic mode, on a miss: the picture decoded whole (and kept when
-  // the keeper keeps it) into `entry`; false when this picture is not for
-  // the cache (a JPEG decoded per crop, nothing is kept now, or the whole
-  // decode failed).
-  bool FillExact(size_t f, const FetchedSample& in, const ImageRequest& request,
-                 Bytes* entry) const;
+  // Pixel-cache lookups for every spatial field of sample `index` in
+  // `epoch`, its file as `ids` names it; true when all hit.
+  bool LookupPixels(const std::vector<SourceKey>& ids, uint64_t index, uint64_t epoch,
+                    FetchedSample* in) const;
+  // Automatic mode: field f's kept picture at the DCT scale sample `index`
+  // of `epoch` decodes it at (its geometry drawn at the kept picture's
+  // size, as the renderer draws it; `canvases` holds the sample's once
+  // drawn); null when it is not kept at that scale.
+  Bytes LookupExact(size_t f, const ImageRequest& request, uint64_t index, uint64_t epoch,
+                    std::vector<Canvas>* canvases, CachedPicture* pic) const;
+  // Automatic mode, on a miss: the picture decoded whole, at the DCT scale
+  // `plan` asks for (and kept when the keeper keeps it); null when this
+  // picture is not for the cache (nothing is kept now, or the whole decode
+  // failed).
+  Bytes FillExact(size_t f, const FetchedSample& in, const ImageRequest& request,
+                  const std::function<RegionRequest(int, int)>& plan) const;
   // Copies a decoded-cache value into the spatial fields of `out`.
   void CopySpatial(const std::string& value, const SampleOut& out) const;
   // Time since t0 for `n` samples read.

@@ -47,8 +47,10 @@ std::unique_ptr<PixelKeeper> KeeperFor(uint64_t id, const v1::SessionSpec& spec,
     return PixelKeeper::Off("this daemon keeps no pictures (--pixel-cache-bytes 0)");
   }
   // What the user's sessions over the same pictures share (ranks of a job
-  // on one node): the dataset, the kind of decode, each field's request.
-  std::string content = absl::StrCat(ds.description, "|", p.crop_decode() ? "crop" : "whole");
+  // on one node): the dataset, the DCT scales kept (whole only, or what
+  // each crop asks for), each field's request.
+  std::string content =
+      absl::StrCat(ds.description, "|", p.scale_decode() ? "scales" : "whole");
   for (const FieldPlan& f : p.fields()) {
     if (!f.spatial()) continue;
     const ImageRequest r = p.Request(f, ctx.decode_limits);

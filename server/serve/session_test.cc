@@ -32,7 +32,7 @@ constexpr char kVal[] = R"({"transform": "TRANSFORM_VAL", "image_size": 24,
 // unpinned decode pool of `threads`, the caches.
 struct Shared {
   explicit Shared(int threads, uint64_t pixel_bytes = 64 << 20)
-      : ram("pixels", pixel_bytes),
+      : ram("pixels", pixel_bytes, 4),
         shares(pixel_bytes),
         decode("t-dec", Topology::Single(), false, threads, false) {}
   ShardedLruCache l1{"l1", 64 << 20};
@@ -54,7 +54,7 @@ struct Shared {
 
 absl::StatusOr<std::unique_ptr<ServingSession>> Open(
     const std::string& json, std::shared_ptr<const Dataset> ds, Shared* shared, uint64_t id,
-    const std::function<absl::Status(uint64_t)>& admit = nullptr) {
+    const std::function<absl::Status(uint64_t)>& admit = nullptr, int64_t uid = -1) {
   const v1::SessionSpec spec = SpecOf(json);
   PlanSpec ps;
   ps.num_samples = ds->samples.size();
@@ -63,9 +63,11 @@ absl::StatusOr<std::unique_ptr<ServingSession>> Open(
   ps.seed = spec.seed();
   absl::StatusOr<EpochPlan> plan = EpochPlan::Create(ps);
   if (!plan.ok()) return plan.status();
+  PipelineContext ctx = shared->Context();
+  ctx.uid = uid;
   return ServingSession::Create(id, spec, PipelineOf(json), getpid(), std::move(ds), *plan,
                                 absl::StrCat("stoker-session-test.", getpid(), ".", id),
-                                shared->Context(), admit);
+                                ctx, admit);
 }
 
 // One batch as the client sees it.
@@ -162,11 +164,11 @@ std::vector<std::vector<std::string>> Files(int n, const char* suffix = ".jpg") 
 }
 
 // Checksums of `epochs` epochs of `json` over `src`, and the session's
-// stats at the end.
+// stats at the end (session `id` of `uid`).
 std::vector<uint64_t> Epochs(const std::string& json, std::shared_ptr<MemorySource> src,
                              const char* suffix, int n, int epochs, Shared* shared,
-                             v1::SessionStats* stats) {
-  auto s = Open(json, MemoryDataset(src, Files(n, suffix)), shared, 1);
+                             v1::SessionStats* stats, uint64_t id = 1, int64_t uid = -1) {
+  auto s = Open(json, MemoryDataset(src, Files(n, suffix)), shared, id, nullptr, uid);
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return {};
   Client client(**s);
@@ -327,19 +329,18 @@ TEST(ServingSessionTest, StopWaitsForReadsInFlightAndTellsTheClient) {
 }
 
 // The automatic pixel cache keeps pictures exactly: every epoch's batches
-// are those of decoding each epoch, for PNGs in every decode mode and for
-// JPEGs decoded whole; JPEGs decoded per crop are not kept.
+// are those of decoding each epoch, for PNGs and JPEGs in every decode
+// mode (a JPEG decoded per crop is kept once per DCT scale its crops take).
 TEST(ServingSessionTest, AutomaticPixelsGiveTheBatchesOfDecodingEachEpoch) {
   struct Case {
     const char* suffix;
     const char* decode;
-    v1::PixelMode mode;
+    bool scales;  // JPEGs kept at more than one DCT scale.
   };
   const Case cases[] = {
-      {".png", "DECODE_AUTO", v1::PIXEL_MODE_KEPT},
-      {".png", "DECODE_FULL", v1::PIXEL_MODE_KEPT},
-      {".jpg", "DECODE_FULL", v1::PIXEL_MODE_KEPT},
-      {".jpg", "DECODE_SCALE_CROP", v1::PIXEL_MODE_NOT_KEPT},
+      {".png", "DECODE_AUTO", false},       {".png", "DECODE_FULL", false},
+      {".jpg", "DECODE_FULL", false},       {".jpg", "DECODE_CROP", false},
+      {".jpg", "DECODE_SCALE_CROP", true},  {".jpg", "DECODE_AUTO", true},
   };
   constexpr int kSamples = 20, kEpochs = 3;
   for (const Case& c : cases) {
@@ -359,18 +360,60 @@ TEST(ServingSessionTest, AutomaticPixelsGiveTheBatchesOfDecodingEachEpoch) {
     EXPECT_EQ(got, want);
     EXPECT_NE(want[0], want[5]) << "epochs draw new crops";
     EXPECT_EQ(off_stats.pixel_mode(), v1::PIXEL_MODE_OFF);
-    EXPECT_EQ(auto_stats.pixel_mode(), c.mode) << auto_stats.pixel_cache_why();
+    EXPECT_EQ(auto_stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << auto_stats.pixel_cache_why();
     EXPECT_EQ(off_shared.pixels.decodes(), 0u);
-    if (c.mode == v1::PIXEL_MODE_KEPT) {
-      // Each picture decoded once, whatever the epochs.
-      EXPECT_EQ(auto_shared.pixels.decodes(), uint64_t{kSamples});
-      EXPECT_GT(auto_stats.pixel_cache_bytes(), 0u);
+    EXPECT_GT(auto_stats.pixel_cache_bytes(), 0u);
+    if (c.scales) {
+      // Once per picture and scale its crops take.
+      EXPECT_GT(auto_shared.pixels.decodes(), uint64_t{kSamples});
+      EXPECT_LE(auto_shared.pixels.decodes(), uint64_t{4 * kSamples});
     } else {
-      EXPECT_EQ(auto_shared.pixels.decodes(), 0u);
-      EXPECT_NE(auto_stats.pixel_cache_why().find("decode=\"full\" keeps them"),
-                std::string::npos)
-          << auto_stats.pixel_cache_why();
+      EXPECT_EQ(auto_shared.pixels.decodes(), uint64_t{kSamples});  // Once each.
     }
+  }
+}
+
+// JPEGs as cameras and encoders write them (every chroma layout, gray,
+// progressive, Adobe CMYK, and progressive files cut short after a few
+// scans, whose regions libjpeg smooths otherwise than their whole), larger
+// than the crops, under bilinear and bicubic crops at every DCT scale:
+// kept, and bit-identical to decoding each crop's region every epoch, over
+// many epochs.
+TEST(ServingSessionTest, JpegsKeptPerScaleGiveTheCropDecodesBatches) {
+  constexpr int kSamples = 24, kEpochs = 6;
+  auto src = std::make_shared<MemorySource>("root");
+  const testdata::Subsampling subs[] = {testdata::Subsampling::k420, testdata::Subsampling::k422,
+                                        testdata::Subsampling::k444, testdata::Subsampling::kGray};
+  for (int i = 0; i < kSamples; ++i) {
+    const int w = 150 + 13 * i, h = 120 + 9 * i;
+    const std::vector<uint8_t> rgb = testdata::PhotoLikeRgb(w, h, 300 + i);
+    absl::StatusOr<std::string> j =
+        i % 6 == 5 ? testdata::EncodeCmykJpeg(rgb, w, h, 85)
+                   : testdata::EncodeJpeg(rgb, w, h, 85, subs[i % 4], /*progressive=*/i % 6 == 4);
+    ASSERT_TRUE(j.ok());
+    if (i % 12 == 10) j = testdata::FirstScans(*j, 3);  // Cut short: smoothed.
+    ASSERT_TRUE(j.ok()) << j.status();
+    src->Put(absl::StrCat("p", i, ".jpg"), *j);
+  }
+  for (const char* interpolation : {"INTERPOLATION_BILINEAR", "INTERPOLATION_BICUBIC"}) {
+    SCOPED_TRACE(interpolation);
+    const std::string train = absl::StrCat(
+        R"({"batch_size": 4, "shuffle": true, "seed": 11, "decode": "DECODE_AUTO",
+            "fields": [{"name": "image", "kind": "KIND_IMAGE", "shape": [28, 28, 3],
+                        "dtype": "DTYPE_UINT8"}],
+            "pipeline": [{"random_resized_crop": {"width": 28, "height": 28,
+                                                  "interpolation": ")",
+        interpolation, R"("}}, {"flip": {}}])");
+    Shared off_shared(2), auto_shared(2, 256 << 20);
+    v1::SessionStats stats;
+    const std::vector<uint64_t> want = Epochs(train + R"(, "pixel_cache": {"off": true}})",
+                                              src, ".jpg", kSamples, kEpochs, &off_shared,
+                                              &stats);
+    ASSERT_EQ(want.size(), size_t{kEpochs * kSamples / 4});
+    EXPECT_EQ(Epochs(train + "}", src, ".jpg", kSamples, kEpochs, &auto_shared, &stats), want);
+    EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << stats.pixel_cache_why();
+    EXPECT_GT(auto_shared.pixels.decodes(), uint64_t{kSamples});
+    EXPECT_LE(auto_shared.pixels.decodes(), uint64_t{4 * kSamples});
   }
 }
 
@@ -400,24 +443,130 @@ TEST(ServingSessionTest, LargePngsKeptExactlyAcrossManyCrops) {
   EXPECT_EQ(auto_shared.pixels.decodes(), uint64_t{kSamples});
 }
 
-// JPEGs a decode="full" session kept whole are not what a crop decode
-// gives: a session decoding per crop never takes them.
-TEST(ServingSessionTest, JpegsKeptWholeAreNotServedToCropDecodes) {
+// JPEGs a decode="full" session kept whole serve a session decoding per
+// crop wherever its crops take the whole scale, exactly; it decodes only
+// the other scales it needs.
+TEST(ServingSessionTest, JpegsKeptWholeServeCropDecodesExactly) {
   constexpr int kSamples = 8;
   auto src = Photos(kSamples);
   const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 24,
       "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true, "seed": 5, "decode": )";
-  Shared shared(2), off_shared(2);
+  Shared shared(2), off_shared(2), alone_shared(2);
   v1::SessionStats stats;
   Epochs(train + R"("DECODE_FULL"})", src, ".jpg", kSamples, 1, &shared, &stats);
   ASSERT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << stats.pixel_cache_why();
   ASSERT_EQ(shared.pixels.decodes(), uint64_t{kSamples});
   const std::vector<uint64_t> want =
       Epochs(train + R"("DECODE_SCALE_CROP", "pixel_cache": {"off": true}})", src, ".jpg",
-             kSamples, 2, &off_shared, &stats);
-  EXPECT_EQ(Epochs(train + R"("DECODE_SCALE_CROP"})", src, ".jpg", kSamples, 2, &shared, &stats),
+             kSamples, 3, &off_shared, &stats);
+  EXPECT_EQ(Epochs(train + R"("DECODE_SCALE_CROP"})", src, ".jpg", kSamples, 3, &shared, &stats),
             want);
-  EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_NOT_KEPT);
+  EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_KEPT);
+  // The same session on a cache of its own decodes the whole scale too.
+  EXPECT_EQ(Epochs(train + R"("DECODE_SCALE_CROP"})", src, ".jpg", kSamples, 3, &alone_shared,
+                   &stats),
+            want);
+  EXPECT_LT(shared.pixels.decodes() - kSamples, alone_shared.pixels.decodes());
+}
+
+// Two users share the pixel cache. Alice's pictures fit it alone; Bob's fit
+// his half. When Bob comes, Alice's claim beyond her half is revoked (she
+// keeps what is there, inserts nothing more, and her pictures are evicted
+// as Bob's come in); Bob keeps his, each decoded once. When Bob leaves,
+// Alice asks again and keeps hers. Both sessions' batches stay those of
+// decoding every epoch.
+TEST(ServingSessionTest, ANewcomerWithinItsShareTakesTheRoomOfAUserOverIts) {
+  constexpr int kSamples = 24, kBatches = kSamples / 4;
+  auto pngs = [](const char* name, int w, int h, uint64_t seed) {
+    auto src = std::make_shared<MemorySource>(name);
+    for (int i = 0; i < kSamples; ++i) {
+      absl::StatusOr<std::string> p = testdata::EncodePng(
+          testdata::PhotoLikeRgb(w, h, seed + i), w, h, testdata::PngKind::kRgb8);
+      EXPECT_TRUE(p.ok());
+      src->Put(absl::StrCat("p", i, ".png"), *p);
+    }
+    return src;
+  };
+  auto alice_src = pngs("alice", 110, 100, 700);  // 24 x 33 KB: 0.76 MiB.
+  auto bob_src = pngs("bob", 70, 70, 800);        // 24 x 14.7 KB: 0.34 MiB.
+  const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 24,
+      "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true, "seed": 5)";
+  constexpr int64_t kAlice = 1001, kBob = 1002;
+  Shared off(2);
+  v1::SessionStats stats;
+  const std::vector<uint64_t> alice_want = Epochs(
+      train + R"(, "pixel_cache": {"off": true}})", alice_src, ".png", kSamples, 4, &off, &stats);
+  const std::vector<uint64_t> bob_want = Epochs(
+      train + R"(, "pixel_cache": {"off": true}})", bob_src, ".png", kSamples, 3, &off, &stats);
+
+  Shared shared(2, 1 << 20);
+  auto alice = Open(train + "}", MemoryDataset(alice_src, Files(kSamples, ".png")), &shared, 1,
+                    nullptr, kAlice);
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  Client alice_client(**alice);
+  (*alice)->Start();
+  std::vector<uint64_t> alice_got;
+  auto read_alice = [&](int batches) {
+    for (int k = 0; k < batches; ++k) {
+      absl::StatusOr<Batch> b = alice_client.Read();
+      ASSERT_TRUE(b.ok()) << b.status();
+      alice_got.push_back(b->checksum);
+    }
+  };
+  read_alice(2 * kBatches);
+  // Her ring full: she looks nothing up while Bob reads (so her pictures
+  // are the least recently used, as a paused job's are).
+  for (v1::SessionStats a = (*alice)->Stats(); a.ring_ready() < a.ring_slots();
+       a = (*alice)->Stats()) {
+    absl::SleepFor(absl::Milliseconds(1));  // Polling the ring's counter.
+  }
+  ASSERT_EQ((*alice)->Stats().pixel_mode(), v1::PIXEL_MODE_KEPT);
+  ASSERT_EQ(shared.pixels.decodes(), uint64_t{kSamples});
+  ASSERT_EQ(shared.ram.Stats().evictions(), 0u);
+
+  EXPECT_EQ(Epochs(train + "}", bob_src, ".png", kSamples, 3, &shared, &stats, 2, kBob),
+            bob_want);
+  EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << stats.pixel_cache_why();
+  EXPECT_EQ(shared.pixels.decodes(), uint64_t{2 * kSamples});  // Bob's, once each.
+  const v1::SessionStats alice_stats = (*alice)->Stats();
+  EXPECT_EQ(alice_stats.pixel_mode(), v1::PIXEL_MODE_PARTLY_KEPT);
+  EXPECT_NE(alice_stats.pixel_cache_why().find("another user's share"), std::string::npos)
+      << alice_stats.pixel_cache_why();
+  EXPECT_GT(shared.ram.Stats().evictions(), 0u);  // Alice's, to make Bob's room.
+
+  // Bob gone, Alice asks again: kept, her evicted pictures decoded again.
+  read_alice(2 * kBatches);
+  EXPECT_EQ(alice_got, alice_want);
+  EXPECT_EQ((*alice)->Stats().pixel_mode(), v1::PIXEL_MODE_KEPT);
+  EXPECT_GT(shared.pixels.decodes(), uint64_t{2 * kSamples});
+}
+
+// Two users reading one dataset: the second finds the first's pictures
+// kept and joins its claim (nothing decoded again, nothing more charged),
+// even where the dataset is over its own share.
+TEST(ServingSessionTest, AnotherUserReadingTheSameDatasetUsesItsPictures) {
+  constexpr int kSamples = 20;
+  auto src = Pngs(kSamples);
+  const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 24,
+      "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true, "seed": 5)";
+  Shared off(2);
+  v1::SessionStats stats;
+  const std::vector<uint64_t> want = Epochs(train + R"(, "pixel_cache": {"off": true}})", src,
+                                            ".png", kSamples, 2, &off, &stats);
+  // Room for the pictures (about 250 KiB), not for them in half of it.
+  Shared shared(2, 300 << 10);
+  auto alice = Open(train + "}", MemoryDataset(src, Files(kSamples, ".png")), &shared, 1,
+                    nullptr, 1001);
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  Client alice_client(**alice);
+  (*alice)->Start();
+  for (int k = 0; k < kSamples / 4; ++k) ASSERT_TRUE(alice_client.Read().ok());
+  ASSERT_EQ((*alice)->Stats().pixel_mode(), v1::PIXEL_MODE_KEPT)
+      << (*alice)->Stats().pixel_cache_why();
+  const uint64_t decoded = shared.pixels.decodes();
+  EXPECT_EQ(Epochs(train + "}", src, ".png", kSamples, 2, &shared, &stats, 2, 1002), want);
+  EXPECT_EQ(stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << stats.pixel_cache_why();
+  EXPECT_EQ(shared.pixels.decodes(), decoded);
 }
 
 // A field that carries the file as stored still gets it when every

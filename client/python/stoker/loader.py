@@ -102,8 +102,8 @@ class Loader:
         exactly as decoding it gives it, when the dataset's pictures fit
         this user's share of its pixel cache (stats() says whether they
         did); later epochs then only crop and resize, with the same
-        batches. JPEGs are kept with decode="full" (other modes decode
-        each crop's own region). None: decode every epoch. A
+        batches (a JPEG decoded per crop is kept once per DCT scale its
+        crops take). None: decode every epoch. A
         stoker.PixelCache(max_side): keep every picture scaled to a longer
         side of at most max_side (a lower-resolution source, by choice).
       client_decode: a stoker.ClientDecode: the JPEGs of image fields are

@@ -80,6 +80,7 @@ std::shared_ptr<const PixelShares::Claim> PixelShares::Ask(uint64_t session,
     if (newest == held_.end()) break;  // Everyone else is within share.
     total -= newest->second.bytes;
     Drop(newest);
+    revoked_.fetch_add(1);
   }
   if (total > capacity_) {
     *why = absl::StrCat("the pixel cache (--pixel-cache-bytes ", MiB(capacity_),

@@ -53,6 +53,10 @@ class PixelShares {
   // How many times a claim was released: room a claimant refused or
   // revoked before may find now (it asks again).
   uint64_t released() const { return released_.load(std::memory_order_relaxed); }
+  // How many times a claim was revoked: a holder looks at its own then.
+  // (Ordered after the claim's `granted` store: a holder that sees the
+  // count move sees its claim's state.)
+  uint64_t revoked() const { return revoked_.load(); }
 
   uint64_t capacity() const { return capacity_; }
   uint64_t claimed() const;
@@ -78,7 +82,7 @@ class PixelShares {
   // By user and content ("<uid>|<content>").
   std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<uint64_t> released_{0};
+  std::atomic<uint64_t> released_{0}, revoked_{0};
 };
 
 }  // namespace stoker

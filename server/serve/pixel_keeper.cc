@@ -37,9 +37,13 @@ PixelKeeper::~PixelKeeper() {
 
 bool PixelKeeper::Lookup() {
   v1::PixelMode mode = mode_.load(std::memory_order_relaxed);
-  if (automatic_ && (mode == v1::PIXEL_MODE_KEPT || mode == v1::PIXEL_MODE_NOT_KEPT ||
-                     mode == v1::PIXEL_MODE_PARTLY_KEPT)) {
+  const bool kept = mode == v1::PIXEL_MODE_KEPT;
+  const bool refused = mode == v1::PIXEL_MODE_NOT_KEPT || mode == v1::PIXEL_MODE_PARTLY_KEPT;
+  if (automatic_ &&
+      ((kept && shares_->revoked() != revoked_seen_.load(std::memory_order_relaxed)) ||
+       (refused && shares_->released() != released_seen_.load(std::memory_order_relaxed)))) {
     absl::MutexLock lock(&mu_);
+    revoked_seen_.store(shares_->revoked(), std::memory_order_relaxed);
     mode = mode_.load();
     if (mode == v1::PIXEL_MODE_KEPT && claim_ != nullptr && !claim_->granted.load()) {
       mode = v1::PIXEL_MODE_PARTLY_KEPT;
@@ -47,9 +51,13 @@ bool PixelKeeper::Lookup() {
       why_ = "another user's share of the pixel cache took the room";
     }
     if ((mode == v1::PIXEL_MODE_NOT_KEPT || mode == v1::PIXEL_MODE_PARTLY_KEPT) &&
-        estimate_ > 0 && shares_->released() != released_seen_) {
-      Ask(mode);
-      mode = mode_.load();
+        shares_->released() != released_seen_.load(std::memory_order_relaxed)) {
+      if (estimate_ > 0) {
+        Ask(mode);
+        mode = mode_.load();
+      } else {
+        released_seen_.store(shares_->released(), std::memory_order_relaxed);
+      }
     }
   }
   switch (mode) {
@@ -64,7 +72,7 @@ bool PixelKeeper::Lookup() {
 }
 
 bool PixelKeeper::Ask(v1::PixelMode refused) {
-  released_seen_ = shares_->released();
+  released_seen_.store(shares_->released(), std::memory_order_relaxed);
   std::string why;
   claim_ = shares_->Ask(id_, content_, uid_, estimate_, &why);
   if (claim_ == nullptr) {

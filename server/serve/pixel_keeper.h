@@ -100,7 +100,9 @@ class PixelKeeper {
   uint64_t estimate_ ABSL_GUARDED_BY(mu_) = 0;
   double claimed_mean_ ABSL_GUARDED_BY(mu_) = 0;  // Bytes per picture claimed.
   std::shared_ptr<const PixelShares::Claim> claim_ ABSL_GUARDED_BY(mu_);
-  uint64_t released_seen_ ABSL_GUARDED_BY(mu_) = 0;  // shares_->released() when asked.
+  // shares_->released() when last asked, shares_->revoked() when last
+  // looked: Lookup() takes the lock only when they moved.
+  std::atomic<uint64_t> released_seen_{0}, revoked_seen_{0};
 };
 
 }  // namespace stoker

@@ -1,0 +1,68 @@
+// The members of a tar archive (a WebDataset shard), read from its headers
+// without trusting them, and WebDataset's samples grouped from them.
+//
+// Formats: POSIX ustar (name with its prefix), pax extended headers ('x':
+// the next member's path and size; global 'g' headers are skipped), GNU
+// long names ('L'), base-256 sizes, and old v7 headers. Only regular files
+// are members; links, directories, devices and FIFOs are skipped by their
+// type and never followed. A member's name is data (a sample's key and
+// field), never a path anything opens.
+//
+// Nothing in a header is believed before it is checked: the header's
+// checksum, every number's digits, every member lying wholly inside the
+// archive (`file_size`, the size the caller's own stat saw), long names and
+// pax records capped in size, the member count capped. An archive that
+// breaks one is DATA_LOSS naming the byte offset, with nothing listed; the
+// caller's other shards are unaffected. Reads go through `read` (a pread of
+// the confined file; a buffer in tests), one header at a time: a member's
+// data is never read to index it.
+#ifndef STOKER_SERVER_SOURCES_TAR_INDEX_H_
+#define STOKER_SERVER_SOURCES_TAR_INDEX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace stoker {
+
+struct TarMember {
+  std::string name;     // As stored (pax or GNU long name applied).
+  uint64_t offset = 0;  // Of its data in the archive.
+  uint64_t size = 0;
+};
+
+// Reads `n` bytes at `offset` into `out`; an error is returned as is.
+using TarReader = std::function<absl::Status(uint64_t offset, size_t n, char* out)>;
+
+// Long names and pax records longer than this are DATA_LOSS.
+inline constexpr uint64_t kMaxTarNameRecord = 64 * 1024;
+
+// The regular-file members of the archive, in archive order. DATA_LOSS as
+// above; RESOURCE_EXHAUSTED past `max_members`.
+absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t max_members,
+                          std::vector<TarMember>* out);
+
+// One WebDataset sample: adjacent members sharing a key.
+struct WebDatasetSample {
+  std::string key;
+  struct Field {
+    std::string extension;  // Lower-cased: "jpg", "cls", "seg.png".
+    size_t member = 0;      // Index into the members.
+  };
+  std::vector<Field> fields;
+};
+
+// WebDataset's rules: a member's key is its name up to the first '.' after
+// the last '/', its extension the rest, lower-cased; adjacent members with
+// one key are one sample (a key met again later starts another sample).
+// Members without an extension, and names whose last part starts with
+// "__" (WebDataset's own "__key__"-style entries), are skipped.
+std::vector<WebDatasetSample> GroupWebDataset(const std::vector<TarMember>& members);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_TAR_INDEX_H_

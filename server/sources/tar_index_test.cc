@@ -1,0 +1,249 @@
+// The tar member index: the forms writers produce (ustar with a prefix,
+// GNU long names, pax paths, links and folders skipped), WebDataset's
+// grouping, and archives that lie (sizes past the end, bad checksums and
+// numbers, oversized name records, a header cut short, too many members,
+// random damage): DATA_LOSS or RESOURCE_EXHAUSTED, never a member outside
+// the archive.
+#include "server/sources/tar_index.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+// A tar written header by header, as Python's tarfile and GNU tar do.
+class Tar {
+ public:
+  // A member of `type` with `data`; `name` over 100 bytes is split into a
+  // ustar prefix at its last '/' that fits.
+  Tar& Add(const std::string& name, const std::string& data, char type = '0') {
+    std::string n = name, prefix;
+    if (n.size() > 100) {
+      const size_t cut = n.rfind('/', 155);
+      prefix = n.substr(0, cut);
+      n = n.substr(cut + 1);
+    }
+    Header(n, prefix, data.size(), type);
+    Data(data);
+    return *this;
+  }
+  // A GNU long name ('L') for the next member.
+  Tar& LongName(const std::string& name) {
+    Header("././@LongLink", "", name.size() + 1, 'L');
+    Data(name + '\0');
+    return *this;
+  }
+  // A pax header ('x') of `records` ("key=value" each).
+  Tar& Pax(const std::vector<std::string>& records) {
+    std::string body;
+    for (const std::string& r : records) {
+      // "<len> <record>\n", the length counting its own digits.
+      const size_t base = r.size() + 2;
+      size_t digits = std::to_string(base).size();
+      if (std::to_string(base + digits).size() > digits) ++digits;
+      body += absl::StrCat(base + digits, " ", r, "\n");
+    }
+    Header("PaxHeaders/x", "", body.size(), 'x');
+    Data(body);
+    return *this;
+  }
+  // Two zero blocks, then zeros to a 10240-byte record.
+  std::string Close() const {
+    std::string out = bytes_ + std::string(1024, '\0');
+    out.resize((out.size() + 10239) / 10240 * 10240, '\0');
+    return out;
+  }
+  std::string bytes_;
+
+ private:
+  void Header(const std::string& name, const std::string& prefix, uint64_t size, char type) {
+    char h[512] = {0};
+    std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
+    std::snprintf(h + 100, 8, "%07o", 0644);
+    std::snprintf(h + 108, 8, "%07o", 1000);
+    std::snprintf(h + 116, 8, "%07o", 1000);
+    std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(size));
+    std::snprintf(h + 136, 12, "%011o", 1700000000);
+    h[156] = type;
+    std::memcpy(h + 257, "ustar\0" "00", 8);
+    std::memcpy(h + 345, prefix.data(), std::min<size_t>(prefix.size(), 155));
+    std::memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (char c : h) sum += static_cast<uint8_t>(c);
+    std::snprintf(h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    bytes_.append(h, 512);
+  }
+  void Data(const std::string& data) {
+    bytes_ += data;
+    bytes_.resize((bytes_.size() + 511) / 512 * 512, '\0');
+  }
+};
+
+absl::Status Index(const std::string& tar, std::vector<TarMember>* out,
+                   uint64_t max_members = 1000) {
+  return ReadTarIndex(
+      [&](uint64_t offset, size_t n, char* dst) {
+        if (offset + n > tar.size()) return absl::OutOfRangeError("read past the buffer");
+        std::memcpy(dst, tar.data() + offset, n);
+        return absl::OkStatus();
+      },
+      tar.size(), max_members, out);
+}
+
+std::string At(const std::string& tar, const TarMember& m) {
+  return tar.substr(m.offset, m.size);
+}
+
+TEST(TarIndexTest, ReadsTheFormsWritersProduceAndGroupsWebDatasetSamples) {
+  const std::string deep(120, 'd');  // A folder name past ustar's 100 bytes.
+  Tar t;
+  t.Add("shard/", "", '5')  // A folder: skipped.
+      .Add("shard/s000.jpg", "JPEG-0")
+      .Add("shard/s000.cls", "3")
+      .Add("shard/s000.SEG.PNG", "PNG-0")
+      .Add("shard/s001.jpg", "JPEG-1")
+      .Add("shard/link.jpg", "", '2')  // A symlink: skipped, never followed.
+      .Add("shard/__key__", "x")       // WebDataset's own entry: not a sample.
+      .Add(deep + "/s002.jpg", "JPEG-2")
+      .LongName("shard/" + std::string(200, 'l') + ".jpg")
+      .Add("ignored-short-name", "JPEG-3")
+      .Pax({"path=shard/s004.jpg", "mtime=1700000000.5"})
+      .Add("PaxHeaders/ignored", "JPEG-4")
+      .Add("shard/noextension", "?");
+  const std::string tar = t.Close();
+  std::vector<TarMember> m;
+  ASSERT_TRUE(Index(tar, &m).ok());
+  ASSERT_EQ(m.size(), 9u);
+  EXPECT_EQ(m[0].name, "shard/s000.jpg");
+  EXPECT_EQ(At(tar, m[0]), "JPEG-0");
+  EXPECT_EQ(At(tar, m[1]), "3");
+  EXPECT_EQ(m[3].name, "shard/s001.jpg");
+  EXPECT_EQ(m[4].name, "shard/__key__");
+  EXPECT_EQ(m[5].name, deep + "/s002.jpg");  // Prefix and name joined.
+  EXPECT_EQ(At(tar, m[5]), "JPEG-2");
+  EXPECT_EQ(m[6].name, "shard/" + std::string(200, 'l') + ".jpg");
+  EXPECT_EQ(At(tar, m[6]), "JPEG-3");
+  EXPECT_EQ(m[7].name, "shard/s004.jpg");
+  EXPECT_EQ(At(tar, m[7]), "JPEG-4");
+
+  const std::vector<WebDatasetSample> samples = GroupWebDataset(m);
+  ASSERT_EQ(samples.size(), 5u);
+  EXPECT_EQ(samples[0].key, "shard/s000");
+  ASSERT_EQ(samples[0].fields.size(), 3u);
+  EXPECT_EQ(samples[0].fields[0].extension, "jpg");
+  EXPECT_EQ(samples[0].fields[1].extension, "cls");
+  EXPECT_EQ(samples[0].fields[2].extension, "seg.png");  // Lower-cased.
+  EXPECT_EQ(samples[0].fields[2].member, 2u);
+  EXPECT_EQ(samples[1].key, "shard/s001");
+  EXPECT_EQ(samples[2].key, deep + "/s002");
+  EXPECT_EQ(samples[4].key, "shard/s004");
+}
+
+TEST(TarIndexTest, AKeyMetAgainLaterStartsAnotherSample) {
+  std::vector<TarMember> m = {{"a.jpg", 512, 1}, {"b.jpg", 1536, 1}, {"a.cls", 2560, 1}};
+  const std::vector<WebDatasetSample> s = GroupWebDataset(m);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[2].key, "a");
+  EXPECT_EQ(s[2].fields[0].extension, "cls");
+}
+
+TEST(TarIndexTest, ArchivesThatLieAreRefusedByOffset) {
+  const std::string good = Tar().Add("a.jpg", std::string(700, 'x')).Close();
+  std::vector<TarMember> m;
+  ASSERT_TRUE(Index(good, &m).ok());
+  ASSERT_EQ(m.size(), 1u);
+
+  auto expect_loss = [&](const std::string& tar, const std::string& words) {
+    std::vector<TarMember> out = {{"stale", 0, 0}};
+    const absl::Status s = Index(tar, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find(words), std::string::npos) << s;
+    EXPECT_TRUE(out.empty());
+  };
+  // A size past the end: a 1 TB member in a small file.
+  Tar huge;
+  huge.Add("a.jpg", "x");
+  std::snprintf(&huge.bytes_[124], 12, "%011llo", 1000000000000ULL);
+  std::memset(&huge.bytes_[148], ' ', 8);
+  unsigned sum = 0;
+  for (int i = 0; i < 512; ++i) sum += static_cast<uint8_t>(huge.bytes_[i]);
+  std::snprintf(&huge.bytes_[148], 8, "%06o", sum);
+  expect_loss(huge.Close(), "runs past the end");
+  // A damaged header.
+  std::string bad = good;
+  bad[10] ^= 0x40;
+  expect_loss(bad, "checksum");
+  // Not a tar at all.
+  expect_loss(std::string(4096, 'z'), "checksum");
+  // A size that is not a number (checksum made to match).
+  Tar word;
+  word.Add("a.jpg", "x");
+  std::memcpy(&word.bytes_[124], "12345678z01\0", 12);
+  std::memset(&word.bytes_[148], ' ', 8);
+  sum = 0;
+  for (int i = 0; i < 512; ++i) sum += static_cast<uint8_t>(word.bytes_[i]);
+  std::snprintf(&word.bytes_[148], 8, "%06o", sum);
+  expect_loss(word.Close(), "not a number");
+  // A long name record of a megabyte.
+  expect_loss(Tar().LongName(std::string(1 << 20, 'n')).Add("a.jpg", "x").Close(),
+              "long name or pax header");
+  // A malformed pax record.
+  Tar pax;
+  pax.Pax({"path=a.jpg"});
+  pax.bytes_[512] = '9';  // Its length (data, not header) no longer matches.
+  expect_loss(pax.Add("a.jpg", "x").Close(), "pax header record is malformed");
+  // Cut inside a header.
+  expect_loss(good.substr(0, 512 + 1024 + 100), "cut short");
+  // Too many members.
+  Tar many;
+  for (int i = 0; i < 5; ++i) many.Add(absl::StrCat(i, ".jpg"), "x");
+  EXPECT_EQ(Index(many.Close(), &m, 4).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Index(many.Close(), &m, 5).ok());
+  // The reader's own error comes back as is.
+  EXPECT_EQ(ReadTarIndex([](uint64_t, size_t, char*) { return absl::PermissionDeniedError("no"); },
+                         good.size(), 10, &m)
+                .code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST(TarIndexTest, RandomDamageNeverListsAMemberOutsideTheArchive) {
+  Tar t;
+  for (int i = 0; i < 8; ++i) {
+    t.Add(absl::StrFormat("s%03d.jpg", i), std::string(300 + 97 * i, 'j'))
+        .Add(absl::StrFormat("s%03d.cls", i), absl::StrCat(i));
+  }
+  t.LongName(std::string(150, 'q') + ".png").Add("x", "png").Pax({"path=p.jpg", "size=3"}).Add(
+      "y", "abc");
+  const std::string good = t.Close();
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  int ok = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string tar = good;
+    const int edits = 1 + static_cast<int>(next() % 8);
+    for (int e = 0; e < edits; ++e) tar[next() % tar.size()] = static_cast<char>(next());
+    if (next() % 4 == 0) tar.resize(next() % tar.size());
+    std::vector<TarMember> m;
+    const absl::Status s = Index(tar, &m);
+    ASSERT_TRUE(s.ok() || s.code() == absl::StatusCode::kDataLoss) << s;
+    ok += s.ok();
+    for (const TarMember& member : m) {
+      ASSERT_LE(member.offset, tar.size());
+      ASSERT_LE(member.size, tar.size() - member.offset);
+    }
+  }
+  EXPECT_GT(ok, 0);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -149,6 +149,74 @@ absl::StatusOr<std::string> FirstScans(const std::string& jpeg, int scans) {
   return absl::InvalidArgumentError("a JPEG with fewer scans than asked for");
 }
 
+TarWriter& TarWriter::Add(const std::string& name, const std::string& data, char type) {
+  std::string n = name, prefix;
+  if (n.size() > 100) {  // ustar: the folders in the prefix, at a '/'.
+    const size_t cut = n.rfind('/', 155);
+    prefix = n.substr(0, cut);
+    n = n.substr(cut + 1);
+  }
+  Header(n, prefix, data.size(), type);
+  Data(data);
+  return *this;
+}
+
+TarWriter& TarWriter::LongName(const std::string& name) {
+  Header("././@LongLink", "", name.size() + 1, 'L');
+  Data(name + '\0');
+  return *this;
+}
+
+TarWriter& TarWriter::Pax(const std::vector<std::string>& records) {
+  std::string body;
+  for (const std::string& r : records) {
+    // "<len> <record>\n", the length counting its own digits.
+    const size_t base = r.size() + 2;
+    size_t digits = std::to_string(base).size();
+    if (std::to_string(base + digits).size() > digits) ++digits;
+    body += absl::StrCat(base + digits, " ", r, "\n");
+  }
+  Header("PaxHeaders/x", "", body.size(), 'x');
+  Data(body);
+  return *this;
+}
+
+std::string TarWriter::Close() const {
+  std::string out = bytes_ + std::string(1024, '\0');
+  out.resize((out.size() + 10239) / 10240 * 10240, '\0');
+  return out;
+}
+
+void TarWriter::Reseal(size_t offset) {
+  char* h = &bytes_[offset];
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (int i = 0; i < 512; ++i) sum += static_cast<uint8_t>(h[i]);
+  std::snprintf(h + 148, 8, "%06o", sum);
+  h[155] = ' ';
+}
+
+void TarWriter::Header(const std::string& name, const std::string& prefix, uint64_t size,
+                       char type) {
+  char h[512] = {0};
+  std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
+  std::snprintf(h + 100, 8, "%07o", 0644);
+  std::snprintf(h + 108, 8, "%07o", 1000);
+  std::snprintf(h + 116, 8, "%07o", 1000);
+  std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(size));
+  std::snprintf(h + 136, 12, "%011o", 1700000000);
+  h[156] = type;
+  std::memcpy(h + 257, "ustar\0" "00", 8);
+  std::memcpy(h + 345, prefix.data(), std::min<size_t>(prefix.size(), 155));
+  bytes_.append(h, 512);
+  Reseal(bytes_.size() - 512);
+}
+
+void TarWriter::Data(const std::string& data) {
+  bytes_ += data;
+  bytes_.resize((bytes_.size() + 511) / 512 * 512, '\0');
+}
+
 absl::Status WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

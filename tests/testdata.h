@@ -42,6 +42,30 @@ absl::StatusOr<std::string> EncodeCmykJpeg(const std::vector<uint8_t>& rgb,
 // for a file that is not a progressive JPEG with more scans than that.
 absl::StatusOr<std::string> FirstScans(const std::string& jpeg, int scans);
 
+// A tar archive written header by header as Python's tarfile and GNU tar
+// write them (ustar with a prefix for long folders, GNU long names, pax
+// records): WebDataset shards for tests.
+class TarWriter {
+ public:
+  // A member of `type` ('0' a file, '2' a symlink, '5' a folder...).
+  TarWriter& Add(const std::string& name, const std::string& data, char type = '0');
+  // A GNU long name ('L') for the next member.
+  TarWriter& LongName(const std::string& name);
+  // A pax header ('x') of "key=value" records for the next member.
+  TarWriter& Pax(const std::vector<std::string>& records);
+  // The archive: two zero blocks, then zeros to a 10240-byte record.
+  std::string Close() const;
+  // The bytes so far, for tests that damage them; Reseal(offset) writes the
+  // checksum of the (edited) header at `offset` again.
+  std::string& bytes() { return bytes_; }
+  void Reseal(size_t offset);
+
+ private:
+  void Header(const std::string& name, const std::string& prefix, uint64_t size, char type);
+  void Data(const std::string& data);
+  std::string bytes_;
+};
+
 absl::Status WriteFile(const std::string& path, const std::string& bytes);
 
 struct FolderSpec {

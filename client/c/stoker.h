@@ -151,11 +151,13 @@ const char* stoker_source_kinds_json(void);
 
 /* How a client names a dataset, as the "dataset" of a spec: `dataset` is a
  * source as JSON under its kind's key, one of
- * "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti" ({"lmdb": {"path": "db", "manifest": "m.tsv"}}), or a path
- * whose kind is recognised by content, then by suffix in any case (.npy: npy;
- * an HDF5 file: INVALID_ARGUMENT asking for its dataset's name; another
- * file: a manifest; a folder holding data.mdb: lmdb; another folder, or a
- * missing path: an image folder). `root` (may be NULL or empty) sets a
+ * "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"
+ * ({"lmdb": {"path": "db", "manifest": "m.tsv"}}), or a path whose kind is
+ * recognised by content, then by suffix in any case (.npy: npy; an HDF5
+ * file: INVALID_ARGUMENT asking for its dataset's name; a .tar file, a
+ * folder whose first file is one, or dir/train-{000000..000146}.tar:
+ * webdataset; another file: a manifest; a folder holding data.mdb: lmdb;
+ * another folder, or a missing path: an image folder). `root` (may be NULL or empty) sets a
  * manifest's folder. Paths come back absolute. *json_out is a
  * stoker.v1.DatasetSpec; free it with stoker_string_free. */
 int stoker_dataset_json(const char* dataset, const char* root, char** json_out,

@@ -85,6 +85,7 @@ std::string FolderKind(const std::string& path) {
     if (it->is_regular_file(ec)) files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
+  if (!files.empty() && absl::EndsWithIgnoreCase(files[0], ".tar")) return "webdataset";
   for (size_t k = 0; k < files.size(); ++k) {
     const std::string head = k < kMostOpened ? Head(files[k], kKindHeadBytes) : "";
     const std::string kind = ArrayKind(files[k], head, /*gzip_nifti=*/false);
@@ -105,6 +106,7 @@ absl::StatusOr<std::string> Recognise(const std::string& path) {
     return kind.empty() ? "folder" : kind;
   }
   if (!S_ISREG(st.st_mode)) return "list";  // The daemon names what it is.
+  if (absl::EndsWithIgnoreCase(path, ".tar")) return "webdataset";
   const std::string kind = ArrayKind(path, Head(path, kKindHeadBytes), /*gzip_nifti=*/true);
   if (kind == "hdf5") return NameTheHdf5Dataset(path, "is an HDF5 file");
   if (!kind.empty()) return kind;
@@ -162,9 +164,22 @@ absl::StatusOr<v1::DatasetSpec> NameDataset(absl::string_view dataset, const std
   } else {
     if (text.empty()) return absl::InvalidArgumentError("the dataset's path is empty");
     const std::string path(dataset);
-    STOKER_ASSIGN_OR_RETURN(const std::string kind, Recognise(path));
-    STOKER_RETURN_IF_ERROR(
-        JsonToProto(nlohmann::json{{kind, {{"path", path}}}}.dump(), &ds));
+    const size_t slash = path.rfind('/');
+    if (absl::EndsWithIgnoreCase(path, ".tar") &&
+        path.find('{', slash == std::string::npos ? 0 : slash) != std::string::npos) {
+      // WebDataset shards by pattern: the folder, and the names in it.
+      const std::string dir = slash == std::string::npos ? "."
+                              : slash == 0                ? "/"
+                                                          : path.substr(0, slash);
+      STOKER_RETURN_IF_ERROR(JsonToProto(
+          nlohmann::json{{"webdataset", {{"path", dir}, {"shards", path.substr(slash + 1)}}}}
+              .dump(),
+          &ds));
+    } else {
+      STOKER_ASSIGN_OR_RETURN(const std::string kind, Recognise(path));
+      STOKER_RETURN_IF_ERROR(
+          JsonToProto(nlohmann::json{{kind, {{"path", path}}}}.dump(), &ds));
+    }
   }
   if (!root.empty()) {
     Message* source = MutableSource(&ds);

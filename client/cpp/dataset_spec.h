@@ -25,8 +25,13 @@ namespace stoker {
 //         *.nii.gz, or a manifest whose first file is one:      nifti
 //       a file with HDF5's signature, or named *.h5/*.hdf5:   INVALID_ARGUMENT
 //         (an HDF5 source needs its dataset's name: give it as JSON)
+//       a file named *.tar:                                     webdataset
+//       a path whose last part holds {first..last} ranges and
+//         ends in .tar ("shards/train-{000000..000146}.tar"):   webdataset
+//         (its folder, and the shards' names in it)
 //       any other file:                                         list (manifest)
 //       a folder holding data.mdb:                              lmdb
+//       a folder whose first file (in name order) is a .tar:    webdataset
 //       a folder whose first file (in name order) named or
 //         starting as one of the arrays above is a NIfTI
 //         volume (by name, or a plain header), an npy array,

@@ -56,6 +56,15 @@ TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
   // A gzip archive beside class folders is not a volume.
   ASSERT_TRUE(testdata::WriteFile(dir + "/images/meta.tar.gz", "\x1f\x8b").ok());
   EXPECT_EQ(KindOf(NameDataset(dir + "/images", "")), "folder");
+  // WebDataset shards: a .tar file, a folder of them, a pattern.
+  fs::create_directories(dir + "/shards");
+  ASSERT_TRUE(testdata::WriteFile(dir + "/shards/train-000000.TAR", "tar").ok());
+  EXPECT_EQ(KindOf(NameDataset(dir + "/shards/train-000000.TAR", "")), "webdataset");
+  EXPECT_EQ(KindOf(NameDataset(dir + "/shards", "")), "webdataset");
+  auto pattern = NameDataset(dir + "/shards/train-{000000..000009}.tar", "");
+  ASSERT_TRUE(pattern.ok()) << pattern.status();
+  EXPECT_EQ(pattern->webdataset().path(), dir + "/shards");
+  EXPECT_EQ(pattern->webdataset().shards(), "train-{000000..000009}.tar");
   // root: a manifest's folder, and nothing else's.
   auto list = NameDataset(dir + "/train.tsv", dir + "/images");
   ASSERT_TRUE(list.ok()) << list.status();
@@ -93,7 +102,8 @@ TEST(NameDatasetTest, JsonNamesOneSourceAndPathsBecomeAbsolute) {
   EXPECT_EQ(NameDataset(R"({"folder": {"path": "a"}, "npy": {"path": "b"}})", "")
                 .status()
                 .message(),
-            "a dataset names one source: folder, list, lmdb, npy, hdf5 or nifti, got folder and npy");
+            "a dataset names one source: folder, list, lmdb, npy, hdf5, nifti or webdataset, got "
+            "folder and npy");
   // Not one source: named errors.
   for (const char* bad : {R"({})", R"({"folder": {"path": "a"}, "npy": {"path": "b"}})",
                           R"({"tar": {"path": "a"}})", R"({"folder": {"pth": "a"}})",

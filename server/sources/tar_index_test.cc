@@ -13,78 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "tests/testdata.h"
 
 namespace stoker {
 namespace {
 
-// A tar written header by header, as Python's tarfile and GNU tar do.
-class Tar {
- public:
-  // A member of `type` with `data`; `name` over 100 bytes is split into a
-  // ustar prefix at its last '/' that fits.
-  Tar& Add(const std::string& name, const std::string& data, char type = '0') {
-    std::string n = name, prefix;
-    if (n.size() > 100) {
-      const size_t cut = n.rfind('/', 155);
-      prefix = n.substr(0, cut);
-      n = n.substr(cut + 1);
-    }
-    Header(n, prefix, data.size(), type);
-    Data(data);
-    return *this;
-  }
-  // A GNU long name ('L') for the next member.
-  Tar& LongName(const std::string& name) {
-    Header("././@LongLink", "", name.size() + 1, 'L');
-    Data(name + '\0');
-    return *this;
-  }
-  // A pax header ('x') of `records` ("key=value" each).
-  Tar& Pax(const std::vector<std::string>& records) {
-    std::string body;
-    for (const std::string& r : records) {
-      // "<len> <record>\n", the length counting its own digits.
-      const size_t base = r.size() + 2;
-      size_t digits = std::to_string(base).size();
-      if (std::to_string(base + digits).size() > digits) ++digits;
-      body += absl::StrCat(base + digits, " ", r, "\n");
-    }
-    Header("PaxHeaders/x", "", body.size(), 'x');
-    Data(body);
-    return *this;
-  }
-  // Two zero blocks, then zeros to a 10240-byte record.
-  std::string Close() const {
-    std::string out = bytes_ + std::string(1024, '\0');
-    out.resize((out.size() + 10239) / 10240 * 10240, '\0');
-    return out;
-  }
-  std::string bytes_;
-
- private:
-  void Header(const std::string& name, const std::string& prefix, uint64_t size, char type) {
-    char h[512] = {0};
-    std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
-    std::snprintf(h + 100, 8, "%07o", 0644);
-    std::snprintf(h + 108, 8, "%07o", 1000);
-    std::snprintf(h + 116, 8, "%07o", 1000);
-    std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(size));
-    std::snprintf(h + 136, 12, "%011o", 1700000000);
-    h[156] = type;
-    std::memcpy(h + 257, "ustar\0" "00", 8);
-    std::memcpy(h + 345, prefix.data(), std::min<size_t>(prefix.size(), 155));
-    std::memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (char c : h) sum += static_cast<uint8_t>(c);
-    std::snprintf(h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-    bytes_.append(h, 512);
-  }
-  void Data(const std::string& data) {
-    bytes_ += data;
-    bytes_.resize((bytes_.size() + 511) / 512 * 512, '\0');
-  }
-};
+using Tar = testdata::TarWriter;
 
 absl::Status Index(const std::string& tar, std::vector<TarMember>* out,
                    uint64_t max_members = 1000) {
@@ -170,11 +104,8 @@ TEST(TarIndexTest, ArchivesThatLieAreRefusedByOffset) {
   // A size past the end: a 1 TB member in a small file.
   Tar huge;
   huge.Add("a.jpg", "x");
-  std::snprintf(&huge.bytes_[124], 12, "%011llo", 1000000000000ULL);
-  std::memset(&huge.bytes_[148], ' ', 8);
-  unsigned sum = 0;
-  for (int i = 0; i < 512; ++i) sum += static_cast<uint8_t>(huge.bytes_[i]);
-  std::snprintf(&huge.bytes_[148], 8, "%06o", sum);
+  std::snprintf(&huge.bytes()[124], 12, "%011llo", 1000000000000ULL);
+  huge.Reseal(0);
   expect_loss(huge.Close(), "runs past the end");
   // A damaged header.
   std::string bad = good;
@@ -185,11 +116,8 @@ TEST(TarIndexTest, ArchivesThatLieAreRefusedByOffset) {
   // A size that is not a number (checksum made to match).
   Tar word;
   word.Add("a.jpg", "x");
-  std::memcpy(&word.bytes_[124], "12345678z01\0", 12);
-  std::memset(&word.bytes_[148], ' ', 8);
-  sum = 0;
-  for (int i = 0; i < 512; ++i) sum += static_cast<uint8_t>(word.bytes_[i]);
-  std::snprintf(&word.bytes_[148], 8, "%06o", sum);
+  std::memcpy(&word.bytes()[124], "12345678z01\0", 12);
+  word.Reseal(0);
   expect_loss(word.Close(), "not a number");
   // A long name record of a megabyte.
   expect_loss(Tar().LongName(std::string(1 << 20, 'n')).Add("a.jpg", "x").Close(),
@@ -197,7 +125,7 @@ TEST(TarIndexTest, ArchivesThatLieAreRefusedByOffset) {
   // A malformed pax record.
   Tar pax;
   pax.Pax({"path=a.jpg"});
-  pax.bytes_[512] = '9';  // Its length (data, not header) no longer matches.
+  pax.bytes()[512] = '9';  // Its length (data, not header) no longer matches.
   expect_loss(pax.Add("a.jpg", "x").Close(), "pax header record is malformed");
   // Cut inside a header.
   expect_loss(good.substr(0, 512 + 1024 + 100), "cut short");

@@ -217,7 +217,7 @@ def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatc
     with h5py.File(tmp_path / "store" / "part0.H5", "w") as f:
         f["x"] = np.zeros((2, 2), np.float32)
     for bad, words in (("f.H5", "name the HDF5 dataset"), ("store", "holds HDF5 files"),
-                       ({"tar": {"path": "x"}}, "one source: folder, list, lmdb, npy, hdf5 or nifti"),
+                       ({"tar": {"path": "x"}}, "one source: folder, list, lmdb, npy, hdf5, nifti or webdataset"),
                        ({"npy": {"path": "a"}, "hdf5": {"path": "b"}}, "one source"),
                        ({"folder": {"pth": "a"}}, "pth")):
         with pytest.raises(ValueError, match=words):

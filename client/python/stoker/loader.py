@@ -39,7 +39,7 @@ class Loader:
         sample's files, e.g. image and mask), an LMDB environment (a folder
         holding data.mdb), a .npy file of N samples; or a dict naming the
         source as stoker.v1.DatasetSpec does, under its kind's key, one of
-        "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti" (stoker.source_kinds()):
+        "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset" (stoker.source_kinds()):
         {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
         folder of .npy, "labels": .npy of N ints}}, {"hdf5": {"path": file
         or folder, "dataset": name, "labels": dataset name}}, with the

@@ -1,0 +1,41 @@
+// The `webdataset` source (proto WebDatasetSource): samples as groups of
+// members of tar shards, WebDataset's format (server/sources/source.h).
+//
+// Each shard is opened through the caller's confinement (the caller's own
+// open, as any file of a dataset) and indexed from its headers
+// (tar_index.h): nothing of a member is read to list it but a .cls label.
+// A sample's files are its members, named "<shard>#<n>" (n numbers the
+// dataset's members); each read opens the shard again as the caller and
+// reads the member's bytes at its offset, checked against the shard as it
+// was indexed: a shard rewritten since is that sample's DATA_LOSS, never
+// another member's bytes. Cache entries are keyed by the shard (device,
+// inode), the member's offset and size, at the shard's version.
+//
+// A shard that lies (tar_index.h), is not a regular file (a FIFO), lies
+// outside the caller's folder, or holds a label that is not an integer
+// fails the dataset's opening with that shard named; caps: members and
+// samples against --max-dataset-files, a member's size against the file
+// cap, the sample list against the caller's memory.
+#ifndef STOKER_SERVER_SOURCES_WEBDATASET_H_
+#define STOKER_SERVER_SOURCES_WEBDATASET_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
+
+namespace stoker {
+
+// The names a pattern with {first..last} ranges stands for, in order (the
+// leftmost range varies slowest; a number keeps the first bound's width,
+// zero-padded). A pattern without braces is itself. INVALID_ARGUMENT for
+// a brace not closed, a range not of two decimal numbers, last < first, or
+// more than `max` names.
+absl::StatusOr<std::vector<std::string>> ExpandShardPattern(const std::string& pattern,
+                                                            uint64_t max);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_WEBDATASET_H_

@@ -1,0 +1,173 @@
+// The webdataset source: shards named by pattern, folder or file, samples
+// and labels as WebDataset groups them, members read through the caller's
+// confinement, and shards that lie, are FIFOs, lead outside the folder or
+// change after indexing: each an error naming the shard.
+#include "server/sources/webdataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "server/sources/source.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(ShardPatternTest, RangesExpandInOrderKeepingTheirWidth) {
+  auto names = ExpandShardPattern("train-{000008..000011}.tar", 100);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"train-000008.tar", "train-000009.tar",
+                                              "train-000010.tar", "train-000011.tar"}));
+  names = ExpandShardPattern("{a..b}", 100);
+  EXPECT_EQ(names.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExpandShardPattern("x-{3..1}.tar", 100).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExpandShardPattern("x-{1..3.tar", 100).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExpandShardPattern("x-{0..99999999999}.tar", 1000).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  names = ExpandShardPattern("r{0..1}/s{8..9}.tar", 100);
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, (std::vector<std::string>{"r0/s8.tar", "r0/s9.tar", "r1/s8.tar",
+                                              "r1/s9.tar"}));
+  EXPECT_EQ(*ExpandShardPattern("one.tar", 100), std::vector<std::string>{"one.tar"});
+}
+
+class WebDatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testdata::MakeTempDir("wds");
+    // Two shards of 3 samples: image, label, mask (and a json beside).
+    for (int s = 0; s < 2; ++s) {
+      testdata::TarWriter t;
+      for (int i = 0; i < 3; ++i) {
+        const std::string key = absl::StrFormat("sample%02d", 3 * s + i);
+        t.Add(key + ".JPG", absl::StrCat("image-", 3 * s + i))
+            .Add(key + ".cls", absl::StrCat(3 * s + i, "\n"))
+            .Add(key + ".json", "{}")
+            .Add(key + ".seg.png", absl::StrCat("mask-", 3 * s + i));
+      }
+      t.Add("readme.txt", "not a sample");
+      ASSERT_TRUE(testdata::WriteFile(Shard(s), t.Close()).ok());
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string Shard(int s) const { return absl::StrFormat("%s/train-%06d.tar", root_, s); }
+
+  SourceContext Confined() const {
+    auto in = std::make_shared<Beneath>();
+    in->dir_fd = open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    in->prefix = root_;
+    SourceContext ctx;
+    ctx.beneath = in;
+    return ctx;
+  }
+  static v1::DatasetSpec Spec(const std::string& path, const std::string& shards = "") {
+    v1::DatasetSpec spec;
+    spec.mutable_webdataset()->set_path(path);
+    spec.mutable_webdataset()->set_shards(shards);
+    return spec;
+  }
+
+  std::string root_;
+};
+
+TEST_F(WebDatasetTest, SamplesLabelsAndMasksFromShardsByPatternFolderOrFile) {
+  for (const v1::DatasetSpec& spec :
+       {Spec(root_, "train-{000000..000001}.tar"), Spec(root_), Spec(root_ + "/")}) {
+    auto ds = OpenDataset(spec, Confined());
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    ASSERT_EQ(ds->samples.size(), 6u);
+    EXPECT_EQ(ds->files_per_sample, 2u);  // Every sample has its seg.png.
+    EXPECT_EQ(ds->num_classes, 6u);
+    EXPECT_EQ(ds->skipped_files, 2u);  // The readme of each shard.
+    for (int i = 0; i < 6; ++i) {
+      const Sample& s = ds->samples[i];
+      EXPECT_EQ(s.label, i);
+      std::string bytes;
+      ASSERT_TRUE(ds->source->Read(s.file(0), &bytes, nullptr).ok()) << s.file(0);
+      EXPECT_EQ(bytes, absl::StrCat("image-", i));
+      absl::StatusOr<SourceKey> id = ds->source->Identify(s.file(1));
+      ASSERT_TRUE(id.ok()) << id.status();
+      ASSERT_TRUE(ds->source->ReadIdentified(*id, s.file(1), &bytes, nullptr).ok());
+      EXPECT_EQ(bytes, absl::StrCat("mask-", i));
+    }
+    // Members of one shard: one file, their own entries.
+    auto a = ds->source->Identify(ds->samples[0].path);
+    auto b = ds->source->Identify(ds->samples[1].path);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->version.inode, b->version.inode);
+    EXPECT_NE(a->key(), b->key());
+  }
+  auto one = OpenDataset(Spec(Shard(1)), Confined());
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->samples.size(), 3u);
+  EXPECT_EQ(one->samples[0].label, 3);
+  // A name the dataset does not hold.
+  EXPECT_EQ(one->source->Read(Shard(1) + "#99", nullptr, nullptr).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(WebDatasetTest, HostileShardsAreRefusedByName) {
+  // A shard whose member runs past its end.
+  testdata::TarWriter t;
+  t.Add("a.jpg", "x");
+  std::snprintf(&t.bytes()[124], 12, "%011llo", 1000000000000ULL);
+  t.Reseal(0);
+  ASSERT_TRUE(testdata::WriteFile(root_ + "/bad.tar", t.Close()).ok());
+  auto bad = OpenDataset(Spec(root_ + "/bad.tar"), Confined());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("bad.tar"), std::string::npos) << bad.status();
+  // A FIFO named as a shard: refused without blocking.
+  ASSERT_EQ(mkfifo((root_ + "/fifo.tar").c_str(), 0644), 0);
+  EXPECT_EQ(OpenDataset(Spec(root_ + "/fifo.tar"), Confined()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A pattern leading out of the caller's folder.
+  EXPECT_EQ(OpenDataset(Spec(root_, "../etc/{0..1}.tar"), Confined()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // A label that is not one.
+  testdata::TarWriter word;
+  word.Add("s.jpg", "x").Add("s.cls", "cat");
+  ASSERT_TRUE(testdata::WriteFile(root_ + "/word.tar", word.Close()).ok());
+  auto worded = OpenDataset(Spec(root_ + "/word.tar"), Confined());
+  EXPECT_EQ(worded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(worded.status().message().find("s.cls"), std::string::npos) << worded.status();
+  // Too many members for the caps.
+  SourceContext few = Confined();
+  few.limits.max_files = 5;
+  EXPECT_EQ(OpenDataset(Spec(root_, "train-{000000..000001}.tar"), few).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // A member over the per-file cap: that sample's error.
+  SourceContext small = Confined();
+  small.limits.max_file_bytes = 4;
+  auto capped = OpenDataset(Spec(Shard(0)), small);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  std::string bytes;
+  EXPECT_EQ(capped->source->Read(capped->samples[0].path, &bytes, nullptr).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(WebDatasetTest, AShardRewrittenAfterIndexingIsThatSamplesDataLoss) {
+  auto ds = OpenDataset(Spec(Shard(0)), Confined());
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // The same names, other sizes: the offsets indexed no longer hold.
+  testdata::TarWriter t;
+  t.Add("sample00.jpg", std::string(5000, 'z')).Add("sample00.cls", "0");
+  ASSERT_TRUE(testdata::WriteFile(Shard(0) + ".new", t.Close()).ok());
+  fs::rename(Shard(0) + ".new", Shard(0));
+  std::string bytes;
+  const absl::Status s = ds->source->Read(ds->samples[0].path, &bytes, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("changed since"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace stoker

@@ -65,6 +65,7 @@ bench: deps
 	$(PYTHON) bench/caller_rights.py
 	$(PYTHON) bench/ranks.py
 	$(PYTHON) bench/pixels.py
+	$(PYTHON) bench/webdataset.py
 	$(PYTHON) bench/client_decode.py
 	$(PYTHON) bench/gpu_train.py
 

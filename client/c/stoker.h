@@ -146,7 +146,8 @@ const char* stoker_dtypes_json(void);
 const char* stoker_op_defaults_json(void);
 
 /* The source kinds a dataset spec may name, as JSON: ["folder", "list",
- * "lmdb", "npy", "hdf5", "nifti"]. Static storage: not freed. */
+ * "lmdb", "npy", "hdf5", "nifti", "webdataset"]. Static storage: not
+ * freed. */
 const char* stoker_source_kinds_json(void);
 
 /* How a client names a dataset, as the "dataset" of a spec: `dataset` is a
@@ -155,7 +156,7 @@ const char* stoker_source_kinds_json(void);
  * ({"lmdb": {"path": "db", "manifest": "m.tsv"}}), or a path whose kind is
  * recognised by content, then by suffix in any case (.npy: npy; an HDF5
  * file: INVALID_ARGUMENT asking for its dataset's name; a .tar file, a
- * folder whose first file is one, or dir/train-{000000..000146}.tar:
+ * folder of them (and no folders), or dir/train-{000000..000146}.tar:
  * webdataset; another file: a manifest; a folder holding data.mdb: lmdb;
  * another folder, or a missing path: an image folder). `root` (may be NULL or empty) sets a
  * manifest's folder. Paths come back absolute. *json_out is a

@@ -71,21 +71,29 @@ bool NiftiManifest(const std::string& path) {
   return false;
 }
 
-// The array kind of folder `path`: that of its first file (in name order,
-// of its first 4096 entries) whose name or first bytes say one; "" when
-// none does (a folder of class folders of images). Only the first 64
+// The kind of folder `path`: "webdataset" when it holds .tar files and no
+// folders; else the array kind of its first file (in name order, of its
+// first 4096 entries) whose name or first bytes say one; "" when none does
+// (a folder of class folders of images). Only the first 64
 // files are opened to look at their bytes: a folder of many pictures is
 // not read file by file to be named.
 std::string FolderKind(const std::string& path) {
   constexpr size_t kMostOpened = 64;
   std::vector<std::string> files;
+  bool folders = false;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(path, ec), end;
        !ec && it != end && files.size() < 4096; it.increment(ec)) {
     if (it->is_regular_file(ec)) files.push_back(it->path().string());
+    folders = folders || it->is_directory(ec);
   }
   std::sort(files.begin(), files.end());
-  if (!files.empty() && absl::EndsWithIgnoreCase(files[0], ".tar")) return "webdataset";
+  // Shards beside a README, with no class folders.
+  if (!folders && std::any_of(files.begin(), files.end(), [](const std::string& f) {
+        return absl::EndsWithIgnoreCase(f, ".tar");
+      })) {
+    return "webdataset";
+  }
   for (size_t k = 0; k < files.size(); ++k) {
     const std::string head = k < kMostOpened ? Head(files[k], kKindHeadBytes) : "";
     const std::string kind = ArrayKind(files[k], head, /*gzip_nifti=*/false);

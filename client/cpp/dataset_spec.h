@@ -31,7 +31,7 @@ namespace stoker {
 //         (its folder, and the shards' names in it)
 //       any other file:                                         list (manifest)
 //       a folder holding data.mdb:                              lmdb
-//       a folder whose first file (in name order) is a .tar:    webdataset
+//       a folder holding .tar files and no folders:            webdataset
 //       a folder whose first file (in name order) named or
 //         starting as one of the arrays above is a NIfTI
 //         volume (by name, or a plain header), an npy array,

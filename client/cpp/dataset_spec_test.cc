@@ -59,6 +59,7 @@ TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
   // WebDataset shards: a .tar file, a folder of them, a pattern.
   fs::create_directories(dir + "/shards");
   ASSERT_TRUE(testdata::WriteFile(dir + "/shards/train-000000.TAR", "tar").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/shards/README", "shards").ok());
   EXPECT_EQ(KindOf(NameDataset(dir + "/shards/train-000000.TAR", "")), "webdataset");
   EXPECT_EQ(KindOf(NameDataset(dir + "/shards", "")), "webdataset");
   auto pattern = NameDataset(dir + "/shards/train-{000000..000009}.tar", "");

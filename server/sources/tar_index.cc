@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -98,10 +99,9 @@ bool PaxRecords(absl::string_view data, std::string* path, uint64_t* size, bool*
 
 }  // namespace
 
-absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t max_members,
-                          std::vector<TarMember>* out) {
-  out->clear();
-  std::vector<TarMember> members;
+absl::Status ForEachTarMember(const TarReader& read, uint64_t file_size, uint64_t max_members,
+                              const std::function<absl::Status(TarMember)>& each) {
+  uint64_t members = 0;
   char h[kBlock];
   std::string long_name, pax_path;  // For the next member.
   uint64_t pax_size = 0;
@@ -149,11 +149,12 @@ absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t ma
           const bool ustar = std::memcmp(h + 257, "ustar", 5) == 0;
           if (ustar && h[345] != '\0') name = absl::StrCat(Field(h + 345, 155), "/", name);
         }
-        if (members.size() >= max_members) {
+        if (members++ >= max_members) {
           return absl::ResourceExhaustedError(absl::StrCat(
-              "tar archive has more than ", max_members, " members (--max-dataset-files)"));
+              "tar archive has more members than the ", max_members,
+              " the dataset may still list (--max-dataset-files)"));
         }
-        members.push_back(TarMember{std::move(name), data, size});
+        if (absl::Status s = each(TarMember{std::move(name), data, size}); !s.ok()) return s;
       }
       // Whatever it was, the extensions applied to it.
       long_name.clear();
@@ -168,26 +169,77 @@ absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t ma
     return Broken(at, absl::StrCat("the archive ends ", file_size - at,
                                    " bytes into a header (cut short)"));
   }
-  *out = std::move(members);
   return absl::OkStatus();
 }
 
-std::vector<WebDatasetSample> GroupWebDataset(const std::vector<TarMember>& members) {
-  std::vector<WebDatasetSample> samples;
-  for (size_t i = 0; i < members.size(); ++i) {
-    const std::string& name = members[i].name;
-    const size_t slash = name.rfind('/');
-    const size_t base = slash == std::string::npos ? 0 : slash + 1;
-    if (name.compare(base, 2, "__") == 0) continue;
-    const size_t dot = name.find('.', base);
-    if (dot == std::string::npos || dot + 1 == name.size()) continue;
-    std::string key = name.substr(0, dot);
-    if (samples.empty() || samples.back().key != key) {
-      samples.push_back(WebDatasetSample{std::move(key), {}});
-    }
-    samples.back().fields.push_back({absl::AsciiStrToLower(name.substr(dot + 1)), i});
+absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t max_members,
+                          std::vector<TarMember>* out) {
+  out->clear();
+  std::vector<TarMember> members;
+  absl::Status s = ForEachTarMember(read, file_size, max_members, [&](TarMember m) {
+    members.push_back(std::move(m));
+    return absl::OkStatus();
+  });
+  if (s.ok()) *out = std::move(members);
+  return s;
+}
+
+absl::Status WebDatasetGrouper::Add(const TarMember& member) {
+  const std::string& name = member.name;
+  const size_t slash = name.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  if (slash == std::string::npos && absl::StartsWith(name, "__") && absl::EndsWith(name, "__")) {
+    ++skipped_;  // WebDataset's metadata.
+    return absl::OkStatus();
   }
+  const size_t dot = name.find('.', base);
+  if (dot == std::string::npos || dot == base || dot + 1 == name.size()) {
+    ++skipped_;
+    return absl::OkStatus();
+  }
+  std::string key = name.substr(0, dot);
+  std::string extension = absl::AsciiStrToLower(name.substr(dot + 1));
+  if (open_ && current_.key != key) {
+    if (absl::Status s = done_(std::move(current_)); !s.ok()) return s;
+    open_ = false;
+  }
+  if (!open_) {
+    current_ = WebDatasetSample{std::move(key), {}};
+    open_ = true;
+  }
+  for (const WebDatasetSample::Field& f : current_.fields) {
+    if (f.extension == extension) {
+      return absl::DataLossError(absl::StrCat("sample ", Shown(current_.key), " has two .",
+                                              Shown(extension), " members"));
+    }
+  }
+  current_.fields.push_back({std::move(extension), member.offset, member.size});
+  return absl::OkStatus();
+}
+
+absl::Status WebDatasetGrouper::Finish() {
+  if (!open_) return absl::OkStatus();
+  open_ = false;
+  return done_(std::move(current_));
+}
+
+absl::StatusOr<std::vector<WebDatasetSample>> GroupWebDataset(
+    const std::vector<TarMember>& members) {
+  std::vector<WebDatasetSample> samples;
+  WebDatasetGrouper grouper([&](WebDatasetSample s) {
+    samples.push_back(std::move(s));
+    return absl::OkStatus();
+  });
+  for (const TarMember& m : members) {
+    if (absl::Status s = grouper.Add(m); !s.ok()) return s;
+  }
+  if (absl::Status s = grouper.Finish(); !s.ok()) return s;
   return samples;
+}
+
+std::string Shown(absl::string_view name) {
+  if (name.size() <= 120) return std::string(name);
+  return absl::StrCat(name.substr(0, 100), "...(", name.size(), " bytes)");
 }
 
 }  // namespace stoker

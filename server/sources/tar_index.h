@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace stoker {
 
@@ -41,8 +43,13 @@ using TarReader = std::function<absl::Status(uint64_t offset, size_t n, char* ou
 // Long names and pax records longer than this are DATA_LOSS.
 inline constexpr uint64_t kMaxTarNameRecord = 64 * 1024;
 
-// The regular-file members of the archive, in archive order. DATA_LOSS as
-// above; RESOURCE_EXHAUSTED past `max_members`.
+// Calls `each` with the archive's regular-file members in archive order
+// (nothing is kept: memory does not grow with the archive); an error of
+// `each` stops the walk and is returned. DATA_LOSS as above;
+// RESOURCE_EXHAUSTED past `max_members`.
+absl::Status ForEachTarMember(const TarReader& read, uint64_t file_size, uint64_t max_members,
+                              const std::function<absl::Status(TarMember)>& each);
+// ForEachTarMember's members, collected.
 absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t max_members,
                           std::vector<TarMember>* out);
 
@@ -51,17 +58,42 @@ struct WebDatasetSample {
   std::string key;
   struct Field {
     std::string extension;  // Lower-cased: "jpg", "cls", "seg.png".
-    size_t member = 0;      // Index into the members.
+    uint64_t offset = 0, size = 0;  // The member's data in the archive.
   };
   std::vector<Field> fields;
 };
 
-// WebDataset's rules: a member's key is its name up to the first '.' after
-// the last '/', its extension the rest, lower-cased; adjacent members with
-// one key are one sample (a key met again later starts another sample).
-// Members without an extension, and names whose last part starts with
-// "__" (WebDataset's own "__key__"-style entries), are skipped.
-std::vector<WebDatasetSample> GroupWebDataset(const std::vector<TarMember>& members);
+// WebDataset's rules (its tar iterator and group_by_keys), one member at a
+// time: a member's key is its name up to the first '.' after the last '/'
+// (a name with nothing before that dot has none), its extension the rest,
+// lower-cased; adjacent members with one key are one sample (a key met
+// again later starts another). Skipped: members without a key or an
+// extension, and WebDataset's metadata ("__...__" names outside folders).
+// An extension met twice in one sample is DATA_LOSS, as WebDataset refuses
+// it.
+class WebDatasetGrouper {
+ public:
+  // `done` takes each finished sample; its error is Add's or Finish's.
+  explicit WebDatasetGrouper(std::function<absl::Status(WebDatasetSample)> done)
+      : done_(std::move(done)) {}
+  absl::Status Add(const TarMember& member);
+  absl::Status Finish();  // The last sample.
+  uint64_t skipped() const { return skipped_; }  // Members without a key.
+
+ private:
+  std::function<absl::Status(WebDatasetSample)> done_;
+  WebDatasetSample current_;
+  bool open_ = false;
+  uint64_t skipped_ = 0;
+};
+
+// A member's name (or key) as error messages show it: at most about 120
+// bytes of it (names are up to 64 KiB of anything).
+std::string Shown(absl::string_view name);
+
+// The samples of `members`, grouped as WebDatasetGrouper groups them.
+absl::StatusOr<std::vector<WebDatasetSample>> GroupWebDataset(
+    const std::vector<TarMember>& members);
 
 }  // namespace stoker
 

@@ -67,25 +67,47 @@ TEST(TarIndexTest, ReadsTheFormsWritersProduceAndGroupsWebDatasetSamples) {
   EXPECT_EQ(m[7].name, "shard/s004.jpg");
   EXPECT_EQ(At(tar, m[7]), "JPEG-4");
 
-  const std::vector<WebDatasetSample> samples = GroupWebDataset(m);
+  const absl::StatusOr<std::vector<WebDatasetSample>> grouped = GroupWebDataset(m);
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  const std::vector<WebDatasetSample>& samples = *grouped;
   ASSERT_EQ(samples.size(), 5u);
   EXPECT_EQ(samples[0].key, "shard/s000");
   ASSERT_EQ(samples[0].fields.size(), 3u);
   EXPECT_EQ(samples[0].fields[0].extension, "jpg");
   EXPECT_EQ(samples[0].fields[1].extension, "cls");
   EXPECT_EQ(samples[0].fields[2].extension, "seg.png");  // Lower-cased.
-  EXPECT_EQ(samples[0].fields[2].member, 2u);
+  EXPECT_EQ(samples[0].fields[2].offset, m[2].offset);
+  EXPECT_EQ(samples[0].fields[2].size, m[2].size);
   EXPECT_EQ(samples[1].key, "shard/s001");
   EXPECT_EQ(samples[2].key, deep + "/s002");
   EXPECT_EQ(samples[4].key, "shard/s004");
 }
 
-TEST(TarIndexTest, AKeyMetAgainLaterStartsAnotherSample) {
+TEST(TarIndexTest, GroupingFollowsWebDatasetsRules) {
+  // A key met again later starts another sample.
   std::vector<TarMember> m = {{"a.jpg", 512, 1}, {"b.jpg", 1536, 1}, {"a.cls", 2560, 1}};
-  const std::vector<WebDatasetSample> s = GroupWebDataset(m);
-  ASSERT_EQ(s.size(), 3u);
-  EXPECT_EQ(s[2].key, "a");
-  EXPECT_EQ(s[2].fields[0].extension, "cls");
+  absl::StatusOr<std::vector<WebDatasetSample>> s = GroupWebDataset(m);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->size(), 3u);
+  EXPECT_EQ((*s)[2].key, "a");
+  EXPECT_EQ((*s)[2].fields[0].extension, "cls");
+  // Keys as WebDataset cuts them; metadata only outside folders; no key
+  // before the dot, no extension: skipped.
+  m = {{"./x.jpg", 0, 1},      {"a.b.c.JPG", 0, 1}, {"__meta__", 0, 1}, {"d/__b__.jpg", 0, 1},
+       {"__a.jpg", 0, 1},      {"d/.jpg", 0, 1},    {"noext", 0, 1},    {"e.", 0, 1}};
+  std::vector<std::string> keys;
+  WebDatasetGrouper keyed([&](WebDatasetSample x) {
+    keys.push_back(x.key + "|" + x.fields[0].extension);
+    return absl::OkStatus();
+  });
+  for (const TarMember& t : m) ASSERT_TRUE(keyed.Add(t).ok());
+  ASSERT_TRUE(keyed.Finish().ok());
+  EXPECT_EQ(keys, (std::vector<std::string>{"./x|jpg", "a|b.c.jpg", "d/__b__|jpg", "__a|jpg"}));
+  EXPECT_EQ(keyed.skipped(), 4u);
+  // An extension twice in one sample is refused, as WebDataset does.
+  s = GroupWebDataset({{"k.jpg", 0, 1}, {"k.JPG", 0, 1}});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.status().message().find("two .jpg"), std::string::npos) << s.status();
 }
 
 TEST(TarIndexTest, ArchivesThatLieAreRefusedByOffset) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/source.h"
 #include "server/sources/tar_index.h"
@@ -113,46 +115,59 @@ bool IsImage(const std::string& extension) {
   return extension == "jpg" || extension == "jpeg" || extension == "png";
 }
 
-// The shards' paths the spec names.
-absl::StatusOr<std::vector<std::string>> ShardPaths(const std::string& path,
-                                                    const std::string& pattern,
-                                                    const ScanLimits& limits) {
-  std::string dir = path;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  if (!pattern.empty()) {
-    STOKER_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                            ExpandShardPattern(pattern, limits.max_files));
-    for (std::string& n : names) n = InFolder(dir, n);
-    return names;
+// The shards the spec names, made one at a time: count() of them, path(i).
+class ShardList {
+ public:
+  static absl::StatusOr<ShardList> Of(const std::string& path, const std::string& pattern,
+                                      const ScanLimits& limits) {
+    ShardList list;
+    list.dir_ = path;
+    while (list.dir_.size() > 1 && list.dir_.back() == '/') list.dir_.pop_back();
+    if (!pattern.empty()) {
+      STOKER_ASSIGN_OR_RETURN(ShardPattern p, ShardPattern::Parse(pattern, limits.max_files));
+      list.pattern_ = std::move(p);
+      return list;
+    }
+    if (absl::EndsWithIgnoreCase(list.dir_, ".tar")) {
+      list.paths_ = {list.dir_};
+      return list;
+    }
+    STOKER_ASSIGN_OR_RETURN(std::vector<std::string> entries,
+                            ListFolder(list.dir_, limits.within, limits.max_files));
+    for (const std::string& e : entries) {
+      if (absl::EndsWithIgnoreCase(e, ".tar")) list.paths_.push_back(InFolder(list.dir_, e));
+    }
+    if (list.paths_.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("WebDataset folder ", list.dir_, " holds no .tar shards"));
+    }
+    return list;
   }
-  if (absl::EndsWithIgnoreCase(dir, ".tar")) return std::vector<std::string>{dir};
-  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> entries,
-                          ListFolder(dir, limits.within, limits.max_files));
-  std::vector<std::string> shards;
-  for (const std::string& e : entries) {
-    if (absl::EndsWithIgnoreCase(e, ".tar")) shards.push_back(InFolder(dir, e));
+  uint64_t count() const { return pattern_ ? pattern_->size() : paths_.size(); }
+  std::string path(uint64_t i) const {
+    return pattern_ ? InFolder(dir_, pattern_->Name(i)) : paths_[i];
   }
-  if (shards.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("WebDataset folder ", dir, " holds no .tar shards"));
-  }
-  return shards;
-}
+
+ private:
+  std::string dir_;
+  std::optional<ShardPattern> pattern_;
+  std::vector<std::string> paths_;
+};
 
 // A .cls member's label.
 absl::StatusOr<int32_t> Label(const OpenFile& file, const std::string& shard,
-                              const TarMember& m) {
-  std::string text(std::min<uint64_t>(m.size, 32), '\0');
+                              const std::string& key, const WebDatasetSample::Field& f) {
+  std::string text(std::min<uint64_t>(f.size, 32), '\0');
   int err = 0;
-  if (m.size > 32 ||
-      !ReadAt(file.fd(), m.offset, text.size(), reinterpret_cast<uint8_t*>(text.data()), &err)) {
-    return absl::DataLossError(
-        absl::StrCat(shard, ": ", m.name, " is not a label (", m.size, " bytes)"));
+  if (f.size > 32 ||
+      !ReadAt(file.fd(), f.offset, text.size(), reinterpret_cast<uint8_t*>(text.data()), &err)) {
+    return absl::DataLossError(absl::StrCat(shard, ": ", Shown(key), ".cls is not a label (",
+                                            f.size, " bytes)"));
   }
   int32_t label = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label) || label < 0) {
-    return absl::DataLossError(
-        absl::StrCat(shard, ": ", m.name, " holds no non-negative integer label"));
+    return absl::DataLossError(absl::StrCat(shard, ": ", Shown(key),
+                                            ".cls holds no non-negative integer label"));
   }
   return label;
 }
@@ -160,56 +175,43 @@ absl::StatusOr<int32_t> Label(const OpenFile& file, const std::string& shard,
 absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::string& pattern,
                                        const SourceContext& ctx) {
   const ScanLimits& limits = ctx.limits;
-  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> paths, ShardPaths(path, pattern, limits));
+  STOKER_ASSIGN_OR_RETURN(ShardList list, ShardList::Of(path, pattern, limits));
   Dataset ds;
   ds.description = absl::StrCat("webdataset:", path, pattern.empty() ? "" : "/", pattern);
   std::vector<WebDatasetFiles::Shard> shards;
   std::vector<WebDatasetFiles::Member> members;
   absl::flat_hash_map<std::string, uint32_t> shard_of;
   ListCharge charge(limits);
+  const absl::Time deadline = absl::Now() + limits.max_time;
+  uint64_t seen = 0;  // Members of every shard, against the caps.
   bool masks = true;
-  for (const std::string& shard : paths) {
-    if (limits.cancel != nullptr && limits.cancel->load()) {
-      return absl::CancelledError("the daemon is shutting down");
-    }
+  for (uint64_t i = 0; i < list.count(); ++i) {
+    const std::string shard = list.path(i);
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFile> file,
                             ctx.fs()->Open(shard, limits.within));
-    std::vector<TarMember> index;
-    absl::Status s = ReadTarIndex(
-        [&](uint64_t offset, size_t n, char* out) {
-          int err = 0;
-          if (ReadAt(file->fd(), offset, n, reinterpret_cast<uint8_t*>(out), &err)) {
-            return absl::OkStatus();
-          }
-          return absl::DataLossError(absl::StrCat("the shard is shorter than it was (errno ",
-                                                  err, ")"));
-        },
-        file->size(), limits.max_files - std::min<uint64_t>(members.size(), limits.max_files),
-        &index);
-    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(shard, ": ", s.message()));
     if (!shard_of.emplace(shard, static_cast<uint32_t>(shards.size())).second) continue;
     const uint32_t k = static_cast<uint32_t>(shards.size());
     shards.push_back({shard, file->version()});
-    for (const WebDatasetSample& sample : GroupWebDataset(index)) {
-      const TarMember* image = nullptr;
-      const TarMember* mask = nullptr;
-      int32_t label = 0;
+    // One sample of the shard, as the grouper finishes it.
+    auto take = [&](WebDatasetSample sample) -> absl::Status {
+      const WebDatasetSample::Field* image = nullptr;
+      const WebDatasetSample::Field* mask = nullptr;
+      const WebDatasetSample::Field* cls = nullptr;
       for (const WebDatasetSample::Field& f : sample.fields) {
-        const TarMember& m = index[f.member];
-        if (IsImage(f.extension) && image == nullptr) {
-          image = &m;
-        } else if (f.extension == "seg.png") {
-          mask = &m;
-        } else if (f.extension == "cls") {
-          STOKER_ASSIGN_OR_RETURN(label, Label(*file, shard, m));
-        }
+        if (IsImage(f.extension) && image == nullptr) image = &f;
+        if (f.extension == "seg.png") mask = &f;
+        if (f.extension == "cls") cls = &f;
       }
       if (image == nullptr) {
         ++ds.skipped_files;
-        continue;
+        return absl::OkStatus();
       }
-      auto name = [&](const TarMember& m) {
-        members.push_back({k, m.offset, m.size});
+      int32_t label = 0;
+      if (cls != nullptr) {
+        STOKER_ASSIGN_OR_RETURN(label, Label(*file, shard, sample.key, *cls));
+      }
+      auto name = [&](const WebDatasetSample::Field& f) {
+        members.push_back({k, f.offset, f.size});
         return absl::StrCat(shard, "#", members.size() - 1);
       };
       Sample out{name(*image), label, {}};
@@ -217,7 +219,35 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
       masks = masks && mask != nullptr;
       STOKER_RETURN_IF_ERROR(charge.Add(out));
       ds.samples.push_back(std::move(out));
-    }
+      return absl::OkStatus();
+    };
+    WebDatasetGrouper grouper(take);
+    absl::Status s = ForEachTarMember(
+        [&](uint64_t offset, size_t n, char* out) {
+          int err = 0;
+          if (ReadAt(file->fd(), offset, n, reinterpret_cast<uint8_t*>(out), &err)) {
+            return absl::OkStatus();
+          }
+          return err == 0 ? absl::DataLossError("the shard is shorter than it was")
+                          : absl::InternalError(absl::StrCat("read failed (errno ", err, ")"));
+        },
+        file->size(), limits.max_files - std::min(seen, limits.max_files),
+        [&](TarMember m) -> absl::Status {
+          if (++seen % 4096 == 0) {
+            if (limits.cancel != nullptr && limits.cancel->load()) {
+              return absl::CancelledError("the daemon is shutting down");
+            }
+            if (absl::Now() > deadline) {
+              return absl::DeadlineExceededError(absl::StrCat(
+                  "indexing took longer than ", absl::FormatDuration(limits.max_time),
+                  " (--dataset-scan-timeout)"));
+            }
+          }
+          return grouper.Add(m);
+        });
+    if (s.ok()) s = grouper.Finish();
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(shard, ": ", s.message()));
+    ds.skipped_files += grouper.skipped();
   }
   if (ds.samples.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -249,43 +279,62 @@ class WebDatasetKind : public SourceKind {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> ExpandShardPattern(const std::string& pattern,
-                                                            uint64_t max) {
-  const size_t open = pattern.find('{');
-  if (open == std::string::npos) {
-    if (pattern.find('}') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("shard pattern ", pattern,
-                                                     " closes a brace it never opened"));
+absl::StatusOr<ShardPattern> ShardPattern::Parse(const std::string& pattern, uint64_t max) {
+  auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard pattern ", Shown(pattern), ": ", why));
+  };
+  if (pattern.size() > kMaxBytes) {
+    return invalid(absl::StrCat("longer than ", kMaxBytes, " bytes"));
+  }
+  ShardPattern p;
+  size_t at = 0;
+  while (true) {
+    const size_t open = pattern.find('{', at);
+    const size_t stray = pattern.find('}', at);
+    if (open == std::string::npos) {
+      if (stray != std::string::npos) return invalid("a brace closed that was never opened");
+      p.text_.push_back(pattern.substr(at));
+      break;
     }
-    return std::vector<std::string>{pattern};
-  }
-  const size_t close = pattern.find('}', open);
-  const size_t dots = pattern.find("..", open);
-  uint64_t first = 0, last = 0;
-  if (close == std::string::npos || dots == std::string::npos || dots > close ||
-      !absl::SimpleAtoi(pattern.substr(open + 1, dots - open - 1), &first) ||
-      !absl::SimpleAtoi(pattern.substr(dots + 2, close - dots - 2), &last) || last < first) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shard pattern ", pattern, ": a range is {first..last}, two decimal numbers in order"));
-  }
-  const size_t width = dots - open - 1;
-  if (last - first >= max) {
-    return absl::InvalidArgumentError(absl::StrCat("shard pattern ", pattern, " names more than ",
-                                                   max, " shards"));
-  }
-  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> rests,
-                          ExpandShardPattern(pattern.substr(close + 1), max));
-  std::vector<std::string> out;
-  for (uint64_t n = first; n <= last; ++n) {
-    std::string number = absl::StrCat(n);
-    if (number.size() < width) number.insert(0, width - number.size(), '0');
-    for (const std::string& rest : rests) {
-      if (out.size() >= max) {
-        return absl::InvalidArgumentError(absl::StrCat("shard pattern ", pattern,
-                                                       " names more than ", max, " shards"));
-      }
-      out.push_back(absl::StrCat(pattern.substr(0, open), number, rest));
+    if (stray < open) return invalid("a brace closed that was never opened");
+    const size_t close = pattern.find('}', open);
+    const size_t dots = pattern.find("..", open);
+    Range r;
+    uint64_t last = 0;
+    if (close == std::string::npos || dots == std::string::npos || dots > close ||
+        !absl::SimpleAtoi(pattern.substr(open + 1, dots - open - 1), &r.first) ||
+        !absl::SimpleAtoi(pattern.substr(dots + 2, close - dots - 2), &last) ||
+        last < r.first) {
+      return invalid("a range is {first..last}, two decimal numbers in order");
     }
+    if (p.ranges_.size() == kMaxRanges) {
+      return invalid(absl::StrCat("more than ", kMaxRanges, " ranges"));
+    }
+    r.count = last - r.first + 1;  // 0 only for the whole 64-bit span.
+    r.width = dots - open - 1;
+    if (r.count == 0 || r.count > max || p.size_ > max / r.count) {
+      return invalid(absl::StrCat("names more than ", max, " shards"));
+    }
+    p.size_ *= r.count;
+    p.text_.push_back(pattern.substr(at, open - at));
+    p.ranges_.push_back(r);
+    at = close + 1;
+  }
+  return p;
+}
+
+std::string ShardPattern::Name(uint64_t i) const {
+  std::vector<uint64_t> digits(ranges_.size());
+  for (size_t k = ranges_.size(); k-- > 0;) {  // The last range varies fastest.
+    digits[k] = i % ranges_[k].count;
+    i /= ranges_[k].count;
+  }
+  std::string out = text_[0];
+  for (size_t k = 0; k < ranges_.size(); ++k) {
+    std::string number = absl::StrCat(ranges_[k].first + digits[k]);
+    if (number.size() < ranges_[k].width) number.insert(0, ranges_[k].width - number.size(), '0');
+    absl::StrAppend(&out, number, text_[k + 1]);
   }
   return out;
 }

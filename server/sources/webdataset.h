@@ -30,11 +30,29 @@ namespace stoker {
 
 // The names a pattern with {first..last} ranges stands for, in order (the
 // leftmost range varies slowest; a number keeps the first bound's width,
-// zero-padded). A pattern without braces is itself. INVALID_ARGUMENT for
-// a brace not closed, a range not of two decimal numbers, last < first, or
-// more than `max` names.
-absl::StatusOr<std::vector<std::string>> ExpandShardPattern(const std::string& pattern,
-                                                            uint64_t max);
+// zero-padded), made one at a time: a pattern naming millions of shards
+// costs nothing until they are opened (and the first missing one ends
+// that). A pattern without braces is itself.
+class ShardPattern {
+ public:
+  static constexpr size_t kMaxBytes = 4096;
+  static constexpr size_t kMaxRanges = 8;
+  // INVALID_ARGUMENT for a brace not closed or not opened, a range not of
+  // two decimal numbers in order, more than kMaxRanges ranges or kMaxBytes
+  // bytes, or more than `max` names.
+  static absl::StatusOr<ShardPattern> Parse(const std::string& pattern, uint64_t max);
+  uint64_t size() const { return size_; }
+  std::string Name(uint64_t i) const;
+
+ private:
+  struct Range {
+    uint64_t first = 0, count = 0;
+    size_t width = 0;
+  };
+  std::vector<std::string> text_;  // The literal pieces around the ranges.
+  std::vector<Range> ranges_;
+  uint64_t size_ = 1;
+};
 
 }  // namespace stoker
 

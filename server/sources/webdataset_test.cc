@@ -21,24 +21,48 @@ namespace stoker {
 namespace {
 namespace fs = std::filesystem;
 
-TEST(ShardPatternTest, RangesExpandInOrderKeepingTheirWidth) {
-  auto names = ExpandShardPattern("train-{000008..000011}.tar", 100);
-  ASSERT_TRUE(names.ok()) << names.status();
-  EXPECT_EQ(*names, (std::vector<std::string>{"train-000008.tar", "train-000009.tar",
-                                              "train-000010.tar", "train-000011.tar"}));
-  names = ExpandShardPattern("{a..b}", 100);
-  EXPECT_EQ(names.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExpandShardPattern("x-{3..1}.tar", 100).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExpandShardPattern("x-{1..3.tar", 100).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExpandShardPattern("x-{0..99999999999}.tar", 1000).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  names = ExpandShardPattern("r{0..1}/s{8..9}.tar", 100);
-  ASSERT_TRUE(names.ok());
-  EXPECT_EQ(*names, (std::vector<std::string>{"r0/s8.tar", "r0/s9.tar", "r1/s8.tar",
-                                              "r1/s9.tar"}));
-  EXPECT_EQ(*ExpandShardPattern("one.tar", 100), std::vector<std::string>{"one.tar"});
+std::vector<std::string> Names(const std::string& pattern, uint64_t max = 100) {
+  absl::StatusOr<ShardPattern> p = ShardPattern::Parse(pattern, max);
+  EXPECT_TRUE(p.ok()) << p.status();
+  std::vector<std::string> out;
+  for (uint64_t i = 0; p.ok() && i < p->size(); ++i) out.push_back(p->Name(i));
+  return out;
+}
+
+absl::StatusCode Refused(const std::string& pattern, uint64_t max = 100) {
+  return ShardPattern::Parse(pattern, max).status().code();
+}
+
+TEST(ShardPatternTest, RangesStandForTheirNamesInOrderKeepingTheirWidth) {
+  EXPECT_EQ(Names("train-{000008..000011}.tar"),
+            (std::vector<std::string>{"train-000008.tar", "train-000009.tar",
+                                      "train-000010.tar", "train-000011.tar"}));
+  EXPECT_EQ(Names("r{0..1}/s{8..9}.tar"),
+            (std::vector<std::string>{"r0/s8.tar", "r0/s9.tar", "r1/s8.tar", "r1/s9.tar"}));
+  EXPECT_EQ(Names("one.tar"), std::vector<std::string>{"one.tar"});
+  // Millions of names cost nothing until asked for.
+  absl::StatusOr<ShardPattern> big = ShardPattern::Parse("s-{0000000..9999999}.tar", 20'000'000);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->size(), 10'000'000u);
+  EXPECT_EQ(big->Name(1234567), "s-1234567.tar");
+}
+
+TEST(ShardPatternTest, PatternsThatLieAreRefused) {
+  for (const std::string& bad :
+       {"{a..b}", "x-{3..1}.tar", "x-{1..3.tar", "x-1..3}.tar", "x}{1..2}"}) {
+    EXPECT_EQ(Refused(bad), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  // More names than the dataset may list, however they multiply (and a
+  // range of the whole 64-bit span, which would wrap).
+  EXPECT_EQ(Refused("x-{0..99999999999}.tar", 1000), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Refused("{0..99}{0..99}", 1000), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Refused("{0..18446744073709551615}"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Names("{18446744073709551615..18446744073709551615}{0..3}").size(), 4u);
+  // A pattern of thousands of ranges, or megabytes: refused before any work.
+  std::string ranges;
+  for (int i = 0; i < 30000; ++i) ranges += "{0..0}";
+  EXPECT_EQ(Refused(ranges), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Refused(std::string(5000, 'x')), absl::StatusCode::kInvalidArgument);
 }
 
 class WebDatasetTest : public ::testing::Test {

@@ -311,7 +311,14 @@ void L2Cache::WriterLoop() {
       };
       mu_.AwaitWithTimeout(absl::Condition(&ready), options_.reader_check_interval);
       if (queue_.empty() && stopping_) return;
-      while (!paused_ && !queue_.empty() && batch.size() < kBatchOps) {
+      // A batch of at most an eighth of the budget (and one value): the
+      // eviction before each keeps the map near its budget, where one large
+      // batch into an empty map would pass it with nothing yet to evict.
+      uint64_t bytes = 0;
+      while (!paused_ && !queue_.empty() && batch.size() < kBatchOps &&
+             bytes < options_.max_bytes / 8) {
+        const Op& op = queue_.front();
+        if (!op.erase) bytes += ValueBytes(op.key.size(), op.payload->size());
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }

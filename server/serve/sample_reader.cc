@@ -208,7 +208,11 @@ Bytes SampleReader::LookupExact(size_t f, const ImageRequest& request, uint64_t 
     kept = caches_.pixels->Peek(pic->file, PixelCache::Key(pic->file, 0, request, eighths));
     if (kept || !scales) break;
   }
-  if (!kept) return lookup(8);  // A miss, counted once.
+  // None: a miss, counted once; unless the whole scale was filled meanwhile
+  // (another epoch's read of this sample), which is then what was found:
+  // it may not be the scale this sample needs.
+  const bool counted = kept == nullptr;
+  if (counted && (kept = lookup(8)) == nullptr) return nullptr;
   const KeptPicture k = KeptOf(kept);
   if (k.whole_only && pipeline_.crop_decode()) {
     pic->key = PixelCache::Key(pic->file, 0, request, k.eighths);
@@ -216,7 +220,7 @@ Bytes SampleReader::LookupExact(size_t f, const ImageRequest& request, uint64_t 
     return nullptr;
   }
   if (keeper_ != nullptr) keeper_->Found(kept->size() + pic->file.file.size());
-  if (!k.scaled) return lookup(k.eighths);
+  if (!k.scaled) return counted ? kept : lookup(k.eighths);
   // A JPEG: the scale this sample's crop decodes it at, its geometry drawn
   // as the renderer draws it.
   if (canvases->empty()) {
@@ -225,6 +229,7 @@ Bytes SampleReader::LookupExact(size_t f, const ImageRequest& request, uint64_t 
   const int eighths =
       pipeline_.Region(field, (*canvases)[f], k.source_width, k.source_height).eighths;
   pic->other_scale = eighths != k.eighths;
+  if (counted && !pic->other_scale) return kept;
   return lookup(eighths);
 }
 

@@ -7,9 +7,10 @@ import os
 import tarfile
 
 import pytest
-import torch
 
 import stoker
+
+torch = pytest.importorskip("torch")
 
 
 def pictures(dataset):

@@ -172,18 +172,6 @@ absl::Status ForEachTarMember(const TarReader& read, uint64_t file_size, uint64_
   return absl::OkStatus();
 }
 
-absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t max_members,
-                          std::vector<TarMember>* out) {
-  out->clear();
-  std::vector<TarMember> members;
-  absl::Status s = ForEachTarMember(read, file_size, max_members, [&](TarMember m) {
-    members.push_back(std::move(m));
-    return absl::OkStatus();
-  });
-  if (s.ok()) *out = std::move(members);
-  return s;
-}
-
 absl::Status WebDatasetGrouper::Add(const TarMember& member) {
   const std::string& name = member.name;
   const size_t slash = name.rfind('/');
@@ -221,20 +209,6 @@ absl::Status WebDatasetGrouper::Finish() {
   if (!open_) return absl::OkStatus();
   open_ = false;
   return done_(std::move(current_));
-}
-
-absl::StatusOr<std::vector<WebDatasetSample>> GroupWebDataset(
-    const std::vector<TarMember>& members) {
-  std::vector<WebDatasetSample> samples;
-  WebDatasetGrouper grouper([&](WebDatasetSample s) {
-    samples.push_back(std::move(s));
-    return absl::OkStatus();
-  });
-  for (const TarMember& m : members) {
-    if (absl::Status s = grouper.Add(m); !s.ok()) return s;
-  }
-  if (absl::Status s = grouper.Finish(); !s.ok()) return s;
-  return samples;
 }
 
 std::string Shown(absl::string_view name) {

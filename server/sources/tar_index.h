@@ -49,9 +49,6 @@ inline constexpr uint64_t kMaxTarNameRecord = 64 * 1024;
 // RESOURCE_EXHAUSTED past `max_members`.
 absl::Status ForEachTarMember(const TarReader& read, uint64_t file_size, uint64_t max_members,
                               const std::function<absl::Status(TarMember)>& each);
-// ForEachTarMember's members, collected.
-absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t max_members,
-                          std::vector<TarMember>* out);
 
 // One WebDataset sample: adjacent members sharing a key.
 struct WebDatasetSample {
@@ -90,10 +87,6 @@ class WebDatasetGrouper {
 // A member's name (or key) as error messages show it: at most about 120
 // bytes of it (names are up to 64 KiB of anything).
 std::string Shown(absl::string_view name);
-
-// The samples of `members`, grouped as WebDatasetGrouper groups them.
-absl::StatusOr<std::vector<WebDatasetSample>> GroupWebDataset(
-    const std::vector<TarMember>& members);
 
 }  // namespace stoker
 

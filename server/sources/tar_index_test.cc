@@ -20,6 +20,34 @@ namespace {
 
 using Tar = testdata::TarWriter;
 
+// The members of an archive, collected (ForEachTarMember).
+absl::Status ReadTarIndex(const TarReader& read, uint64_t file_size, uint64_t max_members,
+                          std::vector<TarMember>* out) {
+  out->clear();
+  std::vector<TarMember> members;
+  absl::Status s = ForEachTarMember(read, file_size, max_members, [&](TarMember m) {
+    members.push_back(std::move(m));
+    return absl::OkStatus();
+  });
+  if (s.ok()) *out = std::move(members);
+  return s;
+}
+
+// The samples of `members`, as WebDatasetGrouper groups them.
+absl::StatusOr<std::vector<WebDatasetSample>> GroupWebDataset(
+    const std::vector<TarMember>& members) {
+  std::vector<WebDatasetSample> samples;
+  WebDatasetGrouper grouper([&](WebDatasetSample s) {
+    samples.push_back(std::move(s));
+    return absl::OkStatus();
+  });
+  for (const TarMember& m : members) {
+    if (absl::Status s = grouper.Add(m); !s.ok()) return s;
+  }
+  if (absl::Status s = grouper.Finish(); !s.ok()) return s;
+  return samples;
+}
+
 absl::Status Index(const std::string& tar, std::vector<TarMember>* out,
                    uint64_t max_members = 1000) {
   return ReadTarIndex(

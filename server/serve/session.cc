@@ -231,13 +231,13 @@ void ServingSession::Produce() {
       view.status[i] = shm::kSampleOk;
       view.indices[i] = UINT64_MAX;
     }
-    {
-      absl::MutexLock lock(&mu_);
-      tasks_in_flight_ += job->count;
-    }
     // A task per sample, or per run of samples when they are array rows
     // too small to be worth a task each (SamplesPerTask).
     const uint32_t run = SamplesPerTask();
+    {
+      absl::MutexLock lock(&mu_);
+      tasks_in_flight_ += job->count + (job->count + run - 1) / run;
+    }
     for (uint32_t i = 0; i < job->count; i += run) {
       const uint32_t end = std::min(job->count, i + run);
       ctx_.reader_pool->Schedule(
@@ -295,6 +295,7 @@ void ServingSession::ReadRun(const std::shared_ptr<BatchJob>& job, uint32_t i,
     FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0}, &run);
     ++k;
   }
+  run.tasks = 1;
   Done(job, run);
 }
 
@@ -427,8 +428,18 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         // Another deterministic sample stands in; the batch waits for it.
         SampleTask next{i, 0, t.original, t.attempt + 1};
         next.index = ReplacementFor(*job, t);
-        ctx_.reader_pool->Schedule([this, job, next] { FetchSampleGuarded(job, next); }, id_,
-                                   Weight(), ctx_.uid);
+        {
+          absl::MutexLock lock(&mu_);
+          ++tasks_in_flight_;
+        }
+        ctx_.reader_pool->Schedule(
+            [this, job, next] {
+              RunTally replaced;
+              FetchSampleGuarded(job, next, &replaced);
+              replaced.tasks = 1;
+              Done(job, replaced);
+            },
+            id_, Weight(), ctx_.uid);
         return;
       }
     }
@@ -454,14 +465,15 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
 }
 
 void ServingSession::Done(const std::shared_ptr<BatchJob>& job, const RunTally& run) {
-  if (run.finished == 0) return;
+  if (run.finished + run.tasks == 0) return;
   if (run.decoded > 0) {
     decoded_.fetch_add(run.decoded, std::memory_order_relaxed);
     ctx_.counters->samples_decoded.fetch_add(run.decoded, std::memory_order_relaxed);
   }
   // acq_rel: the last sample sees every other sample's writes to the slot
   // before publishing it.
-  if (job->remaining.fetch_sub(run.finished, std::memory_order_acq_rel) == run.finished &&
+  if (run.finished > 0 &&
+      job->remaining.fetch_sub(run.finished, std::memory_order_acq_rel) == run.finished &&
       !stopping_.load(std::memory_order_relaxed)) {
     // Counted first, so a consumer that sees the batch also sees the count.
     published_.fetch_add(1, std::memory_order_relaxed);
@@ -470,7 +482,7 @@ void ServingSession::Done(const std::shared_ptr<BatchJob>& job, const RunTally& 
                    job->count, job->errors.load(std::memory_order_relaxed));
   }
   absl::MutexLock lock(&mu_);
-  tasks_in_flight_ -= run.finished;
+  tasks_in_flight_ -= run.finished + run.tasks;
 }
 
 v1::SessionStats ServingSession::Stats() const {

@@ -175,9 +175,12 @@ class ServingSession {
   uint64_t ReplacementFor(const BatchJob& job, const SampleTask& t) const;
   static constexpr int kMaxReplacements = 8;
   // Samples a reader task finished in a run (SamplesPerTask), accounted
-  // once at the run's end (Done) instead of once each.
+  // once at the run's end (Done) instead of once each. `tasks` is the
+  // reader task itself: counted in flight until its last touch of the
+  // session, since a sample it hands to the decode pool may finish (and
+  // let Stop return) before the task does.
   struct RunTally {
-    uint32_t finished = 0, decoded = 0;
+    uint32_t finished = 0, decoded = 0, tasks = 0;
   };
   // A reader task: samples indices[k] into positions i + k of the job's
   // slot; whole feature rows copied in runs (SampleReader::ReadRows), any
@@ -202,7 +205,8 @@ class ServingSession {
   void FinishSample(const std::shared_ptr<BatchJob>& job, const SampleTask& t,
                     shm::SampleStatus status, const absl::Status& error,
                     RunTally* run = nullptr);
-  // Accounts `run`'s samples as finished: the batch's last publishes it.
+  // Accounts `run`'s samples (and its reader task) as finished: the
+  // batch's last sample publishes it.
   void Done(const std::shared_ptr<BatchJob>& job, const RunTally& run);
   // Sample i's place in the job's slot.
   SampleOut OutOf(const BatchJob& job, uint32_t i) const;

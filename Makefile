@@ -39,7 +39,7 @@ test: deps
 # custom pipeline. Any report fails the run.
 SANITIZED_TESTS := //server/access/... //server/pool/... //server/imaging/... \
 	//server/dataset/... //server/cache/... //server/sources/... //server/ops/... \
-	//server/pipeline/... //server/serve/... //server/h5probe:protocol_test \
+	//server/pipeline/... //server/serve/... //server/objstore/... //server/h5probe:protocol_test \
 	//shm:ring_test //shm:fd_passing_test //shm:open_channel_test \
 	//util:util_test //util:mapped_read_test //util:buffer_test
 sanitize: deps

@@ -22,6 +22,9 @@ PACKAGES=(
   libnuma-dev numactl
   # Caches and the LMDB dataset source.
   liblmdb-dev
+  # Object stores: the S3 client (libcurl's SigV4 signing, multi
+  # interface) and the parser of its XML replies.
+  libcurl4-openssl-dev libexpat1-dev ca-certificates
   # Metrics, and the real Prometheus server and tmux the tests drive.
   prometheus-cpp-dev prometheus tmux
   # Tests.
@@ -117,4 +120,18 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 fetch_sources
+
+# The object store tests run against a real S3 API server, moto_server.
+# Debian ships it as python3-moto from Debian 13 on; on Debian 12 it comes
+# with the machine image (pip), since nothing outside Debian's archive is
+# fetched here. Where neither exists, those tests skip and say so.
+if ! command -v moto_server >/dev/null 2>&1 && ! ls /root/.pyenv/versions/*/bin/moto_server \
+    >/dev/null 2>&1; then
+  if apt-cache show python3-moto >/dev/null 2>&1; then
+    $SUDO apt-get install -y -qq --no-install-recommends python3-moto
+  else
+    echo "install-deps: no moto_server (Debian 12 has no python3-moto); the object store" \
+         "tests will skip (set STOKER_MOTO_SERVER to one to run them)"
+  fi
+fi
 echo "install-deps: done"

@@ -1,0 +1,590 @@
+#include "server/objstore/s3_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+
+namespace stoker {
+namespace {
+
+// SHA-256 of nothing: the payload hash of every request without a body.
+constexpr uint64_t kMaxErrorBody = 64 << 10;
+
+constexpr char kEmptySha256[] =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+void InitCurlOnce() {
+  static const bool ok = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
+  (void)ok;
+}
+
+std::string Named(const S3Request& r) { return absl::StrCat("s3://", r.bucket, "/", r.key); }
+
+bool Retryable(long http) { return http == 429 || http >= 500; }
+
+bool RetryableCurl(CURLcode c) {
+  switch (c) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// "bytes a-b/total" → total; false for anything else.
+bool ParseContentRange(absl::string_view v, uint64_t* first, uint64_t* last, uint64_t* total) {
+  v = absl::StripAsciiWhitespace(v);
+  if (!absl::ConsumePrefix(&v, "bytes ")) return false;
+  const size_t dash = v.find('-'), slash = v.find('/');
+  if (dash == absl::string_view::npos || slash == absl::string_view::npos || slash < dash) {
+    return false;
+  }
+  return absl::SimpleAtoi(v.substr(0, dash), first) &&
+         absl::SimpleAtoi(v.substr(dash + 1, slash - dash - 1), last) &&
+         absl::SimpleAtoi(v.substr(slash + 1), total) && *first <= *last && *last < *total;
+}
+
+}  // namespace
+
+class S3Client::Loop {
+ public:
+  explicit Loop(Options o) : options_(std::move(o)), limit_(options_.min_in_flight) {
+    InitCurlOnce();
+    multi_ = curl_multi_init();
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, long{options_.max_in_flight});
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, long{options_.max_in_flight});
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  ~Loop() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    curl_multi_wakeup(multi_);
+    thread_.join();
+    curl_multi_cleanup(multi_);
+  }
+
+  const Options& options() const { return options_; }
+
+  void Submit(S3Request r, std::function<void(S3Reply)> done) {
+    auto job = std::make_unique<Job>();
+    job->req = std::move(r);
+    job->done = std::move(done);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stop_) {
+        incoming_.push_back(std::move(job));
+      }
+    }
+    if (job != nullptr) {
+      S3Reply reply;
+      reply.status = absl::CancelledError("object store client is shutting down");
+      job->done(std::move(reply));
+      return;
+    }
+    curl_multi_wakeup(multi_);
+  }
+
+  Stats stats() const {
+    Stats s;
+    s.requests = requests_.load(std::memory_order_relaxed);
+    s.retries = retries_.load(std::memory_order_relaxed);
+    s.failures = failures_.load(std::memory_order_relaxed);
+    s.bytes = bytes_.load(std::memory_order_relaxed);
+    s.throttles = throttles_.load(std::memory_order_relaxed);
+    s.in_flight_limit = limit_now_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+ private:
+  struct Job {
+    S3Request req;
+    std::function<void(S3Reply)> done;
+    int attempt = 0;
+    absl::Time not_before = absl::InfinitePast();
+    // The attempt in flight.
+    CURL* easy = nullptr;
+    curl_slist* headers = nullptr;
+    uint64_t cap = 0;
+    bool over_cap = false;
+    std::string body;
+    std::string etag, version_id, content_range;
+    uint64_t content_length = 0;
+    bool has_length = false;
+  };
+
+  static size_t OnBody(char* data, size_t size, size_t n, void* user) {
+    auto* job = static_cast<Job*>(user);
+    const size_t bytes = size * n;
+    if (job->body.empty()) {
+      // An error's body (S3's XML) is read to its cap, not the range's.
+      long http = 0;
+      curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &http);
+      if (http < 200 || http >= 300) job->cap = kMaxErrorBody;
+    }
+    if (job->body.size() + bytes > job->cap) {
+      job->over_cap = true;
+      return 0;  // Aborts the transfer (CURLE_WRITE_ERROR).
+    }
+    job->body.append(data, bytes);
+    return bytes;
+  }
+
+  static size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+    auto* job = static_cast<Job*>(user);
+    const size_t bytes = size * n;
+    absl::string_view line(data, bytes);
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) {
+      // A status line: a new response (after a 100 Continue) starts over.
+      if (absl::StartsWith(line, "HTTP/")) {
+        job->etag.clear();
+        job->version_id.clear();
+        job->content_range.clear();
+        job->has_length = false;
+      }
+      return bytes;
+    }
+    const std::string name = absl::AsciiStrToLower(line.substr(0, colon));
+    const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+    if (value.size() > 1024) return bytes;  // No header we read is this long.
+    if (name == "etag") {
+      job->etag = std::string(absl::StripSuffix(absl::StripPrefix(value, "\""), "\""));
+    } else if (name == "x-amz-version-id") {
+      job->version_id = std::string(value);
+    } else if (name == "content-range") {
+      job->content_range = std::string(value);
+    } else if (name == "content-length") {
+      job->has_length = absl::SimpleAtoi(value, &job->content_length);
+    }
+    return bytes;
+  }
+
+  // Sets up the job's next attempt on a fresh easy handle.
+  absl::Status Prepare(Job* job) {
+    const S3Request& r = job->req;
+    job->body.clear();
+    job->over_cap = false;
+    job->etag.clear();
+    job->version_id.clear();
+    job->content_range.clear();
+    job->has_length = false;
+    job->cap = r.method == S3Request::Method::kGet && r.length > 0 ? r.length
+                                                                   : options_.max_reply_bytes;
+    CURL* h = curl_easy_init();
+    if (h == nullptr) return absl::ResourceExhaustedError("curl_easy_init");
+    job->easy = h;
+    std::string url = absl::StrCat(r.endpoint.ToString(), ObjectPath(r.bucket, r.key));
+    if (!r.query.empty()) absl::StrAppend(&url, "?", CanonicalQuery(r.query));
+    const S3Credentials& c = *r.credentials;
+    const std::string sigv4 = absl::StrCat("aws:amz:", c.region, ":s3");
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);  // A key's "../" is the key's.
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                     long(absl::ToInt64Milliseconds(options_.connect_timeout)));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+                     long(absl::ToInt64Milliseconds(options_.request_timeout)));
+    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl_easy_setopt(h, CURLOPT_USERNAME, c.access_key_id.c_str());
+    curl_easy_setopt(h, CURLOPT_PASSWORD, c.secret_access_key.c_str());
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &Loop::OnBody);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, job);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &Loop::OnHeader);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, job);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, job);
+    curl_slist* hs = nullptr;
+    auto add = [&](const std::string& header) { hs = curl_slist_append(hs, header.c_str()); };
+    add(absl::StrCat("x-amz-content-sha256: ",
+                     r.method == S3Request::Method::kPut ? "UNSIGNED-PAYLOAD" : kEmptySha256));
+    if (!c.session_token.empty()) add(absl::StrCat("x-amz-security-token: ", c.session_token));
+    if (!r.if_match.empty()) add(absl::StrCat("If-Match: \"", r.if_match, "\""));
+    if (r.method == S3Request::Method::kGet && r.length > 0) {
+      add(absl::StrCat("Range: bytes=", r.offset, "-", r.offset + r.length - 1));
+    }
+    switch (r.method) {
+      case S3Request::Method::kHead:
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        break;
+      case S3Request::Method::kPut:
+        add("Content-Type: application/octet-stream");
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.size()));
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r.body.data());
+        break;
+      case S3Request::Method::kGet:
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        break;
+    }
+    job->headers = hs;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
+    return absl::OkStatus();
+  }
+
+  void Release(Job* job) {
+    if (job->easy != nullptr) {
+      curl_multi_remove_handle(multi_, job->easy);
+      curl_easy_cleanup(job->easy);
+      job->easy = nullptr;
+    }
+    curl_slist_free_all(job->headers);
+    job->headers = nullptr;
+  }
+
+  // The reply of the attempt that just ended, and whether to try again.
+  S3Reply Judge(Job* job, CURLcode code, bool* retry, bool* throttled) {
+    const S3Request& r = job->req;
+    S3Reply reply;
+    reply.attempts = job->attempt;
+    *retry = false;
+    *throttled = false;
+    const std::string where = absl::StrCat(Named(r), " at ", r.endpoint.ToString());
+    if (code != CURLE_OK) {
+      if (job->over_cap) {
+        reply.status = absl::ResourceExhaustedError(absl::StrCat(
+            where, ": the reply is larger than the ", job->cap, " bytes asked for"));
+        return reply;
+      }
+      *retry = RetryableCurl(code);
+      *throttled = code == CURLE_OPERATION_TIMEDOUT;
+      reply.status = (code == CURLE_OPERATION_TIMEDOUT ? absl::DeadlineExceededError
+                                                       : absl::UnavailableError)(
+          absl::StrCat(where, ": ", curl_easy_strerror(code), " (after ", job->attempt,
+                       job->attempt == 1 ? " attempt)" : " attempts)"));
+      return reply;
+    }
+    long http = 0;
+    curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &http);
+    reply.http = http;
+    if (http >= 200 && http < 300) {
+      reply.version.etag = job->etag;
+      reply.version.version_id = job->version_id;
+      reply.status = CheckSuccess(job, http, &reply.version, where);
+      reply.body = std::move(job->body);
+      return reply;
+    }
+    const std::string code_name = S3ErrorCode(job->body);
+    const std::string why = absl::StrCat(where, ": HTTP ", http,
+                                         code_name.empty() ? "" : " ", code_name);
+    *retry = Retryable(http);
+    *throttled = http == 503 || http == 429;
+    switch (http) {
+      case 301: case 307: case 400:
+        reply.status = absl::InvalidArgumentError(
+            absl::StrCat(why, " (is the region or the endpoint right?)"));
+        break;
+      case 401: case 403:
+        reply.status = absl::PermissionDeniedError(
+            absl::StrCat(why, " (the credentials given may not read bucket ", r.bucket, ")"));
+        break;
+      case 404:
+        reply.status = absl::NotFoundError(why);
+        break;
+      case 412:
+        reply.status = absl::FailedPreconditionError(
+            absl::StrCat(why, ": the object changed since it was listed"));
+        break;
+      case 416:
+        reply.status = absl::OutOfRangeError(why);
+        break;
+      default:
+        reply.status = (*retry ? absl::UnavailableError : absl::InternalError)(absl::StrCat(
+            why, " (after ", job->attempt, job->attempt == 1 ? " attempt)" : " attempts)"));
+    }
+    return reply;
+  }
+
+  // A 2xx reply against what was asked: its size and range.
+  absl::Status CheckSuccess(Job* job, long http, ObjectVersion* v, const std::string& where) {
+    const S3Request& r = job->req;
+    if (r.method == S3Request::Method::kHead) {
+      if (!job->has_length) return absl::DataLossError(where + ": HEAD without Content-Length");
+      v->size = job->content_length;
+      return absl::OkStatus();
+    }
+    if (r.method != S3Request::Method::kGet) return absl::OkStatus();
+    if (r.length == 0) {  // Whole object.
+      if (http != 200 || (job->has_length && job->content_length != job->body.size())) {
+        return absl::DataLossError(absl::StrCat(where, ": a whole read got ", job->body.size(),
+                                                " bytes with HTTP ", http));
+      }
+      v->size = job->body.size();
+      return absl::OkStatus();
+    }
+    uint64_t first = 0, last = 0, total = 0;
+    if (http == 206 && ParseContentRange(job->content_range, &first, &last, &total)) {
+      if (first != r.offset || last - first + 1 != job->body.size() ||
+          (job->body.size() != r.length && last + 1 != total)) {
+        return absl::DataLossError(absl::StrCat(where, ": asked bytes ", r.offset, "+",
+                                                r.length, ", got '", job->content_range,
+                                                "' and ", job->body.size(), " bytes"));
+      }
+      v->size = total;
+      return absl::OkStatus();
+    }
+    if (http == 200 && r.offset == 0 && job->body.size() <= r.length) {
+      // A server that ignores Range for an object no larger than the range.
+      v->size = job->body.size();
+      return absl::OkStatus();
+    }
+    return absl::DataLossError(
+        absl::StrCat(where, ": a ranged read got HTTP ", http, " without its range"));
+  }
+
+  absl::Duration Backoff(int attempt) {
+    const absl::Duration ceiling =
+        std::min(options_.backoff_cap, options_.backoff_base * (int64_t{1} << std::min(attempt, 20)));
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    return ceiling * u(rng_);  // Full jitter.
+  }
+
+  void Finish(Job* job, CURLcode code) {
+    bool retry = false, throttled = false;
+    S3Reply reply = Judge(job, code, &retry, &throttled);
+    bytes_.fetch_add(reply.body.size(), std::memory_order_relaxed);
+    Release(job);
+    std::unique_ptr<Job> owned = std::move(running_[job]);
+    running_.erase(job);
+    if (throttled) {
+      throttles_.fetch_add(1, std::memory_order_relaxed);
+      limit_ = std::max(options_.min_in_flight, limit_ / 2);
+      window_ = 0;
+    } else if (reply.status.ok()) {
+      // Additive increase while requests wait: one more per window of
+      // successes as large as the limit.
+      if (!waiting_.empty() && ++window_ >= limit_) {
+        limit_ = std::min(options_.max_in_flight, limit_ + 1);
+        window_ = 0;
+      }
+    }
+    limit_now_.store(limit_, std::memory_order_relaxed);
+    if (retry && owned->attempt < options_.max_attempts) {
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      owned->not_before = absl::Now() + Backoff(owned->attempt);
+      waiting_.push_back(std::move(owned));
+      return;
+    }
+    if (!reply.status.ok()) failures_.fetch_add(1, std::memory_order_relaxed);
+    owned->done(std::move(reply));
+  }
+
+  void Fail(std::unique_ptr<Job> job, absl::Status s) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    S3Reply reply;
+    reply.status = std::move(s);
+    reply.attempts = job->attempt;
+    job->done(std::move(reply));
+  }
+
+  void StartDue(absl::Time now) {
+    for (auto it = waiting_.begin();
+         it != waiting_.end() && static_cast<int>(running_.size()) < limit_;) {
+      if ((*it)->not_before > now) {
+        ++it;
+        continue;
+      }
+      std::unique_ptr<Job> job = std::move(*it);
+      it = waiting_.erase(it);
+      ++job->attempt;
+      if (absl::Status s = Prepare(job.get()); !s.ok()) {
+        Release(job.get());
+        Fail(std::move(job), std::move(s));
+        continue;
+      }
+      requests_.fetch_add(1, std::memory_order_relaxed);
+      if (curl_multi_add_handle(multi_, job->easy) != CURLM_OK) {
+        Release(job.get());
+        Fail(std::move(job), absl::InternalError("curl_multi_add_handle"));
+        continue;
+      }
+      Job* raw = job.get();
+      running_[raw] = std::move(job);
+    }
+  }
+
+  int WaitMs(absl::Time now) const {
+    int64_t ms = 1000;
+    for (const auto& j : waiting_) {
+      if (static_cast<int>(running_.size()) >= limit_) break;
+      ms = std::min<int64_t>(ms, std::max<int64_t>(0, absl::ToInt64Milliseconds(j->not_before - now) + 1));
+    }
+    return static_cast<int>(ms);
+  }
+
+  void Run() {
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        for (auto& j : incoming_) waiting_.push_back(std::move(j));
+        incoming_.clear();
+        if (stop_) break;
+      }
+      StartDue(absl::Now());
+      int still = 0;
+      curl_multi_perform(multi_, &still);
+      int queued = 0;
+      while (CURLMsg* m = curl_multi_info_read(multi_, &queued)) {
+        if (m->msg != CURLMSG_DONE) continue;
+        Job* job = nullptr;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&job));
+        const CURLcode code = m->data.result;
+        Finish(job, code);
+      }
+      StartDue(absl::Now());
+      curl_multi_poll(multi_, nullptr, 0, WaitMs(absl::Now()), nullptr);
+    }
+    // Shutting down: everything left is cancelled.
+    std::vector<std::unique_ptr<Job>> left;
+    for (auto& [raw, job] : running_) {
+      Release(raw);
+      left.push_back(std::move(job));
+    }
+    running_.clear();
+    for (auto& j : waiting_) left.push_back(std::move(j));
+    waiting_.clear();
+    for (auto& j : left) Fail(std::move(j), absl::CancelledError("object store client stopped"));
+  }
+
+  const Options options_;
+  CURLM* multi_ = nullptr;
+  std::thread thread_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Job>> incoming_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // The event thread's own.
+  std::deque<std::unique_ptr<Job>> waiting_;
+  std::map<Job*, std::unique_ptr<Job>> running_;
+  int limit_;
+  int window_ = 0;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::atomic<uint64_t> requests_{0}, retries_{0}, failures_{0}, bytes_{0}, throttles_{0};
+  std::atomic<int> limit_now_{0};
+};
+
+absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(Options options) {
+  if (options.min_in_flight < 1 || options.max_in_flight < options.min_in_flight ||
+      options.max_attempts < 1) {
+    return absl::InvalidArgumentError(
+        "object store client: need 1 <= min_in_flight <= max_in_flight and max_attempts >= 1");
+  }
+  curl_version_info_data* v = curl_version_info(CURLVERSION_NOW);
+  if (v == nullptr || v->version_num < 0x075500) {  // CURLOPT_PROTOCOLS_STR: 7.85.
+    return absl::FailedPreconditionError("object store client: libcurl 7.85 or later needed");
+  }
+  return std::unique_ptr<S3Client>(new S3Client(std::make_unique<Loop>(std::move(options))));
+}
+
+S3Client::S3Client(std::unique_ptr<Loop> loop) : loop_(std::move(loop)) {}
+S3Client::~S3Client() = default;
+
+void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
+  absl::Status refused = loop_->options().endpoints.Check(r.endpoint);
+  if (refused.ok() && (r.credentials == nullptr || r.credentials->access_key_id.empty())) {
+    refused = absl::UnauthenticatedError(absl::StrCat(
+        Named(r), ": no object store credentials came with the request (set AWS_ACCESS_KEY_ID "
+                  "and AWS_SECRET_ACCESS_KEY, or a profile, where the trainer runs)"));
+  }
+  if (!refused.ok()) {
+    S3Reply reply;
+    reply.status = std::move(refused);
+    done(std::move(reply));
+    return;
+  }
+  loop_->Submit(std::move(r), std::move(done));
+}
+
+S3Reply S3Client::Run(S3Request r) {
+  S3Reply out;
+  absl::Notification got;
+  Start(std::move(r), [&](S3Reply reply) {
+    out = std::move(reply);
+    got.Notify();
+  });
+  got.WaitForNotification();
+  return out;
+}
+
+absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& object,
+                                             std::shared_ptr<const S3Credentials> c) {
+  S3Request r;
+  r.method = S3Request::Method::kHead;
+  r.endpoint = e;
+  r.bucket = object.bucket;
+  r.key = object.key;
+  r.credentials = std::move(c);
+  S3Reply reply = Run(std::move(r));
+  if (!reply.status.ok()) return reply.status;
+  return reply.version;
+}
+
+absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offset,
+                           uint64_t length, const std::string& if_match,
+                           std::shared_ptr<const S3Credentials> c, std::string* out,
+                           ObjectVersion* seen) {
+  S3Request r;
+  r.endpoint = e;
+  r.bucket = object.bucket;
+  r.key = object.key;
+  r.offset = offset;
+  r.length = length;
+  r.if_match = if_match;
+  r.credentials = std::move(c);
+  S3Reply reply = Run(std::move(r));
+  if (!reply.status.ok()) return reply.status;
+  *out = std::move(reply.body);
+  if (seen != nullptr) *seen = reply.version;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ListPage> S3Client::List(const Endpoint& e, const std::string& bucket,
+                                        const std::string& prefix, const std::string& delimiter,
+                                        const std::string& token,
+                                        std::shared_ptr<const S3Credentials> c, int max_keys) {
+  S3Request r;
+  r.endpoint = e;
+  r.bucket = bucket;
+  r.query = {{"list-type", "2"}, {"prefix", prefix}};
+  if (!delimiter.empty()) r.query.emplace_back("delimiter", delimiter);
+  if (!token.empty()) r.query.emplace_back("continuation-token", token);
+  if (max_keys > 0) r.query.emplace_back("max-keys", std::to_string(max_keys));
+  r.credentials = std::move(c);
+  S3Reply reply = Run(std::move(r));
+  if (!reply.status.ok()) return reply.status;
+  absl::StatusOr<ListPage> page = ParseListPage(reply.body);
+  if (!page.ok()) {
+    return absl::DataLossError(absl::StrCat("listing s3://", bucket, "/", prefix, " at ",
+                                            e.ToString(), ": ", page.status().message()));
+  }
+  return page;
+}
+
+S3Client::Stats S3Client::stats() const { return loop_->stats(); }
+
+}  // namespace stoker

@@ -1,0 +1,152 @@
+// An S3 API client (AWS S3, MinIO, Ceph RGW, ...) on libcurl's multi
+// interface: one event thread keeps many requests in flight for every
+// caller, each signed with the caller's own credentials (Signature
+// Version 4, curl's signer, the payload hash set explicitly).
+//
+// Every request:
+// - goes only to an endpoint of the allow-list given at creation (the
+//   operator's `--object-store-endpoints`); redirects are never followed,
+//   proxies from the environment never used, TLS verified against the
+//   system's CA bundle;
+// - has a deadline (connect and total), and is retried on 5xx, 429 and
+//   connection failures with jittered exponential backoff, up to
+//   `max_attempts`;
+// - has its reply capped before it is stored (a GET at its range's size,
+//   anything else at `max_reply_bytes`).
+// The number in flight adapts: it grows by one for each window of
+// successes while requests wait, and halves (not below the floor) on a
+// throttle (503 SlowDown, 429) or a timeout.
+//
+// Errors name the object as s3://bucket/key and the endpoint, never the
+// credentials: PERMISSION_DENIED (403, with S3's code), NOT_FOUND (404),
+// OUT_OF_RANGE (416), FAILED_PRECONDITION (412: the object changed),
+// DEADLINE_EXCEEDED or UNAVAILABLE once the retries are spent,
+// RESOURCE_EXHAUSTED (a reply over its cap), DATA_LOSS (a reply that
+// contradicts the request).
+//
+// Thread-safe. Callbacks run on the client's event thread and must not
+// block; the blocking forms (Head, Get, List) may be called from any other
+// thread. Destruction cancels what is still in flight (CANCELLED).
+#ifndef STOKER_SERVER_OBJSTORE_S3_CLIENT_H_
+#define STOKER_SERVER_OBJSTORE_S3_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/objstore/s3_address.h"
+#include "server/objstore/s3_xml.h"
+
+namespace stoker {
+
+// A caller's credentials. Never logged, counted or put in a key or an
+// error: it has no printing form, so StrCat or a stream refuses it.
+struct S3Credentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // Empty unless temporary credentials.
+  std::string region = "us-east-1";
+};
+
+// What a HEAD or GET saw of an object.
+struct ObjectVersion {
+  uint64_t size = 0;       // The whole object's (Content-Length, Content-Range).
+  std::string etag;        // Quotes removed.
+  std::string version_id;  // x-amz-version-id; empty when unversioned.
+};
+
+struct S3Request {
+  enum class Method { kGet, kHead, kPut };
+  Method method = Method::kGet;
+  Endpoint endpoint;
+  std::string bucket;
+  std::string key;
+  std::vector<std::pair<std::string, std::string>> query;
+  // A ranged GET of [offset, offset + length); length 0: the whole object.
+  uint64_t offset = 0, length = 0;
+  // Sent as If-Match when set: a changed object is FAILED_PRECONDITION.
+  std::string if_match;
+  std::string body;  // PUT only.
+  std::shared_ptr<const S3Credentials> credentials;
+};
+
+struct S3Reply {
+  absl::Status status;
+  long http = 0;  // The last attempt's HTTP status (0: none).
+  std::string body;
+  ObjectVersion version;
+  int attempts = 0;
+};
+
+class S3Client {
+ public:
+  struct Options {
+    EndpointAllowList endpoints;
+    int min_in_flight = 4;
+    int max_in_flight = 64;
+    absl::Duration connect_timeout = absl::Seconds(5);
+    absl::Duration request_timeout = absl::Seconds(60);
+    int max_attempts = 5;
+    absl::Duration backoff_base = absl::Milliseconds(50);
+    absl::Duration backoff_cap = absl::Seconds(2);
+    uint64_t max_reply_bytes = 64 << 20;
+    // A CA bundle other than the system's (tests); empty: the system's.
+    std::string ca_file;
+  };
+
+  // Counters since creation (also exported as metrics by their owner).
+  struct Stats {
+    uint64_t requests = 0;     // Attempts sent.
+    uint64_t retries = 0;      // Of those, repeats.
+    uint64_t failures = 0;     // Requests that ended in an error.
+    uint64_t bytes = 0;        // Reply bytes received.
+    uint64_t throttles = 0;    // 503/429 replies and timeouts.
+    int in_flight_limit = 0;   // Now.
+  };
+
+  static absl::StatusOr<std::unique_ptr<S3Client>> Create(Options options);
+  ~S3Client();
+  S3Client(const S3Client&) = delete;
+  S3Client& operator=(const S3Client&) = delete;
+
+  // Starts `r`; `done` runs once, on the event thread. A request to an
+  // endpoint off the allow-list, or without credentials, fails at once
+  // (done runs before Start returns).
+  void Start(S3Request r, std::function<void(S3Reply)> done);
+  // Start, waiting for the reply.
+  S3Reply Run(S3Request r);
+
+  // The object's size and version (HEAD).
+  absl::StatusOr<ObjectVersion> Head(const Endpoint& e, const S3Url& object,
+                                     std::shared_ptr<const S3Credentials> c);
+  // Replaces *out with bytes [offset, offset + length) of the object
+  // (length 0: all of it), at version `if_match` when set; *seen (may be
+  // null) is the version read.
+  absl::Status Get(const Endpoint& e, const S3Url& object, uint64_t offset, uint64_t length,
+                   const std::string& if_match, std::shared_ptr<const S3Credentials> c,
+                   std::string* out, ObjectVersion* seen = nullptr);
+  // One ListObjectsV2 page of `prefix` (and its CommonPrefixes when
+  // `delimiter` is set), from `token` ("" for the first), of at most
+  // `max_keys` entries (0: the server's default, 1000 on S3).
+  absl::StatusOr<ListPage> List(const Endpoint& e, const std::string& bucket,
+                                const std::string& prefix, const std::string& delimiter,
+                                const std::string& token,
+                                std::shared_ptr<const S3Credentials> c, int max_keys = 0);
+
+  Stats stats() const;
+
+ private:
+  class Loop;  // The curl multi handle and its thread (s3_client.cc).
+  explicit S3Client(std::unique_ptr<Loop> loop);
+  std::unique_ptr<Loop> loop_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_OBJSTORE_S3_CLIENT_H_

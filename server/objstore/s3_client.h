@@ -54,6 +54,14 @@ struct S3Credentials {
   std::string region = "us-east-1";
 };
 
+// What a session reaches objects with: the endpoint its trainer named
+// (checked against the allow-list at each request) and the trainer's own
+// credentials.
+struct ObjectStoreAccess {
+  Endpoint endpoint;
+  std::shared_ptr<const S3Credentials> credentials;
+};
+
 // What a HEAD or GET saw of an object.
 struct ObjectVersion {
   uint64_t size = 0;       // The whole object's (Content-Length, Content-Range).

@@ -1,0 +1,39 @@
+// An ImageFolder in an S3 API store: `s3://bucket/prefix/` holding one
+// prefix per class, each with its .jpg/.jpeg/.png objects (names in any
+// case, at any depth below the class), labels in class-name order, as
+// torchvision's ImageFolder.
+//
+// Listing: the class prefixes by one delimited listing, then every class
+// listed in parallel (at most 16 at a time, each page by page), never one
+// sequential listing of the whole prefix; bounded by the scan limits
+// (objects seen against max_files, max_time, cancellation). The listing's
+// size and ETag of each object are its identity.
+//
+// Reading, as the caller: a sample's path is "s3://bucket/key". Identify
+// proves the session may read the object before any cache hit is served:
+// the first time, by a GET with the caller's credentials at the listed
+// version (If-Match), whose bytes the read then takes; later, from the
+// proof this source (one per session) keeps, with no request. An object
+// changed since it was listed is that sample's DATA_LOSS. Cache entries are
+// keyed by (endpoint, bucket, key) at (size, ETag).
+//
+// Thread-safe; the client outlives the source.
+#ifndef STOKER_SERVER_SOURCES_S3_FOLDER_H_
+#define STOKER_SERVER_SOURCES_S3_FOLDER_H_
+
+#include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
+#include "server/objstore/s3_client.h"
+
+namespace stoker {
+
+// Lists `url` as an ImageFolder. Errors name the URL: PERMISSION_DENIED
+// (an endpoint not allowed, credentials refused), FAILED_PRECONDITION (no
+// class prefixes, no images), RESOURCE_EXHAUSTED (past the limits or the
+// caller's memory), DEADLINE_EXCEEDED, CANCELLED, and the client's.
+absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
+                                     S3Client* client, const ScanLimits& limits);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_S3_FOLDER_H_

@@ -123,8 +123,12 @@ void FaultProxy::Stop() {
   }
   ::shutdown(listener_, SHUT_RDWR);
   acceptor_.join();
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &serving_));
+  std::vector<std::thread> servers;
+  {
+    absl::MutexLock lock(&mu_);
+    servers.swap(servers_);
+  }
+  for (std::thread& t : servers) t.join();
   ::close(listener_);
 }
 
@@ -145,8 +149,17 @@ void FaultProxy::Accept() {
       return;
     }
     clients_.push_back(c);
-    ++serving_;
-    std::thread([this, c] { Serve(c); }).detach();
+    // Threads whose connection ended are joined as new ones start.
+    for (auto it = servers_.begin(); it != servers_.end();) {
+      if (std::find(ended_.begin(), ended_.end(), it->get_id()) != ended_.end()) {
+        it->join();
+        it = servers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    ended_.clear();
+    servers_.emplace_back([this, c] { Serve(c); });
   }
 }
 
@@ -222,7 +235,7 @@ void FaultProxy::Serve(int client) {
     ::shutdown(client, SHUT_WR);
     ::close(client);
   }
-  --serving_;
+  ended_.push_back(std::this_thread::get_id());
 }
 
 }  // namespace stoker

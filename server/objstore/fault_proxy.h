@@ -67,7 +67,9 @@ class FaultProxy {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int> clients_ ABSL_GUARDED_BY(mu_);
-  int serving_ ABSL_GUARDED_BY(mu_) = 0;  // Client threads (detached) running.
+  std::vector<std::thread> servers_ ABSL_GUARDED_BY(mu_);
+  // Server threads about to end (joined by Accept or Stop).
+  std::vector<std::thread::id> ended_ ABSL_GUARDED_BY(mu_);
   uint64_t drawn_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> requests_{0}, forwarded_{0}, slow_downs_{0}, resets_{0};
 };

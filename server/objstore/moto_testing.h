@@ -21,10 +21,13 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +88,17 @@ class MotoServer {
           "moto_server not found (set STOKER_MOTO_SERVER, or install moto: "
           "deploy/install-deps.sh says how)");
     }
+    // The child's environment, made before fork (setenv after it is not
+    // async-signal-safe).
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!absl::StartsWith(*e, "INITIAL_NO_AUTH_ACTION_COUNT=")) env.emplace_back(*e);
+    }
+    if (check_signatures) env.emplace_back("INITIAL_NO_AUTH_ACTION_COUNT=4");
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const char* argv[] = {exe.c_str(), "-H", "127.0.0.1", "-p", "0", nullptr};
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe");
     const pid_t pid = ::fork();
@@ -93,8 +107,7 @@ class MotoServer {
       ::setpgid(0, 0);
       ::dup2(out[1], 2);
       ::dup2(out[1], 1);
-      if (check_signatures) ::setenv("INITIAL_NO_AUTH_ACTION_COUNT", "4", 1);
-      ::execl(exe.c_str(), exe.c_str(), "-H", "127.0.0.1", "-p", "0", nullptr);
+      ::execve(exe.c_str(), const_cast<char**>(argv), envp.data());
       ::_exit(127);
     }
     ::close(out[1]);
@@ -102,7 +115,13 @@ class MotoServer {
     // Werkzeug announces its port ("Running on http://127.0.0.1:PORT").
     std::string log;
     char buf[4096];
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
     for (;;) {
+      pollfd p{out[0], POLLIN, 0};
+      const int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+      if (left <= 0 || ::poll(&p, 1, left) == 0) {
+        return absl::UnavailableError(absl::StrCat("moto_server did not listen in 60 s: ", log));
+      }
       const ssize_t r = ::read(out[0], buf, sizeof buf);
       if (r <= 0) {
         return absl::UnavailableError(absl::StrCat("moto_server ended before listening: ", log));
@@ -135,7 +154,7 @@ class MotoServer {
   ~MotoServer() {
     ::kill(-pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
-    drain_.join();
+    if (drain_.joinable()) drain_.join();
     ::close(log_);
   }
 

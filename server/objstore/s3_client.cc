@@ -32,6 +32,39 @@ void InitCurlOnce() {
 
 std::string Named(const S3Request& r) { return absl::StrCat("s3://", r.bucket, "/", r.key); }
 
+// Whether every byte of `s` is one `ok` allows (no CR, LF or NUL can reach
+// a header line: curl writes header entries, and the key id and region
+// inside the Authorization line, as they are).
+bool AllOf(absl::string_view s, bool (*ok)(unsigned char)) {
+  return std::all_of(s.begin(), s.end(), [ok](char c) { return ok(static_cast<unsigned char>(c)); });
+}
+bool KeyIdChar(unsigned char c) { return absl::ascii_isalnum(c); }
+bool RegionChar(unsigned char c) { return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-'; }
+bool TokenChar(unsigned char c) { return absl::ascii_isalnum(c) || c == '+' || c == '/' || c == '=' || c == '-' || c == '_' || c == '.'; }
+bool VisibleChar(unsigned char c) { return c > 0x20 && c < 0x7f; }
+bool EtagChar(unsigned char c) { return VisibleChar(c) && c != '"'; }
+
+// INVALID_ARGUMENT for a request a header line could not carry as it is.
+absl::Status CheckHeaderMaterial(const S3Request& r) {
+  const S3Credentials& c = *r.credentials;
+  const char* bad = nullptr;
+  if (c.access_key_id.size() > 128 || !AllOf(c.access_key_id, KeyIdChar)) {
+    bad = "access key id";
+  } else if (c.secret_access_key.size() > 128 || !AllOf(c.secret_access_key, VisibleChar)) {
+    bad = "secret access key";
+  } else if (c.session_token.size() > 4096 || !AllOf(c.session_token, TokenChar)) {
+    bad = "session token";
+  } else if (c.region.empty() || c.region.size() > 32 || !AllOf(c.region, RegionChar)) {
+    bad = "region";
+  } else if (r.if_match.size() > 256 || !AllOf(r.if_match, EtagChar)) {
+    bad = "ETag";
+  }
+  if (bad == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      Named(r), ": the object store ", bad, " given has characters or a length no AWS ", bad,
+      " has"));
+}
+
 bool Retryable(long http) { return http == 429 || http >= 500; }
 
 bool RetryableCurl(CURLcode c) {
@@ -44,6 +77,8 @@ bool RetryableCurl(CURLcode c) {
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
     case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
       return true;
     default:
       return false;
@@ -86,6 +121,7 @@ class S3Client::Loop {
   }
 
   const Options& options() const { return options_; }
+  bool OnEventThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
   void Submit(S3Request r, std::function<void(S3Reply)> done) {
     auto job = std::make_unique<Job>();
@@ -190,8 +226,9 @@ class S3Client::Loop {
     job->version_id.clear();
     job->content_range.clear();
     job->has_length = false;
-    job->cap = r.method == S3Request::Method::kGet && r.length > 0 ? r.length
-                                                                   : options_.max_reply_bytes;
+    job->cap = r.method == S3Request::Method::kGet && r.length > 0
+                   ? std::min(r.length, options_.max_reply_bytes)
+                   : options_.max_reply_bytes;
     CURL* h = curl_easy_init();
     if (h == nullptr) return absl::ResourceExhaustedError("curl_easy_init");
     job->easy = h;
@@ -266,7 +303,10 @@ class S3Client::Loop {
     *retry = false;
     *throttled = false;
     const std::string where = absl::StrCat(Named(r), " at ", r.endpoint.ToString());
-    if (code != CURLE_OK) {
+    long status = 0;
+    curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &status);
+    const bool error_reply = status != 0 && (status < 200 || status >= 300);
+    if (code != CURLE_OK && !(job->over_cap && error_reply)) {
       if (job->over_cap) {
         reply.status = absl::ResourceExhaustedError(absl::StrCat(
             where, ": the reply is larger than the ", job->cap, " bytes asked for"));
@@ -293,10 +333,23 @@ class S3Client::Loop {
     const std::string code_name = S3ErrorCode(job->body);
     const std::string why = absl::StrCat(where, ": HTTP ", http,
                                          code_name.empty() ? "" : " ", code_name);
-    *retry = Retryable(http);
+    // S3's RequestTimeout (400): the connection was idle too long.
+    *retry = Retryable(http) || code_name == "RequestTimeout";
     *throttled = http == 503 || http == 429;
+    // Credentials refused: S3 answers some with 400 (an expired or unknown
+    // token), some with 403.
+    static constexpr absl::string_view kRefused[] = {
+        "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken",
+        "ExpiredToken", "TokenRefreshRequired"};
+    if (std::find(std::begin(kRefused), std::end(kRefused), code_name) != std::end(kRefused)) {
+      http = 403;
+    }
     switch (http) {
       case 301: case 307: case 400:
+        if (*retry) {
+          reply.status = absl::UnavailableError(why);
+          break;
+        }
         reply.status = absl::InvalidArgumentError(
             absl::StrCat(why, " (is the region or the endpoint right?)"));
         break;
@@ -511,6 +564,10 @@ void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
         Named(r), ": no object store credentials came with the request (set AWS_ACCESS_KEY_ID "
                   "and AWS_SECRET_ACCESS_KEY, or a profile, where the trainer runs)"));
   }
+  if (refused.ok()) refused = CheckHeaderMaterial(r);
+  if (refused.ok() && r.length > 0 && r.offset > UINT64_MAX - r.length) {
+    refused = absl::InvalidArgumentError(absl::StrCat(Named(r), ": the range's end overflows"));
+  }
   if (!refused.ok()) {
     S3Reply reply;
     reply.status = std::move(refused);
@@ -522,6 +579,11 @@ void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
 
 S3Reply S3Client::Run(S3Request r) {
   S3Reply out;
+  if (loop_->OnEventThread()) {
+    out.status = absl::FailedPreconditionError(
+        "object store client: a blocking call from its own event thread (a callback)");
+    return out;
+  }
   absl::Notification got;
   Start(std::move(r), [&](S3Reply reply) {
     out = std::move(reply);
@@ -532,9 +594,11 @@ S3Reply S3Client::Run(S3Request r) {
 }
 
 absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& object,
-                                             std::shared_ptr<const S3Credentials> c) {
+                                             std::shared_ptr<const S3Credentials> c,
+                                             const std::string& if_match) {
   S3Request r;
   r.method = S3Request::Method::kHead;
+  r.if_match = if_match;
   r.endpoint = e;
   r.bucket = object.bucket;
   r.key = object.key;

@@ -24,9 +24,14 @@
 // RESOURCE_EXHAUSTED (a reply over its cap), DATA_LOSS (a reply that
 // contradicts the request).
 //
+// Every caller-supplied byte that reaches a header line (key id, secret,
+// session token, region, ETag) is checked first: a CR or LF there would
+// add headers, or a request, to a connection other sessions reuse.
+//
 // Thread-safe. Callbacks run on the client's event thread and must not
-// block; the blocking forms (Head, Get, List) may be called from any other
-// thread. Destruction cancels what is still in flight (CANCELLED).
+// block, nor destroy the client; the blocking forms (Head, Get, List) are
+// FAILED_PRECONDITION there. Destruction (after every Start has returned)
+// cancels what is still in flight (CANCELLED).
 #ifndef STOKER_SERVER_OBJSTORE_S3_CLIENT_H_
 #define STOKER_SERVER_OBJSTORE_S3_CLIENT_H_
 
@@ -130,9 +135,10 @@ class S3Client {
   // Start, waiting for the reply.
   S3Reply Run(S3Request r);
 
-  // The object's size and version (HEAD).
+  // The object's size and version (HEAD), at version `if_match` when set.
   absl::StatusOr<ObjectVersion> Head(const Endpoint& e, const S3Url& object,
-                                     std::shared_ptr<const S3Credentials> c);
+                                     std::shared_ptr<const S3Credentials> c,
+                                     const std::string& if_match = "");
   // Replaces *out with bytes [offset, offset + length) of the object
   // (length 0: all of it), at version `if_match` when set; *seen (may be
   // null) is the version read.

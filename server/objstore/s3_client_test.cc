@@ -104,6 +104,13 @@ TEST_F(S3ClientTest, ErrorsSayWhatAndNeverTheSecret) {
   EXPECT_NE(s.message().find("bkt"), std::string::npos) << s;
   EXPECT_NE(s.message().find("SignatureDoesNotMatch"), std::string::npos) << s;
   EXPECT_EQ(s.message().find("not-the-secret"), std::string::npos) << s;
+  // A token the store does not know (S3 answers 400 InvalidToken): still
+  // PERMISSION_DENIED, the token (part of S3's canonical request) unshown.
+  auto token = std::make_shared<S3Credentials>(*moto_->credentials());
+  token->session_token = "FQoGZXIvYXdzEtokenpart0123456789";
+  s = client_->Get(moto_->endpoint(), Object("train/cat/a b.jpg"), 0, 0, "", token, &got);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_EQ(s.message().find("tokenpart"), std::string::npos) << s;
   EXPECT_EQ(s.message().find(moto_->credentials()->secret_access_key), std::string::npos);
   // No credentials at all: refused before any request.
   const uint64_t sent = client_->stats().requests;
@@ -129,6 +136,31 @@ TEST_F(S3ClientTest, ErrorsSayWhatAndNeverTheSecret) {
   s = capped->Get(moto_->endpoint(), Object("train/cat/a b.jpg"), 0, 0, "",
                   moto_->credentials(), &got);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+}
+
+TEST_F(S3ClientTest, NothingACallerGivesReachesAHeaderLineUnchecked) {
+  // A CR or LF would add headers, or a request, to a shared connection.
+  const uint64_t sent = client_->stats().requests;
+  auto fields = {&S3Credentials::access_key_id, &S3Credentials::secret_access_key,
+                 &S3Credentials::session_token, &S3Credentials::region};
+  for (auto field : fields) {
+    auto c = std::make_shared<S3Credentials>(*moto_->credentials());
+    (*c).*field = "ok\r\nX-Injected: 1";
+    std::string got;
+    absl::Status s = client_->Get(moto_->endpoint(), Object("train/cat/a b.jpg"), 0, 0, "", c,
+                                  &got);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(s.message().find("Injected"), std::string::npos) << s;
+  }
+  std::string got;
+  EXPECT_EQ(client_->Get(moto_->endpoint(), Object("train/cat/a b.jpg"), 0, 10, "x\"\r\nA: b",
+                         moto_->credentials(), &got).code(),
+            absl::StatusCode::kInvalidArgument);
+  // A range whose end wraps.
+  EXPECT_EQ(client_->Get(moto_->endpoint(), Object("train/cat/a b.jpg"), UINT64_MAX - 5, 10, "",
+                         moto_->credentials(), &got).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->stats().requests, sent);
 }
 
 TEST_F(S3ClientTest, OnlyAllowedEndpointsAreReached) {

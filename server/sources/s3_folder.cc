@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
-#include <map>
+#include <memory>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 
-#include "absl/hash/hash.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -16,18 +14,29 @@
 #include "server/dataset/sample_source.h"
 #include "server/sources/folder.h"
 #include "util/cache_key.h"
+#include "util/checksum.h"
 
 namespace stoker {
 namespace {
 
 constexpr int kListingsAtOnce = 16;
-// Bytes of a first GET (the proof) kept for the read that follows.
-constexpr size_t kStashedReads = 512;
 
 struct Listed {
   uint64_t size = 0;
   std::string etag;
+  size_t index = 0;  // Its proof bit.
 };
+
+// The version an L2 entry records: the size and a digest of the ETag that
+// is the same in every build and process (L2 outlives the daemon).
+FileVersion VersionOf(const Listed& l) {
+  Checksum c;
+  c.Update(l.etag.data(), l.etag.size());
+  FileVersion v;
+  v.size = l.size;
+  v.mtime_ns = static_cast<int64_t>(c.value());
+  return v;
+}
 
 class S3Objects : public SampleSource {
  public:
@@ -37,31 +46,28 @@ class S3Objects : public SampleSource {
         access_(std::move(access)),
         bucket_(std::move(bucket)),
         max_bytes_(max_bytes),
-        listed_(std::move(listed)) {}
+        listed_(std::move(listed)),
+        proven_(new std::atomic<bool>[listed_.size()]()) {}
 
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
     auto it = listed_.find(path);
     if (it == listed_.end()) {
       return absl::NotFoundError(absl::StrCat(path, " is not in the dataset's listing"));
     }
-    SourceKey id{CacheKey({"s3", access_.endpoint.ToString(), bucket_, Key(path)}),
-                 VersionOf(it->second), nullptr};
-    {
-      absl::MutexLock lock(&mu_);
-      if (proven_.count(path) > 0) return id;
+    const Listed& l = it->second;
+    if (!proven_[l.index].load(std::memory_order_acquire)) {
+      // This session's first sight of the object: a HEAD with the
+      // caller's credentials at the listed version proves it may read it
+      // before any cache entry is served. Kept for the session.
+      absl::StatusOr<ObjectVersion> v =
+          client_->Head(access_.endpoint, S3Url{bucket_, Key(path)}, access_.credentials,
+                        l.etag);
+      if (!v.ok()) return Changed(path, v.status());
+      if (absl::Status s = Matches(path, l, *v); !s.ok()) return s;
+      proven_[l.index].store(true, std::memory_order_release);
     }
-    // The first sight of the object in this session: read it as the
-    // caller (the proof), and keep the bytes for the read that follows.
-    auto bytes = std::make_shared<std::string>();
-    if (absl::Status s = Get(path, it->second, bytes.get()); !s.ok()) return s;
-    absl::MutexLock lock(&mu_);
-    proven_.insert(path);
-    if (stash_.size() >= kStashedReads) {
-      stashed_.erase(stash_.front());
-      stash_.pop_front();
-    }
-    if (stashed_.emplace(path, std::move(bytes)).second) stash_.push_back(path);
-    return id;
+    return SourceKey{CacheKey({"s3", access_.endpoint.ToString(), bucket_, Key(path)}),
+                     VersionOf(l), nullptr};
   }
 
   bool Versioned() const override { return true; }
@@ -72,51 +78,38 @@ class S3Objects : public SampleSource {
     if (it == listed_.end()) {
       return absl::NotFoundError(absl::StrCat(path, " is not in the dataset's listing"));
     }
-    if (absl::Status s = Get(path, it->second, out); !s.ok()) return s;
-    if (version != nullptr) *version = VersionOf(it->second);
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadIdentified(const SourceKey& id, const std::string& path, std::string* out,
-                              FileVersion* version) const override {
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = stashed_.find(path);
-      if (it != stashed_.end()) {
-        *out = std::move(*it->second);
-        stashed_.erase(it);
-        stash_.erase(std::find(stash_.begin(), stash_.end(), path));
-        if (version != nullptr) *version = id.version;
-        return absl::OkStatus();
-      }
-    }
-    return Read(path, out, version);
-  }
-
- private:
-  static FileVersion VersionOf(const Listed& l) {
-    FileVersion v;
-    v.size = l.size;
-    v.mtime_ns = static_cast<int64_t>(absl::HashOf(l.etag));
-    return v;
-  }
-
-  std::string Key(const std::string& path) const {
-    return path.substr(std::string("s3://").size() + bucket_.size() + 1);
-  }
-
-  absl::Status Get(const std::string& path, const Listed& l, std::string* out) const {
+    const Listed& l = it->second;
     if (l.size > max_bytes_) {
       return absl::ResourceExhaustedError(absl::StrCat(
           path, ": ", l.size, " bytes, over the daemon's file size cap of ", max_bytes_));
     }
-    absl::Status s = client_->Get(access_.endpoint, S3Url{bucket_, Key(path)}, 0, l.size,
-                                  l.etag, access_.credentials, out);
-    if (s.code() == absl::StatusCode::kFailedPrecondition) {
-      return absl::DataLossError(
-          absl::StrCat(path, " changed since the dataset was listed (", s.message(), ")"));
-    }
-    return s;
+    ObjectVersion seen;
+    absl::Status s = client_->Get(access_.endpoint, S3Url{bucket_, Key(path)}, 0, l.size, l.etag,
+                                  access_.credentials, out, &seen);
+    if (!s.ok()) return Changed(path, s);
+    if (l.size == 0) seen.size = 0;
+    if (absl::Status m = Matches(path, l, seen); !m.ok()) return m;
+    if (version != nullptr) *version = VersionOf(l);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string Key(const std::string& path) const {
+    return path.substr(std::string("s3://").size() + bucket_.size() + 1);
+  }
+
+  // What the store answered against the listing: a store that ignored
+  // If-Match must not have another version's bytes taken for this one.
+  static absl::Status Matches(const std::string& path, const Listed& l, const ObjectVersion& v) {
+    if (v.size == l.size && (v.etag.empty() || v.etag == l.etag)) return absl::OkStatus();
+    return absl::DataLossError(absl::StrCat(path, " changed since the dataset was listed (",
+                                            v.size, " bytes now, ", l.size, " listed)"));
+  }
+
+  static absl::Status Changed(const std::string& path, const absl::Status& s) {
+    if (s.code() != absl::StatusCode::kFailedPrecondition) return s;
+    return absl::DataLossError(
+        absl::StrCat(path, " changed since the dataset was listed (", s.message(), ")"));
   }
 
   S3Client* const client_;
@@ -124,11 +117,8 @@ class S3Objects : public SampleSource {
   const std::string bucket_;
   const uint64_t max_bytes_;
   const std::unordered_map<std::string, Listed> listed_;
-  mutable absl::Mutex mu_;
-  mutable std::unordered_set<std::string> proven_ ABSL_GUARDED_BY(mu_);
-  mutable std::unordered_map<std::string, std::shared_ptr<std::string>> stashed_
-      ABSL_GUARDED_BY(mu_);
-  mutable std::deque<std::string> stash_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  // This session's proofs, a bit per object.
+  const std::unique_ptr<std::atomic<bool>[]> proven_;
 };
 
 // The listing's walk: pages of one prefix, checked against the limits.
@@ -141,7 +131,7 @@ class Lister {
 
   // Every page of `prefix` (with `delimiter`), each handed to `page`.
   absl::Status Walk(const std::string& prefix, const std::string& delimiter,
-                    const std::function<absl::Status(const ListPage&)>& page) {
+                    const std::function<absl::Status(ListPage&)>& page) {
     std::string token;
     do {
       if (limits_.cancel != nullptr && limits_.cancel->load()) {
@@ -155,13 +145,24 @@ class Lister {
       absl::StatusOr<ListPage> p = client_->List(access_.endpoint, url_.bucket, prefix,
                                                  delimiter, token, access_.credentials);
       if (!p.ok()) return p.status();
-      const uint64_t seen =
-          seen_.fetch_add(p->objects.size() + p->prefixes.size()) + p->objects.size() +
-          p->prefixes.size();
-      if (seen > limits_.max_files) {
+      const uint64_t n = p->objects.size() + p->prefixes.size();
+      if (seen_.fetch_add(n) + n > limits_.max_files) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "listing ", url_.ToString(), ": over ", limits_.max_files,
             " objects (--max-dataset-files)"));
+      }
+      for (const std::string& q : p->prefixes) {
+        if (!absl::StartsWith(q, prefix) || q.size() <= prefix.size()) {
+          return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),
+                                                  ": the store answered a prefix outside it"));
+        }
+      }
+      for (const ListedObject& o : p->objects) {
+        if (!absl::StartsWith(o.key, prefix) || o.etag.empty()) {
+          return absl::DataLossError(absl::StrCat(
+              "listing ", url_.ToString(), ": the store answered an object outside it or one "
+              "without an ETag"));
+        }
       }
       if (absl::Status s = page(*p); !s.ok()) return s;
       token = p->truncated ? p->next_token : "";
@@ -187,8 +188,8 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   Lister lister(root, access, client, limits);
   std::vector<std::string> classes;
   uint64_t skipped = 0;
-  absl::Status s = lister.Walk(root.key, "/", [&](const ListPage& p) {
-    for (const std::string& c : p.prefixes) classes.push_back(c);
+  absl::Status s = lister.Walk(root.key, "/", [&](ListPage& p) {
+    for (std::string& c : p.prefixes) classes.push_back(std::move(c));
     skipped += p.objects.size();
     return absl::OkStatus();
   });
@@ -198,7 +199,10 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     return absl::FailedPreconditionError(absl::StrCat(
         root.ToString(), " has no class prefixes (an ImageFolder is <prefix>/<class>/<image>)"));
   }
-  // Every class listed in parallel.
+  // Every class listed in parallel, each page charged to the caller as it
+  // comes (the sample and its listed identity: twice over).
+  ListCharge charge(limits);
+  absl::Mutex charge_mu;
   std::vector<std::vector<ListedObject>> found(classes.size());
   std::vector<absl::Status> errors(classes.size());
   std::atomic<size_t> next{0};
@@ -206,9 +210,16 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   for (int w = 0; w < std::min<int>(kListingsAtOnce, classes.size()); ++w) {
     workers.emplace_back([&] {
       for (size_t c; (c = next.fetch_add(1)) < classes.size();) {
-        errors[c] = lister.Walk(classes[c], "", [&](const ListPage& p) {
-          for (const ListedObject& o : p.objects) {
-            if (HasImageExtension(o.key)) found[c].push_back(o);
+        errors[c] = lister.Walk(classes[c], "", [&](ListPage& p) {
+          for (ListedObject& o : p.objects) {
+            if (!HasImageExtension(o.key)) continue;
+            {
+              absl::MutexLock lock(&charge_mu);
+              const Sample as_charged{o.key, 0, {o.etag}};
+              if (absl::Status cs = charge.Add(as_charged); !cs.ok()) return cs;
+              if (absl::Status cs = charge.Add(as_charged); !cs.ok()) return cs;
+            }
+            found[c].push_back(std::move(o));
           }
           return absl::OkStatus();
         });
@@ -222,7 +233,6 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   }
   Dataset ds;
   ds.description = absl::StrCat("s3:", root.ToString());
-  ListCharge charge(limits);
   std::unordered_map<std::string, Listed> listed;
   for (size_t c = 0; c < classes.size(); ++c) {
     std::sort(found[c].begin(), found[c].end(),
@@ -230,12 +240,10 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     ds.class_names.emplace_back(absl::StripSuffix(classes[c].substr(root.key.size()), "/"));
     for (ListedObject& o : found[c]) {
       Sample sample{absl::StrCat("s3://", root.bucket, "/", o.key), static_cast<int32_t>(c), {}};
-      // The sample and its identity are held: charged twice over.
-      if (absl::Status cs = charge.Add(sample); !cs.ok()) return cs;
-      if (absl::Status cs = charge.Add(sample); !cs.ok()) return cs;
-      listed[sample.path] = Listed{o.size, std::move(o.etag)};
+      listed[sample.path] = Listed{o.size, std::move(o.etag), ds.samples.size()};
       ds.samples.push_back(std::move(sample));
     }
+    std::vector<ListedObject>().swap(found[c]);
   }
   ds.skipped_files = skipped;
   ds.num_classes = static_cast<uint32_t>(classes.size());

@@ -6,16 +6,20 @@
 // Listing: the class prefixes by one delimited listing, then every class
 // listed in parallel (at most 16 at a time, each page by page), never one
 // sequential listing of the whole prefix; bounded by the scan limits
-// (objects seen against max_files, max_time, cancellation). The listing's
-// size and ETag of each object are its identity.
+// (objects seen against max_files, max_time, cancellation) and charged to
+// the caller page by page. An object or prefix outside the one asked for,
+// or an object without an ETag, is DATA_LOSS. The listing's size and ETag
+// of each object are its identity.
 //
 // Reading, as the caller: a sample's path is "s3://bucket/key". Identify
 // proves the session may read the object before any cache hit is served:
-// the first time, by a GET with the caller's credentials at the listed
-// version (If-Match), whose bytes the read then takes; later, from the
-// proof this source (one per session) keeps, with no request. An object
-// changed since it was listed is that sample's DATA_LOSS. Cache entries are
-// keyed by (endpoint, bucket, key) at (size, ETag).
+// the first time by a HEAD with the caller's credentials at the listed
+// version (If-Match); later from the proof this source (one per session)
+// keeps, a bit per object, with no request. Reads are GETs at the listed
+// version, the answered size and ETag compared with the listing. An
+// object changed since it was listed is that sample's DATA_LOSS. Cache
+// entries are keyed by (endpoint, bucket, key) at (size, a digest of the
+// ETag that is the same in every process).
 //
 // Thread-safe; the client outlives the source.
 #ifndef STOKER_SERVER_SOURCES_S3_FOLDER_H_

@@ -81,8 +81,8 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
                      {"s3://bkt/data/train/dog/3.JPEG", 1},
                      {"s3://bkt/data/train/dog/4.jpeg", 1},
                      {"s3://bkt/data/train/eel/5.png", 2}}));
-  // The first Identify reads the object (the session's proof); the read
-  // takes those bytes. Later ones make no request at all.
+  // The first Identify proves the session may read the object (a HEAD at
+  // the listed version); later ones make no request at all.
   for (const Sample& s : ds->samples) {
     const std::string key = s.path.substr(std::string("s3://bkt/").size());
     const uint64_t before = client_->stats().requests;
@@ -91,14 +91,14 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
     EXPECT_EQ(id->version.size, objects_[key].size());
     std::string bytes;
     FileVersion v;
-    ASSERT_TRUE(ds->source->ReadIdentified(*id, s.path, &bytes, &v).ok());
+    ASSERT_TRUE(ds->source->ReadIdentified(*id, s.path, &bytes, &v).ok()) << s.path;
     EXPECT_EQ(bytes, objects_[key]) << s.path;
     EXPECT_EQ(v, id->version);
-    EXPECT_EQ(client_->stats().requests, before + 1) << s.path;
+    EXPECT_EQ(client_->stats().requests, before + 2) << s.path;  // HEAD, GET.
     absl::StatusOr<SourceKey> again = ds->source->Identify(s.path);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->key(), id->key());
-    EXPECT_EQ(client_->stats().requests, before + 1) << "proven: no request";
+    EXPECT_EQ(client_->stats().requests, before + 2) << "proven: no request";
     ASSERT_TRUE(ds->source->Read(s.path, &bytes, nullptr).ok());
     EXPECT_EQ(bytes, objects_[key]);
   }
@@ -119,8 +119,17 @@ TEST_F(S3FolderTest, AnObjectChangedSinceListingIsDataLoss) {
   absl::Status s = ds->source->Identify("s3://bkt/data/train/dog/4.jpeg").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("s3://bkt/data/train/dog/4.jpeg"), std::string::npos) << s;
+  // A read of it, proven or not, is DATA_LOSS too, never the new bytes.
+  std::string bytes;
+  s = ds->source->Read("s3://bkt/data/train/dog/4.jpeg", &bytes, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   // The others are untouched.
   EXPECT_TRUE(ds->source->Identify("s3://bkt/data/train/dog/3.JPEG").ok());
+  // A version is the same in every process (L2 outlives the daemon).
+  absl::StatusOr<Dataset> again = Open("s3://bkt/data/train");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source->Identify("s3://bkt/data/train/dog/3.JPEG")->key(),
+            ds->source->Identify("s3://bkt/data/train/dog/3.JPEG")->key());
 }
 
 TEST_F(S3FolderTest, RefusalsNameTheCause) {
@@ -141,7 +150,8 @@ TEST_F(S3FolderTest, RefusalsNameTheCause) {
   small.max_file_bytes = 1000;
   absl::StatusOr<Dataset> ds = Open("s3://bkt/data/train", small);
   ASSERT_TRUE(ds.ok()) << ds.status();
-  EXPECT_EQ(ds->source->Identify("s3://bkt/data/train/dog/3.JPEG").status().code(),
+  std::string bytes;
+  EXPECT_EQ(ds->source->Read("s3://bkt/data/train/dog/3.JPEG", &bytes, nullptr).code(),
             absl::StatusCode::kResourceExhausted);
   // An endpoint the operator did not list.
   access_.endpoint.host = "localhost";

@@ -32,6 +32,7 @@ extern char** environ;
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +52,14 @@ inline bool Executable(const std::string& p) {
   struct stat st;
   return !p.empty() && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
          ::access(p.c_str(), X_OK) == 0;
+}
+
+// `n` bytes with structure and noise, as a picture's.
+inline std::string Content(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 7 / 3) ^ (rng() & 3));
+  return s;
 }
 
 // Where moto_server is, or "".
@@ -167,6 +176,19 @@ class MotoServer {
     return e;
   }
   std::shared_ptr<const S3Credentials> credentials() const { return credentials_; }
+
+  // Writes `value` at bucket/key through `client` (key "" makes the bucket).
+  absl::Status Put(S3Client* client, const std::string& bucket, const std::string& key,
+                   std::string value) const {
+    S3Request r;
+    r.method = S3Request::Method::kPut;
+    r.endpoint = endpoint();
+    r.bucket = bucket;
+    r.key = key;
+    r.body = std::move(value);
+    r.credentials = credentials_;
+    return client->Run(std::move(r)).status;
+  }
 
  private:
   MotoServer(pid_t pid, int log) : pid_(pid), log_(log) {}

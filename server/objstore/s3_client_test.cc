@@ -16,13 +16,7 @@ namespace {
 
 using moto_testing::MotoServer;
 
-// Bytes with structure and noise, as a picture's.
-std::string Content(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 7 / 3) ^ (rng() & 3));
-  return s;
-}
+using moto_testing::Content;
 
 class S3ClientTest : public ::testing::Test {
  protected:
@@ -46,14 +40,7 @@ class S3ClientTest : public ::testing::Test {
   }
 
   absl::Status Put(const std::string& key, std::string value) {
-    S3Request r;
-    r.method = S3Request::Method::kPut;
-    r.endpoint = moto_->endpoint();
-    r.bucket = "bkt";
-    r.key = key;
-    r.body = std::move(value);
-    r.credentials = moto_->credentials();
-    return client_->Run(std::move(r)).status;
+    return moto_->Put(client_.get(), "bkt", key, std::move(value));
   }
 
   S3Url Object(const std::string& key) { return S3Url{"bkt", key}; }

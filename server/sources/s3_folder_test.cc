@@ -14,12 +14,7 @@ namespace {
 
 using moto_testing::MotoServer;
 
-std::string Content(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 5 / 3) ^ (rng() & 7));
-  return s;
-}
+using moto_testing::Content;
 
 // moto with signature checks off: the class listing's delimiter is a '/'
 // that its checker mishandles (moto_testing.h).
@@ -47,14 +42,7 @@ class S3FolderTest : public ::testing::Test {
   }
 
   absl::Status Put(const std::string& key, std::string value) {
-    S3Request r;
-    r.method = S3Request::Method::kPut;
-    r.endpoint = moto_->endpoint();
-    r.bucket = "bkt";
-    r.key = key;
-    r.body = std::move(value);
-    r.credentials = moto_->credentials();
-    return client_->Run(std::move(r)).status;
+    return moto_->Put(client_.get(), "bkt", key, std::move(value));
   }
 
   absl::StatusOr<Dataset> Open(const std::string& url, ScanLimits limits = {}) {

@@ -19,9 +19,10 @@
 namespace stoker {
 namespace {
 
-// SHA-256 of nothing: the payload hash of every request without a body.
+// An error's body (S3's XML) is read to this cap, not the range's.
 constexpr uint64_t kMaxErrorBody = 64 << 10;
 
+// SHA-256 of nothing: the payload hash of every request without a body.
 constexpr char kEmptySha256[] =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -29,43 +30,6 @@ void InitCurlOnce() {
   static const bool ok = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
   (void)ok;
 }
-
-std::string Named(const S3Request& r) { return absl::StrCat("s3://", r.bucket, "/", r.key); }
-
-// Whether every byte of `s` is one `ok` allows (no CR, LF or NUL can reach
-// a header line: curl writes header entries, and the key id and region
-// inside the Authorization line, as they are).
-bool AllOf(absl::string_view s, bool (*ok)(unsigned char)) {
-  return std::all_of(s.begin(), s.end(), [ok](char c) { return ok(static_cast<unsigned char>(c)); });
-}
-bool KeyIdChar(unsigned char c) { return absl::ascii_isalnum(c); }
-bool RegionChar(unsigned char c) { return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-'; }
-bool TokenChar(unsigned char c) { return absl::ascii_isalnum(c) || c == '+' || c == '/' || c == '=' || c == '-' || c == '_' || c == '.'; }
-bool VisibleChar(unsigned char c) { return c > 0x20 && c < 0x7f; }
-bool EtagChar(unsigned char c) { return VisibleChar(c) && c != '"'; }
-
-// INVALID_ARGUMENT for a request a header line could not carry as it is.
-absl::Status CheckHeaderMaterial(const S3Request& r) {
-  const S3Credentials& c = *r.credentials;
-  const char* bad = nullptr;
-  if (c.access_key_id.size() > 128 || !AllOf(c.access_key_id, KeyIdChar)) {
-    bad = "access key id";
-  } else if (c.secret_access_key.size() > 128 || !AllOf(c.secret_access_key, VisibleChar)) {
-    bad = "secret access key";
-  } else if (c.session_token.size() > 4096 || !AllOf(c.session_token, TokenChar)) {
-    bad = "session token";
-  } else if (c.region.empty() || c.region.size() > 32 || !AllOf(c.region, RegionChar)) {
-    bad = "region";
-  } else if (r.if_match.size() > 256 || !AllOf(r.if_match, EtagChar)) {
-    bad = "ETag";
-  }
-  if (bad == nullptr) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      Named(r), ": the object store ", bad, " given has characters or a length no AWS ", bad,
-      " has"));
-}
-
-bool Retryable(long http) { return http == 429 || http >= 500; }
 
 bool RetryableCurl(CURLcode c) {
   switch (c) {
@@ -83,19 +47,6 @@ bool RetryableCurl(CURLcode c) {
     default:
       return false;
   }
-}
-
-// "bytes a-b/total" → total; false for anything else.
-bool ParseContentRange(absl::string_view v, uint64_t* first, uint64_t* last, uint64_t* total) {
-  v = absl::StripAsciiWhitespace(v);
-  if (!absl::ConsumePrefix(&v, "bytes ")) return false;
-  const size_t dash = v.find('-'), slash = v.find('/');
-  if (dash == absl::string_view::npos || slash == absl::string_view::npos || slash < dash) {
-    return false;
-  }
-  return absl::SimpleAtoi(v.substr(0, dash), first) &&
-         absl::SimpleAtoi(v.substr(dash + 1, slash - dash - 1), last) &&
-         absl::SimpleAtoi(v.substr(slash + 1), total) && *first <= *last && *last < *total;
 }
 
 }  // namespace
@@ -162,28 +113,23 @@ class S3Client::Loop {
     // The attempt in flight.
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
-    uint64_t cap = 0;
-    bool over_cap = false;
-    std::string body;
-    std::string etag, version_id, content_range;
-    uint64_t content_length = 0;
-    bool has_length = false;
+    AttemptFacts facts;
   };
 
   static size_t OnBody(char* data, size_t size, size_t n, void* user) {
     auto* job = static_cast<Job*>(user);
     const size_t bytes = size * n;
-    if (job->body.empty()) {
+    if (job->facts.body.empty()) {
       // An error's body (S3's XML) is read to its cap, not the range's.
       long http = 0;
       curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &http);
-      if (http < 200 || http >= 300) job->cap = kMaxErrorBody;
+      if (http < 200 || http >= 300) job->facts.cap = kMaxErrorBody;
     }
-    if (job->body.size() + bytes > job->cap) {
-      job->over_cap = true;
+    if (job->facts.body.size() + bytes > job->facts.cap) {
+      job->facts.over_cap = true;
       return 0;  // Aborts the transfer (CURLE_WRITE_ERROR).
     }
-    job->body.append(data, bytes);
+    job->facts.body.append(data, bytes);
     return bytes;
   }
 
@@ -195,10 +141,11 @@ class S3Client::Loop {
     if (colon == absl::string_view::npos) {
       // A status line: a new response (after a 100 Continue) starts over.
       if (absl::StartsWith(line, "HTTP/")) {
-        job->etag.clear();
-        job->version_id.clear();
-        job->content_range.clear();
-        job->has_length = false;
+        const uint64_t cap = job->facts.cap;
+        const int attempt = job->facts.attempt;
+        job->facts = AttemptFacts{};
+        job->facts.cap = cap;
+        job->facts.attempt = attempt;
       }
       return bytes;
     }
@@ -206,13 +153,13 @@ class S3Client::Loop {
     const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
     if (value.size() > 1024) return bytes;  // No header we read is this long.
     if (name == "etag") {
-      job->etag = std::string(absl::StripSuffix(absl::StripPrefix(value, "\""), "\""));
+      job->facts.etag = std::string(absl::StripSuffix(absl::StripPrefix(value, "\""), "\""));
     } else if (name == "x-amz-version-id") {
-      job->version_id = std::string(value);
+      job->facts.version_id = std::string(value);
     } else if (name == "content-range") {
-      job->content_range = std::string(value);
+      job->facts.content_range = std::string(value);
     } else if (name == "content-length") {
-      job->has_length = absl::SimpleAtoi(value, &job->content_length);
+      job->facts.has_length = absl::SimpleAtoi(value, &job->facts.content_length);
     }
     return bytes;
   }
@@ -220,13 +167,9 @@ class S3Client::Loop {
   // Sets up the job's next attempt on a fresh easy handle.
   absl::Status Prepare(Job* job) {
     const S3Request& r = job->req;
-    job->body.clear();
-    job->over_cap = false;
-    job->etag.clear();
-    job->version_id.clear();
-    job->content_range.clear();
-    job->has_length = false;
-    job->cap = r.method == S3Request::Method::kGet && r.length > 0
+    job->facts = AttemptFacts{};
+    job->facts.attempt = job->attempt;
+    job->facts.cap = r.method == S3Request::Method::kGet && r.length > 0
                    ? std::min(r.length, options_.max_reply_bytes)
                    : options_.max_reply_bytes;
     CURL* h = curl_easy_init();
@@ -295,122 +238,6 @@ class S3Client::Loop {
     job->headers = nullptr;
   }
 
-  // The reply of the attempt that just ended, and whether to try again.
-  S3Reply Judge(Job* job, CURLcode code, bool* retry, bool* throttled) {
-    const S3Request& r = job->req;
-    S3Reply reply;
-    reply.attempts = job->attempt;
-    *retry = false;
-    *throttled = false;
-    const std::string where = absl::StrCat(Named(r), " at ", r.endpoint.ToString());
-    long status = 0;
-    curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &status);
-    const bool error_reply = status != 0 && (status < 200 || status >= 300);
-    if (code != CURLE_OK && !(job->over_cap && error_reply)) {
-      if (job->over_cap) {
-        reply.status = absl::ResourceExhaustedError(absl::StrCat(
-            where, ": the reply is larger than the ", job->cap, " bytes asked for"));
-        return reply;
-      }
-      *retry = RetryableCurl(code);
-      *throttled = code == CURLE_OPERATION_TIMEDOUT;
-      reply.status = (code == CURLE_OPERATION_TIMEDOUT ? absl::DeadlineExceededError
-                                                       : absl::UnavailableError)(
-          absl::StrCat(where, ": ", curl_easy_strerror(code), " (after ", job->attempt,
-                       job->attempt == 1 ? " attempt)" : " attempts)"));
-      return reply;
-    }
-    long http = 0;
-    curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &http);
-    reply.http = http;
-    if (http >= 200 && http < 300) {
-      reply.version.etag = job->etag;
-      reply.version.version_id = job->version_id;
-      reply.status = CheckSuccess(job, http, &reply.version, where);
-      reply.body = std::move(job->body);
-      return reply;
-    }
-    const std::string code_name = S3ErrorCode(job->body);
-    const std::string why = absl::StrCat(where, ": HTTP ", http,
-                                         code_name.empty() ? "" : " ", code_name);
-    // S3's RequestTimeout (400): the connection was idle too long.
-    *retry = Retryable(http) || code_name == "RequestTimeout";
-    *throttled = http == 503 || http == 429;
-    // Credentials refused: S3 answers some with 400 (an expired or unknown
-    // token), some with 403.
-    static constexpr absl::string_view kRefused[] = {
-        "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken",
-        "ExpiredToken", "TokenRefreshRequired"};
-    if (std::find(std::begin(kRefused), std::end(kRefused), code_name) != std::end(kRefused)) {
-      http = 403;
-    }
-    switch (http) {
-      case 301: case 307: case 400:
-        if (*retry) {
-          reply.status = absl::UnavailableError(why);
-          break;
-        }
-        reply.status = absl::InvalidArgumentError(
-            absl::StrCat(why, " (is the region or the endpoint right?)"));
-        break;
-      case 401: case 403:
-        reply.status = absl::PermissionDeniedError(
-            absl::StrCat(why, " (the credentials given may not read bucket ", r.bucket, ")"));
-        break;
-      case 404:
-        reply.status = absl::NotFoundError(why);
-        break;
-      case 412:
-        reply.status = absl::FailedPreconditionError(
-            absl::StrCat(why, ": the object changed since it was listed"));
-        break;
-      case 416:
-        reply.status = absl::OutOfRangeError(why);
-        break;
-      default:
-        reply.status = (*retry ? absl::UnavailableError : absl::InternalError)(absl::StrCat(
-            why, " (after ", job->attempt, job->attempt == 1 ? " attempt)" : " attempts)"));
-    }
-    return reply;
-  }
-
-  // A 2xx reply against what was asked: its size and range.
-  absl::Status CheckSuccess(Job* job, long http, ObjectVersion* v, const std::string& where) {
-    const S3Request& r = job->req;
-    if (r.method == S3Request::Method::kHead) {
-      if (!job->has_length) return absl::DataLossError(where + ": HEAD without Content-Length");
-      v->size = job->content_length;
-      return absl::OkStatus();
-    }
-    if (r.method != S3Request::Method::kGet) return absl::OkStatus();
-    if (r.length == 0) {  // Whole object.
-      if (http != 200 || (job->has_length && job->content_length != job->body.size())) {
-        return absl::DataLossError(absl::StrCat(where, ": a whole read got ", job->body.size(),
-                                                " bytes with HTTP ", http));
-      }
-      v->size = job->body.size();
-      return absl::OkStatus();
-    }
-    uint64_t first = 0, last = 0, total = 0;
-    if (http == 206 && ParseContentRange(job->content_range, &first, &last, &total)) {
-      if (first != r.offset || last - first + 1 != job->body.size() ||
-          (job->body.size() != r.length && last + 1 != total)) {
-        return absl::DataLossError(absl::StrCat(where, ": asked bytes ", r.offset, "+",
-                                                r.length, ", got '", job->content_range,
-                                                "' and ", job->body.size(), " bytes"));
-      }
-      v->size = total;
-      return absl::OkStatus();
-    }
-    if (http == 200 && r.offset == 0 && job->body.size() <= r.length) {
-      // A server that ignores Range for an object no larger than the range.
-      v->size = job->body.size();
-      return absl::OkStatus();
-    }
-    return absl::DataLossError(
-        absl::StrCat(where, ": a ranged read got HTTP ", http, " without its range"));
-  }
-
   absl::Duration Backoff(int attempt) {
     const absl::Duration ceiling =
         std::min(options_.backoff_cap, options_.backoff_base * (int64_t{1} << std::min(attempt, 20)));
@@ -419,8 +246,17 @@ class S3Client::Loop {
   }
 
   void Finish(Job* job, CURLcode code) {
-    bool retry = false, throttled = false;
-    S3Reply reply = Judge(job, code, &retry, &throttled);
+    AttemptFacts& f = job->facts;
+    curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &f.http);
+    if (code != CURLE_OK) {
+      f.transport = code == CURLE_OPERATION_TIMEDOUT ? AttemptFacts::Transport::kTimedOut
+                    : RetryableCurl(code)            ? AttemptFacts::Transport::kRetryable
+                                                     : AttemptFacts::Transport::kFailed;
+      f.transport_error = curl_easy_strerror(code);
+    }
+    AttemptVerdict verdict = JudgeAttempt(job->req, std::move(f));
+    S3Reply& reply = verdict.reply;
+    const bool retry = verdict.retry, throttled = verdict.throttled;
     bytes_.fetch_add(reply.body.size(), std::memory_order_relaxed);
     Release(job);
     std::unique_ptr<Job> owned = std::move(running_[job]);
@@ -559,15 +395,7 @@ S3Client::~S3Client() = default;
 
 void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
   absl::Status refused = loop_->options().endpoints.Check(r.endpoint);
-  if (refused.ok() && (r.credentials == nullptr || r.credentials->access_key_id.empty())) {
-    refused = absl::UnauthenticatedError(absl::StrCat(
-        Named(r), ": no object store credentials came with the request (set AWS_ACCESS_KEY_ID "
-                  "and AWS_SECRET_ACCESS_KEY, or a profile, where the trainer runs)"));
-  }
-  if (refused.ok()) refused = CheckHeaderMaterial(r);
-  if (refused.ok() && r.length > 0 && r.offset > UINT64_MAX - r.length) {
-    refused = absl::InvalidArgumentError(absl::StrCat(Named(r), ": the range's end overflows"));
-  }
+  if (refused.ok()) refused = CheckRequest(r);
   if (!refused.ok()) {
     S3Reply reply;
     reply.status = std::move(refused);

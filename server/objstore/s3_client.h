@@ -46,56 +46,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/objstore/s3_address.h"
+#include "server/objstore/s3_request.h"
 #include "server/objstore/s3_xml.h"
 
 namespace stoker {
-
-// A caller's credentials. Never logged, counted or put in a key or an
-// error: it has no printing form, so StrCat or a stream refuses it.
-struct S3Credentials {
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token;  // Empty unless temporary credentials.
-  std::string region = "us-east-1";
-};
-
-// What a session reaches objects with: the endpoint its trainer named
-// (checked against the allow-list at each request) and the trainer's own
-// credentials.
-struct ObjectStoreAccess {
-  Endpoint endpoint;
-  std::shared_ptr<const S3Credentials> credentials;
-};
-
-// What a HEAD or GET saw of an object.
-struct ObjectVersion {
-  uint64_t size = 0;       // The whole object's (Content-Length, Content-Range).
-  std::string etag;        // Quotes removed.
-  std::string version_id;  // x-amz-version-id; empty when unversioned.
-};
-
-struct S3Request {
-  enum class Method { kGet, kHead, kPut };
-  Method method = Method::kGet;
-  Endpoint endpoint;
-  std::string bucket;
-  std::string key;
-  std::vector<std::pair<std::string, std::string>> query;
-  // A ranged GET of [offset, offset + length); length 0: the whole object.
-  uint64_t offset = 0, length = 0;
-  // Sent as If-Match when set: a changed object is FAILED_PRECONDITION.
-  std::string if_match;
-  std::string body;  // PUT only.
-  std::shared_ptr<const S3Credentials> credentials;
-};
-
-struct S3Reply {
-  absl::Status status;
-  long http = 0;  // The last attempt's HTTP status (0: none).
-  std::string body;
-  ObjectVersion version;
-  int attempts = 0;
-};
 
 class S3Client {
  public:

@@ -45,6 +45,29 @@ class S3ClientTest : public ::testing::Test {
 
   S3Url Object(const std::string& key) { return S3Url{"bkt", key}; }
 
+  // A client that reaches moto only through a fault proxy.
+  struct Faulty {
+    std::unique_ptr<FaultProxy> proxy;
+    Endpoint via;
+    std::unique_ptr<S3Client> client;
+    S3Request Read(const std::string& key, std::shared_ptr<const S3Credentials> c) const {
+      S3Request r;
+      r.endpoint = via;
+      r.bucket = "bkt";
+      r.key = key;
+      r.credentials = std::move(c);
+      return r;
+    }
+  };
+  Faulty Through(FaultProxy::Options po, S3Client::Options o) {
+    po.upstream_port = moto_->port();
+    Faulty f;
+    f.proxy = *FaultProxy::Start(po);
+    f.via = *Endpoint::Parse(f.proxy->url());
+    f.client = Client(f.via, std::move(o));
+    return f;
+  }
+
   std::unique_ptr<MotoServer> moto_;
   std::unique_ptr<S3Client> client_;
   std::map<std::string, std::string> objects_;
@@ -170,75 +193,56 @@ TEST_F(S3ClientTest, OnlyAllowedEndpointsAreReached) {
 }
 
 TEST_F(S3ClientTest, ThrottlesAndResetsAreRetriedWithinTheBudget) {
+  const std::string key = "train/cat/c_d-e~f.jpg";
   FaultProxy::Options po;
-  po.upstream_port = moto_->port();
   po.fail_first = 2;
-  auto proxy = *FaultProxy::Start(po);
-  Endpoint via = *Endpoint::Parse(proxy->url());
   S3Client::Options o;
   o.backoff_base = absl::Milliseconds(1);
-  auto client = Client(via, o);
-  S3Request r;
-  r.endpoint = via;
-  r.bucket = "bkt";
-  r.key = "train/cat/c_d-e~f.jpg";
-  r.credentials = moto_->credentials();
-  S3Reply reply = client->Run(r);
+  Faulty f = Through(po, o);
+  S3Reply reply = f.client->Run(f.Read(key, moto_->credentials()));
   ASSERT_TRUE(reply.status.ok()) << reply.status;
-  EXPECT_EQ(reply.body, objects_["train/cat/c_d-e~f.jpg"]);
+  EXPECT_EQ(reply.body, objects_[key]);
   EXPECT_EQ(reply.attempts, 3);
-  EXPECT_EQ(client->stats().retries, 2u);
-  EXPECT_EQ(client->stats().throttles, 2u);
-  EXPECT_EQ(proxy->counts().slow_downs, 2u);
+  EXPECT_EQ(f.client->stats().retries, 2u);
+  EXPECT_EQ(f.client->stats().throttles, 2u);
+  EXPECT_EQ(f.proxy->counts().slow_downs, 2u);
   // Past the budget: UNAVAILABLE saying how many tries.
   po.fail_first = 100;
-  auto failing = *FaultProxy::Start(po);
-  Endpoint bad = *Endpoint::Parse(failing->url());
   o.max_attempts = 3;
-  auto client2 = Client(bad, o);
-  r.endpoint = bad;
-  reply = client2->Run(r);
+  Faulty failing = Through(po, o);
+  reply = failing.client->Run(failing.Read(key, moto_->credentials()));
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kUnavailable) << reply.status;
   EXPECT_NE(reply.status.message().find("SlowDown"), std::string::npos) << reply.status;
   EXPECT_NE(reply.status.message().find("3 attempts"), std::string::npos) << reply.status;
-  EXPECT_EQ(failing->counts().requests, 3u);
+  EXPECT_EQ(failing.proxy->counts().requests, 3u);
   // Every connection reset: UNAVAILABLE too.
   po.fail_first = 0;
   po.reset_share = 1;
-  auto resetting = *FaultProxy::Start(po);
-  Endpoint reset = *Endpoint::Parse(resetting->url());
-  auto client3 = Client(reset, o);
-  r.endpoint = reset;
-  reply = client3->Run(r);
+  Faulty resetting = Through(po, o);
+  reply = resetting.client->Run(resetting.Read(key, moto_->credentials()));
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kUnavailable) << reply.status;
   EXPECT_EQ(reply.attempts, 3);
 }
 
 TEST_F(S3ClientTest, ManyInFlightThroughFaults) {
   FaultProxy::Options po;
-  po.upstream_port = moto_->port();
   po.latency = absl::Milliseconds(20);
   po.slow_down_share = 0.05;
   po.reset_share = 0.05;
   po.seed = 7;
-  auto proxy = *FaultProxy::Start(po);
-  Endpoint via = *Endpoint::Parse(proxy->url());
   S3Client::Options o;
   o.backoff_base = absl::Milliseconds(1);
   o.max_attempts = 8;
-  auto client = Client(via, o);
+  Faulty f = Through(po, o);
+  S3Client* client = f.client.get();
   const std::string& big = objects_["train/cat/a b.jpg"];
   constexpr int kReads = 200;
   absl::BlockingCounter left(kReads);
   std::atomic<int> exact{0};
   for (int i = 0; i < kReads; ++i) {
-    S3Request r;
-    r.endpoint = via;
-    r.bucket = "bkt";
-    r.key = "train/cat/a b.jpg";
+    S3Request r = f.Read("train/cat/a b.jpg", moto_->credentials());
     r.offset = static_cast<uint64_t>(i) * 400;
     r.length = 1000;
-    r.credentials = moto_->credentials();
     client->Start(r, [&, i](S3Reply reply) {
       if (reply.status.ok() && reply.body == big.substr(i * 400, 1000)) ++exact;
       left.DecrementCount();
@@ -256,16 +260,13 @@ TEST_F(S3ClientTest, ManyInFlightThroughFaults) {
 
 TEST_F(S3ClientTest, ATimeoutIsDeadlineExceeded) {
   FaultProxy::Options po;
-  po.upstream_port = moto_->port();
   po.latency = absl::Seconds(1);  // Far past the request's deadline.
-  auto proxy = *FaultProxy::Start(po);
-  Endpoint via = *Endpoint::Parse(proxy->url());
   S3Client::Options o;
   o.request_timeout = absl::Milliseconds(100);
   o.max_attempts = 1;
-  auto client = Client(via, o);
+  Faulty f = Through(po, o);
   absl::StatusOr<ObjectVersion> head =
-      client->Head(via, Object("train/cat/a b.jpg"), moto_->credentials());
+      f.client->Head(f.via, Object("train/cat/a b.jpg"), moto_->credentials());
   EXPECT_EQ(head.status().code(), absl::StatusCode::kDeadlineExceeded) << head.status();
 }
 
@@ -277,16 +278,7 @@ TEST(S3ListTest, ListsPrefixesAndPages) {
   S3Client::Options o;
   o.endpoints = *EndpointAllowList::Parse((*m)->endpoint().ToString());
   auto client = *S3Client::Create(o);
-  auto put = [&](const std::string& key) {
-    S3Request r;
-    r.method = S3Request::Method::kPut;
-    r.endpoint = (*m)->endpoint();
-    r.bucket = "bkt";
-    r.key = key;
-    r.body = key;
-    r.credentials = (*m)->credentials();
-    return client->Run(r).status;
-  };
+  auto put = [&](const std::string& key) { return (*m)->Put(client.get(), "bkt", key, key); };
   ASSERT_TRUE(put("").ok());
   std::vector<std::string> keys;
   for (const char* cls : {"cat", "dog", "eel"}) {

@@ -1,0 +1,115 @@
+// One S3 request and its reply, as values: what a request carries, the
+// checks it passes before anything is sent (CheckRequest), and what one
+// attempt's answer means (JudgeAttempt): the reply's status, whether to try
+// again, and whether the store asked to slow down. No I/O here: the client
+// (s3_client.h) fills an AttemptFacts from the wire and acts on the
+// verdict, and tests judge any answer without a server.
+//
+// Values and pure functions; thread-safe.
+#ifndef STOKER_SERVER_OBJSTORE_S3_REQUEST_H_
+#define STOKER_SERVER_OBJSTORE_S3_REQUEST_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/objstore/s3_address.h"
+
+namespace stoker {
+
+// A caller's credentials. Never logged, counted or put in a key or an
+// error: it has no printing form, so StrCat or a stream refuses it.
+struct S3Credentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // Empty unless temporary credentials.
+  std::string region = "us-east-1";
+};
+
+// What a session reaches objects with: the endpoint its trainer named
+// (checked against the allow-list at each request) and the trainer's own
+// credentials.
+struct ObjectStoreAccess {
+  Endpoint endpoint;
+  std::shared_ptr<const S3Credentials> credentials;
+};
+
+// What a HEAD or GET saw of an object.
+struct ObjectVersion {
+  uint64_t size = 0;       // The whole object's (Content-Length, Content-Range).
+  std::string etag;        // Quotes removed.
+  std::string version_id;  // x-amz-version-id; empty when unversioned.
+};
+
+struct S3Request {
+  enum class Method { kGet, kHead, kPut };
+  Method method = Method::kGet;
+  Endpoint endpoint;
+  std::string bucket;
+  std::string key;
+  std::vector<std::pair<std::string, std::string>> query;
+  // A ranged GET of [offset, offset + length); length 0: the whole object.
+  uint64_t offset = 0, length = 0;
+  // Sent as If-Match when set: a changed object is FAILED_PRECONDITION.
+  std::string if_match;
+  std::string body;  // PUT only.
+  std::shared_ptr<const S3Credentials> credentials;
+};
+
+struct S3Reply {
+  absl::Status status;
+  long http = 0;  // The last attempt's HTTP status (0: none).
+  std::string body;
+  ObjectVersion version;
+  int attempts = 0;
+};
+
+// Whether `r` may be sent: UNAUTHENTICATED without credentials (saying
+// where the trainer sets them); INVALID_ARGUMENT for a caller byte that a
+// header line cannot carry as it is (key id, secret, session token,
+// region, ETag: curl writes header entries, and the key id and region
+// inside the Authorization line, verbatim, so a CR or LF would add headers
+// or a request to a connection other sessions reuse), or a range whose end
+// overflows.
+absl::Status CheckRequest(const S3Request& r);
+
+// What one attempt saw.
+struct AttemptFacts {
+  enum class Transport { kDone, kTimedOut, kRetryable, kFailed };
+  Transport transport = Transport::kDone;
+  std::string transport_error;  // The transport's words when not kDone.
+  long http = 0;                // 0: no status line came.
+  bool over_cap = false;        // The body passed `cap` and was cut.
+  uint64_t cap = 0;
+  std::string body;
+  std::string etag, version_id, content_range;  // Headers, as sent.
+  bool has_length = false;
+  uint64_t content_length = 0;
+  int attempt = 1;  // 1 for the first.
+};
+
+struct AttemptVerdict {
+  S3Reply reply;
+  bool retry = false;      // Worth another attempt (the budget aside).
+  bool throttled = false;  // 503, 429 or a timeout: fewer in flight.
+};
+
+// The meaning of `facts` for `r`. Errors name `s3://bucket/key` and the
+// endpoint, with S3's error code, never its message: PERMISSION_DENIED for
+// refused credentials (403, or 400 for an unknown or expired token),
+// NOT_FOUND, OUT_OF_RANGE, FAILED_PRECONDITION (If-Match failed),
+// INVALID_ARGUMENT (other 4xx: region or endpoint), UNAVAILABLE (5xx, 429,
+// S3's RequestTimeout, connection failures) or DEADLINE_EXCEEDED with the
+// attempts made, RESOURCE_EXHAUSTED (a successful reply over its cap),
+// DATA_LOSS (a reply that contradicts the request: its range, its length).
+AttemptVerdict JudgeAttempt(const S3Request& r, AttemptFacts facts);
+
+// "s3://bucket/key".
+std::string Named(const S3Request& r);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_OBJSTORE_S3_REQUEST_H_

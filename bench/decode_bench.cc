@@ -85,8 +85,12 @@ int Main() {
       for (int lever = 0; lever < 3; ++lever) {
         auto t1 = Clock::now();
         CropBox b;
-        DecodeForCrop(dec, data, n, [&](int, int) { return box; }, size,
-                      lever == 2, lever != 0, &region, &b);
+        if (absl::Status st = DecodeForCrop(dec, data, n, [&](int, int) { return box; }, size,
+                                            lever == 2, lever != 0, &region, &b);
+            !st.ok()) {
+          std::fprintf(stderr, "decode failed: %s\n", std::string(st.message()).c_str());
+          return 1;
+        }
         auto t2 = Clock::now();
         ResizeBox(region.image.pixels.data(), region.image.width,
                   region.image.height, b, size, size, out.data());

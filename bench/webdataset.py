@@ -11,20 +11,15 @@ medians over RUNS fresh daemons.
 
 import io
 import os
-import statistics
 import sys
 import tarfile
-import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "client", "python"))
 
 import stoker  # noqa: E402
-from pixels import jpeg_data  # noqa: E402
-from stokerd import Stokerd  # noqa: E402
+from pixels import EPOCHS, RUNS, jpeg_data, medians  # noqa: E402
 
-RUNS = int(os.environ.get("RUNS", "3"))
-EPOCHS = int(os.environ.get("EPOCHS", "3"))
 SHARDS = os.environ.get("STOKER_BENCH_SHARDS", "/tmp/stoker-bench-shards")
 
 
@@ -54,21 +49,10 @@ def shard_data(folder, per_shard=64):
 
 
 def rates(data, **kw):
-    firsts, laters = [], []
-    for _ in range(RUNS):
-        with Stokerd() as d:
-            ld = stoker.Loader(data, batch_size=64, image_size=224, socket=d.sock, **kw)
-            per = []
-            for e in range(1 + EPOCHS):
-                ld.set_epoch(e)
-                t0, n = time.perf_counter(), 0
-                for x, _ in ld:
-                    n += x.shape[0]
-                per.append(n / (time.perf_counter() - t0))
-            ld.close()
-        firsts.append(per[0])
-        laters.append(statistics.mean(per[1:]))
-    return statistics.median(firsts), statistics.median(laters)
+    """Median (epoch 1, later epochs) images/s of a Loader over `data`."""
+    first, later, _ = medians(lambda sock: stoker.Loader(
+        data, batch_size=64, image_size=224, socket=sock, **kw))
+    return first, later
 
 
 def main():

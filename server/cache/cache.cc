@@ -8,10 +8,12 @@
 namespace stoker {
 
 template <typename T>
-LruCache<T>::LruCache(std::string tier_name, uint64_t capacity_bytes, int shards)
+LruCache<T>::LruCache(std::string tier_name, uint64_t capacity_bytes, int shards,
+                      uint64_t largest_bytes)
     : tier_(std::move(tier_name)),
       capacity_(capacity_bytes),
-      largest_(capacity_bytes / std::max(shards, 1)),
+      largest_(largest_bytes > 0 ? std::min(largest_bytes, capacity_bytes)
+                                 : capacity_bytes / std::max(shards, 1)),
       shards_(std::max(shards, 1)) {}
 
 template <typename T>
@@ -35,6 +37,7 @@ typename LruCache<T>::Value LruCache<T>::Lookup(const std::string& key, bool ref
   if (refresh) {
     s.lru.splice(s.lru.begin(), s.lru, it->second);
     it->second->tick = clock_.fetch_add(1, std::memory_order_relaxed);
+    s.Published();
   }
   hits_.fetch_add(1, std::memory_order_relaxed);
   return it->second->value;
@@ -57,14 +60,13 @@ void LruCache<T>::Insert(const std::string& key, Value value) {
     Shard& s = ShardFor(key);
     absl::MutexLock lock(&s.mu);
     if (auto it = s.index.find(key); it != s.index.end()) {
-      s.bytes -= Charge(*it->second);
       bytes_.fetch_sub(Charge(*it->second), std::memory_order_relaxed);
       s.lru.erase(it->second);
       s.index.erase(it);
     }
     s.lru.push_front(std::move(e));
     s.index[key] = s.lru.begin();
-    s.bytes += charge;
+    s.Published();
     bytes_.fetch_add(charge, std::memory_order_relaxed);
     inserts_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -74,13 +76,14 @@ void LruCache<T>::Insert(const std::string& key, Value value) {
 template <typename T>
 void LruCache<T>::EvictOverBudget() {
   while (bytes_.load(std::memory_order_relaxed) > capacity_) {
-    // The shard whose least recently used entry is the oldest.
+    // The shard whose least recently used entry is the oldest, from the
+    // ticks each shard publishes: only the victim's shard is locked.
     Shard* oldest = nullptr;
     uint64_t tick = UINT64_MAX;
     for (Shard& s : shards_) {
-      absl::MutexLock lock(&s.mu);
-      if (!s.lru.empty() && s.lru.back().tick < tick) {
-        tick = s.lru.back().tick;
+      const uint64_t t = s.oldest.load(std::memory_order_relaxed);
+      if (t < tick) {
+        tick = t;
         oldest = &s;
       }
     }
@@ -88,10 +91,10 @@ void LruCache<T>::EvictOverBudget() {
     absl::MutexLock lock(&oldest->mu);
     if (oldest->lru.empty()) continue;  // Emptied meanwhile: look again.
     const Entry& victim = oldest->lru.back();
-    oldest->bytes -= Charge(victim);
     bytes_.fetch_sub(Charge(victim), std::memory_order_relaxed);
     oldest->index.erase(victim.key);
     oldest->lru.pop_back();
+    oldest->Published();
     evictions_.fetch_add(1, std::memory_order_relaxed);
   }
 }
@@ -102,10 +105,10 @@ void LruCache<T>::Erase(const std::string& key) {
   absl::MutexLock lock(&s.mu);
   auto it = s.index.find(key);
   if (it == s.index.end()) return;
-  s.bytes -= Charge(*it->second);
   bytes_.fetch_sub(Charge(*it->second), std::memory_order_relaxed);
   s.lru.erase(it->second);
   s.index.erase(it);
+  s.Published();
 }
 
 template <typename T>
@@ -118,13 +121,12 @@ v1::TierStats LruCache<T>::Stats() const {
   t.set_evictions(evictions_.load(std::memory_order_relaxed));
   t.set_inserts(inserts_.load(std::memory_order_relaxed));
   t.set_capacity_bytes(capacity_);
-  uint64_t bytes = 0, entries = 0;
+  uint64_t entries = 0;
   for (const Shard& s : shards_) {
     absl::MutexLock lock(const_cast<absl::Mutex*>(&s.mu));
-    bytes += s.bytes;
     entries += s.index.size();
   }
-  t.set_bytes(bytes);
+  t.set_bytes(bytes_.load(std::memory_order_relaxed));
   t.set_entries(entries);
   return t;
 }

@@ -9,11 +9,11 @@
 // reader is done. Keys hash to one of `shards` (default 16), each with its
 // own mutex; the budget is the whole cache's, not a shard's: a set of
 // values that fits the capacity stays whole however the keys spread. Over
-// budget, the least recently used entry of all is evicted (each shard's
-// oldest compared by a recency tick). A value larger than capacity/shards
-// is not cached (so one value never flushes the cache; one shard: large
-// values, such as whole volumes, up to the whole capacity). Thread-safe;
-// counters are relaxed atomics.
+// budget, the least recently used entry of all is evicted: each shard
+// publishes its oldest entry's recency tick, read without locks, and only
+// the victim's shard is locked. A value larger than `largest_bytes`
+// (default capacity/shards) is not cached, so one value never flushes the
+// cache. Thread-safe; counters are relaxed atomics.
 #ifndef STOKER_SERVER_CACHE_CACHE_H_
 #define STOKER_SERVER_CACHE_CACHE_H_
 
@@ -41,7 +41,13 @@ class LruCache {
  public:
   using Value = std::shared_ptr<const T>;
 
-  LruCache(std::string tier_name, uint64_t capacity_bytes, int shards = 16);
+  // `largest_bytes` 0: capacity / shards.
+  LruCache(std::string tier_name, uint64_t capacity_bytes, int shards = 16,
+           uint64_t largest_bytes = 0);
+
+  // What an entry is charged beyond its key and value (the bookkeeping):
+  // the one figure every estimate of the cache's bytes uses.
+  static constexpr uint64_t kEntryOverhead = 64;
 
   // The value, refreshed as most recently used unless !refresh (counted
   // either way); nullptr on a miss.
@@ -62,7 +68,6 @@ class LruCache {
   v1::TierStats Stats() const;
 
  private:
-  static constexpr uint64_t kEntryOverhead = 64;
   struct Entry {
     std::string key;
     Value value;
@@ -73,7 +78,12 @@ class LruCache {
     std::list<Entry> lru ABSL_GUARDED_BY(mu);  // Front = most recent.
     absl::flat_hash_map<std::string, typename std::list<Entry>::iterator> index
         ABSL_GUARDED_BY(mu);
-    uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
+    // lru.back()'s tick (UINT64_MAX when empty), kept under mu by
+    // Published and read without it by EvictOverBudget.
+    std::atomic<uint64_t> oldest{UINT64_MAX};
+    void Published() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      oldest.store(lru.empty() ? UINT64_MAX : lru.back().tick, std::memory_order_relaxed);
+    }
   };
   Shard& ShardFor(const std::string& key);
   // Evicts the least recently used entries of all shards until the cache
@@ -85,7 +95,7 @@ class LruCache {
 
   const std::string tier_;
   const uint64_t capacity_;
-  const uint64_t largest_;  // The largest value cached: capacity / shards.
+  const uint64_t largest_;  // The largest entry cached.
   std::vector<Shard> shards_;
   std::atomic<uint64_t> bytes_{0};  // Of all shards.
   std::atomic<uint64_t> clock_{0};  // Recency ticks.

@@ -47,7 +47,8 @@ Engine::Engine(const DaemonOptions& options)
       l1_("l1", options_.l1_bytes),
       decoded_cache_("decoded", options_.decoded_cache_bytes),
       // Four shards: a picture may take up to a quarter of the cache.
-      pixel_ram_("pixels", options_.pixel_cache_bytes, 4),
+      // A picture may take a quarter of the pixel cache.
+      pixel_ram_("pixels", options_.pixel_cache_bytes, 16, options_.pixel_cache_bytes / 4),
       pixel_shares_(options_.pixel_cache_bytes),
       volumes_(options_.volume_cache_bytes,
                [this](size_t n, const std::function<void(size_t)>& fn) {

@@ -45,10 +45,10 @@ bool PixelKeeper::Lookup() {
     absl::MutexLock lock(&mu_);
     revoked_seen_.store(shares_->revoked(), std::memory_order_relaxed);
     mode = mode_.load();
-    if (mode == v1::PIXEL_MODE_KEPT && claim_ != nullptr && !claim_->granted.load()) {
+    if (mode == v1::PIXEL_MODE_KEPT && Revoked()) {
       mode = v1::PIXEL_MODE_PARTLY_KEPT;
       mode_.store(mode);
-      why_ = "another user's share of the pixel cache took the room";
+      why_ = kRevokedWhy;
     }
     if ((mode == v1::PIXEL_MODE_NOT_KEPT || mode == v1::PIXEL_MODE_PARTLY_KEPT) &&
         shares_->released() != released_seen_.load(std::memory_order_relaxed)) {
@@ -118,9 +118,9 @@ bool PixelKeeper::Keep(uint64_t bytes, bool another_scale) {
     }
   }
   if (mode_.load() == v1::PIXEL_MODE_ESTIMATING) return true;
-  if (!claim_->granted.load()) {
+  if (Revoked()) {
     mode_.store(v1::PIXEL_MODE_PARTLY_KEPT);
-    why_ = "another user's share of the pixel cache took the room";
+    why_ = kRevokedWhy;
     return false;
   }
   return true;
@@ -143,9 +143,9 @@ void PixelKeeper::Stats(v1::SessionStats* s) const {
   absl::MutexLock lock(&mu_);
   v1::PixelMode mode = mode_.load();
   std::string why = why_;
-  if (mode == v1::PIXEL_MODE_KEPT && claim_ != nullptr && !claim_->granted.load()) {
+  if (mode == v1::PIXEL_MODE_KEPT && Revoked()) {
     mode = v1::PIXEL_MODE_PARTLY_KEPT;
-    why = "another user's share of the pixel cache took the room";
+    why = kRevokedWhy;
   }
   s->set_pixel_mode(mode);
   s->set_pixel_cache_why(why);

@@ -27,6 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/stoker.pb.h"
+#include "server/cache/cache.h"
 #include "server/cache/pixel_shares.h"
 
 namespace stoker {
@@ -37,7 +38,7 @@ class PixelKeeper {
   static constexpr uint64_t kFirstEstimate = 16;
   // What the cache charges an entry beyond its key and value (the LRU's
   // bookkeeping), counted per picture.
-  static constexpr uint64_t kEntryOverhead = 64;
+  static constexpr uint64_t kEntryOverhead = ShardedLruCache::kEntryOverhead;
 
   // Off or bounded (`why` says why it is off, for stats).
   static std::unique_ptr<PixelKeeper> Off(std::string why);
@@ -50,7 +51,6 @@ class PixelKeeper {
                                                 uint32_t pictures);
   ~PixelKeeper();
 
-  bool bounded() const { return mode_ == v1::PIXEL_MODE_BOUNDED; }
   bool automatic() const { return automatic_; }
   // Whether the reader looks pictures up in the cache (asked per sample:
   // a refused or revoked claim is asked again here once room was given
@@ -81,6 +81,12 @@ class PixelKeeper {
   // Asks for estimate_ (the first time, on revision, or again); sets the
   // mode and why. Returns whether granted.
   bool Ask(v1::PixelMode refused) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the standing claim was revoked (the session is then partly
+  // kept, for kRevokedWhy).
+  bool Revoked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return claim_ != nullptr && !claim_->granted.load();
+  }
+  static constexpr char kRevokedWhy[] = "another user's share of the pixel cache took the room";
 
   PixelKeeper(v1::PixelMode mode, bool automatic, std::string why)
       : automatic_(automatic), mode_(mode), why_(std::move(why)) {}

@@ -113,8 +113,8 @@ TEST(ServingSessionTest, LargePngsKeptExactlyAcrossManyCrops) {
   auto src = Pngs(kSamples, 300, 7, 260, 5, 500);
   const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 64,
       "dtype": "DTYPE_UINT8", "batch_size": 4, "shuffle": true, "seed": 9)";
-  // 48 pictures of up to 0.9 MiB: room in every one of the LRU's 16
-  // shards, so none is evicted and decoded again.
+  // 48 pictures of up to 0.9 MiB, 43 MiB in all, in a 256 MiB cache: none
+  // is evicted and decoded again.
   Shared off_shared(2), auto_shared(2, 256 << 20);
   v1::SessionStats stats;
   const std::vector<uint64_t> want = Epochs(train + R"(, "pixel_cache": {"off": true}})", src,

@@ -33,7 +33,7 @@ inline constexpr char kVal[] = R"({"transform": "TRANSFORM_VAL", "image_size": 2
 // unpinned decode pool of `threads`, the caches.
 struct Shared {
   explicit Shared(int threads, uint64_t pixel_bytes = 64 << 20)
-      : ram("pixels", pixel_bytes, 4),
+      : ram("pixels", pixel_bytes, 16, pixel_bytes / 4),
         shares(pixel_bytes),
         decode("t-dec", Topology::Single(), false, threads, false) {}
   ShardedLruCache l1{"l1", 64 << 20};

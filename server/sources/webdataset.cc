@@ -21,11 +21,6 @@
 namespace stoker {
 namespace {
 
-bool SameFile(const FileVersion& a, const FileVersion& b) {
-  return a.device == b.device && a.inode == b.inode && a.size == b.size &&
-         a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns;
-}
-
 class WebDatasetFiles : public SampleSource {
  public:
   struct Shard {
@@ -38,14 +33,12 @@ class WebDatasetFiles : public SampleSource {
   };
 
   WebDatasetFiles(FileSystem* fs, std::shared_ptr<const Beneath> beneath, uint64_t max_bytes,
-                  std::vector<Shard> shards, std::vector<Member> members,
-                  absl::flat_hash_map<std::string, uint32_t> shard_of)
+                  std::vector<Shard> shards, std::vector<Member> members)
       : fs_(fs),
         beneath_(std::move(beneath)),
         max_bytes_(max_bytes),
         shards_(std::move(shards)),
-        members_(std::move(members)),
-        shard_of_(std::move(shard_of)) {}
+        members_(std::move(members)) {}
 
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
     STOKER_ASSIGN_OR_RETURN(const Member* m, Find(path));
@@ -53,7 +46,7 @@ class WebDatasetFiles : public SampleSource {
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFile> file,
                             fs_->Open(shard.path, beneath_.get()));
     const FileVersion v = file->version();
-    if (!SameFile(v, shard.version)) {
+    if (!v.SameFileAs(shard.version)) {
       return absl::DataLossError(absl::StrCat(
           shard.path, " changed since the dataset was opened (its members' offsets are "
                       "those of the shard indexed then): open the dataset again"));
@@ -96,8 +89,7 @@ class WebDatasetFiles : public SampleSource {
         n >= members_.size()) {
       return absl::NotFoundError(absl::StrCat("no member ", path, " in this dataset"));
     }
-    const auto shard = shard_of_.find(path.substr(0, hash));
-    if (shard == shard_of_.end() || shard->second != members_[n].shard) {
+    if (absl::string_view(path).substr(0, hash) != shards_[members_[n].shard].path) {
       return absl::NotFoundError(absl::StrCat("no member ", path, " in this dataset"));
     }
     return &members_[n];
@@ -108,7 +100,6 @@ class WebDatasetFiles : public SampleSource {
   const uint64_t max_bytes_;
   const std::vector<Shard> shards_;
   const std::vector<Member> members_;
-  const absl::flat_hash_map<std::string, uint32_t> shard_of_;
 };
 
 bool IsImage(const std::string& extension) {
@@ -261,8 +252,7 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
   ds.num_classes = NumClasses(ds.samples);
   STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   ds.source = std::make_shared<WebDatasetFiles>(ctx.fs(), ctx.beneath, limits.max_file_bytes,
-                                                std::move(shards), std::move(members),
-                                                std::move(shard_of));
+                                                std::move(shards), std::move(members));
   return ds;
 }
 

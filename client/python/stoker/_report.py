@@ -16,10 +16,16 @@ def daemon_session(client, session, stats=None):
     return mine[0] if mine else None
 
 
+def spoken(value, prefix):
+    """An enum value as stokerctl and the metrics say it:
+    PIXEL_MODE_NOT_KEPT -> not-kept."""
+    return value.replace(prefix, "").lower().replace("_", "-")
+
+
 def pixel_cache(mine):
     """What the daemon's pixel cache does for a session (its stats entry),
     and why: {"mode", "why", "bytes"}."""
-    return {"mode": mine.get("pixel_mode", "").replace("PIXEL_MODE_", "").lower(),
+    return {"mode": spoken(mine.get("pixel_mode", ""), "PIXEL_MODE_"),
             "why": mine.get("pixel_cache_why", ""),
             "bytes": int(mine.get("pixel_cache_bytes", 0))}
 
@@ -36,9 +42,7 @@ def starvation_hint(client, session, waits):
     except Exception:  # The hint is best effort.
         return "The daemon did not answer for a diagnosis."
     mine = daemon_session(client, session, stats)
-    # DIAGNOSIS_READ_BOUND -> read-bound, as stokerctl and metrics say it.
-    diagnosis = (mine["diagnosis"].replace("DIAGNOSIS_", "").lower()
-                 .replace("_", "-") if mine else "unknown")
+    diagnosis = spoken(mine["diagnosis"], "DIAGNOSIS_") if mine else "unknown"
     threads = stats["decode_threads"]
     cores = os.cpu_count() or 1
     advice = {

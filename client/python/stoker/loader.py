@@ -339,7 +339,7 @@ class Loader:
     def stats(self):
         """Time the loop waited for data versus worked between batches; with
         a session open, "pixel_cache": what the daemon keeps for it ("mode":
-        kept, not_kept, partly_kept, estimating, bounded or off; "why"; its
+        kept, not-kept, partly-kept, estimating, bounded or off; "why"; its
         pictures' estimated "bytes")."""
         t = dict(self._totals)
         busy = t["wait_seconds"] + t["compute_seconds"]

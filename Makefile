@@ -10,6 +10,12 @@ PYENV := PYTHONPATH=client/python
 
 PREFIX ?= /usr/local
 
+# A real S3 API server for the object store tests (C++ and Python): moto's,
+# on PATH or in the machine image's pyenv; none: those tests skip.
+STOKER_MOTO_SERVER ?= $(shell ls /root/.pyenv/versions/*/bin/moto_server 2>/dev/null | \
+  head -n 1 | grep . || command -v moto_server 2>/dev/null)
+export STOKER_MOTO_SERVER
+
 .PHONY: all deps build dist install test pytest sanitize demo bench clean
 
 all: build

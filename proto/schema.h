@@ -32,7 +32,7 @@ const std::string& OpDefaultsJson();
 uint32_t PresetImageSize(const v1::SessionSpec& spec);
 
 // The source kinds, as JSON: ["folder", "list", "lmdb", "npy", "hdf5",
-// "nifti", "webdataset"] (DatasetSpec's `source` fields, in the schema's order).
+// "nifti", "webdataset", "s3"] (DatasetSpec's `source` fields, in the schema's order).
 const std::string& SourceKindsJson();
 
 }  // namespace stoker

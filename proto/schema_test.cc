@@ -74,7 +74,7 @@ TEST(SchemaTest, TheJsonCarriesEveryDefault) {
 
 TEST(SchemaTest, SourceKindsAreTheDatasetSpecsSources) {
   EXPECT_EQ(nlohmann::json::parse(SourceKindsJson()),
-            nlohmann::json({"folder", "list", "lmdb", "npy", "hdf5", "nifti", "webdataset"}));
+            nlohmann::json({"folder", "list", "lmdb", "npy", "hdf5", "nifti", "webdataset", "s3"}));
 }
 
 }  // namespace

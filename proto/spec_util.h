@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,17 @@ inline std::string SourceField(const google::protobuf::Message& source, const ch
 inline std::string DatasetPath(const v1::DatasetSpec& ds) {
   const google::protobuf::Message* source = DatasetSource(ds);
   return source == nullptr ? std::string() : SourceField(*source, "path");
+}
+
+// What the dataset's source reads, by the field that names it: its local
+// `path`, else its object store `url`; with that field's name.
+inline std::pair<std::string, const char*> DatasetLocation(const v1::DatasetSpec& ds) {
+  const google::protobuf::Message* source = DatasetSource(ds);
+  if (source == nullptr) return {"", "path"};
+  if (source->GetDescriptor()->FindFieldByName("path") != nullptr) {
+    return {SourceField(*source, "path"), "path"};
+  }
+  return {SourceField(*source, "url"), "url"};
 }
 
 // "folder, list, lmdb, npy, hdf5 or nifti": the source kinds the schema names.

@@ -146,15 +146,16 @@ const char* stoker_dtypes_json(void);
 const char* stoker_op_defaults_json(void);
 
 /* The source kinds a dataset spec may name, as JSON: ["folder", "list",
- * "lmdb", "npy", "hdf5", "nifti", "webdataset"]. Static storage: not
+ * "lmdb", "npy", "hdf5", "nifti", "webdataset", "s3"]. Static storage: not
  * freed. */
 const char* stoker_source_kinds_json(void);
 
 /* How a client names a dataset, as the "dataset" of a spec: `dataset` is a
  * source as JSON under its kind's key, one of
- * "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"
+ * "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"|"s3"
  * ({"lmdb": {"path": "db", "manifest": "m.tsv"}}), or a path whose kind is
- * recognised by content, then by suffix in any case (.npy: npy; an HDF5
+ * recognised by content, then by suffix in any case (s3://bucket/prefix/:
+ * s3; .npy: npy; an HDF5
  * file: INVALID_ARGUMENT asking for its dataset's name; a .tar file, a
  * folder of them (and no folders), or dir/train-{000000..000146}.tar:
  * webdataset; another file: a manifest; a folder holding data.mdb: lmdb;

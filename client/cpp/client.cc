@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cpp/dataset_spec.h"
+#include "client/cpp/object_store_access.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/spec_util.h"
@@ -450,11 +451,16 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   *req.mutable_spec() = spec;
   MakeDatasetPathsAbsolute(req.mutable_spec()->mutable_dataset());
   std::unique_ptr<shm::OpenServer> opener;
-  if (!impl_->token.empty()) {
+  const std::string folder = DatasetFolder(req.spec().dataset());
+  if (folder.empty() && !req.has_object_store()) {
+    // No local folder: the data is in an object store, read with this
+    // trainer's own access as its environment gives it.
+    STOKER_ASSIGN_OR_RETURN(*req.mutable_object_store(), ObjectStoreAccessFromEnvironment());
+  }
+  if (!impl_->token.empty() && !folder.empty()) {
     // Hand the daemon the dataset's folder and an opener: it reads only
     // what this process opens for it beneath that folder, with its rights.
-    STOKER_ASSIGN_OR_RETURN(shm::ServedFolder served,
-                            shm::ServeFolder(DatasetFolder(req.spec().dataset())));
+    STOKER_ASSIGN_OR_RETURN(shm::ServedFolder served, shm::ServeFolder(folder));
     absl::StatusOr<std::string> root_token = shm::ProveDatasetFolder(
         shm::RingSocketPath(impl_->socket_path), served.folder_fd, served.channel_fd);
     close(served.folder_fd);

@@ -173,7 +173,10 @@ absl::StatusOr<v1::DatasetSpec> NameDataset(absl::string_view dataset, const std
     if (text.empty()) return absl::InvalidArgumentError("the dataset's path is empty");
     const std::string path(dataset);
     const size_t slash = path.rfind('/');
-    if (absl::EndsWithIgnoreCase(path, ".tar") &&
+    if (absl::StartsWith(text, "s3://")) {
+      STOKER_RETURN_IF_ERROR(
+          JsonToProto(nlohmann::json{{"s3", {{"url", std::string(text)}}}}.dump(), &ds));
+    } else if (absl::EndsWithIgnoreCase(path, ".tar") &&
         path.find('{', slash == std::string::npos ? 0 : slash) != std::string::npos) {
       // WebDataset shards by pattern: the folder, and the names in it.
       const std::string dir = slash == std::string::npos ? "."

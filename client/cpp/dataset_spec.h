@@ -19,6 +19,7 @@ namespace stoker {
 // `dataset` is either
 //   - a JSON object naming one source by its kind's key, in protobuf's JSON
 //     mapping of DatasetSpec: {"lmdb": {"path": "db", "manifest": "m.tsv"}};
+//   - or an object store URL, "s3://bucket/prefix/":           s3
 //   - or a path, recognised by content, then by suffix in any case:
 //       a file starting with NumPy's magic, or named *.npy:    npy
 //       a gzip stream or NIfTI header, a file named *.nii or

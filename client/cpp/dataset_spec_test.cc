@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "proto/spec_util.h"
 #include "tests/testdata.h"
 
 namespace stoker {
@@ -66,6 +67,14 @@ TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
   ASSERT_TRUE(pattern.ok()) << pattern.status();
   EXPECT_EQ(pattern->webdataset().path(), dir + "/shards");
   EXPECT_EQ(pattern->webdataset().shards(), "train-{000000..000009}.tar");
+  // An object store's URL, kept as it is (not a path made absolute), and
+  // naming no local folder to prove.
+  auto s3 = NameDataset("s3://bucket/imagenet/train/", "");
+  ASSERT_TRUE(s3.ok()) << s3.status();
+  EXPECT_EQ(s3->s3().url(), "s3://bucket/imagenet/train/");
+  EXPECT_EQ(DatasetFolder(*s3), "");
+  EXPECT_EQ(NameDataset("s3://bucket/train/", dir).status().code(),
+            absl::StatusCode::kInvalidArgument);  // No root for an object store.
   // root: a manifest's folder, and nothing else's.
   auto list = NameDataset(dir + "/train.tsv", dir + "/images");
   ASSERT_TRUE(list.ok()) << list.status();
@@ -103,7 +112,7 @@ TEST(NameDatasetTest, JsonNamesOneSourceAndPathsBecomeAbsolute) {
   EXPECT_EQ(NameDataset(R"({"folder": {"path": "a"}, "npy": {"path": "b"}})", "")
                 .status()
                 .message(),
-            "a dataset names one source: folder, list, lmdb, npy, hdf5, nifti or webdataset, got "
+            "a dataset names one source: folder, list, lmdb, npy, hdf5, nifti, webdataset or s3, got "
             "folder and npy");
   // Not one source: named errors.
   for (const char* bad : {R"({})", R"({"folder": {"path": "a"}, "npy": {"path": "b"}})",

@@ -60,9 +60,10 @@ struct OptionSpec {
 constexpr OptionSpec kDatasetOptions[] = {
     {"dataset", false,
      "a path (an image folder, a manifest, an LMDB folder, an .npy file, WebDataset shards: "
-     "a .tar, a folder of them, or dir/train-{000000..000146}.tar), or a source as "
+     "a .tar, a folder of them, or dir/train-{000000..000146}.tar; an ImageFolder in S3: "
+     "s3://bucket/prefix/), or a source as "
      "JSON under its kind's key, one of \"folder\"|\"list\"|\"lmdb\"|\"npy\"|\"hdf5\"|"
-     "\"nifti\"|\"webdataset\": '{\"lmdb\": {\"path\": \"db\", \"manifest\": "
+     "\"nifti\"|\"webdataset\"|\"s3\": '{\"lmdb\": {\"path\": \"db\", \"manifest\": "
      "\"keys.tsv\"}}'"},
     {"root", false, "folder a manifest's paths are relative to"},
 };

@@ -87,6 +87,25 @@ TEST_F(ConfineTest, AdminsAndInProcessCallersAreNotConfined) {
   EXPECT_EQ(*admin, nullptr);
 }
 
+TEST_F(ConfineTest, ADatasetWithNoLocalPathReachesNoLocalFile) {
+  // An object store's dataset proves no folder, and its confinement opens
+  // nothing on this machine, absolute or relative.
+  Authorizer auth(true, -1);
+  v1::DatasetSpec s3;
+  s3.mutable_s3()->set_url("s3://bucket/train/");
+  absl::StatusOr<std::shared_ptr<Beneath>> b = auth.Confine(s3, Caller::User(5001, false));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_NE(*b, nullptr);
+  ASSERT_TRUE(testdata::WriteFile(root_ + "/data/a.jpg", "x").ok());
+  FileSystem* fs = FileSystem::Default();
+  for (const std::string& path : {root_ + "/data/a.jpg", std::string("/etc/passwd"),
+                                  std::string("data/a.jpg")}) {
+    std::string out;
+    EXPECT_FALSE(fs->ReadFile(path, &out, nullptr, b->get(), 1 << 20).ok()) << path;
+    EXPECT_FALSE(fs->Open(path, b->get()).ok()) << path;
+  }
+}
+
 TEST_F(ConfineTest, OnlyTheUidsOwnFolderAndOpenerConfine) {
   Authorizer auth(true, -1);
   spec_.set_root_token("");

@@ -105,12 +105,33 @@ void Daemon::Stop() {
   engine_.Stop();
 }
 
+namespace {
+
+// The caller's object store access as the request gave it (null: none).
+absl::StatusOr<std::shared_ptr<const ObjectStoreAccess>> AccessOf(
+    const v1::ObjectStoreAccess& a) {
+  if (a.access_key_id().empty() && a.endpoint().empty()) return nullptr;
+  auto out = std::make_shared<ObjectStoreAccess>();
+  STOKER_ASSIGN_OR_RETURN(out->endpoint, Endpoint::Parse(a.endpoint()));
+  auto c = std::make_shared<S3Credentials>();
+  c->access_key_id = a.access_key_id();
+  c->secret_access_key = a.secret_access_key();
+  c->session_token = a.session_token();
+  if (!a.region().empty()) c->region = a.region();
+  out->credentials = std::move(c);
+  return std::shared_ptr<const ObjectStoreAccess>(std::move(out));
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
-    const v1::DatasetSpec& spec, const Caller& caller) {
+    const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access) {
   STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath, auth_.Confine(spec, caller));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ObjectStoreAccess> objects, AccessOf(access));
   // What a source keeps is the caller's (admins: only the totals bind).
-  return engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid);
+  return engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid,
+                             std::move(objects));
 }
 
 absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
@@ -126,7 +147,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     id = next_id_++;
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
-                          LoadDataset(spec.dataset(), caller));
+                          LoadDataset(spec.dataset(), caller, request.object_store()));
   PlanSpec ps;
   ps.num_samples = dataset->samples.size();
   ps.batch_size = spec.batch_size();
@@ -366,7 +387,7 @@ absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
     }
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
-                          LoadDataset(request.dataset(), caller));
+                          LoadDataset(request.dataset(), caller, v1::ObjectStoreAccess()));
   v1::WarmCacheResponse resp;
   resp.set_total(dataset->samples.size());
   const uint32_t concurrency =

@@ -122,8 +122,10 @@ class Daemon {
     std::string placement;      // and why.
     absl::Time opened = absl::Now();
   };
+  // `access`: the caller's object store endpoint and credentials (empty:
+  // none), for this open only.
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
-      const v1::DatasetSpec& spec, const Caller& caller);
+      const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access);
   // Removes the entry (if present) and closes it; returns false if absent.
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
   // `discard`: the client is gone; the ring's pages go back at once.

@@ -46,7 +46,6 @@ Engine::Engine(const DaemonOptions& options)
     : options_(options),
       l1_("l1", options_.l1_bytes),
       decoded_cache_("decoded", options_.decoded_cache_bytes),
-      // Four shards: a picture may take up to a quarter of the cache.
       // A picture may take a quarter of the pixel cache.
       pixel_ram_("pixels", options_.pixel_cache_bytes, 16, options_.pixel_cache_bytes / 4),
       pixel_shares_(options_.pixel_cache_bytes),
@@ -111,6 +110,12 @@ absl::Status Engine::Start() {
         }});
   }
   pixels_ = std::make_unique<PixelCache>(&pixel_ram_, l2_.get());
+  if (!options_.object_store_endpoints.empty()) {
+    S3Client::Options o;
+    STOKER_ASSIGN_OR_RETURN(o.endpoints,
+                            EndpointAllowList::Parse(options_.object_store_endpoints));
+    STOKER_ASSIGN_OR_RETURN(objects_, S3Client::Create(std::move(o)));
+  }
   fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(), options_.reader_threads);
   reader_pool_ = std::make_unique<ThreadPool>("stoker-io", options_.reader_threads);
   warmer_ = std::make_unique<CacheWarmer>(
@@ -158,7 +163,8 @@ ScanLimits Engine::ScanLimitsNow() const {
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
-    const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid) {
+    const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
+    std::shared_ptr<const ObjectStoreAccess> access) {
   if (beneath != nullptr) {
     beneath->charge_held = [this, uid](uint64_t n) { return held_files_.Charge(uid, n); };
   }
@@ -169,6 +175,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.limits.charge_list = [this, uid](uint64_t bytes) { return list_ram_.Charge(uid, bytes); };
   ctx.volumes = &volumes_;
   ctx.uid = uid;
+  ctx.objects = objects_.get();
+  ctx.access = std::move(access);
   STOKER_ASSIGN_OR_RETURN(Dataset ds, stoker::OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));
 }

@@ -27,6 +27,7 @@
 #include "server/cache/l2_cache.h"
 #include "server/cache/pixel_cache.h"
 #include "server/cache/pixel_shares.h"
+#include "server/objstore/s3_client.h"
 #include "server/cache/volume_cache.h"
 #include "server/daemon/options.h"
 #include "server/dataset/dataset.h"
@@ -57,9 +58,11 @@ class Engine {
   PipelineContext Context(int node, int64_t uid, uint64_t generation);
   // Opens `spec`'s dataset for a caller confined `beneath` (null: anywhere)
   // whose RAM, lists and held files are charged to `uid` (-1: an admin,
-  // bound only by the totals). Scans give up once CancelScans() is called.
+  // bound only by the totals), reaching object stores with `access` (the
+  // caller's; null: none). Scans give up once CancelScans() is called.
   absl::StatusOr<std::shared_ptr<const Dataset>> OpenDataset(
-      const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid);
+      const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
+      std::shared_ptr<const ObjectStoreAccess> access = nullptr);
   // The daemon's own files, folders and file systems, that no caller may
   // read (FileGuard): L2's, the handoff socket's folder, /dev/shm.
   std::shared_ptr<const FileGuard> Guard() const;
@@ -98,6 +101,8 @@ class Engine {
   std::unique_ptr<ThreadPool> reader_pool_;
   std::unique_ptr<CacheWarmer> warmer_;  // Reads on reader_pool_ via fetcher_.
   std::unique_ptr<NodePools> decode_pools_;
+  // Object stores (null: --object-store-endpoints lists none).
+  std::unique_ptr<S3Client> objects_;
   std::string numa_;
   std::atomic<bool> stopping_{false};  // Folder scans in progress give up.
 };

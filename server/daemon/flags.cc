@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/daemon/flag_types.h"
+#include "server/objstore/s3_address.h"
 #include "shm/fd_passing.h"
 #include "util/version.h"
 
@@ -58,6 +59,11 @@ ABSL_FLAG(stoker::ByteSize, volume_cache_bytes, stoker::ByteSize{4ULL << 30},
           "RAM cache of chunked or compressed volumes (HDF5 volume folders), "
           "decoded whole once and shared by every session, in bytes; a volume "
           "larger than it is read by region (a warning says so).");
+ABSL_FLAG(std::string, object_store_endpoints, "",
+          "Object store endpoints (S3 API) sessions may reach, comma-separated "
+          "http[s]://host[:port]; empty: none. Only these are ever contacted, with "
+          "each trainer's own credentials; a loopback or intranet endpoint only if "
+          "listed here.");
 ABSL_FLAG(std::string, l2_path, "",
           "Folder of the L2 LMDB cache on local disk; empty disables L2.");
 ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},
@@ -208,6 +214,13 @@ absl::StatusOr<StokerdConfig> Config() {
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;
   options.pixel_cache_bytes = absl::GetFlag(FLAGS_pixel_cache_bytes).bytes;
   options.volume_cache_bytes = absl::GetFlag(FLAGS_volume_cache_bytes).bytes;
+  options.object_store_endpoints = absl::GetFlag(FLAGS_object_store_endpoints);
+  if (absl::StatusOr<EndpointAllowList> e =
+          EndpointAllowList::Parse(options.object_store_endpoints);
+      !e.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--object-store-endpoints: ", e.status().message()));
+  }
   options.l2.path = absl::GetFlag(FLAGS_l2_path);
   options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes).bytes;
   if (!options.l2.path.empty() && options.l2.max_bytes < (1ULL << 20)) {

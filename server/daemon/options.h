@@ -37,6 +37,9 @@ struct DaemonOptions {
   uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.
   // Decoded chunked or compressed volumes (HDF5 volume folders), shared.
   uint64_t volume_cache_bytes = 4ULL << 30;
+  // The object store endpoints sessions may reach ("https://host[:port]",
+  // comma-separated); empty: none, and s3 sources are refused.
+  std::string object_store_endpoints;
   // RAM array sources may hold (RAM copies of files, datasets read whole)
   // is charged against l1_bytes in all and this per non-admin user (0: only
   // the total binds); past either they read from their mappings.

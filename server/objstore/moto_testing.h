@@ -4,9 +4,10 @@
 // INITIAL_NO_AUTH_ACTION_COUNT); every later request must be signed with
 // that key, so a wrong secret fails as on AWS.
 //
-// moto_server is looked up in $STOKER_MOTO_SERVER, then PATH, then
-// pyenv's versions and /usr/local/bin. Where none is found, Start() is
-// FAILED_PRECONDITION saying so, and tests skip with that message.
+// moto_server is looked up in $STOKER_MOTO_SERVER (which `make test` sets
+// to the one on PATH or in the machine image's pyenv), then PATH. Where
+// none is found, Start() is FAILED_PRECONDITION saying so, and tests skip
+// with that message.
 //
 // Known limits of moto's checker (not of the signer, whose canonical
 // request follows the SigV4 specification byte for byte): a signed query
@@ -20,7 +21,6 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -62,7 +62,8 @@ inline std::string Content(size_t n, uint64_t seed) {
   return s;
 }
 
-// Where moto_server is, or "".
+// Where moto_server is, or "": $STOKER_MOTO_SERVER (the Makefile finds
+// it, and .bazelrc passes it to tests), else PATH.
 inline std::string FindMotoServer() {
   if (const char* e = std::getenv("STOKER_MOTO_SERVER"); e != nullptr && Executable(e)) return e;
   if (const char* path = std::getenv("PATH"); path != nullptr) {
@@ -70,18 +71,6 @@ inline std::string FindMotoServer() {
       const std::string p = absl::StrCat(dir, "/moto_server");
       if (Executable(p)) return p;
     }
-  }
-  std::vector<std::string> found;
-  for (const char* pattern : {"/root/.pyenv/versions/*/bin/moto_server",
-                              "/usr/local/bin/moto_server", "/usr/bin/moto_server"}) {
-    glob_t g{};
-    if (::glob(pattern, 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) found.push_back(g.gl_pathv[i]);
-    }
-    globfree(&g);
-  }
-  for (const std::string& p : found) {
-    if (Executable(p)) return p;
   }
   return "";
 }
@@ -94,8 +83,8 @@ class MotoServer {
     const std::string exe = FindMotoServer();
     if (exe.empty()) {
       return absl::FailedPreconditionError(
-          "moto_server not found (set STOKER_MOTO_SERVER, or install moto: "
-          "deploy/install-deps.sh says how)");
+          "moto_server not found: run through make test, or set STOKER_MOTO_SERVER "
+          "(deploy/install-deps.sh says where it comes from)");
     }
     // The child's environment, made before fork (setenv after it is not
     // async-signal-safe).

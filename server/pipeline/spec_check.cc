@@ -52,10 +52,10 @@ absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
   if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
     return absl::InvalidArgumentError(
         absl::StrCat("dataset needs a source: ", DatasetSourceNames()));
-  if (DatasetPath(ds).empty())
+  if (const auto [where, field] = DatasetLocation(ds); where.empty())
     return absl::InvalidArgumentError(absl::StrCat(
-        "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(),
-        ".path is empty"));
+        "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(), ".",
+        field, " is empty"));
   if (ds.samples_per_volume() > kMaxSamplesPerVolume)
     return absl::InvalidArgumentError(absl::StrCat("dataset.samples_per_volume ",
                                                    ds.samples_per_volume(), " must be in 0..",

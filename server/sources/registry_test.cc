@@ -28,11 +28,13 @@ TEST(SourceRegistryTest, EverySourceCaseOfTheSpecHasOneUnit) {
   for (int i = 0; i < oneof->field_count(); ++i) {
     const int number = oneof->field(i)->number();
     EXPECT_EQ(registered.count(number), 1u) << oneof->field(i)->name() << " has no unit";
-    // Every source message names what it reads by a string `path`.
+    // Every source message names what it reads by a string: a local
+    // `path`, or an object store's `url`.
     const google::protobuf::Descriptor* m = oneof->field(i)->message_type();
     ASSERT_NE(m, nullptr);
     const google::protobuf::FieldDescriptor* path = m->FindFieldByName("path");
-    ASSERT_NE(path, nullptr) << m->full_name() << " has no path";
+    if (path == nullptr) path = m->FindFieldByName("url");
+    ASSERT_NE(path, nullptr) << m->full_name() << " has no path or url";
     EXPECT_EQ(path->type(), google::protobuf::FieldDescriptor::TYPE_STRING);
   }
   EXPECT_EQ(registered.size(), static_cast<size_t>(oneof->field_count()));
@@ -81,6 +83,9 @@ TEST(SourceRegistryTest, DatasetFolderFollowsThePathNotTheKind) {
   ds.mutable_lmdb()->set_path("/");
   EXPECT_EQ(DatasetFolder(ds), "/");
   fs::remove_all(dir);
+  // An object store's dataset names no local folder: nothing to prove.
+  ds.mutable_s3()->set_url("s3://bucket/train/");
+  EXPECT_EQ(DatasetFolder(ds), "");
 }
 
 }  // namespace

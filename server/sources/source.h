@@ -29,6 +29,7 @@
 #include "server/access/file_system.h"
 #include "server/dataset/sample_source.h"
 #include "server/cache/volume_cache.h"
+#include "server/objstore/s3_client.h"
 
 namespace stoker {
 
@@ -48,6 +49,11 @@ struct SourceContext {
   // Whose the source's decodes in flight are (VolumeCache::Get's owner):
   // the caller's uid; -1 for admins (bound only by the total).
   int64_t uid = -1;
+  // Object stores: the daemon's client (null: the operator listed no
+  // endpoint) and the session's access, the trainer's endpoint and
+  // credentials (null: none came with the request).
+  S3Client* objects = nullptr;
+  std::shared_ptr<const ObjectStoreAccess> access;
 
   FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
   // The caller's files, whole, through fs() beneath `beneath` and capped

@@ -37,9 +37,11 @@ class Loader:
         `path[<TAB>path...]<TAB>label` lines (paths relative to `root`,
         default the manifest's folder; several paths per line are one
         sample's files, e.g. image and mask), an LMDB environment (a folder
-        holding data.mdb), a .npy file of N samples; or a dict naming the
+        holding data.mdb), a .npy file of N samples, an ImageFolder in an
+        object store, "s3://bucket/prefix/" (read with this process's AWS
+        credentials: AWS_* variables or profiles); or a dict naming the
         source as stoker.v1.DatasetSpec does, under its kind's key, one of
-        "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset" (stoker.source_kinds()):
+        "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"|"s3" (stoker.source_kinds()):
         {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
         folder of .npy, "labels": .npy of N ints}}, {"hdf5": {"path": file
         or folder, "dataset": name, "labels": dataset name}}, with the

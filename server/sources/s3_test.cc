@@ -1,4 +1,4 @@
-#include "server/sources/s3_folder.h"
+#include "server/sources/s3.h"
 
 #include <gtest/gtest.h>
 

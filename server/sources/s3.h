@@ -1,4 +1,4 @@
-// An ImageFolder in an S3 API store: `s3://bucket/prefix/` holding one
+// The `s3` source (proto S3Source): an ImageFolder in an S3 API store: `s3://bucket/prefix/` holding one
 // prefix per class, each with its .jpg/.jpeg/.png objects (names in any
 // case, at any depth below the class), labels in class-name order, as
 // torchvision's ImageFolder.
@@ -21,9 +21,14 @@
 // entries are keyed by (endpoint, bucket, key) at (size, a digest of the
 // ETag that is the same in every process).
 //
+// The kind reads through SourceContext's object store client and the
+// session's access (the trainer's endpoint and credentials), never a local
+// file: FAILED_PRECONDITION when the daemon has no object store endpoints,
+// UNAUTHENTICATED when the session brought no credentials.
+//
 // Thread-safe; the client outlives the source.
-#ifndef STOKER_SERVER_SOURCES_S3_FOLDER_H_
-#define STOKER_SERVER_SOURCES_S3_FOLDER_H_
+#ifndef STOKER_SERVER_SOURCES_S3_H_
+#define STOKER_SERVER_SOURCES_S3_H_
 
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
@@ -40,4 +45,4 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
 
 }  // namespace stoker
 
-#endif  // STOKER_SERVER_SOURCES_S3_FOLDER_H_
+#endif  // STOKER_SERVER_SOURCES_S3_H_

@@ -1,4 +1,4 @@
-#include "server/sources/s3_folder.h"
+#include "server/sources/s3.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/folder.h"
+#include "server/sources/source.h"
 #include "util/cache_key.h"
 #include "util/checksum.h"
 
@@ -256,5 +257,33 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
                                           std::move(listed));
   return ds;
 }
+
+namespace {
+
+class S3Kind : public SourceKind {
+ public:
+  v1::DatasetSpec::SourceCase source_case() const override { return v1::DatasetSpec::kS3; }
+  absl::StatusOr<Dataset> Open(const v1::DatasetSpec& spec,
+                               const SourceContext& ctx) const override {
+    absl::StatusOr<S3Url> url = S3Url::Parse(spec.s3().url());
+    if (!url.ok()) return url.status();
+    if (ctx.objects == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          url->ToString(), ": this daemon reaches no object store (its operator lists the "
+                           "endpoints it may reach with --object-store-endpoints)"));
+    }
+    if (ctx.access == nullptr || ctx.access->credentials == nullptr) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          url->ToString(), ": the session brought no object store credentials (set "
+                           "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, where "
+                           "the trainer runs)"));
+    }
+    return OpenS3Folder(*url, *ctx.access, ctx.objects, ctx.limits);
+  }
+};
+
+}  // namespace
+
+STOKER_DEFINE_SOURCE(S3SourceKind, S3Kind)
 
 }  // namespace stoker

@@ -1,5 +1,8 @@
 // Minimal process-wide logging to stderr: one line per call, prefixed with
-// a UTC timestamp, severity and pid. Thread-safe (one write(2) per line).
+// a UTC timestamp, severity and pid; a control byte of the message (a
+// newline in a file name or object key a trainer chose) is written as
+// \xNN, so a record is always one line. Thread-safe (one write(2) per
+// line).
 #ifndef STOKER_UTIL_LOG_H_
 #define STOKER_UTIL_LOG_H_
 

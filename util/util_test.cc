@@ -6,11 +6,20 @@
 #include "gtest/gtest.h"
 #include "util/checked_math.h"
 #include "util/checksum.h"
+#include "util/log.h"
 #include "util/rng.h"
 #include "util/status_macros.h"
 
 namespace stoker {
 namespace {
+
+TEST(LogTest, ARecordIsOneLineWhateverItNames) {
+  testing::internal::CaptureStderr();
+  LogWarning("sample failed: s3://b/a\nW forged line\r\x7f.jpg");
+  const std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  EXPECT_NE(out.find("s3://b/a\\x0aW forged line\\x0d\\x7f.jpg\n"), std::string::npos) << out;
+}
 
 TEST(RngTest, SameSeedSameStreamAndKnownFirstValue) {
   Rng a(42), b(42), c(43);

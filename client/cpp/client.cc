@@ -452,12 +452,13 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   MakeDatasetPathsAbsolute(req.mutable_spec()->mutable_dataset());
   std::unique_ptr<shm::OpenServer> opener;
   const std::string folder = DatasetFolder(req.spec().dataset());
-  if (folder.empty() && !req.has_object_store()) {
-    // No local folder: the data is in an object store, read with this
+  const bool remote = DatasetLocation(req.spec().dataset()).second == std::string("url");
+  if (remote) {
+    // Named by URL: the data is in an object store, read with this
     // trainer's own access as its environment gives it.
     STOKER_ASSIGN_OR_RETURN(*req.mutable_object_store(), ObjectStoreAccessFromEnvironment());
   }
-  if (!impl_->token.empty() && !folder.empty()) {
+  if (!impl_->token.empty() && !remote) {
     // Hand the daemon the dataset's folder and an opener: it reads only
     // what this process opens for it beneath that folder, with its rights.
     STOKER_ASSIGN_OR_RETURN(shm::ServedFolder served, shm::ServeFolder(folder));

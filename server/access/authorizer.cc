@@ -127,9 +127,9 @@ absl::StatusOr<std::shared_ptr<Beneath>> Authorizer::Confine(
     const v1::DatasetSpec& spec, const Caller& caller) {
   if (caller.admin || !required_) return std::shared_ptr<Beneath>();
   const std::string dir = DatasetFolder(spec);
-  if (dir.empty() && DatasetSource(spec) != nullptr) {
-    // A source that names no local path (an object store): confined to no
-    // folder, so no local file is reachable through it.
+  if (DatasetLocation(spec).second == std::string("url")) {
+    // A source that names what it reads by URL (an object store), not a
+    // local path: confined to no folder, so no local file opens through it.
     return std::make_shared<Beneath>();
   }
   Root root;

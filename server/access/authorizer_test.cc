@@ -103,6 +103,10 @@ TEST_F(ConfineTest, ADatasetWithNoLocalPathReachesNoLocalFile) {
     std::string out;
     EXPECT_FALSE(fs->ReadFile(path, &out, nullptr, b->get(), 1 << 20).ok()) << path;
     EXPECT_FALSE(fs->Open(path, b->get()).ok()) << path;
+    EXPECT_FALSE(ReadHead(path, b->get(), 16).ok()) << path;
+  }
+  for (const std::string& dir : {root_ + "/data", std::string("/"), std::string("data")}) {
+    EXPECT_FALSE(ListFolderEntries(dir, b->get(), 100).ok()) << dir;
   }
 }
 

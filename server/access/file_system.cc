@@ -91,6 +91,10 @@ absl::StatusOr<int> OpenOrErrno(const std::string& path, uint64_t flags, const B
   long fd;
   if (beneath == nullptr) {
     fd = open(path.c_str(), static_cast<int>(flags));
+  } else if (beneath->opener == nullptr && beneath->dir_fd < 0) {
+    // Confined to no folder (an object store's dataset): nothing opens.
+    *err = EACCES;
+    return -1;
   } else if (beneath->opener != nullptr) {
     return beneath->opener->OpenOne((flags & O_DIRECTORY) != 0 ? shm::OpenOp::kOpenFolder
                                                                 : shm::OpenOp::kOpenFile,
@@ -116,7 +120,12 @@ absl::StatusOr<int> OpenRaw(const std::string& path, uint64_t flags, const Benea
 // PERMISSION_DENIED when a confined `path` does not lie below the folder
 // (or is not the folder itself).
 absl::Status CheckBeneath(const std::string& path, const Beneath* beneath) {
-  if (beneath == nullptr || path == beneath->prefix) return absl::OkStatus();
+  if (beneath == nullptr) return absl::OkStatus();
+  if (beneath->prefix.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": this dataset reads no local file (it is confined to no folder)"));
+  }
+  if (path == beneath->prefix) return absl::OkStatus();
   const std::string& pre = beneath->prefix;
   // "/" confines to the whole tree: every absolute path is beneath it.
   const size_t cut = pre == "/" ? 0 : pre.size();

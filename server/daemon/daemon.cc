@@ -107,12 +107,17 @@ void Daemon::Stop() {
 
 namespace {
 
-// The caller's object store access as the request gave it (null: none).
+// The caller's object store access as the request gave it, for a source
+// that names what it reads by URL (null: none given, or a local source;
+// its credentials null when no key came).
 absl::StatusOr<std::shared_ptr<const ObjectStoreAccess>> AccessOf(
-    const v1::ObjectStoreAccess& a) {
-  if (a.access_key_id().empty() && a.endpoint().empty()) return nullptr;
+    const v1::DatasetSpec& spec, const v1::ObjectStoreAccess& a) {
+  if (DatasetLocation(spec).second != std::string("url") || a.endpoint().empty()) {
+    return nullptr;
+  }
   auto out = std::make_shared<ObjectStoreAccess>();
   STOKER_ASSIGN_OR_RETURN(out->endpoint, Endpoint::Parse(a.endpoint()));
+  if (a.access_key_id().empty()) return std::shared_ptr<const ObjectStoreAccess>(std::move(out));
   auto c = std::make_shared<S3Credentials>();
   c->access_key_id = a.access_key_id();
   c->secret_access_key = a.secret_access_key();
@@ -128,7 +133,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
     const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access) {
   STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath, auth_.Confine(spec, caller));
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ObjectStoreAccess> objects, AccessOf(access));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ObjectStoreAccess> objects,
+                          AccessOf(spec, access));
   // What a source keeps is the caller's (admins: only the totals bind).
   return engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid,
                              std::move(objects));

@@ -233,7 +233,8 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     if (!e.ok()) return e;
   }
   Dataset ds;
-  ds.description = absl::StrCat("s3:", root.ToString());
+  // With the endpoint: the same bucket elsewhere is other content.
+  ds.description = absl::StrCat("s3:", root.ToString(), " at ", access.endpoint.ToString());
   std::unordered_map<std::string, Listed> listed;
   for (size_t c = 0; c < classes.size(); ++c) {
     std::sort(found[c].begin(), found[c].end(),

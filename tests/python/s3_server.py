@@ -7,6 +7,7 @@ uploads to it."""
 import os
 import re
 import subprocess
+import threading
 import urllib.request
 
 MOTO = os.environ.get("STOKER_MOTO_SERVER", "")
@@ -31,6 +32,8 @@ class MotoServer:
         if port is None:
             self.proc.kill()
             raise RuntimeError("moto_server did not start")
+        # It logs every request: read on, or it blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
         self.url = f"http://127.0.0.1:{port}"
 
     def put(self, path, data=b""):

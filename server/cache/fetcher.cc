@@ -24,6 +24,16 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
     known = &identified;
   }
   const std::string key = known->key();
+  if (!known->proven) {
+    // Not yet the caller's to be served from a cache: its own read first
+    // (which proves it), kept for the next callers as any read is.
+    bool read_source = false;
+    absl::StatusOr<Bytes> read = Guarded(absl::StrCat("reading ", path), [&] {
+      return ReadAndKeep(ds, path, *known, owner, &read_source);
+    });
+    if (from_source != nullptr) *from_source = read_source;
+    return read;
+  }
   std::shared_ptr<Inflight> flight;
   bool leader = false;
   {
@@ -82,6 +92,13 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
       return Bytes(value);
     }
   }
+  return ReadAndKeep(ds, path, id, owner, read_source);
+}
+
+absl::StatusOr<Bytes> SampleFetcher::ReadAndKeep(const Dataset& ds, const std::string& path,
+                                                 const SourceKey& id, int64_t owner,
+                                                 bool* read_source) {
+  const bool use_l2 = l2_ != nullptr && ds.source->Versioned();
   *read_source = true;
   FileVersion version;
   absl::StatusOr<Bytes> read = ReadSource(ds, path, id, &version);

@@ -3,6 +3,9 @@
 // size and mtime), else the dataset's SampleSource (sample_source.h), and
 // are then put into L1 and queued for L2.
 //
+// A key not `proven` (SourceKey) is never served from a cache: it is read
+// from the source, which proves it, and kept as any read is.
+//
 // Fetch blocks on I/O, so it runs on the reader pool, never on decode
 // threads. Concurrent fetches of one key share a single source read
 // ("joined" reads), so ranks reading the same data read it once.
@@ -59,8 +62,13 @@ class SampleFetcher {
     absl::Notification done;
     absl::StatusOr<Bytes> result;
   };
+  // L2, else ReadAndKeep.
   absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
                              const SourceKey& id, int64_t owner, bool* read_source);
+  // The source's bytes, then kept in L1 and L2 under `id` when still that
+  // version.
+  absl::StatusOr<Bytes> ReadAndKeep(const Dataset& ds, const std::string& path,
+                                    const SourceKey& id, int64_t owner, bool* read_source);
   // The file `id` names, from the descriptor it was identified from.
   absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
                                    const SourceKey& id, FileVersion* version);

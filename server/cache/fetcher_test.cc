@@ -48,6 +48,25 @@ TEST(FetcherTest, ReadsOnceThenServesFromRam) {
   EXPECT_EQ(t.src->reads(), 2);
 }
 
+TEST(FetcherTest, AKeyNotProvenIsReadNeverServedFromACache) {
+  OneFile t(2);
+  ASSERT_TRUE(t.f.Fetch(*t.ds, "a", kUid).ok());  // In L1 now.
+  absl::StatusOr<SourceKey> id = t.ds->source->Identify("a");
+  ASSERT_TRUE(id.ok());
+  id->proven = false;  // A session that has not read it yet.
+  bool from_source = false;
+  absl::StatusOr<Bytes> got = t.f.Fetch(*t.ds, "a", kUid, &from_source, &*id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(**got, "alpha");
+  EXPECT_TRUE(from_source);
+  EXPECT_EQ(t.src->reads(), 2);
+  // Proven, it is served from L1 again.
+  id->proven = true;
+  ASSERT_TRUE(t.f.Fetch(*t.ds, "a", kUid, &from_source, &*id).ok());
+  EXPECT_FALSE(from_source);
+  EXPECT_EQ(t.src->reads(), 2);
+}
+
 TEST(FetcherTest, FailuresEmptyFilesAndFilesReplacedMidReadAreNotKept) {
   auto src = std::make_shared<MemorySource>("root");
   src->Put("empty", "");

@@ -49,6 +49,14 @@ class MemorySource : public SampleSource {
     held_ = false;
   }
   absl::Notification& Holding() { return holding_; }
+  // From now on, Identify's keys are not proven until the file is read
+  // again (SourceKey::proven), as an object store session's are until it
+  // reads the object.
+  void ProveByReading() {
+    absl::MutexLock lock(&mu_);
+    prove_by_reading_ = true;
+    for (auto& [path, f] : files_) f.read = false;
+  }
   int reads() const { return reads_.load(); }
   const std::string& name() const { return name_; }
 
@@ -56,7 +64,9 @@ class MemorySource : public SampleSource {
     absl::MutexLock lock(&mu_);
     auto it = files_.find(path);
     if (it == files_.end()) return absl::NotFoundError("no such file");
-    return SourceKey{absl::StrCat(name_, ":", path), VersionOf(it->second, it->second.mtime)};
+    SourceKey id{absl::StrCat(name_, ":", path), VersionOf(it->second, it->second.mtime)};
+    id.proven = !prove_by_reading_ || it->second.read;
+    return id;
   }
   bool Versioned() const override { return versioned_; }
   absl::Status Read(const std::string& path, std::string* out,
@@ -69,6 +79,7 @@ class MemorySource : public SampleSource {
     }
     auto it = files_.find(path);
     if (it == files_.end()) return absl::NotFoundError("no such file");
+    it->second.read = true;
     *out = it->second.bytes;
     if (version != nullptr && versioned_) {
       *version = VersionOf(it->second,
@@ -82,6 +93,7 @@ class MemorySource : public SampleSource {
     std::string bytes;
     int64_t mtime = 1;
     int64_t read_mtime = 0;
+    mutable bool read = false;  // Since Put (ProveByReading).
   };
   FileVersion VersionOf(const File& f, int64_t mtime) const {
     if (!versioned_) return FileVersion{};
@@ -92,6 +104,7 @@ class MemorySource : public SampleSource {
   mutable absl::Mutex mu_;
   std::map<std::string, File> files_ ABSL_GUARDED_BY(mu_);
   mutable bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool prove_by_reading_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::Notification holding_;
   mutable std::atomic<int> reads_{0};
 };

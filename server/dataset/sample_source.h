@@ -32,6 +32,11 @@ struct SourceKey {
   // The descriptor the file was identified from (file sources; null for
   // others): a miss reads these bytes, not another open's.
   std::shared_ptr<const OpenFile> opened;
+  // False: the caller has not yet shown it may read this file (an object a
+  // session has not read yet). No cached copy is served for it, in any
+  // tier: it is read from the source, whose read is the proof (and its
+  // bytes are then kept under this key as usual).
+  bool proven = true;
   // RAM tiers' key: the file at this version.
   std::string key() const;
 };
@@ -40,8 +45,9 @@ class SampleSource {
  public:
   virtual ~SampleSource() = default;
   // Stats the file through the caller's confinement (its own access check:
-  // a cache hit is served only after this succeeded) and names its entries.
-  // Errors as Read's.
+  // a cache hit is served only after this succeeded, or, for a key not
+  // `proven`, after a read of the source) and names its entries. Errors as
+  // Read's.
   virtual absl::StatusOr<SourceKey> Identify(const std::string& path) const = 0;
   // Whether the file's version can change under the daemon, so an L2 entry
   // must be validated against Identify()'s version. Sources that are local

@@ -68,16 +68,21 @@ SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const Sa
     if (!id.ok()) return failed(k, id.status());
     ids[k] = *std::move(id);
   }
+  // A file the caller has not shown it may read (SourceKey::proven) is
+  // read, never served from a cache of what it would decode to.
+  const bool proven =
+      std::all_of(ids.begin(), ids.end(), [](const SourceKey& id) { return id.proven; });
   if (pipeline_.cacheable() && caches_.decoded != nullptr) {
     in->decoded_key = decoded_key_prefix_;
     for (const SourceKey& id : ids) absl::StrAppend(&in->decoded_key, "|", id.key());
-    if (Bytes done = caches_.decoded->Lookup(in->decoded_key)) {
+    if (Bytes done = proven ? caches_.decoded->Lookup(in->decoded_key) : nullptr) {
       CopySpatial(*done, out);
       return Result{Result::kDone, absl::OkStatus()};
     }
   }
   // Every picture kept: no file is read, unless a field carries one as is.
-  if (UsesPixels() && LookupPixels(ids, index, epoch, in) && !pipeline_.has_encoded()) {
+  if (proven && UsesPixels() && LookupPixels(ids, index, epoch, in) &&
+      !pipeline_.has_encoded()) {
     return Result{Result::kDecode, absl::OkStatus()};
   }
   for (uint32_t k = 0; k < pipeline_.files(); ++k) {

@@ -109,6 +109,21 @@ TEST(SampleReaderTest, KeepsFinishedSamplesOnlyWhenTheEpochFits) {
   EXPECT_TRUE(in2.files.empty());
   EXPECT_EQ(src->reads(), reads);
 
+  // A session that has not read the file itself yet (an object store
+  // session's first sight of an object) is not served the kept sample: it
+  // reads the file, and is served from then on.
+  src->ProveByReading();
+  Reader other(kVal, ds, &c);
+  MemorySlot fresh(val.bytes);
+  FetchedSample in_other;
+  ASSERT_EQ(other.reader.Read(0, 2, fresh.out, &in_other).kind,
+            SampleReader::Result::kDecode);
+  EXPECT_EQ(in_other.files.size(), 1u);
+  EXPECT_EQ(src->reads(), reads + 1);
+  FetchedSample in_proven;
+  ASSERT_EQ(other.reader.Read(0, 3, fresh.out, &in_proven).kind, SampleReader::Result::kDone);
+  EXPECT_EQ(src->reads(), reads + 1);
+
   // Two samples of 3072 bytes do not fit 4 KiB: nothing is kept.
   Caches small(4096);
   Reader tight(kVal, ds, &small);

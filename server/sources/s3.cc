@@ -56,19 +56,13 @@ class S3Objects : public SampleSource {
       return absl::NotFoundError(absl::StrCat(path, " is not in the dataset's listing"));
     }
     const Listed& l = it->second;
-    if (!proven_[l.index].load(std::memory_order_acquire)) {
-      // This session's first sight of the object: a HEAD with the
-      // caller's credentials at the listed version proves it may read it
-      // before any cache entry is served. Kept for the session.
-      absl::StatusOr<ObjectVersion> v =
-          client_->Head(access_.endpoint, S3Url{bucket_, Key(path)}, access_.credentials,
-                        l.etag);
-      if (!v.ok()) return Changed(path, v.status());
-      if (absl::Status s = Matches(path, l, *v); !s.ok()) return s;
-      proven_[l.index].store(true, std::memory_order_release);
-    }
-    return SourceKey{CacheKey({"s3", access_.endpoint.ToString(), bucket_, Key(path)}),
-                     VersionOf(l), nullptr};
+    SourceKey id{CacheKey({"s3", access_.endpoint.ToString(), bucket_, Key(path)}),
+                 VersionOf(l), nullptr};
+    // Until this session has read the object with its own credentials, no
+    // cached copy is served to it: its first read is the proof, kept for
+    // the session (a bit per object), at no extra request.
+    id.proven = proven_[l.index].load(std::memory_order_acquire);
+    return id;
   }
 
   bool Versioned() const override { return true; }
@@ -90,6 +84,7 @@ class S3Objects : public SampleSource {
     if (!s.ok()) return Changed(path, s);
     if (l.size == 0) seen.size = 0;
     if (absl::Status m = Matches(path, l, seen); !m.ok()) return m;
+    proven_[l.index].store(true, std::memory_order_release);
     if (version != nullptr) *version = VersionOf(l);
     return absl::OkStatus();
   }
@@ -118,7 +113,7 @@ class S3Objects : public SampleSource {
   const std::string bucket_;
   const uint64_t max_bytes_;
   const std::unordered_map<std::string, Listed> listed_;
-  // This session's proofs, a bit per object.
+  // This session's proofs (objects it has read), a bit per object.
   const std::unique_ptr<std::atomic<bool>[]> proven_;
 };
 

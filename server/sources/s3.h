@@ -12,11 +12,12 @@
 // of each object are its identity.
 //
 // Reading, as the caller: a sample's path is "s3://bucket/key". Identify
-// proves the session may read the object before any cache hit is served:
-// the first time by a HEAD with the caller's credentials at the listed
-// version (If-Match); later from the proof this source (one per session)
-// keeps, a bit per object, with no request. Reads are GETs at the listed
-// version, the answered size and ETag compared with the listing. An
+// makes no request; until this session has read an object with its own
+// credentials, its key is not `proven` (SourceKey), so no cached copy is
+// served and the object is read: a GET at the listed version (If-Match),
+// the answered size and ETag compared with the listing. That read is the
+// proof, kept by this source (one per session) as a bit per object, so a
+// cold sample costs one request and a cached one none. An
 // object changed since it was listed is that sample's DATA_LOSS. Cache
 // entries are keyed by (endpoint, bucket, key) at (size, a digest of the
 // ETag that is the same in every process).

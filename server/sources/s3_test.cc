@@ -69,33 +69,34 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
                      {"s3://bkt/data/train/dog/3.JPEG", 1},
                      {"s3://bkt/data/train/dog/4.jpeg", 1},
                      {"s3://bkt/data/train/eel/5.png", 2}}));
-  // The first Identify proves the session may read the object (a HEAD at
-  // the listed version); later ones make no request at all.
+  // Identify makes no request. Until the session has read an object, its
+  // key is not proven (no cached copy may be served); the read proves it.
   for (const Sample& s : ds->samples) {
     const std::string key = s.path.substr(std::string("s3://bkt/").size());
     const uint64_t before = client_->stats().requests;
     absl::StatusOr<SourceKey> id = ds->source->Identify(s.path);
     ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_FALSE(id->proven);
+    EXPECT_EQ(client_->stats().requests, before);
     EXPECT_EQ(id->version.size, objects_[key].size());
     std::string bytes;
     FileVersion v;
     ASSERT_TRUE(ds->source->ReadIdentified(*id, s.path, &bytes, &v).ok()) << s.path;
     EXPECT_EQ(bytes, objects_[key]) << s.path;
     EXPECT_EQ(v, id->version);
-    EXPECT_EQ(client_->stats().requests, before + 2) << s.path;  // HEAD, GET.
+    EXPECT_EQ(client_->stats().requests, before + 1) << s.path;  // The GET.
     absl::StatusOr<SourceKey> again = ds->source->Identify(s.path);
     ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->proven);
     EXPECT_EQ(again->key(), id->key());
-    EXPECT_EQ(client_->stats().requests, before + 2) << "proven: no request";
+    EXPECT_EQ(client_->stats().requests, before + 1) << "proven: no request";
     ASSERT_TRUE(ds->source->Read(s.path, &bytes, nullptr).ok());
     EXPECT_EQ(bytes, objects_[key]);
   }
   // Another session's source proves for itself.
   absl::StatusOr<Dataset> other = Open("s3://bkt/data/train/");
   ASSERT_TRUE(other.ok()) << other.status();
-  const uint64_t before = client_->stats().requests;
-  ASSERT_TRUE(other->source->Identify(other->samples[0].path).ok());
-  EXPECT_EQ(client_->stats().requests, before + 1);
+  EXPECT_FALSE(other->source->Identify(other->samples[0].path)->proven);
   EXPECT_EQ(other->source->Identify("s3://bkt/data/val/cat/6.jpg").status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -104,15 +105,16 @@ TEST_F(S3FolderTest, AnObjectChangedSinceListingIsDataLoss) {
   absl::StatusOr<Dataset> ds = Open("s3://bkt/data/train");
   ASSERT_TRUE(ds.ok()) << ds.status();
   ASSERT_TRUE(Put("data/train/dog/4.jpeg", "rewritten").ok());
-  absl::Status s = ds->source->Identify("s3://bkt/data/train/dog/4.jpeg").status();
+  // Its read is DATA_LOSS naming it, never the new bytes; so it stays
+  // unproven, and no cached copy of the listed version is served either.
+  std::string bytes;
+  absl::Status s = ds->source->Read("s3://bkt/data/train/dog/4.jpeg", &bytes, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("s3://bkt/data/train/dog/4.jpeg"), std::string::npos) << s;
-  // A read of it, proven or not, is DATA_LOSS too, never the new bytes.
-  std::string bytes;
-  s = ds->source->Read("s3://bkt/data/train/dog/4.jpeg", &bytes, nullptr);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_FALSE(ds->source->Identify("s3://bkt/data/train/dog/4.jpeg")->proven);
   // The others are untouched.
-  EXPECT_TRUE(ds->source->Identify("s3://bkt/data/train/dog/3.JPEG").ok());
+  ASSERT_TRUE(ds->source->Read("s3://bkt/data/train/dog/3.JPEG", &bytes, nullptr).ok());
+  EXPECT_EQ(bytes, objects_["data/train/dog/3.JPEG"]);
   // A version is the same in every process (L2 outlives the daemon).
   absl::StatusOr<Dataset> again = Open("s3://bkt/data/train");
   ASSERT_TRUE(again.ok());

@@ -72,6 +72,7 @@ bench: deps
 	$(PYTHON) bench/ranks.py
 	$(PYTHON) bench/pixels.py
 	$(PYTHON) bench/webdataset.py
+	$(PYTHON) bench/s3.py
 	$(PYTHON) bench/client_decode.py
 	$(PYTHON) bench/gpu_train.py
 

@@ -214,6 +214,16 @@ void Engine::AddStats(v1::DaemonStats* s) const {
       counters_.samples_failed_decode.load(std::memory_order_relaxed));
   s->set_samples_failed(s->samples_failed_read() + s->samples_failed_decode());
   s->set_bytes_read(s->reader().source_bytes());
+  if (objects_) {
+    const S3Client::Stats o = objects_->stats();
+    v1::ObjectStoreStats* out = s->mutable_object_store();
+    out->set_requests(o.requests);
+    out->set_retries(o.retries);
+    out->set_failures(o.failures);
+    out->set_bytes(o.bytes);
+    out->set_throttles(o.throttles);
+    out->set_in_flight_limit(static_cast<uint32_t>(o.in_flight_limit));
+  }
   *s->add_tiers() = l1_.Stats();
   if (l2_) {
     *s->add_tiers() = l2_->Stats();

@@ -117,6 +117,19 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   counter("stoker_l2_corrupt_total", "L2 entries that failed their checksum.",
           l2.corrupt());
   for (auto* f : {&hits, &misses, &bytes, &evictions}) out.push_back(std::move(*f));
+  // Object store series exist (as zeros) without one too.
+  const v1::ObjectStoreStats& o = s.object_store();
+  counter("stoker_object_store_requests_total",
+          "Object store requests sent (retries included), all sessions.", o.requests());
+  counter("stoker_object_store_retries_total", "Object store requests sent again.",
+          o.retries());
+  counter("stoker_object_store_failures_total", "Object store requests that failed.",
+          o.failures());
+  counter("stoker_object_store_bytes_total", "Object store reply bytes received.", o.bytes());
+  counter("stoker_object_store_throttles_total",
+          "Object store 503 SlowDown, 429 and timeouts.", o.throttles());
+  gauge("stoker_object_store_in_flight_limit",
+        "Object store requests the client keeps in flight now.", o.in_flight_limit());
   MetricFamily threads = Family("stoker_pool_threads", "Worker threads by pool.",
                                 MetricType::Gauge);
   MetricFamily busy = Family("stoker_pool_busy_ratio",

@@ -7,7 +7,10 @@ why. Listing classes uses a delimiter, which moto's signature checker
 mishandles, so this server runs with checks off; signing is tested against
 checks on in server/objstore/s3_client_test."""
 
+import json
+import os
 import subprocess
+import urllib.request
 
 import pytest
 
@@ -58,6 +61,13 @@ def test_an_image_folder_in_a_bucket_reads_as_the_local_one(bucket, dataset, tra
         assert len(got) == len(want) and len(got) > 0
         for (x, y), (wx, wy) in zip(got, want):
             assert torch.equal(x, wx) and torch.equal(y, wy)
+        stats = json.loads(subprocess.run(
+            [STOKERCTL, "--socket", d.socket, "stats", "--json"],
+            capture_output=True, text=True, check=True).stdout)
+        after_first = int(stats["object_store"]["requests"])
+        pictures = sum(len(y) for _, y in want)
+        # One GET per picture, and the listings (the classes', each class's).
+        assert pictures < after_first <= pictures + 1 + len(os.listdir(dataset))
         # A second epoch: the same pictures (from the caches now).
         it = iter(ld)
         for (wx, wy) in want:
@@ -69,6 +79,13 @@ def test_an_image_folder_in_a_bucket_reads_as_the_local_one(bucket, dataset, tra
                                    capture_output=True, text=True, check=True).stdout
             assert "s3://photos/train/" in stats
             assert "trainer-secret" not in stats and "AKIATRAINER" not in stats
+        # The second epoch made no remote request; /metrics says so too.
+        stats = json.loads(stats)
+        assert int(stats["object_store"]["requests"]) == after_first
+        port = stats["metrics_port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        assert f"stoker_object_store_requests_total {after_first}" in metrics, metrics[-2000:]
     finally:
         d.stop()
 

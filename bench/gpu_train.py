@@ -170,7 +170,8 @@ def main():
                 if loader is not None and "client_decode" in loader.stats():
                     cd = loader.stats()["client_decode"]
                     per = 1e6 / max(1, cd["samples_client_decoded"])
-                    notes = (f"share {cd['cpu_share']:.2f}, client {cd['client_rate']:.0f}/s, "
+                    notes = (f"share {cd['cpu_share']:.2f} (client weight "
+                             f"{cd['client_weight']:.3f}), client {cd['client_rate']:.0f}/s, "
                              f"daemon {cd['daemon_rate']:.0f}/s; client decode "
                              f"{cd['decode_seconds'] * per:.0f} + render "
                              f"{cd['render_seconds'] * per:.0f} us/img; waited for daemon "

@@ -14,6 +14,7 @@ pytest.importorskip("torchvision")
 Image = pytest.importorskip("PIL.Image")
 
 import stoker  # noqa: E402
+from stoker.client_decode import HybridSplit  # noqa: E402
 
 from layouts import DAEMON_ONLY, LAYOUTS, write_folder  # noqa: E402
 
@@ -127,11 +128,60 @@ def test_the_automatic_split_follows_measured_rates(layouts, daemon):
     assert not stats["fixed"]
     assert stats["client_rate"] > 0 and stats["daemon_rate"] > 0
     # The share balances the rates it was last set from (not the first
-    # guess, 0.5), and the ring header says so.
+    # guess, 0.5), the client's weighed by where the loop waited, and the
+    # ring header says so.
     daemon_rate, client_rate = stats["balanced_rates"]
+    assert 0 < stats["client_weight"] <= 1
     assert stats["cpu_share"] == pytest.approx(daemon_rate / (daemon_rate + client_rate))
     assert 0 < stats["cpu_share"] < 1
     assert loader._session.daemon_decode()[3] == pytest.approx(stats["cpu_share"], abs=1e-4)
+
+
+class _FakeSession:
+    """daemon_decode()'s counters for HybridSplit: 100 samples per second
+    of decode time on 2 threads, a batch of 10 each call."""
+
+    def __init__(self):
+        self.samples, self.share = 0, None
+
+    def daemon_decode(self):
+        self.samples += 10
+        return (self.samples, self.samples * 10_000_000, 2, self.share)
+
+    def set_cpu_share(self, share):
+        self.share = share
+
+
+def _wait_for(split, side, seconds):
+    split.waits[side] += seconds
+    split.observe(10, 0.05)  # The client: 200 samples/s.
+    split.observe(10, 0.05)
+
+
+def test_the_split_moves_away_from_the_side_the_loop_waits_for():
+    split = HybridSplit(_FakeSession())
+    _wait_for(split, "client", 0)  # No waits: the rates alone.
+    assert split.share == pytest.approx(200 / (200 + 200))
+    shares = []
+    for _ in range(8):  # The loop waits for the client: the daemon takes more.
+        _wait_for(split, "client", 100)
+        shares.append(split.share)
+    assert shares == sorted(shares) and 0.98 < shares[-1] < 1
+    assert split.session.share == shares[-1]
+    assert split.client_weight == pytest.approx(HybridSplit.WEIGHT_STEP ** 8)
+    for _ in range(4):  # At the floor, all the daemon's.
+        _wait_for(split, "client", 100)
+    assert split.client_weight == HybridSplit.WEIGHT_FLOOR
+    assert split.share == 1.0 and split.session.share == 1.0
+    for _ in range(3):  # Then for the daemon: the client takes more again.
+        _wait_for(split, "daemon", 100)
+    assert split.client_weight == pytest.approx(HybridSplit.WEIGHT_STEP ** 7)
+    assert split.share < shares[-1]
+    for _ in range(20):  # Never more than the rates alone.
+        _wait_for(split, "daemon", 100)
+    assert split.client_weight == 1.0 and split.share == pytest.approx(0.5)
+    _wait_for(split, "client", 0)  # Waits within the slack change nothing.
+    assert split.client_weight == 1.0
 
 
 def test_encoded_fields_are_the_files(layouts, daemon):

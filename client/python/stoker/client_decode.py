@@ -316,10 +316,25 @@ class FieldRenderer:
 
 
 class HybridSplit:
-    """The share of each batch the daemon decodes, from measured rates:
-    share = daemon rate / (daemon rate + client rate), both in samples per
-    second (each an average weighing the newest measurement 0.3), every
-    `every` batches; so that both sides finish a batch together."""
+    """The share of each batch the daemon decodes, set every `every` batches
+    so that neither side keeps the training loop waiting:
+
+        share = daemon rate / (daemon rate + weight x client rate)
+
+    Both rates are samples per second (each an average weighing the newest
+    measurement 0.3). The weight starts at 1 and follows where the loop
+    waited since the last setting: for the client's decode (it slows the
+    training step too: on a GPU it shares the device with the step and the
+    GIL with the loop), the weight shrinks by WEIGHT_STEP, for the daemon's
+    batch it grows back towards 1; waits under WAIT_SLACK of the interval
+    count as none. So where the daemon keeps up alone the share settles at
+    1, and where it cannot, the client takes what it can without becoming
+    the slower side. At its floor the weight hands the daemon everything.
+    """
+
+    WEIGHT_STEP = 0.6
+    WEIGHT_FLOOR = WEIGHT_STEP ** 10  # Where the share is 1: all the daemon's.
+    WAIT_SLACK = 0.02
 
     def __init__(self, session, share=None, every=2):
         self.session = session
@@ -330,7 +345,9 @@ class HybridSplit:
         self.client_seconds = 0.0
         self.daemon_rate = 0.0
         self.client_rate = 0.0
-        self.balanced = None  # (daemon rate, client rate) the share was set from.
+        self.client_weight = 1.0
+        # (daemon rate, weighed client rate) the share was set from.
+        self.balanced = None
         # Host seconds of the client's decode and render calls, and how long
         # the training loop waited for the daemon's batch and for the
         # client's decode of it: where a hybrid pipeline loses its time.
@@ -338,7 +355,22 @@ class HybridSplit:
         self.waits = {"daemon": 0.0, "client": 0.0}
         self._batches = 0
         self._last = session.daemon_decode()
+        self._last_waits = (0.0, 0.0, time.perf_counter())
         session.set_cpu_share(self.share)
+
+    def _reweigh(self):
+        """Moves the client's weight by where the loop waited since the
+        last call."""
+        now = (self.waits["daemon"], self.waits["client"], time.perf_counter())
+        daemon, client = now[0] - self._last_waits[0], now[1] - self._last_waits[1]
+        span = now[2] - self._last_waits[2]
+        self._last_waits = now
+        if max(daemon, client) <= self.WAIT_SLACK * span:
+            return
+        if client > daemon:
+            self.client_weight = max(self.WEIGHT_FLOOR, self.client_weight * self.WEIGHT_STEP)
+        else:
+            self.client_weight = min(1.0, self.client_weight / self.WEIGHT_STEP)
 
     def observe(self, samples, seconds):
         """A batch's client-side decode: `samples` rendered in `seconds`."""
@@ -357,10 +389,13 @@ class HybridSplit:
             # Per thread, times the threads this session can count on.
             rate = now[2] * d_samples / (d_ns / 1e9)
             self.daemon_rate = rate if not self.daemon_rate else 0.7 * self.daemon_rate + 0.3 * rate
+        self._reweigh()
         if self.daemon_rate and self.client_rate:
-            target = self.daemon_rate / (self.daemon_rate + self.client_rate)
-            self.share = min(1.0, max(0.0, target))
-            self.balanced = (self.daemon_rate, self.client_rate)
+            client = self.client_weight * self.client_rate
+            self.share = min(1.0, max(0.0, self.daemon_rate / (self.daemon_rate + client)))
+            if self.client_weight == self.WEIGHT_FLOOR:
+                self.share = 1.0
+            self.balanced = (self.daemon_rate, client)
             self.session.set_cpu_share(self.share)
         elif self.daemon_rate == 0 and self.share == 0:
             # Nothing measured on the daemon's side: give it some to measure.
@@ -372,8 +407,9 @@ class HybridSplit:
         Loader opens a session per pass)."""
         self.client_samples, self.client_seconds = other.client_samples, other.client_seconds
         self.client_rate, self.daemon_rate = other.client_rate, other.daemon_rate
-        self.balanced = other.balanced
+        self.client_weight, self.balanced = other.client_weight, other.balanced
         self.phases, self.waits = dict(other.phases), dict(other.waits)
+        self._last_waits = (self.waits["daemon"], self.waits["client"], time.perf_counter())
         if not self.fixed:
             self.share = other.share
             self.session.set_cpu_share(self.share)
@@ -383,6 +419,7 @@ class HybridSplit:
                 "samples_client_decoded": self.client_samples,
                 "client_seconds": self.client_seconds,
                 "client_rate": self.client_rate, "daemon_rate": self.daemon_rate,
+                "client_weight": self.client_weight,
                 "balanced_rates": self.balanced,
                 "decode_seconds": self.phases["decode"],
                 "render_seconds": self.phases["render"],

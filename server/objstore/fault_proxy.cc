@@ -35,11 +35,26 @@ bool WriteAll(int fd, const char* p, size_t n) {
   return true;
 }
 
-// Reads one request (head and Content-Length body) from `fd` into *out;
-// false at EOF or on anything malformed.
-bool ReadRequest(int fd, std::string* out) {
+// The value of header `name` in `head` (its lines after the first);
+// empty if it has none.
+absl::string_view Header(absl::string_view head, absl::string_view name) {
+  for (absl::string_view line : absl::StrSplit(head, "\r\n")) {
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)), name)) {
+      return absl::StripAsciiWhitespace(line.substr(colon + 1));
+    }
+  }
+  return {};
+}
+
+// Reads one HTTP/1.1 message from `fd` into *out: its head, then a body of
+// its Content-Length (none where `bodiless`); *framed is false where the
+// message has no length (a reply then ends at EOF, read to it). False at
+// EOF before a whole message, or on anything malformed.
+bool ReadMessage(int fd, bool bodiless, std::string* out, bool* framed = nullptr) {
   out->clear();
-  char buf[16 << 10];
+  char buf[64 << 10];
   size_t head_end = std::string::npos;
   while (head_end == std::string::npos) {
     const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
@@ -49,18 +64,21 @@ bool ReadRequest(int fd, std::string* out) {
     head_end = out->find("\r\n\r\n");
     if (head_end == std::string::npos && out->size() > kMaxHead) return false;
   }
+  const absl::string_view head = absl::string_view(*out).substr(0, head_end);
+  const absl::string_view length = Header(head, "content-length");
   uint64_t body = 0;
-  for (absl::string_view line : absl::StrSplit(absl::string_view(*out).substr(0, head_end), "\r\n")) {
-    const size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) continue;
-    if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)),
-                               "content-length") &&
-        (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(colon + 1)), &body) ||
-         body > kMaxBody)) {
-      return false;
+  const bool has_length = !length.empty();
+  if (has_length && (!absl::SimpleAtoi(length, &body) || body > kMaxBody)) return false;
+  if (framed != nullptr) *framed = bodiless || (has_length && Header(head, "transfer-encoding").empty());
+  if (framed != nullptr && !*framed) {  // To EOF.
+    for (;;) {
+      const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return true;
+      out->append(buf, static_cast<size_t>(r));
     }
   }
-  const size_t want = head_end + 4 + body;
+  const size_t want = head_end + 4 + (bodiless ? 0 : body);
   while (out->size() < want) {
     const ssize_t r = ::recv(fd, buf, std::min(sizeof buf, want - out->size()), 0);
     if (r < 0 && errno == EINTR) continue;
@@ -68,19 +86,6 @@ bool ReadRequest(int fd, std::string* out) {
     out->append(buf, static_cast<size_t>(r));
   }
   return true;
-}
-
-// The request with its Connection header replaced by "close".
-std::string Closing(const std::string& request) {
-  const size_t head_end = request.find("\r\n\r\n");
-  std::string out;
-  for (absl::string_view line :
-       absl::StrSplit(absl::string_view(request).substr(0, head_end), "\r\n")) {
-    if (absl::StartsWithIgnoreCase(line, "connection:")) continue;
-    absl::StrAppend(&out, line, "\r\n");
-  }
-  absl::StrAppend(&out, "Connection: close\r\n\r\n", absl::string_view(request).substr(head_end + 4));
-  return out;
 }
 
 void Reset(int fd) {
@@ -177,7 +182,8 @@ int FaultProxy::Decide() {
 void FaultProxy::Serve(int client) {
   std::string request;
   bool reset = false;
-  while (ReadRequest(client, &request)) {
+  int up = -1;  // The upstream connection, kept while both sides keep theirs.
+  while (ReadMessage(client, false, &request)) {
     requests_.fetch_add(1);
     if (options_.latency > absl::ZeroDuration()) absl::SleepFor(options_.latency);
     const int fault = Decide();
@@ -197,35 +203,33 @@ void FaultProxy::Serve(int client) {
       if (!WriteAll(client, reply.data(), reply.size())) break;
       continue;
     }
-    // Forward on a fresh upstream connection; the reply ends at its EOF.
-    const int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(options_.upstream_port);
-    ::inet_pton(AF_INET, options_.upstream_host.c_str(), &a.sin_addr);
-    if (up < 0 || ::connect(up, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      if (up >= 0) ::close(up);
+    // Forward on the kept upstream connection, or a new one where there is
+    // none or it was closed before this request got an answer.
+    const bool head_only = absl::StartsWith(request, "HEAD ");
+    std::string reply;
+    bool framed = false, answered = false;
+    for (int tries = 0; tries < 2 && !answered; ++tries) {
+      if (up < 0) up = Connect();
+      if (up < 0) break;
+      answered = WriteAll(up, request.data(), request.size()) &&
+                 ReadMessage(up, head_only, &reply, &framed);
+      if (!answered) {
+        ::close(up);
+        up = -1;
+      }
+    }
+    if (!answered) {
       reset = true;
       break;
     }
-    const std::string sent = Closing(request);
-    std::string reply;
-    if (WriteAll(up, sent.data(), sent.size())) {
-      char buf[64 << 10];
-      for (;;) {
-        const ssize_t r = ::recv(up, buf, sizeof buf, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        reply.append(buf, static_cast<size_t>(r));
-      }
-    }
-    ::close(up);
     forwarded_.fetch_add(1);
-    // The upstream closes after each reply, and so does the proxy: the
-    // reply may carry no length (it ended at EOF).
-    WriteAll(client, reply.data(), reply.size());
-    break;
+    const absl::string_view reply_head =
+        absl::string_view(reply).substr(0, reply.find("\r\n\r\n"));
+    const bool closing = !framed || absl::EqualsIgnoreCase(Header(reply_head, "connection"),
+                                                           "close");
+    if (!WriteAll(client, reply.data(), reply.size()) || closing) break;
   }
+  if (up >= 0) ::close(up);
   // Closed under the lock, so Stop never shuts down a reused number.
   absl::MutexLock lock(&mu_);
   clients_.erase(std::find(clients_.begin(), clients_.end(), client));
@@ -236,6 +240,22 @@ void FaultProxy::Serve(int client) {
     ::close(client);
   }
   ended_.push_back(std::this_thread::get_id());
+}
+
+int FaultProxy::Connect() const {
+  const int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (up < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(options_.upstream_port);
+  ::inet_pton(AF_INET, options_.upstream_host.c_str(), &a.sin_addr);
+  if (::connect(up, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(up);
+    return -1;
+  }
+  const int one = 1;
+  ::setsockopt(up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return up;
 }
 
 }  // namespace stoker

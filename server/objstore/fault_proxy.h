@@ -5,9 +5,12 @@
 // client against a local server (moto, MinIO).
 //
 // Each request is forwarded unchanged (its Host header too, so a SigV4
-// signature made for the proxy's address verifies upstream) on a fresh
-// upstream connection; the reply is passed back whole. Requests are served
-// concurrently, a thread per client connection.
+// signature made for the proxy's address verifies upstream); the reply is
+// passed back whole. Connections are kept as a network path keeps them:
+// each client connection has one upstream connection for as long as both
+// sides keep theirs (a reply without a length, or with Connection: close,
+// ends both). Requests are served concurrently, a thread per client
+// connection.
 //
 // Thread-safe; Stop (or destruction) closes the listener and every
 // connection and joins the threads.
@@ -59,6 +62,8 @@ class FaultProxy {
   void Serve(int client);
   // What to do with the next request: 0 forward, 1 slow down, 2 reset.
   int Decide();
+  // A new upstream connection; -1 if none could be made.
+  int Connect() const;
 
   const Options options_;
   const int listener_;

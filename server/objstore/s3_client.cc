@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "server/objstore/in_flight_limit.h"
 
 namespace stoker {
 namespace {
@@ -53,7 +54,10 @@ bool RetryableCurl(CURLcode c) {
 
 class S3Client::Loop {
  public:
-  explicit Loop(Options o) : options_(std::move(o)), limit_(options_.min_in_flight) {
+  explicit Loop(Options o)
+      : options_(std::move(o)),
+        limit_(options_.min_in_flight, options_.initial_in_flight, options_.max_in_flight) {
+    limit_now_.store(limit_.limit(), std::memory_order_relaxed);
     InitCurlOnce();
     multi_ = curl_multi_init();
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, long{options_.max_in_flight});
@@ -248,6 +252,8 @@ class S3Client::Loop {
   void Finish(Job* job, CURLcode code) {
     AttemptFacts& f = job->facts;
     curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &f.http);
+    curl_off_t first_byte_us = 0;
+    curl_easy_getinfo(job->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
     if (code != CURLE_OK) {
       f.transport = code == CURLE_OPERATION_TIMEDOUT ? AttemptFacts::Transport::kTimedOut
                     : RetryableCurl(code)            ? AttemptFacts::Transport::kRetryable
@@ -263,17 +269,12 @@ class S3Client::Loop {
     running_.erase(job);
     if (throttled) {
       throttles_.fetch_add(1, std::memory_order_relaxed);
-      limit_ = std::max(options_.min_in_flight, limit_ / 2);
-      window_ = 0;
+      limit_.Throttled();
     } else if (reply.status.ok()) {
-      // Additive increase while requests wait: one more per window of
-      // successes as large as the limit.
-      if (!waiting_.empty() && ++window_ >= limit_) {
-        limit_ = std::min(options_.max_in_flight, limit_ + 1);
-        window_ = 0;
-      }
+      limit_.Answered(absl::Microseconds(first_byte_us), static_cast<int>(running_.size()),
+                      !waiting_.empty());
     }
-    limit_now_.store(limit_, std::memory_order_relaxed);
+    limit_now_.store(limit_.limit(), std::memory_order_relaxed);
     if (retry && owned->attempt < options_.max_attempts) {
       retries_.fetch_add(1, std::memory_order_relaxed);
       owned->not_before = absl::Now() + Backoff(owned->attempt);
@@ -294,7 +295,7 @@ class S3Client::Loop {
 
   void StartDue(absl::Time now) {
     for (auto it = waiting_.begin();
-         it != waiting_.end() && static_cast<int>(running_.size()) < limit_;) {
+         it != waiting_.end() && static_cast<int>(running_.size()) < limit_.limit();) {
       if ((*it)->not_before > now) {
         ++it;
         continue;
@@ -321,7 +322,7 @@ class S3Client::Loop {
   int WaitMs(absl::Time now) const {
     int64_t ms = 1000;
     for (const auto& j : waiting_) {
-      if (static_cast<int>(running_.size()) >= limit_) break;
+      if (static_cast<int>(running_.size()) >= limit_.limit()) break;
       ms = std::min<int64_t>(ms, std::max<int64_t>(0, absl::ToInt64Milliseconds(j->not_before - now) + 1));
     }
     return static_cast<int>(ms);
@@ -370,8 +371,7 @@ class S3Client::Loop {
   // The event thread's own.
   std::deque<std::unique_ptr<Job>> waiting_;
   std::map<Job*, std::unique_ptr<Job>> running_;
-  int limit_;
-  int window_ = 0;
+  InFlightLimit limit_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<uint64_t> requests_{0}, retries_{0}, failures_{0}, bytes_{0}, throttles_{0};
   std::atomic<int> limit_now_{0};

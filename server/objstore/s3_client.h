@@ -13,9 +13,10 @@
 //   `max_attempts`;
 // - has its reply capped before it is stored (a GET at its range's size,
 //   anything else at `max_reply_bytes`).
-// The number in flight adapts: it grows by one for each window of
-// successes while requests wait, and halves (not below the floor) on a
-// throttle (503 SlowDown, 429) or a timeout.
+// The number in flight adapts (in_flight_limit.h): from
+// `initial_in_flight` it doubles each round trip while requests wait,
+// then keeps only a few queued at the store (from each answer's time to
+// first byte), and halves on a throttle (503 SlowDown, 429) or a timeout.
 //
 // Errors name the object as s3://bucket/key and the endpoint, never the
 // credentials: PERMISSION_DENIED (403, with S3's code), NOT_FOUND (404),
@@ -56,6 +57,7 @@ class S3Client {
   struct Options {
     EndpointAllowList endpoints;
     int min_in_flight = 4;
+    int initial_in_flight = 16;  // Where it starts (within min..max).
     int max_in_flight = 64;
     absl::Duration connect_timeout = absl::Seconds(5);
     absl::Duration request_timeout = absl::Seconds(60);

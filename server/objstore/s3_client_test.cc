@@ -258,6 +258,30 @@ TEST_F(S3ClientTest, ManyInFlightThroughFaults) {
   EXPECT_LE(st.in_flight_limit, o.max_in_flight);
 }
 
+TEST_F(S3ClientTest, TheLimitGrowsPastWhereItStartsWhileRequestsWait) {
+  FaultProxy::Options po;
+  po.latency = absl::Milliseconds(20);
+  S3Client::Options o;
+  o.initial_in_flight = 4;
+  Faulty f = Through(po, o);
+  // 200 reads at once, each 20 ms away: from 4, one more per answer while
+  // the store's queue stays short (in_flight_limit_test has the rules).
+  constexpr int kReads = 200;
+  absl::BlockingCounter left(kReads);
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kReads; ++i) {
+    f.client->Start(f.Read("train/cat/a b.jpg", moto_->credentials()), [&](S3Reply reply) {
+      if (reply.status.ok()) ++ok;
+      left.DecrementCount();
+    });
+  }
+  left.Wait();
+  EXPECT_EQ(ok.load(), kReads);
+  const S3Client::Stats st = f.client->stats();
+  EXPECT_EQ(st.throttles, 0u);
+  EXPECT_GT(st.in_flight_limit, 4);
+}
+
 TEST_F(S3ClientTest, ATimeoutIsDeadlineExceeded) {
   FaultProxy::Options po;
   po.latency = absl::Seconds(1);  // Far past the request's deadline.

@@ -18,11 +18,14 @@ def available():
 
 
 class MotoServer:
-    """moto_server on 127.0.0.1; `url` its endpoint."""
+    """moto_server on 127.0.0.1; `url` its endpoint. `cpus` (a set of core
+    numbers) keeps it, and every thread it starts, on those cores."""
 
-    def __init__(self):
-        self.proc = subprocess.Popen([MOTO, "-H", "127.0.0.1", "-p", "0"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def __init__(self, cpus=None):
+        self.proc = subprocess.Popen(
+            [MOTO, "-H", "127.0.0.1", "-p", "0"], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         port = None
         for line in self.proc.stdout:  # Werkzeug announces its port.
             m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", line)

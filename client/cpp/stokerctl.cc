@@ -478,6 +478,15 @@ int Stats(Client& client, const Args& a) {
       std::printf("    pixels %s: %s\n", PixelModeName(ss.pixel_mode()).c_str(),
                   ss.pixel_cache_why().c_str());
     }
+    if (ss.remote_by_epoch_size() > 0) {
+      std::printf("    remote: %llu requests, %.1f MB", (unsigned long long)ss.remote_requests(),
+                  ss.remote_bytes() / 1e6);
+      for (const v1::EpochRemote& e : ss.remote_by_epoch()) {
+        std::printf("%s epoch %llu: %llu", &e == &ss.remote_by_epoch(0) ? ";" : ",",
+                    (unsigned long long)e.epoch(), (unsigned long long)e.requests());
+      }
+      std::printf("\n");
+    }
     if (ss.has_cpu_share()) {
       std::printf("    client decode: the daemon decodes %.0f%% of each batch, %llu "
                   "samples handed to the client\n",

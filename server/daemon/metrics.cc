@@ -203,8 +203,31 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
       "stoker_session_cpu_share",
       "Client decode: the share of each batch the daemon decodes.",
       MetricType::Gauge);
+  MetricFamily remote_requests = Family(
+      "stoker_session_remote_requests_total",
+      "Requests to a remote source (an object store), per session.", MetricType::Counter);
+  MetricFamily remote_bytes = Family(
+      "stoker_session_remote_bytes_total",
+      "Bytes read from a remote source (an object store), per session.", MetricType::Counter);
+  MetricFamily epoch_requests = Family(
+      "stoker_session_epoch_remote_requests",
+      "Requests to a remote source per epoch of a session (its last 16 epochs).",
+      MetricType::Gauge);
+  MetricFamily epoch_bytes = Family(
+      "stoker_session_epoch_remote_bytes",
+      "Bytes read from a remote source per epoch of a session (its last 16 epochs).",
+      MetricType::Gauge);
   for (const v1::SessionStats& ss : s.sessions()) {
     const Labels l = {{"session", absl::StrCat(ss.session_id())}};
+    if (ss.remote_requests() > 0 || ss.remote_by_epoch_size() > 0) {
+      Add(remote_requests, ss.remote_requests(), l);
+      Add(remote_bytes, ss.remote_bytes(), l);
+      for (const v1::EpochRemote& e : ss.remote_by_epoch()) {
+        const Labels le = {l[0], {"epoch", absl::StrCat(e.epoch())}};
+        Add(epoch_requests, e.requests(), le);
+        Add(epoch_bytes, e.bytes(), le);
+      }
+    }
     if (ss.has_cpu_share()) {
       Add(client_decoded, ss.samples_client_decoded(), l);
       Add(cpu_share, ss.cpu_share(), l);
@@ -217,7 +240,8 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
     Add(diagnosis, 1, {{"diagnosis", DiagnosisName(ss.diagnosis())}, l[0]});
   }
   for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis, &session_spilled,
-                  &client_decoded, &cpu_share}) {
+                  &client_decoded, &cpu_share, &remote_requests, &remote_bytes, &epoch_requests,
+                  &epoch_bytes}) {
     out.push_back(std::move(*f));
   }
   return out;

@@ -63,6 +63,10 @@ class SampleSource {
                                       std::string* out, FileVersion* version) const {
     return Read(path, out, version);
   }
+  // Whether each read of the source is a request to a remote store (an
+  // object store): a session counts those per epoch.
+  virtual bool remote() const { return false; }
+
   // A source of typed arrays (samples are read by region, not as files);
   // null for sources of encoded files.
   virtual const ArraySource* arrays() const { return nullptr; }

@@ -87,9 +87,13 @@ SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const Sa
   }
   for (uint32_t k = 0; k < pipeline_.files(); ++k) {
     const uint64_t t0 = shm::MonotonicNanos();
+    bool from_source = false;
     absl::StatusOr<Bytes> bytes =
-        caches_.fetcher->Fetch(dataset_, sample.file(k), caches_.owner, nullptr, &ids[k]);
+        caches_.fetcher->Fetch(dataset_, sample.file(k), caches_.owner, &from_source, &ids[k]);
     Count(t0);
+    if (from_source && dataset_.source->remote()) {
+      remote_.Add(epoch, bytes.ok() ? (*bytes)->size() : 0);
+    }
     if (!bytes.ok()) return failed(k, bytes.status());
     in->files.push_back(*std::move(bytes));
   }

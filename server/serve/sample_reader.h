@@ -42,6 +42,7 @@
 #include "server/cache/pixel_cache.h"
 #include "server/serve/pixel_keeper.h"
 #include "server/serve/row_gather.h"
+#include "server/serve/epoch_tally.h"
 #include "shm/ring_data.h"
 
 namespace stoker {
@@ -134,6 +135,9 @@ class SampleReader {
 
   // Time spent reading (caches, storage, array copies), summed over threads.
   uint64_t read_ns() const { return read_ns_.load(std::memory_order_relaxed); }
+  // Requests to a remote source (SampleSource::remote) per epoch, failed
+  // ones too; the session begins each epoch in it.
+  EpochTally& remote_reads() const { return remote_; }
 
  private:
   Result ReadArrays(uint64_t index, uint64_t epoch, const SampleOut& out) const;
@@ -181,6 +185,7 @@ class SampleReader {
   bool keeps_decoded_ = false;
   std::unique_ptr<RowGather> rows_;  // Whole feature rows; null otherwise.
   mutable std::atomic<uint64_t> read_ns_{0};
+  mutable EpochTally remote_;
 };
 
 }  // namespace stoker

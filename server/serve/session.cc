@@ -215,6 +215,7 @@ void ServingSession::Produce() {
     job->sequence = seq;
     job->epoch = epoch;
     job->batch_index = batch;
+    if (batch == 0 || seq == 0) reader_.remote_reads().Begin(epoch);
     const uint64_t first = batch * batch_size;
     job->count = static_cast<uint32_t>(
         std::min<uint64_t>(batch_size, order.size() - first));
@@ -502,6 +503,17 @@ v1::SessionStats ServingSession::Stats() const {
   if (pipeline_.client_decode().on) {
     s.set_samples_client_decoded(client_decoded_.load(std::memory_order_relaxed));
     s.set_cpu_share(double(ring_->ConsumerShare()) / shm::kShareOne);
+  }
+  if (dataset_->source != nullptr && dataset_->source->remote()) {
+    const EpochTally::Counts total = reader_.remote_reads().total();
+    s.set_remote_requests(total.requests);
+    s.set_remote_bytes(total.bytes);
+    for (const EpochTally::Counts& e : reader_.remote_reads().epochs()) {
+      v1::EpochRemote* r = s.add_remote_by_epoch();
+      r->set_epoch(e.epoch);
+      r->set_requests(e.requests);
+      r->set_bytes(e.bytes);
+    }
   }
   keeper_->Stats(&s);
   return s;

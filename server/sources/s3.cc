@@ -66,6 +66,7 @@ class S3Objects : public SampleSource {
   }
 
   bool Versioned() const override { return true; }
+  bool remote() const override { return true; }
 
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override {

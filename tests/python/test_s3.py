@@ -79,13 +79,23 @@ def test_an_image_folder_in_a_bucket_reads_as_the_local_one(bucket, dataset, tra
                                    capture_output=True, text=True, check=True).stdout
             assert "s3://photos/train/" in stats
             assert "trainer-secret" not in stats and "AKIATRAINER" not in stats
-        # The second epoch made no remote request; /metrics says so too.
+        # The second epoch made no remote request; the session's counts per
+        # epoch and /metrics say so too.
+        remote = ld.stats()["remote"]
+        size = sum(os.path.getsize(os.path.join(p, f)) for p, _, fs in os.walk(dataset)
+                   for f in fs)
+        assert remote["epochs"][0] == {"requests": pictures, "bytes": size}, remote
+        assert remote["epochs"][1] == {"requests": 0, "bytes": 0}, remote
+        assert (remote["requests"], remote["bytes"]) == (pictures, size)
         stats = json.loads(stats)
         assert int(stats["object_store"]["requests"]) == after_first
         port = stats["metrics_port"]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             metrics = r.read().decode()
         assert f"stoker_object_store_requests_total {after_first}" in metrics, metrics[-2000:]
+        session = f'session="{ld._session.id}"'
+        assert f"stoker_session_remote_requests_total{{{session}}} {pictures}" in metrics
+        assert f'stoker_session_epoch_remote_requests{{{session},epoch="1"}} 0' in metrics
     finally:
         d.stop()
 

@@ -30,6 +30,19 @@ def pixel_cache(mine):
             "bytes": int(mine.get("pixel_cache_bytes", 0))}
 
 
+def remote(mine):
+    """A session's reads of a remote source (an object store): {"requests",
+    "bytes", "epochs": {epoch: {"requests", "bytes"}}} (its last 16
+    epochs); None for a local source."""
+    if not mine.get("remote_by_epoch"):
+        return None
+    return {"requests": int(mine.get("remote_requests", 0)),
+            "bytes": int(mine.get("remote_bytes", 0)),
+            "epochs": {int(e.get("epoch", 0)): {"requests": int(e.get("requests", 0)),
+                                                "bytes": int(e.get("bytes", 0))}
+                       for e in mine["remote_by_epoch"]}}
+
+
 def starvation_hint(client, session, waits):
     """Why the loop waited `waits` (seconds per batch), from the daemon's
     diagnosis of `session`, and what to do. Best effort."""

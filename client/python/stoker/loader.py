@@ -342,7 +342,9 @@ class Loader:
         """Time the loop waited for data versus worked between batches; with
         a session open, "pixel_cache": what the daemon keeps for it ("mode":
         kept, not-kept, partly-kept, estimating, bounded or off; "why"; its
-        pictures' estimated "bytes")."""
+        pictures' estimated "bytes"), and for a dataset in an object store
+        "remote": the session's "requests" and "bytes", and per epoch
+        ("epochs": {epoch: {"requests", "bytes"}}, its last 16)."""
         t = dict(self._totals)
         busy = t["wait_seconds"] + t["compute_seconds"]
         t["wait_fraction"] = t["wait_seconds"] / busy if busy else 0.0
@@ -353,6 +355,8 @@ class Loader:
         mine = _report.daemon_session(self._client, self._session)
         if mine is not None:
             t["pixel_cache"] = _report.pixel_cache(mine)
+            if _report.remote(mine) is not None:
+                t["remote"] = _report.remote(mine)
         return t
 
     def describe(self, indices):

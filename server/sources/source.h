@@ -29,9 +29,11 @@
 #include "server/access/file_system.h"
 #include "server/dataset/sample_source.h"
 #include "server/cache/volume_cache.h"
-#include "server/objstore/s3_client.h"
 
 namespace stoker {
+
+class S3Client;             // server/objstore/s3_client.h
+struct ObjectStoreAccess;   // server/objstore/s3_request.h
 
 // What opening a source may use, all of it the caller's.
 struct SourceContext {

@@ -7,11 +7,11 @@ epoch is long beside the session's start: 1,920 objects of 500x375 and
 (pixel_cache=None, so later epochs show what the caches give).
 The server is moto_server on loopback ($STOKER_MOTO_SERVER, as `make test`
 finds it), direct and behind bench's s3_proxy adding 20 and 50 ms per
-request. A store is another machine: moto gets core 0 to itself, and
+request. A store is another machine: moto gets a core to itself, and
 everything else (the load generator, the proxy, the daemon, the Loader)
 the other cores, so the local folder is read on those cores too.
 First moto's own ceiling: GETs/s and MB/s of those objects, the best of
-8 to 64 kept-alive connections (through each proxy again for its row). Epoch 1 and later epochs (EPOCHS after the first), images/s,
+8 to 64 kept-alive connections, then again before each run (direct). Epoch 1 and later epochs (EPOCHS after the first), images/s,
 medians over RUNS fresh daemons.
 
     RUNS=3 STOKER_MOTO_SERVER=... /usr/bin/python3 bench/s3.py
@@ -43,12 +43,19 @@ FOLDER = f"/tmp/stoker-bench-s3-x{COPIES}"
 def ceiling_at(url, keys, connections, seconds):
     """GETs/s and MB/s of `keys` from `url` with `connections` threads, each
     on one kept-alive connection (reopened where the server closes it)."""
-    done, size = [0], [0]
+    done, size, errors = [0], [0], []
     lock = threading.Lock()
     stop = time.monotonic() + seconds
     host = url.split("//", 1)[1]
 
     def worker(i):
+        try:
+            count(i)
+        except Exception as e:  # A worker that failed fails the measurement.
+            with lock:
+                errors.append(e)
+
+    def count(i):
         n = b = 0
         k = i
         conn = http.client.HTTPConnection(host)
@@ -76,6 +83,8 @@ def ceiling_at(url, keys, connections, seconds):
     for t in threads:
         t.join()
     dt = time.monotonic() - t0
+    if errors:
+        raise errors[0]
     return done[0] / dt, size[0] / dt / 1e6
 
 
@@ -103,7 +112,10 @@ def corpus():
             into = os.path.join(FOLDER, f"{name}_{k}")
             os.makedirs(into)
             for f in sorted(os.listdir(os.path.join(source, name))):
-                os.link(os.path.join(source, name, f), os.path.join(into, f))
+                try:
+                    os.link(os.path.join(source, name, f), os.path.join(into, f))
+                except OSError:  # Another file system.
+                    shutil.copyfile(os.path.join(source, name, f), os.path.join(into, f))
     open(os.path.join(FOLDER, ".complete"), "w").close()
     return FOLDER
 
@@ -123,8 +135,9 @@ def main():
     for dirpath, _, names in os.walk(folder):
         keys += [os.path.join("photos/train", os.path.relpath(os.path.join(dirpath, n), folder))
                  for n in names if not n.startswith(".")]
-    store = {0}
-    node = set(range(os.cpu_count() or 1)) - store
+    usable = sorted(os.sched_getaffinity(0))
+    store = {usable[0]}
+    node = set(usable) - store
     if not node:
         print("bench/s3.py: one core, so the store shares it with the node")
         store = node = None

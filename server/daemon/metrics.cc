@@ -205,25 +205,35 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
       MetricType::Gauge);
   MetricFamily remote_requests = Family(
       "stoker_session_remote_requests_total",
-      "Requests to a remote source (an object store), per session.", MetricType::Counter);
+      "Object reads of a dataset in an object store, per session (no retries, no "
+      "listings).",
+      MetricType::Counter);
   MetricFamily remote_bytes = Family(
       "stoker_session_remote_bytes_total",
-      "Bytes read from a remote source (an object store), per session.", MetricType::Counter);
+      "Bytes of object reads of a dataset in an object store, per session.",
+      MetricType::Counter);
   MetricFamily epoch_requests = Family(
       "stoker_session_epoch_remote_requests",
-      "Requests to a remote source per epoch of a session (its last 16 epochs).",
+      "Object reads per epoch of a session: epochs_ago 0 is the epoch it began "
+      "last (its last 16).",
       MetricType::Gauge);
   MetricFamily epoch_bytes = Family(
       "stoker_session_epoch_remote_bytes",
-      "Bytes read from a remote source per epoch of a session (its last 16 epochs).",
+      "Bytes of object reads per epoch of a session: epochs_ago 0 is the epoch it "
+      "began last (its last 16).",
       MetricType::Gauge);
   for (const v1::SessionStats& ss : s.sessions()) {
     const Labels l = {{"session", absl::StrCat(ss.session_id())}};
     if (ss.remote_requests() > 0 || ss.remote_by_epoch_size() > 0) {
       Add(remote_requests, ss.remote_requests(), l);
       Add(remote_bytes, ss.remote_bytes(), l);
+      // Labelled by how many epochs ago, not by epoch: a bounded set of
+      // series per session however many epochs it reads.
+      const uint64_t last = ss.remote_by_epoch_size() > 0
+                                ? ss.remote_by_epoch(ss.remote_by_epoch_size() - 1).epoch()
+                                : 0;
       for (const v1::EpochRemote& e : ss.remote_by_epoch()) {
-        const Labels le = {l[0], {"epoch", absl::StrCat(e.epoch())}};
+        const Labels le = {l[0], {"epochs_ago", absl::StrCat(last - e.epoch())}};
         Add(epoch_requests, e.requests(), le);
         Add(epoch_bytes, e.bytes(), le);
       }

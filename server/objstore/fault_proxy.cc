@@ -35,57 +35,144 @@ bool WriteAll(int fd, const char* p, size_t n) {
   return true;
 }
 
-// The value of header `name` in `head` (its lines after the first);
-// empty if it has none.
-absl::string_view Header(absl::string_view head, absl::string_view name) {
+// The values of header `name` in `head` (its lines after the first).
+std::vector<absl::string_view> Headers(absl::string_view head, absl::string_view name) {
+  std::vector<absl::string_view> out;
   for (absl::string_view line : absl::StrSplit(head, "\r\n")) {
     const size_t colon = line.find(':');
     if (colon == absl::string_view::npos) continue;
     if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)), name)) {
-      return absl::StripAsciiWhitespace(line.substr(colon + 1));
+      out.push_back(absl::StripAsciiWhitespace(line.substr(colon + 1)));
     }
   }
-  return {};
+  return out;
 }
 
-// Reads one HTTP/1.1 message from `fd` into *out: its head, then a body of
-// its Content-Length (none where `bodiless`); *framed is false where the
-// message has no length (a reply then ends at EOF, read to it). False at
-// EOF before a whole message, or on anything malformed.
-bool ReadMessage(int fd, bool bodiless, std::string* out, bool* framed = nullptr) {
-  out->clear();
-  char buf[64 << 10];
-  size_t head_end = std::string::npos;
-  while (head_end == std::string::npos) {
-    const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    out->append(buf, static_cast<size_t>(r));
-    head_end = out->find("\r\n\r\n");
-    if (head_end == std::string::npos && out->size() > kMaxHead) return false;
-  }
-  const absl::string_view head = absl::string_view(*out).substr(0, head_end);
-  const absl::string_view length = Header(head, "content-length");
-  uint64_t body = 0;
-  const bool has_length = !length.empty();
-  if (has_length && (!absl::SimpleAtoi(length, &body) || body > kMaxBody)) return false;
-  if (framed != nullptr) *framed = bodiless || (has_length && Header(head, "transfer-encoding").empty());
-  if (framed != nullptr && !*framed) {  // To EOF.
+// A connection's bytes, read as messages: what was read past one message
+// is the next one's start.
+class Conn {
+ public:
+  explicit Conn(int fd) : fd_(fd) {}
+
+  // Appends the bytes up to and including `delim` from the connection to
+  // *out; false at EOF or past `most` bytes.
+  bool ReadUntil(absl::string_view delim, size_t most, std::string* out) {
     for (;;) {
-      const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return true;
-      out->append(buf, static_cast<size_t>(r));
+      const size_t at = carry_.find(delim.data(), 0, delim.size());
+      if (at != std::string::npos) {
+        out->append(carry_, 0, at + delim.size());
+        carry_.erase(0, at + delim.size());
+        return true;
+      }
+      if (carry_.size() > most || !Fill()) return false;
     }
   }
-  const size_t want = head_end + 4 + (bodiless ? 0 : body);
-  while (out->size() < want) {
-    const ssize_t r = ::recv(fd, buf, std::min(sizeof buf, want - out->size()), 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    out->append(buf, static_cast<size_t>(r));
+  // Appends `n` bytes to *out; false at EOF first.
+  bool ReadBytes(uint64_t n, std::string* out) {
+    while (carry_.size() < n) {
+      if (!Fill()) return false;
+    }
+    out->append(carry_, 0, n);
+    carry_.erase(0, n);
+    return true;
   }
+  // Appends everything to EOF.
+  void ReadToEof(std::string* out) {
+    while (Fill()) {
+    }
+    out->append(carry_);
+    carry_.clear();
+  }
+
+ private:
+  bool Fill() {
+    char buf[64 << 10];
+    for (;;) {
+      const ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      carry_.append(buf, static_cast<size_t>(r));
+      return true;
+    }
+  }
+
+  const int fd_;
+  std::string carry_;
+};
+
+// A message's Content-Length: -1 without one; false for two, or one that
+// is not a number or over kMaxBody.
+bool ContentLength(absl::string_view head, int64_t* length) {
+  const std::vector<absl::string_view> v = Headers(head, "content-length");
+  uint64_t n = 0;
+  if (v.size() > 1 || (v.size() == 1 && (!absl::SimpleAtoi(v[0], &n) || n > kMaxBody))) {
+    return false;
+  }
+  *length = v.empty() ? -1 : static_cast<int64_t>(n);
   return true;
+}
+
+// Reads one request into *out: its head and a Content-Length body (a
+// request with Transfer-Encoding is refused); false at EOF or on anything
+// malformed.
+bool ReadRequest(Conn& c, std::string* out) {
+  out->clear();
+  if (!c.ReadUntil("\r\n\r\n", kMaxHead, out)) return false;
+  int64_t length = 0;
+  if (!ContentLength(*out, &length) || !Headers(*out, "transfer-encoding").empty()) return false;
+  return length <= 0 || c.ReadBytes(static_cast<uint64_t>(length), out);
+}
+
+// Reads the reply to a request (`head_only` for HEAD) into *out: interim
+// 1xx replies, then the final one, whose body is none (HEAD, 204, 304),
+// its Content-Length, its chunks, or else everything to EOF (*to_eof set:
+// the connection then ends). False at EOF before a whole reply, or on
+// anything malformed.
+bool ReadReply(Conn& c, bool head_only, std::string* out, bool* to_eof) {
+  out->clear();
+  *to_eof = false;
+  for (;;) {
+    const size_t start = out->size();
+    if (!c.ReadUntil("\r\n\r\n", kMaxHead, out)) return false;
+    const absl::string_view head = absl::string_view(*out).substr(start);
+    int status = 0;
+    const std::vector<absl::string_view> first = absl::StrSplit(head.substr(0, head.find("\r\n")), ' ');
+    if (first.size() < 2 || !absl::SimpleAtoi(first[1], &status)) return false;
+    if (status >= 100 && status < 200) continue;  // Interim: the final one follows.
+    int64_t length = 0;
+    if (!ContentLength(head, &length)) return false;
+    const std::vector<absl::string_view> coding = Headers(head, "transfer-encoding");
+    if (head_only || status == 204 || status == 304) return true;
+    if (!coding.empty()) {
+      if (!absl::EqualsIgnoreCase(coding.back(), "chunked")) {
+        *to_eof = true;
+        c.ReadToEof(out);
+        return true;
+      }
+      for (;;) {  // Chunks, then the trailer.
+        const size_t line = out->size();
+        if (!c.ReadUntil("\r\n", kMaxHead, out)) return false;
+        uint64_t n = 0;
+        absl::string_view size = absl::string_view(*out).substr(line);
+        size = size.substr(0, size.find_first_of(";\r"));
+        if (!absl::SimpleHexAtoi(size, &n) || n > kMaxBody) return false;
+        if (n == 0) {  // The trailer's lines, to an empty one.
+          for (;;) {
+            const size_t at = out->size();
+            if (!c.ReadUntil("\r\n", kMaxHead, out)) return false;
+            if (out->size() - at == 2) return true;
+          }
+        }
+        if (!c.ReadBytes(n + 2, out)) return false;
+      }
+    }
+    if (length < 0) {
+      *to_eof = true;
+      c.ReadToEof(out);
+      return true;
+    }
+    return c.ReadBytes(static_cast<uint64_t>(length), out);
+  }
 }
 
 void Reset(int fd) {
@@ -182,8 +269,12 @@ int FaultProxy::Decide() {
 void FaultProxy::Serve(int client) {
   std::string request;
   bool reset = false;
-  int up = -1;  // The upstream connection, kept while both sides keep theirs.
-  while (ReadMessage(client, false, &request)) {
+  Conn from(client);
+  // The upstream connection, kept while both sides keep theirs.
+  int up = -1;
+  std::unique_ptr<Conn> to;
+  bool reused = false;
+  while (ReadRequest(from, &request)) {
     requests_.fetch_add(1);
     if (options_.latency > absl::ZeroDuration()) absl::SleepFor(options_.latency);
     const int fault = Decide();
@@ -203,33 +294,41 @@ void FaultProxy::Serve(int client) {
       if (!WriteAll(client, reply.data(), reply.size())) break;
       continue;
     }
-    // Forward on the kept upstream connection, or a new one where there is
-    // none or it was closed before this request got an answer.
+    // Forward on the kept upstream connection, or a new one. A GET or HEAD
+    // whose kept connection was closed before any answer is sent once more
+    // on a new one; nothing else is repeated.
     const bool head_only = absl::StartsWith(request, "HEAD ");
+    const bool repeatable = head_only || absl::StartsWith(request, "GET ");
     std::string reply;
-    bool framed = false, answered = false;
+    bool to_eof = false, answered = false;
     for (int tries = 0; tries < 2 && !answered; ++tries) {
-      if (up < 0) up = Connect();
-      if (up < 0) break;
+      if (up < 0) {
+        up = Connect();
+        if (up < 0) break;
+        to = std::make_unique<Conn>(up);
+        reused = false;
+      }
       answered = WriteAll(up, request.data(), request.size()) &&
-                 ReadMessage(up, head_only, &reply, &framed);
+                 ReadReply(*to, head_only, &reply, &to_eof);
       if (!answered) {
-        ::close(up);
+        Disconnect(up);
         up = -1;
+        if (!reused || !repeatable || !reply.empty()) break;
       }
     }
     if (!answered) {
       reset = true;
       break;
     }
+    reused = true;
     forwarded_.fetch_add(1);
-    const absl::string_view reply_head =
-        absl::string_view(reply).substr(0, reply.find("\r\n\r\n"));
-    const bool closing = !framed || absl::EqualsIgnoreCase(Header(reply_head, "connection"),
-                                                           "close");
+    const absl::string_view head = absl::string_view(reply).substr(0, reply.find("\r\n\r\n"));
+    const std::vector<absl::string_view> connection = Headers(head, "connection");
+    const bool closing = to_eof || absl::StartsWith(head, "HTTP/1.0") ||
+                         (!connection.empty() && absl::EqualsIgnoreCase(connection[0], "close"));
     if (!WriteAll(client, reply.data(), reply.size()) || closing) break;
   }
-  if (up >= 0) ::close(up);
+  if (up >= 0) Disconnect(up);
   // Closed under the lock, so Stop never shuts down a reused number.
   absl::MutexLock lock(&mu_);
   clients_.erase(std::find(clients_.begin(), clients_.end(), client));
@@ -242,7 +341,13 @@ void FaultProxy::Serve(int client) {
   ended_.push_back(std::this_thread::get_id());
 }
 
-int FaultProxy::Connect() const {
+void FaultProxy::Disconnect(int up) {
+  absl::MutexLock lock(&mu_);
+  clients_.erase(std::find(clients_.begin(), clients_.end(), up));
+  ::close(up);
+}
+
+int FaultProxy::Connect() {
   const int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (up < 0) return -1;
   sockaddr_in a{};
@@ -255,6 +360,13 @@ int FaultProxy::Connect() const {
   }
   const int one = 1;
   ::setsockopt(up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // Listed with the clients' connections, so Stop shuts it down too.
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    ::close(up);
+    return -1;
+  }
+  clients_.push_back(up);
   return up;
 }
 

@@ -62,8 +62,10 @@ class FaultProxy {
   void Serve(int client);
   // What to do with the next request: 0 forward, 1 slow down, 2 reset.
   int Decide();
-  // A new upstream connection; -1 if none could be made.
-  int Connect() const;
+  // A new upstream connection; -1 if none could be made (or stopping).
+  int Connect();
+  // Closes an upstream connection from Connect.
+  void Disconnect(int up);
 
   const Options options_;
   const int listener_;

@@ -12,39 +12,42 @@ double InFlightLimit::queued() const {
   return limit_ * std::max(0.0, 1.0 - absl::FDivDuration(base_, rtt_));
 }
 
-bool InFlightLimit::Probing(absl::Duration first_byte, int in_flight) {
-  switch (probe_) {
-    case Probe::kNone:
-      if (++answers_ < kProbeEvery) return false;
-      answers_ = 0;
-      probe_ = Probe::kDraining;
-      saved_limit_ = limit_;
-      limit_ = min_;
-      return true;
-    case Probe::kDraining:
-      if (in_flight <= min_) {
-        probe_ = Probe::kMeasuring;
-        probe_left_ = min_;
-        probe_base_ = absl::InfiniteDuration();
-      }
-      return true;
-    case Probe::kMeasuring:
-      probe_base_ = std::min(probe_base_, first_byte);
-      if (--probe_left_ > 0) return true;
-      base_ = probe_base_;
-      rtt_ = std::max(rtt_, base_);
-      limit_ = saved_limit_;
-      probe_ = Probe::kNone;
-      return true;
-  }
-  return false;
+void InFlightLimit::EndProbe(absl::Time now) {
+  limit_ = saved_limit_;
+  probe_until_ = absl::InfinitePast();
+  next_probe_ = now + kProbeEvery;
 }
 
-void InFlightLimit::Answered(absl::Duration first_byte, int in_flight, bool waiting) {
+void InFlightLimit::Tick(absl::Time now) {
+  if (probing() && now >= probe_until_) EndProbe(now);
+}
+
+void InFlightLimit::Answered(absl::Duration first_byte, int sent_with, bool waiting,
+                             absl::Time now) {
   first_byte = std::max(first_byte, absl::Microseconds(1));
-  if (Probing(first_byte, in_flight)) return;
   base_ = std::min(base_, first_byte);
   rtt_ = rtt_ == absl::ZeroDuration() ? first_byte : rtt_ * 0.875 + first_byte * 0.125;
+  if (next_probe_ == absl::InfiniteFuture()) next_probe_ = now + kProbeEvery;
+  if (sent_with <= min_) {  // The path's own latency, nearly unqueued.
+    low_load_base_ = std::min(low_load_base_, first_byte);
+    if (++low_load_samples_ >= kBaseSamples) {
+      base_ = low_load_base_;
+      low_load_base_ = absl::InfiniteDuration();
+      low_load_samples_ = 0;
+      if (probing()) EndProbe(now);
+      return;
+    }
+  }
+  Tick(now);
+  if (probing()) return;
+  if (now >= next_probe_ && limit_ > min_) {
+    saved_limit_ = limit_;
+    limit_ = min_;
+    probe_until_ = now + std::clamp(4 * rtt_, kProbeShortest, kProbeLongest);
+    low_load_base_ = absl::InfiniteDuration();
+    low_load_samples_ = 0;
+    return;
+  }
   if (!waiting) return;
   const double q = queued();
   if (slow_start_) {
@@ -65,14 +68,13 @@ void InFlightLimit::Answered(absl::Duration first_byte, int in_flight, bool wait
 }
 
 void InFlightLimit::Throttled() {
-  if (probe_ != Probe::kNone) {  // Halve what the probe will restore.
+  slow_start_ = false;
+  window_ = 0;
+  if (probing()) {  // Halve what the probe restores.
     saved_limit_ = std::max(min_, saved_limit_ / 2);
-    slow_start_ = false;
     return;
   }
   limit_ = std::max(min_, limit_ / 2);
-  slow_start_ = false;
-  window_ = 0;
 }
 
 }  // namespace stoker

@@ -56,8 +56,8 @@ class S3Client::Loop {
  public:
   explicit Loop(Options o)
       : options_(std::move(o)),
-        limit_(options_.min_in_flight, options_.initial_in_flight, options_.max_in_flight) {
-    limit_now_.store(limit_.limit(), std::memory_order_relaxed);
+        limit_now_(std::clamp(options_.initial_in_flight, options_.min_in_flight,
+                              options_.max_in_flight)) {
     InitCurlOnce();
     multi_ = curl_multi_init();
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, long{options_.max_in_flight});
@@ -109,6 +109,33 @@ class S3Client::Loop {
   }
 
  private:
+  struct Job;
+
+  // One endpoint's requests: their in-flight limit, how many run, and how
+  // many wait (in backoff too).
+  struct Path {
+    explicit Path(const Options& o)
+        : limit(o.min_in_flight, o.initial_in_flight, o.max_in_flight) {}
+    InFlightLimit limit;
+    int running = 0;
+    int waiting = 0;
+  };
+
+  Path* PathOf(Job* job) {
+    if (job->path == nullptr) {
+      job->path = &paths_.try_emplace(job->req.endpoint.ToString(), options_).first->second;
+    }
+    return job->path;
+  }
+
+  // Publishes the limits for stats(): all endpoints', at most the cap.
+  void PublishLimit() {
+    int64_t sum = 0;
+    for (const auto& [endpoint, p] : paths_) sum += p.limit.limit();
+    limit_now_.store(static_cast<int>(std::min<int64_t>(sum, options_.max_in_flight)),
+                     std::memory_order_relaxed);
+  }
+
   struct Job {
     S3Request req;
     std::function<void(S3Reply)> done;
@@ -118,6 +145,10 @@ class S3Client::Loop {
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
     AttemptFacts facts;
+    // Its endpoint's path, and how many of its requests were in flight when
+    // this attempt was sent (itself included).
+    Path* path = nullptr;
+    int sent_with = 0;
   };
 
   static size_t OnBody(char* data, size_t size, size_t n, void* user) {
@@ -252,8 +283,10 @@ class S3Client::Loop {
   void Finish(Job* job, CURLcode code) {
     AttemptFacts& f = job->facts;
     curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &f.http);
-    curl_off_t first_byte_us = 0;
+    // Time to first byte, less connection setup (DNS, connect, TLS).
+    curl_off_t first_byte_us = 0, setup_us = 0;
     curl_easy_getinfo(job->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
+    curl_easy_getinfo(job->easy, CURLINFO_PRETRANSFER_TIME_T, &setup_us);
     if (code != CURLE_OK) {
       f.transport = code == CURLE_OPERATION_TIMEDOUT ? AttemptFacts::Transport::kTimedOut
                     : RetryableCurl(code)            ? AttemptFacts::Transport::kRetryable
@@ -267,17 +300,21 @@ class S3Client::Loop {
     Release(job);
     std::unique_ptr<Job> owned = std::move(running_[job]);
     running_.erase(job);
+    Path* path = owned->path;
+    --path->running;
     if (throttled) {
       throttles_.fetch_add(1, std::memory_order_relaxed);
-      limit_.Throttled();
-    } else if (reply.status.ok()) {
-      limit_.Answered(absl::Microseconds(first_byte_us), static_cast<int>(running_.size()),
-                      !waiting_.empty());
+      path->limit.Throttled();
+    } else if (reply.status.ok() && owned->req.method == S3Request::Method::kGet) {
+      // GETs alone: a listing's first byte comes after the store's work.
+      path->limit.Answered(absl::Microseconds(std::max<curl_off_t>(0, first_byte_us - setup_us)),
+                           owned->sent_with, path->waiting > 0, absl::Now());
     }
-    limit_now_.store(limit_.limit(), std::memory_order_relaxed);
+    PublishLimit();
     if (retry && owned->attempt < options_.max_attempts) {
       retries_.fetch_add(1, std::memory_order_relaxed);
       owned->not_before = absl::Now() + Backoff(owned->attempt);
+      ++path->waiting;
       waiting_.push_back(std::move(owned));
       return;
     }
@@ -294,14 +331,19 @@ class S3Client::Loop {
   }
 
   void StartDue(absl::Time now) {
+    for (auto& [endpoint, p] : paths_) p.limit.Tick(now);
     for (auto it = waiting_.begin();
-         it != waiting_.end() && static_cast<int>(running_.size()) < limit_.limit();) {
-      if ((*it)->not_before > now) {
+         it != waiting_.end() && static_cast<int>(running_.size()) < options_.max_in_flight;) {
+      Path* path = PathOf(it->get());
+      if ((*it)->not_before > now || path->running >= path->limit.limit()) {
         ++it;
         continue;
       }
       std::unique_ptr<Job> job = std::move(*it);
       it = waiting_.erase(it);
+      --path->waiting;
+      ++path->running;
+      job->sent_with = path->running;
       ++job->attempt;
       if (absl::Status s = Prepare(job.get()); !s.ok()) {
         Release(job.get());
@@ -321,8 +363,9 @@ class S3Client::Loop {
 
   int WaitMs(absl::Time now) const {
     int64_t ms = 1000;
+    if (static_cast<int>(running_.size()) >= options_.max_in_flight) return static_cast<int>(ms);
     for (const auto& j : waiting_) {
-      if (static_cast<int>(running_.size()) >= limit_.limit()) break;
+      if (j->path != nullptr && j->path->running >= j->path->limit.limit()) continue;
       ms = std::min<int64_t>(ms, std::max<int64_t>(0, absl::ToInt64Milliseconds(j->not_before - now) + 1));
     }
     return static_cast<int>(ms);
@@ -332,7 +375,10 @@ class S3Client::Loop {
     for (;;) {
       {
         absl::MutexLock lock(&mu_);
-        for (auto& j : incoming_) waiting_.push_back(std::move(j));
+        for (auto& j : incoming_) {
+          ++PathOf(j.get())->waiting;
+          waiting_.push_back(std::move(j));
+        }
         incoming_.clear();
         if (stop_) break;
       }
@@ -371,7 +417,7 @@ class S3Client::Loop {
   // The event thread's own.
   std::deque<std::unique_ptr<Job>> waiting_;
   std::map<Job*, std::unique_ptr<Job>> running_;
-  InFlightLimit limit_;
+  std::map<std::string, Path> paths_;  // By endpoint.
   std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<uint64_t> requests_{0}, retries_{0}, failures_{0}, bytes_{0}, throttles_{0};
   std::atomic<int> limit_now_{0};

@@ -13,10 +13,12 @@
 //   `max_attempts`;
 // - has its reply capped before it is stored (a GET at its range's size,
 //   anything else at `max_reply_bytes`).
-// The number in flight adapts (in_flight_limit.h): from
+// The number in flight to each endpoint adapts (in_flight_limit.h): from
 // `initial_in_flight` it doubles each round trip while requests wait,
-// then keeps only a few queued at the store (from each answer's time to
-// first byte), and halves on a throttle (503 SlowDown, 429) or a timeout.
+// then keeps only a few queued at the store (from each GET's time to first
+// byte), drops to the floor for a moment every 10 s to measure the path's
+// own latency, and halves on a throttle (503 SlowDown, 429) or a timeout;
+// all endpoints together never pass `max_in_flight`.
 //
 // Errors name the object as s3://bucket/key and the endpoint, never the
 // credentials: PERMISSION_DENIED (403, with S3's code), NOT_FOUND (404),
@@ -76,7 +78,7 @@ class S3Client {
     uint64_t failures = 0;     // Requests that ended in an error.
     uint64_t bytes = 0;        // Reply bytes received.
     uint64_t throttles = 0;    // 503/429 replies and timeouts.
-    int in_flight_limit = 0;   // Now.
+    int in_flight_limit = 0;   // Now: all endpoints', at most max_in_flight.
   };
 
   static absl::StatusOr<std::unique_ptr<S3Client>> Create(Options options);

@@ -20,7 +20,7 @@
 namespace stoker {
 namespace {
 
-constexpr int kListingsAtOnce = 64;
+constexpr int kListingsAtOnce = 16;
 
 struct Listed {
   uint64_t size = 0;

@@ -4,7 +4,7 @@
 // torchvision's ImageFolder.
 //
 // Listing: the class prefixes by one delimited listing, then every class
-// listed in parallel (at most 64 at a time, each page by page), never one
+// listed in parallel (at most 16 at a time, each page by page), never one
 // sequential listing of the whole prefix; bounded by the scan limits
 // (objects seen against max_files, max_time, cancellation) and charged to
 // the caller page by page. An object or prefix outside the one asked for,

@@ -132,8 +132,12 @@ def test_the_automatic_split_follows_measured_rates(layouts, daemon):
     # ring header says so.
     daemon_rate, client_rate = stats["balanced_rates"]
     assert 0 < stats["client_weight"] <= 1
-    assert stats["cpu_share"] == pytest.approx(daemon_rate / (daemon_rate + client_rate))
-    assert 0 < stats["cpu_share"] < 1
+    floor = HybridSplit.WEIGHT_STEP ** HybridSplit.FLOOR
+    if stats["client_weight"] == pytest.approx(floor):  # All the daemon's.
+        assert stats["cpu_share"] == 1.0
+    else:
+        assert stats["cpu_share"] == pytest.approx(daemon_rate / (daemon_rate + client_rate))
+        assert 0 < stats["cpu_share"] < 1
     assert loader._session.daemon_decode()[3] == pytest.approx(stats["cpu_share"], abs=1e-4)
 
 
@@ -171,13 +175,23 @@ def test_the_split_moves_away_from_the_side_the_loop_waits_for():
     assert split.client_weight == pytest.approx(HybridSplit.WEIGHT_STEP ** 8)
     for _ in range(4):  # At the floor, all the daemon's.
         _wait_for(split, "client", 100)
-    assert split.client_weight == HybridSplit.WEIGHT_FLOOR
+    assert split.client_weight == pytest.approx(HybridSplit.WEIGHT_STEP ** HybridSplit.FLOOR)
     assert split.share == 1.0 and split.session.share == 1.0
-    for _ in range(3):  # Then for the daemon: the client takes more again.
+    for _ in range(HybridSplit.LEAVE_FLOOR - 1):  # One wait is not enough to leave it.
         _wait_for(split, "daemon", 100)
-    assert split.client_weight == pytest.approx(HybridSplit.WEIGHT_STEP ** 7)
+        assert split.share == 1.0
+    _wait_for(split, "client", 100)  # And a wait for the client starts the count again.
+    for _ in range(HybridSplit.LEAVE_FLOOR - 1):
+        _wait_for(split, "daemon", 100)
+    assert split.share == 1.0
+    _wait_for(split, "daemon", 100)  # LEAVE_FLOOR in a row: it leaves.
+    assert split.client_weight == pytest.approx(HybridSplit.WEIGHT_STEP ** (HybridSplit.FLOOR - 1))
+    assert split.share < 1.0
+    for _ in range(2):  # Off the floor, each wait for the daemon counts.
+        _wait_for(split, "daemon", 100)
+    assert split.client_weight == pytest.approx(HybridSplit.WEIGHT_STEP ** (HybridSplit.FLOOR - 3))
     assert split.share < shares[-1]
-    for _ in range(20):  # Never more than the rates alone.
+    for _ in range(40):  # Never more than the rates alone.
         _wait_for(split, "daemon", 100)
     assert split.client_weight == 1.0 and split.share == pytest.approx(0.5)
     _wait_for(split, "client", 0)  # Waits within the slack change nothing.

@@ -9,6 +9,7 @@ checks on in server/objstore/s3_client_test."""
 
 import json
 import os
+import re
 import subprocess
 import urllib.request
 
@@ -95,7 +96,12 @@ def test_an_image_folder_in_a_bucket_reads_as_the_local_one(bucket, dataset, tra
         assert f"stoker_object_store_requests_total {after_first}" in metrics, metrics[-2000:]
         session = f'session="{ld._session.id}"'
         assert f"stoker_session_remote_requests_total{{{session}}} {pictures}" in metrics
-        assert f'stoker_session_epoch_remote_requests{{{session},epoch="1"}} 0' in metrics
+        per_epoch = sorted((int(ago), int(n)) for ago, n in re.findall(
+            r'stoker_session_epoch_remote_requests\{' + session + r',epochs_ago="(\d+)"\} (\d+)',
+            metrics))
+        # Oldest (epoch 0) last: one GET per picture, then none.
+        assert len(per_epoch) >= 2 and per_epoch[-1] == (len(per_epoch) - 1, pictures)
+        assert all(n == 0 for _, n in per_epoch[:-1]), per_epoch
     finally:
         d.stop()
 

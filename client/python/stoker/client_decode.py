@@ -322,18 +322,21 @@ class HybridSplit:
         share = daemon rate / (daemon rate + weight x client rate)
 
     Both rates are samples per second (each an average weighing the newest
-    measurement 0.3). The weight starts at 1 and follows where the loop
-    waited since the last setting: for the client's decode (it slows the
-    training step too: on a GPU it shares the device with the step and the
-    GIL with the loop), the weight shrinks by WEIGHT_STEP, for the daemon's
-    batch it grows back towards 1; waits under WAIT_SLACK of the interval
-    count as none. So where the daemon keeps up alone the share settles at
-    1, and where it cannot, the client takes what it can without becoming
-    the slower side. At its floor the weight hands the daemon everything.
+    measurement 0.3). The weight is WEIGHT_STEP ** k, k from 0 to FLOOR,
+    and follows where the loop waited since the last setting: for the
+    client's decode (it slows the training step too: on a GPU it shares the
+    device with the step and the GIL with the loop), k grows by one, for
+    the daemon's batch it shrinks by one; waits under WAIT_SLACK of the
+    interval count as none. At k = FLOOR the daemon takes every sample, and
+    k leaves the floor only after LEAVE_FLOOR settings in a row that waited
+    for the daemon (one wait would hand the client samples whose fixed
+    cost the loop then waits for). So where the daemon keeps up alone the
+    share settles at 1, and where it cannot, the client takes what it can.
     """
 
     WEIGHT_STEP = 0.6
-    WEIGHT_FLOOR = WEIGHT_STEP ** 10  # Where the share is 1: all the daemon's.
+    FLOOR = 10
+    LEAVE_FLOOR = 3
     WAIT_SLACK = 0.02
 
     def __init__(self, session, share=None, every=2):
@@ -346,6 +349,8 @@ class HybridSplit:
         self.daemon_rate = 0.0
         self.client_rate = 0.0
         self.client_weight = 1.0
+        self._k = 0  # client_weight = WEIGHT_STEP ** _k.
+        self._daemon_waits = 0  # Settings in a row that waited for the daemon.
         # (daemon rate, weighed client rate) the share was set from.
         self.balanced = None
         # Host seconds of the client's decode and render calls, and how long
@@ -368,9 +373,14 @@ class HybridSplit:
         if max(daemon, client) <= self.WAIT_SLACK * span:
             return
         if client > daemon:
-            self.client_weight = max(self.WEIGHT_FLOOR, self.client_weight * self.WEIGHT_STEP)
+            self._k = min(self.FLOOR, self._k + 1)
+            self._daemon_waits = 0
         else:
-            self.client_weight = min(1.0, self.client_weight / self.WEIGHT_STEP)
+            self._daemon_waits += 1
+            if self._k < self.FLOOR or self._daemon_waits >= self.LEAVE_FLOOR:
+                self._k = max(0, self._k - 1)
+                self._daemon_waits = 0
+        self.client_weight = self.WEIGHT_STEP ** self._k
 
     def observe(self, samples, seconds):
         """A batch's client-side decode: `samples` rendered in `seconds`."""
@@ -393,7 +403,7 @@ class HybridSplit:
         if self.daemon_rate and self.client_rate:
             client = self.client_weight * self.client_rate
             self.share = min(1.0, max(0.0, self.daemon_rate / (self.daemon_rate + client)))
-            if self.client_weight == self.WEIGHT_FLOOR:
+            if self._k == self.FLOOR:
                 self.share = 1.0
             self.balanced = (self.daemon_rate, client)
             self.session.set_cpu_share(self.share)
@@ -408,6 +418,7 @@ class HybridSplit:
         self.client_samples, self.client_seconds = other.client_samples, other.client_seconds
         self.client_rate, self.daemon_rate = other.client_rate, other.daemon_rate
         self.client_weight, self.balanced = other.client_weight, other.balanced
+        self._k, self._daemon_waits = other._k, other._daemon_waits
         self.phases, self.waits = dict(other.phases), dict(other.waits)
         self._last_waits = (self.waits["daemon"], self.waits["client"], time.perf_counter())
         if not self.fixed:

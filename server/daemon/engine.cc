@@ -36,6 +36,27 @@ uint64_t HeldFilesLimit() {
   return limit / 4 * 3;
 }
 
+// Sources' kept values (listings) in L2, under keys of their own; a kept
+// value's version is none (its key names what it lists).
+class L2Kept : public KeptValues {
+ public:
+  explicit L2Kept(L2Cache* l2) : l2_(l2) {}
+  std::optional<std::string> Get(const std::string& key) override {
+    std::string out;
+    if (l2_->Lookup(CacheKey({"kept", key}), FileVersion{}, &out) != L2Cache::Result::kHit) {
+      return std::nullopt;
+    }
+    return out;
+  }
+  void Put(const std::string& key, std::string value, int64_t owner) override {
+    l2_->Put(CacheKey({"kept", key}), FileVersion{},
+             std::make_shared<const std::string>(std::move(value)), owner);
+  }
+
+ private:
+  L2Cache* const l2_;
+};
+
 std::string NodeCount(const Topology& t) {
   return absl::StrCat(t.size(), t.size() == 1 ? " node" : " nodes");
 }
@@ -65,6 +86,7 @@ Engine::~Engine() {
   // Pools run what is queued, then join; L2 writes what is queued.
   reader_pool_.reset();
   decode_pools_.reset();
+  kept_.reset();
   l2_.reset();
 }
 
@@ -92,6 +114,7 @@ absl::Status Engine::Start() {
                                             : "off (one node)";
   if (!options_.l2.path.empty()) {
     STOKER_ASSIGN_OR_RETURN(l2_, L2Cache::Open(options_.l2));
+    kept_ = std::make_unique<L2Kept>(l2_.get());
     // Decoded volumes spill to L2, under keys of their own; a volume key
     // names its file's version, so the L2 entry's own version is none.
     L2Cache* l2_cache = l2_.get();
@@ -177,6 +200,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.uid = uid;
   ctx.objects = objects_.get();
   ctx.access = std::move(access);
+  ctx.kept = kept_.get();
   STOKER_ASSIGN_OR_RETURN(Dataset ds, stoker::OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));
 }

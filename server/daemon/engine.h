@@ -38,6 +38,8 @@
 
 namespace stoker {
 
+class KeptValues;  // server/sources/source.h
+
 class Engine {
  public:
   // `options` must outlive the engine.
@@ -96,6 +98,7 @@ class Engine {
   MemoryBudget list_ram_;    // Sample lists' RAM, per user.
   MemoryBudget held_files_;  // Files sources keep open or mapped, per user.
   std::unique_ptr<L2Cache> l2_;
+  std::unique_ptr<KeptValues> kept_;  // Sources' kept values, in l2_.
   std::unique_ptr<PixelCache> pixels_;
   std::unique_ptr<SampleFetcher> fetcher_;
   std::unique_ptr<ThreadPool> reader_pool_;

@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "proto/kept.pb.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/folder.h"
 #include "server/sources/source.h"
@@ -105,8 +106,9 @@ class S3Objects : public SampleSource {
 
   static absl::Status Changed(const std::string& path, const absl::Status& s) {
     if (s.code() != absl::StatusCode::kFailedPrecondition) return s;
-    return absl::DataLossError(
-        absl::StrCat(path, " changed since the dataset was listed (", s.message(), ")"));
+    return absl::DataLossError(absl::StrCat(
+        path, " changed since the dataset was listed (", s.message(),
+        "); list it again with {\"s3\": {\"url\": ..., \"refresh\": true}}"));
   }
 
   S3Client* const client_;
@@ -178,10 +180,14 @@ class Lister {
 
 }  // namespace
 
-absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
-                                     S3Client* client, const ScanLimits& limits) {
-  S3Url root = url;
-  if (!root.key.empty() && root.key.back() != '/') root.key += '/';
+namespace {
+
+// Lists `root` (a prefix ending in '/') as an ImageFolder: the classes by
+// one delimited listing, then each class in parallel, each page charged as
+// it comes (the sample and its listed identity: twice over).
+absl::StatusOr<kept::S3Listing> ListFolder(const S3Url& root, const ObjectStoreAccess& access,
+                                           S3Client* client, const ScanLimits& limits,
+                                           ListCharge* charge) {
   Lister lister(root, access, client, limits);
   std::vector<std::string> classes;
   uint64_t skipped = 0;
@@ -196,9 +202,6 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     return absl::FailedPreconditionError(absl::StrCat(
         root.ToString(), " has no class prefixes (an ImageFolder is <prefix>/<class>/<image>)"));
   }
-  // Every class listed in parallel, each page charged to the caller as it
-  // comes (the sample and its listed identity: twice over).
-  ListCharge charge(limits);
   absl::Mutex charge_mu;
   std::vector<std::vector<ListedObject>> found(classes.size());
   std::vector<absl::Status> errors(classes.size());
@@ -213,8 +216,8 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
             {
               absl::MutexLock lock(&charge_mu);
               const Sample as_charged{o.key, 0, {o.etag}};
-              if (absl::Status cs = charge.Add(as_charged); !cs.ok()) return cs;
-              if (absl::Status cs = charge.Add(as_charged); !cs.ok()) return cs;
+              if (absl::Status cs = charge->Add(as_charged); !cs.ok()) return cs;
+              if (absl::Status cs = charge->Add(as_charged); !cs.ok()) return cs;
             }
             found[c].push_back(std::move(o));
           }
@@ -228,23 +231,97 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   for (const absl::Status& e : errors) {
     if (!e.ok()) return e;
   }
-  Dataset ds;
-  // With the endpoint: the same bucket elsewhere is other content.
-  ds.description = absl::StrCat("s3:", root.ToString(), " at ", access.endpoint.ToString());
-  std::unordered_map<std::string, Listed> listed;
+  kept::S3Listing listing;
+  listing.set_listed_unix_seconds(absl::ToUnixSeconds(absl::Now()));
+  listing.set_skipped(skipped);
   for (size_t c = 0; c < classes.size(); ++c) {
     std::sort(found[c].begin(), found[c].end(),
               [](const ListedObject& a, const ListedObject& b) { return a.key < b.key; });
-    ds.class_names.emplace_back(absl::StripSuffix(classes[c].substr(root.key.size()), "/"));
+    listing.add_class_names(std::string(absl::StripSuffix(classes[c].substr(root.key.size()), "/")));
     for (ListedObject& o : found[c]) {
-      Sample sample{absl::StrCat("s3://", root.bucket, "/", o.key), static_cast<int32_t>(c), {}};
-      listed[sample.path] = Listed{o.size, std::move(o.etag), ds.samples.size()};
-      ds.samples.push_back(std::move(sample));
+      kept::S3Listing::Object* k = listing.add_objects();
+      k->set_key(std::move(o.key));
+      k->set_size(o.size);
+      k->set_etag(std::move(o.etag));
+      k->set_label(static_cast<uint32_t>(c));
     }
     std::vector<ListedObject>().swap(found[c]);
   }
-  ds.skipped_files = skipped;
-  ds.num_classes = static_cast<uint32_t>(classes.size());
+  return listing;
+}
+
+// Whether a kept listing is one of `root` this daemon could have written
+// (it reads it back from its own L2: a check, not a trust boundary), within
+// the limits; each object charged as a listed one is.
+bool TakeKept(const S3Url& root, const kept::S3Listing& l, const ScanLimits& limits,
+              ListCharge* charge) {
+  if (l.class_names_size() == 0 || l.objects_size() == 0 ||
+      static_cast<uint64_t>(l.objects_size()) > limits.max_files) {
+    return false;
+  }
+  for (const kept::S3Listing::Object& o : l.objects()) {
+    if (o.label() >= static_cast<uint32_t>(l.class_names_size()) ||
+        !absl::StartsWith(o.key(), root.key) || o.etag().empty()) {
+      return false;
+    }
+    const Sample as_charged{o.key(), 0, {o.etag()}};
+    if (!charge->Add(as_charged).ok() || !charge->Add(as_charged).ok()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
+                                     S3Client* client, const ScanLimits& limits,
+                                     const KeptListing& keep) {
+  S3Url root = url;
+  if (!root.key.empty() && root.key.back() != '/') root.key += '/';
+  const std::string kept_key =
+      CacheKey({"s3-listing", access.endpoint.ToString(), root.bucket, root.key});
+  ListCharge charge(limits);
+  kept::S3Listing listing;
+  bool taken = false;
+  if (keep.values != nullptr && !keep.refresh) {
+    std::optional<std::string> v = keep.values->Get(kept_key);
+    if (v.has_value() && listing.ParseFromString(*v) && TakeKept(root, listing, limits, &charge)) {
+      // The caller's own proof that it may list the prefix: one request.
+      absl::StatusOr<ListPage> proof = client->List(access.endpoint, root.bucket, root.key, "/",
+                                                    "", access.credentials, 1);
+      if (!proof.ok()) return proof.status();
+      taken = true;
+    } else {
+      charge = ListCharge(limits);  // Nothing of a refused one stays charged.
+    }
+  }
+  if (!taken) {
+    absl::StatusOr<kept::S3Listing> listed = ListFolder(root, access, client, limits, &charge);
+    if (!listed.ok()) return listed.status();
+    listing = *std::move(listed);
+    if (keep.values != nullptr && listing.objects_size() > 0) {
+      keep.values->Put(kept_key, listing.SerializeAsString(), keep.owner);
+    }
+  }
+  Dataset ds;
+  // With the endpoint: the same bucket elsewhere is other content.
+  ds.description = absl::StrCat("s3:", root.ToString(), " at ", access.endpoint.ToString());
+  if (taken) {
+    absl::StrAppend(&ds.description, ", listed ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                                     absl::FromUnixSeconds(listing.listed_unix_seconds()),
+                                     absl::UTCTimeZone()));
+  }
+  for (std::string& c : *listing.mutable_class_names()) ds.class_names.push_back(std::move(c));
+  std::unordered_map<std::string, Listed> listed;
+  listed.reserve(listing.objects_size());
+  for (kept::S3Listing::Object& o : *listing.mutable_objects()) {
+    Sample sample{absl::StrCat("s3://", root.bucket, "/", o.key()),
+                  static_cast<int32_t>(o.label()), {}};
+    listed[sample.path] = Listed{o.size(), std::move(*o.mutable_etag()), ds.samples.size()};
+    ds.samples.push_back(std::move(sample));
+  }
+  ds.skipped_files = listing.skipped();
+  ds.num_classes = static_cast<uint32_t>(ds.class_names.size());
   if (ds.samples.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat(root.ToString(), " holds no .jpg, .jpeg or .png objects under its classes"));
@@ -275,7 +352,8 @@ class S3Kind : public SourceKind {
                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, where "
                            "the trainer runs)"));
     }
-    return OpenS3Folder(*url, *ctx.access, ctx.objects, ctx.limits);
+    return OpenS3Folder(*url, *ctx.access, ctx.objects, ctx.limits,
+                        KeptListing{ctx.kept, spec.s3().refresh(), ctx.uid});
   }
 };
 

@@ -11,6 +11,13 @@
 // or an object without an ETag, is DATA_LOSS. The listing's size and ETag
 // of each object are its identity.
 //
+// Kept listings: with a place to keep them (the daemon's L2), a listing is
+// kept under (endpoint, bucket, prefix), and the next session over it
+// takes it after one listing request of its own (at most one key: its
+// proof that it may list the prefix) instead of listing again. It sees the
+// bucket as it was then: an object changed since is DATA_LOSS, added ones
+// are not seen, until a session asks to list again (S3Source.refresh).
+//
 // Reading, as the caller: a sample's path is "s3://bucket/key". Identify
 // makes no request; until this session has read an object with its own
 // credentials, its key is not `proven` (SourceKey), so no cached copy is
@@ -34,15 +41,28 @@
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
 #include "server/objstore/s3_client.h"
+#include "server/sources/source.h"
 
 namespace stoker {
 
-// Lists `url` as an ImageFolder. Errors name the URL: PERMISSION_DENIED
-// (an endpoint not allowed, credentials refused), FAILED_PRECONDITION (no
-// class prefixes, no images), RESOURCE_EXHAUSTED (past the limits or the
-// caller's memory), DEADLINE_EXCEEDED, CANCELLED, and the client's.
+// Where a listing is kept across sessions (SourceContext::kept; null:
+// nowhere), whether to list again regardless, and whom to charge.
+struct KeptListing {
+  KeptValues* values = nullptr;
+  bool refresh = false;
+  int64_t owner = -1;
+};
+
+// Lists `url` as an ImageFolder, or takes the listing `keep` holds for it
+// (endpoint, bucket, prefix) once the caller proved it may list the prefix
+// with one request of its own; a new listing is kept there. Errors name
+// the URL: PERMISSION_DENIED (an endpoint not allowed, credentials
+// refused), FAILED_PRECONDITION (no class prefixes, no images),
+// RESOURCE_EXHAUSTED (past the limits or the caller's memory),
+// DEADLINE_EXCEEDED, CANCELLED, and the client's.
 absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
-                                     S3Client* client, const ScanLimits& limits);
+                                     S3Client* client, const ScanLimits& limits,
+                                     const KeptListing& keep = {});
 
 }  // namespace stoker
 

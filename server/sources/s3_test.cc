@@ -101,6 +101,80 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
             absl::StatusCode::kNotFound);
 }
 
+// An in-memory KeptValues, counting what is kept.
+class MemoryKept : public KeptValues {
+ public:
+  std::optional<std::string> Get(const std::string& key) override {
+    auto it = values.find(key);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  }
+  void Put(const std::string& key, std::string value, int64_t owner) override {
+    values[key] = std::move(value);
+    owners.push_back(owner);
+  }
+  std::map<std::string, std::string> values;
+  std::vector<int64_t> owners;
+};
+
+std::vector<std::string> Paths(const Dataset& ds) {
+  std::vector<std::string> out;
+  for (const Sample& s : ds.samples) out.push_back(s.path);
+  return out;
+}
+
+TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
+  MemoryKept kept;
+  const uint64_t before = client_->stats().requests;
+  absl::StatusOr<Dataset> first =
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train"), access_, client_.get(), {},
+                   KeptListing{&kept, false, 1000});
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The classes, then each of the 3 classes.
+  EXPECT_EQ(client_->stats().requests, before + 4);
+  ASSERT_EQ(kept.values.size(), 1u);
+  EXPECT_EQ(kept.owners, std::vector<int64_t>{1000});
+  // An object added since: the kept listing does not have it.
+  ASSERT_TRUE(Put("data/train/cat/7.jpg", Content(40, 7)).ok());
+  const uint64_t at_second = client_->stats().requests;
+  absl::StatusOr<Dataset> second =
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), access_, client_.get(), {},
+                   KeptListing{&kept, false, 1001});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(client_->stats().requests, at_second + 1);  // The proof alone.
+  EXPECT_EQ(Paths(*second), Paths(*first));
+  EXPECT_EQ(second->class_names, first->class_names);
+  EXPECT_EQ(second->skipped_files, 1u);
+  EXPECT_NE(second->description.find(", listed 20"), std::string::npos) << second->description;
+  EXPECT_FALSE(second->source->Identify(second->samples[0].path)->proven);
+  std::string bytes;
+  ASSERT_TRUE(second->source->Read(second->samples[0].path, &bytes, nullptr).ok());
+  EXPECT_EQ(bytes, objects_["data/train/cat/1.jpg"]);
+  // Listed again when asked: the new object, and the new listing kept.
+  absl::StatusOr<Dataset> third =
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), access_, client_.get(), {},
+                   KeptListing{&kept, true, 1002});
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->samples.size(), first->samples.size() + 1);
+  EXPECT_EQ(kept.owners, (std::vector<int64_t>{1000, 1002}));
+  // A kept value that is not a listing of this prefix is listed again.
+  kept.values.begin()->second = "not a listing";
+  absl::StatusOr<Dataset> fourth =
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), access_, client_.get(), {},
+                   KeptListing{&kept, false, 1003});
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_EQ(fourth->samples.size(), third->samples.size());
+  EXPECT_EQ(kept.owners.back(), 1003);
+  // Another endpoint's access proves nothing for this one.
+  ObjectStoreAccess elsewhere = access_;
+  elsewhere.endpoint.host = "localhost";
+  EXPECT_EQ(OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), elsewhere, client_.get(), {},
+                         KeptListing{&kept, false, 1004})
+                .status()
+                .code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(S3FolderTest, AnObjectChangedSinceListingIsDataLoss) {
   absl::StatusOr<Dataset> ds = Open("s3://bkt/data/train");
   ASSERT_TRUE(ds.ok()) << ds.status();

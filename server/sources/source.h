@@ -19,6 +19,7 @@
 #define STOKER_SERVER_SOURCES_SOURCE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,16 @@ namespace stoker {
 
 class S3Client;             // server/objstore/s3_client.h
 struct ObjectStoreAccess;   // server/objstore/s3_request.h
+
+// Values a kind keeps across sessions (its listings), in the daemon's L2.
+class KeptValues {
+ public:
+  virtual ~KeptValues() = default;
+  // The value kept under `key`; nullopt when none is (or it is corrupt).
+  virtual std::optional<std::string> Get(const std::string& key) = 0;
+  // Keeps `value` under `key`, charged to `owner` (a uid); best effort.
+  virtual void Put(const std::string& key, std::string value, int64_t owner) = 0;
+};
 
 // What opening a source may use, all of it the caller's.
 struct SourceContext {
@@ -56,6 +67,8 @@ struct SourceContext {
   // credentials (null: none came with the request).
   S3Client* objects = nullptr;
   std::shared_ptr<const ObjectStoreAccess> access;
+  // Values kept across sessions (null: the daemon has no L2).
+  KeptValues* kept = nullptr;
 
   FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
   // The caller's files, whole, through fs() beneath `beneath` and capped

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -102,6 +103,45 @@ def test_an_image_folder_in_a_bucket_reads_as_the_local_one(bucket, dataset, tra
         # Oldest (epoch 0) last: one GET per picture, then none.
         assert len(per_epoch) >= 2 and per_epoch[-1] == (len(per_epoch) - 1, pictures)
         assert all(n == 0 for _, n in per_epoch[:-1]), per_epoch
+    finally:
+        d.stop()
+
+
+def _stats(d):
+    return json.loads(subprocess.run([STOKERCTL, "--socket", d.socket, "stats", "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+def test_the_next_session_takes_the_kept_listing(bucket, dataset, trainer_env, tmp_path):
+    d = Daemon(extra=["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2")])
+    try:
+        want = batches(stoker.Loader("s3://photos/train/", socket=d.socket, **ARGS))
+        pictures = sum(len(y) for _, y in want)
+        # L2 writes are queued: wait until the pictures and the listing are in.
+        deadline = time.monotonic() + 30
+        while True:
+            l2 = [t for t in _stats(d)["tiers"] if t["tier"] == "l2"][0]
+            if int(l2.get("entries", 0)) >= pictures + 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert int(l2.get("entries", 0)) == pictures + 1, l2
+        before = int(_stats(d)["object_store"]["requests"])
+        got = batches(stoker.Loader("s3://photos/train/", socket=d.socket, **ARGS))
+        assert len(got) == len(want)
+        for (x, y), (wx, wy) in zip(got, want):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+        # Its own proof for each picture (the cached bytes are served after
+        # it) and for the listing: one request where listing took one per
+        # class and one more.
+        assert int(_stats(d)["object_store"]["requests"]) - before == pictures + 1
+        # Asked to list again: the classes' listing, each class's, and the
+        # pictures' proofs.
+        before = int(_stats(d)["object_store"]["requests"])
+        again = batches(stoker.Loader({"s3": {"url": "s3://photos/train/", "refresh": True}},
+                                      socket=d.socket, **ARGS))
+        assert len(again) == len(want)
+        classes = len(os.listdir(dataset))
+        assert int(_stats(d)["object_store"]["requests"]) - before == pictures + 1 + classes
     finally:
         d.stop()
 

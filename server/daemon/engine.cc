@@ -41,12 +41,9 @@ uint64_t HeldFilesLimit() {
 class L2Kept : public KeptValues {
  public:
   explicit L2Kept(L2Cache* l2) : l2_(l2) {}
-  std::optional<std::string> Get(const std::string& key) override {
-    std::string out;
-    if (l2_->Lookup(CacheKey({"kept", key}), FileVersion{}, &out) != L2Cache::Result::kHit) {
-      return std::nullopt;
-    }
-    return out;
+  bool Get(const std::string& key,
+           const std::function<void(absl::string_view value)>& take) override {
+    return l2_->Lookup(CacheKey({"kept", key}), FileVersion{}, take) == L2Cache::Result::kHit;
   }
   void Put(const std::string& key, std::string value, int64_t owner) override {
     l2_->Put(CacheKey({"kept", key}), FileVersion{},

@@ -1,6 +1,7 @@
 #include "server/sources/s3.h"
 
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -17,11 +18,15 @@
 #include "server/sources/source.h"
 #include "util/cache_key.h"
 #include "util/checksum.h"
+#include "util/log.h"
 
 namespace stoker {
 namespace {
 
 constexpr int kListingsAtOnce = 16;
+// The largest listing kept (about a million objects), and how long.
+constexpr size_t kMostKeptBytes = size_t{128} << 20;
+constexpr absl::Duration kKeptFor = absl::Hours(24);
 
 struct Listed {
   uint64_t size = 0;
@@ -42,9 +47,11 @@ FileVersion VersionOf(const Listed& l) {
 
 class S3Objects : public SampleSource {
  public:
+  // `kept_listing`: when the listing taken was made (empty: listed now).
   S3Objects(S3Client* client, ObjectStoreAccess access, std::string bucket, uint64_t max_bytes,
-            std::unordered_map<std::string, Listed> listed)
-      : client_(client),
+            std::unordered_map<std::string, Listed> listed, std::string kept_listing)
+      : kept_listing_(std::move(kept_listing)),
+        client_(client),
         access_(std::move(access)),
         bucket_(std::move(bucket)),
         max_bytes_(max_bytes),
@@ -98,19 +105,31 @@ class S3Objects : public SampleSource {
 
   // What the store answered against the listing: a store that ignored
   // If-Match must not have another version's bytes taken for this one.
-  static absl::Status Matches(const std::string& path, const Listed& l, const ObjectVersion& v) {
+  absl::Status Matches(const std::string& path, const Listed& l, const ObjectVersion& v) const {
     if (v.size == l.size && (v.etag.empty() || v.etag == l.etag)) return absl::OkStatus();
     return absl::DataLossError(absl::StrCat(path, " changed since the dataset was listed (",
-                                            v.size, " bytes now, ", l.size, " listed)"));
+                                            v.size, " bytes now, ", l.size, " listed)",
+                                            RefreshHint()));
   }
 
-  static absl::Status Changed(const std::string& path, const absl::Status& s) {
-    if (s.code() != absl::StatusCode::kFailedPrecondition) return s;
+  // An object changed (412) or removed (404) since the listing.
+  absl::Status Changed(const std::string& path, const absl::Status& s) const {
+    if (s.code() != absl::StatusCode::kFailedPrecondition &&
+        s.code() != absl::StatusCode::kNotFound) {
+      return s;
+    }
     return absl::DataLossError(absl::StrCat(
-        path, " changed since the dataset was listed (", s.message(),
-        "); list it again with {\"s3\": {\"url\": ..., \"refresh\": true}}"));
+        path, s.code() == absl::StatusCode::kNotFound ? " was removed" : " changed",
+        " since the dataset was listed (", s.message(), ")", RefreshHint()));
   }
 
+  std::string RefreshHint() const {
+    if (kept_listing_.empty()) return "";
+    return absl::StrCat("; its listing was kept from ", kept_listing_,
+                        ": list it again with {\"s3\": {\"url\": ..., \"refresh\": true}}");
+  }
+
+  const std::string kept_listing_;
   S3Client* const client_;
   const ObjectStoreAccess access_;
   const std::string bucket_;
@@ -255,8 +274,8 @@ absl::StatusOr<kept::S3Listing> ListFolder(const S3Url& root, const ObjectStoreA
 // the limits; each object charged as a listed one is.
 bool TakeKept(const S3Url& root, const kept::S3Listing& l, const ScanLimits& limits,
               ListCharge* charge) {
-  if (l.class_names_size() == 0 || l.objects_size() == 0 ||
-      static_cast<uint64_t>(l.objects_size()) > limits.max_files) {
+  const uint64_t seen = uint64_t(l.objects_size()) + l.class_names_size() + l.skipped();
+  if (l.class_names_size() == 0 || l.objects_size() == 0 || seen > limits.max_files) {
     return false;
   }
   for (const kept::S3Listing::Object& o : l.objects()) {
@@ -277,40 +296,60 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
                                      const KeptListing& keep) {
   S3Url root = url;
   if (!root.key.empty() && root.key.back() != '/') root.key += '/';
+  // Per principal: what one key id's owner may list (an IAM prefix
+  // condition, another tenant's bucket of the same name) is never taken by
+  // another. The key id names the principal; it is not a secret.
   const std::string kept_key =
-      CacheKey({"s3-listing", access.endpoint.ToString(), root.bucket, root.key});
+      CacheKey({"s3-listing", access.endpoint.ToString(), root.bucket, root.key,
+                access.credentials != nullptr ? access.credentials->access_key_id : ""});
   ListCharge charge(limits);
   kept::S3Listing listing;
   bool taken = false;
-  if (keep.values != nullptr && !keep.refresh) {
-    std::optional<std::string> v = keep.values->Get(kept_key);
-    if (v.has_value() && listing.ParseFromString(*v) && TakeKept(root, listing, limits, &charge)) {
-      // The caller's own proof that it may list the prefix: one request.
+  if (keep.values != nullptr && !keep.refresh && access.credentials != nullptr) {
+    bool parsed = false;
+    // The value is charged before it is parsed, until what the parse holds
+    // has been charged sample by sample (TakeKept).
+    std::shared_ptr<void> held;
+    keep.values->Get(kept_key, [&](absl::string_view value) {
+      held = limits.charge_list ? limits.charge_list(value.size()) : std::make_shared<int>(0);
+      parsed = held != nullptr && value.size() <= INT_MAX &&
+               listing.ParseFromArray(value.data(), static_cast<int>(value.size()));
+    });
+    const bool fits =
+        parsed && absl::FromUnixSeconds(listing.listed_unix_seconds()) + kKeptFor > absl::Now() &&
+        TakeKept(root, listing, limits, &charge);
+    held.reset();
+    if (fits) {
+      // The caller's own proof, at this moment, that it may list the
+      // prefix: one request.
       absl::StatusOr<ListPage> proof = client->List(access.endpoint, root.bucket, root.key, "/",
                                                     "", access.credentials, 1);
       if (!proof.ok()) return proof.status();
       taken = true;
     } else {
       charge = ListCharge(limits);  // Nothing of a refused one stays charged.
+      listing.Clear();
     }
   }
   if (!taken) {
     absl::StatusOr<kept::S3Listing> listed = ListFolder(root, access, client, limits, &charge);
     if (!listed.ok()) return listed.status();
     listing = *std::move(listed);
-    if (keep.values != nullptr && listing.objects_size() > 0) {
-      keep.values->Put(kept_key, listing.SerializeAsString(), keep.owner);
-    }
+  }
+  const std::string listed_at =
+      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                       absl::FromUnixSeconds(listing.listed_unix_seconds()), absl::UTCTimeZone());
+  // Kept once it is known good, if it is not too large to keep.
+  std::string to_keep;
+  if (!taken && keep.values != nullptr && listing.objects_size() > 0 &&
+      listing.ByteSizeLong() <= kMostKeptBytes) {
+    to_keep = listing.SerializeAsString();
   }
   Dataset ds;
   // With the endpoint: the same bucket elsewhere is other content.
+  // (Not when it was listed: a kept listing and a new one of the same
+  // objects are one content for the pixel claims.)
   ds.description = absl::StrCat("s3:", root.ToString(), " at ", access.endpoint.ToString());
-  if (taken) {
-    absl::StrAppend(&ds.description, ", listed ",
-                    absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                                     absl::FromUnixSeconds(listing.listed_unix_seconds()),
-                                     absl::UTCTimeZone()));
-  }
   for (std::string& c : *listing.mutable_class_names()) ds.class_names.push_back(std::move(c));
   std::unordered_map<std::string, Listed> listed;
   listed.reserve(listing.objects_size());
@@ -328,7 +367,12 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   }
   if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
   ds.source = std::make_shared<S3Objects>(client, access, root.bucket, limits.max_file_bytes,
-                                          std::move(listed));
+                                          std::move(listed), taken ? listed_at : "");
+  if (taken) {
+    LogInfo(absl::StrCat(root.ToString(), ": the listing kept from ", listed_at,
+                         " (refresh lists it again)"));
+  }
+  if (!to_keep.empty()) keep.values->Put(kept_key, std::move(to_keep), keep.owner);
   return ds;
 }
 

@@ -11,12 +11,16 @@
 // or an object without an ETag, is DATA_LOSS. The listing's size and ETag
 // of each object are its identity.
 //
-// Kept listings: with a place to keep them (the daemon's L2), a listing is
-// kept under (endpoint, bucket, prefix), and the next session over it
-// takes it after one listing request of its own (at most one key: its
-// proof that it may list the prefix) instead of listing again. It sees the
-// bucket as it was then: an object changed since is DATA_LOSS, added ones
-// are not seen, until a session asks to list again (S3Source.refresh).
+// Kept listings: with a place to keep them (the daemon's L2), a listing of
+// at most 128 MiB is kept under (endpoint, bucket, prefix, the access key
+// id: one principal's listing is never another's), and for 24 hours the
+// next session of that principal over it takes it after one listing
+// request (at most one key: the proof that its credentials still may list
+// the prefix) instead of listing again. It sees the bucket as it was then:
+// an object changed or removed since is that sample's DATA_LOSS, whose
+// error says how to list again, and added ones are not seen, until a
+// session asks to list again (S3Source.refresh). A kept value is charged
+// to the caller before it is parsed.
 //
 // Reading, as the caller: a sample's path is "s3://bucket/key". Identify
 // makes no request; until this session has read an object with its own

@@ -18,12 +18,13 @@
 #ifndef STOKER_SERVER_SOURCES_SOURCE_H_
 #define STOKER_SERVER_SOURCES_SOURCE_H_
 
+#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/stoker.pb.h"
 #include "server/dataset/array_source.h"
 #include "server/dataset/dataset.h"
@@ -40,8 +41,11 @@ struct ObjectStoreAccess;   // server/objstore/s3_request.h
 class KeptValues {
  public:
   virtual ~KeptValues() = default;
-  // The value kept under `key`; nullopt when none is (or it is corrupt).
-  virtual std::optional<std::string> Get(const std::string& key) = 0;
+  // Calls take() with the value kept under `key` where it lies (valid
+  // during the call: nothing is copied before the kind has charged it);
+  // false when none is (or it is corrupt).
+  virtual bool Get(const std::string& key,
+                   const std::function<void(absl::string_view value)>& take) = 0;
   // Keeps `value` under `key`, charged to `owner` (a uid); best effort.
   virtual void Put(const std::string& key, std::string value, int64_t owner) = 0;
 };

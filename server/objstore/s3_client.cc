@@ -330,32 +330,44 @@ class S3Client::Loop {
     job->done(std::move(reply));
   }
 
+  // Starts due requests while there is room: owners take turns (of the
+  // requests that could start, the one whose owner started one longest
+  // ago; in queue order within an owner), so one user's many requests
+  // never hold another's back.
   void StartDue(absl::Time now) {
     for (auto& [endpoint, p] : paths_) p.limit.Tick(now);
-    for (auto it = waiting_.begin();
-         it != waiting_.end() && static_cast<int>(running_.size()) < options_.max_in_flight;) {
-      Path* path = PathOf(it->get());
-      if ((*it)->not_before > now || path->running >= path->limit.limit()) {
-        ++it;
-        continue;
+    while (static_cast<int>(running_.size()) < options_.max_in_flight) {
+      auto pick = waiting_.end();
+      uint64_t pick_turn = 0;
+      for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+        Path* path = PathOf(it->get());
+        if ((*it)->not_before > now || path->running >= path->limit.limit()) continue;
+        const uint64_t turn = turns_[(*it)->req.owner];  // 0: never served.
+        if (pick == waiting_.end() || turn < pick_turn) {
+          pick = it;
+          pick_turn = turn;
+        }
       }
-      std::unique_ptr<Job> job = std::move(*it);
-      it = waiting_.erase(it);
+      if (pick == waiting_.end()) return;
+      std::unique_ptr<Job> job = std::move(*pick);
+      waiting_.erase(pick);
+      turns_[job->req.owner] = ++turn_;
+      Path* path = job->path;
       --path->waiting;
-      ++path->running;
-      job->sent_with = path->running;
       ++job->attempt;
       if (absl::Status s = Prepare(job.get()); !s.ok()) {
         Release(job.get());
         Fail(std::move(job), std::move(s));
         continue;
       }
-      requests_.fetch_add(1, std::memory_order_relaxed);
       if (curl_multi_add_handle(multi_, job->easy) != CURLM_OK) {
         Release(job.get());
         Fail(std::move(job), absl::InternalError("curl_multi_add_handle"));
         continue;
       }
+      requests_.fetch_add(1, std::memory_order_relaxed);
+      ++path->running;
+      job->sent_with = path->running;
       Job* raw = job.get();
       running_[raw] = std::move(job);
     }
@@ -418,6 +430,9 @@ class S3Client::Loop {
   std::deque<std::unique_ptr<Job>> waiting_;
   std::map<Job*, std::unique_ptr<Job>> running_;
   std::map<std::string, Path> paths_;  // By endpoint.
+  // When each owner last had a request started (turn_'s value then).
+  std::map<int64_t, uint64_t> turns_;
+  uint64_t turn_ = 0;
   std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<uint64_t> requests_{0}, retries_{0}, failures_{0}, bytes_{0}, throttles_{0};
   std::atomic<int> limit_now_{0};
@@ -469,7 +484,7 @@ S3Reply S3Client::Run(S3Request r) {
 
 absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& object,
                                              std::shared_ptr<const S3Credentials> c,
-                                             const std::string& if_match) {
+                                             const std::string& if_match, int64_t owner) {
   S3Request r;
   r.method = S3Request::Method::kHead;
   r.if_match = if_match;
@@ -477,6 +492,7 @@ absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& obj
   r.bucket = object.bucket;
   r.key = object.key;
   r.credentials = std::move(c);
+  r.owner = owner;
   S3Reply reply = Run(std::move(r));
   if (!reply.status.ok()) return reply.status;
   return reply.version;
@@ -485,7 +501,7 @@ absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& obj
 absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offset,
                            uint64_t length, const std::string& if_match,
                            std::shared_ptr<const S3Credentials> c, std::string* out,
-                           ObjectVersion* seen) {
+                           ObjectVersion* seen, int64_t owner) {
   S3Request r;
   r.endpoint = e;
   r.bucket = object.bucket;
@@ -494,6 +510,7 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
   r.length = length;
   r.if_match = if_match;
   r.credentials = std::move(c);
+  r.owner = owner;
   S3Reply reply = Run(std::move(r));
   if (!reply.status.ok()) return reply.status;
   *out = std::move(reply.body);
@@ -504,7 +521,7 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
 absl::StatusOr<ListPage> S3Client::List(const Endpoint& e, const std::string& bucket,
                                         const std::string& prefix, const std::string& delimiter,
                                         const std::string& token,
-                                        std::shared_ptr<const S3Credentials> c, int max_keys) {
+                                        std::shared_ptr<const S3Credentials> c, int max_keys, int64_t owner) {
   S3Request r;
   r.endpoint = e;
   r.bucket = bucket;
@@ -513,6 +530,7 @@ absl::StatusOr<ListPage> S3Client::List(const Endpoint& e, const std::string& bu
   if (!token.empty()) r.query.emplace_back("continuation-token", token);
   if (max_keys > 0) r.query.emplace_back("max-keys", std::to_string(max_keys));
   r.credentials = std::move(c);
+  r.owner = owner;
   S3Reply reply = Run(std::move(r));
   if (!reply.status.ok()) return reply.status;
   absl::StatusOr<ListPage> page = ParseListPage(reply.body);

@@ -18,7 +18,9 @@
 // then keeps only a few queued at the store (from each GET's time to first
 // byte), drops to the floor for a moment every 10 s to measure the path's
 // own latency, and halves on a throttle (503 SlowDown, 429) or a timeout;
-// all endpoints together never pass `max_in_flight`.
+// all endpoints together never pass `max_in_flight`. Waiting requests are
+// started owner by owner in turn (S3Request::owner, a uid), so one user's
+// many requests never hold another's back.
 //
 // Errors name the object as s3://bucket/key and the endpoint, never the
 // credentials: PERMISSION_DENIED (403, with S3's code), NOT_FOUND (404),
@@ -93,23 +95,25 @@ class S3Client {
   // Start, waiting for the reply.
   S3Reply Run(S3Request r);
 
+  // The blocking forms below are for `owner` (S3Request::owner).
   // The object's size and version (HEAD), at version `if_match` when set.
   absl::StatusOr<ObjectVersion> Head(const Endpoint& e, const S3Url& object,
                                      std::shared_ptr<const S3Credentials> c,
-                                     const std::string& if_match = "");
+                                     const std::string& if_match = "", int64_t owner = -1);
   // Replaces *out with bytes [offset, offset + length) of the object
   // (length 0: all of it), at version `if_match` when set; *seen (may be
   // null) is the version read.
   absl::Status Get(const Endpoint& e, const S3Url& object, uint64_t offset, uint64_t length,
                    const std::string& if_match, std::shared_ptr<const S3Credentials> c,
-                   std::string* out, ObjectVersion* seen = nullptr);
+                   std::string* out, ObjectVersion* seen = nullptr, int64_t owner = -1);
   // One ListObjectsV2 page of `prefix` (and its CommonPrefixes when
   // `delimiter` is set), from `token` ("" for the first), of at most
   // `max_keys` entries (0: the server's default, 1000 on S3).
   absl::StatusOr<ListPage> List(const Endpoint& e, const std::string& bucket,
                                 const std::string& prefix, const std::string& delimiter,
                                 const std::string& token,
-                                std::shared_ptr<const S3Credentials> c, int max_keys = 0);
+                                std::shared_ptr<const S3Credentials> c, int max_keys = 0,
+                                int64_t owner = -1);
 
   Stats stats() const;
 

@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
 #include "server/objstore/fault_proxy.h"
 #include "server/objstore/moto_testing.h"
 
@@ -280,6 +282,38 @@ TEST_F(S3ClientTest, TheLimitGrowsPastWhereItStartsWhileRequestsWait) {
   const S3Client::Stats st = f.client->stats();
   EXPECT_EQ(st.throttles, 0u);
   EXPECT_GT(st.in_flight_limit, 4);
+}
+
+TEST_F(S3ClientTest, OwnersTakeTurns) {
+  FaultProxy::Options po;
+  po.latency = absl::Milliseconds(20);
+  S3Client::Options o;
+  o.min_in_flight = 1;
+  o.initial_in_flight = 2;
+  o.max_in_flight = 2;
+  Faulty f = Through(po, o);
+  // One user queues 40 reads, then another 4: the second's are started in
+  // turn with the first's, not after them.
+  absl::Mutex mu;
+  std::vector<int64_t> order;
+  constexpr int kMany = 40, kFew = 4;
+  absl::BlockingCounter left(kMany + kFew);
+  for (int i = 0; i < kMany + kFew; ++i) {
+    S3Request r = f.Read("train/cat/a b.jpg", moto_->credentials());
+    r.owner = i < kMany ? 1000 : 1001;
+    f.client->Start(r, [&, owner = r.owner](S3Reply reply) {
+      EXPECT_TRUE(reply.status.ok()) << reply.status;
+      absl::MutexLock lock(&mu);
+      order.push_back(owner);
+      left.DecrementCount();
+    });
+  }
+  left.Wait();
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(order.size(), size_t{kMany + kFew});
+  // The few were all done within the first 16 answers (first come first
+  // served: the last 4).
+  EXPECT_EQ(std::count(order.begin(), order.begin() + 16, 1001), kFew);
 }
 
 TEST_F(S3ClientTest, ATimeoutIsDeadlineExceeded) {

@@ -35,6 +35,7 @@ struct S3Credentials {
 struct ObjectStoreAccess {
   Endpoint endpoint;
   std::shared_ptr<const S3Credentials> credentials;
+  int64_t owner = -1;  // Whom its requests are for (S3Request::owner).
 };
 
 // What a HEAD or GET saw of an object.
@@ -57,6 +58,8 @@ struct S3Request {
   std::string if_match;
   std::string body;  // PUT only.
   std::shared_ptr<const S3Credentials> credentials;
+  // Whom it is for (a uid; -1: the daemon's own): owners take turns.
+  int64_t owner = -1;
 };
 
 struct S3Reply {

@@ -89,7 +89,7 @@ class S3Objects : public SampleSource {
     }
     ObjectVersion seen;
     absl::Status s = client_->Get(access_.endpoint, S3Url{bucket_, Key(path)}, 0, l.size, l.etag,
-                                  access_.credentials, out, &seen);
+                                  access_.credentials, out, &seen, access_.owner);
     if (!s.ok()) return Changed(path, s);
     if (l.size == 0) seen.size = 0;
     if (absl::Status m = Matches(path, l, seen); !m.ok()) return m;
@@ -161,7 +161,8 @@ class Lister {
             absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
       }
       absl::StatusOr<ListPage> p = client_->List(access_.endpoint, url_.bucket, prefix,
-                                                 delimiter, token, access_.credentials);
+                                                 delimiter, token, access_.credentials, 0,
+                                                 access_.owner);
       if (!p.ok()) return p.status();
       const uint64_t n = p->objects.size() + p->prefixes.size();
       if (seen_.fetch_add(n) + n > limits_.max_files) {
@@ -323,7 +324,7 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
       // The caller's own proof, at this moment, that it may list the
       // prefix: one request.
       absl::StatusOr<ListPage> proof = client->List(access.endpoint, root.bucket, root.key, "/",
-                                                    "", access.credentials, 1);
+                                                    "", access.credentials, 1, access.owner);
       if (!proof.ok()) return proof.status();
       taken = true;
     } else {
@@ -396,7 +397,9 @@ class S3Kind : public SourceKind {
                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, where "
                            "the trainer runs)"));
     }
-    return OpenS3Folder(*url, *ctx.access, ctx.objects, ctx.limits,
+    ObjectStoreAccess access = *ctx.access;
+    access.owner = ctx.uid;  // Its requests take turns with other users'.
+    return OpenS3Folder(*url, access, ctx.objects, ctx.limits,
                         KeptListing{ctx.kept, spec.s3().refresh(), ctx.uid});
   }
 };

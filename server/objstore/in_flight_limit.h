@@ -23,8 +23,8 @@
 // A store kept busy sends no answer at low load, so every kProbeEvery the
 // limit drops to `min` for at most 4 rtt (within [kProbeShortest,
 // kProbeLongest]): long enough for requests sent at low load to measure
-// the base, then it is restored (BBR's ProbeRTT; about 1 % of the time at
-// 50 ms per request).
+// the base, then it is restored (BBR's ProbeRTT; at most 4 round trips in
+// each 10 s: 2 % of the time at 50 ms per request).
 //
 // Not thread-safe: the client's event thread owns it.
 #ifndef STOKER_SERVER_OBJSTORE_IN_FLIGHT_LIMIT_H_

@@ -373,7 +373,7 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     LogInfo(absl::StrCat(root.ToString(), ": the listing kept from ", listed_at,
                          " (refresh lists it again)"));
   }
-  if (!to_keep.empty()) keep.values->Put(kept_key, std::move(to_keep), keep.owner);
+  if (!to_keep.empty()) keep.values->Put(kept_key, std::move(to_keep), access.owner);
   return ds;
 }
 
@@ -400,7 +400,7 @@ class S3Kind : public SourceKind {
     ObjectStoreAccess access = *ctx.access;
     access.owner = ctx.uid;  // Its requests take turns with other users'.
     return OpenS3Folder(*url, access, ctx.objects, ctx.limits,
-                        KeptListing{ctx.kept, spec.s3().refresh(), ctx.uid});
+                        KeptListing{ctx.kept, spec.s3().refresh()});
   }
 };
 

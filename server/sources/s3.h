@@ -50,11 +50,11 @@
 namespace stoker {
 
 // Where a listing is kept across sessions (SourceContext::kept; null:
-// nowhere), whether to list again regardless, and whom to charge.
+// nowhere; charged to the access's owner), and whether to list again
+// regardless.
 struct KeptListing {
   KeptValues* values = nullptr;
   bool refresh = false;
-  int64_t owner = -1;
 };
 
 // Lists `url` as an ImageFolder, or takes the listing `keep` holds for it

@@ -119,6 +119,12 @@ class MemoryKept : public KeptValues {
   std::vector<int64_t> owners;
 };
 
+// `access` for the user `owner`.
+ObjectStoreAccess As(ObjectStoreAccess access, int64_t owner) {
+  access.owner = owner;
+  return access;
+}
+
 std::vector<std::string> Paths(const Dataset& ds) {
   std::vector<std::string> out;
   for (const Sample& s : ds.samples) out.push_back(s.path);
@@ -129,8 +135,8 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   MemoryKept kept;
   const uint64_t before = client_->stats().requests;
   absl::StatusOr<Dataset> first =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train"), access_, client_.get(), {},
-                   KeptListing{&kept, false, 1000});
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train"), As(access_, 1000), client_.get(), {},
+                   KeptListing{&kept, false});
   ASSERT_TRUE(first.ok()) << first.status();
   // The classes, then each of the 3 classes.
   EXPECT_EQ(client_->stats().requests, before + 4);
@@ -140,8 +146,8 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   ASSERT_TRUE(Put("data/train/cat/7.jpg", Content(40, 7)).ok());
   const uint64_t at_second = client_->stats().requests;
   absl::StatusOr<Dataset> second =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), access_, client_.get(), {},
-                   KeptListing{&kept, false, 1001});
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1001), client_.get(), {},
+                   KeptListing{&kept, false});
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(client_->stats().requests, at_second + 1);  // The proof alone.
   EXPECT_EQ(Paths(*second), Paths(*first));
@@ -154,8 +160,8 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   EXPECT_EQ(bytes, objects_["data/train/cat/1.jpg"]);
   // Listed again when asked: the new object, and the new listing kept.
   absl::StatusOr<Dataset> third =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), access_, client_.get(), {},
-                   KeptListing{&kept, true, 1002});
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1002), client_.get(), {},
+                   KeptListing{&kept, true});
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(third->samples.size(), first->samples.size() + 1);
   EXPECT_EQ(kept.owners, (std::vector<int64_t>{1000, 1002}));
@@ -166,8 +172,8 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   other.credentials = other_key;
   const uint64_t at_other = client_->stats().requests;
   absl::StatusOr<Dataset> others =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), other, client_.get(), {},
-                   KeptListing{&kept, false, 2000});
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(other, 2000), client_.get(), {},
+                   KeptListing{&kept, false});
   ASSERT_TRUE(others.ok()) << others.status();
   EXPECT_EQ(client_->stats().requests, at_other + 4);
   EXPECT_EQ(kept.values.size(), 2u);
@@ -175,8 +181,8 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   // list again.
   ASSERT_TRUE(Put("data/train/eel/5.png", "other bytes").ok());
   absl::StatusOr<Dataset> fifth =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), access_, client_.get(), {},
-                   KeptListing{&kept, false, 1000});
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1000), client_.get(), {},
+                   KeptListing{&kept, false});
   ASSERT_TRUE(fifth.ok()) << fifth.status();
   absl::Status changed = fifth->source->Read("s3://bkt/data/train/eel/5.png", &bytes, nullptr);
   EXPECT_EQ(changed.code(), absl::StatusCode::kDataLoss) << changed;
@@ -185,16 +191,16 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   // A kept value that is not a listing of this prefix is listed again.
   for (auto& [key, value] : kept.values) value = "not a listing";
   absl::StatusOr<Dataset> fourth =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), access_, client_.get(), {},
-                   KeptListing{&kept, false, 1003});
+      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1003), client_.get(), {},
+                   KeptListing{&kept, false});
   ASSERT_TRUE(fourth.ok()) << fourth.status();
   EXPECT_EQ(fourth->samples.size(), third->samples.size());
   EXPECT_EQ(kept.owners.back(), 1003);
   // Another endpoint's access proves nothing for this one.
   ObjectStoreAccess elsewhere = access_;
   elsewhere.endpoint.host = "localhost";
-  EXPECT_EQ(OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), elsewhere, client_.get(), {},
-                         KeptListing{&kept, false, 1004})
+  EXPECT_EQ(OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(elsewhere, 1004), client_.get(), {},
+                         KeptListing{&kept, false})
                 .status()
                 .code(),
             absl::StatusCode::kPermissionDenied);

@@ -348,7 +348,6 @@ class HybridSplit:
         self.client_seconds = 0.0
         self.daemon_rate = 0.0
         self.client_rate = 0.0
-        self.client_weight = 1.0
         self._k = 0  # client_weight = WEIGHT_STEP ** _k.
         self._daemon_waits = 0  # Settings in a row that waited for the daemon.
         # (daemon rate, weighed client rate) the share was set from.
@@ -362,6 +361,10 @@ class HybridSplit:
         self._last = session.daemon_decode()
         self._last_waits = (0.0, 0.0, time.perf_counter())
         session.set_cpu_share(self.share)
+
+    @property
+    def client_weight(self):
+        return self.WEIGHT_STEP ** self._k
 
     def _reweigh(self):
         """Moves the client's weight by where the loop waited since the
@@ -380,7 +383,6 @@ class HybridSplit:
             if self._k < self.FLOOR or self._daemon_waits >= self.LEAVE_FLOOR:
                 self._k = max(0, self._k - 1)
                 self._daemon_waits = 0
-        self.client_weight = self.WEIGHT_STEP ** self._k
 
     def observe(self, samples, seconds):
         """A batch's client-side decode: `samples` rendered in `seconds`."""
@@ -417,7 +419,7 @@ class HybridSplit:
         Loader opens a session per pass)."""
         self.client_samples, self.client_seconds = other.client_samples, other.client_seconds
         self.client_rate, self.daemon_rate = other.client_rate, other.daemon_rate
-        self.client_weight, self.balanced = other.client_weight, other.balanced
+        self.balanced = other.balanced
         self._k, self._daemon_waits = other._k, other._daemon_waits
         self.phases, self.waits = dict(other.phases), dict(other.waits)
         self._last_waits = (self.waits["daemon"], self.waits["client"], time.perf_counter())

@@ -146,6 +146,8 @@ TEST_F(NumaTest, PlacesBesideTheGpu) {
 }
 
 // /proc/self/task/*: thread name -> (allowed CPU list, CPU it last ran on).
+// Threads come and go while it reads; one gone before its files are read
+// is left out.
 std::multimap<std::string, std::pair<std::string, int>> Threads() {
   std::multimap<std::string, std::pair<std::string, int>> out;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -161,7 +163,12 @@ std::multimap<std::string, std::pair<std::string, int>> Threads() {
     // /proc/<pid>/task/<tid>/stat: field 39 is the CPU it last ran on.
     std::ifstream stat(task.path() / "stat");
     std::string all((std::istreambuf_iterator<char>(stat)), {});
-    std::istringstream rest(all.substr(all.rfind(')') + 2));
+    // A thread that exited since the listing leaves nothing to read.
+    const size_t name_end = all.rfind(')');
+    if (name.empty() || name_end == std::string::npos || name_end + 2 > all.size()) {
+      continue;
+    }
+    std::istringstream rest(all.substr(name_end + 2));
     std::string field;
     int cpu = -1;
     for (int f = 3; rest >> field; ++f) {

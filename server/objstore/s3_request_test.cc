@@ -93,7 +93,9 @@ TEST(JudgeAttemptTest, ErrorsAreNamedRetriedAndThrottledAsS3Means) {
     EXPECT_NE(m.find("s3://bkt/a/b.jpg at https://s3.example.com:443"), std::string::npos) << m;
     EXPECT_NE(m.find(c.code), std::string::npos) << m;
     EXPECT_EQ(m.find("canonical request"), std::string::npos) << m;  // Never S3's message.
-    if (c.retry) EXPECT_NE(m.find("3 attempts"), std::string::npos) << m;
+    if (c.retry) {
+      EXPECT_NE(m.find("3 attempts"), std::string::npos) << m;
+    }
   }
 }
 

@@ -113,6 +113,11 @@ absl::StatusOr<Bytes> SampleFetcher::ReadAndKeep(const Dataset& ds, const std::s
   return read;
 }
 
+void SampleFetcher::Keep(const SourceKey& id, Bytes bytes, int64_t owner) {
+  l1_->Insert(id.key(), bytes);
+  if (l2_ != nullptr) l2_->Put(id.file, id.version, std::move(bytes), owner);
+}
+
 absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 const std::string& path,
                                                 const SourceKey& id,

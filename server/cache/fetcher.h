@@ -51,6 +51,11 @@ class SampleFetcher {
                               bool* from_source = nullptr,
                               const SourceKey* known = nullptr);
 
+  // Keeps bytes a versioned source read ahead of any fetch (a shard read
+  // whole to index it) as ReadAndKeep keeps a read of `id`: in L1, and
+  // queued for L2 charged to `owner`.
+  void Keep(const SourceKey& id, Bytes bytes, int64_t owner);
+
   // ds.source->Identify(path), counted in the reader's stats (an open, or
   // a read error when it fails); a miss then reads from the same open.
   absl::StatusOr<SourceKey> Identify(const Dataset& ds, const std::string& path);

@@ -198,6 +198,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.objects = objects_.get();
   ctx.access = std::move(access);
   ctx.kept = kept_.get();
+  ctx.keep_read = [this, uid](const SourceKey& id, std::string bytes) {
+    fetcher_->Keep(id, std::make_shared<const std::string>(std::move(bytes)), uid);
+  };
   STOKER_ASSIGN_OR_RETURN(Dataset ds, stoker::OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));
 }

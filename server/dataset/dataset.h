@@ -48,6 +48,10 @@ struct Dataset {
   // environment, or typed arrays (source->arrays(); sample.path is then the
   // sample's name, e.g. "file.npy[7]").
   std::shared_ptr<const SampleSource> source;
+  // Remote requests and bytes the opening made for the samples' bytes (a
+  // shard read whole to index it, its members kept ahead): the first
+  // epoch's reads, counted as the session's.
+  uint64_t read_ahead_requests = 0, read_ahead_bytes = 0;
   // The RAM its sample list is charged for (ListCharge), held as long as
   // the list is.
   std::vector<std::shared_ptr<void>> list_charge;

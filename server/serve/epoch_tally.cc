@@ -9,13 +9,13 @@ void EpochTally::Begin(uint64_t epoch) {
   if (epochs_.size() > kEpochs) epochs_.pop_front();
 }
 
-void EpochTally::Add(uint64_t epoch, uint64_t bytes) {
+void EpochTally::Add(uint64_t epoch, uint64_t bytes, uint64_t requests) {
   absl::MutexLock lock(&mu_);
-  ++total_.requests;
+  total_.requests += requests;
   total_.bytes += bytes;
   for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it) {
     if (it->epoch == epoch) {
-      ++it->requests;
+      it->requests += requests;
       it->bytes += bytes;
       return;
     }

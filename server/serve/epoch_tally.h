@@ -28,8 +28,8 @@ class EpochTally {
   // Begins `epoch` (at zero); epochs are begun in increasing order, and one
   // begun again is left as it is.
   void Begin(uint64_t epoch);
-  // One request of `epoch` that read `bytes`.
-  void Add(uint64_t epoch, uint64_t bytes);
+  // `requests` of `epoch` that read `bytes`.
+  void Add(uint64_t epoch, uint64_t bytes, uint64_t requests = 1);
 
   Counts total() const;
   // The epochs kept, oldest first.

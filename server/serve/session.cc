@@ -216,6 +216,10 @@ void ServingSession::Produce() {
     job->epoch = epoch;
     job->batch_index = batch;
     if (batch == 0 || seq == 0) reader_.remote_reads().Begin(epoch);
+    if (seq == 0 && dataset_->read_ahead_requests > 0) {  // What opening read for it.
+      reader_.remote_reads().Add(epoch, dataset_->read_ahead_bytes,
+                                 dataset_->read_ahead_requests);
+    }
     const uint64_t first = batch * batch_size;
     job->count = static_cast<uint32_t>(
         std::min<uint64_t>(batch_size, order.size() - first));

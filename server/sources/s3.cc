@@ -15,9 +15,10 @@
 #include "proto/kept.pb.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/folder.h"
+#include "server/sources/s3_lister.h"
+#include "server/sources/s3_shards.h"
 #include "server/sources/source.h"
 #include "util/cache_key.h"
-#include "util/checksum.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -33,17 +34,6 @@ struct Listed {
   std::string etag;
   size_t index = 0;  // Its proof bit.
 };
-
-// The version an L2 entry records: the size and a digest of the ETag that
-// is the same in every build and process (L2 outlives the daemon).
-FileVersion VersionOf(const Listed& l) {
-  Checksum c;
-  c.Update(l.etag.data(), l.etag.size());
-  FileVersion v;
-  v.size = l.size;
-  v.mtime_ns = static_cast<int64_t>(c.value());
-  return v;
-}
 
 class S3Objects : public SampleSource {
  public:
@@ -65,7 +55,7 @@ class S3Objects : public SampleSource {
     }
     const Listed& l = it->second;
     SourceKey id{CacheKey({"s3", access_.endpoint.ToString(), bucket_, Key(path)}),
-                 VersionOf(l), nullptr};
+                 ObjectFileVersion(l.size, l.etag), nullptr};
     // Until this session has read the object with its own credentials, no
     // cached copy is served to it: its first read is the proof, kept for
     // the session (a bit per object), at no extra request.
@@ -94,7 +84,7 @@ class S3Objects : public SampleSource {
     if (l.size == 0) seen.size = 0;
     if (absl::Status m = Matches(path, l, seen); !m.ok()) return m;
     proven_[l.index].store(true, std::memory_order_release);
-    if (version != nullptr) *version = VersionOf(l);
+    if (version != nullptr) *version = ObjectFileVersion(l.size, l.etag);
     return absl::OkStatus();
   }
 
@@ -139,65 +129,6 @@ class S3Objects : public SampleSource {
   const std::unique_ptr<std::atomic<bool>[]> proven_;
 };
 
-// The listing's walk: pages of one prefix, checked against the limits.
-class Lister {
- public:
-  Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* client,
-         const ScanLimits& limits)
-      : url_(url), access_(access), client_(client), limits_(limits),
-        deadline_(absl::Now() + limits.max_time) {}
-
-  // Every page of `prefix` (with `delimiter`), each handed to `page`.
-  absl::Status Walk(const std::string& prefix, const std::string& delimiter,
-                    const std::function<absl::Status(ListPage&)>& page) {
-    std::string token;
-    do {
-      if (limits_.cancel != nullptr && limits_.cancel->load()) {
-        return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
-      }
-      if (absl::Now() > deadline_) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "listing ", url_.ToString(), " took longer than ",
-            absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
-      }
-      absl::StatusOr<ListPage> p = client_->List(access_.endpoint, url_.bucket, prefix,
-                                                 delimiter, token, access_.credentials, 0,
-                                                 access_.owner);
-      if (!p.ok()) return p.status();
-      const uint64_t n = p->objects.size() + p->prefixes.size();
-      if (seen_.fetch_add(n) + n > limits_.max_files) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "listing ", url_.ToString(), ": over ", limits_.max_files,
-            " objects (--max-dataset-files)"));
-      }
-      for (const std::string& q : p->prefixes) {
-        if (!absl::StartsWith(q, prefix) || q.size() <= prefix.size()) {
-          return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),
-                                                  ": the store answered a prefix outside it"));
-        }
-      }
-      for (const ListedObject& o : p->objects) {
-        if (!absl::StartsWith(o.key, prefix) || o.etag.empty()) {
-          return absl::DataLossError(absl::StrCat(
-              "listing ", url_.ToString(), ": the store answered an object outside it or one "
-              "without an ETag"));
-        }
-      }
-      if (absl::Status s = page(*p); !s.ok()) return s;
-      token = p->truncated ? p->next_token : "";
-    } while (!token.empty());
-    return absl::OkStatus();
-  }
-
- private:
-  const S3Url& url_;
-  const ObjectStoreAccess& access_;
-  S3Client* const client_;
-  const ScanLimits& limits_;
-  const absl::Time deadline_;
-  std::atomic<uint64_t> seen_{0};
-};
-
 }  // namespace
 
 namespace {
@@ -211,16 +142,20 @@ absl::StatusOr<kept::S3Listing> ListFolder(const S3Url& root, const ObjectStoreA
   Lister lister(root, access, client, limits);
   std::vector<std::string> classes;
   uint64_t skipped = 0;
+  uint64_t shards = 0;
   absl::Status s = lister.Walk(root.key, "/", [&](ListPage& p) {
     for (std::string& c : p.prefixes) classes.push_back(std::move(c));
     skipped += p.objects.size();
+    for (const ListedObject& o : p.objects) shards += IsShardKey(o.key);
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
   std::sort(classes.begin(), classes.end());
+  if (classes.empty() && shards > 0) return kept::S3Listing();  // Shards, no classes.
   if (classes.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        root.ToString(), " has no class prefixes (an ImageFolder is <prefix>/<class>/<image>)"));
+        root.ToString(), " has no class prefixes (an ImageFolder is <prefix>/<class>/<image>) "
+                         "and no .tar shards"));
   }
   absl::Mutex charge_mu;
   std::vector<std::vector<ListedObject>> found(classes.size());
@@ -294,7 +229,7 @@ bool TakeKept(const S3Url& root, const kept::S3Listing& l, const ScanLimits& lim
 
 absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
                                      S3Client* client, const ScanLimits& limits,
-                                     const KeptListing& keep) {
+                                     const KeptListing& keep, const KeepRead& keep_read) {
   S3Url root = url;
   if (!root.key.empty() && root.key.back() != '/') root.key += '/';
   // Per principal: what one key id's owner may list (an IAM prefix
@@ -335,6 +270,9 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   if (!taken) {
     absl::StatusOr<kept::S3Listing> listed = ListFolder(root, access, client, limits, &charge);
     if (!listed.ok()) return listed.status();
+    if (listed->class_names_size() == 0) {  // A prefix of shards.
+      return OpenS3Shards(url, "", access, client, limits, keep, keep_read);
+    }
     listing = *std::move(listed);
   }
   const std::string listed_at =
@@ -399,8 +337,19 @@ class S3Kind : public SourceKind {
     }
     ObjectStoreAccess access = *ctx.access;
     access.owner = ctx.uid;  // Its requests take turns with other users'.
-    return OpenS3Folder(*url, access, ctx.objects, ctx.limits,
-                        KeptListing{ctx.kept, spec.s3().refresh()});
+    const KeptListing keep{ctx.kept, spec.s3().refresh()};
+    // Shards by pattern: in the spec, or ending the URL.
+    std::string pattern = spec.s3().shards();
+    const size_t slash = url->key.rfind('/');
+    if (pattern.empty() && url->key.find('{', slash == std::string::npos ? 0 : slash) !=
+                               std::string::npos) {
+      pattern = url->key.substr(slash == std::string::npos ? 0 : slash + 1);
+      url->key.resize(slash == std::string::npos ? 0 : slash + 1);
+    }
+    if (!pattern.empty() || IsShardKey(url->key)) {
+      return OpenS3Shards(*url, pattern, access, ctx.objects, ctx.limits, keep, ctx.keep_read);
+    }
+    return OpenS3Folder(*url, access, ctx.objects, ctx.limits, keep, ctx.keep_read);
   }
 };
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/dataset/sample_source.h"
 #include "server/objstore/moto_testing.h"
+#include "server/sources/kept_testing.h"
 
 namespace stoker {
 namespace {
@@ -100,24 +101,6 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
   EXPECT_EQ(other->source->Identify("s3://bkt/data/val/cat/6.jpg").status().code(),
             absl::StatusCode::kNotFound);
 }
-
-// An in-memory KeptValues, counting what is kept.
-class MemoryKept : public KeptValues {
- public:
-  bool Get(const std::string& key,
-           const std::function<void(absl::string_view value)>& take) override {
-    auto it = values.find(key);
-    if (it == values.end()) return false;
-    take(it->second);
-    return true;
-  }
-  void Put(const std::string& key, std::string value, int64_t owner) override {
-    values[key] = std::move(value);
-    owners.push_back(owner);
-  }
-  std::map<std::string, std::string> values;
-  std::vector<int64_t> owners;
-};
 
 // `access` for the user `owner`.
 ObjectStoreAccess As(ObjectStoreAccess access, int64_t owner) {

@@ -50,6 +50,12 @@ class KeptValues {
   virtual void Put(const std::string& key, std::string value, int64_t owner) = 0;
 };
 
+// Keeps bytes a kind read ahead of the session (a shard read whole to
+// index it) in the daemon's caches, as the reader keeps what it reads:
+// under `id` (what the kind's Identify gives for that file), charged to
+// the caller.
+using KeepRead = std::function<void(const SourceKey& id, std::string bytes)>;
+
 // What opening a source may use, all of it the caller's.
 struct SourceContext {
   // Caps, cancellation and the file environment (`fs`). Its `within` and
@@ -73,6 +79,8 @@ struct SourceContext {
   std::shared_ptr<const ObjectStoreAccess> access;
   // Values kept across sessions (null: the daemon has no L2).
   KeptValues* kept = nullptr;
+  // Where read-ahead bytes go (null: nowhere).
+  KeepRead keep_read;
 
   FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
   // The caller's files, whole, through fs() beneath `beneath` and capped

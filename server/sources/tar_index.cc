@@ -173,6 +173,7 @@ absl::Status ForEachTarMember(const TarReader& read, uint64_t file_size, uint64_
 }
 
 absl::Status WebDatasetGrouper::Add(const TarMember& member) {
+  added_ = false;
   const std::string& name = member.name;
   const size_t slash = name.rfind('/');
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
@@ -202,6 +203,7 @@ absl::Status WebDatasetGrouper::Add(const TarMember& member) {
     }
   }
   current_.fields.push_back({std::move(extension), member.offset, member.size});
+  added_ = true;
   return absl::OkStatus();
 }
 
@@ -209,6 +211,39 @@ absl::Status WebDatasetGrouper::Finish() {
   if (!open_) return absl::OkStatus();
   open_ = false;
   return done_(std::move(current_));
+}
+
+namespace {
+bool IsImage(const std::string& extension) {
+  return extension == "jpg" || extension == "jpeg" || extension == "png";
+}
+}  // namespace
+
+bool IsUsedField(const std::string& extension) {
+  return IsImage(extension) || extension == "seg.png" || extension == "cls";
+}
+
+WebDatasetFields FieldsOf(const WebDatasetSample& sample) {
+  WebDatasetFields out;
+  for (const WebDatasetSample::Field& f : sample.fields) {
+    if (IsImage(f.extension) && out.image == nullptr) out.image = &f;
+    if (f.extension == "seg.png") out.mask = &f;
+    if (f.extension == "cls") out.cls = &f;
+  }
+  return out;
+}
+
+absl::StatusOr<int32_t> ParseLabel(absl::string_view text, absl::string_view key) {
+  int32_t label = 0;
+  if (text.size() > kMaxLabelBytes) {
+    return absl::DataLossError(
+        absl::StrCat(Shown(key), ".cls is not a label (over ", kMaxLabelBytes, " bytes)"));
+  }
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label) || label < 0) {
+    return absl::DataLossError(
+        absl::StrCat(Shown(key), ".cls holds no non-negative integer label"));
+  }
+  return label;
 }
 
 std::string Shown(absl::string_view name) {

@@ -76,13 +76,38 @@ class WebDatasetGrouper {
   absl::Status Add(const TarMember& member);
   absl::Status Finish();  // The last sample.
   uint64_t skipped() const { return skipped_; }  // Members without a key.
+  // The field the last Add added to the open sample; null when it skipped
+  // the member (valid until the next Add or Finish).
+  const WebDatasetSample::Field* added() const {
+    return added_ ? &current_.fields.back() : nullptr;
+  }
 
  private:
   std::function<absl::Status(WebDatasetSample)> done_;
   WebDatasetSample current_;
   bool open_ = false;
+  bool added_ = false;
   uint64_t skipped_ = 0;
 };
+
+// What one of our samples takes from a WebDataset sample: its first image
+// member (jpg, jpeg, png), its seg.png mask, its cls label (each null when
+// absent; no image: not a sample of ours, counted as skipped).
+struct WebDatasetFields {
+  const WebDatasetSample::Field* image = nullptr;
+  const WebDatasetSample::Field* mask = nullptr;
+  const WebDatasetSample::Field* cls = nullptr;
+};
+WebDatasetFields FieldsOf(const WebDatasetSample& sample);
+// Whether FieldsOf may take a member of this extension (so its bytes
+// matter to a sample).
+bool IsUsedField(const std::string& extension);
+
+// The label a .cls member's bytes hold: a non-negative decimal integer,
+// spaces around it allowed, at most kMaxLabelBytes; DATA_LOSS naming the
+// sample's key otherwise.
+inline constexpr uint64_t kMaxLabelBytes = 32;
+absl::StatusOr<int32_t> ParseLabel(absl::string_view text, absl::string_view key);
 
 // A member's name (or key) as error messages show it: at most about 120
 // bytes of it (names are up to 64 KiB of anything).

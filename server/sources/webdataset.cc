@@ -102,10 +102,6 @@ class WebDatasetFiles : public SampleSource {
   const std::vector<Member> members_;
 };
 
-bool IsImage(const std::string& extension) {
-  return extension == "jpg" || extension == "jpeg" || extension == "png";
-}
-
 // The shards the spec names, made one at a time: count() of them, path(i).
 class ShardList {
  public:
@@ -148,18 +144,13 @@ class ShardList {
 // A .cls member's label.
 absl::StatusOr<int32_t> Label(const OpenFile& file, const std::string& shard,
                               const std::string& key, const WebDatasetSample::Field& f) {
-  std::string text(std::min<uint64_t>(f.size, 32), '\0');
+  std::string text(std::min(f.size, kMaxLabelBytes + 1), '\0');
   int err = 0;
-  if (f.size > 32 ||
-      !ReadAt(file.fd(), f.offset, text.size(), reinterpret_cast<uint8_t*>(text.data()), &err)) {
-    return absl::DataLossError(absl::StrCat(shard, ": ", Shown(key), ".cls is not a label (",
-                                            f.size, " bytes)"));
+  if (!ReadAt(file.fd(), f.offset, text.size(), reinterpret_cast<uint8_t*>(text.data()), &err)) {
+    return absl::DataLossError(absl::StrCat(shard, ": ", Shown(key), ".cls could not be read"));
   }
-  int32_t label = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label) || label < 0) {
-    return absl::DataLossError(absl::StrCat(shard, ": ", Shown(key),
-                                            ".cls holds no non-negative integer label"));
-  }
+  absl::StatusOr<int32_t> label = ParseLabel(text, key);
+  if (!label.ok()) return absl::DataLossError(absl::StrCat(shard, ": ", label.status().message()));
   return label;
 }
 
@@ -185,14 +176,7 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
     shards.push_back({shard, file->version()});
     // One sample of the shard, as the grouper finishes it.
     auto take = [&](WebDatasetSample sample) -> absl::Status {
-      const WebDatasetSample::Field* image = nullptr;
-      const WebDatasetSample::Field* mask = nullptr;
-      const WebDatasetSample::Field* cls = nullptr;
-      for (const WebDatasetSample::Field& f : sample.fields) {
-        if (IsImage(f.extension) && image == nullptr) image = &f;
-        if (f.extension == "seg.png") mask = &f;
-        if (f.extension == "cls") cls = &f;
-      }
+      const auto [image, mask, cls] = FieldsOf(sample);
       if (image == nullptr) {
         ++ds.skipped_files;
         return absl::OkStatus();

@@ -13,6 +13,15 @@ import urllib.request
 MOTO = os.environ.get("STOKER_MOTO_SERVER", "")
 
 
+def put_object(url, path, data=b""):
+    """PUT `data` at /bucket[/key] of the server at `url` (checks off)."""
+    req = urllib.request.Request(f"{url}/{path}", data=data, method="PUT",
+                                 headers={"Content-Type": "application/octet-stream"})
+    with urllib.request.urlopen(req) as r:
+        if r.status != 200:
+            raise RuntimeError(f"PUT {path}: HTTP {r.status}")
+
+
 def available():
     return bool(MOTO) and os.access(MOTO, os.X_OK)
 
@@ -41,11 +50,7 @@ class MotoServer:
 
     def put(self, path, data=b""):
         """PUT `data` at /bucket[/key]."""
-        req = urllib.request.Request(f"{self.url}/{path}", data=data, method="PUT",
-                                     headers={"Content-Type": "application/octet-stream"})
-        with urllib.request.urlopen(req) as r:
-            if r.status != 200:
-                raise RuntimeError(f"PUT {path}: HTTP {r.status}")
+        put_object(self.url, path, data)
 
     def upload_folder(self, folder, bucket, prefix):
         """Every file under `folder` at bucket/prefix/<its relative path>."""

@@ -179,3 +179,50 @@ def test_refusals_say_why(bucket, trainer_env):
             batches(stoker.Loader("s3://Photos_Bad/train/", socket=d.socket, **ARGS))
     finally:
         d.stop()
+
+
+def test_shards_in_a_bucket_read_as_the_local_shards(bucket, dataset, trainer_env, tmp_path):
+    from test_webdataset import pictures, write_shards
+    items = pictures(dataset)
+    local = tmp_path / "shards"
+    write_shards(str(local), items, per_shard=5)
+    names = sorted(os.listdir(local))
+    for name in names:
+        with open(local / name, "rb") as f:
+            s3_server.put_object(bucket, f"photos/shards/{name}", f.read())
+    flags = ["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2")]
+    url = f"s3://photos/shards/train-{{000000..{len(names) - 1:06d}}}.tar"
+    d = Daemon(extra=flags)
+    try:
+        want = batches(stoker.Loader(str(local), socket=d.socket, **ARGS))
+        before = _sent(d)
+        ld = stoker.Loader(url, socket=d.socket, **ARGS)
+        got = batches(ld)
+        assert len(got) == len(want) and sum(len(y) for _, y in got) == len(items)
+        for (x, y), (wx, wy) in zip(got, want):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+        # The listing and one GET per shard (each under a block), read
+        # whole while indexing it; its pictures were kept then, so the
+        # epoch read none of them again.
+        assert _sent(d) - before == 1 + len(names)
+        again = batches(ld)
+        assert all(torch.equal(x, wx) for (x, _), (wx, _) in zip(again, want))
+        assert _sent(d) - before == 1 + len(names), "epoch 2 is read from the caches"
+        # The session counts what opening read for its first epoch.
+        shard_bytes = sum(os.path.getsize(local / name) for name in names)
+        remote = ld.stats()["remote"]
+        assert remote["epochs"][0] == {"requests": len(names), "bytes": shard_bytes}, remote
+        assert remote["epochs"][1] == {"requests": 0, "bytes": 0}, remote
+    finally:
+        d.stop()  # Its queued L2 writes are written before it exits.
+    # Restarted on the same L2: the kept indexes, and the pictures there;
+    # each shard proven by one read of its own.
+    d = Daemon(extra=flags)
+    try:
+        before = _sent(d)
+        got = batches(stoker.Loader(url, socket=d.socket, **ARGS))
+        for (x, y), (wx, wy) in zip(got, want):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+        assert _sent(d) - before == 1 + len(names)
+    finally:
+        d.stop()

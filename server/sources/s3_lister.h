@@ -1,0 +1,55 @@
+// What the object store kinds (s3.h's ImageFolder, s3_shards.h's
+// WebDataset shards) share: the listing's walk, and the version an
+// object's cache entries record.
+//
+// Lister walks the pages of a prefix as the caller (its access and
+// owner), checked page by page: cancellation, the scan deadline
+// (--dataset-scan-timeout), the objects seen against max_files
+// (--max-dataset-files), and what the store answered (a prefix or object
+// outside the one asked for, or an object without an ETag, is DATA_LOSS).
+// Errors name the URL. Thread-safe: one Lister may walk several prefixes
+// at once, its count shared.
+#ifndef STOKER_SERVER_SOURCES_S3_LISTER_H_
+#define STOKER_SERVER_SOURCES_S3_LISTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/access/file_system.h"
+#include "server/dataset/dataset.h"
+#include "server/objstore/s3_client.h"
+
+namespace stoker {
+
+class Lister {
+ public:
+  // All of them outlive the Lister.
+  Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* client,
+         const ScanLimits& limits);
+
+  // Every page of `prefix` (with `delimiter`), each handed to `page`; its
+  // error ends the walk.
+  absl::Status Walk(const std::string& prefix, const std::string& delimiter,
+                    const std::function<absl::Status(ListPage&)>& page);
+
+ private:
+  const S3Url& url_;
+  const ObjectStoreAccess& access_;
+  S3Client* const client_;
+  const ScanLimits& limits_;
+  const absl::Time deadline_;
+  std::atomic<uint64_t> seen_{0};
+};
+
+// The version an object's L2 entries record: its size and a digest of its
+// ETag that is the same in every build and process (L2 outlives the
+// daemon).
+FileVersion ObjectFileVersion(uint64_t size, const std::string& etag);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_S3_LISTER_H_

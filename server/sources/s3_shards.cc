@@ -1,0 +1,518 @@
+#include "server/sources/s3_shards.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "proto/kept.pb.h"
+#include "server/dataset/sample_source.h"
+#include "server/sources/s3_lister.h"
+#include "server/sources/tar_index.h"
+#include "server/sources/webdataset.h"
+#include "util/cache_key.h"
+#include "util/log.h"
+
+namespace stoker {
+namespace {
+
+constexpr int kShardsAtOnce = 8;
+// One ranged GET of a shard being indexed.
+constexpr uint64_t kBlockBytes = uint64_t{8} << 20;
+constexpr absl::Duration kProgressEvery = absl::Seconds(5);
+
+struct Shard {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;
+};
+
+struct Member {
+  uint32_t shard = 0;
+  uint64_t offset = 0, size = 0;
+};
+
+// The L2 key of one member's bytes (the file part of its SourceKey).
+std::string MemberFile(const ObjectStoreAccess& access, const std::string& bucket,
+                       const Shard& shard, uint64_t offset, uint64_t size) {
+  return CacheKey({"s3-tar", access.endpoint.ToString(), bucket, shard.key, offset, size});
+}
+
+class S3ShardMembers : public SampleSource {
+ public:
+  S3ShardMembers(S3Client* client, ObjectStoreAccess access, std::string bucket,
+                 uint64_t max_bytes, std::vector<Shard> shards, std::vector<Member> members,
+                 const std::vector<bool>& proven)
+      : client_(client),
+        access_(std::move(access)),
+        bucket_(std::move(bucket)),
+        max_bytes_(max_bytes),
+        shards_(std::move(shards)),
+        members_(std::move(members)),
+        proven_(new std::atomic<bool>[shards_.size()]),
+        proving_(new absl::Mutex[shards_.size()]) {
+    for (size_t i = 0; i < shards_.size(); ++i) proven_[i].store(proven[i]);
+  }
+
+  absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
+    absl::StatusOr<const Member*> m = Find(path);
+    if (!m.ok()) return m.status();
+    const Shard& shard = shards_[(*m)->shard];
+    if (absl::Status s = Prove((*m)->shard); !s.ok()) return s;
+    return SourceKey{MemberFile(access_, bucket_, shard, (*m)->offset, (*m)->size),
+                     ObjectFileVersion(shard.size, shard.etag), nullptr};
+  }
+
+  bool Versioned() const override { return true; }
+  bool remote() const override { return true; }
+
+  absl::Status Read(const std::string& path, std::string* out,
+                    FileVersion* version) const override {
+    absl::StatusOr<const Member*> found = Find(path);
+    if (!found.ok()) return found.status();
+    const Member& m = **found;
+    const Shard& shard = shards_[m.shard];
+    if (m.size > max_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          path, ": ", m.size, " bytes, over the daemon's file size cap of ", max_bytes_));
+    }
+    out->clear();
+    ObjectVersion seen;
+    absl::Status s = m.size == 0 ? absl::OkStatus()
+                                 : client_->Get(access_.endpoint, S3Url{bucket_, shard.key},
+                                                m.offset, m.size, shard.etag,
+                                                access_.credentials, out, &seen, access_.owner);
+    if (s.code() == absl::StatusCode::kFailedPrecondition ||
+        s.code() == absl::StatusCode::kNotFound) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": its shard ",
+          s.code() == absl::StatusCode::kNotFound ? "was removed" : "changed",
+          " since it was indexed (", s.message(), "): open the dataset again"));
+    }
+    if (!s.ok()) return s;
+    if (m.size > 0 && (seen.size != shard.size || out->size() != m.size ||
+                       (!seen.etag.empty() && seen.etag != shard.etag))) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": its shard changed since it was indexed (", seen.size, " bytes now, ",
+          shard.size, " listed): open the dataset again"));
+    }
+    proven_[m.shard].store(true, std::memory_order_release);
+    if (version != nullptr) *version = ObjectFileVersion(shard.size, shard.etag);
+    return absl::OkStatus();
+  }
+
+ private:
+  // This session's proof that it may read shard `k`: indexing it read it;
+  // else one HEAD at the listed version, once (concurrent callers wait for
+  // it), before any of the shard's members is served from a cache.
+  absl::Status Prove(uint32_t k) const {
+    if (proven_[k].load(std::memory_order_acquire)) return absl::OkStatus();
+    absl::MutexLock lock(&proving_[k]);
+    if (proven_[k].load(std::memory_order_acquire)) return absl::OkStatus();
+    const Shard& shard = shards_[k];
+    absl::StatusOr<ObjectVersion> v = client_->Head(access_.endpoint, S3Url{bucket_, shard.key},
+                                                    access_.credentials, shard.etag,
+                                                    access_.owner);
+    if (v.ok() && v->size != shard.size) {
+      v = absl::FailedPreconditionError(absl::StrCat(v->size, " bytes now"));
+    }
+    if (v.status().code() == absl::StatusCode::kFailedPrecondition ||
+        v.status().code() == absl::StatusCode::kNotFound) {
+      return absl::DataLossError(absl::StrCat(
+          "s3://", bucket_, "/", Shown(shard.key), " changed since it was indexed (",
+          v.status().message(), "): open the dataset again"));
+    }
+    if (!v.ok()) return v.status();
+    proven_[k].store(true, std::memory_order_release);
+    return absl::OkStatus();
+  }
+
+  // The member "s3://bucket/<shard key>#<n>" names.
+  absl::StatusOr<const Member*> Find(const std::string& path) const {
+    const size_t hash = path.rfind('#');
+    uint64_t n = 0;
+    const std::string in_bucket = absl::StrCat("s3://", bucket_, "/");
+    if (hash == std::string::npos || !absl::SimpleAtoi(path.substr(hash + 1), &n) ||
+        n >= members_.size() || !absl::StartsWith(path, in_bucket) ||
+        absl::string_view(path).substr(in_bucket.size(), hash - in_bucket.size()) !=
+            shards_[members_[n].shard].key) {
+      return absl::NotFoundError(absl::StrCat("no member ", Shown(path), " in this dataset"));
+    }
+    return &members_[n];
+  }
+
+  S3Client* const client_;
+  const ObjectStoreAccess access_;
+  const std::string bucket_;
+  const uint64_t max_bytes_;
+  const std::vector<Shard> shards_;
+  const std::vector<Member> members_;
+  // This session's proofs: it has read from the shard (or its HEAD).
+  const std::unique_ptr<std::atomic<bool>[]> proven_;
+  const std::unique_ptr<absl::Mutex[]> proving_;
+};
+
+// A shard read forward, a block at a time, as the caller, at its listed
+// version: what ForEachTarMember and the members' bytes are read from.
+class ShardStream {
+ public:
+  // `fetched` counts the bytes read, for progress.
+  ShardStream(const S3Url& object, const Shard& shard, const ObjectStoreAccess& access,
+              S3Client* client, const std::function<absl::Status()>& check,
+              std::atomic<uint64_t>* fetched, std::atomic<uint64_t>* requests)
+      : object_(object),
+        shard_(shard),
+        access_(access),
+        client_(client),
+        check_(check),
+        fetched_(fetched),
+        requests_(requests) {}
+
+  absl::Status Read(uint64_t offset, size_t n, char* out) {
+    while (n > 0) {
+      if (offset < at_ || offset >= at_ + block_.size()) {
+        if (absl::Status s = Fetch(offset); !s.ok()) return s;
+      }
+      const size_t piece = std::min<uint64_t>(n, at_ + block_.size() - offset);
+      std::copy_n(block_.data() + (offset - at_), piece, out);
+      offset += piece;
+      out += piece;
+      n -= piece;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Fetch(uint64_t offset) {
+    if (absl::Status s = check_(); !s.ok()) return s;
+    if (offset >= shard_.size) return absl::DataLossError("a read past the shard's end");
+    const uint64_t n = std::min(kBlockBytes, shard_.size - offset);
+    ObjectVersion seen;
+    requests_->fetch_add(1);
+    absl::Status s = client_->Get(access_.endpoint, object_, offset, n, shard_.etag,
+                                  access_.credentials, &block_, &seen, access_.owner);
+    if (s.code() == absl::StatusCode::kFailedPrecondition ||
+        s.code() == absl::StatusCode::kNotFound) {
+      return absl::DataLossError(
+          absl::StrCat("the shard changed while it was indexed (", s.message(), ")"));
+    }
+    if (!s.ok()) return s;
+    if (block_.size() != n || seen.size != shard_.size ||
+        (!seen.etag.empty() && seen.etag != shard_.etag)) {
+      return absl::DataLossError("the shard changed while it was indexed");
+    }
+    at_ = offset;
+    fetched_->fetch_add(n);
+    return absl::OkStatus();
+  }
+
+  const S3Url& object_;
+  const Shard& shard_;
+  const ObjectStoreAccess& access_;
+  S3Client* const client_;
+  const std::function<absl::Status()>& check_;
+  std::atomic<uint64_t>* const fetched_;
+  std::atomic<uint64_t>* const requests_;
+  std::string block_;
+  uint64_t at_ = 0;
+};
+
+// What opening shares across the shards it indexes at once.
+struct Indexing {
+  const S3Url& root;
+  const ObjectStoreAccess& access;
+  S3Client* client;
+  const ScanLimits& limits;
+  const KeepRead& keep_read;
+  std::function<absl::Status()> check;  // Cancellation and the deadline.
+  std::atomic<uint64_t> bytes{0};       // Read so far, of every shard.
+  std::atomic<uint64_t> requests{0};    // GETs that read them.
+};
+
+// Reads `shard` whole and indexes it, handing each sample's image and
+// mask to keep_read as they stream by.
+absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
+  const S3Url object{ix.root.bucket, shard.key};
+  ShardStream stream(object, shard, ix.access, ix.client, ix.check, &ix.bytes, &ix.requests);
+  kept::ShardIndex index;
+  // The bytes of the members of the sample being grouped, by offset.
+  std::map<uint64_t, std::string> pending;
+  auto keep = [&](uint64_t offset, uint64_t size) {
+    auto it = pending.find(offset);
+    if (ix.keep_read == nullptr || it == pending.end()) return;
+    SourceKey id{MemberFile(ix.access, ix.root.bucket, shard, offset, size),
+                 ObjectFileVersion(shard.size, shard.etag), nullptr};
+    ix.keep_read(id, std::move(it->second));
+  };
+  WebDatasetGrouper grouper([&](WebDatasetSample sample) -> absl::Status {
+    const auto [image, mask, cls] = FieldsOf(sample);
+    if (image == nullptr) {
+      index.set_skipped(index.skipped() + 1);
+    } else {
+      kept::ShardIndex::Sample* s = index.add_samples();
+      s->set_image_offset(image->offset);
+      s->set_image_size(image->size);
+      if (mask != nullptr) {
+        s->set_has_mask(true);
+        s->set_mask_offset(mask->offset);
+        s->set_mask_size(mask->size);
+      }
+      if (cls != nullptr) {
+        auto text = pending.find(cls->offset);
+        absl::StatusOr<int32_t> label =
+            ParseLabel(text == pending.end() ? std::string(kMaxLabelBytes + 1, ' ')
+                                             : text->second,
+                       sample.key);
+        if (!label.ok()) return label.status();
+        s->set_label(*label);
+      }
+      keep(image->offset, image->size);
+      if (mask != nullptr) keep(mask->offset, mask->size);
+    }
+    // This sample's members, and members without a key before it.
+    pending.erase(pending.begin(), pending.upper_bound(sample.fields.back().offset));
+    return absl::OkStatus();
+  });
+  uint64_t seen = 0;
+  absl::Status s = ForEachTarMember(
+      [&](uint64_t offset, size_t n, char* out) { return stream.Read(offset, n, out); },
+      shard.size, ix.limits.max_files, [&](TarMember m) -> absl::Status {
+        if (++seen % 4096 == 0) {
+          if (absl::Status c = ix.check(); !c.ok()) return c;
+        }
+        if (absl::Status a = grouper.Add(m); !a.ok()) return a;
+        // The bytes a sample may take (at most one member of each of a
+        // few extensions per sample): read as they stream by.
+        const WebDatasetSample::Field* f = grouper.added();
+        if (f != nullptr && IsUsedField(f->extension) && m.size <= ix.limits.max_file_bytes) {
+          std::string& bytes = pending[m.offset];
+          bytes.resize(m.size);
+          return stream.Read(m.offset, m.size, bytes.data());
+        }
+        return absl::OkStatus();
+      });
+  if (s.ok()) s = grouper.Finish();
+  if (!s.ok()) return s;
+  index.set_skipped(index.skipped() + grouper.skipped());
+  return index;
+}
+
+// Whether a kept index fits `shard` (this daemon wrote it: a check, not
+// a trust boundary): every member inside the shard.
+bool Fits(const kept::ShardIndex& index, const Shard& shard) {
+  auto inside = [&](uint64_t offset, uint64_t size) {
+    return offset <= shard.size && size <= shard.size - offset;
+  };
+  for (const kept::ShardIndex::Sample& s : index.samples()) {
+    if (!inside(s.image_offset(), s.image_size()) || s.label() < 0 ||
+        (s.has_mask() && !inside(s.mask_offset(), s.mask_size()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The shards `root` and `pattern` name, with their listed identities.
+absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const std::string& pattern,
+                                              const ObjectStoreAccess& access,
+                                              S3Client* client, const ScanLimits& limits) {
+  Lister lister(root, access, client, limits);
+  const bool one = pattern.empty() && IsShardKey(root.key);
+  std::string prefix = root.key;
+  if (!one && !prefix.empty() && prefix.back() != '/') prefix += '/';
+  absl::flat_hash_map<std::string, Shard> listed;
+  absl::Status s = lister.Walk(prefix, one ? "" : "/", [&](ListPage& p) {
+    for (ListedObject& o : p.objects) {
+      if (one ? o.key != root.key : !IsShardKey(o.key)) continue;
+      listed[o.key] = Shard{o.key, o.size, std::move(o.etag)};
+      if (one) return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  std::vector<Shard> shards;
+  if (!pattern.empty()) {
+    absl::StatusOr<ShardPattern> p = ShardPattern::Parse(pattern, limits.max_files);
+    if (!p.ok()) return p.status();
+    absl::flat_hash_map<std::string, bool> named;
+    for (uint64_t i = 0; i < p->size(); ++i) {
+      const std::string key = prefix + p->Name(i);
+      auto it = listed.find(key);
+      if (it == listed.end()) {
+        return absl::NotFoundError(absl::StrCat("no shard s3://", root.bucket, "/", Shown(key),
+                                                " (the pattern names it)"));
+      }
+      if (named.emplace(key, true).second) shards.push_back(it->second);
+    }
+  } else {
+    for (auto& [key, shard] : listed) shards.push_back(std::move(shard));
+    std::sort(shards.begin(), shards.end(),
+              [](const Shard& a, const Shard& b) { return a.key < b.key; });
+  }
+  if (shards.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(root.ToString(), one ? " is not an object" : " holds no .tar shards"));
+  }
+  return shards;
+}
+
+}  // namespace
+
+bool IsShardKey(const std::string& key) { return absl::EndsWithIgnoreCase(key, ".tar"); }
+
+absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& pattern,
+                                     const ObjectStoreAccess& access, S3Client* client,
+                                     const ScanLimits& limits, const KeptListing& keep,
+                                     const KeepRead& keep_read) {
+  absl::StatusOr<std::vector<Shard>> listed = ListShards(url, pattern, access, client, limits);
+  if (!listed.ok()) return listed.status();
+  const std::vector<Shard>& shards = *listed;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + limits.max_time;
+  Indexing ix{url, access, client, limits, keep_read};
+  ix.check = [&]() -> absl::Status {
+    if (limits.cancel != nullptr && limits.cancel->load()) {
+      return absl::CancelledError("the daemon is shutting down");
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("indexing took longer than ",
+                                                      absl::FormatDuration(limits.max_time),
+                                                      " (--dataset-scan-timeout)"));
+    }
+    return absl::OkStatus();
+  };
+  auto kept_key = [&](const Shard& s) {
+    return CacheKey({"s3-shard-index", access.endpoint.ToString(), url.bucket, s.key, s.etag,
+                     s.size,
+                     access.credentials != nullptr ? access.credentials->access_key_id : ""});
+  };
+  // Each shard's index, kept or read; `read` tells which were read (and so
+  // proven by this session).
+  std::vector<kept::ShardIndex> indexes(shards.size());
+  std::vector<bool> read(shards.size(), false);
+  std::vector<absl::Status> errors(shards.size());
+  std::atomic<size_t> next{0}, done{0};
+  uint64_t total_bytes = 0;
+  for (const Shard& s : shards) total_bytes += s.size;
+  auto index_one = [&](size_t i) -> absl::Status {
+    const Shard& shard = shards[i];
+    if (keep.values != nullptr) {
+      bool taken = false;
+      keep.values->Get(kept_key(shard), [&](absl::string_view value) {
+        taken = value.size() <= INT_MAX &&
+                indexes[i].ParseFromArray(value.data(), static_cast<int>(value.size())) &&
+                Fits(indexes[i], shard);
+      });
+      if (taken) return absl::OkStatus();
+      indexes[i].Clear();
+    }
+    absl::StatusOr<kept::ShardIndex> index = IndexShard(ix, shard);
+    if (!index.ok()) {
+      return absl::Status(index.status().code(),
+                          absl::StrCat("s3://", url.bucket, "/", Shown(shard.key), ": ",
+                                       index.status().message()));
+    }
+    indexes[i] = *std::move(index);
+    read[i] = true;
+    if (keep.values != nullptr) {
+      keep.values->Put(kept_key(shard), indexes[i].SerializeAsString(), access.owner);
+    }
+    return absl::OkStatus();
+  };
+  const int at_once = std::min<int>(kShardsAtOnce, shards.size());
+  absl::Mutex mu;
+  int exited = 0;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < at_once; ++w) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
+        errors[i] = index_one(i);
+        done.fetch_add(1);
+        if (!errors[i].ok()) next.store(shards.size());  // The first error ends it.
+      }
+      absl::MutexLock lock(&mu);
+      ++exited;
+    });
+  }
+  // Progress every few seconds while the workers read.
+  auto all_exited = [&] { return exited == at_once; };
+  while (!mu.LockWhenWithTimeout(absl::Condition(&all_exited), kProgressEvery)) {
+    mu.Unlock();
+    const uint64_t bytes = ix.bytes.load();
+    const double rate = bytes / absl::ToDoubleSeconds(absl::Now() - start);
+    const uint64_t left = total_bytes - std::min(bytes, total_bytes);
+    LogInfo(absl::StrCat("indexing ", url.ToString(), ": ", done.load(), " of ", shards.size(),
+                         " shards, ", bytes >> 20, " of ", total_bytes >> 20, " MiB read",
+                         rate > 0 ? absl::StrCat(", about ", static_cast<int64_t>(left / rate),
+                                                 " s left")
+                                  : ""));
+  }
+  mu.Unlock();
+  for (std::thread& t : workers) t.join();
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  // The samples, shard by shard, charged as they are listed.
+  Dataset ds;
+  ds.description = absl::StrCat("s3-shards:", url.ToString(), pattern.empty() ? "" : " ",
+                                pattern, " at ", access.endpoint.ToString());
+  std::vector<Member> members;
+  ListCharge charge(limits);
+  bool masks = true;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string shard = absl::StrCat("s3://", url.bucket, "/", shards[i].key, "#");
+    for (const kept::ShardIndex::Sample& s : indexes[i].samples()) {
+      if (members.size() + 2 > limits.max_files) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            url.ToString(), ": over ", limits.max_files, " members (--max-dataset-files)"));
+      }
+      members.push_back({static_cast<uint32_t>(i), s.image_offset(), s.image_size()});
+      Sample out{absl::StrCat(shard, members.size() - 1), s.label(), {}};
+      if (s.has_mask()) {
+        members.push_back({static_cast<uint32_t>(i), s.mask_offset(), s.mask_size()});
+        out.more.push_back(absl::StrCat(shard, members.size() - 1));
+      }
+      masks = masks && s.has_mask();
+      if (absl::Status cs = charge.Add(out); !cs.ok()) return cs;
+      ds.samples.push_back(std::move(out));
+    }
+    ds.skipped_files += indexes[i].skipped();
+    kept::ShardIndex().Swap(&indexes[i]);
+  }
+  if (ds.samples.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        url.ToString(), " holds no samples with a jpg, jpeg or png member"));
+  }
+  if (masks) {
+    ds.files_per_sample = 2;
+  } else {
+    for (Sample& s : ds.samples) s.more.clear();
+  }
+  ds.num_classes = NumClasses(ds.samples);
+  if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
+  ds.read_ahead_requests = ix.requests.load();
+  ds.read_ahead_bytes = ix.bytes.load();
+  const size_t indexed = std::count(read.begin(), read.end(), true);
+  if (indexed > 0) {
+    LogInfo(absl::StrCat(url.ToString(), ": indexed ", indexed, " of ", shards.size(),
+                         " shards (", ix.bytes.load() >> 20, " MiB) in ",
+                         absl::FormatDuration(absl::Trunc(absl::Now() - start,
+                                                          absl::Milliseconds(1)))));
+  }
+  ds.source = std::make_shared<S3ShardMembers>(client, access, url.bucket, limits.max_file_bytes,
+                                               std::move(*listed), std::move(members), read);
+  return ds;
+}
+
+}  // namespace stoker

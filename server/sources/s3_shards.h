@@ -1,0 +1,66 @@
+// WebDataset shards in an S3 API store (proto S3Source with shards): the
+// samples WebDataset's rules group from .tar objects (tar_index.h), read
+// as the caller, as the `webdataset` kind reads local shards.
+//
+// Shards: one .tar object (a URL ending in .tar), the names a brace
+// pattern gives in the URL's prefix, or every .tar object directly in the
+// prefix, in key order. The prefix is listed once (delimited, page by
+// page, as the caller): a shard's listed size and ETag are its identity,
+// and a pattern's name not listed is NOT_FOUND naming it.
+//
+// Indexing: a shard's members are found from its headers, which lie
+// between its members' bytes, so a shard is read whole to index it: by
+// ranged GETs of large blocks at the listed version (If-Match), several
+// shards at once, each header and member checked as tar_index.h checks a
+// local file (the listed size is the file's). What the sessions will read
+// (each sample's image and mask) is handed to `keep_read` as it streams,
+// under the key the sample's reads are cached under, so the first epoch
+// reads it from the daemon's caches rather than the store again. Progress
+// (shards, bytes, time left) is logged every few seconds.
+//
+// Kept indexes: with a place to keep them (the daemon's L2), a shard's
+// index is kept under (endpoint, bucket, key, ETag, size, access key id):
+// the same principal's next session over the same shard version takes it
+// instead of reading the shard. A kept index is checked against the shard
+// (every member inside it) before it is taken.
+//
+// Reading, as the caller: a sample's file is "s3://bucket/<shard key>#<n>";
+// a read is a ranged GET of the member at the shard's listed version
+// (DATA_LOSS when the shard changed since). A cached copy of a member is
+// served to a session only once it has shown it may read that shard with
+// its own credentials (a bit per shard): indexing the shard proves it;
+// with a kept index, the first Identify of one of the shard's members
+// sends one HEAD at the listed version (others of the shard wait for it).
+//
+// Errors name the URL or the shard: PERMISSION_DENIED (credentials
+// refused), NOT_FOUND, FAILED_PRECONDITION (no shards, no samples with an
+// image), DATA_LOSS (a hostile or changed shard), RESOURCE_EXHAUSTED (past
+// the limits or the caller's memory), DEADLINE_EXCEEDED, CANCELLED.
+//
+// Thread-safe; the client outlives the source.
+#ifndef STOKER_SERVER_SOURCES_S3_SHARDS_H_
+#define STOKER_SERVER_SOURCES_S3_SHARDS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
+#include "server/objstore/s3_client.h"
+#include "server/sources/s3.h"
+#include "server/sources/source.h"
+
+namespace stoker {
+
+// Opens the shards `url` (and `pattern`, when not empty) names, as above.
+// `keep.values` keeps indexes (null: none); `keep_read` may be null.
+absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& pattern,
+                                     const ObjectStoreAccess& access, S3Client* client,
+                                     const ScanLimits& limits, const KeptListing& keep,
+                                     const KeepRead& keep_read);
+
+// Whether `key` names a shard (ends in .tar, in any case).
+bool IsShardKey(const std::string& key);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_S3_SHARDS_H_

@@ -1,0 +1,221 @@
+// WebDataset shards in a real S3 API server (moto): samples, labels and
+// masks as the local kind gives them, bytes exact, read ahead once, kept
+// indexes, and shards that lie or change.
+#include "server/sources/s3_shards.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "server/dataset/sample_source.h"
+#include "server/objstore/moto_testing.h"
+#include "server/sources/kept_testing.h"
+#include "tests/testdata.h"
+
+namespace stoker {
+namespace {
+
+using moto_testing::Content;
+using moto_testing::MotoServer;
+
+// What keep_read was handed, by the key it was kept under.
+struct ReadAhead {
+  absl::Mutex mu;
+  std::map<std::string, std::string> kept;  // SourceKey::key() -> bytes.
+  KeepRead Fn() {
+    return [this](const SourceKey& id, std::string bytes) {
+      absl::MutexLock lock(&mu);
+      kept[id.key()] = std::move(bytes);
+    };
+  }
+};
+
+// moto with signature checks off: listing a prefix takes a '/' delimiter,
+// which its checker mishandles (moto_testing.h).
+class S3ShardsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<MotoServer>> m = MotoServer::Start(false);
+    if (!m.ok()) GTEST_SKIP() << m.status();
+    moto_ = *std::move(m);
+    S3Client::Options o;
+    o.endpoints = *EndpointAllowList::Parse(moto_->endpoint().ToString());
+    client_ = *S3Client::Create(o);
+    access_.endpoint = moto_->endpoint();
+    access_.credentials = moto_->credentials();
+    ASSERT_TRUE(moto_->Put(client_.get(), "bkt", "", "").ok());
+    // Three shards of 3 samples: an image (its suffix in upper case), a
+    // label, a json and a mask; the middle shard's pictures large enough
+    // that the shard takes several blocks to read, members across them.
+    for (int s = 0; s < 3; ++s) {
+      testdata::TarWriter t;
+      for (int i = 0; i < 3; ++i) {
+        const int n = 3 * s + i;
+        const std::string key = absl::StrFormat("sample%02d", n);
+        const std::string image = Content(s == 1 ? (3 << 20) + 4097 * i : 1000 + n, n);
+        images_.push_back(image);
+        masks_.push_back(absl::StrCat("mask-", n));
+        t.Add(key + ".JPG", image)
+            .Add(key + ".cls", absl::StrCat(n % 4, "\n"))
+            .Add(key + ".json", "{}")
+            .Add(key + ".seg.png", masks_.back());
+      }
+      t.Add("__meta__", "skipped");
+      ASSERT_TRUE(Put(Shard(s), t.Close()).ok());
+    }
+    ASSERT_TRUE(Put("shards/notes.txt", "not a shard").ok());
+  }
+
+  static std::string Shard(int s) { return absl::StrFormat("shards/train-%06d.tar", s); }
+  absl::Status Put(const std::string& key, std::string value) {
+    return moto_->Put(client_.get(), "bkt", key, std::move(value));
+  }
+  absl::StatusOr<Dataset> Open(const std::string& url, const std::string& pattern,
+                               KeptValues* kept = nullptr, const KeepRead& ahead = {}) {
+    return OpenS3Shards(*S3Url::Parse(url), pattern, access_, client_.get(), ScanLimits{},
+                        KeptListing{kept, false}, ahead);
+  }
+  uint64_t Requests() const { return client_->stats().requests; }
+
+  std::unique_ptr<MotoServer> moto_;
+  std::unique_ptr<S3Client> client_;
+  ObjectStoreAccess access_;
+  std::vector<std::string> images_, masks_;
+};
+
+TEST_F(S3ShardsTest, SamplesByPatternPrefixOrOneShardReadExactly) {
+  for (const auto& [url, pattern, first, count] :
+       std::vector<std::tuple<std::string, std::string, int, int>>{
+           {"s3://bkt/shards", "train-{000000..000002}.tar", 0, 9},
+           {"s3://bkt/shards/", "", 0, 9},
+           {"s3://bkt/shards/train-000002.tar", "", 6, 3}}) {
+    ReadAhead ahead;
+    absl::StatusOr<Dataset> ds = Open(url, pattern, nullptr, ahead.Fn());
+    ASSERT_TRUE(ds.ok()) << url << ": " << ds.status();
+    ASSERT_EQ(ds->samples.size(), static_cast<size_t>(count)) << url;
+    EXPECT_EQ(ds->files_per_sample, 2u);
+    EXPECT_EQ(ds->skipped_files, static_cast<uint64_t>(count / 3)) << "__meta__";
+    EXPECT_TRUE(ds->source->remote());
+    for (int i = 0; i < count; ++i) {
+      const Sample& s = ds->samples[i];
+      const int n = first + i;
+      EXPECT_EQ(s.label, n % 4) << s.path;
+      ASSERT_EQ(s.more.size(), 1u);
+      for (const auto& [path, want] : {std::pair{s.path, images_[n]}, {s.more[0], masks_[n]}}) {
+        // Indexing read the shard as this session: its members are proven,
+        // and what streamed by was kept under the key a read is cached at.
+        absl::StatusOr<SourceKey> id = ds->source->Identify(path);
+        ASSERT_TRUE(id.ok()) << id.status();
+        EXPECT_TRUE(id->proven) << path;
+        EXPECT_EQ(ahead.kept[id->key()], want) << path;
+        const uint64_t before = Requests();
+        std::string bytes;
+        FileVersion v;
+        ASSERT_TRUE(ds->source->Read(path, &bytes, &v).ok()) << path;
+        EXPECT_EQ(bytes, want) << path;
+        EXPECT_EQ(v, id->version);
+        EXPECT_EQ(Requests(), before + 1) << "one ranged GET";
+      }
+    }
+    // Every image and mask was kept ahead; nothing else.
+    EXPECT_EQ(ahead.kept.size(), 2u * count) << url;
+  }
+  EXPECT_EQ(Open("s3://bkt/shards", "train-{000000..000003}.tar").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Open("s3://bkt/nothing/", "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(S3ShardsTest, AKeptIndexIsTakenWithoutReadingTheShard) {
+  MemoryKept kept;
+  absl::StatusOr<Dataset> first = Open("s3://bkt/shards/", "", &kept);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(kept.values.size(), 3u);
+  const uint64_t before = Requests();
+  absl::StatusOr<Dataset> again = Open("s3://bkt/shards/", "", &kept);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(Requests(), before + 1) << "the listing, no shard read";
+  ASSERT_EQ(again->samples.size(), first->samples.size());
+  for (size_t i = 0; i < again->samples.size(); ++i) {
+    EXPECT_EQ(again->samples[i].path, first->samples[i].path);
+    EXPECT_EQ(again->samples[i].label, first->samples[i].label);
+  }
+  // Each shard proven by this session before a member of it is
+  // identified: one HEAD, once.
+  for (int i : {4, 5, 3, 0}) {
+    const uint64_t at = Requests();
+    absl::StatusOr<SourceKey> id = again->source->Identify(again->samples[i].path);
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_TRUE(id->proven);
+    EXPECT_EQ(Requests(), at + (i == 4 || i == 0 ? 1 : 0)) << i;
+  }
+  std::string bytes;
+  ASSERT_TRUE(again->source->Read(again->samples[4].path, &bytes, nullptr).ok());
+  EXPECT_EQ(bytes, images_[4]);
+  // Another principal's key id does not take this one's index.
+  auto other = std::make_shared<S3Credentials>(*access_.credentials);
+  other->access_key_id = "AKIAOTHERPRINCIPAL";
+  access_.credentials = other;
+  ASSERT_TRUE(Open("s3://bkt/shards/", "", &kept).ok());
+  EXPECT_EQ(kept.values.size(), 6u);
+  // A kept index that does not fit its shard is not taken.
+  for (auto& [key, value] : kept.values) value = "not an index";
+  absl::StatusOr<Dataset> read = Open("s3://bkt/shards/", "", &kept);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->samples.size(), 9u);
+}
+
+TEST_F(S3ShardsTest, AShardThatLiesOrChangesIsDataLossNamingIt) {
+  absl::StatusOr<Dataset> ds = Open("s3://bkt/shards/", "");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // Rewritten after indexing: its members are not read at old offsets.
+  ASSERT_TRUE(Put(Shard(0), testdata::TarWriter().Add("a.jpg", "new").Close()).ok());
+  std::string bytes;
+  absl::Status s = ds->source->Read(ds->samples[0].path, &bytes, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("open the dataset again"), std::string::npos) << s;
+  // A header whose size runs past the shard's end.
+  testdata::TarWriter liar;
+  liar.Add("a.jpg", std::string(600, 'j'));
+  std::string& b = liar.bytes();
+  std::snprintf(&b[124], 12, "%011o", 1u << 30);
+  liar.Reseal(0);
+  ASSERT_TRUE(Put(Shard(1), liar.Close()).ok());
+  absl::Status lie = Open("s3://bkt/shards/", "").status();
+  EXPECT_EQ(lie.code(), absl::StatusCode::kDataLoss) << lie;
+  EXPECT_NE(lie.message().find("s3://bkt/shards/train-000001.tar"), std::string::npos) << lie;
+  // A label that is not one.
+  ASSERT_TRUE(Put(Shard(1), testdata::TarWriter()
+                                .Add("k.jpg", "image")
+                                .Add("k.cls", "minus one")
+                                .Close())
+                  .ok());
+  absl::Status label = Open("s3://bkt/shards/", "").status();
+  EXPECT_EQ(label.code(), absl::StatusCode::kDataLoss) << label;
+  EXPECT_NE(label.message().find("k.cls"), std::string::npos) << label;
+}
+
+TEST_F(S3ShardsTest, TheKindTakesAPatternEndingTheUrl) {
+  SourceContext ctx;
+  ctx.objects = client_.get();
+  auto access = std::make_shared<ObjectStoreAccess>(access_);
+  ctx.access = access;
+  v1::DatasetSpec spec;
+  spec.mutable_s3()->set_url("s3://bkt/shards/train-{000001..000002}.tar");
+  absl::StatusOr<Dataset> ds = OpenDataset(spec, ctx);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->samples.size(), 6u);
+  EXPECT_EQ(ds->samples[0].label, 3);
+  spec.mutable_s3()->set_url("s3://bkt/shards/");
+  ds = OpenDataset(spec, ctx);  // A prefix of shards, without classes.
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->samples.size(), 9u);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -14,11 +14,24 @@ First moto's own ceiling: GETs/s and MB/s of those objects, the best of
 8 to 64 kept-alive connections, then again before each run (direct). Epoch 1 and later epochs (EPOCHS after the first), images/s,
 medians over RUNS fresh daemons.
 
+Then the same photos as WebDataset shards (PER_SHARD pictures each, in a
+seeded random order, a .jpg and a .cls per sample): local, in moto direct
+and at 20 and 50 ms, each epoch 1 against the local shards' (the cold
+epoch includes opening: listing, and reading each shard whole to index
+it); and the baseline teams run, a DataLoader whose IterableDataset
+streams each shard with boto3 (get_object, tarfile), decodes with PIL
+and transforms with torchvision (the same train crop at 224), at 50 ms,
+the best of 1, 2 and 4 workers (prefetch_factor 4). boto3 is taken from
+moto_server's own interpreter. PARTS=folder,shards picks the tables.
+
     RUNS=3 STOKER_MOTO_SERVER=... /usr/bin/python3 bench/s3.py
 """
 
 import http.client
+import io
 import os
+import random
+import tarfile
 import shutil
 import statistics
 import subprocess
@@ -38,6 +51,9 @@ from stokerd import BIN, Stokerd  # noqa: E402
 PROXY = os.path.join(BIN, "bench", "s3_proxy")
 COPIES = int(os.environ.get("COPIES", "4"))
 FOLDER = f"/tmp/stoker-bench-s3-x{COPIES}"
+PER_SHARD = int(os.environ.get("PER_SHARD", "64"))
+SHARDS = f"{FOLDER}-shards{PER_SHARD}"
+PARTS = os.environ.get("PARTS", "folder,shards").split(",")
 
 
 def ceiling_at(url, keys, connections, seconds):
@@ -120,6 +136,136 @@ def corpus():
     return FOLDER
 
 
+def shard_corpus(folder):
+    """The folder's pictures as shards of PER_SHARD samples, in a seeded
+    random order: the shard folder and its names."""
+    if not os.path.exists(os.path.join(SHARDS, ".complete")):
+        shutil.rmtree(SHARDS, ignore_errors=True)
+        os.makedirs(SHARDS)
+        items = []
+        for label, cls in enumerate(sorted(c for c in os.listdir(folder) if c[0] != ".")):
+            for name in sorted(os.listdir(os.path.join(folder, cls))):
+                items.append((os.path.join(folder, cls, name), label))
+        random.Random(0).shuffle(items)
+        for s in range(0, len(items), PER_SHARD):
+            with tarfile.open(os.path.join(SHARDS, f"train-{s // PER_SHARD:06d}.tar"), "w") as t:
+                for i, (path, label) in enumerate(items[s:s + PER_SHARD], start=s):
+                    with open(path, "rb") as f:  # Its bytes: the corpus's copies are links.
+                        jpg = f.read()
+                    for name, data in ((f"{i:08d}.jpg", jpg), (f"{i:08d}.cls",
+                                                                 f"{label}\n".encode())):
+                        info = tarfile.TarInfo(name)
+                        info.size = len(data)
+                        t.addfile(info, io.BytesIO(data))
+        open(os.path.join(SHARDS, ".complete"), "w").close()
+    return SHARDS, sorted(n for n in os.listdir(SHARDS) if n.endswith(".tar"))
+
+
+def boto3_path():
+    """The site-packages of moto_server's interpreter (boto3 is beside it)."""
+    with open(s3_server.MOTO) as f:
+        python = f.readline()[2:].strip()
+    return subprocess.run([python, "-c", "import boto3, os; print(os.path.dirname("
+                           "os.path.dirname(boto3.__file__)))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def boto3_loader(endpoint, keys, workers):
+    """A DataLoader streaming the shards with boto3, as teams write it."""
+    import torch
+    from PIL import Image
+    from torchvision import transforms as T
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+
+    class Shards(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            import boto3
+            info = torch.utils.data.get_worker_info()
+            mine = keys[info.id::info.num_workers] if info else keys
+            s3 = boto3.client("s3", endpoint_url=endpoint)
+            for key in mine:
+                body = s3.get_object(Bucket="photos", Key=key)["Body"]
+                sample = {}
+                with tarfile.open(fileobj=body, mode="r|") as tar:
+                    for m in tar:
+                        stem, ext = m.name.split(".", 1)
+                        if sample and sample["key"] != stem:
+                            yield self.decode(sample)
+                            sample = {}
+                        sample["key"] = stem
+                        sample[ext] = tar.extractfile(m).read()
+                if sample:
+                    yield self.decode(sample)
+
+        @staticmethod
+        def decode(sample):
+            image = Image.open(io.BytesIO(sample["jpg"])).convert("RGB")
+            return tf(image), int(sample["cls"])
+
+    return torch.utils.data.DataLoader(Shards(), batch_size=64, num_workers=workers,
+                                       prefetch_factor=4 if workers else 2)
+
+
+def one_epoch(it):
+    t0, n = time.perf_counter(), 0
+    for x, _ in it:
+        n += x.shape[0]
+    return n / (time.perf_counter() - t0)
+
+
+def with_proxy(moto, latency, run):
+    """run(endpoint) with moto behind bench's proxy adding `latency` ms."""
+    if not latency:
+        return run(moto.url)
+    proxy = subprocess.Popen(
+        [PROXY, f"--upstream_port={moto.url.rsplit(':', 1)[1]}", f"--latency_ms={latency}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        return run(proxy.stdout.readline().strip())
+    finally:
+        proxy.stdin.close()
+        proxy.wait()
+
+
+def shard_table(moto, folder):
+    shards, names = shard_corpus(folder)
+    for name in names:
+        with open(os.path.join(shards, name), "rb") as f:
+            moto.put(f"photos/shards/{name}", f.read())
+    size = sum(os.path.getsize(os.path.join(shards, n)) for n in names)
+    print(f"\nshards: {len(names)} of {PER_SHARD} pictures, {size / 1e6:,.1f} MB; images/s, "
+          f"medians of {RUNS} runs; epoch 1 against the local shards' epoch 1")
+    print(f"{'feed':32} {'epoch 1':>8} {'later':>8} {'x local':>8}")
+    local = medians(loader(shards))
+    print(f"{'local shards':32} {local[0]:8,.0f} {local[1]:8,.0f}", flush=True)
+    for latency in (0, 20, 50):
+        def run(endpoint):
+            os.environ["AWS_ENDPOINT_URL"] = endpoint
+            firsts, laters = [], []
+            for _ in range(RUNS):
+                with Stokerd("--object-store-endpoints", endpoint) as d:
+                    first, later, _ = passes(lambda: loader("s3://photos/shards/")(d.sock))
+                firsts.append(first)
+                laters.append(later)
+            return statistics.median(firsts), statistics.median(laters)
+        first, later = with_proxy(moto, latency, run)
+        name = f"s3 shards, {latency} ms" if latency else "s3 shards, moto direct"
+        print(f"{name:32} {first:8,.0f} {later:8,.0f} {first / local[0]:8.2f}", flush=True)
+        if latency == 50:
+            at_50 = first
+    sys.path.append(boto3_path())
+    keys = [f"shards/{n}" for n in names]
+    best = (0, 0)
+    for workers in (1, 2, 4):
+        rate = with_proxy(moto, 50, lambda endpoint: statistics.median(
+            one_epoch(boto3_loader(endpoint, keys, workers)) for _ in range(RUNS)))
+        best = max(best, (rate, workers))
+    print(f"{'DataLoader + boto3, 50 ms':32} {best[0]:8,.0f} {'':>8} {best[0] / local[0]:8.2f}"
+          f"   (best of 1, 2, 4 workers: {best[1]}); stoker at 50 ms = {at_50 / best[0]:.1f}x it",
+          flush=True)
+
+
 def loader(data):
     return lambda sock: stoker.Loader(data, batch_size=64, image_size=224, socket=sock,
                                       pixel_cache=None)
@@ -151,9 +297,14 @@ def main():
         os.environ.update({"AWS_ACCESS_KEY_ID": "AKIABENCH", "AWS_SECRET_ACCESS_KEY": "bench",
                            "AWS_DEFAULT_REGION": "us-east-1"})
         print(f"images/s, medians of {RUNS} runs; later = mean of epochs 2-{1 + EPOCHS}; "
-              f"the node on {len(node or ()) or os.cpu_count()} of {os.cpu_count()} cores. "
-              f"Before each s3 run, moto's ceiling again ({conns} connections, direct): the "
-              "last column is the median of each run's epoch 1 over min(local, that ceiling)")
+              f"the node on {len(node or ()) or os.cpu_count()} of {os.cpu_count()} cores.")
+        if "shards" in PARTS:
+            shard_table(moto, folder)
+        if "folder" not in PARTS:
+            return
+        print(f"\nthe folder: before each s3 run, moto's ceiling again ({conns} connections, "
+              "direct): the last column is the median of each run's epoch 1 over min(local, "
+              "that ceiling)")
         print(f"{'feed':28} {'epoch 1':>8} {'later':>8} {'x local':>8} {'ceiling':>8} "
               f"{'x min(local, ceiling)':>22}")
         local = medians(loader(folder))

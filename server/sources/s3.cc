@@ -136,22 +136,26 @@ namespace {
 // Lists `root` (a prefix ending in '/') as an ImageFolder: the classes by
 // one delimited listing, then each class in parallel, each page charged as
 // it comes (the sample and its listed identity: twice over).
+// With no class prefixes but .tar objects, those are *shards and the
+// listing has no classes.
 absl::StatusOr<kept::S3Listing> ListFolder(const S3Url& root, const ObjectStoreAccess& access,
                                            S3Client* client, const ScanLimits& limits,
-                                           ListCharge* charge) {
+                                           ListCharge* charge,
+                                           std::vector<ListedObject>* shards) {
   Lister lister(root, access, client, limits);
   std::vector<std::string> classes;
   uint64_t skipped = 0;
-  uint64_t shards = 0;
   absl::Status s = lister.Walk(root.key, "/", [&](ListPage& p) {
     for (std::string& c : p.prefixes) classes.push_back(std::move(c));
     skipped += p.objects.size();
-    for (const ListedObject& o : p.objects) shards += IsShardKey(o.key);
+    for (ListedObject& o : p.objects) {
+      if (IsShardKey(o.key)) shards->push_back(std::move(o));
+    }
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
   std::sort(classes.begin(), classes.end());
-  if (classes.empty() && shards > 0) return kept::S3Listing();  // Shards, no classes.
+  if (classes.empty() && !shards->empty()) return kept::S3Listing();  // Shards, no classes.
   if (classes.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         root.ToString(), " has no class prefixes (an ImageFolder is <prefix>/<class>/<image>) "
@@ -229,7 +233,7 @@ bool TakeKept(const S3Url& root, const kept::S3Listing& l, const ScanLimits& lim
 
 absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
                                      S3Client* client, const ScanLimits& limits,
-                                     const KeptListing& keep, const KeepRead& keep_read) {
+                                     const KeptListing& keep, const ReadAhead& ahead) {
   S3Url root = url;
   if (!root.key.empty() && root.key.back() != '/') root.key += '/';
   // Per principal: what one key id's owner may list (an IAM prefix
@@ -268,10 +272,12 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     }
   }
   if (!taken) {
-    absl::StatusOr<kept::S3Listing> listed = ListFolder(root, access, client, limits, &charge);
+    std::vector<ListedObject> shards;
+    absl::StatusOr<kept::S3Listing> listed =
+        ListFolder(root, access, client, limits, &charge, &shards);
     if (!listed.ok()) return listed.status();
-    if (listed->class_names_size() == 0) {  // A prefix of shards.
-      return OpenS3Shards(url, "", access, client, limits, keep, keep_read);
+    if (listed->class_names_size() == 0) {  // A prefix of shards, listed now.
+      return OpenS3Shards(root, "", access, client, limits, keep, ahead, &shards);
     }
     listing = *std::move(listed);
   }
@@ -347,9 +353,9 @@ class S3Kind : public SourceKind {
       url->key.resize(slash == std::string::npos ? 0 : slash + 1);
     }
     if (!pattern.empty() || IsShardKey(url->key)) {
-      return OpenS3Shards(*url, pattern, access, ctx.objects, ctx.limits, keep, ctx.keep_read);
+      return OpenS3Shards(*url, pattern, access, ctx.objects, ctx.limits, keep, ctx.read_ahead);
     }
-    return OpenS3Folder(*url, access, ctx.objects, ctx.limits, keep, ctx.keep_read);
+    return OpenS3Folder(*url, access, ctx.objects, ctx.limits, keep, ctx.read_ahead);
   }
 };
 

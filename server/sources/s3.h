@@ -65,11 +65,11 @@ struct KeptListing {
 // RESOURCE_EXHAUSTED (past the limits or the caller's memory),
 // DEADLINE_EXCEEDED, CANCELLED, and the client's.
 // A prefix holding .tar objects and no class prefixes is opened as
-// WebDataset shards (s3_shards.h), their read-ahead kept by `keep_read`.
+// WebDataset shards (s3_shards.h), read ahead into `ahead`.
 absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
                                      S3Client* client, const ScanLimits& limits,
                                      const KeptListing& keep = {},
-                                     const KeepRead& keep_read = {});
+                                     const ReadAhead& ahead = {});
 
 }  // namespace stoker
 

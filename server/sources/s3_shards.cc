@@ -27,7 +27,7 @@
 namespace stoker {
 namespace {
 
-constexpr int kShardsAtOnce = 8;
+constexpr int kShardsAtOnce = 16;
 // One ranged GET of a shard being indexed.
 constexpr uint64_t kBlockBytes = uint64_t{8} << 20;
 constexpr absl::Duration kProgressEvery = absl::Seconds(5);
@@ -53,7 +53,7 @@ class S3ShardMembers : public SampleSource {
  public:
   S3ShardMembers(S3Client* client, ObjectStoreAccess access, std::string bucket,
                  uint64_t max_bytes, std::vector<Shard> shards, std::vector<Member> members,
-                 const std::vector<bool>& proven)
+                 const std::vector<char>& proven)
       : client_(client),
         access_(std::move(access)),
         bucket_(std::move(bucket)),
@@ -107,7 +107,7 @@ class S3ShardMembers : public SampleSource {
           path, ": its shard changed since it was indexed (", seen.size, " bytes now, ",
           shard.size, " listed): open the dataset again"));
     }
-    proven_[m.shard].store(true, std::memory_order_release);
+    if (m.size > 0) proven_[m.shard].store(true, std::memory_order_release);
     if (version != nullptr) *version = ObjectFileVersion(shard.size, shard.etag);
     return absl::OkStatus();
   }
@@ -124,8 +124,8 @@ class S3ShardMembers : public SampleSource {
     absl::StatusOr<ObjectVersion> v = client_->Head(access_.endpoint, S3Url{bucket_, shard.key},
                                                     access_.credentials, shard.etag,
                                                     access_.owner);
-    if (v.ok() && v->size != shard.size) {
-      v = absl::FailedPreconditionError(absl::StrCat(v->size, " bytes now"));
+    if (v.ok() && (v->size != shard.size || (!v->etag.empty() && v->etag != shard.etag))) {
+      v = absl::FailedPreconditionError(absl::StrCat(v->size, " bytes now, ETag ", v->etag));
     }
     if (v.status().code() == absl::StatusCode::kFailedPrecondition ||
         v.status().code() == absl::StatusCode::kNotFound) {
@@ -234,14 +234,17 @@ struct Indexing {
   const ObjectStoreAccess& access;
   S3Client* client;
   const ScanLimits& limits;
-  const KeepRead& keep_read;
-  std::function<absl::Status()> check;  // Cancellation and the deadline.
+  const ReadAhead& ahead;
+  std::function<absl::Status()> check;  // Cancellation, the deadline, a failed shard.
+  std::atomic<bool> failed{false};      // A shard failed: the others stop.
   std::atomic<uint64_t> bytes{0};       // Read so far, of every shard.
   std::atomic<uint64_t> requests{0};    // GETs that read them.
+  std::atomic<uint64_t> members{0};     // Of every shard, against max_files.
+  std::atomic<uint64_t> kept_ahead{0};  // Bytes handed to ahead.keep.
 };
 
-// Reads `shard` whole and indexes it, handing each sample's image and
-// mask to keep_read as they stream by.
+// Reads `shard` whole and indexes it, handing each sample's picture and
+// mask to ix.ahead as they stream by.
 absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
   const S3Url object{ix.root.bucket, shard.key};
   ShardStream stream(object, shard, ix.access, ix.client, ix.check, &ix.bytes, &ix.requests);
@@ -250,11 +253,12 @@ absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
   std::map<uint64_t, std::string> pending;
   auto keep = [&](uint64_t offset, uint64_t size) {
     auto it = pending.find(offset);
-    if (ix.keep_read == nullptr || it == pending.end()) return;
+    if (it == pending.end() || size == 0) return;  // Not read ahead; an empty one is an error.
     SourceKey id{MemberFile(ix.access, ix.root.bucket, shard, offset, size),
                  ObjectFileVersion(shard.size, shard.etag), nullptr};
-    ix.keep_read(id, std::move(it->second));
+    ix.ahead.keep(id, std::move(it->second));
   };
+  bool image_seen = false;  // The open sample's first picture has streamed by.
   WebDatasetGrouper grouper([&](WebDatasetSample sample) -> absl::Status {
     const auto [image, mask, cls] = FieldsOf(sample);
     if (image == nullptr) {
@@ -271,9 +275,7 @@ absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
       if (cls != nullptr) {
         auto text = pending.find(cls->offset);
         absl::StatusOr<int32_t> label =
-            ParseLabel(text == pending.end() ? std::string(kMaxLabelBytes + 1, ' ')
-                                             : text->second,
-                       sample.key);
+            ParseLabel(text == pending.end() ? std::string() : text->second, sample.key);
         if (!label.ok()) return label.status();
         s->set_label(*label);
       }
@@ -282,6 +284,7 @@ absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
     }
     // This sample's members, and members without a key before it.
     pending.erase(pending.begin(), pending.upper_bound(sample.fields.back().offset));
+    image_seen = false;
     return absl::OkStatus();
   });
   uint64_t seen = 0;
@@ -291,16 +294,30 @@ absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
         if (++seen % 4096 == 0) {
           if (absl::Status c = ix.check(); !c.ok()) return c;
         }
-        if (absl::Status a = grouper.Add(m); !a.ok()) return a;
-        // The bytes a sample may take (at most one member of each of a
-        // few extensions per sample): read as they stream by.
-        const WebDatasetSample::Field* f = grouper.added();
-        if (f != nullptr && IsUsedField(f->extension) && m.size <= ix.limits.max_file_bytes) {
-          std::string& bytes = pending[m.offset];
-          bytes.resize(m.size);
-          return stream.Read(m.offset, m.size, bytes.data());
+        if (ix.members.fetch_add(1) >= ix.limits.max_files) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "over ", ix.limits.max_files, " members in all (--max-dataset-files)"));
         }
-        return absl::OkStatus();
+        if (absl::Status a = grouper.Add(m); !a.ok()) return a;
+        // What a sample takes, read as it streams by: a label's first
+        // bytes (enough to refuse a long one); the first picture and the
+        // mask, when small enough and while the read-ahead has room.
+        const WebDatasetSample::Field* f = grouper.added();
+        if (f == nullptr || !IsUsedField(f->extension)) return absl::OkStatus();
+        const bool label = f->extension == "cls", mask = f->extension == "seg.png";
+        const bool first_image = !label && !mask && !image_seen;
+        image_seen = image_seen || (!label && !mask);
+        uint64_t n = 0;
+        if (label) {
+          n = std::min(m.size, kMaxLabelBytes + 1);
+        } else if ((mask || first_image) && ix.ahead.keep != nullptr && m.size <= kMostReadAhead &&
+                   ix.kept_ahead.fetch_add(m.size) + m.size <= ix.ahead.most_bytes) {
+          n = m.size;
+        }
+        if (n == 0) return absl::OkStatus();
+        std::string& bytes = pending[m.offset];
+        bytes.resize(n);
+        return stream.Read(m.offset, n, bytes.data());
       });
   if (s.ok()) s = grouper.Finish();
   if (!s.ok()) return s;
@@ -324,23 +341,40 @@ bool Fits(const kept::ShardIndex& index, const Shard& shard) {
 }
 
 // The shards `root` and `pattern` name, with their listed identities.
+// `given`: the prefix's .tar objects, listed by the caller.
 absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const std::string& pattern,
                                               const ObjectStoreAccess& access,
-                                              S3Client* client, const ScanLimits& limits) {
-  Lister lister(root, access, client, limits);
-  const bool one = pattern.empty() && IsShardKey(root.key);
-  std::string prefix = root.key;
-  if (!one && !prefix.empty() && prefix.back() != '/') prefix += '/';
-  absl::flat_hash_map<std::string, Shard> listed;
-  absl::Status s = lister.Walk(prefix, one ? "" : "/", [&](ListPage& p) {
-    for (ListedObject& o : p.objects) {
-      if (one ? o.key != root.key : !IsShardKey(o.key)) continue;
-      listed[o.key] = Shard{o.key, o.size, std::move(o.etag)};
-      if (one) return absl::OkStatus();
+                                              S3Client* client, const ScanLimits& limits,
+                                              std::vector<ListedObject>* given) {
+  if (pattern.empty() && IsShardKey(root.key)) {  // One shard: its HEAD.
+    absl::StatusOr<ObjectVersion> v =
+        client->Head(access.endpoint, root, access.credentials, "", access.owner);
+    if (!v.ok()) return v.status();
+    if (v->etag.empty()) {
+      return absl::DataLossError(absl::StrCat(root.ToString(), ": the store gave no ETag"));
     }
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return s;
+    return std::vector<Shard>{Shard{root.key, v->size, v->etag}};
+  }
+  std::string prefix = root.key;
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  absl::flat_hash_map<std::string, Shard> listed;
+  auto take = [&](std::vector<ListedObject>& objects) {
+    for (ListedObject& o : objects) {
+      if (IsShardKey(o.key)) listed[o.key] = Shard{o.key, o.size, std::move(o.etag)};
+    }
+  };
+  if (given != nullptr) {
+    take(*given);
+  } else {
+    // Names in folders below the prefix only when the pattern has some.
+    Lister lister(root, access, client, limits);
+    absl::Status s = lister.Walk(prefix, pattern.find('/') == std::string::npos ? "/" : "",
+                                 [&](ListPage& p) {
+                                   take(p.objects);
+                                   return absl::OkStatus();
+                                 });
+    if (!s.ok()) return s;
+  }
   std::vector<Shard> shards;
   if (!pattern.empty()) {
     absl::StatusOr<ShardPattern> p = ShardPattern::Parse(pattern, limits.max_files);
@@ -361,8 +395,7 @@ absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const std::stri
               [](const Shard& a, const Shard& b) { return a.key < b.key; });
   }
   if (shards.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(root.ToString(), one ? " is not an object" : " holds no .tar shards"));
+    return absl::FailedPreconditionError(absl::StrCat(root.ToString(), " holds no .tar shards"));
   }
   return shards;
 }
@@ -374,14 +407,16 @@ bool IsShardKey(const std::string& key) { return absl::EndsWithIgnoreCase(key, "
 absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& pattern,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,
-                                     const KeepRead& keep_read) {
-  absl::StatusOr<std::vector<Shard>> listed = ListShards(url, pattern, access, client, limits);
+                                     const ReadAhead& ahead, std::vector<ListedObject>* given) {
+  absl::StatusOr<std::vector<Shard>> listed =
+      ListShards(url, pattern, access, client, limits, given);
   if (!listed.ok()) return listed.status();
   const std::vector<Shard>& shards = *listed;
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + limits.max_time;
-  Indexing ix{url, access, client, limits, keep_read};
+  Indexing ix{url, access, client, limits, ahead};
   ix.check = [&]() -> absl::Status {
+    if (ix.failed.load()) return absl::CancelledError("another shard failed");
     if (limits.cancel != nullptr && limits.cancel->load()) {
       return absl::CancelledError("the daemon is shutting down");
     }
@@ -393,28 +428,35 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
     return absl::OkStatus();
   };
   auto kept_key = [&](const Shard& s) {
-    return CacheKey({"s3-shard-index", access.endpoint.ToString(), url.bucket, s.key, s.etag,
+    return CacheKey({"s3-shard-index/1", access.endpoint.ToString(), url.bucket, s.key, s.etag,
                      s.size,
                      access.credentials != nullptr ? access.credentials->access_key_id : ""});
   };
   // Each shard's index, kept or read; `read` tells which were read (and so
   // proven by this session).
   std::vector<kept::ShardIndex> indexes(shards.size());
-  std::vector<bool> read(shards.size(), false);
+  std::vector<char> read(shards.size(), 0);  // Not vector<bool>: written by several threads.
   std::vector<absl::Status> errors(shards.size());
   std::atomic<size_t> next{0}, done{0};
   uint64_t total_bytes = 0;
   for (const Shard& s : shards) total_bytes += s.size;
   auto index_one = [&](size_t i) -> absl::Status {
     const Shard& shard = shards[i];
-    if (keep.values != nullptr) {
+    if (keep.values != nullptr && !keep.refresh) {
       bool taken = false;
       keep.values->Get(kept_key(shard), [&](absl::string_view value) {
         taken = value.size() <= INT_MAX &&
                 indexes[i].ParseFromArray(value.data(), static_cast<int>(value.size())) &&
                 Fits(indexes[i], shard);
       });
-      if (taken) return absl::OkStatus();
+      if (taken) {
+        const uint64_t n = indexes[i].samples_size();
+        if (ix.members.fetch_add(n) + n > limits.max_files) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "over ", limits.max_files, " members in all (--max-dataset-files)"));
+        }
+        return absl::OkStatus();
+      }
       indexes[i].Clear();
     }
     absl::StatusOr<kept::ShardIndex> index = IndexShard(ix, shard);
@@ -424,7 +466,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
                                        index.status().message()));
     }
     indexes[i] = *std::move(index);
-    read[i] = true;
+    read[i] = 1;
     if (keep.values != nullptr) {
       keep.values->Put(kept_key(shard), indexes[i].SerializeAsString(), access.owner);
     }
@@ -439,7 +481,10 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
       for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
         errors[i] = index_one(i);
         done.fetch_add(1);
-        if (!errors[i].ok()) next.store(shards.size());  // The first error ends it.
+        if (!errors[i].ok()) {  // The first error ends it.
+          ix.failed.store(true);
+          next.store(shards.size());
+        }
       }
       absl::MutexLock lock(&mu);
       ++exited;
@@ -460,9 +505,14 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
   }
   mu.Unlock();
   for (std::thread& t : workers) t.join();
+  // A shard's own error, not another's stopping for it.
+  const absl::Status* first = nullptr;
   for (const absl::Status& e : errors) {
-    if (!e.ok()) return e;
+    if (!e.ok() && (first == nullptr || first->code() == absl::StatusCode::kCancelled)) {
+      first = &e;
+    }
   }
+  if (first != nullptr) return *first;
   // The samples, shard by shard, charged as they are listed.
   Dataset ds;
   ds.description = absl::StrCat("s3-shards:", url.ToString(), pattern.empty() ? "" : " ",
@@ -503,7 +553,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
   if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
   ds.read_ahead_requests = ix.requests.load();
   ds.read_ahead_bytes = ix.bytes.load();
-  const size_t indexed = std::count(read.begin(), read.end(), true);
+  const size_t indexed = std::count(read.begin(), read.end(), 1);
   if (indexed > 0) {
     LogInfo(absl::StrCat(url.ToString(), ": indexed ", indexed, " of ", shards.size(),
                          " shards (", ix.bytes.load() >> 20, " MiB) in ",

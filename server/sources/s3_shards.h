@@ -13,7 +13,7 @@
 // ranged GETs of large blocks at the listed version (If-Match), several
 // shards at once, each header and member checked as tar_index.h checks a
 // local file (the listed size is the file's). What the sessions will read
-// (each sample's image and mask) is handed to `keep_read` as it streams,
+// (each sample's picture and mask) is handed to ReadAhead::keep as it streams,
 // under the key the sample's reads are cached under, so the first epoch
 // reads it from the daemon's caches rather than the store again. Progress
 // (shards, bytes, time left) is logged every few seconds.
@@ -42,6 +42,7 @@
 #define STOKER_SERVER_SOURCES_S3_SHARDS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
@@ -52,11 +53,16 @@
 namespace stoker {
 
 // Opens the shards `url` (and `pattern`, when not empty) names, as above.
-// `keep.values` keeps indexes (null: none); `keep_read` may be null.
+// `keep.values` keeps indexes (null: none; keep.refresh: none is taken);
+// pictures and masks of at most kMostReadAhead bytes are read ahead into
+// `ahead`, up to ahead.most_bytes in all. `listed` (may be null): the
+// prefix's .tar objects, when the caller has just listed them.
+inline constexpr uint64_t kMostReadAhead = uint64_t{16} << 20;
 absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& pattern,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,
-                                     const KeepRead& keep_read);
+                                     const ReadAhead& ahead,
+                                     std::vector<ListedObject>* listed = nullptr);
 
 // Whether `key` names a shard (ends in .tar, in any case).
 bool IsShardKey(const std::string& key);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "proto/kept.pb.h"
 #include "server/dataset/sample_source.h"
 #include "server/objstore/moto_testing.h"
 #include "server/sources/kept_testing.h"
@@ -23,15 +24,16 @@ namespace {
 using moto_testing::Content;
 using moto_testing::MotoServer;
 
-// What keep_read was handed, by the key it was kept under.
-struct ReadAhead {
+// What was read ahead, by the key it was kept under.
+struct AheadLog {
   absl::Mutex mu;
   std::map<std::string, std::string> kept;  // SourceKey::key() -> bytes.
-  KeepRead Fn() {
-    return [this](const SourceKey& id, std::string bytes) {
-      absl::MutexLock lock(&mu);
-      kept[id.key()] = std::move(bytes);
-    };
+  stoker::ReadAhead Fn(uint64_t most_bytes = uint64_t{1} << 30) {
+    return {[this](const SourceKey& id, std::string bytes) {
+              absl::MutexLock lock(&mu);
+              kept[id.key()] = std::move(bytes);
+            },
+            most_bytes};
   }
 };
 
@@ -76,7 +78,7 @@ class S3ShardsTest : public ::testing::Test {
     return moto_->Put(client_.get(), "bkt", key, std::move(value));
   }
   absl::StatusOr<Dataset> Open(const std::string& url, const std::string& pattern,
-                               KeptValues* kept = nullptr, const KeepRead& ahead = {}) {
+                               KeptValues* kept = nullptr, const ReadAhead& ahead = {}) {
     return OpenS3Shards(*S3Url::Parse(url), pattern, access_, client_.get(), ScanLimits{},
                         KeptListing{kept, false}, ahead);
   }
@@ -94,7 +96,7 @@ TEST_F(S3ShardsTest, SamplesByPatternPrefixOrOneShardReadExactly) {
            {"s3://bkt/shards", "train-{000000..000002}.tar", 0, 9},
            {"s3://bkt/shards/", "", 0, 9},
            {"s3://bkt/shards/train-000002.tar", "", 6, 3}}) {
-    ReadAhead ahead;
+    AheadLog ahead;
     absl::StatusOr<Dataset> ds = Open(url, pattern, nullptr, ahead.Fn());
     ASSERT_TRUE(ds.ok()) << url << ": " << ds.status();
     ASSERT_EQ(ds->samples.size(), static_cast<size_t>(count)) << url;
@@ -163,11 +165,55 @@ TEST_F(S3ShardsTest, AKeptIndexIsTakenWithoutReadingTheShard) {
   access_.credentials = other;
   ASSERT_TRUE(Open("s3://bkt/shards/", "", &kept).ok());
   EXPECT_EQ(kept.values.size(), 6u);
-  // A kept index that does not fit its shard is not taken.
-  for (auto& [key, value] : kept.values) value = "not an index";
+  // A kept index that is not one, or one whose members lie outside their
+  // shard, is not taken: the shard is read again, and its index kept anew.
+  int k = 0;
+  for (auto& [key, value] : kept.values) {
+    kept::ShardIndex bad;
+    kept::ShardIndex::Sample* s = bad.add_samples();
+    s->set_image_offset(uint64_t{1} << 40);
+    s->set_image_size(10);
+    value = k++ % 2 == 0 ? "not an index" : bad.SerializeAsString();
+  }
+  const uint64_t listed = Requests();
   absl::StatusOr<Dataset> read = Open("s3://bkt/shards/", "", &kept);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->samples.size(), 9u);
+  EXPECT_GE(Requests(), listed + 1 + 3) << "the listing and each shard read";
+  int anew = 0;  // This principal's three (the first one's stay as they were).
+  for (const auto& [key, value] : kept.values) {
+    kept::ShardIndex index;
+    anew += index.ParseFromString(value) && index.samples_size() == 3;
+  }
+  EXPECT_EQ(anew, 3);
+  // Asked to list again: no kept index is taken either.
+  const uint64_t at = Requests();
+  ASSERT_TRUE(OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), "", access_, client_.get(),
+                           ScanLimits{}, KeptListing{&kept, true}, {})
+                  .ok());
+  EXPECT_GE(Requests(), at + 1 + 3);
+}
+
+TEST_F(S3ShardsTest, ReadAheadStopsAtItsBudgetAndOneShardIsOneHead) {
+  // Room for the small shards' pictures only: the middle shard's 3 MiB
+  // pictures are left for the session's own reads; labels are read anyway.
+  AheadLog ahead;
+  const uint64_t before = Requests();
+  absl::StatusOr<Dataset> ds =
+      Open("s3://bkt/shards/train-000000.tar", "", nullptr, ahead.Fn(6 * 1024));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(Requests(), before + 2) << "a HEAD, then the shard's one block";
+  EXPECT_EQ(ahead.kept.size(), 6u);  // 3 pictures and 3 masks.
+  EXPECT_EQ(ds->samples[2].label, 2);
+  AheadLog none;
+  ds = Open("s3://bkt/shards/", "", nullptr, none.Fn(4 << 20));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->samples.size(), 9u);
+  EXPECT_LE(none.kept.size(), 2u * 9 - 1) << "not every picture fits";
+  uint64_t kept_bytes = 0;
+  for (const auto& [key, value] : none.kept) kept_bytes += value.size();
+  EXPECT_LE(kept_bytes, uint64_t{4} << 20);
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(ds->samples[i].label, i % 4);
 }
 
 TEST_F(S3ShardsTest, AShardThatLiesOrChangesIsDataLossNamingIt) {

@@ -55,6 +55,10 @@ class KeptValues {
 // under `id` (what the kind's Identify gives for that file), charged to
 // the caller.
 using KeepRead = std::function<void(const SourceKey& id, std::string bytes)>;
+struct ReadAhead {
+  KeepRead keep;            // Null: nothing is kept ahead.
+  uint64_t most_bytes = 0;  // In all, for one opening: what the caches hold.
+};
 
 // What opening a source may use, all of it the caller's.
 struct SourceContext {
@@ -79,8 +83,8 @@ struct SourceContext {
   std::shared_ptr<const ObjectStoreAccess> access;
   // Values kept across sessions (null: the daemon has no L2).
   KeptValues* kept = nullptr;
-  // Where read-ahead bytes go (null: nowhere).
-  KeepRead keep_read;
+  // Where read-ahead bytes go, and how many.
+  ReadAhead read_ahead;
 
   FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
   // The caller's files, whole, through fs() beneath `beneath` and capped

@@ -22,10 +22,10 @@ SPEC = ["--batch-size", "2", "--transform", "train", "--size", "64",
         "--seed", "21", "--epochs", "3", "--no-pixel-cache"]
 
 
-def start(sock, prefix):
+def start(sock, prefix, extra=()):
     proc = subprocess.Popen(
         [STOKERD, "--socket", sock, "--threads", "1", "--metrics-address", "",
-         "--shm-prefix", prefix, *ROOT_FLAG],
+         "--shm-prefix", prefix, *ROOT_FLAG, *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_socket(sock, proc)
     return proc
@@ -42,10 +42,12 @@ def read(sock, dataset):
 class Restarter:
     """Once the client has been handed `after` batches (the daemon's own
     counter), freezes the daemon (SIGSTOP: the read cannot finish first),
-    kills it (leaving a zombie) and starts a new one on the same socket."""
+    kills it (leaving a zombie) and starts a new one on the same socket
+    (with the flags `extra`)."""
 
-    def __init__(self, sock, prefix, proc, after=2):
+    def __init__(self, sock, prefix, proc, after=2, extra=()):
         self.sock, self.prefix, self.old, self.new = sock, prefix, proc, None
+        self.extra = extra
         self.error = None
         self.thread = threading.Thread(target=self._run, args=(after,))
         self.thread.start()
@@ -62,7 +64,7 @@ class Restarter:
                 time.sleep(0.01)  # Polling the counter, not timing the read.
             self.old.send_signal(signal.SIGSTOP)
             self.old.send_signal(signal.SIGKILL)
-            self.new = start(self.sock, self.prefix)
+            self.new = start(self.sock, self.prefix, self.extra)
         except BaseException as e:  # Raised again by finish().
             self.error = e
 

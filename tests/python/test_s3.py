@@ -10,16 +10,21 @@ checks on in server/objstore/s3_client_test."""
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
+import time
 import urllib.request
 
 import pytest
 
 import s3_server
 import stoker
-from conftest import STOKERCTL, Daemon
+from conftest import BIN, STOKERCTL, Daemon
 
 torch = pytest.importorskip("torch")
+
+PROXY = os.path.join(BIN, "bench", "s3_proxy")
 
 @pytest.fixture(scope="module")
 def bucket(dataset):
@@ -181,15 +186,22 @@ def test_refusals_say_why(bucket, trainer_env):
         d.stop()
 
 
-def test_shards_in_a_bucket_read_as_the_local_shards(bucket, dataset, trainer_env, tmp_path):
+@pytest.fixture(scope="module")
+def shards(bucket, dataset, tmp_path_factory):
+    """The session dataset's pictures as local shards of 5, and the same
+    shards under s3://photos/shards/: (local folder, shard names)."""
     from test_webdataset import pictures, write_shards
-    items = pictures(dataset)
-    local = tmp_path / "shards"
-    write_shards(str(local), items, per_shard=5)
+    local = tmp_path_factory.mktemp("shards")
+    write_shards(str(local), pictures(dataset), per_shard=5)
     names = sorted(os.listdir(local))
     for name in names:
         with open(local / name, "rb") as f:
             s3_server.put_object(bucket, f"photos/shards/{name}", f.read())
+    return local, names
+
+
+def test_shards_in_a_bucket_read_as_the_local_shards(bucket, shards, trainer_env, tmp_path):
+    local, names = shards
     flags = ["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2")]
     url = f"s3://photos/shards/train-{{000000..{len(names) - 1:06d}}}.tar"
     d = Daemon(extra=flags)
@@ -198,7 +210,7 @@ def test_shards_in_a_bucket_read_as_the_local_shards(bucket, dataset, trainer_en
         before = _sent(d)
         ld = stoker.Loader(url, socket=d.socket, **ARGS)
         got = batches(ld)
-        assert len(got) == len(want) and sum(len(y) for _, y in got) == len(items)
+        assert len(got) == len(want) and len(got) > 0
         for (x, y), (wx, wy) in zip(got, want):
             assert torch.equal(x, wx) and torch.equal(y, wy)
         # The listing and one GET per shard (each under a block), read
@@ -220,9 +232,67 @@ def test_shards_in_a_bucket_read_as_the_local_shards(bucket, dataset, trainer_en
     d = Daemon(extra=flags)
     try:
         before = _sent(d)
-        got = batches(stoker.Loader(url, socket=d.socket, **ARGS))
+        ld = stoker.Loader(url, socket=d.socket, **ARGS)
+        got = batches(ld)
         for (x, y), (wx, wy) in zip(got, want):
             assert torch.equal(x, wx) and torch.equal(y, wy)
+        # The listing and a HEAD per shard (its proof); no shard read, no
+        # picture read.
         assert _sent(d) - before == 1 + len(names)
+        assert ld.stats()["remote"]["epochs"][0] == {"requests": 0, "bytes": 0}
     finally:
         d.stop()
+
+
+@pytest.mark.parametrize("url", ["s3://photos/train/", "s3://photos/shards/"])
+def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shards, trainer_env):
+    """Through a proxy answering its first 3 requests and 10 % of the others
+    503 SlowDown and resetting 5 % (seeded), a daemon killed and restarted
+    mid-epoch: the Loader goes on in a new session, sending its credentials
+    again, and its two epochs are those of the same pictures read locally."""
+    from test_resume import Restarter, start
+    from stoker._native import lib
+    local = {"s3://photos/train/": dataset, "s3://photos/shards/": str(shards[0])}[url]
+    proxy = subprocess.Popen(
+        [PROXY, f"--upstream_port={bucket.rsplit(':', 1)[1]}", "--fail_first=3",
+         "--slow_down=0.1", "--reset=0.05"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    folder = tempfile.mkdtemp(prefix="stoker-s3-resume-")
+    try:
+        endpoint = proxy.stdout.readline().strip()
+        trainer_env.setenv("AWS_ENDPOINT_URL", endpoint)
+        flags = ["--object-store-endpoints", endpoint]
+        sock = os.path.join(folder, "s.sock")
+        prefix = f"stoker-s3-resume{os.getpid()}."
+        args = dict(batch_size=2, transform="train", image_size=48, seed=21, socket=sock,
+                    starvation_threshold=1.0, pixel_cache=None)
+
+        def two_epochs(ld, pace=0.0):
+            checksum, samples = lib.Checksum(), 0
+            for _ in range(2):
+                for b in ld.batches():
+                    checksum.update(b.images)
+                    checksum.update(b.labels)
+                    checksum.update(b.status)
+                    samples += b.samples
+                    time.sleep(pace)  # A training step, not a wait for the daemon.
+            return checksum.hex, samples
+
+        proc = start(sock, prefix, flags)
+        want = two_epochs(stoker.Loader(local, **args))
+        restart = Restarter(sock, prefix, proc, extra=flags)
+        ld = stoker.Loader(url, **args)
+        got = two_epochs(ld, pace=0.03)
+        reconnects = ld._session.reconnects
+        ld.close()
+        restart.finish()
+        assert got == want and got[1] > 0
+        assert reconnects == 1
+    finally:
+        proxy.stdin.close()
+        faults = proxy.stderr.read()
+        proxy.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+    # The proxy's tally: it did refuse requests.
+    m = re.search(r"(\d+) requests, (\d+) slow-downs, (\d+) resets", faults)
+    assert m and int(m.group(2)) >= 3, faults

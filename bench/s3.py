@@ -22,7 +22,8 @@ it); and the baseline teams run, a DataLoader whose IterableDataset
 streams each shard with boto3 (get_object, tarfile), decodes with PIL
 and transforms with torchvision (the same train crop at 224), at 50 ms,
 the best of 1, 2 and 4 workers (prefetch_factor 4). boto3 is taken from
-moto_server's own interpreter. PARTS=folder,shards picks the tables.
+moto_server's own interpreter. PARTS=folder,shards,boto3 picks the tables
+(boto3: the baseline row of the shards' table).
 
     RUNS=3 STOKER_MOTO_SERVER=... /usr/bin/python3 bench/s3.py
 """
@@ -53,7 +54,7 @@ COPIES = int(os.environ.get("COPIES", "4"))
 FOLDER = f"/tmp/stoker-bench-s3-x{COPIES}"
 PER_SHARD = int(os.environ.get("PER_SHARD", "64"))
 SHARDS = f"{FOLDER}-shards{PER_SHARD}"
-PARTS = os.environ.get("PARTS", "folder,shards").split(",")
+PARTS = os.environ.get("PARTS", "folder,shards,boto3").split(",")
 
 
 def ceiling_at(url, keys, connections, seconds):
@@ -254,6 +255,8 @@ def shard_table(moto, folder):
         print(f"{name:32} {first:8,.0f} {later:8,.0f} {first / local[0]:8.2f}", flush=True)
         if latency == 50:
             at_50 = first
+    if "boto3" not in PARTS:
+        return
     sys.path.append(boto3_path())
     keys = [f"shards/{n}" for n in names]
     best = (0, 0)

@@ -257,6 +257,16 @@ class MotoServer {
   std::shared_ptr<const S3Credentials> credentials_;
 };
 
+// A client that may reach `moto` alone, and in *access its endpoint and
+// its user's key: what an object store kind's test reads with.
+inline std::unique_ptr<S3Client> ClientFor(const MotoServer& moto, ObjectStoreAccess* access) {
+  S3Client::Options o;
+  o.endpoints = *EndpointAllowList::Parse(moto.endpoint().ToString());
+  access->endpoint = moto.endpoint();
+  access->credentials = moto.credentials();
+  return *S3Client::Create(o);
+}
+
 }  // namespace moto_testing
 }  // namespace stoker
 

@@ -45,11 +45,7 @@ class S3ShardsTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<MotoServer>> m = MotoServer::Start(false);
     if (!m.ok()) GTEST_SKIP() << m.status();
     moto_ = *std::move(m);
-    S3Client::Options o;
-    o.endpoints = *EndpointAllowList::Parse(moto_->endpoint().ToString());
-    client_ = *S3Client::Create(o);
-    access_.endpoint = moto_->endpoint();
-    access_.credentials = moto_->credentials();
+    client_ = moto_testing::ClientFor(*moto_, &access_);
     ASSERT_TRUE(moto_->Put(client_.get(), "bkt", "", "").ok());
     // Three shards of 3 samples: an image (its suffix in upper case), a
     // label, a json and a mask; the middle shard's pictures large enough

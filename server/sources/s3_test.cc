@@ -25,11 +25,7 @@ class S3FolderTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<MotoServer>> m = MotoServer::Start(false);
     if (!m.ok()) GTEST_SKIP() << m.status();
     moto_ = *std::move(m);
-    S3Client::Options o;
-    o.endpoints = *EndpointAllowList::Parse(moto_->endpoint().ToString());
-    client_ = *S3Client::Create(o);
-    access_.endpoint = moto_->endpoint();
-    access_.credentials = moto_->credentials();
+    client_ = moto_testing::ClientFor(*moto_, &access_);
     ASSERT_TRUE(Put("", "").ok());
     objects_ = {{"data/train/cat/1.jpg", Content(5000, 1)},
                 {"data/train/cat/deep/2.PNG", Content(300, 2)},

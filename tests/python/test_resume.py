@@ -77,6 +77,21 @@ class Restarter:
         self.new.wait(timeout=20)
 
 
+def checksum_epochs(ld, epochs, pace=0.0):
+    """(checksum, samples) of `epochs` epochs of the Loader's native
+    batches, taking `pace` s over each (a training step, not a wait for the
+    daemon)."""
+    checksum, samples = lib.Checksum(), 0
+    for _ in range(epochs):
+        for b in ld.batches():
+            checksum.update(b.images)
+            checksum.update(b.labels)
+            checksum.update(b.status)
+            samples += b.samples
+            time.sleep(pace)
+    return checksum.hex, samples
+
+
 def test_clients_resume_across_a_daemon_restart(large_dataset):
     folder = tempfile.mkdtemp(prefix="stoker-resume-")
     sock = os.path.join(folder, "s.sock")
@@ -100,18 +115,11 @@ def test_clients_resume_across_a_daemon_restart(large_dataset):
                            image_size=64, seed=21, socket=sock,
                            starvation_threshold=1.0, pixel_cache=None)
         restart = Restarter(sock, prefix, proc)
-        checksum, samples = lib.Checksum(), 0
-        for _ in range(3):
-            for b in ld.batches():
-                checksum.update(b.images)
-                checksum.update(b.labels)
-                checksum.update(b.status)
-                samples += b.samples
-                time.sleep(0.03)
+        got = checksum_epochs(ld, 3, pace=0.03)
         reconnects = ld._session.reconnects
         ld.close()
         restart.finish()
-        assert (checksum.hex, samples) == (want["checksum"], 48)
+        assert got == (want["checksum"], 48)
         assert reconnects == 1  # It went on in a new session.
     finally:
         shutil.rmtree(folder, ignore_errors=True)

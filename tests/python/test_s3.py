@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.request
 
 import pytest
@@ -250,8 +249,7 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
     503 SlowDown and resetting 5 % (seeded), a daemon killed and restarted
     mid-epoch: the Loader goes on in a new session, sending its credentials
     again, and its two epochs are those of the same pictures read locally."""
-    from test_resume import Restarter, start
-    from stoker._native import lib
+    from test_resume import Restarter, checksum_epochs, start
     local = {"s3://photos/train/": dataset, "s3://photos/shards/": str(shards[0])}[url]
     proxy = subprocess.Popen(
         [PROXY, f"--upstream_port={bucket.rsplit(':', 1)[1]}", "--fail_first=3",
@@ -267,22 +265,11 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
         args = dict(batch_size=2, transform="train", image_size=48, seed=21, socket=sock,
                     starvation_threshold=1.0, pixel_cache=None)
 
-        def two_epochs(ld, pace=0.0):
-            checksum, samples = lib.Checksum(), 0
-            for _ in range(2):
-                for b in ld.batches():
-                    checksum.update(b.images)
-                    checksum.update(b.labels)
-                    checksum.update(b.status)
-                    samples += b.samples
-                    time.sleep(pace)  # A training step, not a wait for the daemon.
-            return checksum.hex, samples
-
         proc = start(sock, prefix, flags)
-        want = two_epochs(stoker.Loader(local, **args))
+        want = checksum_epochs(stoker.Loader(local, **args), 2)
         restart = Restarter(sock, prefix, proc, extra=flags)
         ld = stoker.Loader(url, **args)
-        got = two_epochs(ld, pace=0.03)
+        got = checksum_epochs(ld, 2, pace=0.03)
         reconnects = ld._session.reconnects
         ld.close()
         restart.finish()

@@ -75,6 +75,10 @@ TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
   EXPECT_EQ(DatasetFolder(*s3), "");
   EXPECT_EQ(NameDataset("s3://bucket/train/", dir).status().code(),
             absl::StatusCode::kInvalidArgument);  // No root for an object store.
+  // Shards there by pattern: the URL as it is (the daemon's kind splits it).
+  auto shards = NameDataset("s3://bucket/shards/train-{000000..000009}.tar", "");
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  EXPECT_EQ(shards->s3().url(), "s3://bucket/shards/train-{000000..000009}.tar");
   // root: a manifest's folder, and nothing else's.
   auto list = NameDataset(dir + "/train.tsv", dir + "/images");
   ASSERT_TRUE(list.ok()) << list.status();

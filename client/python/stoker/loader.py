@@ -38,8 +38,9 @@ class Loader:
         default the manifest's folder; several paths per line are one
         sample's files, e.g. image and mask), an LMDB environment (a folder
         holding data.mdb), a .npy file of N samples, an ImageFolder in an
-        object store, "s3://bucket/prefix/" (read with this process's AWS
-        credentials: AWS_* variables or profiles); or a dict naming the
+        object store, "s3://bucket/prefix/", or WebDataset shards there,
+        "s3://bucket/shards/train-{000000..000146}.tar" (read with this
+        process's AWS credentials: AWS_* variables or profiles); or a dict naming the
         source as stoker.v1.DatasetSpec does, under its kind's key, one of
         "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"|"s3" (stoker.source_kinds()):
         {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or

@@ -201,9 +201,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.read_ahead.keep = [this, uid](const SourceKey& id, std::string bytes) {
     fetcher_->Keep(id, std::make_shared<const std::string>(std::move(bytes)), uid);
   };
-  // Half of what the caches hold: more would push out what it kept first.
-  ctx.read_ahead.most_bytes =
-      options_.l1_bytes / 2 + (options_.l2.path.empty() ? 0 : options_.l2.max_bytes / 2);
+  // Half of L1: more would push out what it kept first (and L2's write
+  // queue, bounded by entries, holds what it queues in RAM until written).
+  ctx.read_ahead.most_bytes = options_.l1_bytes / 2;
   STOKER_ASSIGN_OR_RETURN(Dataset ds, stoker::OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));
 }

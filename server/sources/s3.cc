@@ -165,28 +165,24 @@ absl::StatusOr<kept::S3Listing> ListFolder(const S3Url& root, const ObjectStoreA
   std::vector<std::vector<ListedObject>> found(classes.size());
   std::vector<absl::Status> errors(classes.size());
   std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int w = 0; w < std::min<int>(kListingsAtOnce, classes.size()); ++w) {
-    workers.emplace_back([&] {
-      for (size_t c; (c = next.fetch_add(1)) < classes.size();) {
-        errors[c] = lister.Walk(classes[c], "", [&](ListPage& p) {
-          for (ListedObject& o : p.objects) {
-            if (!HasImageExtension(o.key)) continue;
-            {
-              absl::MutexLock lock(&charge_mu);
-              const Sample as_charged{o.key, 0, {o.etag}};
-              if (absl::Status cs = charge->Add(as_charged); !cs.ok()) return cs;
-              if (absl::Status cs = charge->Add(as_charged); !cs.ok()) return cs;
-            }
-            found[c].push_back(std::move(o));
+  RunOnThreads(std::min<int>(kListingsAtOnce, classes.size()), [&] {
+    for (size_t c; (c = next.fetch_add(1)) < classes.size();) {
+      errors[c] = lister.Walk(classes[c], "", [&](ListPage& p) {
+        for (ListedObject& o : p.objects) {
+          if (!HasImageExtension(o.key)) continue;
+          {
+            absl::MutexLock lock(&charge_mu);
+            const Sample as_charged{o.key, 0, {o.etag}};
+            if (absl::Status cs = charge->Add(as_charged); !cs.ok()) return cs;
+            if (absl::Status cs = charge->Add(as_charged); !cs.ok()) return cs;
           }
-          return absl::OkStatus();
-        });
-        if (!errors[c].ok()) next.store(classes.size());  // The first error ends it.
-      }
-    });
-  }
-  for (std::thread& t : workers) t.join();
+          found[c].push_back(std::move(o));
+        }
+        return absl::OkStatus();
+      });
+      if (!errors[c].ok()) next.store(classes.size());  // The first error ends it.
+    }
+  });
   for (const absl::Status& e : errors) {
     if (!e.ok()) return e;
   }

@@ -1,5 +1,9 @@
 #include "server/sources/s3_lister.h"
 
+#include <system_error>
+#include <thread>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -51,6 +55,20 @@ absl::Status Lister::Walk(const std::string& prefix, const std::string& delimite
     token = p->truncated ? p->next_token : "";
   } while (!token.empty());
   return absl::OkStatus();
+}
+
+void RunOnThreads(int threads, const std::function<void()>& work) {
+  std::vector<std::thread> started;
+  started.reserve(threads > 1 ? threads - 1 : 0);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      started.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work();
+  for (std::thread& t : started) t.join();
 }
 
 FileVersion ObjectFileVersion(uint64_t size, const std::string& etag) {

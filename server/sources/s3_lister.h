@@ -45,6 +45,12 @@ class Lister {
   std::atomic<uint64_t> seen_{0};
 };
 
+// Runs `work` on up to `threads` threads, this one among them, and returns
+// once each has returned. A thread the process cannot start is done
+// without: `work` drains a shared queue, so fewer threads only take longer
+// (and a daemon out of threads is not ended by one user's opening).
+void RunOnThreads(int threads, const std::function<void()>& work);
+
 // The version an object's L2 entries record: its size and a digest of its
 // ETag that is the same in every build and process (L2 outlives the
 // daemon).

@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -241,7 +240,29 @@ struct Indexing {
   std::atomic<uint64_t> requests{0};    // GETs that read them.
   std::atomic<uint64_t> members{0};     // Of every shard, against max_files.
   std::atomic<uint64_t> kept_ahead{0};  // Bytes handed to ahead.keep.
+
+  // The indexes' memory, charged to the caller (limits.charge_list) while
+  // the opening runs: RESOURCE_EXHAUSTED once the user has no room.
+  absl::Status Charge(uint64_t bytes) {
+    if (limits.charge_list == nullptr || bytes == 0) return absl::OkStatus();
+    std::shared_ptr<void> token = limits.charge_list(bytes);
+    absl::MutexLock lock(&mu);
+    if (token == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the shards' indexes passed this user's memory for sample lists (",
+          charged + bytes, " bytes so far; --max-list-bytes-per-user)"));
+    }
+    held.push_back(std::move(token));
+    charged += bytes;
+    return absl::OkStatus();
+  }
+  absl::Mutex mu;
+  std::vector<std::shared_ptr<void>> held ABSL_GUARDED_BY(mu);
+  uint64_t charged ABSL_GUARDED_BY(mu) = 0;
 };
+
+// What an index holds per sample, as it is charged.
+constexpr uint64_t kIndexBytesPerSample = sizeof(kept::ShardIndex::Sample) + 16;
 
 // Reads `shard` whole and indexes it, handing each sample's picture and
 // mask to ix.ahead as they stream by.
@@ -264,6 +285,9 @@ absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
     if (image == nullptr) {
       index.set_skipped(index.skipped() + 1);
     } else {
+      if (index.samples_size() % 1024 == 0) {
+        if (absl::Status c = ix.Charge(1024 * kIndexBytesPerSample); !c.ok()) return c;
+      }
       kept::ShardIndex::Sample* s = index.add_samples();
       s->set_image_offset(image->offset);
       s->set_image_size(image->size);
@@ -310,9 +334,13 @@ absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
         uint64_t n = 0;
         if (label) {
           n = std::min(m.size, kMaxLabelBytes + 1);
-        } else if ((mask || first_image) && ix.ahead.keep != nullptr && m.size <= kMostReadAhead &&
-                   ix.kept_ahead.fetch_add(m.size) + m.size <= ix.ahead.most_bytes) {
-          n = m.size;
+        } else if ((mask || first_image) && ix.ahead.keep != nullptr &&
+                   m.size <= std::min(kMostReadAhead, ix.limits.max_file_bytes)) {
+          if (ix.kept_ahead.fetch_add(m.size) + m.size <= ix.ahead.most_bytes) {
+            n = m.size;
+          } else {
+            ix.kept_ahead.fetch_sub(m.size);  // Refused: the room stays for smaller ones.
+          }
         }
         if (n == 0) return absl::OkStatus();
         std::string& bytes = pending[m.offset];
@@ -415,7 +443,26 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + limits.max_time;
   Indexing ix{url, access, client, limits, ahead};
+  std::atomic<size_t> next{0}, done{0};
+  uint64_t total_bytes = 0;
+  for (const Shard& s : shards) total_bytes += s.size;
+  std::atomic<int64_t> logged{absl::ToUnixNanos(start)};
   ix.check = [&]() -> absl::Status {
+    // Progress every few seconds, from whichever reader passes then.
+    const absl::Time now = absl::Now();
+    int64_t last = logged.load();
+    if (now - absl::FromUnixNanos(last) >= kProgressEvery &&
+        logged.compare_exchange_strong(last, absl::ToUnixNanos(now))) {
+      const uint64_t bytes = ix.bytes.load();
+      const double rate = bytes / absl::ToDoubleSeconds(now - start);
+      const uint64_t left = total_bytes - std::min(bytes, total_bytes);
+      LogInfo(absl::StrCat("indexing ", url.ToString(), ": ", done.load(), " of ",
+                           shards.size(), " shards, ", bytes >> 20, " of ", total_bytes >> 20,
+                           " MiB read",
+                           rate > 0 ? absl::StrCat(", about ", static_cast<int64_t>(left / rate),
+                                                   " s left")
+                                    : ""));
+    }
     if (ix.failed.load()) return absl::CancelledError("another shard failed");
     if (limits.cancel != nullptr && limits.cancel->load()) {
       return absl::CancelledError("the daemon is shutting down");
@@ -437,18 +484,19 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
   std::vector<kept::ShardIndex> indexes(shards.size());
   std::vector<char> read(shards.size(), 0);  // Not vector<bool>: written by several threads.
   std::vector<absl::Status> errors(shards.size());
-  std::atomic<size_t> next{0}, done{0};
-  uint64_t total_bytes = 0;
-  for (const Shard& s : shards) total_bytes += s.size;
   auto index_one = [&](size_t i) -> absl::Status {
     const Shard& shard = shards[i];
     if (keep.values != nullptr && !keep.refresh) {
       bool taken = false;
+      absl::Status charged;
       keep.values->Get(kept_key(shard), [&](absl::string_view value) {
-        taken = value.size() <= INT_MAX &&
+        // Charged before it is parsed: a parsed index takes about as much.
+        charged = ix.Charge(value.size());
+        taken = charged.ok() && value.size() <= INT_MAX &&
                 indexes[i].ParseFromArray(value.data(), static_cast<int>(value.size())) &&
                 Fits(indexes[i], shard);
       });
+      if (!charged.ok()) return charged;
       if (taken) {
         const uint64_t n = indexes[i].samples_size();
         if (ix.members.fetch_add(n) + n > limits.max_files) {
@@ -472,39 +520,16 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
     }
     return absl::OkStatus();
   };
-  const int at_once = std::min<int>(kShardsAtOnce, shards.size());
-  absl::Mutex mu;
-  int exited = 0;
-  std::vector<std::thread> workers;
-  for (int w = 0; w < at_once; ++w) {
-    workers.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
-        errors[i] = index_one(i);
-        done.fetch_add(1);
-        if (!errors[i].ok()) {  // The first error ends it.
-          ix.failed.store(true);
-          next.store(shards.size());
-        }
+  RunOnThreads(std::min<int>(kShardsAtOnce, shards.size()), [&] {
+    for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
+      errors[i] = index_one(i);
+      done.fetch_add(1);
+      if (!errors[i].ok()) {  // The first error ends it.
+        ix.failed.store(true);
+        next.store(shards.size());
       }
-      absl::MutexLock lock(&mu);
-      ++exited;
-    });
-  }
-  // Progress every few seconds while the workers read.
-  auto all_exited = [&] { return exited == at_once; };
-  while (!mu.LockWhenWithTimeout(absl::Condition(&all_exited), kProgressEvery)) {
-    mu.Unlock();
-    const uint64_t bytes = ix.bytes.load();
-    const double rate = bytes / absl::ToDoubleSeconds(absl::Now() - start);
-    const uint64_t left = total_bytes - std::min(bytes, total_bytes);
-    LogInfo(absl::StrCat("indexing ", url.ToString(), ": ", done.load(), " of ", shards.size(),
-                         " shards, ", bytes >> 20, " of ", total_bytes >> 20, " MiB read",
-                         rate > 0 ? absl::StrCat(", about ", static_cast<int64_t>(left / rate),
-                                                 " s left")
-                                  : ""));
-  }
-  mu.Unlock();
-  for (std::thread& t : workers) t.join();
+    }
+  });
   // A shard's own error, not another's stopping for it.
   const absl::Status* first = nullptr;
   for (const absl::Status& e : errors) {

@@ -2,21 +2,25 @@
 // samples WebDataset's rules group from .tar objects (tar_index.h), read
 // as the caller, as the `webdataset` kind reads local shards.
 //
-// Shards: one .tar object (a URL ending in .tar), the names a brace
-// pattern gives in the URL's prefix, or every .tar object directly in the
-// prefix, in key order. The prefix is listed once (delimited, page by
-// page, as the caller): a shard's listed size and ETag are its identity,
-// and a pattern's name not listed is NOT_FOUND naming it.
+// Shards: one .tar object (a URL ending in .tar: its HEAD), the names a
+// brace pattern gives in the URL's prefix, or every .tar object directly
+// in the prefix, in key order. The prefix is listed once, page by page, as
+// the caller (delimited, unless the pattern names folders): a shard's
+// listed size and ETag are its identity, and a pattern's name not listed
+// is NOT_FOUND naming it.
 //
 // Indexing: a shard's members are found from its headers, which lie
-// between its members' bytes, so a shard is read whole to index it: by
-// ranged GETs of large blocks at the listed version (If-Match), several
-// shards at once, each header and member checked as tar_index.h checks a
-// local file (the listed size is the file's). What the sessions will read
-// (each sample's picture and mask) is handed to ReadAhead::keep as it streams,
-// under the key the sample's reads are cached under, so the first epoch
-// reads it from the daemon's caches rather than the store again. Progress
-// (shards, bytes, time left) is logged every few seconds.
+// between its members' bytes, so a shard is read to index it (whole, but
+// for members no sample takes that span a block): by ranged GETs of large
+// blocks at the listed version (If-Match), several shards at once, each
+// header and member checked as tar_index.h checks a local file (the listed
+// size is the file's); the indexes' memory is charged to the caller as
+// sample lists are. Each sample's first picture and its mask (up to
+// kMostReadAhead and the file cap each, up to ReadAhead::most_bytes in
+// all) are handed to ReadAhead::keep as they stream by, under the key the
+// sample's reads are cached under, so the first epoch reads them from the
+// daemon's caches rather than the store again. Progress (shards, bytes,
+// time left) is logged every few seconds.
 //
 // Kept indexes: with a place to keep them (the daemon's L2), a shard's
 // index is kept under (endpoint, bucket, key, ETag, size, access key id):

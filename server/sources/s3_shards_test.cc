@@ -191,8 +191,10 @@ TEST_F(S3ShardsTest, AKeptIndexIsTakenWithoutReadingTheShard) {
 }
 
 TEST_F(S3ShardsTest, ReadAheadStopsAtItsBudgetAndOneShardIsOneHead) {
-  // Room for the small shards' pictures only: the middle shard's 3 MiB
-  // pictures are left for the session's own reads; labels are read anyway.
+  // One shard: its HEAD, then its one block; its small pictures and masks
+  // fit the budget. Then all three shards with room for 4 MiB: not every
+  // picture is kept ahead (the middle shard's are 3 MiB each), labels are
+  // read anyway.
   AheadLog ahead;
   const uint64_t before = Requests();
   absl::StatusOr<Dataset> ds =
@@ -210,6 +212,24 @@ TEST_F(S3ShardsTest, ReadAheadStopsAtItsBudgetAndOneShardIsOneHead) {
   for (const auto& [key, value] : none.kept) kept_bytes += value.size();
   EXPECT_LE(kept_bytes, uint64_t{4} << 20);
   for (int i = 0; i < 9; ++i) EXPECT_EQ(ds->samples[i].label, i % 4);
+  // Of a sample's pictures, the first is its image and the only one kept
+  // ahead; a picture over the file cap is left to the session's read.
+  ASSERT_TRUE(Put("other/two.tar", testdata::TarWriter()
+                                       .Add("a.jpg", "first")
+                                       .Add("a.png", "second")
+                                       .Add("b.jpg", std::string(5000, 'b'))
+                                       .Close())
+                  .ok());
+  AheadLog two;
+  ScanLimits capped;
+  capped.max_file_bytes = 4096;
+  ds = OpenS3Shards(*S3Url::Parse("s3://bkt/other/two.tar"), "", access_, client_.get(), capped,
+                    KeptListing{}, two.Fn());
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->samples.size(), 2u);
+  ASSERT_EQ(two.kept.size(), 1u);
+  EXPECT_EQ(two.kept.begin()->second, "first");
+  EXPECT_EQ(two.kept.begin()->first, ds->source->Identify(ds->samples[0].path)->key());
 }
 
 TEST_F(S3ShardsTest, AShardThatLiesOrChangesIsDataLossNamingIt) {

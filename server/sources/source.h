@@ -57,7 +57,7 @@ class KeptValues {
 using KeepRead = std::function<void(const SourceKey& id, std::string bytes)>;
 struct ReadAhead {
   KeepRead keep;            // Null: nothing is kept ahead.
-  uint64_t most_bytes = 0;  // In all, for one opening: what the caches hold.
+  uint64_t most_bytes = 0;  // In all, for one opening (the daemon: half of L1).
 };
 
 // What opening a source may use, all of it the caller's.

@@ -245,15 +245,15 @@ def test_shards_in_a_bucket_read_as_the_local_shards(bucket, shards, trainer_env
 
 @pytest.mark.parametrize("url", ["s3://photos/train/", "s3://photos/shards/"])
 def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shards, trainer_env):
-    """Through a proxy answering its first 3 requests and 10 % of the others
-    503 SlowDown and resetting 5 % (seeded), a daemon killed and restarted
+    """Through a proxy answering its first 3 requests and 5 % of the others
+    503 SlowDown and resetting 2 % (seeded), a daemon killed and restarted
     mid-epoch: the Loader goes on in a new session, sending its credentials
     again, and its two epochs are those of the same pictures read locally."""
     from test_resume import Restarter, checksum_epochs, start
     local = {"s3://photos/train/": dataset, "s3://photos/shards/": str(shards[0])}[url]
     proxy = subprocess.Popen(
         [PROXY, f"--upstream_port={bucket.rsplit(':', 1)[1]}", "--fail_first=3",
-         "--slow_down=0.1", "--reset=0.05"],
+         "--slow_down=0.05", "--reset=0.02"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     folder = tempfile.mkdtemp(prefix="stoker-s3-resume-")
     try:
@@ -265,8 +265,12 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
         args = dict(batch_size=2, transform="train", image_size=48, seed=21, socket=sock,
                     starvation_threshold=1.0, pixel_cache=None)
 
+        reference = Daemon()  # Its own daemon: the restarter sees one session.
+        try:
+            want = checksum_epochs(stoker.Loader(local, **dict(args, socket=reference.socket)), 2)
+        finally:
+            reference.stop()
         proc = start(sock, prefix, flags)
-        want = checksum_epochs(stoker.Loader(local, **args), 2)
         restart = Restarter(sock, prefix, proc, extra=flags)
         ld = stoker.Loader(url, **args)
         got = checksum_epochs(ld, 2, pace=0.03)

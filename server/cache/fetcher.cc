@@ -98,7 +98,6 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
 absl::StatusOr<Bytes> SampleFetcher::ReadAndKeep(const Dataset& ds, const std::string& path,
                                                  const SourceKey& id, int64_t owner,
                                                  bool* read_source) {
-  const bool use_l2 = l2_ != nullptr && ds.source->Versioned();
   *read_source = true;
   FileVersion version;
   absl::StatusOr<Bytes> read = ReadSource(ds, path, id, &version);
@@ -108,14 +107,13 @@ absl::StatusOr<Bytes> SampleFetcher::ReadAndKeep(const Dataset& ds, const std::s
   const bool same = !ds.source->Versioned() ||
                     version.SameFileAs(id.version);
   if (!same) return read;
-  l1_->Insert(id.key(), *read);
-  if (use_l2) l2_->Put(id.file, id.version, *read, owner);
+  Keep(id, *read, owner, ds.source->Versioned());
   return read;
 }
 
-void SampleFetcher::Keep(const SourceKey& id, Bytes bytes, int64_t owner) {
+void SampleFetcher::Keep(const SourceKey& id, Bytes bytes, int64_t owner, bool l2) {
   l1_->Insert(id.key(), bytes);
-  if (l2_ != nullptr) l2_->Put(id.file, id.version, std::move(bytes), owner);
+  if (l2 && l2_ != nullptr) l2_->Put(id.file, id.version, std::move(bytes), owner);
 }
 
 absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,

@@ -51,10 +51,11 @@ class SampleFetcher {
                               bool* from_source = nullptr,
                               const SourceKey* known = nullptr);
 
-  // Keeps bytes a versioned source read ahead of any fetch (a shard read
-  // whole to index it) as ReadAndKeep keeps a read of `id`: in L1, and
-  // queued for L2 charged to `owner`.
-  void Keep(const SourceKey& id, Bytes bytes, int64_t owner);
+  // Keeps the bytes of `id` as a read is kept: in L1, and (`l2`: a
+  // versioned source's) queued for L2 charged to `owner`. Reads keep what
+  // they read; a source keeps what it read ahead of any fetch (a shard
+  // read whole to index it).
+  void Keep(const SourceKey& id, Bytes bytes, int64_t owner, bool l2 = true);
 
   // ds.source->Identify(path), counted in the reader's stats (an open, or
   // a read error when it fails); a miss then reads from the same open.

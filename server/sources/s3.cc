@@ -96,7 +96,7 @@ class S3Objects : public SampleSource {
   // What the store answered against the listing: a store that ignored
   // If-Match must not have another version's bytes taken for this one.
   absl::Status Matches(const std::string& path, const Listed& l, const ObjectVersion& v) const {
-    if (v.size == l.size && (v.etag.empty() || v.etag == l.etag)) return absl::OkStatus();
+    if (IsListedVersion(v, l.size, l.etag)) return absl::OkStatus();
     return absl::DataLossError(absl::StrCat(path, " changed since the dataset was listed (",
                                             v.size, " bytes now, ", l.size, " listed)",
                                             RefreshHint()));

@@ -51,6 +51,13 @@ class Lister {
 // (and a daemon out of threads is not ended by one user's opening).
 void RunOnThreads(int threads, const std::function<void()>& work);
 
+// Whether the store answered with the listed version of an object: its
+// size, and its ETag where the answer has one (a store that ignored
+// If-Match must not have another version's bytes taken for this one).
+inline bool IsListedVersion(const ObjectVersion& seen, uint64_t size, const std::string& etag) {
+  return seen.size == size && (seen.etag.empty() || seen.etag == etag);
+}
+
 // The version an object's L2 entries record: its size and a digest of its
 // ETag that is the same in every build and process (L2 outlives the
 // daemon).

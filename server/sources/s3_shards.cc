@@ -56,6 +56,7 @@ class S3ShardMembers : public SampleSource {
       : client_(client),
         access_(std::move(access)),
         bucket_(std::move(bucket)),
+        in_bucket_(absl::StrCat("s3://", bucket_, "/")),
         max_bytes_(max_bytes),
         shards_(std::move(shards)),
         members_(std::move(members)),
@@ -100,8 +101,7 @@ class S3ShardMembers : public SampleSource {
           " since it was indexed (", s.message(), "): open the dataset again"));
     }
     if (!s.ok()) return s;
-    if (m.size > 0 && (seen.size != shard.size || out->size() != m.size ||
-                       (!seen.etag.empty() && seen.etag != shard.etag))) {
+    if (m.size > 0 && (!IsListedVersion(seen, shard.size, shard.etag) || out->size() != m.size)) {
       return absl::DataLossError(absl::StrCat(
           path, ": its shard changed since it was indexed (", seen.size, " bytes now, ",
           shard.size, " listed): open the dataset again"));
@@ -123,7 +123,7 @@ class S3ShardMembers : public SampleSource {
     absl::StatusOr<ObjectVersion> v = client_->Head(access_.endpoint, S3Url{bucket_, shard.key},
                                                     access_.credentials, shard.etag,
                                                     access_.owner);
-    if (v.ok() && (v->size != shard.size || (!v->etag.empty() && v->etag != shard.etag))) {
+    if (v.ok() && !IsListedVersion(*v, shard.size, shard.etag)) {
       v = absl::FailedPreconditionError(absl::StrCat(v->size, " bytes now, ETag ", v->etag));
     }
     if (v.status().code() == absl::StatusCode::kFailedPrecondition ||
@@ -141,10 +141,11 @@ class S3ShardMembers : public SampleSource {
   absl::StatusOr<const Member*> Find(const std::string& path) const {
     const size_t hash = path.rfind('#');
     uint64_t n = 0;
-    const std::string in_bucket = absl::StrCat("s3://", bucket_, "/");
-    if (hash == std::string::npos || !absl::SimpleAtoi(path.substr(hash + 1), &n) ||
-        n >= members_.size() || !absl::StartsWith(path, in_bucket) ||
-        absl::string_view(path).substr(in_bucket.size(), hash - in_bucket.size()) !=
+    if (hash == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(path).substr(hash + 1), &n) ||
+        n >= members_.size() || !absl::StartsWith(path, in_bucket_) ||
+        hash < in_bucket_.size() ||
+        absl::string_view(path).substr(in_bucket_.size(), hash - in_bucket_.size()) !=
             shards_[members_[n].shard].key) {
       return absl::NotFoundError(absl::StrCat("no member ", Shown(path), " in this dataset"));
     }
@@ -154,6 +155,7 @@ class S3ShardMembers : public SampleSource {
   S3Client* const client_;
   const ObjectStoreAccess access_;
   const std::string bucket_;
+  const std::string in_bucket_;  // "s3://bucket/": what every member's name starts with.
   const uint64_t max_bytes_;
   const std::vector<Shard> shards_;
   const std::vector<Member> members_;
@@ -207,8 +209,7 @@ class ShardStream {
           absl::StrCat("the shard changed while it was indexed (", s.message(), ")"));
     }
     if (!s.ok()) return s;
-    if (block_.size() != n || seen.size != shard_.size ||
-        (!seen.etag.empty() && seen.etag != shard_.etag)) {
+    if (block_.size() != n || !IsListedVersion(seen, shard_.size, shard_.etag)) {
       return absl::DataLossError("the shard changed while it was indexed");
     }
     at_ = offset;

@@ -43,12 +43,14 @@ class Restarter:
     """Once the client has been handed `after` batches (the daemon's own
     counter), freezes the daemon (SIGSTOP: the read cannot finish first),
     kills it (leaving a zombie) and starts a new one on the same socket
-    (with the flags `extra`)."""
+    (with the flags `extra`); `restarted` is set once it has (or failed
+    to)."""
 
     def __init__(self, sock, prefix, proc, after=2, extra=()):
         self.sock, self.prefix, self.old, self.new = sock, prefix, proc, None
         self.extra = extra
         self.error = None
+        self.restarted = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(after,))
         self.thread.start()
 
@@ -67,6 +69,8 @@ class Restarter:
             self.new = start(self.sock, self.prefix, self.extra)
         except BaseException as e:  # Raised again by finish().
             self.error = e
+        finally:
+            self.restarted.set()
 
     def finish(self):
         self.thread.join()
@@ -77,18 +81,20 @@ class Restarter:
         self.new.wait(timeout=20)
 
 
-def checksum_epochs(ld, epochs, pace=0.0):
+def checksum_epochs(ld, epochs, restart=None, hold_after=3):
     """(checksum, samples) of `epochs` epochs of the Loader's native
-    batches, taking `pace` s over each (a training step, not a wait for the
-    daemon)."""
-    checksum, samples = lib.Checksum(), 0
+    batches. With a Restarter, the loop holds after `hold_after` batches
+    until the daemon has been restarted, so the restart falls mid-run."""
+    checksum, samples, taken = lib.Checksum(), 0, 0
     for _ in range(epochs):
         for b in ld.batches():
             checksum.update(b.images)
             checksum.update(b.labels)
             checksum.update(b.status)
             samples += b.samples
-            time.sleep(pace)
+            taken += 1
+            if restart is not None and taken == hold_after:
+                assert restart.restarted.wait(120), "the daemon was never restarted"
     return checksum.hex, samples
 
 
@@ -109,13 +115,13 @@ def test_clients_resume_across_a_daemon_restart(large_dataset):
         assert got["samples"] == 48
         assert got["reconnects"] == 1
 
-        # Python: the same Loader object, a slow training loop.
+        # Python: the same Loader object, holding mid-run until the restart.
         proc = start(sock, prefix)
         ld = stoker.Loader(large_dataset, batch_size=2, transform="train",
                            image_size=64, seed=21, socket=sock,
                            starvation_threshold=1.0, pixel_cache=None)
         restart = Restarter(sock, prefix, proc)
-        got = checksum_epochs(ld, 3, pace=0.03)
+        got = checksum_epochs(ld, 3, restart)
         reconnects = ld._session.reconnects
         ld.close()
         restart.finish()

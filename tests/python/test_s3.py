@@ -273,7 +273,7 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
         proc = start(sock, prefix, flags)
         restart = Restarter(sock, prefix, proc, extra=flags)
         ld = stoker.Loader(url, **args)
-        got = checksum_epochs(ld, 2, pace=0.03)
+        got = checksum_epochs(ld, 2, restart)
         reconnects = ld._session.reconnects
         ld.close()
         restart.finish()

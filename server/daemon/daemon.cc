@@ -162,6 +162,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ps.rank = spec.rank();
   ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
   ps.drop_last = spec.drop_last();
+  ps.first_epoch_windows = dataset->first_epoch_windows;
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(ps));
   std::pair<int, std::string> placed;
   {

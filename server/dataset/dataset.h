@@ -43,6 +43,11 @@ struct Dataset {
   uint32_t num_classes = 0;
   uint64_t skipped_files = 0;  // Non-image files seen while scanning.
   uint32_t files_per_sample = 1;
+  // Samples per window of the first epoch's order (PlanSpec), consecutive
+  // in index order: a shard dataset's groups of shards, each read whole,
+  // whose samples that epoch shuffles one window after another. Empty: one
+  // window.
+  std::vector<uint64_t> first_epoch_windows;
   // Where samples are read, set by the source kind that opened the dataset
   // (server/sources): files through the caller's confinement, an LMDB
   // environment, or typed arrays (source->arrays(); sample.path is then the

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "util/rng.h"
 
@@ -24,6 +25,12 @@ absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanSpec& spec) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d must be less than world_size %d", spec.rank, spec.world_size));
   }
+  uint64_t windowed = 0;
+  for (uint64_t w : spec.first_epoch_windows) windowed += w;
+  if (!spec.first_epoch_windows.empty() && windowed != spec.num_samples) {
+    return absl::InvalidArgumentError(absl::StrCat("windows of ", windowed, " samples for ",
+                                                   spec.num_samples, " samples"));
+  }
   EpochPlan plan(spec);
   if (plan.batches_ == 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -38,11 +45,21 @@ std::vector<uint64_t> EpochPlan::RankOrder(uint64_t epoch) const {
   const uint64_t n = spec_.num_samples;
   std::vector<uint64_t> order(n);
   std::iota(order.begin(), order.end(), uint64_t{0});
-  if (spec_.shuffle) {
-    Rng rng(MixSeed({spec_.seed, epoch, 0x5348554646ULL /* "SHUFF" */}));
-    for (uint64_t i = n - 1; i > 0; --i) {
-      std::swap(order[i], order[rng.Below(i + 1)]);
+  // Shuffles order[first, first + size) with its own stream.
+  auto shuffle = [&](uint64_t first, uint64_t size, Rng rng) {
+    for (uint64_t i = size; i > 1; --i) {
+      std::swap(order[first + i - 1], order[first + rng.Below(i)]);
     }
+  };
+  if (spec_.shuffle && epoch == 0 && spec_.first_epoch_windows.size() > 1) {
+    uint64_t first = 0;
+    for (size_t w = 0; w < spec_.first_epoch_windows.size(); ++w) {
+      const uint64_t size = spec_.first_epoch_windows[w];
+      shuffle(first, size, Rng(MixSeed({spec_.seed, epoch, 0x57494e444f57ULL /* "WINDOW" */, w})));
+      first += size;
+    }
+  } else if (spec_.shuffle) {
+    shuffle(0, n, Rng(MixSeed({spec_.seed, epoch, 0x5348554646ULL /* "SHUFF" */})));
   }
   std::vector<uint64_t> mine;
   mine.reserve(per_rank_);

@@ -4,7 +4,10 @@
 //
 // Semantics follow torch's DistributedSampler + DataLoader: the epoch's
 // order is a permutation from (seed, epoch) when shuffling (identity
-// otherwise). Across ranks the order is padded by repeating its head until
+// otherwise). A dataset read in windows (shards: PlanSpec::
+// first_epoch_windows) is shuffled within each window in turn in its first
+// epoch (epoch 0), so that epoch reads its windows one after another; later
+// epochs draw the whole permutation. Across ranks the order is padded by repeating its head until
 // it divides evenly by world_size, or (drop_last) its tail is dropped; rank
 // r takes positions r, r+W, r+2W, ... Its samples are then cut into batches
 // of batch_size; the last partial batch is kept unless drop_last.
@@ -26,11 +29,15 @@ struct PlanSpec {
   uint32_t rank = 0;
   uint32_t world_size = 1;
   bool drop_last = false;
+  // Samples per window, consecutive in index order and summing to
+  // num_samples (Dataset::first_epoch_windows); empty: one window.
+  std::vector<uint64_t> first_epoch_windows;
 };
 
 class EpochPlan {
  public:
-  // INVALID_ARGUMENT for batch_size 0 or rank >= world_size;
+  // INVALID_ARGUMENT for batch_size 0, rank >= world_size, or windows
+  // that do not sum to num_samples;
   // FAILED_PRECONDITION when an epoch would hold no batch for this rank.
   static absl::StatusOr<EpochPlan> Create(const PlanSpec& spec);
 

@@ -82,5 +82,55 @@ TEST(PlanTest, RanksCoverEpochExactlyOnceOrPadLikeDistributedSampler) {
   }
 }
 
+TEST(PlanTest, AWindowedFirstEpochShufflesEachWindowInTurn) {
+  PlanSpec s = Spec(100, 8);
+  s.shuffle = true;
+  s.seed = 3;
+  s.first_epoch_windows = {40, 40, 20};
+  auto p = EpochPlan::Create(s);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<uint64_t> e0 = p->RankOrder(0);
+  ASSERT_EQ(e0.size(), 100u);
+  // Each window's samples, and only those, in its stretch; shuffled there.
+  for (auto [first, size] : {std::pair<uint64_t, uint64_t>{0, 40}, {40, 40}, {80, 20}}) {
+    std::vector<uint64_t> part(e0.begin() + first, e0.begin() + first + size);
+    std::vector<uint64_t> sorted = part;
+    std::sort(sorted.begin(), sorted.end());
+    for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(sorted[i], first + i);
+    EXPECT_NE(part, sorted) << "window at " << first;
+  }
+  EXPECT_EQ(p->RankOrder(0), e0);
+  // Later epochs draw the whole permutation, as without windows.
+  PlanSpec whole = s;
+  whole.first_epoch_windows.clear();
+  EXPECT_EQ(p->RankOrder(1), EpochPlan::Create(whole)->RankOrder(1));
+  EXPECT_NE(EpochPlan::Create(whole)->RankOrder(0), e0);
+  // Another seed, another order within the windows.
+  s.seed = 4;
+  EXPECT_NE(EpochPlan::Create(s)->RankOrder(0), e0);
+  // Not shuffled: the identity, windows or not.
+  s.shuffle = false;
+  const std::vector<uint64_t> identity = EpochPlan::Create(s)->RankOrder(0);
+  for (uint64_t i = 0; i < 100; ++i) ASSERT_EQ(identity[i], i);
+  // Ranks still take every sample once: each its share of every window.
+  std::map<uint64_t, int> seen;
+  for (uint32_t r = 0; r < 4; ++r) {
+    PlanSpec ranked = Spec(100, 5, r, 4);
+    ranked.shuffle = true;
+    ranked.first_epoch_windows = {40, 40, 20};
+    const std::vector<uint64_t> mine = EpochPlan::Create(ranked)->RankOrder(0);
+    ASSERT_EQ(mine.size(), 25u);
+    for (uint64_t k = 0; k < 10; ++k) EXPECT_LT(mine[k], 40u);  // First window first.
+    for (uint64_t i : mine) seen[i]++;
+  }
+  EXPECT_EQ(seen.size(), 100u);
+}
+
+TEST(PlanTest, WindowsThatDoNotCoverTheSamplesAreRefused) {
+  PlanSpec s = Spec(100, 8);
+  s.first_epoch_windows = {40, 40};
+  EXPECT_EQ(EpochPlan::Create(s).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace stoker

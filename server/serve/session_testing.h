@@ -62,6 +62,7 @@ inline absl::StatusOr<std::unique_ptr<ServingSession>> Open(
   ps.batch_size = spec.batch_size();
   ps.shuffle = spec.shuffle();
   ps.seed = spec.seed();
+  ps.first_epoch_windows = ds->first_epoch_windows;
   absl::StatusOr<EpochPlan> plan = EpochPlan::Create(ps);
   if (!plan.ok()) return plan.status();
   PipelineContext ctx = shared->Context();

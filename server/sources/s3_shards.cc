@@ -546,7 +546,9 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
   std::vector<Member> members;
   ListCharge charge(limits);
   bool masks = true;
+  std::vector<uint64_t> per_shard;  // Samples of each shard.
   for (size_t i = 0; i < shards.size(); ++i) {
+    per_shard.push_back(indexes[i].samples_size());
     const std::string shard = absl::StrCat("s3://", url.bucket, "/", shards[i].key, "#");
     for (const kept::ShardIndex::Sample& s : indexes[i].samples()) {
       if (members.size() + 2 > limits.max_files) {
@@ -566,16 +568,9 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& patter
     ds.skipped_files += indexes[i].skipped();
     kept::ShardIndex().Swap(&indexes[i]);
   }
-  if (ds.samples.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        url.ToString(), " holds no samples with a jpg, jpeg or png member"));
+  if (absl::Status f = FinishShardDataset(url.ToString(), per_shard, masks, &ds); !f.ok()) {
+    return f;
   }
-  if (masks) {
-    ds.files_per_sample = 2;
-  } else {
-    for (Sample& s : ds.samples) s.more.clear();
-  }
-  ds.num_classes = NumClasses(ds.samples);
   if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
   ds.read_ahead_requests = ix.requests.load();
   ds.read_ahead_bytes = ix.bytes.load();

@@ -167,6 +167,7 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
   const absl::Time deadline = absl::Now() + limits.max_time;
   uint64_t seen = 0;  // Members of every shard, against the caps.
   bool masks = true;
+  std::vector<uint64_t> per_shard;  // Samples of each shard.
   for (uint64_t i = 0; i < list.count(); ++i) {
     const std::string shard = list.path(i);
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFile> file,
@@ -174,6 +175,7 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
     if (!shard_of.emplace(shard, static_cast<uint32_t>(shards.size())).second) continue;
     const uint32_t k = static_cast<uint32_t>(shards.size());
     shards.push_back({shard, file->version()});
+    const uint64_t before = ds.samples.size();
     // One sample of the shard, as the grouper finishes it.
     auto take = [&](WebDatasetSample sample) -> absl::Status {
       const auto [image, mask, cls] = FieldsOf(sample);
@@ -223,17 +225,10 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
     if (s.ok()) s = grouper.Finish();
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(shard, ": ", s.message()));
     ds.skipped_files += grouper.skipped();
+    per_shard.push_back(ds.samples.size() - before);
   }
-  if (ds.samples.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "WebDataset ", ds.description, " holds no samples with a jpg, jpeg or png member"));
-  }
-  if (masks) {
-    ds.files_per_sample = 2;
-  } else {
-    for (Sample& s : ds.samples) s.more.clear();
-  }
-  ds.num_classes = NumClasses(ds.samples);
+  STOKER_RETURN_IF_ERROR(
+      FinishShardDataset(absl::StrCat("WebDataset ", ds.description), per_shard, masks, &ds));
   STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   ds.source = std::make_shared<WebDatasetFiles>(ctx.fs(), ctx.beneath, limits.max_file_bytes,
                                                 std::move(shards), std::move(members));

@@ -140,6 +140,24 @@ TEST_F(WebDatasetTest, SamplesLabelsAndMasksFromShardsByPatternFolderOrFile) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_F(WebDatasetTest, ShardsAreReadInWindowsOfSixteenInTheFirstEpoch) {
+  // Shards 2..18 of 1..17 samples, beside shards 0 and 1 (3 each).
+  uint64_t first_window = 3 + 3;
+  for (int s = 2; s < 19; ++s) {
+    testdata::TarWriter t;
+    for (int i = 0; i < s - 1; ++i) t.Add(absl::StrFormat("s%02d_%02d.png", s, i), "picture");
+    ASSERT_TRUE(testdata::WriteFile(Shard(s), t.Close()).ok());
+    if (s < 16) first_window += s - 1;
+  }
+  auto ds = OpenDataset(Spec(root_, "train-{000000..000018}.tar"), Confined());
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->files_per_sample, 1u);  // Not every sample has a mask now.
+  EXPECT_EQ(ds->first_epoch_windows,
+            (std::vector<uint64_t>{first_window, 15 + 16 + 17}));  // Shards 16, 17, 18.
+  EXPECT_EQ(ds->samples.size(), first_window + 15 + 16 + 17);
+  EXPECT_TRUE(ds->samples[0].more.empty());
+}
+
 TEST_F(WebDatasetTest, HostileShardsAreRefusedByName) {
   // A shard whose member runs past its end.
   testdata::TarWriter t;

@@ -57,7 +57,10 @@ class Loader:
         stoker.resize, center_crop, random_resized_crop, random_crop, flip,
         random_patch, normalize, or the dicts they return). Batches are then dicts of tensors by field
         name.
-      shuffle, seed: per-epoch permutation from (seed, epoch).
+      shuffle, seed: per-epoch permutation from (seed, epoch). WebDataset
+        shards (local or in a bucket) are read in windows of 16 shards in
+        the first epoch (epoch 0), each window's samples shuffled in turn;
+        later epochs draw the whole permutation.
       rank, world_size: DistributedSampler-style sharding. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE
         (torchrun), else 0 and 1.

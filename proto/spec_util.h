@@ -35,11 +35,17 @@ inline std::string SourceField(const google::protobuf::Message& source, const ch
              : source.GetReflection()->GetString(source, f);
 }
 
-// The path the dataset's source names (a folder, manifest, LMDB
-// environment, array file...); empty when no source is set.
+// The local path the dataset's source names (a folder, manifest, LMDB
+// environment, array file...; an object store source's local manifest);
+// empty when no source is set, or it names none.
 inline std::string DatasetPath(const v1::DatasetSpec& ds) {
   const google::protobuf::Message* source = DatasetSource(ds);
-  return source == nullptr ? std::string() : SourceField(*source, "path");
+  if (source == nullptr) return std::string();
+  if (source->GetDescriptor()->FindFieldByName("path") != nullptr) {
+    return SourceField(*source, "path");
+  }
+  const std::string manifest = SourceField(*source, "manifest");
+  return manifest.rfind("s3://", 0) == 0 ? std::string() : manifest;
 }
 
 // What the dataset's source reads, by the field that names it: its local

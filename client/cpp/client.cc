@@ -458,9 +458,10 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     // trainer's own access as its environment gives it.
     STOKER_ASSIGN_OR_RETURN(*req.mutable_object_store(), ObjectStoreAccessFromEnvironment());
   }
-  if (!impl_->token.empty() && !remote) {
-    // Hand the daemon the dataset's folder and an opener: it reads only
-    // what this process opens for it beneath that folder, with its rights.
+  if (!impl_->token.empty() && !folder.empty()) {
+    // Hand the daemon the dataset's folder (an object store dataset's: its
+    // local manifest's, if any) and an opener: it reads only what this
+    // process opens for it beneath that folder, with its rights.
     STOKER_ASSIGN_OR_RETURN(shm::ServedFolder served, shm::ServeFolder(folder));
     absl::StatusOr<std::string> root_token = shm::ProveDatasetFolder(
         shm::RingSocketPath(impl_->socket_path), served.folder_fd, served.channel_fd);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/spec_util.h"
 #include "tests/testdata.h"
@@ -79,6 +80,20 @@ TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
   auto shards = NameDataset("s3://bucket/shards/train-{000000..000009}.tar", "");
   ASSERT_TRUE(shards.ok()) << shards.status();
   EXPECT_EQ(shards->s3().url(), "s3://bucket/shards/train-{000000..000009}.tar");
+  // A manifest in the bucket is a URL too; a local one a path, whose
+  // folder the client proves.
+  auto in_bucket = NameDataset(
+      R"({"s3": {"url": "s3://bucket/train/", "manifest": "s3://bucket/lists/train.tsv"}})", "");
+  ASSERT_TRUE(in_bucket.ok()) << in_bucket.status();
+  EXPECT_EQ(in_bucket->s3().manifest(), "s3://bucket/lists/train.tsv");
+  EXPECT_EQ(DatasetFolder(*in_bucket), "");
+  ASSERT_TRUE(testdata::WriteFile(dir + "/lists.tsv", "cat/1.jpg\t0\n").ok());
+  auto local = NameDataset(
+      absl::StrCat(R"({"s3": {"url": "s3://bucket/train/", "manifest": ")", dir, R"(/lists.tsv"}})"),
+      "");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(DatasetPath(*local), dir + "/lists.tsv");
+  EXPECT_EQ(DatasetFolder(*local), dir);
   // root: a manifest's folder, and nothing else's.
   auto list = NameDataset(dir + "/train.tsv", dir + "/images");
   ASSERT_TRUE(list.ok()) << list.status();

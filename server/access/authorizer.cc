@@ -127,9 +127,10 @@ absl::StatusOr<std::shared_ptr<Beneath>> Authorizer::Confine(
     const v1::DatasetSpec& spec, const Caller& caller) {
   if (caller.admin || !required_) return std::shared_ptr<Beneath>();
   const std::string dir = DatasetFolder(spec);
-  if (DatasetLocation(spec).second == std::string("url")) {
-    // A source that names what it reads by URL (an object store), not a
-    // local path: confined to no folder, so no local file opens through it.
+  if (DatasetLocation(spec).second == std::string("url") && DatasetPath(spec).empty()) {
+    // A source that names what it reads by URL (an object store), and no
+    // local file (a manifest): confined to no folder, so no local file
+    // opens through it.
     return std::make_shared<Beneath>();
   }
   Root root;

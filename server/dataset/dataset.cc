@@ -22,6 +22,13 @@ absl::Status ParseManifest(
   if (!read.ok()) {
     return absl::Status(read.code(), absl::StrCat("dataset manifest ", read.message()));
   }
+  return ParseManifestText(manifest, text, limits, max_files, fn, label_optional);
+}
+
+absl::Status ParseManifestText(
+    const std::string& manifest, absl::string_view text, const ScanLimits& limits,
+    size_t max_files, const std::function<absl::Status(std::vector<std::string>, int32_t)>& fn,
+    bool label_optional) {
   size_t files = 0;  // Of the first sample line.
   uint64_t lineno = 0;
   for (absl::string_view rest = text; !rest.empty();) {
@@ -35,9 +42,9 @@ absl::Status ParseManifest(
               ? absl::StrCat(limits.max_line_bytes, " bytes per line")
               : absl::StrCat(limits.max_files, " lines (--max-dataset-files)")));
     }
-    absl::string_view text = absl::StripTrailingAsciiWhitespace(line);
-    if (text.empty() || text[0] == '#') continue;
-    std::vector<absl::string_view> parts = absl::StrSplit(text, '\t');
+    const absl::string_view content = absl::StripTrailingAsciiWhitespace(line);
+    if (content.empty() || content[0] == '#') continue;
+    std::vector<absl::string_view> parts = absl::StrSplit(content, '\t');
     int32_t label = -1;
     if (label_optional && !(parts.size() >= 2 && absl::SimpleAtoi(parts.back(), &label))) {
       parts.push_back("0");  // No label column: every column is a path.

@@ -118,6 +118,13 @@ absl::Status ParseManifest(const std::string& manifest, const ScanLimits& limits
                            const std::function<absl::Status(std::vector<std::string>, int32_t)>& fn,
                            bool label_optional = false);
 
+// ParseManifest over a manifest's `text` read elsewhere (an object),
+// `manifest` naming it in errors; the same lines, limits and errors.
+absl::Status ParseManifestText(
+    const std::string& manifest, absl::string_view text, const ScanLimits& limits,
+    size_t max_files, const std::function<absl::Status(std::vector<std::string>, int32_t)>& fn,
+    bool label_optional = false);
+
 // Max label + 1 (0 for no samples).
 uint32_t NumClasses(const std::vector<Sample>& samples);
 

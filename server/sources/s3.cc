@@ -16,6 +16,8 @@
 #include "server/dataset/sample_source.h"
 #include "server/sources/folder.h"
 #include "server/sources/s3_lister.h"
+#include "server/sources/s3_manifest.h"
+#include "server/sources/s3_objects.h"
 #include "server/sources/s3_shards.h"
 #include "server/sources/source.h"
 #include "util/cache_key.h"
@@ -28,110 +30,6 @@ constexpr int kListingsAtOnce = 16;
 // The largest listing kept (about a million objects), and how long.
 constexpr size_t kMostKeptBytes = size_t{128} << 20;
 constexpr absl::Duration kKeptFor = absl::Hours(24);
-
-struct Listed {
-  uint64_t size = 0;
-  std::string etag;
-  size_t index = 0;  // Its proof bit.
-};
-
-class S3Objects : public SampleSource {
- public:
-  // `kept_listing`: when the listing taken was made (empty: listed now).
-  S3Objects(S3Client* client, ObjectStoreAccess access, std::string bucket, uint64_t max_bytes,
-            std::unordered_map<std::string, Listed> listed, std::string kept_listing)
-      : kept_listing_(std::move(kept_listing)),
-        client_(client),
-        access_(std::move(access)),
-        bucket_(std::move(bucket)),
-        max_bytes_(max_bytes),
-        listed_(std::move(listed)),
-        proven_(new std::atomic<bool>[listed_.size()]()) {}
-
-  absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
-    auto it = listed_.find(path);
-    if (it == listed_.end()) {
-      return absl::NotFoundError(absl::StrCat(path, " is not in the dataset's listing"));
-    }
-    const Listed& l = it->second;
-    SourceKey id{CacheKey({"s3", access_.endpoint.ToString(), bucket_, Key(path)}),
-                 ObjectFileVersion(l.size, l.etag), nullptr};
-    // Until this session has read the object with its own credentials, no
-    // cached copy is served to it: its first read is the proof, kept for
-    // the session (a bit per object), at no extra request.
-    id.proven = proven_[l.index].load(std::memory_order_acquire);
-    return id;
-  }
-
-  bool Versioned() const override { return true; }
-  bool remote() const override { return true; }
-
-  absl::Status Read(const std::string& path, std::string* out,
-                    FileVersion* version) const override {
-    auto it = listed_.find(path);
-    if (it == listed_.end()) {
-      return absl::NotFoundError(absl::StrCat(path, " is not in the dataset's listing"));
-    }
-    const Listed& l = it->second;
-    if (l.size > max_bytes_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          path, ": ", l.size, " bytes, over the daemon's file size cap of ", max_bytes_));
-    }
-    ObjectVersion seen;
-    absl::Status s = client_->Get(access_.endpoint, S3Url{bucket_, Key(path)}, 0, l.size, l.etag,
-                                  access_.credentials, out, &seen, access_.owner);
-    if (!s.ok()) return Changed(path, s);
-    if (l.size == 0) seen.size = 0;
-    if (absl::Status m = Matches(path, l, seen); !m.ok()) return m;
-    proven_[l.index].store(true, std::memory_order_release);
-    if (version != nullptr) *version = ObjectFileVersion(l.size, l.etag);
-    return absl::OkStatus();
-  }
-
- private:
-  std::string Key(const std::string& path) const {
-    return path.substr(std::string("s3://").size() + bucket_.size() + 1);
-  }
-
-  // What the store answered against the listing: a store that ignored
-  // If-Match must not have another version's bytes taken for this one.
-  absl::Status Matches(const std::string& path, const Listed& l, const ObjectVersion& v) const {
-    if (IsListedVersion(v, l.size, l.etag)) return absl::OkStatus();
-    return absl::DataLossError(absl::StrCat(path, " changed since the dataset was listed (",
-                                            v.size, " bytes now, ", l.size, " listed)",
-                                            RefreshHint()));
-  }
-
-  // An object changed (412) or removed (404) since the listing.
-  absl::Status Changed(const std::string& path, const absl::Status& s) const {
-    if (s.code() != absl::StatusCode::kFailedPrecondition &&
-        s.code() != absl::StatusCode::kNotFound) {
-      return s;
-    }
-    return absl::DataLossError(absl::StrCat(
-        path, s.code() == absl::StatusCode::kNotFound ? " was removed" : " changed",
-        " since the dataset was listed (", s.message(), ")", RefreshHint()));
-  }
-
-  std::string RefreshHint() const {
-    if (kept_listing_.empty()) return "";
-    return absl::StrCat("; its listing was kept from ", kept_listing_,
-                        ": list it again with {\"s3\": {\"url\": ..., \"refresh\": true}}");
-  }
-
-  const std::string kept_listing_;
-  S3Client* const client_;
-  const ObjectStoreAccess access_;
-  const std::string bucket_;
-  const uint64_t max_bytes_;
-  const std::unordered_map<std::string, Listed> listed_;
-  // This session's proofs (objects it has read), a bit per object.
-  const std::unique_ptr<std::atomic<bool>[]> proven_;
-};
-
-}  // namespace
-
-namespace {
 
 // Lists `root` (a prefix ending in '/') as an ImageFolder: the classes by
 // one delimited listing, then each class in parallel, each page charged as
@@ -273,7 +171,7 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
         ListFolder(root, access, client, limits, &charge, &shards);
     if (!listed.ok()) return listed.status();
     if (listed->class_names_size() == 0) {  // A prefix of shards, listed now.
-      return OpenS3Shards(root, "", access, client, limits, keep, ahead, &shards);
+      return OpenS3Shards(root, {}, access, client, limits, keep, ahead, &shards);
     }
     listing = *std::move(listed);
   }
@@ -292,12 +190,13 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   // objects are one content for the pixel claims.)
   ds.description = absl::StrCat("s3:", root.ToString(), " at ", access.endpoint.ToString());
   for (std::string& c : *listing.mutable_class_names()) ds.class_names.push_back(std::move(c));
-  std::unordered_map<std::string, Listed> listed;
+  ListedObjects listed;
   listed.reserve(listing.objects_size());
   for (kept::S3Listing::Object& o : *listing.mutable_objects()) {
     Sample sample{absl::StrCat("s3://", root.bucket, "/", o.key()),
                   static_cast<int32_t>(o.label()), {}};
-    listed[sample.path] = Listed{o.size(), std::move(*o.mutable_etag()), ds.samples.size()};
+    listed[sample.path] = ListedObjectVersion{o.size(), std::move(*o.mutable_etag()),
+                                              ds.samples.size()};
     ds.samples.push_back(std::move(sample));
   }
   ds.skipped_files = listing.skipped();
@@ -307,8 +206,8 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
         absl::StrCat(root.ToString(), " holds no .jpg, .jpeg or .png objects under its classes"));
   }
   if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
-  ds.source = std::make_shared<S3Objects>(client, access, root.bucket, limits.max_file_bytes,
-                                          std::move(listed), taken ? listed_at : "");
+  ds.source = MakeS3Objects(client, access, root.bucket, limits.max_file_bytes,
+                            std::move(listed), taken ? listed_at : "");
   if (taken) {
     LogInfo(absl::StrCat(root.ToString(), ": the listing kept from ", listed_at,
                          " (refresh lists it again)"));
@@ -348,8 +247,17 @@ class S3Kind : public SourceKind {
       pattern = url->key.substr(slash == std::string::npos ? 0 : slash + 1);
       url->key.resize(slash == std::string::npos ? 0 : slash + 1);
     }
+    if (!spec.s3().manifest().empty()) {
+      if (!pattern.empty() || IsShardKey(url->key)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            url->ToString(), pattern, ": a manifest names the samples below a prefix, not "
+            "with shards named too (a pattern, a .tar URL)"));
+      }
+      return OpenS3Manifest(*url, spec.s3().manifest(), access, ctx.objects, ctx.limits, keep,
+                            ctx.read_ahead);
+    }
     if (!pattern.empty() || IsShardKey(url->key)) {
-      return OpenS3Shards(*url, pattern, access, ctx.objects, ctx.limits, keep, ctx.read_ahead);
+      return OpenS3Shards(*url, {pattern}, access, ctx.objects, ctx.limits, keep, ctx.read_ahead);
     }
     return OpenS3Folder(*url, access, ctx.objects, ctx.limits, keep, ctx.read_ahead);
   }

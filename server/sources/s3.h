@@ -22,16 +22,7 @@
 // session asks to list again (S3Source.refresh). A kept value is charged
 // to the caller before it is parsed.
 //
-// Reading, as the caller: a sample's path is "s3://bucket/key". Identify
-// makes no request; until this session has read an object with its own
-// credentials, its key is not `proven` (SourceKey), so no cached copy is
-// served and the object is read: a GET at the listed version (If-Match),
-// the answered size and ETag compared with the listing. That read is the
-// proof, kept by this source (one per session) as a bit per object, so a
-// cold sample costs one request and a cached one none. An
-// object changed since it was listed is that sample's DATA_LOSS. Cache
-// entries are keyed by (endpoint, bucket, key) at (size, a digest of the
-// ETag that is the same in every process).
+// Reading, as the caller: s3_objects.h.
 //
 // The kind reads through SourceContext's object store client and the
 // session's access (the trainer's endpoint and credentials), never a local

@@ -371,11 +371,13 @@ bool Fits(const kept::ShardIndex& index, const Shard& shard) {
 
 // The shards `root` and `pattern` name, with their listed identities.
 // `given`: the prefix's .tar objects, listed by the caller.
-absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const std::string& pattern,
+absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const ShardNames& named,
                                               const ObjectStoreAccess& access,
                                               S3Client* client, const ScanLimits& limits,
                                               std::vector<ListedObject>* given) {
-  if (pattern.empty() && IsShardKey(root.key)) {  // One shard: its HEAD.
+  const std::string& pattern = named.pattern;
+  const std::vector<std::string>* names = named.names;
+  if (pattern.empty() && names == nullptr && IsShardKey(root.key)) {  // One shard: its HEAD.
     absl::StatusOr<ObjectVersion> v =
         client->Head(access.endpoint, root, access.credentials, "", access.owner);
     if (!v.ok()) return v.status();
@@ -395,9 +397,13 @@ absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const std::stri
   if (given != nullptr) {
     take(*given);
   } else {
-    // Names in folders below the prefix only when the pattern has some.
+    // Names in folders below the prefix only when a name has some.
+    bool folders = pattern.find('/') != std::string::npos;
+    for (size_t i = 0; names != nullptr && !folders && i < names->size(); ++i) {
+      folders = (*names)[i].find('/') != std::string::npos;
+    }
     Lister lister(root, access, client, limits);
-    absl::Status s = lister.Walk(prefix, pattern.find('/') == std::string::npos ? "/" : "",
+    absl::Status s = lister.Walk(prefix, folders ? "" : "/",
                                  [&](ListPage& p) {
                                    take(p.objects);
                                    return absl::OkStatus();
@@ -405,18 +411,24 @@ absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const std::stri
     if (!s.ok()) return s;
   }
   std::vector<Shard> shards;
-  if (!pattern.empty()) {
-    absl::StatusOr<ShardPattern> p = ShardPattern::Parse(pattern, limits.max_files);
-    if (!p.ok()) return p.status();
-    absl::flat_hash_map<std::string, bool> named;
-    for (uint64_t i = 0; i < p->size(); ++i) {
-      const std::string key = prefix + p->Name(i);
+  if (!pattern.empty() || names != nullptr) {
+    std::optional<ShardPattern> p;
+    if (names == nullptr) {
+      absl::StatusOr<ShardPattern> parsed = ShardPattern::Parse(pattern, limits.max_files);
+      if (!parsed.ok()) return parsed.status();
+      p = *std::move(parsed);
+    }
+    const uint64_t count = names != nullptr ? names->size() : p->size();
+    absl::flat_hash_map<std::string, bool> seen;
+    for (uint64_t i = 0; i < count; ++i) {
+      const std::string key = prefix + (names != nullptr ? (*names)[i] : p->Name(i));
       auto it = listed.find(key);
       if (it == listed.end()) {
         return absl::NotFoundError(absl::StrCat("no shard s3://", root.bucket, "/", Shown(key),
-                                                " (the pattern names it)"));
+                                                names != nullptr ? " (the manifest names it)"
+                                                                 : " (the pattern names it)"));
       }
-      if (named.emplace(key, true).second) shards.push_back(it->second);
+      if (seen.emplace(key, true).second) shards.push_back(it->second);
     }
   } else {
     for (auto& [key, shard] : listed) shards.push_back(std::move(shard));
@@ -433,12 +445,13 @@ absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const std::stri
 
 bool IsShardKey(const std::string& key) { return absl::EndsWithIgnoreCase(key, ".tar"); }
 
-absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& pattern,
+absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,
                                      const ReadAhead& ahead, std::vector<ListedObject>* given) {
+  const std::string& pattern = named.pattern.empty() ? named.manifest : named.pattern;
   absl::StatusOr<std::vector<Shard>> listed =
-      ListShards(url, pattern, access, client, limits, given);
+      ListShards(url, named, access, client, limits, given);
   if (!listed.ok()) return listed.status();
   const std::vector<Shard>& shards = *listed;
   const absl::Time start = absl::Now();

@@ -3,11 +3,11 @@
 // as the caller, as the `webdataset` kind reads local shards.
 //
 // Shards: one .tar object (a URL ending in .tar: its HEAD), the names a
-// brace pattern gives in the URL's prefix, or every .tar object directly
-// in the prefix, in key order. The prefix is listed once, page by page, as
+// brace pattern or a manifest (s3_manifest.h) gives in the URL's prefix,
+// or every .tar object directly in the prefix, in key order. The prefix is listed once, page by page, as
 // the caller (delimited, unless the pattern names folders): a shard's
 // listed size and ETag are its identity, and a pattern's name not listed
-// is NOT_FOUND naming it.
+// is NOT_FOUND naming it. (A manifest's names: the same.)
 //
 // Indexing: a shard's members are found from its headers, which lie
 // between its members' bytes, so a shard is read to index it (whole, but
@@ -56,13 +56,21 @@
 
 namespace stoker {
 
-// Opens the shards `url` (and `pattern`, when not empty) names, as above.
+// Opens the shards `url` and `named` name, as above.
 // `keep.values` keeps indexes (null: none; keep.refresh: none is taken);
 // pictures and masks of at most kMostReadAhead bytes are read ahead into
 // `ahead`, up to ahead.most_bytes in all. `listed` (may be null): the
 // prefix's .tar objects, when the caller has just listed them.
 inline constexpr uint64_t kMostReadAhead = uint64_t{16} << 20;
-absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const std::string& pattern,
+// The shards of a prefix: all of them (both empty), those a brace pattern
+// names, or those a manifest lists (`names`, keys below the prefix, in
+// order; `manifest` says where, for the dataset's description).
+struct ShardNames {
+  std::string pattern;
+  const std::vector<std::string>* names = nullptr;
+  std::string manifest;
+};
+absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,
                                      const ReadAhead& ahead,

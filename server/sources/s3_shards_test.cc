@@ -22,7 +22,6 @@ namespace stoker {
 namespace {
 
 using moto_testing::Content;
-using moto_testing::MotoServer;
 
 // What was read ahead, by the key it was kept under.
 struct AheadLog {
@@ -37,16 +36,11 @@ struct AheadLog {
   }
 };
 
-// moto with signature checks off: listing a prefix takes a '/' delimiter,
-// which its checker mishandles (moto_testing.h).
-class S3ShardsTest : public ::testing::Test {
+class S3ShardsTest : public moto_testing::BucketTest {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<MotoServer>> m = MotoServer::Start(false);
-    if (!m.ok()) GTEST_SKIP() << m.status();
-    moto_ = *std::move(m);
-    client_ = moto_testing::ClientFor(*moto_, &access_);
-    ASSERT_TRUE(moto_->Put(client_.get(), "bkt", "", "").ok());
+    BucketTest::SetUp();
+    if (IsSkipped()) return;
     // Three shards of 3 samples: an image (its suffix in upper case), a
     // label, a json and a mask; the middle shard's pictures large enough
     // that the shard takes several blocks to read, members across them.
@@ -70,19 +64,13 @@ class S3ShardsTest : public ::testing::Test {
   }
 
   static std::string Shard(int s) { return absl::StrFormat("shards/train-%06d.tar", s); }
-  absl::Status Put(const std::string& key, std::string value) {
-    return moto_->Put(client_.get(), "bkt", key, std::move(value));
-  }
   absl::StatusOr<Dataset> Open(const std::string& url, const std::string& pattern,
                                KeptValues* kept = nullptr, const ReadAhead& ahead = {}) {
-    return OpenS3Shards(*S3Url::Parse(url), pattern, access_, client_.get(), ScanLimits{},
+    return OpenS3Shards(*S3Url::Parse(url), {pattern}, access_, client_.get(), ScanLimits{},
                         KeptListing{kept, false}, ahead);
   }
   uint64_t Requests() const { return client_->stats().requests; }
 
-  std::unique_ptr<MotoServer> moto_;
-  std::unique_ptr<S3Client> client_;
-  ObjectStoreAccess access_;
   std::vector<std::string> images_, masks_;
 };
 
@@ -184,7 +172,7 @@ TEST_F(S3ShardsTest, AKeptIndexIsTakenWithoutReadingTheShard) {
   EXPECT_EQ(anew, 3);
   // Asked to list again: no kept index is taken either.
   const uint64_t at = Requests();
-  ASSERT_TRUE(OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), "", access_, client_.get(),
+  ASSERT_TRUE(OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), {}, access_, client_.get(),
                            ScanLimits{}, KeptListing{&kept, true}, {})
                   .ok());
   EXPECT_GE(Requests(), at + 1 + 3);
@@ -223,7 +211,7 @@ TEST_F(S3ShardsTest, ReadAheadStopsAtItsBudgetAndOneShardIsOneHead) {
   AheadLog two;
   ScanLimits capped;
   capped.max_file_bytes = 4096;
-  ds = OpenS3Shards(*S3Url::Parse("s3://bkt/other/two.tar"), "", access_, client_.get(), capped,
+  ds = OpenS3Shards(*S3Url::Parse("s3://bkt/other/two.tar"), {}, access_, client_.get(), capped,
                     KeptListing{}, two.Fn());
   ASSERT_TRUE(ds.ok()) << ds.status();
   ASSERT_EQ(ds->samples.size(), 2u);

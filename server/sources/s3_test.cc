@@ -13,20 +13,14 @@
 namespace stoker {
 namespace {
 
-using moto_testing::MotoServer;
 
 using moto_testing::Content;
 
-// moto with signature checks off: the class listing's delimiter is a '/'
-// that its checker mishandles (moto_testing.h).
-class S3FolderTest : public ::testing::Test {
+class S3FolderTest : public moto_testing::BucketTest {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<MotoServer>> m = MotoServer::Start(false);
-    if (!m.ok()) GTEST_SKIP() << m.status();
-    moto_ = *std::move(m);
-    client_ = moto_testing::ClientFor(*moto_, &access_);
-    ASSERT_TRUE(Put("", "").ok());
+    BucketTest::SetUp();
+    if (IsSkipped()) return;
     objects_ = {{"data/train/cat/1.jpg", Content(5000, 1)},
                 {"data/train/cat/deep/2.PNG", Content(300, 2)},
                 {"data/train/cat/notes.txt", "not an image"},
@@ -38,17 +32,11 @@ class S3FolderTest : public ::testing::Test {
     for (const auto& [key, value] : objects_) ASSERT_TRUE(Put(key, value).ok()) << key;
   }
 
-  absl::Status Put(const std::string& key, std::string value) {
-    return moto_->Put(client_.get(), "bkt", key, std::move(value));
-  }
 
   absl::StatusOr<Dataset> Open(const std::string& url, ScanLimits limits = {}) {
     return OpenS3Folder(*S3Url::Parse(url), access_, client_.get(), limits);
   }
 
-  std::unique_ptr<MotoServer> moto_;
-  std::unique_ptr<S3Client> client_;
-  ObjectStoreAccess access_;
   std::map<std::string, std::string> objects_;
 };
 

@@ -32,6 +32,8 @@ VICTIM_DATA_GROUP = "stoker-test-vd"
 VICTIM_READ = ("--batch-size", "5", "--transform", "train", "--size", "40",
                "--seed", "11", "--epochs", "3")
 
+NO_STORE = "http://127.0.0.1:9"
+
 VICTIM_READ_PY = r"""
 import hashlib, sys, stoker
 data, sock, transform = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -98,6 +100,9 @@ class Node:
                     self.socket, "--threads", "2", "--metrics-address", "",
                     *(["--allow-root"] if daemon.pw_uid == 0 else []),
                     "--l2-path", self.l2, "--shm-prefix", "stoker-hostile.",
+                    # An object store nobody serves: what a session reads
+                    # before its first request is attacked there.
+                    "--object-store-endpoints", NO_STORE,
                     # Small: arrays are read from their mappings, not copied.
                     "--l1-bytes", "1048576",
                     group=GROUP),
@@ -317,6 +322,25 @@ def test_the_daemons_rings_and_cache_are_no_dataset(node):
             assert "PERMISSION_DENIED" in out.stderr, out.stderr
     finally:
         os.unlink(manifest)
+
+
+@needs_users
+def test_an_object_store_datasets_local_manifest_is_read_as_its_caller(node):
+    """An S3 dataset's manifest may be a local file: one the attacker may
+    not read, or one of the daemon's own, is refused before any request."""
+    env = ["env", "AWS_ACCESS_KEY_ID=AKIAATTACKER", "AWS_SECRET_ACCESS_KEY=x",
+           "AWS_DEFAULT_REGION=us-east-1", f"AWS_ENDPOINT_URL={NO_STORE}", f"HOME={node.mine}"]
+    with victim_alongside(node):
+        for manifest, why in (("/etc/shadow", "ermission denied"),
+                              (os.path.join(node.l2, "data.mdb"), "daemon's own files")):
+            spec = json.dumps({"s3": {"url": "s3://bucket/train/", "manifest": manifest}})
+            out = subprocess.run(
+                as_user(ATTACKER, *env, node.stokerctl, "--socket", node.socket, "read",
+                        "--batch-size", "4", "--dataset", spec),
+                capture_output=True, text=True, timeout=120)
+            assert out.returncode != 0, out.stdout
+            assert "PERMISSION_DENIED" in out.stderr and why in out.stderr, out.stderr
+            assert "Connection refused" not in out.stderr, "refused before any request"
 
 
 @needs_users

@@ -287,3 +287,53 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
     # The proxy's tally: it did refuse requests.
     m = re.search(r"(\d+) requests, (\d+) slow-downs, (\d+) resets", faults)
     assert m and int(m.group(2)) >= 3, faults
+
+
+def test_manifests_name_objects_and_shards(bucket, dataset, shards, trainer_env, tmp_path):
+    """A manifest, local (read as the trainer) or in the bucket, names the
+    objects a session reads, in its order and with its labels: the batches
+    of the same manifest read locally by the `list` source. One of .tar
+    keys names shards, in its order: the batches of those local shards."""
+    lines = []
+    classes = sorted(c for c in os.listdir(dataset) if os.path.isdir(os.path.join(dataset, c)))
+    for label, c in enumerate(classes):
+        lines += [f"{c}/{f}\t{2 * label + 1}" for f in sorted(os.listdir(os.path.join(dataset, c)))]
+    text = "# not the listing's order\n" + "\n".join(reversed(lines)) + "\n"
+    manifest = tmp_path / "lists" / "train.tsv"
+    manifest.parent.mkdir()
+    manifest.write_text(text)
+    s3_server.put_object(bucket, "photos/lists/train.tsv", text.encode())
+    local_shards, names = shards
+    order = list(reversed(names))
+    s3_server.put_object(bucket, "photos/lists/shards.txt",
+                         "".join(f"shards/{n}\n" for n in order).encode())
+    d = Daemon(extra=["--object-store-endpoints", bucket])
+    try:
+        want = batches(stoker.Loader({"list": {"path": manifest, "root": dataset}},
+                                     socket=d.socket, **ARGS))
+        assert len(want) > 1 and int(want[0][1][0]) == 2 * (len(classes) - 1) + 1
+        for where in (manifest, "s3://photos/lists/train.tsv"):
+            got = batches(stoker.Loader({"s3": {"url": "s3://photos/train/", "manifest": where}},
+                                        socket=d.socket, **ARGS))
+            assert len(got) == len(want), where
+            for (x, y), (wx, wy) in zip(got, want):
+                assert torch.equal(x, wx) and torch.equal(y, wy), where
+        want = []
+        for n in order:
+            want += batches(stoker.Loader(str(local_shards / n), socket=d.socket,
+                                          **dict(ARGS, batch_size=1)))
+        got = batches(stoker.Loader(
+            {"s3": {"url": "s3://photos/", "manifest": "s3://photos/lists/shards.txt"}},
+            socket=d.socket, **dict(ARGS, batch_size=1)))
+        assert len(got) == len(want) > 0
+        for (x, y), (wx, wy) in zip(got, want):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+        # A manifest's key the bucket does not hold: NOT_FOUND naming it.
+        s3_server.put_object(bucket, "photos/lists/bad.tsv", b"no/such.jpg\t0\n")
+        with pytest.raises(stoker.StokerError) as e:
+            batches(stoker.Loader({"s3": {"url": "s3://photos/train/",
+                                          "manifest": "s3://photos/lists/bad.tsv"}},
+                                  socket=d.socket, **ARGS))
+        assert e.value.code == "NOT_FOUND" and "s3://photos/train/no/such.jpg" in e.value.message
+    finally:
+        d.stop()

@@ -45,7 +45,10 @@ class Loader:
         "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"|"s3" (stoker.source_kinds()):
         {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
         folder of .npy, "labels": .npy of N ints}}, {"hdf5": {"path": file
-        or folder, "dataset": name, "labels": dataset name}}, with the
+        or folder, "dataset": name, "labels": dataset name}}, {"s3": {"url":
+        "s3://bucket/prefix/", "manifest": "s3://bucket/lists/train.tsv" or a
+        local file}} (its `key<TAB>label` lines name objects below the prefix;
+        lines of .tar keys name shards), with the
         spec's own keys beside it, e.g. {"hdf5": {...}, "samples_per_volume":
         8} (each volume is 8 samples of an epoch: 8 random patches).
       batch_size: samples per batch (1..65536).

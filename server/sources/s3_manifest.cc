@@ -1,0 +1,169 @@
+#include "server/sources/s3_manifest.h"
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/sources/s3_lister.h"
+#include "server/sources/s3_objects.h"
+#include "server/sources/s3_shards.h"
+#include "server/sources/tar_index.h"
+
+namespace stoker {
+namespace {
+
+constexpr int kListingsAtOnce = 16;
+
+// The manifest's bytes, read as the caller: an object by a HEAD and a GET
+// at that version, a local file beneath limits.within.
+absl::StatusOr<std::string> ReadManifest(const std::string& manifest,
+                                         const ObjectStoreAccess& access, S3Client* client,
+                                         const ScanLimits& limits) {
+  std::string text;
+  if (!absl::StartsWith(manifest, "s3://")) {
+    FileSystem* fs = limits.fs != nullptr ? limits.fs : FileSystem::Default();
+    absl::Status read = fs->ReadFile(manifest, &text, nullptr, limits.within,
+                                     limits.max_file_bytes);
+    if (!read.ok()) {
+      return absl::Status(read.code(), absl::StrCat("dataset manifest ", read.message()));
+    }
+    return text;
+  }
+  absl::StatusOr<S3Url> object = S3Url::Parse(manifest);
+  if (!object.ok()) return object.status();
+  absl::StatusOr<ObjectVersion> v =
+      client->Head(access.endpoint, *object, access.credentials, "", access.owner);
+  if (!v.ok()) return v.status();
+  if (v->size > limits.max_file_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "dataset manifest ", manifest, ": ", v->size,
+        " bytes, over the daemon's file size cap of ", limits.max_file_bytes));
+  }
+  if (v->size == 0) return text;
+  ObjectVersion seen;
+  absl::Status s = client->Get(access.endpoint, *object, 0, v->size, v->etag, access.credentials,
+                               &text, &seen, access.owner);
+  if (s.ok() && (!IsListedVersion(seen, v->size, v->etag) || text.size() != v->size)) {
+    s = absl::AbortedError(absl::StrCat("dataset manifest ", manifest,
+                                        " changed while it was read: open the dataset again"));
+  }
+  if (!s.ok()) return s;
+  return text;
+}
+
+// The folder `key` lies in, with its '/' ("" for the bucket's top).
+std::string FolderOf(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  return slash == std::string::npos ? std::string() : key.substr(0, slash + 1);
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& manifest,
+                                       const ObjectStoreAccess& access, S3Client* client,
+                                       const ScanLimits& limits, const KeptListing& keep,
+                                       const ReadAhead& ahead) {
+  absl::StatusOr<std::string> text = ReadManifest(manifest, access, client, limits);
+  if (!text.ok()) return text.status();
+  std::vector<std::vector<std::string>> lines;
+  std::vector<int32_t> labels;
+  uint64_t shards = 0;
+  absl::Status parsed = ParseManifestText(
+      manifest, *text, limits, kMaxFilesPerSample,
+      [&](std::vector<std::string> keys, int32_t label) -> absl::Status {
+        if (keys.size() == 1 && IsShardKey(keys[0])) ++shards;
+        lines.push_back(std::move(keys));
+        labels.push_back(label);
+        return absl::OkStatus();
+      },
+      /*label_optional=*/true);
+  if (!parsed.ok()) return parsed;
+  std::string().swap(*text);
+  if (lines.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset manifest ", manifest, " names no samples"));
+  }
+  S3Url root = url;
+  if (!root.key.empty() && root.key.back() != '/') root.key += '/';
+  if (shards == lines.size()) {
+    std::vector<std::string> names;
+    names.reserve(lines.size());
+    for (std::vector<std::string>& l : lines) names.push_back(std::move(l[0]));
+    return OpenS3Shards(root, ShardNames{"", &names, manifest}, access, client, limits, keep,
+                        ahead);
+  }
+  if (shards > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset manifest ", manifest, " lists ", shards, " .tar shards among ",
+        lines.size() - shards, " other samples: a manifest lists shards or objects, not both"));
+  }
+  // Each folder the keys lie in, listed once.
+  std::vector<std::string> folders;
+  {
+    absl::flat_hash_map<std::string, bool> seen;
+    for (const std::vector<std::string>& l : lines) {
+      for (const std::string& key : l) {
+        std::string folder = FolderOf(root.key + key);
+        if (seen.emplace(folder, true).second) folders.push_back(std::move(folder));
+      }
+    }
+  }
+  Lister lister(root, access, client, limits);
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, ListedObject> listed;  // By key.
+  ListCharge charge(limits);  // The listing's objects, then the samples.
+  std::vector<absl::Status> errors(folders.size());
+  std::atomic<size_t> next{0};
+  RunOnThreads(std::min<int>(kListingsAtOnce, folders.size()), [&] {
+    for (size_t f; (f = next.fetch_add(1)) < folders.size();) {
+      errors[f] = lister.Walk(folders[f], "/", [&](ListPage& p) {
+        absl::MutexLock lock(&mu);
+        for (ListedObject& o : p.objects) {
+          if (absl::Status cs = charge.Add(Sample{o.key, 0, {o.etag}}); !cs.ok()) return cs;
+          listed[o.key] = std::move(o);
+        }
+        return absl::OkStatus();
+      });
+      if (!errors[f].ok()) next.store(folders.size());  // The first error ends it.
+    }
+  });
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  Dataset ds;
+  ds.description = absl::StrCat("s3-manifest:", manifest, " in ", root.ToString(), " at ",
+                                access.endpoint.ToString());
+  ds.files_per_sample = static_cast<uint32_t>(lines[0].size());
+  ListedObjects objects;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Sample sample{"", labels[i], {}};
+    for (size_t k = 0; k < lines[i].size(); ++k) {
+      const std::string key = root.key + lines[i][k];
+      auto it = listed.find(key);
+      if (it == listed.end()) {
+        return absl::NotFoundError(absl::StrCat("dataset manifest ", manifest, " sample ", i + 1,
+                                                ": no object s3://", root.bucket, "/",
+                                                Shown(key)));
+      }
+      std::string path = absl::StrCat("s3://", root.bucket, "/", key);
+      const size_t index = objects.size();
+      objects.emplace(path, ListedObjectVersion{it->second.size, it->second.etag, index});
+      (k == 0 ? sample.path : sample.more.emplace_back()) = std::move(path);
+    }
+    if (absl::Status cs = charge.Add(sample); !cs.ok()) return cs;
+    ds.samples.push_back(std::move(sample));
+    std::vector<std::string>().swap(lines[i]);
+  }
+  ds.num_classes = NumClasses(ds.samples);
+  if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
+  ds.source = MakeS3Objects(client, access, root.bucket, limits.max_file_bytes,
+                            std::move(objects), "");
+  return ds;
+}
+
+}  // namespace stoker

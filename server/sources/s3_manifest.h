@@ -1,0 +1,48 @@
+// The samples a manifest names in an S3 API store (S3Source.manifest):
+// objects, or WebDataset shards, listed in a file rather than found by
+// listing the bucket.
+//
+// The manifest: an object ("s3://bucket/key": a HEAD, then one GET at
+// that version, as the caller; the same endpoint) or a local file (read
+// through limits.fs beneath limits.within: the folder the trainer's
+// client proved, as a local dataset's manifest is read). At most
+// limits.max_file_bytes; its lines are the `list` source's
+// (ParseManifestText: `key[<TAB>key...][<TAB>label]`, a label 0 when
+// absent, at most kMaxFilesPerSample keys a line, every line as many),
+// each key below `url`'s prefix.
+//
+// Objects: the folders the keys are in are listed as the caller (at most
+// 16 at a time, delimited, page by page, each bounded as Lister bounds
+// it), and each key takes its listed size and ETag as its identity; a key
+// not listed is NOT_FOUND naming it and its line's sample number. The
+// samples are the lines in order, their files the keys (a mask second),
+// read as s3_objects.h reads them.
+//
+// Shards: when every line is one .tar key, the manifest lists WebDataset
+// shards, opened in its order as s3_shards.h opens a pattern's. A
+// manifest that mixes both is FAILED_PRECONDITION.
+//
+// Errors name the manifest: its reading's (PERMISSION_DENIED, NOT_FOUND,
+// RESOURCE_EXHAUSTED over the cap), a malformed line (FAILED_PRECONDITION
+// with its number, never its text), and the listing's.
+#ifndef STOKER_SERVER_SOURCES_S3_MANIFEST_H_
+#define STOKER_SERVER_SOURCES_S3_MANIFEST_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
+#include "server/objstore/s3_client.h"
+#include "server/sources/s3.h"
+#include "server/sources/source.h"
+
+namespace stoker {
+
+absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& manifest,
+                                       const ObjectStoreAccess& access, S3Client* client,
+                                       const ScanLimits& limits, const KeptListing& keep,
+                                       const ReadAhead& ahead);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_S3_MANIFEST_H_

@@ -454,6 +454,9 @@ int Stats(Client& client, const Args& a) {
                 (unsigned long long)j.done(), (unsigned long long)j.total(),
                 j.finished() ? " done" : "");
   }
+  for (const v1::Opening& o : s.openings()) {
+    std::printf("  opening (uid %u) %s\n", o.uid(), o.summary().c_str());
+  }
   for (const v1::PoolStats& p : s.pools()) {
     std::printf("pool %-9s %u threads, %.0f%% busy, %llu queued", PoolLabel(p).c_str(),
                 p.threads(), 100 * p.busy_fraction(), (unsigned long long)p.queued());

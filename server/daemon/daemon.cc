@@ -135,9 +135,12 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath, auth_.Confine(spec, caller));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ObjectStoreAccess> objects,
                           AccessOf(spec, access));
+  // Shown in GetStats while it runs.
+  const std::shared_ptr<OpeningProgress> progress =
+      openings_.Begin(caller.uid, DatasetLocation(spec).first);
   // What a source keeps is the caller's (admins: only the totals bind).
   return engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid,
-                             std::move(objects));
+                             std::move(objects), progress.get());
 }
 
 absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
@@ -419,6 +422,7 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   s.set_autotune(options_.autotune);
   s.set_metrics_port(metrics_port_.load());
   engine_.AddStats(&s);
+  openings_.AddStats(&s, caller.uid, caller.admin);
   absl::MutexLock lock(&mu_);
   s.set_sessions_opened(opened_);
   s.set_sessions_closed(closed_);

@@ -33,6 +33,7 @@
 #include "server/cache/l2_cache.h"
 #include "server/daemon/controller.h"
 #include "server/daemon/engine.h"
+#include "server/daemon/openings.h"
 #include "server/daemon/options.h"
 #include "server/dataset/dataset.h"
 #include "server/pool/node_pools.h"
@@ -144,6 +145,7 @@ class Daemon {
   Authorizer auth_;
 
   Engine engine_;
+  Openings openings_;  // Datasets being opened, for GetStats.
   RingQuota quota_;
   std::thread reaper_;
   absl::Notification stop_reaper_;

@@ -184,7 +184,7 @@ ScanLimits Engine::ScanLimitsNow() const {
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
     const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
-    std::shared_ptr<const ObjectStoreAccess> access) {
+    std::shared_ptr<const ObjectStoreAccess> access, OpeningProgress* progress) {
   if (beneath != nullptr) {
     beneath->charge_held = [this, uid](uint64_t n) { return held_files_.Charge(uid, n); };
   }
@@ -193,6 +193,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.beneath = std::move(beneath);
   ctx.charge = [this, uid](uint64_t bytes) { return array_ram_.Charge(uid, bytes); };
   ctx.limits.charge_list = [this, uid](uint64_t bytes) { return list_ram_.Charge(uid, bytes); };
+  ctx.limits.progress = progress;
   ctx.volumes = &volumes_;
   ctx.uid = uid;
   ctx.objects = objects_.get();

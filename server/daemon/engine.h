@@ -61,10 +61,12 @@ class Engine {
   // Opens `spec`'s dataset for a caller confined `beneath` (null: anywhere)
   // whose RAM, lists and held files are charged to `uid` (-1: an admin,
   // bound only by the totals), reaching object stores with `access` (the
-  // caller's; null: none). Scans give up once CancelScans() is called.
+  // caller's; null: none), counting what it lists and reads in `progress`
+  // (null: nowhere). Scans give up once CancelScans() is called.
   absl::StatusOr<std::shared_ptr<const Dataset>> OpenDataset(
       const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
-      std::shared_ptr<const ObjectStoreAccess> access = nullptr);
+      std::shared_ptr<const ObjectStoreAccess> access = nullptr,
+      OpeningProgress* progress = nullptr);
   // The daemon's own files, folders and file systems, that no caller may
   // read (FileGuard): L2's, the handoff socket's folder, /dev/shm.
   std::shared_ptr<const FileGuard> Guard() const;

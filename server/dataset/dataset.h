@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/access/file_system.h"
+#include "server/dataset/opening_progress.h"
 
 namespace stoker {
 
@@ -79,6 +80,9 @@ struct ScanLimits {
   // The caller's budget for sample lists (paths and names as the dataset
   // keeps them); null: not charged.
   ChargeRam charge_list;
+  // Where the opening counts what it has listed and read, for its caller
+  // to see; null: nowhere.
+  OpeningProgress* progress = nullptr;
 };
 
 // A sample list's memory, charged to limits.charge_list as the list grows

@@ -84,6 +84,7 @@ class Walk {
           " entries (the daemon's --max-dataset-files)"));
     }
     if (entries_ % 1024 == 0) {
+      if (limits_.progress != nullptr) limits_.progress->Listed(1024);
       if (limits_.cancel != nullptr && limits_.cancel->load()) {
         return absl::CancelledError("dataset scan stopped: the daemon is shutting down");
       }

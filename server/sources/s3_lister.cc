@@ -51,6 +51,7 @@ absl::Status Lister::Walk(const std::string& prefix, const std::string& delimite
             "without an ETag"));
       }
     }
+    if (limits_.progress != nullptr) limits_.progress->Listed(n);
     if (absl::Status s = page(*p); !s.ok()) return s;
     token = p->truncated ? p->next_token : "";
   } while (!token.empty());

@@ -168,17 +168,19 @@ class S3ShardMembers : public SampleSource {
 // version: what ForEachTarMember and the members' bytes are read from.
 class ShardStream {
  public:
-  // `fetched` counts the bytes read, for progress.
+  // `fetched` and `progress` count the bytes read.
   ShardStream(const S3Url& object, const Shard& shard, const ObjectStoreAccess& access,
               S3Client* client, const std::function<absl::Status()>& check,
-              std::atomic<uint64_t>* fetched, std::atomic<uint64_t>* requests)
+              std::atomic<uint64_t>* fetched, std::atomic<uint64_t>* requests,
+              OpeningProgress* progress)
       : object_(object),
         shard_(shard),
         access_(access),
         client_(client),
         check_(check),
         fetched_(fetched),
-        requests_(requests) {}
+        requests_(requests),
+        progress_(progress) {}
 
   absl::Status Read(uint64_t offset, size_t n, char* out) {
     while (n > 0) {
@@ -214,6 +216,7 @@ class ShardStream {
     }
     at_ = offset;
     fetched_->fetch_add(n);
+    progress_->Read(n);
     return absl::OkStatus();
   }
 
@@ -224,6 +227,7 @@ class ShardStream {
   const std::function<absl::Status()>& check_;
   std::atomic<uint64_t>* const fetched_;
   std::atomic<uint64_t>* const requests_;
+  OpeningProgress* const progress_;
   std::string block_;
   uint64_t at_ = 0;
 };
@@ -235,6 +239,7 @@ struct Indexing {
   S3Client* client;
   const ScanLimits& limits;
   const ReadAhead& ahead;
+  OpeningProgress* progress;            // Bytes read, as they come.
   std::function<absl::Status()> check;  // Cancellation, the deadline, a failed shard.
   std::atomic<bool> failed{false};      // A shard failed: the others stop.
   std::atomic<uint64_t> bytes{0};       // Read so far, of every shard.
@@ -269,7 +274,8 @@ constexpr uint64_t kIndexBytesPerSample = sizeof(kept::ShardIndex::Sample) + 16;
 // mask to ix.ahead as they stream by.
 absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
   const S3Url object{ix.root.bucket, shard.key};
-  ShardStream stream(object, shard, ix.access, ix.client, ix.check, &ix.bytes, &ix.requests);
+  ShardStream stream(object, shard, ix.access, ix.client, ix.check, &ix.bytes, &ix.requests,
+                     ix.progress);
   kept::ShardIndex index;
   // The bytes of the members of the sample being grouped, by offset.
   std::map<uint64_t, std::string> pending;
@@ -456,10 +462,14 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
   const std::vector<Shard>& shards = *listed;
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + limits.max_time;
-  Indexing ix{url, access, client, limits, ahead};
-  std::atomic<size_t> next{0}, done{0};
+  // Counted where the caller sees it, else here (for the log alone).
+  OpeningProgress own(start);
+  OpeningProgress& progress = limits.progress != nullptr ? *limits.progress : own;
+  Indexing ix{url, access, client, limits, ahead, &progress};
+  std::atomic<size_t> next{0};
   uint64_t total_bytes = 0;
   for (const Shard& s : shards) total_bytes += s.size;
+  progress.Shards(shards.size(), total_bytes);
   std::atomic<int64_t> logged{absl::ToUnixNanos(start)};
   ix.check = [&]() -> absl::Status {
     // Progress every few seconds, from whichever reader passes then.
@@ -467,15 +477,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
     int64_t last = logged.load();
     if (now - absl::FromUnixNanos(last) >= kProgressEvery &&
         logged.compare_exchange_strong(last, absl::ToUnixNanos(now))) {
-      const uint64_t bytes = ix.bytes.load();
-      const double rate = bytes / absl::ToDoubleSeconds(now - start);
-      const uint64_t left = total_bytes - std::min(bytes, total_bytes);
-      LogInfo(absl::StrCat("indexing ", url.ToString(), ": ", done.load(), " of ",
-                           shards.size(), " shards, ", bytes >> 20, " of ", total_bytes >> 20,
-                           " MiB read",
-                           rate > 0 ? absl::StrCat(", about ", static_cast<int64_t>(left / rate),
-                                                   " s left")
-                                    : ""));
+      LogInfo(absl::StrCat("indexing ", progress.Summary(url.ToString(), now)));
     }
     if (ix.failed.load()) return absl::CancelledError("another shard failed");
     if (limits.cancel != nullptr && limits.cancel->load()) {
@@ -517,6 +519,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
           return absl::ResourceExhaustedError(absl::StrCat(
               "over ", limits.max_files, " members in all (--max-dataset-files)"));
         }
+        progress.Skipped(shard.size);  // Not to be read: out of the time left.
         return absl::OkStatus();
       }
       indexes[i].Clear();
@@ -537,7 +540,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
   RunOnThreads(std::min<int>(kShardsAtOnce, shards.size()), [&] {
     for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
       errors[i] = index_one(i);
-      done.fetch_add(1);
+      progress.ShardDone();
       if (!errors[i].ok()) {  // The first error ends it.
         ix.failed.store(true);
         next.store(shards.size());

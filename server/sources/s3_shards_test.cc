@@ -178,6 +178,33 @@ TEST_F(S3ShardsTest, AKeptIndexIsTakenWithoutReadingTheShard) {
   EXPECT_GE(Requests(), at + 1 + 3);
 }
 
+TEST_F(S3ShardsTest, OpeningCountsWhatItListsAndReadsForItsCaller) {
+  MemoryKept kept;
+  OpeningProgress progress;
+  ScanLimits limits;
+  limits.progress = &progress;
+  absl::StatusOr<Dataset> ds = OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), {}, access_,
+                                            client_.get(), limits, KeptListing{&kept, false}, {});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  OpeningProgress::View v = progress.Now();
+  EXPECT_EQ(v.listed, 4u);  // Three shards and the notes.
+  EXPECT_EQ(v.shards, 3u);
+  EXPECT_EQ(v.shards_done, 3u);
+  EXPECT_EQ(v.bytes_read, ds->read_ahead_bytes);
+  EXPECT_EQ(v.bytes, v.bytes_read);
+  EXPECT_GT(v.bytes, uint64_t{9} << 20);
+  // Kept indexes: nothing left to read, so nothing counted to read.
+  OpeningProgress again;
+  limits.progress = &again;
+  ASSERT_TRUE(OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), {}, access_, client_.get(), limits,
+                           KeptListing{&kept, false}, {})
+                  .ok());
+  v = again.Now();
+  EXPECT_EQ(v.shards_done, 3u);
+  EXPECT_EQ(v.bytes, 0u);
+  EXPECT_EQ(v.bytes_read, 0u);
+}
+
 TEST_F(S3ShardsTest, ReadAheadStopsAtItsBudgetAndOneShardIsOneHead) {
   // One shard: its HEAD, then its one block; its small pictures and masks
   // fit the budget. Then all three shards with room for 4 MiB: not every

@@ -168,6 +168,7 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
   uint64_t seen = 0;  // Members of every shard, against the caps.
   bool masks = true;
   std::vector<uint64_t> per_shard;  // Samples of each shard.
+  if (limits.progress != nullptr) limits.progress->Shards(list.count(), 0);
   for (uint64_t i = 0; i < list.count(); ++i) {
     const std::string shard = list.path(i);
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFile> file,
@@ -226,6 +227,7 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(shard, ": ", s.message()));
     ds.skipped_files += grouper.skipped();
     per_shard.push_back(ds.samples.size() - before);
+    if (limits.progress != nullptr) limits.progress->ShardDone();
   }
   STOKER_RETURN_IF_ERROR(
       FinishShardDataset(absl::StrCat("WebDataset ", ds.description), per_shard, masks, &ds));

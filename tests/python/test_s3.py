@@ -337,3 +337,35 @@ def test_manifests_name_objects_and_shards(bucket, dataset, shards, trainer_env,
         assert e.value.code == "NOT_FOUND" and "s3://photos/train/no/such.jpg" in e.value.message
     finally:
         d.stop()
+
+
+def test_a_long_opening_shows_its_progress(bucket, shards, trainer_env, capsys, monkeypatch):
+    """Behind a proxy taking 1.5 s per request, opening the shards takes
+    seconds: the Loader shows the daemon's summary of it meanwhile (from
+    GetStats), and nothing once the session is open."""
+    from stoker import _opening
+    monkeypatch.setattr(_opening, "EVERY", 0.1)
+    _, names = shards
+    proxy = subprocess.Popen(
+        [PROXY, f"--upstream_port={bucket.rsplit(':', 1)[1]}", "--latency_ms=1500"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        endpoint = proxy.stdout.readline().strip()
+        trainer_env.setenv("AWS_ENDPOINT_URL", endpoint)
+        d = Daemon(extra=["--object-store-endpoints", endpoint])
+        try:
+            ld = stoker.Loader("s3://photos/shards/", socket=d.socket, **ARGS)
+            assert len(batches(ld)) > 0
+            shown = capsys.readouterr().err.splitlines()
+            lines = [l for l in shown if l.startswith("stoker: opening s3://photos/shards/: ")]
+            assert lines, shown
+            # The listing takes 1.5 s, then every shard as long: the
+            # last lines count the shards.
+            assert f"of {len(names)} shards" in lines[-1], lines
+            batches(ld)  # A second epoch: no opening, nothing shown.
+            assert "stoker: opening" not in capsys.readouterr().err
+        finally:
+            d.stop()
+    finally:
+        proxy.stdin.close()
+        proxy.wait()

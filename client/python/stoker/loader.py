@@ -7,7 +7,7 @@ import os
 import time
 import warnings
 
-from stoker import _daemon, _report
+from stoker import _daemon, _opening, _report
 from stoker._args import (_check_bool, _check_device, _check_int,
                           check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
@@ -48,9 +48,11 @@ class Loader:
         or folder, "dataset": name, "labels": dataset name}}, {"s3": {"url":
         "s3://bucket/prefix/", "manifest": "s3://bucket/lists/train.tsv" or a
         local file}} (its `key<TAB>label` lines name objects below the prefix;
-        lines of .tar keys name shards), with the
-        spec's own keys beside it, e.g. {"hdf5": {...}, "samples_per_volume":
-        8} (each volume is 8 samples of an epoch: 8 random patches).
+        lines of .tar keys name shards), with the spec's own keys beside
+        it, e.g. {"hdf5": {...}, "samples_per_volume": 8} (each volume is 8
+        samples of an epoch: 8 random patches). An opening that takes
+        longer than 5 s (a large bucket's listing, shards read to index
+        them) prints the daemon's progress of it to stderr every 5 s.
       batch_size: samples per batch (1..65536).
       transform: the preset: "train" (RandomResizedCrop + flip, the
         default) or "val" (Resize + CenterCrop), both to image_size x
@@ -433,7 +435,8 @@ class Loader:
             self._client = lib.Client(socket)
         previous = self._decoder.split if self._decoder is not None else None
         spec = self._spec(epoch, batch, previous.share if previous is not None else None)
-        self._session = self._client.open_session(spec)
+        with _opening.shown(self._client):
+            self._session = self._client.open_session(spec)
         if self._decode_device is not None:
             from stoker import client_decode
             self._decoder = client_decode.ClientDecoder(

@@ -18,9 +18,11 @@
 namespace stoker {
 
 // The source message the dataset names (its `source` oneof case), or null
-// when none is set. Every source message has a string `path` (the file or
-// folder it reads) and may have a string `root` (the folder its files are
-// relative to): the generic helpers below read those, never the kind.
+// when none is set. A local source's message has a string `path` (the file
+// or folder it reads) and may have a string `root` (the folder its files
+// are relative to); an object store's has a `url` instead, and may have a
+// `manifest` (a local file, or another URL): the generic helpers below
+// read those, never the kind.
 inline const google::protobuf::Message* DatasetSource(const v1::DatasetSpec& ds) {
   const google::protobuf::FieldDescriptor* f =
       ds.GetDescriptor()->FindFieldByNumber(ds.source_case());
@@ -150,16 +152,20 @@ inline bool DatasetIsFile(const std::string& path) {
 // The folder a dataset lives in, as its spec names it (no trailing '/'):
 // the source's `root` when it has one, else the folder `path` is in when
 // it is a file (a manifest, an .npy or HDF5 file, an LMDB data file; or a
-// FIFO, which the daemon then refuses), else `path` itself (an image
+// FIFO, which the daemon then refuses; an object store's local manifest,
+// always, so the daemon need not stat it), else `path` itself (an image
 // folder, an LMDB environment, a folder of arrays; a path that does not
 // exist, which proving then names). A client proves it can open this
 // folder, and a non-admin's dataset is read only beneath it.
 inline std::string DatasetFolder(const v1::DatasetSpec& ds) {
   const google::protobuf::Message* source = DatasetSource(ds);
   std::string dir = source == nullptr ? std::string() : SourceField(*source, "root");
+  // An object store's local manifest is a file, whatever stat says.
+  const bool file = source != nullptr &&
+                    source->GetDescriptor()->FindFieldByName("path") == nullptr;
   if (dir.empty()) {
     dir = DatasetPath(ds);
-    if (dir.size() > 1 && dir.back() != '/' && DatasetIsFile(dir)) {
+    if (dir.size() > 1 && dir.back() != '/' && (file || DatasetIsFile(dir))) {
       const size_t slash = dir.rfind('/');
       dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
     }

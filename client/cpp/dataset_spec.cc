@@ -138,7 +138,9 @@ void MakeDatasetPathsAbsolute(v1::DatasetSpec* ds) {
     const FieldDescriptor* f = d->field(i);
     if (!f->options().GetExtension(v1::file_path) || f->is_repeated()) continue;
     const std::string value = r->GetString(*source, f);
-    if (value.empty() || absl::StartsWith(value, "s3://")) continue;  // An object's URL.
+    if (value.empty()) continue;
+    // An object store's manifest may be an object: its URL, not a path.
+    if (ds->has_s3() && f->name() == "manifest" && absl::StartsWith(value, "s3://")) continue;
     std::error_code ec;
     const std::filesystem::path abs = std::filesystem::absolute(value, ec);
     if (ec) continue;

@@ -78,7 +78,9 @@ class Authorizer {
   // exist (after L2 is open), before calls are served.
   void SetGuard(std::shared_ptr<const FileGuard> guard);
   // The folder `caller`'s dataset is confined to, proven by the spec's
-  // root token (consumed); nullptr for callers that need no confinement.
+  // root token (consumed); nullptr for callers that need no confinement;
+  // one that opens nothing for a dataset named by URL with no local file
+  // (an object store's, without a local manifest).
   // PERMISSION_DENIED naming the folder when no root, another uid's, an
   // O_PATH descriptor or no folder, no opener, or one of the daemon's own.
   absl::StatusOr<std::shared_ptr<Beneath>> Confine(const v1::DatasetSpec& spec,

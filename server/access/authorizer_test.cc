@@ -110,6 +110,32 @@ TEST_F(ConfineTest, ADatasetWithNoLocalPathReachesNoLocalFile) {
   }
 }
 
+TEST_F(ConfineTest, AnObjectStoreDatasetsLocalManifestIsConfinedToItsFolder) {
+  Authorizer auth(true, -1);
+  v1::DatasetSpec s3;
+  s3.mutable_s3()->set_url("s3://bucket/train/");
+  // A manifest in the bucket: no local file, nothing to prove.
+  s3.mutable_s3()->set_manifest("s3://bucket/lists/train.tsv");
+  absl::StatusOr<std::shared_ptr<Beneath>> b = auth.Confine(s3, Caller::User(5001, false));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_NE(*b, nullptr);
+  EXPECT_LT((*b)->dir_fd, 0);
+  // A local one (even one that does not exist, or is not a file to the
+  // daemon): its folder, proven by the caller's root, or nothing.
+  s3.mutable_s3()->set_manifest(root_ + "/data/lists.tsv");
+  b = auth.Confine(s3, Caller::User(5001, false));
+  EXPECT_EQ(b.status().code(), kDenied);
+  EXPECT_NE(b.status().message().find("folder " + root_ + "/data"), std::string::npos)
+      << b.status();
+  ServedRoot mine = RegisterServedRoot(auth, root_ + "/data", 5001);
+  s3.set_root_token(mine.token);
+  b = auth.Confine(s3, Caller::User(5001, false));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_NE(*b, nullptr);
+  EXPECT_EQ((*b)->prefix, root_ + "/data");
+  ASSERT_NE((*b)->opener, nullptr);
+}
+
 TEST_F(ConfineTest, OnlyTheUidsOwnFolderAndOpenerConfine) {
   Authorizer auth(true, -1);
   spec_.set_root_token("");

@@ -271,7 +271,7 @@ inline std::unique_ptr<S3Client> ClientFor(const MotoServer& moto, ObjectStoreAc
 // A test against a moto_server with signature checks off (listings take
 // a '/' delimiter its checker mishandles), a client for it, its access,
 // and the empty bucket "bkt"; skipped without moto. A fixture's own SetUp
-// calls this one first and returns when IsSkipped().
+// calls this one first and returns when IsSkipped() or HasFatalFailure().
 class BucketTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -28,8 +28,8 @@ absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanSpec& spec) {
   uint64_t windowed = 0;
   for (uint64_t w : spec.first_epoch_windows) windowed += w;
   if (!spec.first_epoch_windows.empty() && windowed != spec.num_samples) {
-    return absl::InvalidArgumentError(absl::StrCat("windows of ", windowed, " samples for ",
-                                                   spec.num_samples, " samples"));
+    return absl::InternalError(absl::StrCat("the dataset's windows hold ", windowed,
+                                            " samples of its ", spec.num_samples));
   }
   EpochPlan plan(spec);
   if (plan.batches_ == 0) {

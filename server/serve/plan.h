@@ -36,8 +36,8 @@ struct PlanSpec {
 
 class EpochPlan {
  public:
-  // INVALID_ARGUMENT for batch_size 0, rank >= world_size, or windows
-  // that do not sum to num_samples;
+  // INVALID_ARGUMENT for batch_size 0 or rank >= world_size; INTERNAL for
+  // windows that do not sum to num_samples (the dataset's own error);
   // FAILED_PRECONDITION when an epoch would hold no batch for this rank.
   static absl::StatusOr<EpochPlan> Create(const PlanSpec& spec);
 

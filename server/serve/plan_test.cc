@@ -126,10 +126,25 @@ TEST(PlanTest, AWindowedFirstEpochShufflesEachWindowInTurn) {
   EXPECT_EQ(seen.size(), 100u);
 }
 
+TEST(PlanTest, TheShuffledOrderIsTheOneSessionsAlwaysGot) {
+  // What the daemon delivered before windows existed: one window, or
+  // none, must not change it (resumed runs and checksums depend on it).
+  PlanSpec s = Spec(12, 4);
+  s.shuffle = true;
+  s.seed = 5;
+  const std::vector<uint64_t> e0 = {8, 5, 1, 7, 11, 3, 0, 4, 9, 10, 2, 6};
+  const std::vector<uint64_t> e1 = {3, 6, 5, 9, 0, 2, 1, 11, 7, 10, 8, 4};
+  EXPECT_EQ(EpochPlan::Create(s)->RankOrder(0), e0);
+  EXPECT_EQ(EpochPlan::Create(s)->RankOrder(1), e1);
+  s.first_epoch_windows = {12};
+  EXPECT_EQ(EpochPlan::Create(s)->RankOrder(0), e0);
+  EXPECT_EQ(EpochPlan::Create(s)->RankOrder(1), e1);
+}
+
 TEST(PlanTest, WindowsThatDoNotCoverTheSamplesAreRefused) {
   PlanSpec s = Spec(100, 8);
   s.first_epoch_windows = {40, 40};
-  EXPECT_EQ(EpochPlan::Create(s).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EpochPlan::Create(s).status().code(), absl::StatusCode::kInternal);
 }
 
 }  // namespace

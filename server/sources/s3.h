@@ -24,9 +24,13 @@
 //
 // Reading, as the caller: s3_objects.h.
 //
-// The kind reads through SourceContext's object store client and the
-// session's access (the trainer's endpoint and credentials), never a local
-// file: FAILED_PRECONDITION when the daemon has no object store endpoints,
+// The kind (S3Source) opens an ImageFolder (above), shards (s3_shards.h:
+// a URL ending in .tar or a brace pattern, or `shards`), or the samples a
+// manifest names (s3_manifest.h: `manifest`; INVALID_ARGUMENT with shards
+// named too). It reads through SourceContext's object store client and the
+// session's access (the trainer's endpoint and credentials), and no local
+// file but a manifest, beneath the caller's proved folder:
+// FAILED_PRECONDITION when the daemon has no object store endpoints,
 // UNAUTHENTICATED when the session brought no credentials.
 //
 // Thread-safe; the client outlives the source.

@@ -1,11 +1,14 @@
 #include "server/sources/s3_lister.h"
 
+#include <algorithm>
+#include <atomic>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "util/checksum.h"
 
@@ -70,6 +73,31 @@ void RunOnThreads(int threads, const std::function<void()>& work) {
   }
   work();
   for (std::thread& t : started) t.join();
+}
+
+absl::Status ListFolders(Lister& lister, const std::vector<std::string>& folders,
+                         const std::function<absl::Status(ListPage&)>& page) {
+  absl::Mutex mu;
+  std::vector<absl::Status> errors(folders.size());
+  std::atomic<size_t> next{0};
+  RunOnThreads(std::min<size_t>(16, folders.size()), [&] {
+    for (size_t f; (f = next.fetch_add(1)) < folders.size();) {
+      errors[f] = lister.Walk(folders[f], "/", [&](ListPage& p) {
+        absl::MutexLock lock(&mu);
+        return page(p);
+      });
+      if (!errors[f].ok()) next.store(folders.size());  // The first error ends it.
+    }
+  });
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  return absl::OkStatus();
+}
+
+std::string FolderOf(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  return slash == std::string::npos ? std::string() : key.substr(0, slash + 1);
 }
 
 FileVersion ObjectFileVersion(uint64_t size, const std::string& etag) {

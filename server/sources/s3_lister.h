@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -44,6 +45,16 @@ class Lister {
   const absl::Time deadline_;
   std::atomic<uint64_t> seen_{0};
 };
+
+// Walks each of `folders` (prefixes ending in '/', or "" for the top)
+// delimited, at most 16 at a time, handing every page to `page` under a
+// lock of its own (so `page` need not be thread-safe); after the first
+// error no other folder's walk begins, and it is returned.
+absl::Status ListFolders(Lister& lister, const std::vector<std::string>& folders,
+                         const std::function<absl::Status(ListPage&)>& page);
+
+// The folder `key` lies in, with its '/' ("" for the bucket's top).
+std::string FolderOf(const std::string& key);
 
 // Runs `work` on up to `threads` threads, this one among them, and returns
 // once each has returned. A thread the process cannot start is done

@@ -1,14 +1,11 @@
 #include "server/sources/s3_manifest.h"
 
-#include <algorithm>
-#include <atomic>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "server/sources/s3_lister.h"
 #include "server/sources/s3_objects.h"
 #include "server/sources/s3_shards.h"
@@ -16,8 +13,6 @@
 
 namespace stoker {
 namespace {
-
-constexpr int kListingsAtOnce = 16;
 
 // The manifest's bytes, read as the caller: an object by a HEAD and a GET
 // at that version, a local file beneath limits.within.
@@ -39,6 +34,10 @@ absl::StatusOr<std::string> ReadManifest(const std::string& manifest,
   absl::StatusOr<ObjectVersion> v =
       client->Head(access.endpoint, *object, access.credentials, "", access.owner);
   if (!v.ok()) return v.status();
+  if (v->etag.empty()) {
+    return absl::DataLossError(
+        absl::StrCat("dataset manifest ", manifest, ": the store gave no ETag"));
+  }
   if (v->size > limits.max_file_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "dataset manifest ", manifest, ": ", v->size,
@@ -56,12 +55,6 @@ absl::StatusOr<std::string> ReadManifest(const std::string& manifest,
   return text;
 }
 
-// The folder `key` lies in, with its '/' ("" for the bucket's top).
-std::string FolderOf(const std::string& key) {
-  const size_t slash = key.rfind('/');
-  return slash == std::string::npos ? std::string() : key.substr(0, slash + 1);
-}
-
 }  // namespace
 
 absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& manifest,
@@ -70,12 +63,16 @@ absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& mani
                                        const ReadAhead& ahead) {
   absl::StatusOr<std::string> text = ReadManifest(manifest, access, client, limits);
   if (!text.ok()) return text.status();
+  // Each line as it is parsed, charged as the sample it becomes (the
+  // lines are dropped once the samples are made; their charge with them).
+  ListCharge lines_charge(limits);
   std::vector<std::vector<std::string>> lines;
   std::vector<int32_t> labels;
   uint64_t shards = 0;
   absl::Status parsed = ParseManifestText(
       manifest, *text, limits, kMaxFilesPerSample,
       [&](std::vector<std::string> keys, int32_t label) -> absl::Status {
+        if (absl::Status cs = lines_charge.Add(Sample{"", label, keys}); !cs.ok()) return cs;
         if (keys.size() == 1 && IsShardKey(keys[0])) ++shards;
         lines.push_back(std::move(keys));
         labels.push_back(label);
@@ -102,57 +99,54 @@ absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& mani
         "dataset manifest ", manifest, " lists ", shards, " .tar shards among ",
         lines.size() - shards, " other samples: a manifest lists shards or objects, not both"));
   }
-  // Each folder the keys lie in, listed once.
+  // The keys it names, and each folder they lie in, listed once; of what
+  // the listings hold, only those keys are kept.
+  absl::flat_hash_map<std::string, ListedObject> named;
   std::vector<std::string> folders;
   {
     absl::flat_hash_map<std::string, bool> seen;
     for (const std::vector<std::string>& l : lines) {
       for (const std::string& key : l) {
-        std::string folder = FolderOf(root.key + key);
-        if (seen.emplace(folder, true).second) folders.push_back(std::move(folder));
+        const std::string full = root.key + key;
+        std::string folder = FolderOf(full);
+        if (seen.emplace(folder, true).second) {
+          if (absl::Status cs = lines_charge.Add(Sample{folder, 0, {}}); !cs.ok()) return cs;
+          folders.push_back(std::move(folder));
+        }
+        if (named.emplace(full, ListedObject{}).second) {
+          if (absl::Status cs = lines_charge.Add(Sample{full, 0, {}}); !cs.ok()) return cs;
+        }
       }
     }
   }
   Lister lister(root, access, client, limits);
-  absl::Mutex mu;
-  absl::flat_hash_map<std::string, ListedObject> listed;  // By key.
-  ListCharge charge(limits);  // The listing's objects, then the samples.
-  std::vector<absl::Status> errors(folders.size());
-  std::atomic<size_t> next{0};
-  RunOnThreads(std::min<int>(kListingsAtOnce, folders.size()), [&] {
-    for (size_t f; (f = next.fetch_add(1)) < folders.size();) {
-      errors[f] = lister.Walk(folders[f], "/", [&](ListPage& p) {
-        absl::MutexLock lock(&mu);
-        for (ListedObject& o : p.objects) {
-          if (absl::Status cs = charge.Add(Sample{o.key, 0, {o.etag}}); !cs.ok()) return cs;
-          listed[o.key] = std::move(o);
-        }
-        return absl::OkStatus();
-      });
-      if (!errors[f].ok()) next.store(folders.size());  // The first error ends it.
+  absl::Status listed = ListFolders(lister, folders, [&](ListPage& p) {
+    for (ListedObject& o : p.objects) {
+      auto it = named.find(o.key);
+      if (it != named.end()) it->second = std::move(o);
     }
+    return absl::OkStatus();
   });
-  for (const absl::Status& e : errors) {
-    if (!e.ok()) return e;
-  }
+  if (!listed.ok()) return listed;
   Dataset ds;
   ds.description = absl::StrCat("s3-manifest:", manifest, " in ", root.ToString(), " at ",
                                 access.endpoint.ToString());
   ds.files_per_sample = static_cast<uint32_t>(lines[0].size());
+  ListCharge charge(limits);
   ListedObjects objects;
   for (size_t i = 0; i < lines.size(); ++i) {
     Sample sample{"", labels[i], {}};
     for (size_t k = 0; k < lines[i].size(); ++k) {
       const std::string key = root.key + lines[i][k];
-      auto it = listed.find(key);
-      if (it == listed.end()) {
+      const ListedObject& o = named[key];
+      if (o.etag.empty()) {  // Not listed: the Lister refuses an object without one.
         return absl::NotFoundError(absl::StrCat("dataset manifest ", manifest, " sample ", i + 1,
                                                 ": no object s3://", root.bucket, "/",
                                                 Shown(key)));
       }
       std::string path = absl::StrCat("s3://", root.bucket, "/", key);
-      const size_t index = objects.size();
-      objects.emplace(path, ListedObjectVersion{it->second.size, it->second.etag, index});
+      const size_t index = objects.size();  // A new object's proof bit.
+      objects.emplace(path, ListedObjectVersion{o.size, o.etag, index});
       (k == 0 ? sample.path : sample.more.emplace_back()) = std::move(path);
     }
     if (absl::Status cs = charge.Add(sample); !cs.ok()) return cs;

@@ -13,18 +13,28 @@
 //
 // Objects: the folders the keys are in are listed as the caller (at most
 // 16 at a time, delimited, page by page, each bounded as Lister bounds
-// it), and each key takes its listed size and ETag as its identity; a key
-// not listed is NOT_FOUND naming it and its line's sample number. The
+// it: every object seen counts against max_files), and each key takes its
+// listed size and ETag as its identity; a key not listed is NOT_FOUND
+// naming it and its line's sample number. A key named twice is one
+// object (read, and proven, once). The
 // samples are the lines in order, their files the keys (a mask second),
 // read as s3_objects.h reads them.
 //
 // Shards: when every line is one .tar key, the manifest lists WebDataset
-// shards, opened in its order as s3_shards.h opens a pattern's. A
-// manifest that mixes both is FAILED_PRECONDITION.
+// shards, opened in its order as s3_shards.h opens a pattern's (a label
+// column is ignored: labels are the shards' own). A manifest that mixes
+// both is FAILED_PRECONDITION.
+//
+// Memory: the lines, the keys and their folders are charged to the caller
+// (ScanLimits::charge_list) while the samples are made; of what the
+// folders' listings hold, only the keys named are kept.
 //
 // Errors name the manifest: its reading's (PERMISSION_DENIED, NOT_FOUND,
 // RESOURCE_EXHAUSTED over the cap), a malformed line (FAILED_PRECONDITION
-// with its number, never its text), and the listing's.
+// with its number, never its text), a key not listed (NOT_FOUND with the
+// key: the caller's own, read as the caller; an admin's manifest is read
+// with the daemon's rights, and an admin may read any file anyway), and
+// the listing's.
 #ifndef STOKER_SERVER_SOURCES_S3_MANIFEST_H_
 #define STOKER_SERVER_SOURCES_S3_MANIFEST_H_
 

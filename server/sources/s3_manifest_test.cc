@@ -22,7 +22,7 @@ class S3ManifestTest : public moto_testing::BucketTest {
  protected:
   void SetUp() override {
     BucketTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     objects_ = {{"data/cat/1.jpg", Content(5000, 1)},    {"data/cat/deep/2.PNG", Content(300, 2)},
                 {"data/dog/3.JPEG", Content(70000, 3)},  {"data/dog/3.mask.png", Content(40, 7)},
                 {"data/cat/1.mask.png", Content(30, 8)}, {"data/eel.png", Content(999, 5)},
@@ -90,6 +90,34 @@ TEST_F(S3ManifestTest, AManifestInTheBucketNamesObjectsInItsOrder) {
   EXPECT_FALSE(other->source->Identify(other->samples[0].path)->proven);
   EXPECT_EQ(other->source->Identify("s3://bkt/elsewhere/6.jpg").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(S3ManifestTest, AKeyNamedTwiceIsOneObjectProvenByItsOwnRead) {
+  ASSERT_TRUE(Put("lists/twice.tsv",
+                  "cat/1.jpg\tcat/1.mask.png\t0\ncat/1.mask.png\tcat/1.jpg\t1\n"
+                  "cat/1.jpg\tcat/1.mask.png\t2\n")
+                  .ok());
+  absl::StatusOr<Dataset> ds = Open("s3://bkt/lists/twice.tsv");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->samples.size(), 3u);
+  const std::string image = "s3://bkt/data/cat/1.jpg", mask = "s3://bkt/data/cat/1.mask.png";
+  EXPECT_EQ(ds->samples[1].path, mask);
+  EXPECT_EQ(ds->samples[1].more, std::vector<std::string>{image});
+  auto proven = [&](const std::string& path) {
+    absl::StatusOr<SourceKey> id = ds->source->Identify(path);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() && id->proven;
+  };
+  EXPECT_FALSE(proven(image));
+  EXPECT_FALSE(proven(mask));
+  std::string bytes;
+  ASSERT_TRUE(ds->source->Read(image, &bytes, nullptr).ok());
+  EXPECT_EQ(bytes, objects_["data/cat/1.jpg"]);
+  EXPECT_TRUE(proven(image));
+  EXPECT_FALSE(proven(mask)) << "only what was read is proven";
+  ASSERT_TRUE(ds->source->Read(mask, &bytes, nullptr).ok());
+  EXPECT_EQ(bytes, objects_["data/cat/1.mask.png"]);
+  EXPECT_TRUE(proven(mask));
 }
 
 TEST_F(S3ManifestTest, ALocalManifestIsReadBeneathTheCallersFolder) {

@@ -402,14 +402,24 @@ absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const ShardName
   };
   if (given != nullptr) {
     take(*given);
-  } else {
-    // Names in folders below the prefix only when a name has some.
-    bool folders = pattern.find('/') != std::string::npos;
-    for (size_t i = 0; names != nullptr && !folders && i < names->size(); ++i) {
-      folders = (*names)[i].find('/') != std::string::npos;
+  } else if (names != nullptr) {
+    // The folders the names lie in, each listed delimited.
+    std::vector<std::string> folders;
+    absl::flat_hash_map<std::string, bool> seen;
+    for (const std::string& name : *names) {
+      std::string folder = FolderOf(prefix + name);
+      if (seen.emplace(folder, true).second) folders.push_back(std::move(folder));
     }
     Lister lister(root, access, client, limits);
-    absl::Status s = lister.Walk(prefix, folders ? "" : "/",
+    absl::Status s = ListFolders(lister, folders, [&](ListPage& p) {
+      take(p.objects);
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+  } else {
+    // Names in folders below the prefix only when the pattern has some.
+    Lister lister(root, access, client, limits);
+    absl::Status s = lister.Walk(prefix, pattern.find('/') == std::string::npos ? "/" : "",
                                  [&](ListPage& p) {
                                    take(p.objects);
                                    return absl::OkStatus();

@@ -4,10 +4,11 @@
 //
 // Shards: one .tar object (a URL ending in .tar: its HEAD), the names a
 // brace pattern or a manifest (s3_manifest.h) gives in the URL's prefix,
-// or every .tar object directly in the prefix, in key order. The prefix is listed once, page by page, as
-// the caller (delimited, unless the pattern names folders): a shard's
-// listed size and ETag are its identity, and a pattern's name not listed
-// is NOT_FOUND naming it. (A manifest's names: the same.)
+// or every .tar object directly in the prefix, in key order. Listed as the
+// caller, page by page: the prefix once (delimited, unless the pattern
+// names folders), or each folder a manifest's names lie in (delimited, 16
+// at a time). A shard's listed size and ETag are its identity, and a name
+// not listed is NOT_FOUND naming it. A name given twice is one shard.
 //
 // Indexing: a shard's members are found from its headers, which lie
 // between its members' bytes, so a shard is read to index it (whole, but

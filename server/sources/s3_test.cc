@@ -20,7 +20,7 @@ class S3FolderTest : public moto_testing::BucketTest {
  protected:
   void SetUp() override {
     BucketTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     objects_ = {{"data/train/cat/1.jpg", Content(5000, 1)},
                 {"data/train/cat/deep/2.PNG", Content(300, 2)},
                 {"data/train/cat/notes.txt", "not an image"},

@@ -246,26 +246,6 @@ absl::StatusOr<int32_t> ParseLabel(absl::string_view text, absl::string_view key
   return label;
 }
 
-absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
-                                bool masks, Dataset* ds) {
-  if (ds->samples.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, " holds no samples with a jpg, jpeg or png member"));
-  }
-  if (masks) {
-    ds->files_per_sample = 2;
-  } else {
-    for (Sample& s : ds->samples) s.more.clear();
-  }
-  ds->num_classes = NumClasses(ds->samples);
-  ds->first_epoch_windows.clear();
-  for (size_t i = 0; i < per_shard.size(); ++i) {
-    if (i % kShardsPerWindow == 0) ds->first_epoch_windows.push_back(0);
-    ds->first_epoch_windows.back() += per_shard[i];
-  }
-  return absl::OkStatus();
-}
-
 std::string Shown(absl::string_view name) {
   if (name.size() <= 120) return std::string(name);
   return absl::StrCat(name.substr(0, 100), "...(", name.size(), " bytes)");

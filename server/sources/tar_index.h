@@ -28,7 +28,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "server/dataset/dataset.h"
 
 namespace stoker {
 
@@ -109,18 +108,6 @@ bool IsUsedField(const std::string& extension);
 // sample's key otherwise.
 inline constexpr uint64_t kMaxLabelBytes = 32;
 absl::StatusOr<int32_t> ParseLabel(absl::string_view text, absl::string_view key);
-
-// Consecutive shards read together: one window of the first epoch's
-// order (Dataset::first_epoch_windows).
-inline constexpr size_t kShardsPerWindow = 16;
-
-// Makes the samples of shards one dataset: FAILED_PRECONDITION ("<what>
-// holds no samples with ...") without any; a mask (files_per_sample 2)
-// only when every sample has one (`masks`), else none is kept; the labels'
-// class count; the first epoch's windows of kShardsPerWindow shards from
-// `per_shard` (each shard's sample count, in index order).
-absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
-                                bool masks, Dataset* ds);
 
 // A member's name (or key) as error messages show it: at most about 120
 // bytes of it (names are up to 64 KiB of anything).

@@ -54,6 +54,18 @@ class ShardPattern {
   uint64_t size_ = 1;
 };
 
+// Consecutive shards read together: one window of the first epoch's
+// order (Dataset::first_epoch_windows).
+inline constexpr size_t kShardsPerWindow = 16;
+
+// Makes the samples of shards one dataset: FAILED_PRECONDITION ("<what>
+// holds no samples with ...") without any; a mask (files_per_sample 2)
+// only when every sample has one (`masks`), else none is kept; the labels'
+// class count; the first epoch's windows of kShardsPerWindow shards from
+// `per_shard` (each shard's sample count, in index order).
+absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
+                                bool masks, Dataset* ds);
+
 }  // namespace stoker
 
 #endif  // STOKER_SERVER_SOURCES_WEBDATASET_H_

@@ -16,9 +16,9 @@ import subprocess
 import pytest
 
 from test_dist import bundle  # noqa: F401 (fixture)
-from test_hostile import (ATTACKER, VICTIM as VICTIM_USER, Node, data_group,  # noqa: F401
-                          needs_users, VICTIM_DATA_GROUP, Victim, attacker_python,
-                          running)
+from test_hostile import (ATTACKER, NO_STORE, VICTIM as VICTIM_USER, Node,  # noqa: F401
+                          data_group, needs_users, VICTIM_DATA_GROUP, Victim, as_user,
+                          attacker_python, running)
 from test_service import users  # noqa: F401 (fixture)
 
 STEAL = r"""
@@ -62,21 +62,27 @@ def steal(node, paths, user=ATTACKER):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@needs_users
-def test_a_root_manifest_reads_nothing_the_attacker_cannot_open(any_node):
-    node = any_node
-    # The victim's notes, shared with the daemon's group only (0750, 0640):
-    # the daemon's user may read them, the attacker may not.
+def victim_notes(node, text):
+    """The victim's notes holding `text`, shared with the daemon's group
+    only (0750, 0640): the daemon's user may read them, the attacker may
+    not."""
     private = os.path.join(node.top, "victim-notes")
     os.mkdir(private)
     notes = os.path.join(private, "notes.txt")
     with open(notes, "w") as f:
-        f.write("VICTIM-PRIVATE-NOTES")
+        f.write(text)
     node.give(private, VICTIM_USER)
     shutil.chown(private, group=VICTIM_DATA_GROUP)
     shutil.chown(notes, group=VICTIM_DATA_GROUP)
     os.chmod(private, 0o750)
     os.chmod(notes, 0o640)
+    return notes
+
+
+@needs_users
+def test_a_root_manifest_reads_nothing_the_attacker_cannot_open(any_node):
+    node = any_node
+    notes = victim_notes(node, "VICTIM-PRIVATE-NOTES")
     # And a file of its own, which it may read.
     own = os.path.join(node.mine, "own.txt")
     with open(own, "w") as f:
@@ -95,5 +101,44 @@ def test_a_root_manifest_reads_nothing_the_attacker_cannot_open(any_node):
     assert "victim-notes/notes.txt: Permission denied" in log, log[-3000:]
     assert "/etc/shadow: Permission denied" in log, log[-3000:]
     # The same read again, with nothing beside it: the attack changed nothing.
+    assert Victim(node).resume() == attacked
+    assert node.proc.poll() is None
+
+
+@needs_users
+def test_an_object_store_datasets_local_manifest_is_read_as_its_caller(any_node):
+    """An S3 dataset's manifest may be a local file, read as the trainer:
+    the victim's notes (shaped as a manifest line), which the daemon's user
+    could read, are refused before any request, and nothing of them shows;
+    the attacker's own manifest is read, and the session gets as far as the
+    object store (which nobody serves here)."""
+    node = any_node
+    notes = victim_notes(node, "VICTIM-SECRET-KEY/x.jpg\t0\n")
+    own = os.path.join(node.mine, "own.tsv")
+    with open(own, "w") as f:
+        f.write("cat/x.jpg\t0\n")
+    node.give(own, ATTACKER)
+    env = ["env", "AWS_ACCESS_KEY_ID=AKIAATTACKER", "AWS_SECRET_ACCESS_KEY=x",
+           "AWS_DEFAULT_REGION=us-east-1", f"AWS_ENDPOINT_URL={NO_STORE}", f"HOME={node.mine}"]
+
+    def read(manifest):
+        spec = json.dumps({"s3": {"url": "s3://bucket/train/", "manifest": manifest}})
+        return subprocess.run(
+            as_user(ATTACKER, *env, node.stokerctl, "--socket", node.socket, "read",
+                    "--batch-size", "1", "--dataset", spec),
+            capture_output=True, text=True, timeout=300)
+
+    victim = Victim(node)
+    for manifest in (notes, "/etc/shadow"):
+        out = read(manifest)
+        assert out.returncode != 0, out.stdout
+        assert "PERMISSION_DENIED" in out.stderr, out.stderr
+        assert "VICTIM-SECRET" not in out.stderr + out.stdout
+    mine = read(own)
+    attacked = victim.resume()
+    assert mine.returncode != 0, mine.stdout
+    assert "PERMISSION_DENIED" not in mine.stderr and NO_STORE.split("//")[1] in mine.stderr, \
+        mine.stderr
+    assert "VICTIM-SECRET" not in node.log_text()
     assert Victim(node).resume() == attacked
     assert node.proc.poll() is None

@@ -325,25 +325,6 @@ def test_the_daemons_rings_and_cache_are_no_dataset(node):
 
 
 @needs_users
-def test_an_object_store_datasets_local_manifest_is_read_as_its_caller(node):
-    """An S3 dataset's manifest may be a local file: one the attacker may
-    not read, or one of the daemon's own, is refused before any request."""
-    env = ["env", "AWS_ACCESS_KEY_ID=AKIAATTACKER", "AWS_SECRET_ACCESS_KEY=x",
-           "AWS_DEFAULT_REGION=us-east-1", f"AWS_ENDPOINT_URL={NO_STORE}", f"HOME={node.mine}"]
-    with victim_alongside(node):
-        for manifest, why in (("/etc/shadow", "ermission denied"),
-                              (os.path.join(node.l2, "data.mdb"), "daemon's own files")):
-            spec = json.dumps({"s3": {"url": "s3://bucket/train/", "manifest": manifest}})
-            out = subprocess.run(
-                as_user(ATTACKER, *env, node.stokerctl, "--socket", node.socket, "read",
-                        "--batch-size", "4", "--dataset", spec),
-                capture_output=True, text=True, timeout=120)
-            assert out.returncode != 0, out.stdout
-            assert "PERMISSION_DENIED" in out.stderr and why in out.stderr, out.stderr
-            assert "Connection refused" not in out.stderr, "refused before any request"
-
-
-@needs_users
 def test_cached_files_of_another_user_are_not_served(node):
     """The victim's private pictures are in the daemon's RAM cache; the
     attacker's manifest names them by absolute path."""

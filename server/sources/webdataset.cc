@@ -119,9 +119,13 @@ class ShardList {
       list.paths_ = {list.dir_};
       return list;
     }
-    STOKER_ASSIGN_OR_RETURN(std::vector<std::string> entries,
-                            ListFolder(list.dir_, limits.within, limits.max_files));
-    for (const std::string& e : entries) {
+    absl::StatusOr<std::vector<std::string>> entries =
+        ListFolder(list.dir_, limits.within, limits.max_files);
+    if (entries.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return ListedIn(list.dir_, limits);  // Not a folder: a file listing them?
+    }
+    if (!entries.ok()) return entries.status();
+    for (const std::string& e : *entries) {
       if (absl::EndsWithIgnoreCase(e, ".tar")) list.paths_.push_back(InFolder(list.dir_, e));
     }
     if (list.paths_.empty()) {
@@ -136,6 +140,32 @@ class ShardList {
   }
 
  private:
+  // The shards the file `file` lists: a .tar name per line (a manifest's
+  // lines without labels), relative to the file's folder.
+  static absl::StatusOr<ShardList> ListedIn(const std::string& file, const ScanLimits& limits) {
+    const size_t slash = file.rfind('/');
+    const std::string folder = slash == std::string::npos ? "." : file.substr(0, slash + 1);
+    ShardList list;
+    uint64_t n = 0;
+    STOKER_RETURN_IF_ERROR(ParseManifest(
+        file, limits, 1,
+        [&](std::vector<std::string> names, int32_t) -> absl::Status {
+          ++n;
+          if (!absl::EndsWithIgnoreCase(names[0], ".tar")) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "WebDataset shard list ", file, ": entry ", n, " names no .tar file"));
+          }
+          list.paths_.push_back(InFolder(folder, names[0]));
+          return absl::OkStatus();
+        },
+        /*label_optional=*/true));
+    if (list.paths_.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("WebDataset shard list ", file, " names no shards"));
+    }
+    return list;
+  }
+
   std::string dir_;
   std::optional<ShardPattern> pattern_;
   std::vector<std::string> paths_;

@@ -1,5 +1,8 @@
 // The `webdataset` source (proto WebDatasetSource): samples as groups of
 // members of tar shards, WebDataset's format (server/sources/source.h).
+// The shards: a .tar file, a folder's .tar files, a brace pattern's names,
+// or the names a file lists (read as the caller, as a manifest is: a .tar
+// name per line, relative to the file's folder, in its order).
 //
 // Each shard is opened through the caller's confinement (the caller's own
 // open, as any file of a dataset) and indexed from its headers

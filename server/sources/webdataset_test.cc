@@ -158,6 +158,27 @@ TEST_F(WebDatasetTest, ShardsAreReadInWindowsOfSixteenInTheFirstEpoch) {
   EXPECT_TRUE(ds->samples[0].more.empty());
 }
 
+TEST_F(WebDatasetTest, AFileListingShardsNamesThemInItsOrder) {
+  ASSERT_TRUE(testdata::WriteFile(root_ + "/shards.txt",
+                                  "# newest first\ntrain-000001.tar\n\ntrain-000000.tar\n")
+                  .ok());
+  auto ds = OpenDataset(Spec(root_ + "/shards.txt"), Confined());
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->samples.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(ds->samples[i].label, (i + 3) % 6) << i;
+  // What is not a list of shards, or names one outside the folder.
+  for (const auto& [text, code] :
+       std::vector<std::pair<std::string, absl::StatusCode>>{
+           {"train-000000.tar\nnotes.txt\n", absl::StatusCode::kFailedPrecondition},
+           {"# none\n", absl::StatusCode::kFailedPrecondition},
+           {"../elsewhere.tar\n", absl::StatusCode::kPermissionDenied}}) {
+    ASSERT_TRUE(testdata::WriteFile(root_ + "/bad.txt", text).ok());
+    absl::Status s = OpenDataset(Spec(root_ + "/bad.txt"), Confined()).status();
+    EXPECT_EQ(s.code(), code) << text << ": " << s;
+    EXPECT_EQ(s.message().find("notes"), std::string::npos) << "never the line's text: " << s;
+  }
+}
+
 TEST_F(WebDatasetTest, HostileShardsAreRefusedByName) {
   // A shard whose member runs past its end.
   testdata::TarWriter t;

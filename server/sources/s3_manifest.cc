@@ -146,7 +146,10 @@ absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& mani
       }
       std::string path = absl::StrCat("s3://", root.bucket, "/", key);
       const size_t index = objects.size();  // A new object's proof bit.
-      objects.emplace(path, ListedObjectVersion{o.size, o.etag, index});
+      if (objects.emplace(path, ListedObjectVersion{o.size, o.etag, index}).second) {
+        // Its listed identity, held as long as the samples are.
+        if (absl::Status cs = charge.Add(Sample{path, 0, {o.etag}}); !cs.ok()) return cs;
+      }
       (k == 0 ? sample.path : sample.more.emplace_back()) = std::move(path);
     }
     if (absl::Status cs = charge.Add(sample); !cs.ok()) return cs;

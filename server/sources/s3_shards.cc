@@ -375,7 +375,7 @@ bool Fits(const kept::ShardIndex& index, const Shard& shard) {
   return true;
 }
 
-// The shards `root` and `pattern` name, with their listed identities.
+// The shards `root` and `named` name, with their listed identities.
 // `given`: the prefix's .tar objects, listed by the caller.
 absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const ShardNames& named,
                                               const ObjectStoreAccess& access,

@@ -493,6 +493,9 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     CloseSession(resp.session_id()).IgnoreError();
     return ring.status();
   }
+  // An object store's samples are no files of this machine: its opener
+  // (a local manifest's) served the opening alone.
+  if (remote) opener.reset();
   auto core = std::make_shared<SessionCore>(impl_->stub, impl_->token, resp,
                                             *std::move(ring), std::move(opener));
   if (absl::Status s = core->StartAttach(); !s.ok()) {

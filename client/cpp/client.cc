@@ -39,6 +39,10 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d) {
 }
 
 constexpr absl::Duration kRpcTimeout = absl::Seconds(60);
+// OpenSession waits for the dataset's opening (a bucket's listing, shards
+// read to index them), which the daemon bounds (--dataset-scan-timeout,
+// 10 min by default): minutes, not seconds.
+constexpr absl::Duration kOpenTimeout = absl::Hours(1);
 
 // Who this process is, for the daemon: the token its ring socket gave.
 void Identify(grpc::ClientContext* ctx, const std::string& token) {
@@ -485,7 +489,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   }
   v1::OpenSessionResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kRpcTimeout));
+  ctx.set_deadline(Deadline(kOpenTimeout));
   Identify(&ctx, impl_->token);
   STOKER_RETURN_IF_ERROR(FromGrpc(impl_->stub->OpenSession(&ctx, req, &resp)));
   auto ring = MapRing(resp);

@@ -130,14 +130,15 @@ absl::StatusOr<std::shared_ptr<const ObjectStoreAccess>> AccessOf(
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
-    const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access) {
+    const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access,
+    uint32_t pid) {
   STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath, auth_.Confine(spec, caller));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ObjectStoreAccess> objects,
                           AccessOf(spec, access));
   // Shown in GetStats while it runs.
   const std::shared_ptr<OpeningProgress> progress =
-      openings_.Begin(caller.uid, DatasetLocation(spec).first);
+      openings_.Begin(caller.uid, pid, DatasetLocation(spec).first);
   // What a source keeps is the caller's (admins: only the totals bind).
   return engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid,
                              std::move(objects), progress.get());
@@ -156,7 +157,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     id = next_id_++;
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
-                          LoadDataset(spec.dataset(), caller, request.object_store()));
+                          LoadDataset(spec.dataset(), caller, request.object_store(),
+                                      request.client_pid()));
   PlanSpec ps;
   ps.num_samples = dataset->samples.size();
   ps.batch_size = spec.batch_size();

@@ -22,15 +22,17 @@ namespace stoker {
 
 class Openings {
  public:
-  // An opening of `dataset` by `uid`, listed until the last holder of the
-  // returned progress drops it.
-  std::shared_ptr<OpeningProgress> Begin(int64_t uid, std::string dataset);
-  // Each opening as `viewer_uid` (an admin: every name) sees it.
+  // An opening of `dataset` by `uid`'s process `pid` (0: none), listed
+  // until the last holder of the returned progress drops it. The name is
+  // kept as shown: at most 256 bytes, other than printable ASCII escaped.
+  std::shared_ptr<OpeningProgress> Begin(int64_t uid, uint32_t pid, std::string dataset);
+  // Each opening as `viewer_uid` (an admin: every name and pid) sees it.
   void AddStats(v1::DaemonStats* s, int64_t viewer_uid, bool admin) const;
 
  private:
   struct Entry {
     int64_t uid;
+    uint32_t pid;
     std::string dataset;
     const OpeningProgress* progress;
   };

@@ -395,9 +395,16 @@ absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const ShardName
   std::string prefix = root.key;
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
   absl::flat_hash_map<std::string, Shard> listed;
+  // A manifest's names: of what its folders hold, only those are kept.
+  absl::flat_hash_map<std::string, bool> wanted;
+  for (size_t i = 0; names != nullptr && i < names->size(); ++i) {
+    wanted.emplace(prefix + (*names)[i], true);
+  }
   auto take = [&](std::vector<ListedObject>& objects) {
     for (ListedObject& o : objects) {
-      if (IsShardKey(o.key)) listed[o.key] = Shard{o.key, o.size, std::move(o.etag)};
+      if (IsShardKey(o.key) && (names == nullptr || wanted.contains(o.key))) {
+        listed[o.key] = Shard{o.key, o.size, std::move(o.etag)};
+      }
     }
   };
   if (given != nullptr) {

@@ -62,10 +62,10 @@ def steal(node, paths, user=ATTACKER):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def victim_notes(node, text):
+def victim_notes(node, text, folder_mode=0o750):
     """The victim's notes holding `text`, shared with the daemon's group
-    only (0750, 0640): the daemon's user may read them, the attacker may
-    not."""
+    only (the file 0640, in a folder of `folder_mode`): the daemon's user
+    may read them, the attacker may not."""
     private = os.path.join(node.top, "victim-notes")
     os.mkdir(private)
     notes = os.path.join(private, "notes.txt")
@@ -74,7 +74,7 @@ def victim_notes(node, text):
     node.give(private, VICTIM_USER)
     shutil.chown(private, group=VICTIM_DATA_GROUP)
     shutil.chown(notes, group=VICTIM_DATA_GROUP)
-    os.chmod(private, 0o750)
+    os.chmod(private, folder_mode)
     os.chmod(notes, 0o640)
     return notes
 
@@ -113,7 +113,9 @@ def test_an_object_store_datasets_local_manifest_is_read_as_its_caller(any_node)
     the attacker's own manifest is read, and the session gets as far as the
     object store (which nobody serves here)."""
     node = any_node
-    notes = victim_notes(node, "VICTIM-SECRET-KEY/x.jpg\t0\n")
+    # A folder the attacker may enter (so its client proves it), a file it
+    # may not read: the daemon's read, as the attacker, is what refuses.
+    notes = victim_notes(node, "VICTIM-SECRET-KEY/x.jpg\t0\n", folder_mode=0o751)
     own = os.path.join(node.mine, "own.tsv")
     with open(own, "w") as f:
         f.write("cat/x.jpg\t0\n")

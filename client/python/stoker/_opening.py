@@ -4,7 +4,7 @@ The daemon lists and indexes a dataset before the session's first batch
 (a bucket's listing, shards read whole to index them: minutes for a large
 one). Its GetStats names each opening in flight with a summary it writes
 itself; while this process's open call blocks for longer than EVERY
-seconds, the summaries of this user's openings go to stderr, one line
+seconds, the summaries of this process's openings go to stderr, one line
 every EVERY seconds."""
 
 import contextlib
@@ -17,10 +17,10 @@ EVERY = 5.0  # Seconds.
 
 @contextlib.contextmanager
 def shown(client, every=None, out=None):
-    """Shows this user's openings in flight on `out` (stderr) while the
+    """Shows this process's openings in flight on `out` (stderr) while the
     body runs, after `every` (EVERY) seconds and every `every` seconds."""
     done = threading.Event()
-    uid = os.getuid()
+    uid, pid = os.getuid(), os.getpid()
 
     def watch():
         while not done.wait(EVERY if every is None else every):
@@ -28,14 +28,19 @@ def shown(client, every=None, out=None):
                 openings = client.stats().get("openings", [])
             except Exception:  # noqa: BLE001 (a display: the open call reports errors)
                 return
-            for o in openings:
-                if int(o.get("uid", -1)) == uid and not done.is_set():
-                    print(f"stoker: opening {o['summary']}", file=out or sys.stderr, flush=True)
+            lines = [f"stoker: opening {o['summary']}" for o in openings
+                     if int(o.get("uid", -1)) == uid and int(o.get("pid", 0)) == pid]
+            if lines and not done.is_set():
+                print("\n".join(lines), file=out or sys.stderr, flush=True)
 
+    # A daemon thread, not joined: a stats call in flight may outlast the
+    # open, and the display ends with it.
     thread = threading.Thread(target=watch, name="stoker-opening", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # No thread to spare: the open goes on unshown.
+        pass
     try:
         yield
     finally:
         done.set()
-        thread.join()

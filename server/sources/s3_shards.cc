@@ -18,6 +18,7 @@
 #include "proto/kept.pb.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/s3_lister.h"
+#include "server/sources/s3_shard_list.h"
 #include "server/sources/tar_index.h"
 #include "server/sources/webdataset.h"
 #include "util/cache_key.h"
@@ -31,11 +32,7 @@ constexpr int kShardsAtOnce = 16;
 constexpr uint64_t kBlockBytes = uint64_t{8} << 20;
 constexpr absl::Duration kProgressEvery = absl::Seconds(5);
 
-struct Shard {
-  std::string key;
-  uint64_t size = 0;
-  std::string etag;
-};
+using Shard = ListedShard;
 
 struct Member {
   uint32_t shard = 0;
@@ -373,95 +370,6 @@ bool Fits(const kept::ShardIndex& index, const Shard& shard) {
     }
   }
   return true;
-}
-
-// The shards `root` and `named` name, with their listed identities.
-// `given`: the prefix's .tar objects, listed by the caller.
-absl::StatusOr<std::vector<Shard>> ListShards(const S3Url& root, const ShardNames& named,
-                                              const ObjectStoreAccess& access,
-                                              S3Client* client, const ScanLimits& limits,
-                                              std::vector<ListedObject>* given) {
-  const std::string& pattern = named.pattern;
-  const std::vector<std::string>* names = named.names;
-  if (pattern.empty() && names == nullptr && IsShardKey(root.key)) {  // One shard: its HEAD.
-    absl::StatusOr<ObjectVersion> v =
-        client->Head(access.endpoint, root, access.credentials, "", access.owner);
-    if (!v.ok()) return v.status();
-    if (v->etag.empty()) {
-      return absl::DataLossError(absl::StrCat(root.ToString(), ": the store gave no ETag"));
-    }
-    return std::vector<Shard>{Shard{root.key, v->size, v->etag}};
-  }
-  std::string prefix = root.key;
-  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
-  absl::flat_hash_map<std::string, Shard> listed;
-  // A manifest's names: of what its folders hold, only those are kept.
-  absl::flat_hash_map<std::string, bool> wanted;
-  for (size_t i = 0; names != nullptr && i < names->size(); ++i) {
-    wanted.emplace(prefix + (*names)[i], true);
-  }
-  auto take = [&](std::vector<ListedObject>& objects) {
-    for (ListedObject& o : objects) {
-      if (IsShardKey(o.key) && (names == nullptr || wanted.contains(o.key))) {
-        listed[o.key] = Shard{o.key, o.size, std::move(o.etag)};
-      }
-    }
-  };
-  if (given != nullptr) {
-    take(*given);
-  } else if (names != nullptr) {
-    // The folders the names lie in, each listed delimited.
-    std::vector<std::string> folders;
-    absl::flat_hash_map<std::string, bool> seen;
-    for (const std::string& name : *names) {
-      std::string folder = FolderOf(prefix + name);
-      if (seen.emplace(folder, true).second) folders.push_back(std::move(folder));
-    }
-    Lister lister(root, access, client, limits);
-    absl::Status s = ListFolders(lister, folders, [&](ListPage& p) {
-      take(p.objects);
-      return absl::OkStatus();
-    });
-    if (!s.ok()) return s;
-  } else {
-    // Names in folders below the prefix only when the pattern has some.
-    Lister lister(root, access, client, limits);
-    absl::Status s = lister.Walk(prefix, pattern.find('/') == std::string::npos ? "/" : "",
-                                 [&](ListPage& p) {
-                                   take(p.objects);
-                                   return absl::OkStatus();
-                                 });
-    if (!s.ok()) return s;
-  }
-  std::vector<Shard> shards;
-  if (!pattern.empty() || names != nullptr) {
-    std::optional<ShardPattern> p;
-    if (names == nullptr) {
-      absl::StatusOr<ShardPattern> parsed = ShardPattern::Parse(pattern, limits.max_files);
-      if (!parsed.ok()) return parsed.status();
-      p = *std::move(parsed);
-    }
-    const uint64_t count = names != nullptr ? names->size() : p->size();
-    absl::flat_hash_map<std::string, bool> seen;
-    for (uint64_t i = 0; i < count; ++i) {
-      const std::string key = prefix + (names != nullptr ? (*names)[i] : p->Name(i));
-      auto it = listed.find(key);
-      if (it == listed.end()) {
-        return absl::NotFoundError(absl::StrCat("no shard s3://", root.bucket, "/", Shown(key),
-                                                names != nullptr ? " (the manifest names it)"
-                                                                 : " (the pattern names it)"));
-      }
-      if (seen.emplace(key, true).second) shards.push_back(it->second);
-    }
-  } else {
-    for (auto& [key, shard] : listed) shards.push_back(std::move(shard));
-    std::sort(shards.begin(), shards.end(),
-              [](const Shard& a, const Shard& b) { return a.key < b.key; });
-  }
-  if (shards.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(root.ToString(), " holds no .tar shards"));
-  }
-  return shards;
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+// Which shards an object store dataset names (s3_shards.h), with the
+// identity each is listed at: one .tar object (its HEAD), a brace
+// pattern's names or a manifest's (the folders they lie in listed, only
+// the named kept), or every .tar object directly in a prefix (key order).
+// Listed as the caller, page by page (Lister). A name not listed is
+// NOT_FOUND naming it; a name given twice is one shard; none at all is
+// FAILED_PRECONDITION.
+#ifndef STOKER_SERVER_SOURCES_S3_SHARD_LIST_H_
+#define STOKER_SERVER_SOURCES_S3_SHARD_LIST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
+#include "server/objstore/s3_client.h"
+#include "server/sources/s3_shards.h"
+
+namespace stoker {
+
+struct ListedShard {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;
+};
+
+// The shards `root` and `named` name. `given`: the prefix's .tar objects,
+// listed by the caller already (null: list them here).
+absl::StatusOr<std::vector<ListedShard>> ListShards(const S3Url& root, const ShardNames& named,
+                                                    const ObjectStoreAccess& access,
+                                                    S3Client* client, const ScanLimits& limits,
+                                                    std::vector<ListedObject>* given);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_S3_SHARD_LIST_H_

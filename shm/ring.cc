@@ -276,6 +276,18 @@ void RingProducer::SetDecodeThreads(uint32_t threads) {
   header_->producer_decode_threads.store(threads, std::memory_order_relaxed);
 }
 
+void RingProducer::SetBatchesPerEpoch(uint64_t n) {
+  header_->batches_per_epoch.store(n, std::memory_order_release);
+}
+
+uint64_t RingProducer::BatchesPerEpoch() const {
+  return header_->batches_per_epoch.load(std::memory_order_acquire);
+}
+
+uint64_t RingConsumer::batches_per_epoch() const {
+  return header_->batches_per_epoch.load(std::memory_order_acquire);
+}
+
 void RingProducer::AddDecodeCost(uint64_t samples, uint64_t ns) {
   header_->producer_cpu_samples.fetch_add(samples, std::memory_order_relaxed);
   header_->producer_cpu_ns.fetch_add(ns, std::memory_order_relaxed);
@@ -407,13 +419,16 @@ absl::Status RingConsumer::CheckProducer() const {
 absl::StatusOr<int> RingConsumer::Acquire(
     uint64_t sequence, absl::Duration timeout,
     const std::function<absl::Status()>& extra_liveness,
-    SlotSnapshot* snapshot) {
+    SlotSnapshot* snapshot, uint64_t last_epoch) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     uint32_t seen = header_->published.load(std::memory_order_acquire);
     int index = FindReady(sequence);
     if (index >= 0) {
       SlotControl* c = Slot(index).control;
+      if (c->epoch > last_epoch) {
+        return absl::OutOfRangeError(absl::StrCat("batch ", sequence, " is of epoch ", c->epoch));
+      }
       c->state.store(kSlotHeld, std::memory_order_release);
       held_.fetch_add(1, std::memory_order_relaxed);
       SlotSnapshot s;
@@ -451,6 +466,33 @@ absl::StatusOr<int> RingConsumer::Acquire(
     }
     header_->consumer_heartbeat_ns.store(MonotonicNanos(),
                                          std::memory_order_relaxed);
+    FutexWait(&header_->published, seen, std::min(left, kPollInterval));
+  }
+}
+
+absl::StatusOr<uint64_t> RingConsumer::WaitBatchesPerEpoch(
+    absl::Duration timeout, const std::function<absl::Status()>& extra_liveness) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const uint32_t seen = header_->published.load(std::memory_order_acquire);
+    if (const uint64_t n = batches_per_epoch(); n == kOpeningFailed) {
+      return absl::FailedPreconditionError("the dataset's opening failed");
+    } else if (n != 0) {
+      return n;
+    }
+    const uint32_t reason = header_->closed.load(std::memory_order_acquire);
+    if (reason != kOpen) {
+      return absl::UnavailableError(
+          absl::StrCat("ring closed before its epoch's size was known: ", ReasonText(reason)));
+    }
+    STOKER_RETURN_IF_ERROR(CheckProducer());
+    if (extra_liveness) STOKER_RETURN_IF_ERROR(extra_liveness());
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the epoch's size not known after ", absl::FormatDuration(timeout)));
+    }
+    header_->consumer_heartbeat_ns.store(MonotonicNanos(), std::memory_order_relaxed);
     FutexWait(&header_->published, seen, std::min(left, kPollInterval));
   }
 }

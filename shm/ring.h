@@ -134,6 +134,9 @@ class RingProducer {
   void SetConsumerShare(uint32_t share);  // Before the segment is handed over.
   void SetDecodeThreads(uint32_t threads);
   void AddDecodeCost(uint64_t samples, uint64_t ns);
+  // RingHeader::batches_per_epoch (0: not known yet).
+  void SetBatchesPerEpoch(uint64_t n);
+  uint64_t BatchesPerEpoch() const;
 
   // The producer's private copy, written at creation; never read back.
   const RingLayout& layout() const { return layout_; }
@@ -176,10 +179,12 @@ class RingConsumer {
   // FAILED_PRECONDITION when every slot is held by the application.
   // DATA_LOSS for a slot whose counts are impossible (more samples than
   // the batch size). `snapshot` (may be null) receives the slot's fields.
+  // OUT_OF_RANGE, leaving the slot READY, when its batch belongs to an
+  // epoch after `last_epoch` (a pass over one epoch ended).
   absl::StatusOr<int> Acquire(
       uint64_t sequence, absl::Duration timeout,
       const std::function<absl::Status()>& extra_liveness,
-      SlotSnapshot* snapshot = nullptr);
+      SlotSnapshot* snapshot = nullptr, uint64_t last_epoch = UINT64_MAX);
 
   // Returns a HELD slot to the producer.
   void Release(int index);
@@ -197,6 +202,12 @@ class RingConsumer {
     uint32_t threads = 0, share = 0;
   };
   ProducerRate producer_rate() const;
+  // RingHeader::batches_per_epoch (acquire): 0 while not known.
+  uint64_t batches_per_epoch() const;
+  // Waits for it to be known: Acquire's UNAVAILABLE, liveness and
+  // DEADLINE_EXCEEDED; FAILED_PRECONDITION for kOpeningFailed.
+  absl::StatusOr<uint64_t> WaitBatchesPerEpoch(
+      absl::Duration timeout, const std::function<absl::Status()>& extra_liveness);
   uint32_t close_reason() const;  // CloseReason, or another value (corrupt).
   void* base() const { return segment_.base(); }
   uint64_t size() const { return segment_.size(); }

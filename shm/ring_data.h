@@ -9,7 +9,10 @@
 // bits (atomic where it changes after creation), there are no pointers (only
 // offsets from the segment start), no locks, and no type whose copy or
 // destruction has side effects. The static_asserts below enforce the parts
-// the compiler can check; bump kLayoutVersion on any change to this file.
+// the compiler can check; bump kLayoutVersion on any change to this file
+// that moves, retypes or redefines a word. A word appended to RingHeader's
+// tail (zero before it existed) keeps the version: a client reads it only
+// when its spec asked for what fills it.
 #ifndef STOKER_SHM_RING_DATA_H_
 #define STOKER_SHM_RING_DATA_H_
 
@@ -43,6 +46,9 @@ enum SlotState : uint32_t {
   kSlotReady = 2,    // Published: `sequence` and all contents are final.
   kSlotHeld = 3,     // Consumer handed it to the application.
 };
+
+// RingHeader::batches_per_epoch of a session whose streamed opening failed.
+inline constexpr uint64_t kOpeningFailed = UINT64_MAX;
 
 // Why the producer stopped; written once to RingHeader::closed.
 enum CloseReason : uint32_t {
@@ -132,6 +138,12 @@ struct RingHeader {
   std::atomic<uint32_t> producer_decode_threads;
   std::atomic<uint64_t> producer_cpu_samples;
   std::atomic<uint64_t> producer_cpu_ns;
+  // Batches per epoch for this rank, stored (release) by the producer
+  // before any batch is published, or, while the dataset's opening
+  // streams (SessionSpec.streamed_opening), 0 until it ends: then before
+  // any batch past what its first windows held, or kOpeningFailed (the
+  // ring closes with kClosedByError after the batches those held).
+  std::atomic<uint64_t> batches_per_epoch;
 };
 
 struct SlotControl {
@@ -165,6 +177,7 @@ static_assert(sizeof(SlotControl) == 64);
 static_assert(offsetof(RingHeader, published) % 8 == 0);
 static_assert(offsetof(RingHeader, producer_heartbeat_ns) % 8 == 0);
 static_assert(offsetof(RingHeader, consumer_wait_ns) % 8 == 0);
+static_assert(offsetof(RingHeader, batches_per_epoch) % 8 == 0);
 static_assert(offsetof(SlotControl, sequence) % 8 == 0);
 
 }  // namespace stoker::shm

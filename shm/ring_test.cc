@@ -290,6 +290,43 @@ TEST(RingTest, DeliversInSequenceOrderWhateverThePublishOrder) {
   EXPECT_EQ((*p)->FilledSlots(), 0u);
 }
 
+TEST(RingTest, APassEndsAtALaterEpochsBatchWithoutTakingIt) {
+  // A streamed opening: the epoch's size comes with the ring, later.
+  auto p = RingProducer::Create(TestName("epochs"), SmallGeometry(4), 7, 1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto c = ConsumerOf(**p, 7);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->batches_per_epoch(), 0u);
+  auto none = [] { return absl::OkStatus(); };
+  EXPECT_EQ((*c)->WaitBatchesPerEpoch(absl::Milliseconds(20), none).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  const int s0 = (*p)->Claim([] { return false; });
+  (*p)->Publish(s0, 0, 0, 0, 4, 0);  // Epoch 0, batch 0: the epoch's last.
+  (*p)->SetBatchesPerEpoch(1);
+  const int s1 = (*p)->Claim([] { return false; });
+  (*p)->Publish(s1, 1, 1, 0, 4, 0);  // Epoch 1, batch 0.
+  auto w = (*c)->WaitBatchesPerEpoch(absl::Seconds(5), none);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(*w, 1u);
+  auto got = (*c)->Acquire(0, absl::Seconds(1), nullptr, nullptr, /*last_epoch=*/0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, s0);
+  auto next = (*c)->Acquire(1, absl::Seconds(1), nullptr, nullptr, /*last_epoch=*/0);
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kOutOfRange) << next.status();
+  EXPECT_EQ((*p)->FilledSlots(), 2u);  // Still there for the next pass.
+  auto later = (*c)->Acquire(1, absl::Seconds(1), nullptr, nullptr, /*last_epoch=*/1);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(*later, s1);
+  // A ring closed before the size was known says so.
+  auto q = RingProducer::Create(TestName("epochs2"), SmallGeometry(2), 8, 1);
+  ASSERT_TRUE(q.ok());
+  auto d = ConsumerOf(**q, 8);
+  ASSERT_TRUE(d.ok());
+  (*q)->Close(kClosedByError);
+  EXPECT_EQ((*d)->WaitBatchesPerEpoch(absl::Seconds(5), none).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
 TEST(RingTest, WrongSessionIdIsRefused) {
   std::string name = TestName("sid");
   auto p = RingProducer::Create(name, SmallGeometry(2), 5, 1);

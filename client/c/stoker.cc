@@ -216,11 +216,26 @@ int stoker_session_daemon_decode(const stoker_session* session,
 
 int stoker_next(stoker_session* session, double timeout_seconds,
                 stoker_batch** out, stoker_error* err) {
+  return stoker_next_in_epoch(session, UINT64_MAX, timeout_seconds, out, err);
+}
+
+int stoker_next_in_epoch(stoker_session* session, uint64_t epoch, double timeout_seconds,
+                         stoker_batch** out, stoker_error* err) {
   if (session == nullptr) return NullArgument("session", err);
   if (out == nullptr) return NullArgument("out", err);
-  auto b = session->session->Next(Timeout(timeout_seconds));
+  auto b = session->session->NextInEpoch(epoch, Timeout(timeout_seconds));
   if (!b.ok()) return Report(b.status(), err);
   *out = new stoker_batch{*std::move(b)};
+  return STOKER_OK;
+}
+
+int stoker_session_batches_per_epoch(stoker_session* session, double timeout_seconds,
+                                     uint64_t* out, stoker_error* err) {
+  if (session == nullptr) return NullArgument("session", err);
+  if (out == nullptr) return NullArgument("out", err);
+  absl::StatusOr<uint64_t> n = session->session->WaitBatchesPerEpoch(Timeout(timeout_seconds));
+  if (!n.ok()) return Report(n.status(), err);
+  *out = *n;
   return STOKER_OK;
 }
 

@@ -218,6 +218,16 @@ int stoker_session_daemon_decode(const stoker_session* session,
  * holds every ring slot. */
 int stoker_next(stoker_session* session, double timeout_seconds,
                 stoker_batch** out, stoker_error* err);
+/* stoker_next within one pass over `epoch`: OUT_OF_RANGE (11), taking
+ * nothing, when the next batch is of a later epoch. */
+int stoker_next_in_epoch(stoker_session* session, uint64_t epoch, double timeout_seconds,
+                         stoker_batch** out, stoker_error* err);
+/* This rank's batches per epoch. A session whose spec asked for a streamed
+ * opening may be answered before its dataset's size is known (the info's
+ * batches_per_epoch 0): this waits up to `timeout_seconds` (< 0: no limit)
+ * for it; UNAVAILABLE when the session failed first. */
+int stoker_session_batches_per_epoch(stoker_session* session, double timeout_seconds,
+                                     uint64_t* out, stoker_error* err);
 
 /* Closes the session in the daemon now; later stoker_next calls fail with
  * FAILED_PRECONDITION. Batches still held stay readable. */

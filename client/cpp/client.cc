@@ -138,6 +138,22 @@ class SessionCore {
         ")"));
   }
 
+  // Why the daemon closed the ring with an error (SessionStats.failure);
+  // `fallback` when it does not say.
+  absl::Status Failure(const absl::Status& fallback) {
+    absl::StatusOr<v1::GetStatsResponse> stats = Call(
+        stub_.get(), token_, &v1::Stoker::Stub::GetStats, v1::GetStatsRequest());
+    if (!stats.ok()) return fallback;
+    for (const v1::SessionStats& s : stats->daemon().sessions()) {
+      if (s.session_id() == info_.session_id() && s.failure_code() != 0) {
+        return absl::Status(static_cast<absl::StatusCode>(s.failure_code()),
+                            absl::StrCat("session ", s.session_id(), " failed in the daemon: ",
+                                         s.failure()));
+      }
+    }
+    return fallback;
+  }
+
   absl::StatusOr<v1::DescribeSamplesResponse> Describe(const std::vector<uint64_t>& indices) {
     v1::DescribeSamplesRequest req;
     req.set_session_id(info_.session_id());
@@ -270,13 +286,40 @@ Session::DaemonDecode Session::daemon_decode() const {
 const v1::OpenSessionResponse& Session::info() const { return core_->info(); }
 
 absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
+  return NextUpTo(UINT64_MAX, timeout);
+}
+
+absl::StatusOr<Batch> Session::NextInEpoch(uint64_t epoch, absl::Duration timeout) {
+  return NextUpTo(epoch, timeout);
+}
+
+uint64_t Session::batches_per_epoch() const {
+  const uint64_t answered = info().batches_per_epoch();
+  if (answered != 0) return answered;
+  const uint64_t n = core_->ring().batches_per_epoch();
+  return n == shm::kOpeningFailed ? 0 : n;
+}
+
+absl::StatusOr<uint64_t> Session::WaitBatchesPerEpoch(absl::Duration timeout) {
+  if (const uint64_t n = batches_per_epoch(); n != 0) return n;
+  SessionCore* core = core_.get();
+  absl::StatusOr<uint64_t> n =
+      core_->ring().WaitBatchesPerEpoch(timeout, [core] { return core->Liveness(); });
+  if (!n.ok() && (core_->ring().close_reason() == shm::kClosedByError ||
+                 core_->ring().batches_per_epoch() == shm::kOpeningFailed)) {
+    return core_->Failure(n.status());
+  }
+  return n;
+}
+
+absl::StatusOr<Batch> Session::NextUpTo(uint64_t last_epoch, absl::Duration timeout) {
   if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrCat("session ", id(), " was closed by this client"));
   }
   const absl::Time deadline = absl::Now() + timeout;  // Infinite stays so.
   while (true) {
-    absl::StatusOr<Batch> b = NextFromRing(deadline - absl::Now());
+    absl::StatusOr<Batch> b = NextFromRing(deadline - absl::Now(), last_epoch);
     if (b.ok()) {
       delivered_any_ = true;
       last_epoch_ = b->epoch();
@@ -286,7 +329,10 @@ absl::StatusOr<Batch> Session::Next(absl::Duration timeout) {
       }
       return b;
     }
-    if (!Resumable(b.status())) return b.status();
+    if (!Resumable(b.status())) {
+      if (core_->ring().close_reason() == shm::kClosedByError) return core_->Failure(b.status());
+      return b.status();
+    }
     absl::Status r = Reconnect(std::min(deadline, absl::Now() + resume_window_));
     if (!r.ok()) {
       return absl::UnavailableError(absl::StrCat(
@@ -338,7 +384,7 @@ absl::Status Session::Reconnect(absl::Time deadline) {
   v1::SessionSpec spec = spec_;
   if (delivered_any_) {
     uint64_t epoch = last_epoch_, batch = last_batch_ + 1;
-    if (batch >= core_->info().batches_per_epoch()) {
+    if (const uint64_t per = batches_per_epoch(); per != 0 && batch >= per) {
       ++epoch;
       batch = 0;
     }
@@ -372,13 +418,13 @@ absl::Status Session::Reconnect(absl::Time deadline) {
   return last;
 }
 
-absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout) {
+absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout, uint64_t last_epoch) {
   shm::RingConsumer& ring = core_->ring();
   const uint64_t t0 = shm::MonotonicNanos();
   SessionCore* core = core_.get();
   shm::SlotSnapshot snapshot;
   absl::StatusOr<int> slot = ring.Acquire(
-      next_sequence_, timeout, [core] { return core->Liveness(); }, &snapshot);
+      next_sequence_, timeout, [core] { return core->Liveness(); }, &snapshot, last_epoch);
   // Time blocked here is the starvation signal the daemon reports.
   ring.AddWait(shm::MonotonicNanos() - t0);
   if (!slot.ok()) return slot.status();

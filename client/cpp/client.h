@@ -92,6 +92,11 @@ class Session {
   // DEADLINE_EXCEEDED after `timeout`, FAILED_PRECONDITION when the
   // application holds every ring slot.
   absl::StatusOr<Batch> Next(absl::Duration timeout = absl::InfiniteDuration());
+  // Next() within one pass over `epoch`: OUT_OF_RANGE, taking nothing, when
+  // the next batch is of a later epoch. A pass ends so where the batches
+  // per epoch are not known yet (a streamed opening).
+  absl::StatusOr<Batch> NextInEpoch(uint64_t epoch,
+                                    absl::Duration timeout = absl::InfiniteDuration());
 
   // The files behind dataset sample indices (Batch::indices()) of this
   // session, e.g. to report failed samples.
@@ -128,13 +133,22 @@ class Session {
   };
   DaemonDecode daemon_decode() const;
   const v1::OpenSessionResponse& info() const;
-  uint64_t batches_per_epoch() const { return info().batches_per_epoch(); }
+  // This rank's batches per epoch: the answer's, or for a session whose
+  // dataset's opening streams (SessionSpec.streamed_opening; the answer's
+  // 0) the ring's once the opening ended, 0 before.
+  uint64_t batches_per_epoch() const;
+  // batches_per_epoch(), waiting up to `timeout` for a streamed opening to
+  // end; UNAVAILABLE with the session's error when it failed,
+  // DEADLINE_EXCEEDED after `timeout`.
+  absl::StatusOr<uint64_t> WaitBatchesPerEpoch(
+      absl::Duration timeout = absl::InfiniteDuration());
 
  private:
   friend class Client;
   Session(std::shared_ptr<SessionCore> core, std::string socket_path,
           v1::SessionSpec spec);
-  absl::StatusOr<Batch> NextFromRing(absl::Duration timeout);
+  absl::StatusOr<Batch> NextFromRing(absl::Duration timeout, uint64_t last_epoch);
+  absl::StatusOr<Batch> NextUpTo(uint64_t last_epoch, absl::Duration timeout);
   bool Resumable(const absl::Status& s) const;
   absl::Status FailedSamplesError(const Batch& b);
   absl::Status Reconnect(absl::Time deadline);

@@ -11,6 +11,7 @@
 #include "proto/spec_util.h"
 #include "server/access/token.h"
 #include "server/dataset/array_source.h"
+#include "server/dataset/dataset_growth.h"
 #include "server/pipeline/spec_check.h"
 #include "shm/futex.h"
 #include "util/log.h"
@@ -37,7 +38,7 @@ DaemonOptions WithMachineDefaults(DaemonOptions options) {
 // Sample `index`'s files: for typed arrays each array's name, shape and,
 // where its file says, affine (4 x 4); else the sample's files.
 void DescribeFiles(const Dataset& d, uint64_t index, v1::SampleFiles* out) {
-  const Sample& s = d.samples[index];
+  const Sample& s = d.sample(index);
   const ArraySource* arrays = d.source != nullptr ? d.source->arrays() : nullptr;
   if (arrays == nullptr) {
     for (size_t k = 0; k <= s.more.size(); ++k) out->add_files()->set_path(s.file(k));
@@ -131,7 +132,7 @@ absl::StatusOr<std::shared_ptr<const ObjectStoreAccess>> AccessOf(
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
     const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access,
-    uint32_t pid) {
+    uint32_t pid, bool streamed) {
   STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath, auth_.Confine(spec, caller));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ObjectStoreAccess> objects,
@@ -140,8 +141,12 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   const std::shared_ptr<OpeningProgress> progress =
       openings_.Begin(caller.uid, pid, DatasetLocation(spec).first);
   // What a source keeps is the caller's (admins: only the totals bind).
-  return engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid,
-                             std::move(objects), progress.get());
+  STOKER_ASSIGN_OR_RETURN(
+      std::shared_ptr<const Dataset> ds,
+      engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid,
+                          std::move(objects), progress.get(), streamed));
+  if (ds->growth != nullptr) ds->growth->HoldWhileOpening(progress);
+  return ds;
 }
 
 absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
@@ -156,19 +161,11 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     }
     id = next_id_++;
   }
+  const bool streamed =
+      spec.streamed_opening() && spec.start_epoch() == 0 && spec.start_batch() == 0;
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
                           LoadDataset(spec.dataset(), caller, request.object_store(),
-                                      request.client_pid()));
-  PlanSpec ps;
-  ps.num_samples = dataset->samples.size();
-  ps.batch_size = spec.batch_size();
-  ps.shuffle = spec.shuffle();
-  ps.seed = spec.seed();
-  ps.rank = spec.rank();
-  ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
-  ps.drop_last = spec.drop_last();
-  ps.first_epoch_windows = dataset->first_epoch_windows;
-  STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(ps));
+                                      request.client_pid(), streamed));
   std::pair<int, std::string> placed;
   {
     absl::MutexLock lock(&mu_);
@@ -186,8 +183,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   absl::StatusOr<std::unique_ptr<ServingSession>> created;
   engine_.pools().RunOn(placed.first, [&] {
     created = ServingSession::Create(id, spec, std::move(pipeline), request.client_pid(),
-                                     dataset, plan,
-                                     absl::StrCat(options_.shm_prefix, id),
+                                     dataset, absl::StrCat(options_.shm_prefix, id),
                                      ctx, admit);
   });
   if (!created.ok()) {
@@ -217,11 +213,12 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   const std::string token = RandomToken();
   ring->set_handoff_socket(options_.handoff_socket);
   ring->set_handoff_token(token);
-  resp.set_dataset_samples(dataset->samples.size());
+  // A streamed opening's sizes are 0: not known yet.
+  resp.set_dataset_samples(dataset->growth != nullptr ? 0 : dataset->samples.size());
   resp.set_skipped_files(dataset->skipped_files);
   resp.set_num_classes(dataset->num_classes);
-  resp.set_samples_per_epoch(plan.samples_per_epoch());
-  resp.set_batches_per_epoch(plan.batches_per_epoch());
+  resp.set_samples_per_epoch(session->order().samples_per_epoch());
+  resp.set_batches_per_epoch(session->order().batches_per_epoch());
   for (v1::ClientDecodeField& f : session->pipeline().ClientFields()) {
     *resp.add_client_decode() = std::move(f);
   }
@@ -247,7 +244,10 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     ++opened_;
   }
   LogInfo(absl::StrCat("session ", id, " opened: ", dataset->description, ", ",
-                       dataset->samples.size(), " samples, batch ",
+                       dataset->growth != nullptr
+                           ? absl::StrCat(dataset->sample_count(), " samples so far (streamed)")
+                           : absl::StrCat(dataset->samples.size(), " samples"),
+                       ", batch ",
                        spec.batch_size(), ", ring ", ring->shm_name(),
                        " (client pid ", request.client_pid(), "), node ",
                        placed.first, " (", placed.second, ")"));
@@ -463,6 +463,7 @@ v1::SessionStats Daemon::VisibleStats(const Entry& e, const Caller& caller) cons
   if (!caller.admin && e.owner_uid != caller.uid) {
     s.set_dataset("(another user's session)");
     s.set_client_pid(0);
+    s.clear_failure();  // It may name the other user's files.
   }
   return s;
 }
@@ -487,12 +488,13 @@ absl::StatusOr<v1::DescribeSamplesResponse> Daemon::DescribeSamples(
   }
   v1::DescribeSamplesResponse resp;
   for (uint64_t index : request.indices()) {
-    if (index >= dataset->samples.size()) {
+    const uint64_t n = dataset->sample_count();
+    if (index >= n) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "sample index ", index, " is outside the dataset's ",
-          dataset->samples.size(), " samples"));
+          "sample index ", index, " is outside the dataset's ", n, " samples",
+          dataset->growth != nullptr ? " so far" : ""));
     }
-    resp.add_paths(dataset->samples[index].path);
+    resp.add_paths(dataset->sample(index).path);
     DescribeFiles(*dataset, index, resp.add_samples());
   }
   return resp;

@@ -126,9 +126,11 @@ class Daemon {
   // `access`: the caller's object store endpoint and credentials (empty:
   // none), for this open only.
   // `pid`: the caller's process, shown with the opening (0: none).
+  // `streamed`: the opening may go on after it returns (Dataset::growth),
+  // shown as long as it does.
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
       const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access,
-      uint32_t pid = 0);
+      uint32_t pid = 0, bool streamed = false);
   // Removes the entry (if present) and closes it; returns false if absent.
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
   // `discard`: the client is gone; the ring's pages go back at once.

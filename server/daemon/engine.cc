@@ -184,7 +184,7 @@ ScanLimits Engine::ScanLimitsNow() const {
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
     const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
-    std::shared_ptr<const ObjectStoreAccess> access, OpeningProgress* progress) {
+    std::shared_ptr<const ObjectStoreAccess> access, OpeningProgress* progress, bool streamed) {
   if (beneath != nullptr) {
     beneath->charge_held = [this, uid](uint64_t n) { return held_files_.Charge(uid, n); };
   }
@@ -205,6 +205,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   // Half of L1: more would push out what it kept first (and L2's write
   // queue, bounded by entries, holds what it queues in RAM until written).
   ctx.read_ahead.most_bytes = options_.l1_bytes / 2;
+  ctx.limits.streamed = streamed;
   STOKER_ASSIGN_OR_RETURN(Dataset ds, stoker::OpenDataset(spec, ctx));
   return std::make_shared<const Dataset>(std::move(ds));
 }

@@ -63,10 +63,11 @@ class Engine {
   // bound only by the totals), reaching object stores with `access` (the
   // caller's; null: none), counting what it lists and reads in `progress`
   // (null: nowhere). Scans give up once CancelScans() is called.
+  // `streamed`: ScanLimits::streamed.
   absl::StatusOr<std::shared_ptr<const Dataset>> OpenDataset(
       const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
       std::shared_ptr<const ObjectStoreAccess> access = nullptr,
-      OpeningProgress* progress = nullptr);
+      OpeningProgress* progress = nullptr, bool streamed = false);
   // The daemon's own files, folders and file systems, that no caller may
   // read (FileGuard): L2's, the handoff socket's folder, /dev/shm.
   std::shared_ptr<const FileGuard> Guard() const;

@@ -8,9 +8,22 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/access/file_system.h"
+#include "server/dataset/dataset_growth.h"
 #include "util/status_macros.h"
 
 namespace stoker {
+
+uint64_t Dataset::sample_count() const {
+  return growth != nullptr ? growth->published_samples() : samples.size();
+}
+
+const Sample& Dataset::sample(uint64_t i) const {
+  return growth != nullptr ? growth->sample(i) : samples[i];
+}
+
+uint64_t Dataset::expected_samples() const {
+  return growth != nullptr ? growth->expected_samples() : samples.size();
+}
 
 absl::Status ParseManifest(
     const std::string& manifest, const ScanLimits& limits, size_t max_files,

@@ -1,7 +1,9 @@
 // A dataset's sample list: paths and integer labels, and the source they are
 // read from, opened once when a session opens by its source kind
 // (server/sources). Immutable after that, so one Dataset may be shared
-// read-only by any number of threads and sessions.
+// read-only by any number of threads and sessions; but a streamed opening's
+// samples (`growth`) keep coming, window by window, after sessions begin:
+// read them through sample_count() and sample().
 #ifndef STOKER_SERVER_DATASET_DATASET_H_
 #define STOKER_SERVER_DATASET_DATASET_H_
 
@@ -19,7 +21,8 @@
 
 namespace stoker {
 
-class SampleSource;  // server/dataset/sample_source.h
+class SampleSource;   // server/dataset/sample_source.h
+class DatasetGrowth;  // server/dataset/dataset_growth.h
 
 // Most files one sample may have (a manifest line's paths).
 inline constexpr size_t kMaxFilesPerSample = 8;
@@ -61,6 +64,17 @@ struct Dataset {
   // The RAM its sample list is charged for (ListCharge), held as long as
   // the list is.
   std::vector<std::shared_ptr<void>> list_charge;
+  // A streamed opening: the samples, still growing (`samples` is empty,
+  // first_epoch_windows and num_classes are only the growth's at its end).
+  std::shared_ptr<DatasetGrowth> growth;
+
+  // The samples there are now (all, or those a streamed opening published).
+  uint64_t sample_count() const;
+  // Sample i < sample_count().
+  const Sample& sample(uint64_t i) const;
+  // The size to plan caches for: sample_count(), or the streamed opening's
+  // guess of its end.
+  uint64_t expected_samples() const;
 };
 
 // Bounds on a folder scan (a folder may be huge, slow, or loop through
@@ -83,6 +97,11 @@ struct ScanLimits {
   // Where the opening counts what it has listed and read, for its caller
   // to see; null: nowhere.
   OpeningProgress* progress = nullptr;
+  // The session takes a streamed opening (SessionSpec.streamed_opening): a
+  // kind whose indexing is long may return once its first window is
+  // indexed, the rest to come in Dataset::growth (`progress` is then
+  // counted until the growth ends).
+  bool streamed = false;
 };
 
 // A sample list's memory, charged to limits.charge_list as the list grows

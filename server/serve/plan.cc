@@ -41,25 +41,42 @@ absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanSpec& spec) {
   return plan;
 }
 
+namespace {
+
+// Shuffles order[first, first + size) with `rng`.
+void Shuffle(uint64_t first, uint64_t size, Rng rng, std::vector<uint64_t>* order) {
+  for (uint64_t i = size; i > 1; --i) {
+    std::swap((*order)[first + i - 1], (*order)[first + rng.Below(i)]);
+  }
+}
+
+}  // namespace
+
+void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t size,
+                       std::vector<uint64_t>* order) {
+  const uint64_t at = order->size();
+  for (uint64_t i = 0; i < size; ++i) order->push_back(first + i);
+  if (spec.shuffle) {
+    Shuffle(at, size, Rng(MixSeed({spec.seed, 0, 0x57494e444f57ULL /* "WINDOW" */, w})), order);
+  }
+}
+
 std::vector<uint64_t> EpochPlan::RankOrder(uint64_t epoch) const {
   const uint64_t n = spec_.num_samples;
-  std::vector<uint64_t> order(n);
-  std::iota(order.begin(), order.end(), uint64_t{0});
-  // Shuffles order[first, first + size) with its own stream.
-  auto shuffle = [&](uint64_t first, uint64_t size, Rng rng) {
-    for (uint64_t i = size; i > 1; --i) {
-      std::swap(order[first + i - 1], order[first + rng.Below(i)]);
-    }
-  };
+  std::vector<uint64_t> order;
   if (spec_.shuffle && epoch == 0 && spec_.first_epoch_windows.size() > 1) {
+    order.reserve(n);
     uint64_t first = 0;
     for (size_t w = 0; w < spec_.first_epoch_windows.size(); ++w) {
-      const uint64_t size = spec_.first_epoch_windows[w];
-      shuffle(first, size, Rng(MixSeed({spec_.seed, epoch, 0x57494e444f57ULL /* "WINDOW" */, w})));
-      first += size;
+      AppendWindowOrder(spec_, w, first, spec_.first_epoch_windows[w], &order);
+      first += spec_.first_epoch_windows[w];
     }
-  } else if (spec_.shuffle) {
-    shuffle(0, n, Rng(MixSeed({spec_.seed, epoch, 0x5348554646ULL /* "SHUFF" */})));
+  } else {
+    order.resize(n);
+    std::iota(order.begin(), order.end(), uint64_t{0});
+    if (spec_.shuffle) {
+      Shuffle(0, n, Rng(MixSeed({spec_.seed, epoch, 0x5348554646ULL /* "SHUFF" */})), &order);
+    }
   }
   std::vector<uint64_t> mine;
   mine.reserve(per_rank_);

@@ -34,6 +34,14 @@ struct PlanSpec {
   std::vector<uint64_t> first_epoch_windows;
 };
 
+// Appends the first epoch's order of window `w`, the samples [first, first
+// + size): shuffled with the window's own stream (seed, 0, w) when
+// spec.shuffle, else in index order. A windowed plan's RankOrder(0) is
+// these, window after window, before ranks take their positions: what a
+// session streaming its dataset's opening draws from the windows it has.
+void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t size,
+                       std::vector<uint64_t>* order);
+
 class EpochPlan {
  public:
   // INVALID_ARGUMENT for batch_size 0 or rank >= world_size; INTERNAL for

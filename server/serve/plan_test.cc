@@ -126,6 +126,24 @@ TEST(PlanTest, AWindowedFirstEpochShufflesEachWindowInTurn) {
   EXPECT_EQ(seen.size(), 100u);
 }
 
+TEST(PlanTest, TheFirstEpochIsItsWindowsOrdersInTurn) {
+  // What a streamed opening draws from, window by window, before the
+  // dataset's size is known: the same samples as the whole plan.
+  for (bool shuffle : {true, false}) {
+    PlanSpec s = Spec(100, 8);
+    s.shuffle = shuffle;
+    s.seed = 9;
+    s.first_epoch_windows = {1, 9, 40, 50};
+    std::vector<uint64_t> pieces;
+    uint64_t first = 0;
+    for (size_t w = 0; w < s.first_epoch_windows.size(); ++w) {
+      AppendWindowOrder(s, w, first, s.first_epoch_windows[w], &pieces);
+      first += s.first_epoch_windows[w];
+    }
+    EXPECT_EQ(EpochPlan::Create(s)->RankOrder(0), pieces);
+  }
+}
+
 TEST(PlanTest, TheShuffledOrderIsTheOneSessionsAlwaysGot) {
   // What the daemon delivered before windows existed: one window, or
   // none, must not change it (resumed runs and checksums depend on it).

@@ -27,7 +27,7 @@ SampleReader::SampleReader(const Dataset& dataset, const Pipeline& pipeline,
     if (pipeline_.fields()[f].spatial()) decoded_bytes_ += field_bytes_[f];
   }
   keeps_decoded_ = pipeline_.cacheable() && caches_.decoded != nullptr && decoded_bytes_ > 0 &&
-                   dataset_.samples.size() * decoded_bytes_ <= caches_.decoded->capacity_bytes();
+                   dataset_.expected_samples() * decoded_bytes_ <= caches_.decoded->capacity_bytes();
   if (dataset_.source != nullptr && dataset_.source->arrays() != nullptr)
     rows_ = RowGather::For(*dataset_.source->arrays(), pipeline_, field_bytes_);
   // Finished samples kept: pictures would never be read again.
@@ -53,7 +53,7 @@ size_t SampleReader::ReadRows(const uint64_t* indices, size_t n, const SampleOut
 SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const SampleOut& out,
                                         FetchedSample* in) const {
   if (dataset_.source->arrays() != nullptr) return ReadArrays(index, epoch, out);
-  const Sample& sample = dataset_.samples[index];
+  const Sample& sample = dataset_.sample(index);
   auto failed = [&](uint32_t k, const absl::Status& s) {
     return Result{Result::kReadError,
                   k == 0 ? s

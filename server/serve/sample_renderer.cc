@@ -73,7 +73,7 @@ absl::Status SampleRenderer::Render(uint64_t index, uint64_t epoch, bool hand_ov
   };
   for (size_t f = 0; f < fields.size(); ++f) {
     const FieldPlan& field = fields[f];
-    const std::string& path = dataset_.samples[index].file(field.file);
+    const std::string& path = dataset_.sample(index).file(field.file);
     auto named = [&](const absl::Status& s) {
       return field.file == 0 ? s : absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
     };

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "proto/spec_util.h"
 #include "server/dataset/array_source.h"
+#include "server/dataset/dataset_growth.h"
 #include "server/pool/topology.h"
 #include "shm/futex.h"
 #include "server/imaging/transform.h"
@@ -57,7 +58,7 @@ std::unique_ptr<PixelKeeper> KeeperFor(uint64_t id, const v1::SessionSpec& spec,
     absl::StrAppend(&content, "|", r.channels, ":", r.elem_bytes, ":", r.indices ? 1 : 0);
   }
   return PixelKeeper::Automatic(ctx.pixel_shares, id, ctx.uid, std::move(content),
-                                ds.samples.size(), pictures);
+                                ds.expected_samples(), pictures);
 }
 
 // The pipeline's fields and the pixel cache against what the dataset holds.
@@ -105,7 +106,7 @@ std::vector<uint64_t> FieldBytes(const shm::RingLayout& layout) {
 absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     uint64_t id, const v1::SessionSpec& spec, Pipeline pipeline,
     uint32_t client_pid, std::shared_ptr<const Dataset> dataset,
-    const EpochPlan& plan, const std::string& shm_name,
+    const std::string& shm_name,
     const PipelineContext& ctx,
     const std::function<absl::Status(uint64_t)>& admit) {
   STOKER_RETURN_IF_ERROR(CheckSource(spec, pipeline, *dataset));
@@ -115,6 +116,16 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
         "samples of ", dataset->description, " have ",
         dataset->files_per_sample, " file(s)"));
   }
+  PlanSpec ps;
+  ps.batch_size = spec.batch_size();
+  ps.shuffle = spec.shuffle();
+  ps.seed = spec.seed();
+  ps.rank = spec.rank();
+  ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
+  ps.drop_last = spec.drop_last();
+  STOKER_ASSIGN_OR_RETURN(
+      std::unique_ptr<BatchOrder> order,
+      BatchOrder::Create(ps, dataset, spec.start_epoch(), spec.start_batch()));
   const shm::RingGeometry g = pipeline.Geometry(
       spec.ring_slots() == 0 ? 4 : spec.ring_slots(), spec.batch_size());
   if (admit) {
@@ -125,21 +136,21 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
       std::unique_ptr<shm::RingProducer> ring,
       shm::RingProducer::Create(shm_name, g, id, ctx.daemon_generation));
   return std::unique_ptr<ServingSession>(new ServingSession(
-      id, spec, client_pid, std::move(dataset), plan, std::move(pipeline),
+      id, spec, client_pid, std::move(dataset), std::move(order), std::move(pipeline),
       std::move(ring), ctx));
 }
 
 ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
                                uint32_t client_pid,
                                std::shared_ptr<const Dataset> dataset,
-                               const EpochPlan& plan, Pipeline pipeline,
+                               std::unique_ptr<BatchOrder> order, Pipeline pipeline,
                                std::unique_ptr<shm::RingProducer> ring,
                                const PipelineContext& ctx)
     : id_(id),
       spec_(spec),
       client_pid_(client_pid),
       dataset_(std::move(dataset)),
-      plan_(plan),
+      order_(std::move(order)),
       ring_(std::move(ring)),
       ctx_(ctx),
       created_(absl::Now()),
@@ -154,6 +165,7 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       renderer_(*dataset_, pipeline_, reader_, spec_.seed(), field_bytes_,
                 ctx.decode_limits) {
   ring_->SetConsumerShare(pipeline_.client_decode().share);
+  ring_->SetBatchesPerEpoch(order_->batches_per_epoch());
   SetDecodeThreads(ctx_.decode_pools->pool(ctx_.node).size());
 }
 
@@ -198,31 +210,41 @@ constexpr uint32_t kPrefetchAhead = 8;
 }  // namespace
 
 void ServingSession::Produce() {
-  const uint64_t per_epoch = plan_.batches_per_epoch();
   const uint32_t batch_size = spec_.batch_size();
-  uint64_t epoch = spec_.start_epoch() + spec_.start_batch() / per_epoch;
-  uint64_t batch = spec_.start_batch() % per_epoch;
-  std::vector<uint64_t> order = plan_.RankOrder(epoch);
   auto stop = [this] { return stopping_.load(std::memory_order_relaxed); };
+  BatchOrder::Batch next;
   for (uint64_t seq = 0; !stop(); ++seq) {
+    if (absl::Status s = order_->Next(stop, &next); !s.ok()) {
+      if (s.code() != absl::StatusCode::kCancelled || !stop()) Fail(s);
+      break;
+    }
+    PublishOpening();
     // No free slot for a while: the trainer is busy with its step, and
-    // this thread may do work nobody waits for (ctx_.idle) meanwhile.
+    // this thread may do work nobody waits for (ctx_.idle) meanwhile. A
+    // streamed opening's end is published meanwhile too: a trainer may be
+    // waiting for the epoch's size, not taking batches.
     const int slot = ring_->Claim(
-        stop, ctx_.idle == nullptr ? std::function<bool()>() : [this] { return ctx_.idle->RunOne(); });
+        [this, &stop] {
+          if (dataset_->growth != nullptr && ring_->BatchesPerEpoch() == 0) {
+            order_->Poll();
+            PublishOpening();
+          }
+          return stop();
+        },
+        ctx_.idle == nullptr ? std::function<bool()>() : [this] { return ctx_.idle->RunOne(); });
     if (slot < 0) break;
+    const uint64_t epoch = next.epoch;
     auto job = std::make_shared<BatchJob>();
     job->slot = slot;
     job->sequence = seq;
     job->epoch = epoch;
-    job->batch_index = batch;
-    if (batch == 0 || seq == 0) reader_.remote_reads().Begin(epoch);
+    job->batch_index = next.index;
+    if (next.index == 0 || seq == 0) reader_.remote_reads().Begin(epoch);
     if (seq == 0 && dataset_->read_ahead_requests > 0) {  // What opening read for it.
       reader_.remote_reads().Add(epoch, dataset_->read_ahead_bytes,
                                  dataset_->read_ahead_requests);
     }
-    const uint64_t first = batch * batch_size;
-    job->count = static_cast<uint32_t>(
-        std::min<uint64_t>(batch_size, order.size() - first));
+    job->count = static_cast<uint32_t>(next.samples.size());
     job->remaining.store(job->count, std::memory_order_relaxed);
     job->cpu_samples = job->count;
     if (pipeline_.client_decode().on) {
@@ -246,17 +268,40 @@ void ServingSession::Produce() {
     for (uint32_t i = 0; i < job->count; i += run) {
       const uint32_t end = std::min(job->count, i + run);
       ctx_.reader_pool->Schedule(
-          [this, job, i, indices = std::vector<uint64_t>(order.begin() + first + i,
-                                                         order.begin() + first + end)] {
+          [this, job, i, indices = std::vector<uint64_t>(next.samples.begin() + i,
+                                                         next.samples.begin() + end)] {
             ReadRun(job, i, indices);
           },
           id_, Weight(), ctx_.uid);
     }
-    if (++batch == per_epoch) {
-      batch = 0;
-      order = plan_.RankOrder(++epoch);
-    }
   }
+}
+
+void ServingSession::PublishOpening() {
+  if (dataset_->growth == nullptr || ring_->BatchesPerEpoch() != 0) return;
+  if (order_->batches_per_epoch() != 0) {
+    // In the header before any batch past the first windows is published.
+    ring_->SetBatchesPerEpoch(order_->batches_per_epoch());
+    // The rest of what the opening read, the first epoch's.
+    const auto [requests, bytes] = dataset_->growth->reads();
+    reader_.remote_reads().Add(0, bytes - std::min(bytes, dataset_->read_ahead_bytes),
+                               requests - std::min(requests, dataset_->read_ahead_requests));
+  } else if (!order_->failed().ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      failure_ = order_->failed();
+    }
+    ring_->SetBatchesPerEpoch(shm::kOpeningFailed);
+  }
+}
+
+void ServingSession::Fail(const absl::Status& s) {
+  LogError(absl::StrCat("session ", id_, ": ", s.ToString()));
+  absl::MutexLock lock(&mu_);
+  failure_ = s;
+  // The batches begun are published first: a client reads them, then the error.
+  mu_.Await(absl::Condition(+[](uint64_t* n) { return *n == 0; }, &tasks_in_flight_));
+  ring_->Close(shm::kClosedByError);
 }
 
 uint32_t ServingSession::SamplesPerTask() const {
@@ -296,7 +341,7 @@ void ServingSession::ReadRun(const std::shared_ptr<BatchJob>& job, uint32_t i,
     }
     // Rows are drawn at random: ask for a later row's entry (its label)
     // now, so its cache miss overlaps this row's read.
-    if (k + kPrefetchAhead < n) __builtin_prefetch(&dataset_->samples[indices[k + kPrefetchAhead]]);
+    if (k + kPrefetchAhead < n) __builtin_prefetch(&dataset_->sample(indices[k + kPrefetchAhead]));
     FetchSampleGuarded(job, SampleTask{i + k, indices[k], indices[k], 0}, &run);
     ++k;
   }
@@ -406,10 +451,10 @@ void ServingSession::DecodeSample(const std::shared_ptr<BatchJob>& job,
 
 uint64_t ServingSession::ReplacementFor(const BatchJob& job,
                                         const SampleTask& t) const {
-  const uint64_t n = dataset_->samples.size();
+  const auto [first, n] = order_->ReplacementRange(job.epoch, t.original);
   const uint64_t pick =
-      MixSeed({spec_.seed(), job.epoch, t.original, uint64_t(t.attempt) + 1,
-               0x7e91ace}) % (n - 1);
+      first + MixSeed({spec_.seed(), job.epoch, t.original, uint64_t(t.attempt) + 1,
+                       0x7e91ace}) % (n - 1);
   return pick >= t.original ? pick + 1 : pick;  // Never the failed one.
 }
 
@@ -420,7 +465,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
   RunTally one;
   RunTally& tally = run != nullptr ? *run : one;
   if (!stopping_.load(std::memory_order_relaxed)) {
-    const Sample& sample = dataset_->samples[t.index];
+    const Sample& sample = dataset_->sample(t.index);
     shm::SlotView view = ring_->Slot(job->slot);
     if (status != shm::kSampleOk) {
       failed_.fetch_add(1, std::memory_order_relaxed);
@@ -429,7 +474,8 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
           .fetch_add(1, std::memory_order_relaxed);
       ctx_.error_log->Report(sample.path, error);
       if (spec_.on_error() == v1::ON_ERROR_REPLACE &&
-          t.attempt < kMaxReplacements && dataset_->samples.size() > 1) {
+          t.attempt < kMaxReplacements &&
+          order_->ReplacementRange(job->epoch, t.original).second > 1) {
         // Another deterministic sample stands in; the batch waits for it.
         SampleTask next{i, 0, t.original, t.attempt + 1};
         next.index = ReplacementFor(*job, t);
@@ -520,6 +566,9 @@ v1::SessionStats ServingSession::Stats() const {
     }
   }
   keeper_->Stats(&s);
+  absl::MutexLock lock(&mu_);
+  s.set_failure_code(static_cast<int32_t>(failure_.code()));
+  s.set_failure(std::string(failure_.message()));
   return s;
 }
 

@@ -44,8 +44,8 @@
 #include "server/cache/pixel_cache.h"
 #include "server/cache/pixel_shares.h"
 #include "server/pipeline/pipeline.h"
+#include "server/serve/batch_order.h"
 #include "server/serve/pixel_keeper.h"
-#include "server/serve/plan.h"
 #include "server/serve/sample_reader.h"
 #include "server/serve/sample_renderer.h"
 #include "server/pool/thread_pool.h"
@@ -100,13 +100,14 @@ class ServingSession {
  public:
   // Creates the ring (RESOURCE_EXHAUSTED when /dev/shm is full) for a
   // spec CheckSessionSpec accepted, running the `pipeline` it compiled,
-  // over `dataset`; INVALID_ARGUMENT when the pipeline reads
+  // over `dataset` in the spec's order (BatchOrder: its errors);
+  // INVALID_ARGUMENT when the pipeline reads
   // more files per sample than the dataset has. `admit` (may be null) is
   // asked with the ring's size before anything is allocated; its error is
   // returned. Call Start() to begin filling it.
   static absl::StatusOr<std::unique_ptr<ServingSession>> Create(
       uint64_t id, const v1::SessionSpec& spec, Pipeline pipeline,
-      uint32_t client_pid, std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
+      uint32_t client_pid, std::shared_ptr<const Dataset> dataset,
       const std::string& shm_name, const PipelineContext& ctx,
       const std::function<absl::Status(uint64_t ring_bytes)>& admit = nullptr);
   ~ServingSession();
@@ -119,7 +120,9 @@ class ServingSession {
 
   uint64_t id() const { return id_; }
   uint32_t client_pid() const { return client_pid_; }
-  const EpochPlan& plan() const { return plan_; }
+  // Its batches' samples; batches_per_epoch() is 0 while the dataset's
+  // opening streams.
+  const BatchOrder& order() const { return *order_; }
   const v1::SessionSpec& spec() const { return spec_; }
   const Pipeline& pipeline() const { return pipeline_; }
   // The session's share weight in the pools (its spec's priority, >= 1).
@@ -167,10 +170,15 @@ class ServingSession {
   };
 
   ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
-          std::shared_ptr<const Dataset> dataset, const EpochPlan& plan,
+          std::shared_ptr<const Dataset> dataset, std::unique_ptr<BatchOrder> order,
           Pipeline pipeline, std::unique_ptr<shm::RingProducer> ring,
           const PipelineContext& ctx);
   void Produce();
+  // A streamed opening's end into the ring header (producer thread):
+  // batches_per_epoch, or kOpeningFailed with failure_.
+  void PublishOpening();
+  // Stops on `s`: failure_, the batches begun published, the ring closed.
+  void Fail(const absl::Status& s);
   // The dataset sample that stands in for failed `t` (never t.original).
   uint64_t ReplacementFor(const BatchJob& job, const SampleTask& t) const;
   static constexpr int kMaxReplacements = 8;
@@ -222,7 +230,7 @@ class ServingSession {
   const v1::SessionSpec spec_;
   const uint32_t client_pid_;
   const std::shared_ptr<const Dataset> dataset_;
-  const EpochPlan plan_;
+  const std::unique_ptr<BatchOrder> order_;  // Next() is the producer's.
   const std::unique_ptr<shm::RingProducer> ring_;
   const PipelineContext ctx_;
   const absl::Time created_;
@@ -240,10 +248,11 @@ class ServingSession {
   std::atomic<uint64_t> client_decoded_{0};  // Handed to the client.
   std::atomic<uint64_t> work_ns_{0};
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::thread producer_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t tasks_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);  // Why the producer stopped.
 };
 
 }  // namespace stoker

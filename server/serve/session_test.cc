@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "server/dataset/dataset_growth.h"
 #include "server/serve/session_testing.h"
 
 namespace stoker {
@@ -40,6 +41,88 @@ TEST(ServingSessionTest, BatchesComeInPlanOrderAcrossEpochs) {
   const v1::SessionStats stats = (*s)->Stats();
   EXPECT_GE(stats.batches_published(), 6u);
   EXPECT_EQ(stats.samples_failed(), 0u);
+}
+
+TEST(ServingSessionTest, AStreamedDatasetGivesTheBytesOfTheWholeOne) {
+  // 11 pictures in windows of 1, 2, 8; batches of 2, shuffled, with a
+  // picture that fails (replaced from its window).
+  const std::string train = R"({"transform": "TRANSFORM_TRAIN", "image_size": 24,
+                                "dtype": "DTYPE_UINT8", "batch_size": 2, "shuffle": true,
+                                "seed": 5, "on_error": "ON_ERROR_REPLACE"})";
+  const std::vector<uint64_t> windows = {1, 2, 8};
+  auto src = Photos(11);
+  src->Put("p7.jpg", "not a picture");
+  Shared shared(2);
+  auto whole = MemoryDataset(src, Files(11));
+  whole->first_epoch_windows = windows;
+  std::vector<uint64_t> want;
+  {
+    auto s = Open(train, whole, &shared, 1);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ((*s)->order().batches_per_epoch(), 6u);
+    Client client(**s);
+    (*s)->Start();
+    for (int k = 0; k < 12; ++k) {
+      absl::StatusOr<Batch> b = client.Read();
+      ASSERT_TRUE(b.ok()) << b.status();
+      want.push_back(b->checksum);
+    }
+  }
+  auto streamed = std::make_shared<Dataset>(*whole);
+  streamed->samples.clear();
+  streamed->first_epoch_windows.clear();
+  streamed->growth = std::make_shared<DatasetGrowth>(11, windows.size());
+  DatasetGrowth* g = streamed->growth.get();
+  auto s = Open(train, streamed, &shared, 2);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->order().batches_per_epoch(), 0u);
+  Client client(**s);
+  (*s)->Start();
+  // The first two windows make one batch; the third is published once it
+  // was delivered, then the end.
+  uint64_t i = 0;
+  for (uint64_t w = 0; w < 2; ++w) {
+    for (uint64_t k = 0; k < windows[w]; ++k, ++i) ASSERT_TRUE(g->Append(whole->samples[i]).ok());
+    g->PublishWindow();
+  }
+  std::vector<uint64_t> got;
+  absl::StatusOr<Batch> b = client.Read();
+  ASSERT_TRUE(b.ok()) << b.status();
+  got.push_back(b->checksum);
+  EXPECT_EQ((*s)->ring().BatchesPerEpoch(), 0u);
+  for (; i < 11; ++i) ASSERT_TRUE(g->Append(whole->samples[i]).ok());
+  g->PublishWindow();
+  g->Finish(absl::OkStatus(), 11);
+  for (int k = 1; k < 12; ++k) {
+    b = client.Read();
+    ASSERT_TRUE(b.ok()) << b.status();
+    got.push_back(b->checksum);
+    // In the header before any batch past the first windows.
+    EXPECT_EQ((*s)->ring().BatchesPerEpoch(), 6u);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_GE((*s)->Stats().samples_failed(), 1u);
+}
+
+TEST(ServingSessionTest, AStreamedOpeningsErrorClosesTheRingAfterItsBatches) {
+  auto src = Photos(6);
+  Shared shared(1);
+  auto ds = MemoryDataset(src, Files(6));
+  const std::vector<Sample> samples = ds->samples;
+  ds->samples.clear();
+  ds->growth = std::make_shared<DatasetGrowth>(6, 3);
+  auto s = Open(kVal, ds, &shared, 1);  // Batches of 4.
+  ASSERT_TRUE(s.ok()) << s.status();
+  Client client(**s);
+  (*s)->Start();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(ds->growth->Append(samples[i]).ok());
+  ds->growth->PublishWindow();
+  ds->growth->Finish(absl::DataLossError("shard 2 changed"));
+  absl::StatusOr<Batch> b = client.Read();
+  ASSERT_TRUE(b.ok()) << b.status();  // The published windows' batch.
+  EXPECT_EQ(b->samples, 4u);
+  EXPECT_EQ(client.Read().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client.close_reason(), shm::kClosedByError);
 }
 
 TEST(ServingSessionTest, TheBytesDoNotDependOnThePoolsOrTheCaches) {

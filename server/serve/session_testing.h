@@ -57,17 +57,9 @@ inline absl::StatusOr<std::unique_ptr<ServingSession>> Open(
     const std::string& json, std::shared_ptr<const Dataset> ds, Shared* shared, uint64_t id,
     const std::function<absl::Status(uint64_t)>& admit = nullptr, int64_t uid = -1) {
   const v1::SessionSpec spec = SpecOf(json);
-  PlanSpec ps;
-  ps.num_samples = ds->samples.size();
-  ps.batch_size = spec.batch_size();
-  ps.shuffle = spec.shuffle();
-  ps.seed = spec.seed();
-  ps.first_epoch_windows = ds->first_epoch_windows;
-  absl::StatusOr<EpochPlan> plan = EpochPlan::Create(ps);
-  if (!plan.ok()) return plan.status();
   PipelineContext ctx = shared->Context();
   ctx.uid = uid;
-  return ServingSession::Create(id, spec, PipelineOf(json), getpid(), std::move(ds), *plan,
+  return ServingSession::Create(id, spec, PipelineOf(json), getpid(), std::move(ds),
                                 absl::StrCat("stoker-session-test.", getpid(), ".", id),
                                 ctx, admit);
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,150 +17,32 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/kept.pb.h"
+#include "server/dataset/dataset_growth.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/s3_lister.h"
 #include "server/sources/s3_shard_list.h"
+#include "server/sources/s3_shard_members.h"
+#include "server/sources/shard_assembly.h"
 #include "server/sources/tar_index.h"
 #include "server/sources/webdataset.h"
 #include "util/cache_key.h"
 #include "util/log.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 namespace {
 
-constexpr int kShardsAtOnce = 16;
+// Shards indexed at once: enough to outrun decoding them, few enough that
+// each arrives soon (a store shares its bandwidth among what is in flight).
+constexpr int kShardsAtOnce = 4;
+// A streamed opening's first shards (its first two windows), indexed before
+// any other so that the session begins as soon as it can.
+constexpr size_t kFirstShards = 3;
 // One ranged GET of a shard being indexed.
 constexpr uint64_t kBlockBytes = uint64_t{8} << 20;
 constexpr absl::Duration kProgressEvery = absl::Seconds(5);
 
 using Shard = ListedShard;
-
-struct Member {
-  uint32_t shard = 0;
-  uint64_t offset = 0, size = 0;
-};
-
-// The L2 key of one member's bytes (the file part of its SourceKey).
-std::string MemberFile(const ObjectStoreAccess& access, const std::string& bucket,
-                       const Shard& shard, uint64_t offset, uint64_t size) {
-  return CacheKey({"s3-tar", access.endpoint.ToString(), bucket, shard.key, offset, size});
-}
-
-class S3ShardMembers : public SampleSource {
- public:
-  S3ShardMembers(S3Client* client, ObjectStoreAccess access, std::string bucket,
-                 uint64_t max_bytes, std::vector<Shard> shards, std::vector<Member> members,
-                 const std::vector<char>& proven)
-      : client_(client),
-        access_(std::move(access)),
-        bucket_(std::move(bucket)),
-        in_bucket_(absl::StrCat("s3://", bucket_, "/")),
-        max_bytes_(max_bytes),
-        shards_(std::move(shards)),
-        members_(std::move(members)),
-        proven_(new std::atomic<bool>[shards_.size()]),
-        proving_(new absl::Mutex[shards_.size()]) {
-    for (size_t i = 0; i < shards_.size(); ++i) proven_[i].store(proven[i]);
-  }
-
-  absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
-    absl::StatusOr<const Member*> m = Find(path);
-    if (!m.ok()) return m.status();
-    const Shard& shard = shards_[(*m)->shard];
-    if (absl::Status s = Prove((*m)->shard); !s.ok()) return s;
-    return SourceKey{MemberFile(access_, bucket_, shard, (*m)->offset, (*m)->size),
-                     ObjectFileVersion(shard.size, shard.etag), nullptr};
-  }
-
-  bool Versioned() const override { return true; }
-  bool remote() const override { return true; }
-
-  absl::Status Read(const std::string& path, std::string* out,
-                    FileVersion* version) const override {
-    absl::StatusOr<const Member*> found = Find(path);
-    if (!found.ok()) return found.status();
-    const Member& m = **found;
-    const Shard& shard = shards_[m.shard];
-    if (m.size > max_bytes_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          path, ": ", m.size, " bytes, over the daemon's file size cap of ", max_bytes_));
-    }
-    out->clear();
-    ObjectVersion seen;
-    absl::Status s = m.size == 0 ? absl::OkStatus()
-                                 : client_->Get(access_.endpoint, S3Url{bucket_, shard.key},
-                                                m.offset, m.size, shard.etag,
-                                                access_.credentials, out, &seen, access_.owner);
-    if (s.code() == absl::StatusCode::kFailedPrecondition ||
-        s.code() == absl::StatusCode::kNotFound) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": its shard ",
-          s.code() == absl::StatusCode::kNotFound ? "was removed" : "changed",
-          " since it was indexed (", s.message(), "): open the dataset again"));
-    }
-    if (!s.ok()) return s;
-    if (m.size > 0 && (!IsListedVersion(seen, shard.size, shard.etag) || out->size() != m.size)) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": its shard changed since it was indexed (", seen.size, " bytes now, ",
-          shard.size, " listed): open the dataset again"));
-    }
-    if (m.size > 0) proven_[m.shard].store(true, std::memory_order_release);
-    if (version != nullptr) *version = ObjectFileVersion(shard.size, shard.etag);
-    return absl::OkStatus();
-  }
-
- private:
-  // This session's proof that it may read shard `k`: indexing it read it;
-  // else one HEAD at the listed version, once (concurrent callers wait for
-  // it), before any of the shard's members is served from a cache.
-  absl::Status Prove(uint32_t k) const {
-    if (proven_[k].load(std::memory_order_acquire)) return absl::OkStatus();
-    absl::MutexLock lock(&proving_[k]);
-    if (proven_[k].load(std::memory_order_acquire)) return absl::OkStatus();
-    const Shard& shard = shards_[k];
-    absl::StatusOr<ObjectVersion> v = client_->Head(access_.endpoint, S3Url{bucket_, shard.key},
-                                                    access_.credentials, shard.etag,
-                                                    access_.owner);
-    if (v.ok() && !IsListedVersion(*v, shard.size, shard.etag)) {
-      v = absl::FailedPreconditionError(absl::StrCat(v->size, " bytes now, ETag ", v->etag));
-    }
-    if (v.status().code() == absl::StatusCode::kFailedPrecondition ||
-        v.status().code() == absl::StatusCode::kNotFound) {
-      return absl::DataLossError(absl::StrCat(
-          "s3://", bucket_, "/", Shown(shard.key), " changed since it was indexed (",
-          v.status().message(), "): open the dataset again"));
-    }
-    if (!v.ok()) return v.status();
-    proven_[k].store(true, std::memory_order_release);
-    return absl::OkStatus();
-  }
-
-  // The member "s3://bucket/<shard key>#<n>" names.
-  absl::StatusOr<const Member*> Find(const std::string& path) const {
-    const size_t hash = path.rfind('#');
-    uint64_t n = 0;
-    if (hash == std::string::npos ||
-        !absl::SimpleAtoi(absl::string_view(path).substr(hash + 1), &n) ||
-        n >= members_.size() || !absl::StartsWith(path, in_bucket_) ||
-        hash < in_bucket_.size() ||
-        absl::string_view(path).substr(in_bucket_.size(), hash - in_bucket_.size()) !=
-            shards_[members_[n].shard].key) {
-      return absl::NotFoundError(absl::StrCat("no member ", Shown(path), " in this dataset"));
-    }
-    return &members_[n];
-  }
-
-  S3Client* const client_;
-  const ObjectStoreAccess access_;
-  const std::string bucket_;
-  const std::string in_bucket_;  // "s3://bucket/": what every member's name starts with.
-  const uint64_t max_bytes_;
-  const std::vector<Shard> shards_;
-  const std::vector<Member> members_;
-  // This session's proofs: it has read from the shard (or its HEAD).
-  const std::unique_ptr<std::atomic<bool>[]> proven_;
-  const std::unique_ptr<absl::Mutex[]> proving_;
-};
 
 // A shard read forward, a block at a time, as the caller, at its listed
 // version: what ForEachTarMember and the members' bytes are read from.
@@ -279,7 +162,7 @@ absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
   auto keep = [&](uint64_t offset, uint64_t size) {
     auto it = pending.find(offset);
     if (it == pending.end() || size == 0) return;  // Not read ahead; an empty one is an error.
-    SourceKey id{MemberFile(ix.access, ix.root.bucket, shard, offset, size),
+    SourceKey id{ShardMemberFile(ix.access, ix.root.bucket, shard, offset, size),
                  ObjectFileVersion(shard.size, shard.etag), nullptr};
     ix.ahead.keep(id, std::move(it->second));
   };
@@ -372,6 +255,176 @@ bool Fits(const kept::ShardIndex& index, const Shard& shard) {
   return true;
 }
 
+// One opening's indexing of every shard, several at once, each shard's
+// samples handed to the assembly as it is done. Owns copies of all it
+// uses: a streamed opening runs on after OpenS3Shards returned.
+class ShardOpening {
+ public:
+  ShardOpening(const S3Url& url, std::string pattern, const ObjectStoreAccess& access,
+               S3Client* client, const ScanLimits& limits, const KeptListing& keep,
+               const ReadAhead& ahead, std::vector<Shard> shards,
+               std::shared_ptr<S3ShardMembers> source, DatasetGrowth* growth)
+      : url_(url),
+        pattern_(std::move(pattern)),
+        access_(access),
+        client_(client),
+        limits_(limits),
+        keep_(keep),
+        ahead_(ahead),
+        shards_(std::move(shards)),
+        source_(std::move(source)),
+        growth_(growth),
+        start_(absl::Now()),
+        own_(start_),
+        progress_(limits.progress != nullptr ? *limits.progress : own_),
+        ix_{url_, access_, client_, limits_, ahead_, &progress_},
+        assembly_(shards_.size(),
+                  [in = absl::StrCat("s3://", url.bucket, "/"), this](uint32_t k, uint64_t offset,
+                                                                       uint64_t size) {
+                    return ShardMemberName(absl::StrCat(in, shards_[k].key, "#"), offset, size);
+                  },
+                  limits_, growth),
+        logged_(absl::ToUnixNanos(start_)) {
+    ix_.check = [this] { return Check(); };
+  }
+
+  std::string description() const {
+    return absl::StrCat("s3-shards:", url_.ToString(), pattern_.empty() ? "" : " ", pattern_,
+                        " at ", access_.endpoint.ToString());
+  }
+  const ShardAssembly& assembly() const { return assembly_; }
+  uint64_t requests() const { return ix_.requests.load(); }
+  uint64_t bytes() const { return ix_.bytes.load(); }
+
+  // Indexes every shard; the end goes to the assembly (and the growth).
+  absl::Status Run(Dataset* ds) {
+    uint64_t total_bytes = 0;
+    for (const Shard& s : shards_) total_bytes += s.size;
+    progress_.Shards(shards_.size(), total_bytes);
+    std::vector<absl::Status> errors(shards_.size());
+    std::atomic<size_t> next{0};
+    auto index = [&](size_t end) {
+      for (size_t i; (i = next.fetch_add(1)) < end;) {
+        errors[i] = IndexOne(i);
+        progress_.ShardDone();
+        if (!errors[i].ok()) {  // The first error ends it.
+          ix_.failed.store(true);
+          next.store(shards_.size());
+        }
+      }
+    };
+    // Streamed: the first shard alone, so that it is not shared with
+    // others in flight: the session begins with it.
+    if (limits_.streamed) {
+      const size_t first = std::min<size_t>(kFirstShards, shards_.size());
+      RunOnThreads(first, [&] { index(first); });
+      if (!ix_.failed.load()) next.store(first);  // index() took them past its end.
+    }
+    RunOnThreads(std::min<int>(kShardsAtOnce, shards_.size()),
+                 [&] { index(shards_.size()); });
+    // A shard's own error, not another's stopping for it.
+    absl::Status status;
+    for (const absl::Status& e : errors) {
+      if (!e.ok() && (status.ok() || status.code() == absl::StatusCode::kCancelled)) status = e;
+    }
+    if (const size_t indexed = read_.load(); status.ok() && indexed > 0) {
+      LogInfo(absl::StrCat(url_.ToString(), ": indexed ", indexed, " of ", shards_.size(),
+                           " shards (", ix_.bytes.load() >> 20, " MiB) in ",
+                           absl::FormatDuration(absl::Trunc(absl::Now() - start_,
+                                                            absl::Milliseconds(1)))));
+    }
+    growth_->SetReads(ix_.requests.load(), ix_.bytes.load());
+    return assembly_.Finish(status, url_.ToString(), ds);
+  }
+
+ private:
+  absl::Status Check() {
+    // Progress every few seconds, from whichever reader passes then.
+    const absl::Time now = absl::Now();
+    int64_t last = logged_.load();
+    if (now - absl::FromUnixNanos(last) >= kProgressEvery &&
+        logged_.compare_exchange_strong(last, absl::ToUnixNanos(now))) {
+      LogInfo(absl::StrCat("indexing ", progress_.Summary(url_.ToString(), now)));
+    }
+    if (ix_.failed.load()) return absl::CancelledError("another shard failed");
+    if (limits_.cancel != nullptr && limits_.cancel->load()) {
+      return absl::CancelledError("the daemon is shutting down");
+    }
+    if (growth_->cancelled()->load()) return absl::CancelledError("the session ended");
+    if (now > start_ + limits_.max_time) {
+      return absl::DeadlineExceededError(absl::StrCat("indexing took longer than ",
+                                                      absl::FormatDuration(limits_.max_time),
+                                                      " (--dataset-scan-timeout)"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string KeptKey(const Shard& s) const {
+    return CacheKey({"s3-shard-index/1", access_.endpoint.ToString(), url_.bucket, s.key, s.etag,
+                     s.size,
+                     access_.credentials != nullptr ? access_.credentials->access_key_id : ""});
+  }
+
+  // Shard i's index, kept or read, handed to the assembly.
+  absl::Status IndexOne(size_t i) {
+    const Shard& shard = shards_[i];
+    if (keep_.values != nullptr && !keep_.refresh) {
+      kept::ShardIndex index;
+      bool taken = false;
+      absl::Status charged;
+      keep_.values->Get(KeptKey(shard), [&](absl::string_view value) {
+        // Charged before it is parsed: a parsed index takes about as much.
+        charged = ix_.Charge(value.size());
+        taken = charged.ok() && value.size() <= INT_MAX &&
+                index.ParseFromArray(value.data(), static_cast<int>(value.size())) &&
+                Fits(index, shard);
+      });
+      if (!charged.ok()) return charged;
+      if (taken) {
+        const uint64_t n = index.samples_size();
+        if (ix_.members.fetch_add(n) + n > limits_.max_files) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "over ", limits_.max_files, " members in all (--max-dataset-files)"));
+        }
+        progress_.Skipped(shard.size);  // Not to be read: out of the time left.
+        return Named(shard, assembly_.Add(i, std::move(index)));
+      }
+    }
+    absl::StatusOr<kept::ShardIndex> index = IndexShard(ix_, shard);
+    if (!index.ok()) return Named(shard, index.status());
+    source_->Proven(static_cast<uint32_t>(i));
+    read_.fetch_add(1);
+    if (keep_.values != nullptr) {
+      keep_.values->Put(KeptKey(shard), index->SerializeAsString(), access_.owner);
+    }
+    return Named(shard, assembly_.Add(i, *std::move(index)));
+  }
+
+  absl::Status Named(const Shard& shard, absl::Status s) const {
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat("s3://", url_.bucket, "/", Shown(shard.key), ": ",
+                                               s.message()));
+  }
+
+  const S3Url url_;
+  const std::string pattern_;
+  const ObjectStoreAccess access_;
+  S3Client* const client_;
+  const ScanLimits limits_;
+  const KeptListing keep_;
+  const ReadAhead ahead_;
+  const std::vector<Shard> shards_;
+  const std::shared_ptr<S3ShardMembers> source_;
+  DatasetGrowth* const growth_;  // Outlives the opening: it joins its thread.
+  const absl::Time start_;
+  OpeningProgress own_;          // Counted where the caller sees it, else here
+  OpeningProgress& progress_;    // (for the log alone).
+  Indexing ix_;
+  ShardAssembly assembly_;
+  std::atomic<int64_t> logged_;
+  std::atomic<size_t> read_{0};  // Shards indexed by reading them.
+};
+
 }  // namespace
 
 bool IsShardKey(const std::string& key) { return absl::EndsWithIgnoreCase(key, ".tar"); }
@@ -380,150 +433,55 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,
                                      const ReadAhead& ahead, std::vector<ListedObject>* given) {
-  const std::string& pattern = named.pattern.empty() ? named.manifest : named.pattern;
   absl::StatusOr<std::vector<Shard>> listed =
       ListShards(url, named, access, client, limits, given);
   if (!listed.ok()) return listed.status();
-  const std::vector<Shard>& shards = *listed;
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + limits.max_time;
-  // Counted where the caller sees it, else here (for the log alone).
-  OpeningProgress own(start);
-  OpeningProgress& progress = limits.progress != nullptr ? *limits.progress : own;
-  Indexing ix{url, access, client, limits, ahead, &progress};
-  std::atomic<size_t> next{0};
-  uint64_t total_bytes = 0;
-  for (const Shard& s : shards) total_bytes += s.size;
-  progress.Shards(shards.size(), total_bytes);
-  std::atomic<int64_t> logged{absl::ToUnixNanos(start)};
-  ix.check = [&]() -> absl::Status {
-    // Progress every few seconds, from whichever reader passes then.
-    const absl::Time now = absl::Now();
-    int64_t last = logged.load();
-    if (now - absl::FromUnixNanos(last) >= kProgressEvery &&
-        logged.compare_exchange_strong(last, absl::ToUnixNanos(now))) {
-      LogInfo(absl::StrCat("indexing ", progress.Summary(url.ToString(), now)));
-    }
-    if (ix.failed.load()) return absl::CancelledError("another shard failed");
-    if (limits.cancel != nullptr && limits.cancel->load()) {
-      return absl::CancelledError("the daemon is shutting down");
-    }
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("indexing took longer than ",
-                                                      absl::FormatDuration(limits.max_time),
-                                                      " (--dataset-scan-timeout)"));
-    }
-    return absl::OkStatus();
-  };
-  auto kept_key = [&](const Shard& s) {
-    return CacheKey({"s3-shard-index/1", access.endpoint.ToString(), url.bucket, s.key, s.etag,
-                     s.size,
-                     access.credentials != nullptr ? access.credentials->access_key_id : ""});
-  };
-  // Each shard's index, kept or read; `read` tells which were read (and so
-  // proven by this session).
-  std::vector<kept::ShardIndex> indexes(shards.size());
-  std::vector<char> read(shards.size(), 0);  // Not vector<bool>: written by several threads.
-  std::vector<absl::Status> errors(shards.size());
-  auto index_one = [&](size_t i) -> absl::Status {
-    const Shard& shard = shards[i];
-    if (keep.values != nullptr && !keep.refresh) {
-      bool taken = false;
-      absl::Status charged;
-      keep.values->Get(kept_key(shard), [&](absl::string_view value) {
-        // Charged before it is parsed: a parsed index takes about as much.
-        charged = ix.Charge(value.size());
-        taken = charged.ok() && value.size() <= INT_MAX &&
-                indexes[i].ParseFromArray(value.data(), static_cast<int>(value.size())) &&
-                Fits(indexes[i], shard);
-      });
-      if (!charged.ok()) return charged;
-      if (taken) {
-        const uint64_t n = indexes[i].samples_size();
-        if (ix.members.fetch_add(n) + n > limits.max_files) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "over ", limits.max_files, " members in all (--max-dataset-files)"));
-        }
-        progress.Skipped(shard.size);  // Not to be read: out of the time left.
-        return absl::OkStatus();
-      }
-      indexes[i].Clear();
-    }
-    absl::StatusOr<kept::ShardIndex> index = IndexShard(ix, shard);
-    if (!index.ok()) {
-      return absl::Status(index.status().code(),
-                          absl::StrCat("s3://", url.bucket, "/", Shown(shard.key), ": ",
-                                       index.status().message()));
-    }
-    indexes[i] = *std::move(index);
-    read[i] = 1;
-    if (keep.values != nullptr) {
-      keep.values->Put(kept_key(shard), indexes[i].SerializeAsString(), access.owner);
-    }
-    return absl::OkStatus();
-  };
-  RunOnThreads(std::min<int>(kShardsAtOnce, shards.size()), [&] {
-    for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
-      errors[i] = index_one(i);
-      progress.ShardDone();
-      if (!errors[i].ok()) {  // The first error ends it.
-        ix.failed.store(true);
-        next.store(shards.size());
-      }
-    }
-  });
-  // A shard's own error, not another's stopping for it.
-  const absl::Status* first = nullptr;
-  for (const absl::Status& e : errors) {
-    if (!e.ok() && (first == nullptr || first->code() == absl::StatusCode::kCancelled)) {
-      first = &e;
-    }
-  }
-  if (first != nullptr) return *first;
-  // The samples, shard by shard, charged as they are listed.
+  std::vector<uint64_t> bytes;
+  for (const Shard& s : *listed) bytes.push_back(s.size);
+  const size_t windows = WindowOfShard(listed->size() - 1) + 1;
+  auto growth =
+      std::make_shared<DatasetGrowth>(ShardCapacity(bytes, limits.max_files), windows);
+  auto source = std::make_shared<S3ShardMembers>(client, access, url.bucket,
+                                                 limits.max_file_bytes, *listed);
+  ScanLimits scan = limits;
+  scan.streamed = limits.streamed && windows > 1;  // One window is all or nothing.
+  auto opening = std::make_shared<ShardOpening>(
+      url, named.pattern.empty() ? named.manifest : named.pattern, access, client, scan,
+      keep, ahead, *listed, source, growth.get());
   Dataset ds;
-  ds.description = absl::StrCat("s3-shards:", url.ToString(), pattern.empty() ? "" : " ",
-                                pattern, " at ", access.endpoint.ToString());
-  std::vector<Member> members;
-  ListCharge charge(limits);
-  bool masks = true;
-  std::vector<uint64_t> per_shard;  // Samples of each shard.
-  for (size_t i = 0; i < shards.size(); ++i) {
-    per_shard.push_back(indexes[i].samples_size());
-    const std::string shard = absl::StrCat("s3://", url.bucket, "/", shards[i].key, "#");
-    for (const kept::ShardIndex::Sample& s : indexes[i].samples()) {
-      if (members.size() + 2 > limits.max_files) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            url.ToString(), ": over ", limits.max_files, " members (--max-dataset-files)"));
-      }
-      members.push_back({static_cast<uint32_t>(i), s.image_offset(), s.image_size()});
-      Sample out{absl::StrCat(shard, members.size() - 1), s.label(), {}};
-      if (s.has_mask()) {
-        members.push_back({static_cast<uint32_t>(i), s.mask_offset(), s.mask_size()});
-        out.more.push_back(absl::StrCat(shard, members.size() - 1));
-      }
-      masks = masks && s.has_mask();
-      if (absl::Status cs = charge.Add(out); !cs.ok()) return cs;
-      ds.samples.push_back(std::move(out));
-    }
-    ds.skipped_files += indexes[i].skipped();
-    kept::ShardIndex().Swap(&indexes[i]);
+  ds.description = opening->description();
+  ds.source = source;
+  if (!scan.streamed) {
+    STOKER_RETURN_IF_ERROR(opening->Run(&ds));
+    ds.read_ahead_requests = opening->requests();
+    ds.read_ahead_bytes = opening->bytes();
+    return ds;
   }
-  if (absl::Status f = FinishShardDataset(url.ToString(), per_shard, masks, &ds); !f.ok()) {
-    return f;
+  // Streamed: answered once a window holds samples; the rest comes.
+  growth->Adopt(std::thread([opening] {
+    Dataset unused;
+    opening->Run(&unused).IgnoreError();  // The growth's end says it.
+  }));
+  DatasetGrowth::View v;
+  for (size_t known = 0; (v = growth->Wait(known, absl::InfiniteDuration())),
+                         !v.done && growth->published_samples() == 0;) {
+    known = v.windows.size();
   }
-  if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
-  ds.read_ahead_requests = ix.requests.load();
-  ds.read_ahead_bytes = ix.bytes.load();
-  const size_t indexed = std::count(read.begin(), read.end(), 1);
-  if (indexed > 0) {
-    LogInfo(absl::StrCat(url.ToString(), ": indexed ", indexed, " of ", shards.size(),
-                         " shards (", ix.bytes.load() >> 20, " MiB) in ",
-                         absl::FormatDuration(absl::Trunc(absl::Now() - start,
-                                                          absl::Milliseconds(1)))));
+  if (growth->published_samples() == 0) return v.status;
+  // The first window's: the rest are counted as the session's when it ends.
+  ds.read_ahead_requests = opening->requests();
+  ds.read_ahead_bytes = opening->bytes();
+  ds.files_per_sample = opening->assembly().masks() ? 2 : 1;
+  ds.skipped_files = opening->assembly().skipped();
+  // The size to plan caches for: the published windows' samples per byte.
+  uint64_t published_bytes = 0, total_bytes = 0;
+  for (size_t k = 0; k < listed->size(); ++k) {
+    total_bytes += (*listed)[k].size;
+    if (WindowOfShard(k) < v.windows.size()) published_bytes += (*listed)[k].size;
   }
-  ds.source = std::make_shared<S3ShardMembers>(client, access, url.bucket, limits.max_file_bytes,
-                                               std::move(*listed), std::move(members), read);
+  growth->SetExpected(static_cast<uint64_t>(static_cast<double>(growth->published_samples()) *
+                                            total_bytes / std::max<uint64_t>(1, published_bytes)));
+  ds.growth = std::move(growth);
   return ds;
 }
 

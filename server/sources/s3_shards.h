@@ -29,13 +29,14 @@
 // instead of reading the shard. A kept index is checked against the shard
 // (every member inside it) before it is taken.
 //
-// Reading, as the caller: a sample's file is "s3://bucket/<shard key>#<n>";
-// a read is a ranged GET of the member at the shard's listed version
-// (DATA_LOSS when the shard changed since). A cached copy of a member is
-// served to a session only once it has shown it may read that shard with
-// its own credentials (a bit per shard): indexing the shard proves it;
-// with a kept index, the first Identify of one of the shard's members
-// sends one HEAD at the listed version (others of the shard wait for it).
+// Reading, as the caller: s3_shard_members.h.
+//
+// Streamed (ScanLimits::streamed, more than one window): the first shards
+// (kFirstShards) are indexed before any other, and OpenS3Shards returns
+// once a window holds samples; the rest are indexed on the opening's own
+// thread into Dataset::growth (shard_assembly.h), which ends with the
+// opening's status (a later shard's error), or is cancelled when the
+// dataset is dropped.
 //
 // Errors name the URL or the shard: PERMISSION_DENIED (credentials
 // refused), NOT_FOUND, FAILED_PRECONDITION (no shards, no samples with an

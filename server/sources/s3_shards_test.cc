@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/kept.pb.h"
+#include "server/dataset/dataset_growth.h"
 #include "server/dataset/sample_source.h"
 #include "server/objstore/moto_testing.h"
 #include "server/sources/kept_testing.h"
@@ -65,9 +66,20 @@ class S3ShardsTest : public moto_testing::BucketTest {
 
   static std::string Shard(int s) { return absl::StrFormat("shards/train-%06d.tar", s); }
   absl::StatusOr<Dataset> Open(const std::string& url, const std::string& pattern,
-                               KeptValues* kept = nullptr, const ReadAhead& ahead = {}) {
-    return OpenS3Shards(*S3Url::Parse(url), {pattern}, access_, client_.get(), ScanLimits{},
+                               KeptValues* kept = nullptr, const ReadAhead& ahead = {},
+                               bool streamed = false) {
+    ScanLimits limits;
+    limits.streamed = streamed;
+    return OpenS3Shards(*S3Url::Parse(url), {pattern}, access_, client_.get(), limits,
                         KeptListing{kept, false}, ahead);
+  }
+  // A streamed opening's end.
+  static DatasetGrowth::View End(const Dataset& ds) {
+    DatasetGrowth::View v;
+    for (size_t known = 0; !(v = ds.growth->Wait(known, absl::InfiniteDuration())).done;) {
+      known = v.windows.size();
+    }
+    return v;
   }
   uint64_t Requests() const { return client_->stats().requests; }
 
@@ -284,6 +296,71 @@ TEST_F(S3ShardsTest, AShardThatLiesOrChangesIsDataLossNamingIt) {
   absl::Status label = Open("s3://bkt/shards/", "").status();
   EXPECT_EQ(label.code(), absl::StatusCode::kDataLoss) << label;
   EXPECT_NE(label.message().find("k.cls"), std::string::npos) << label;
+}
+
+TEST_F(S3ShardsTest, AStreamedOpeningAnswersEarlyWithTheSameSamples) {
+  absl::StatusOr<Dataset> whole = Open("s3://bkt/shards/", "");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->growth, nullptr);
+  EXPECT_EQ(whole->first_epoch_windows, (std::vector<uint64_t>{3, 6}));  // Shard 0; 1 and 2.
+  AheadLog ahead;
+  absl::StatusOr<Dataset> ds = Open("s3://bkt/shards/", "", nullptr, ahead.Fn(), true);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_NE(ds->growth, nullptr);
+  EXPECT_TRUE(ds->samples.empty());
+  EXPECT_GE(ds->sample_count(), 3u);  // At least the first window.
+  EXPECT_EQ(ds->files_per_sample, 2u);  // The first window's samples have masks.
+  const DatasetGrowth::View v = End(*ds);
+  ASSERT_TRUE(v.status.ok()) << v.status;
+  EXPECT_EQ(v.windows, whole->first_epoch_windows);
+  EXPECT_EQ(v.num_classes, whole->num_classes);
+  ASSERT_EQ(ds->sample_count(), whole->samples.size());
+  for (uint64_t i = 0; i < ds->sample_count(); ++i) {
+    const Sample& s = ds->sample(i);
+    EXPECT_EQ(s.path, whole->samples[i].path);
+    EXPECT_EQ(s.label, whole->samples[i].label);
+    EXPECT_EQ(s.more, whole->samples[i].more);
+    std::string bytes;
+    ASSERT_TRUE(ds->source->Read(s.path, &bytes, nullptr).ok()) << s.path;
+    EXPECT_EQ(bytes, images_[i]);
+  }
+  // The whole opening's reads, for the session's first epoch: each shard read once.
+  EXPECT_EQ(ds->growth->reads().first, 1 + 1 + 2) << "the middle shard takes two blocks";
+  EXPECT_EQ(ahead.kept.size(), 2u * 9);
+  // A member name that is not one of the dataset's shards' is refused.
+  for (const std::string& bad :
+       {std::string("s3://bkt/shards/train-000009.tar#0+10"), std::string("s3://bkt/x"),
+        absl::StrCat("s3://bkt/", Shard(0), "#0+99999999"), std::string()}) {
+    std::string bytes;
+    EXPECT_EQ(ds->source->Read(bad, &bytes, nullptr).code(), absl::StatusCode::kNotFound) << bad;
+  }
+}
+
+TEST_F(S3ShardsTest, AStreamedOpeningsLaterErrorEndsItsGrowth) {
+  // The second window's shard lies: the first window is served, then the
+  // growth ends with the error naming the shard.
+  testdata::TarWriter liar;
+  liar.Add("a.jpg", std::string(600, 'j'));
+  std::snprintf(&liar.bytes()[124], 12, "%011o", 1u << 30);
+  liar.Reseal(0);
+  ASSERT_TRUE(Put(Shard(2), liar.Close()).ok());
+  absl::StatusOr<Dataset> ds = Open("s3://bkt/shards/", "", nullptr, {}, true);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const DatasetGrowth::View v = End(*ds);
+  EXPECT_EQ(v.status.code(), absl::StatusCode::kDataLoss) << v.status;
+  EXPECT_NE(v.status.message().find("s3://bkt/shards/train-000002.tar"), std::string::npos)
+      << v.status;
+  EXPECT_EQ(v.windows, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(ds->sample_count(), 3u);
+  // The first shard lies: refused at once, as without streaming.
+  ASSERT_TRUE(Put(Shard(0), liar.Close()).ok());
+  EXPECT_EQ(Open("s3://bkt/shards/", "", nullptr, {}, true).status().code(),
+            absl::StatusCode::kDataLoss);
+  // One window (one shard) is never streamed.
+  absl::StatusOr<Dataset> one = Open("s3://bkt/shards/train-000001.tar", "", nullptr, {}, true);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->growth, nullptr);
+  EXPECT_EQ(one->samples.size(), 3u);
 }
 
 TEST_F(S3ShardsTest, TheKindTakesAPatternEndingTheUrl) {

@@ -57,14 +57,23 @@ class ShardPattern {
   uint64_t size_ = 1;
 };
 
-// Consecutive shards read together: one window of the first epoch's
-// order (Dataset::first_epoch_windows).
+// Consecutive shards read together: the windows of the first epoch's
+// order (Dataset::first_epoch_windows) hold 1, 2, 4 and 8 shards, then
+// kShardsPerWindow each. Small first windows let a streamed opening
+// begin serving once its first shard is indexed (a shuffle buffer that
+// fills as it is drawn from, as WebDataset's `initial`).
 inline constexpr size_t kShardsPerWindow = 16;
+
+// The window shard `shard` (its index in the dataset's order) is in.
+size_t WindowOfShard(size_t shard);
+
+// FAILED_PRECONDITION: "<what> holds no samples with ...".
+absl::Status NoSamplesError(const std::string& what);
 
 // Makes the samples of shards one dataset: FAILED_PRECONDITION ("<what>
 // holds no samples with ...") without any; a mask (files_per_sample 2)
 // only when every sample has one (`masks`), else none is kept; the labels'
-// class count; the first epoch's windows of kShardsPerWindow shards from
+// class count; the first epoch's windows (WindowOfShard) from
 // `per_shard` (each shard's sample count, in index order).
 absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
                                 bool masks, Dataset* ds);

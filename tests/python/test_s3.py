@@ -367,3 +367,36 @@ def test_a_long_opening_shows_its_progress(bucket, shards, trainer_env, capsys, 
     finally:
         proxy.stdin.close()
         proxy.wait()
+
+
+def test_a_streamed_opening_knows_its_length_and_a_later_shards_error_ends_the_pass(
+        bucket, shards, trainer_env):
+    """The Loader takes a streamed opening: len() waits for the indexing to
+    end; a shard past the first windows that lies about a member's size is
+    the pass's error, naming it, after the batches of the windows before."""
+    local, names = shards
+    assert len(names) >= 3, "shards 1 and 2 are the second window"
+    for name in names:
+        with open(local / name, "rb") as f:
+            data = bytearray(f.read())
+        if name == names[2]:  # Its first member runs past the shard's end.
+            data[124:136] = b"%011o\0" % (1 << 30)
+            data[148:156] = b" " * 8
+            data[148:155] = b"%06o\0" % (sum(data[:512]) & 0o777777)
+        s3_server.put_object(bucket, f"photos/bad/{name}", bytes(data))
+    d = Daemon(extra=["--object-store-endpoints", bucket])
+    try:
+        ld = stoker.Loader("s3://photos/shards/", socket=d.socket, **ARGS)
+        local_len = len(stoker.Loader(str(local), socket=d.socket, **ARGS))
+        assert len(ld) == local_len  # Waits for the opening to end.
+        assert len(batches(ld)) == local_len
+        bad = stoker.Loader("s3://photos/bad/", socket=d.socket, **ARGS)
+        got = 0
+        with pytest.raises(stoker.StokerError) as e:
+            for _ in bad:
+                got += 1
+        assert e.value.code == "DATA_LOSS", e.value
+        assert f"s3://photos/bad/{names[2]}" in e.value.message, e.value
+        assert got == 5 // ARGS["batch_size"], "the first window's batch, then the error"
+    finally:
+        d.stop()

@@ -138,6 +138,9 @@ def _declare(dll):
             c_int, [p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                     ctypes.POINTER(p), err]),
         "stoker_next": (c_int, [p, c_double, ctypes.POINTER(p), err]),
+        "stoker_next_in_epoch": (c_int, [p, ctypes.c_uint64, c_double, ctypes.POINTER(p), err]),
+        "stoker_session_batches_per_epoch": (c_int, [p, c_double,
+                                                     ctypes.POINTER(ctypes.c_uint64), err]),
         "stoker_session_close": (c_int, [p, err]),
         "stoker_session_free": (None, [p]),
         "stoker_batch_get_info": (c_int, [p, ctypes.POINTER(_BatchInfo),
@@ -322,7 +325,8 @@ class Session(_Owned):
     def __init__(self, handle):
         self._handle = handle
         info = _take_json(_dll.stoker_session_info_json, handle)
-        self.batches_per_epoch = int(info["batches_per_epoch"])
+        # 0 in the answer to a streamed opening: known at its end (below).
+        self._batches_per_epoch = int(info["batches_per_epoch"])
         self.samples_per_epoch = int(info["samples_per_epoch"])
         self.dataset_samples = int(info["dataset_samples"])
         self.num_classes = int(info["num_classes"])
@@ -330,6 +334,27 @@ class Session(_Owned):
         self.skipped_files = int(info["skipped_files"])
         # Image fields the client decodes (spec client_decode).
         self.client_decode = info.get("client_decode", [])
+
+    @property
+    def batches_per_epoch(self):
+        """This rank's batches per epoch; for a streamed opening, waits for
+        the dataset's opening to end (StokerError if it failed)."""
+        if not self._batches_per_epoch:
+            err, out = _Error(), ctypes.c_uint64()
+            _check(_dll.stoker_session_batches_per_epoch(
+                self._handle, -1.0, ctypes.byref(out), ctypes.byref(err)), err)
+            self._batches_per_epoch = out.value
+        return self._batches_per_epoch
+
+    @property
+    def batches_known(self):
+        """Whether batches_per_epoch would answer without waiting."""
+        if not self._batches_per_epoch:
+            err, out = _Error(), ctypes.c_uint64()
+            if _dll.stoker_session_batches_per_epoch(self._handle, 0.0, ctypes.byref(out),
+                                                     ctypes.byref(err)) == 0:
+                self._batches_per_epoch = out.value
+        return bool(self._batches_per_epoch)
 
     @property
     def id(self):
@@ -370,8 +395,18 @@ class Session(_Owned):
         """Times next() reconnected to a restarted daemon and went on."""
         return _dll.stoker_session_reconnects(self._handle)
 
-    def next(self, timeout=None):
-        return Batch(_out(_dll.stoker_next, self._handle, _timeout(timeout)))
+    def next(self, timeout=None, epoch=None):
+        """The next batch; with `epoch`, None where the next batch is of a
+        later epoch (this epoch's pass ended; nothing is taken)."""
+        if epoch is None:
+            return Batch(_out(_dll.stoker_next, self._handle, _timeout(timeout)))
+        try:
+            return Batch(_out(_dll.stoker_next_in_epoch, self._handle, int(epoch),
+                              _timeout(timeout)))
+        except StokerError as e:
+            if e.code == "OUT_OF_RANGE":
+                return None
+            raise
 
     def close(self):
         err = _Error()

@@ -250,6 +250,9 @@ class Loader:
 
     # ----------------------------------------------------------- DataLoader API
     def __len__(self):
+        """Batches per epoch for this rank. A dataset whose opening is
+        streamed (shards in an object store) knows it once its shards are
+        indexed: this waits for that."""
         if self._session is not None:  # Mid-pass too: the same for every epoch.
             return self._session.batches_per_epoch
         return self._open(self._epoch, self._resume_batch).batches_per_epoch
@@ -321,18 +324,25 @@ class Loader:
         epoch, start = self._epoch, self._resume_batch
         self._resume_batch = 0
         session = self._open(epoch, start)
-        per_epoch = session.batches_per_epoch
         waits, compute, images = [], 0.0, 0
         failed = []  # Dataset indices of samples that could not be used.
         returned = None
-        for b in range(start, per_epoch):
+        b = start
+        # A streamed opening: the epoch's size is known once the dataset's
+        # opening ends; until then the pass ends at a batch of the next epoch.
+        while not session.batches_known or b < session.batches_per_epoch:
             t0 = time.perf_counter()
             if returned is not None:
                 compute += t0 - returned
             self._ring.make_room(session.ring_slots)  # Slots still copying to a GPU.
-            batch = session.next(self._timeout)
+            batch = session.next(self._timeout, epoch=epoch)
+            if batch is None:
+                self._stream = (epoch + 1, 0)
+                break
             waits.append(time.perf_counter() - t0)
-            self._stream = (epoch, b + 1) if b + 1 < per_epoch else (epoch + 1, 0)
+            b += 1
+            known = session.batches_known and b >= session.batches_per_epoch
+            self._stream = (epoch + 1, 0) if known else (epoch, b)
             images += batch.samples
             if batch.error_count:
                 failed += [int(i) for i, s in zip(batch.indices, batch.status) if s]
@@ -466,6 +476,7 @@ class Loader:
             "decode": self.decode,
             "on_error": self.on_error,
             "priority": self._priority,
+            "streamed_opening": True,
             "placement": self._placement(),
         }
         if self._pixel_cache is not None:

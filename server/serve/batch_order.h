@@ -1,0 +1,87 @@
+// Which dataset samples make each batch a session delivers, batch after
+// batch from its start position: its EpochPlan's, epoch after epoch. For
+// a dataset whose opening is streamed (Dataset::growth) the first epoch's
+// batches come from its windows as they are published, the same samples
+// the whole plan gives them (AppendWindowOrder), and the plan is made when
+// the opening ends; until then batches_per_epoch() is 0. A batch is taken
+// from the published windows only when every position of it lies in them
+// and no padding or drop_last can reach it: (b + 1) x batch_size x
+// world_size <= the samples published.
+//
+// Thread-safety: Next() from one thread (the session's producer); the rest
+// from any.
+#ifndef STOKER_SERVER_SERVE_BATCH_ORDER_H_
+#define STOKER_SERVER_SERVE_BATCH_ORDER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
+#include "server/dataset/dataset_growth.h"
+#include "server/serve/plan.h"
+
+namespace stoker {
+
+class BatchOrder {
+ public:
+  // `spec` without the dataset's size and windows (taken from `ds`);
+  // INVALID_ARGUMENT and FAILED_PRECONDITION as EpochPlan::Create (for a
+  // streamed dataset, FAILED_PRECONDITION only from Next, at the end).
+  // A streamed dataset is served from epoch 0, batch 0 only.
+  static absl::StatusOr<std::unique_ptr<BatchOrder>> Create(
+      PlanSpec spec, std::shared_ptr<const Dataset> ds, uint64_t start_epoch,
+      uint64_t start_batch);
+
+  struct Batch {
+    uint64_t epoch = 0, index = 0;  // The batch's epoch and number in it.
+    std::vector<uint64_t> samples;
+  };
+  // The next batch. While a streamed opening has not published its
+  // samples it waits, polling `stop` (then CANCELLED); once the opening
+  // failed, the batches its windows hold, then its error; the plan's at
+  // its end.
+  absl::Status Next(const std::function<bool()>& stop, Batch* out);
+
+  // Takes what a streamed opening published since, without waiting: the
+  // end makes the plan (batches_per_epoch()), or the error failed().
+  // From Next's thread.
+  void Poll();
+  // The streamed opening's error (or its plan's); OK while it has none.
+  // From Next's thread.
+  const absl::Status& failed() const { return failed_; }
+
+  // This rank's batches per epoch; 0 while a streamed opening goes on.
+  uint64_t batches_per_epoch() const { return per_epoch_.load(std::memory_order_acquire); }
+  uint64_t samples_per_epoch() const { return per_rank_.load(std::memory_order_acquire); }
+
+  // Where a failed sample's stand-in is drawn from in `epoch`: [first,
+  // first + size). In a windowed first epoch its window (what a streamed
+  // opening is sure to have), else the whole dataset.
+  std::pair<uint64_t, uint64_t> ReplacementRange(uint64_t epoch, uint64_t index) const;
+
+ private:
+  BatchOrder(PlanSpec spec, std::shared_ptr<const Dataset> ds);
+  absl::Status MakePlan(uint64_t samples, std::vector<uint64_t> windows);
+  void Absorb(const DatasetGrowth::View& v);
+
+  PlanSpec spec_;
+  const std::shared_ptr<const Dataset> ds_;
+  std::optional<EpochPlan> plan_;
+  std::atomic<uint64_t> per_epoch_{0}, per_rank_{0};
+  uint64_t epoch_ = 0, batch_ = 0;
+  std::vector<uint64_t> order_;  // This rank's order of epoch_ (with a plan).
+  // A streamed opening: the global first-epoch order of the windows seen.
+  std::vector<uint64_t> streamed_;
+  std::vector<uint64_t> windows_;
+  absl::Status failed_;  // The streamed opening's error.
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SERVE_BATCH_ORDER_H_

@@ -1,0 +1,124 @@
+#include "server/serve/batch_order.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/dataset/dataset_growth.h"
+
+namespace stoker {
+namespace {
+
+PlanSpec Spec(uint32_t batch, uint32_t rank, uint32_t world) {
+  PlanSpec s;
+  s.batch_size = batch;
+  s.shuffle = true;
+  s.seed = 11;
+  s.rank = rank;
+  s.world_size = world;
+  return s;
+}
+
+// A dataset of `windows`, whole or streamed.
+std::shared_ptr<Dataset> Windows(const std::vector<uint64_t>& windows, bool streamed) {
+  auto ds = std::make_shared<Dataset>();
+  uint64_t n = 0;
+  for (uint64_t w : windows) n += w;
+  if (streamed) {
+    ds->growth = std::make_shared<DatasetGrowth>(n, windows.size());
+    return ds;
+  }
+  for (uint64_t i = 0; i < n; ++i) ds->samples.push_back({absl::StrCat(i), 0, {}});
+  ds->first_epoch_windows = windows;
+  return ds;
+}
+
+// Publishes the windows one by one, each once `next` allows it.
+void Grow(DatasetGrowth* g, const std::vector<uint64_t>& windows, std::atomic<size_t>* allowed,
+          absl::Status end) {
+  uint64_t i = 0;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    while (allowed->load() <= w) std::this_thread::yield();
+    for (uint64_t k = 0; k < windows[w]; ++k, ++i) ASSERT_TRUE(g->Append({absl::StrCat(i), 0, {}}).ok());
+    g->PublishWindow();
+  }
+  g->Finish(std::move(end));
+}
+
+std::vector<BatchOrder::Batch> Take(BatchOrder& o, size_t n) {
+  std::vector<BatchOrder::Batch> out(n);
+  for (auto& b : out) {
+    absl::Status s = o.Next([] { return false; }, &b);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return out;
+}
+
+TEST(BatchOrderTest, AStreamedOpeningGivesThePlansBatches) {
+  const std::vector<uint64_t> windows = {5, 10, 20, 40, 33};
+  for (uint32_t world : {1u, 3u}) {
+    for (bool drop_last : {false, true}) {
+      PlanSpec spec = Spec(4, world - 1, world);
+      spec.drop_last = drop_last;
+      auto whole = BatchOrder::Create(spec, Windows(windows, false), 0, 0);
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      const uint64_t per_epoch = (*whole)->batches_per_epoch();
+      const std::vector<BatchOrder::Batch> want = Take(**whole, per_epoch * 2 + 1);
+
+      auto ds = Windows(windows, true);
+      auto streamed = BatchOrder::Create(spec, ds, 0, 0);
+      ASSERT_TRUE(streamed.ok()) << streamed.status();
+      EXPECT_EQ((*streamed)->batches_per_epoch(), 0u);
+      std::atomic<size_t> allowed{1};
+      std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+      // Only what the published windows hold is served before the end:
+      // the first window's 5 samples make a batch of 4 for one rank.
+      std::vector<BatchOrder::Batch> got;
+      if (world == 1) {
+        got = Take(**streamed, 1);
+        EXPECT_EQ((*streamed)->batches_per_epoch(), 0u);
+      }
+      allowed.store(windows.size());
+      for (const auto& b : Take(**streamed, want.size() - got.size())) got.push_back(b);
+      grow.join();
+      EXPECT_EQ((*streamed)->batches_per_epoch(), per_epoch);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
+        EXPECT_EQ(got[i].index, want[i].index) << i;
+        EXPECT_EQ(got[i].samples, want[i].samples) << "world " << world << " batch " << i;
+      }
+    }
+  }
+}
+
+TEST(BatchOrderTest, TheOpeningsErrorEndsItAndStopCancelsAWait) {
+  const std::vector<uint64_t> windows = {4, 4, 8};
+  auto ds = Windows(windows, true);
+  auto o = BatchOrder::Create(Spec(4, 0, 1), ds, 0, 0);
+  ASSERT_TRUE(o.ok());
+  BatchOrder::Batch b;
+  EXPECT_EQ((*o)->Next([] { return true; }, &b).code(), absl::StatusCode::kCancelled);
+  std::atomic<size_t> allowed{2};
+  std::thread grow(Grow, ds->growth.get(), std::vector<uint64_t>{4, 4}, &allowed,
+                   absl::DataLossError("shard 2 changed"));
+  Take(**o, 2);
+  EXPECT_EQ((*o)->Next([] { return false; }, &b).code(), absl::StatusCode::kDataLoss);
+  grow.join();
+  // A streamed dataset is served from its start only.
+  EXPECT_EQ(BatchOrder::Create(Spec(4, 0, 1), ds, 0, 1).status().code(),
+            absl::StatusCode::kInternal);
+}
+
+TEST(BatchOrderTest, StandInsComeFromTheFailedSamplesWindowInTheFirstEpoch) {
+  auto o = BatchOrder::Create(Spec(4, 0, 1), Windows({5, 10, 20}, false), 0, 0);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ((*o)->ReplacementRange(0, 7), (std::pair<uint64_t, uint64_t>{5, 10}));
+  EXPECT_EQ((*o)->ReplacementRange(1, 7), (std::pair<uint64_t, uint64_t>{0, 35}));
+  auto one = BatchOrder::Create(Spec(4, 0, 1), Windows({35}, false), 0, 0);
+  EXPECT_EQ((*one)->ReplacementRange(0, 7), (std::pair<uint64_t, uint64_t>{0, 35}));
+}
+
+}  // namespace
+}  // namespace stoker

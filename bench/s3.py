@@ -7,9 +7,10 @@ epoch is long beside the session's start: 1,920 objects of 500x375 and
 (pixel_cache=None, so later epochs show what the caches give).
 The server is moto_server on loopback ($STOKER_MOTO_SERVER, as `make test`
 finds it), direct and behind bench's s3_proxy adding 20 and 50 ms per
-request. A store is another machine: moto gets a core to itself, and
-everything else (the load generator, the proxy, the daemon, the Loader)
-the other cores, so the local folder is read on those cores too.
+request. A store is another machine: moto and the latency proxy (the network
+between node and store, which costs a node no CPU) get a core to
+themselves, and everything else (the load generator, the daemon, the
+Loader) the other cores, so the local folder is read on those cores too.
 First moto's own ceiling: GETs/s and MB/s of those objects, the best of
 8 to 64 kept-alive connections, then again before each run (direct). Epoch 1 and later epochs (EPOCHS after the first), images/s,
 medians over RUNS fresh daemons.
@@ -18,7 +19,7 @@ Then the same photos as WebDataset shards (PER_SHARD pictures each, in a
 seeded random order, a .jpg and a .cls per sample): local, in moto direct
 and at 20 and 50 ms, each epoch 1 against the local shards' (the cold
 epoch includes opening: listing, and reading each shard whole to index
-it); and the baseline teams run, a DataLoader whose IterableDataset
+it, streamed: the first batches are served as later shards are indexed); and the baseline teams run, a DataLoader whose IterableDataset
 streams each shard with boto3 (get_object, tarfile), decodes with PIL
 and transforms with torchvision (the same train crop at 224), at 50 ms,
 the best of 1, 2 and 4 workers (prefetch_factor 4). boto3 is taken from
@@ -215,18 +216,35 @@ def one_epoch(it):
     return n / (time.perf_counter() - t0)
 
 
+# The store's cores (moto's): the latency proxy runs there too, as the
+# network between a node and its store costs the node no CPU.
+STORE_CPUS = None
+
+
+def start_proxy(moto, latency):
+    """bench's proxy in front of moto adding `latency` ms: (process, endpoint)."""
+    proxy = subprocess.Popen(
+        [PROXY, f"--upstream_port={moto.url.rsplit(':', 1)[1]}", f"--latency_ms={latency}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if STORE_CPUS:
+        os.sched_setaffinity(proxy.pid, STORE_CPUS)
+    return proxy, proxy.stdout.readline().strip()
+
+
+def stop_proxy(proxy):
+    proxy.stdin.close()
+    proxy.wait()
+
+
 def with_proxy(moto, latency, run):
     """run(endpoint) with moto behind bench's proxy adding `latency` ms."""
     if not latency:
         return run(moto.url)
-    proxy = subprocess.Popen(
-        [PROXY, f"--upstream_port={moto.url.rsplit(':', 1)[1]}", f"--latency_ms={latency}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proxy, endpoint = start_proxy(moto, latency)
     try:
-        return run(proxy.stdout.readline().strip())
+        return run(endpoint)
     finally:
-        proxy.stdin.close()
-        proxy.wait()
+        stop_proxy(proxy)
 
 
 def shard_table(moto, folder):
@@ -292,6 +310,8 @@ def main():
         store = node = None
     else:
         os.sched_setaffinity(0, node)  # The daemons and the Loader inherit it.
+        global STORE_CPUS
+        STORE_CPUS = store
     with s3_server.MotoServer(cpus=store) as moto:
         moto.upload_folder(folder, "photos", "train")
         gets, mbs, conns = ceiling(moto.url, sorted(keys))
@@ -316,11 +336,7 @@ def main():
             proxy = None
             endpoint = moto.url
             if latency:
-                proxy = subprocess.Popen(
-                    [PROXY, f"--upstream_port={moto.url.rsplit(':', 1)[1]}",
-                     f"--latency_ms={latency}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    text=True)
-                endpoint = proxy.stdout.readline().strip()
+                proxy, endpoint = start_proxy(moto, latency)
             os.environ["AWS_ENDPOINT_URL"] = endpoint
             firsts, laters, ceilings, ratios = [], [], [], []
             for _ in range(RUNS):
@@ -337,8 +353,7 @@ def main():
                   f"{first / local[0]:8.2f} {statistics.median(ceilings):8,.0f} "
                   f"{statistics.median(ratios):22.2f}", flush=True)
             if proxy is not None:
-                proxy.stdin.close()
-                proxy.wait()
+                stop_proxy(proxy)
 
 
 if __name__ == "__main__":

@@ -225,7 +225,8 @@ int stoker_next_in_epoch(stoker_session* session, uint64_t epoch, double timeout
 /* This rank's batches per epoch. A session whose spec asked for a streamed
  * opening may be answered before its dataset's size is known (the info's
  * batches_per_epoch 0): this waits up to `timeout_seconds` (< 0: no limit)
- * for it; UNAVAILABLE when the session failed first. */
+ * for it; the session's failure (its code, e.g. DATA_LOSS naming a shard)
+ * when its opening failed first, UNAVAILABLE when the daemon went away. */
 int stoker_session_batches_per_epoch(stoker_session* session, double timeout_seconds,
                                      uint64_t* out, stoker_error* err);
 

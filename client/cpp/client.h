@@ -138,7 +138,8 @@ class Session {
   // 0) the ring's once the opening ended, 0 before.
   uint64_t batches_per_epoch() const;
   // batches_per_epoch(), waiting up to `timeout` for a streamed opening to
-  // end; UNAVAILABLE with the session's error when it failed,
+  // end; the session's failure (its code and message, e.g. DATA_LOSS
+  // naming a shard) when it failed, UNAVAILABLE when the daemon went away,
   // DEADLINE_EXCEEDED after `timeout`.
   absl::StatusOr<uint64_t> WaitBatchesPerEpoch(
       absl::Duration timeout = absl::InfiniteDuration());

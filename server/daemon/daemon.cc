@@ -161,8 +161,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     }
     id = next_id_++;
   }
-  const bool streamed =
-      spec.streamed_opening() && spec.start_epoch() == 0 && spec.start_batch() == 0;
+  const bool streamed = spec.streamed_opening() && spec.start_epoch() == 0;
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
                           LoadDataset(spec.dataset(), caller, request.object_store(),
                                       request.client_pid(), streamed));

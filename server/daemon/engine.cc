@@ -161,6 +161,7 @@ absl::Status Engine::Start() {
 
 void Engine::Stop() {
   CancelScans();
+  background_.Stop();  // Streamed openings, which stop at the flag above.
   idle_.Stop();  // No producer is left to run it.
   if (warmer_) warmer_->Stop();
   // The pools live until the destructor: an OpenSession racing with Stop
@@ -174,9 +175,12 @@ PipelineContext Engine::Context(int node, int64_t uid, uint64_t generation) {
                          &pixel_shares_};
 }
 
-ScanLimits Engine::ScanLimitsNow() const {
+ScanLimits Engine::ScanLimitsNow() {
   ScanLimits limits = options_.scan_limits;
   limits.cancel = &stopping_;
+  limits.background = [this](std::function<void()> work) {
+    return background_.Start(std::move(work));
+  };
   limits.fs = options_.fs;
   limits.max_file_bytes = options_.max_file_bytes;
   return limits;

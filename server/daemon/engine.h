@@ -31,6 +31,7 @@
 #include "server/cache/volume_cache.h"
 #include "server/daemon/options.h"
 #include "server/dataset/dataset.h"
+#include "server/pool/background_work.h"
 #include "server/pool/idle_work.h"
 #include "server/pool/node_pools.h"
 #include "server/pool/thread_pool.h"
@@ -86,7 +87,7 @@ class Engine {
   const std::string& numa() const { return numa_; }  // DaemonStats.numa.
 
  private:
-  ScanLimits ScanLimitsNow() const;
+  ScanLimits ScanLimitsNow();
 
   const DaemonOptions& options_;
   PipelineCounters counters_;
@@ -106,6 +107,8 @@ class Engine {
   std::unique_ptr<SampleFetcher> fetcher_;
   std::unique_ptr<ThreadPool> reader_pool_;
   std::unique_ptr<CacheWarmer> warmer_;  // Reads on reader_pool_ via fetcher_.
+  // Streamed openings' indexing; joined by Stop, before what it uses goes.
+  BackgroundWork background_;
   std::unique_ptr<NodePools> decode_pools_;
   // Object stores (null: --object-store-endpoints lists none).
   std::unique_ptr<S3Client> objects_;

@@ -102,6 +102,11 @@ struct ScanLimits {
   // indexed, the rest to come in Dataset::growth (`progress` is then
   // counted until the growth ends).
   bool streamed = false;
+  // Runs the part of an opening that outlives it (a streamed opening's
+  // indexing) on a thread the daemon joins when it stops (false: it is
+  // stopping, not run); null: a thread of the opening's own, which
+  // dropping the dataset waits for.
+  std::function<bool(std::function<void()>)> background;
 };
 
 // A sample list's memory, charged to limits.charge_list as the list grows

@@ -11,9 +11,21 @@ DatasetGrowth::DatasetGrowth(uint64_t capacity, size_t windows)
       windows_expected_(windows),
       segments_(new std::unique_ptr<Sample[]>[capacity / kSegmentSamples + 1]) {}
 
-DatasetGrowth::~DatasetGrowth() {
-  cancel_.store(true);
-  if (writer_.joinable()) writer_.join();
+std::shared_ptr<DatasetGrowth> CancelOnDrop(std::shared_ptr<DatasetGrowth> growth,
+                                            std::thread writer) {
+  struct Handle {
+    Handle(std::shared_ptr<DatasetGrowth> g, std::thread w)
+        : growth(std::move(g)), writer(std::move(w)) {}
+    std::shared_ptr<DatasetGrowth> growth;
+    std::thread writer;
+    ~Handle() {
+      growth->Cancel();
+      if (writer.joinable()) writer.join();
+    }
+  };
+  DatasetGrowth* const g = growth.get();
+  auto handle = std::make_shared<Handle>(std::move(growth), std::move(writer));
+  return std::shared_ptr<DatasetGrowth>(std::move(handle), g);
 }
 
 absl::Status DatasetGrowth::Append(Sample s) {

@@ -12,8 +12,9 @@
 // never moves while the writer appends.
 //
 // Thread-safety: one writer thread calls Append, PublishWindow and Finish;
-// any thread calls the rest. The destructor cancels the writer (cancelled()
-// turns true) and joins the thread given to Adopt before anything goes.
+// any thread calls the rest. The writer holds the growth as long as it
+// writes; the dataset holds it through CancelOnDrop, so that dropping the
+// dataset asks the writer to stop (cancelled()) without waiting for it.
 #ifndef STOKER_SERVER_DATASET_DATASET_GROWTH_H_
 #define STOKER_SERVER_DATASET_DATASET_GROWTH_H_
 
@@ -37,7 +38,6 @@ class DatasetGrowth {
   // At most `capacity` samples in `windows` windows (both known from the
   // listing before anything is indexed).
   DatasetGrowth(uint64_t capacity, size_t windows);
-  ~DatasetGrowth();
   DatasetGrowth(const DatasetGrowth&) = delete;
   DatasetGrowth& operator=(const DatasetGrowth&) = delete;
 
@@ -49,13 +49,12 @@ class DatasetGrowth {
   // The end: with OK, every window was published; `num_classes` is the
   // labels' class count. Later calls are ignored.
   void Finish(absl::Status status, uint32_t num_classes = 0);
-  // The writer's thread, joined by the destructor; what it holds for the
-  // dataset's life (RAM charges, the opening's progress) goes with it.
-  void Adopt(std::thread writer) { writer_ = std::move(writer); }
+  // Held for the dataset's life (its RAM charges).
   void Hold(std::shared_ptr<void> kept);
   // Held until Finish (the opening's progress, shown while it goes on).
   void HoldWhileOpening(std::shared_ptr<void> kept);
-  // Set by the destructor: the writer stops at its next check.
+  // The dataset was dropped: the writer stops at its next check.
+  void Cancel() { cancel_.store(true); }
   const std::atomic<bool>* cancelled() const { return &cancel_; }
   // A guess of the dataset's size for decisions made before the end (what
   // the caches may keep): set by the writer, the published count until then.
@@ -115,8 +114,13 @@ class DatasetGrowth {
   uint32_t num_classes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<void>> held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<void>> opening_ ABSL_GUARDED_BY(mu_);
-  std::thread writer_;
 };
+
+// What a dataset holds of `growth`: when its last copy goes, the growth is
+// cancelled and, where the writer runs on `writer` (a thread of the
+// opening's own, not the daemon's background work), that thread joined.
+std::shared_ptr<DatasetGrowth> CancelOnDrop(std::shared_ptr<DatasetGrowth> growth,
+                                            std::thread writer = std::thread());
 
 }  // namespace stoker
 

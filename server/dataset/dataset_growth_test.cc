@@ -17,7 +17,7 @@ TEST(DatasetGrowthTest, ReadersSeeWholeWindowsThatNeverMove) {
   const uint64_t n = (uint64_t{1} << 16) + 10;
   DatasetGrowth g(n, 2);
   Dataset ds;
-  ds.growth = std::shared_ptr<DatasetGrowth>(&g, [](DatasetGrowth*) {});
+  ds.growth = std::shared_ptr<DatasetGrowth>(&g, [](DatasetGrowth*) {});  // Not owned.
   for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(g.Append(Named(i)).ok());
   EXPECT_EQ(ds.sample_count(), 0u);  // Appended, not yet published.
   g.PublishWindow();
@@ -43,35 +43,38 @@ TEST(DatasetGrowthTest, ReadersSeeWholeWindowsThatNeverMove) {
 
 TEST(DatasetGrowthTest, AWaitEndsAtTheNextWindowOrTheEnd) {
   auto g = std::make_shared<DatasetGrowth>(100, 3);
-  std::atomic<int> stage{0};
-  g->Adopt(std::thread([&, raw = g.get()] {
+  std::thread writer([g] {
     for (int w = 0; w < 2; ++w) {
-      ASSERT_TRUE(raw->Append(Named(w)).ok());
-      raw->PublishWindow();
+      ASSERT_TRUE(g->Append(Named(w)).ok());
+      g->PublishWindow();
     }
-    raw->Finish(absl::DataLossError("shard 2 changed"));
-    stage.store(1);
-  }));
+    g->Finish(absl::DataLossError("shard 2 changed"));
+  });
   size_t known = 0;
   DatasetGrowth::View v;
   while (!(v = g->Wait(known, absl::InfiniteDuration())).done) known = v.windows.size();
+  writer.join();
   EXPECT_EQ(v.windows.size(), 2u);
   EXPECT_EQ(v.status.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(g->published_samples(), 2u);
-  g.reset();  // Joins the writer.
-  EXPECT_EQ(stage.load(), 1);
 }
 
-TEST(DatasetGrowthTest, TheDestructorCancelsAndJoinsTheWriter) {
+TEST(DatasetGrowthTest, DroppingTheDatasetsHandleCancelsTheWriter) {
+  auto g = std::make_shared<DatasetGrowth>(10, 2);
   std::atomic<bool> saw_cancel{false};
-  {
-    DatasetGrowth g(10, 2);
-    g.Adopt(std::thread([&, cancelled = g.cancelled()] {
-      while (!cancelled->load()) std::this_thread::yield();
-      saw_cancel.store(true);
-    }));
-  }
+  // The writer holds the growth itself; the handle's drop cancels it and,
+  // given the writer's thread, joins it.
+  std::shared_ptr<DatasetGrowth> handle = CancelOnDrop(g, std::thread([g, &saw_cancel] {
+    while (!g->cancelled()->load()) std::this_thread::yield();
+    saw_cancel.store(true);
+  }));
+  EXPECT_EQ(handle.get(), g.get());
+  handle.reset();
   EXPECT_TRUE(saw_cancel.load());
+  // Without a thread: cancelled, not waited for.
+  auto other = std::make_shared<DatasetGrowth>(10, 2);
+  CancelOnDrop(other).reset();
+  EXPECT_TRUE(other->cancelled()->load());
 }
 
 }  // namespace

@@ -30,9 +30,10 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
     o->order_ = o->plan_->RankOrder(o->epoch_);
     return o;
   }
-  if (start_epoch != 0 || start_batch != 0) {
-    return absl::InternalError("a streamed opening serves from the first batch only");
+  if (start_epoch != 0) {
+    return absl::InternalError("a streamed opening serves from the first epoch only");
   }
+  o->batch_ = start_batch;  // Its windows' positions do not depend on the end.
   // The spec's own errors now, as for any dataset.
   PlanSpec check = o->spec_;
   check.num_samples = uint64_t{1} << 62;
@@ -67,12 +68,9 @@ void BatchOrder::Absorb(const DatasetGrowth::View& v) {
     return;
   }
   std::vector<uint64_t>().swap(streamed_);
-  order_ = plan_->RankOrder(0);
-  if (batch_ == plan_->batches_per_epoch()) {
-    epoch_ = 1;
-    batch_ = 0;
-    order_ = plan_->RankOrder(1);
-  }
+  epoch_ = batch_ / plan_->batches_per_epoch();  // A resume may start past the end.
+  batch_ %= plan_->batches_per_epoch();
+  order_ = plan_->RankOrder(epoch_);
 }
 
 void BatchOrder::Poll() {

@@ -33,7 +33,8 @@ class BatchOrder {
   // `spec` without the dataset's size and windows (taken from `ds`);
   // INVALID_ARGUMENT and FAILED_PRECONDITION as EpochPlan::Create (for a
   // streamed dataset, FAILED_PRECONDITION only from Next, at the end).
-  // A streamed dataset is served from epoch 0, batch 0 only.
+  // A streamed dataset is served from epoch 0 only (from any batch of it:
+  // a resume waits for the windows its batches lie in).
   static absl::StatusOr<std::unique_ptr<BatchOrder>> Create(
       PlanSpec spec, std::shared_ptr<const Dataset> ds, uint64_t start_epoch,
       uint64_t start_batch);

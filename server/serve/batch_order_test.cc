@@ -93,6 +93,27 @@ TEST(BatchOrderTest, AStreamedOpeningGivesThePlansBatches) {
   }
 }
 
+TEST(BatchOrderTest, AStreamedResumeStartsAtItsBatchEvenPastTheEnd) {
+  const std::vector<uint64_t> windows = {5, 10, 20};  // 35 samples: 9 batches of 4.
+  for (uint64_t start : {3u, 9u, 11u}) {
+    auto whole = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), 0, start);
+    ASSERT_TRUE(whole.ok());
+    const std::vector<BatchOrder::Batch> want = Take(**whole, 3);
+    auto ds = Windows(windows, true);
+    auto streamed = BatchOrder::Create(Spec(4, 0, 1), ds, 0, start);
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+    std::atomic<size_t> allowed{windows.size()};
+    std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+    const std::vector<BatchOrder::Batch> got = Take(**streamed, 3);
+    grow.join();
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].epoch, want[i].epoch) << start;
+      EXPECT_EQ(got[i].index, want[i].index) << start;
+      EXPECT_EQ(got[i].samples, want[i].samples) << start;
+    }
+  }
+}
+
 TEST(BatchOrderTest, TheOpeningsErrorEndsItAndStopCancelsAWait) {
   const std::vector<uint64_t> windows = {4, 4, 8};
   auto ds = Windows(windows, true);
@@ -106,8 +127,8 @@ TEST(BatchOrderTest, TheOpeningsErrorEndsItAndStopCancelsAWait) {
   Take(**o, 2);
   EXPECT_EQ((*o)->Next([] { return false; }, &b).code(), absl::StatusCode::kDataLoss);
   grow.join();
-  // A streamed dataset is served from its start only.
-  EXPECT_EQ(BatchOrder::Create(Spec(4, 0, 1), ds, 0, 1).status().code(),
+  // A streamed dataset is served from its first epoch only.
+  EXPECT_EQ(BatchOrder::Create(Spec(4, 0, 1), ds, 1, 0).status().code(),
             absl::StatusCode::kInternal);
 }
 

@@ -215,7 +215,10 @@ void ServingSession::Produce() {
   BatchOrder::Batch next;
   for (uint64_t seq = 0; !stop(); ++seq) {
     if (absl::Status s = order_->Next(stop, &next); !s.ok()) {
-      if (s.code() != absl::StatusCode::kCancelled || !stop()) Fail(s);
+      if (s.code() != absl::StatusCode::kCancelled || !stop()) {
+        PublishOpening();  // kOpeningFailed, where it is the opening's error.
+        Fail(s);
+      }
       break;
     }
     PublishOpening();

@@ -32,9 +32,11 @@
 namespace stoker {
 namespace {
 
-// Shards indexed at once: enough to outrun decoding them, few enough that
-// each arrives soon (a store shares its bandwidth among what is in flight).
-constexpr int kShardsAtOnce = 4;
+// Shards indexed at once. A streamed opening takes fewer: enough to
+// outrun decoding them, few enough that each arrives soon (a store shares
+// its bandwidth among what is in flight), so windows come in order.
+constexpr int kShardsAtOnce = 16;
+constexpr int kStreamedShardsAtOnce = 4;
 // A streamed opening's first shards (its first two windows), indexed before
 // any other so that the session begins as soon as it can.
 constexpr size_t kFirstShards = 3;
@@ -263,7 +265,7 @@ class ShardOpening {
   ShardOpening(const S3Url& url, std::string pattern, const ObjectStoreAccess& access,
                S3Client* client, const ScanLimits& limits, const KeptListing& keep,
                const ReadAhead& ahead, std::vector<Shard> shards,
-               std::shared_ptr<S3ShardMembers> source, DatasetGrowth* growth)
+               std::shared_ptr<S3ShardMembers> source, std::shared_ptr<DatasetGrowth> growth)
       : url_(url),
         pattern_(std::move(pattern)),
         access_(access),
@@ -273,7 +275,7 @@ class ShardOpening {
         ahead_(ahead),
         shards_(std::move(shards)),
         source_(std::move(source)),
-        growth_(growth),
+        growth_(std::move(growth)),
         start_(absl::Now()),
         own_(start_),
         progress_(limits.progress != nullptr ? *limits.progress : own_),
@@ -283,7 +285,7 @@ class ShardOpening {
                                                                        uint64_t size) {
                     return ShardMemberName(absl::StrCat(in, shards_[k].key, "#"), offset, size);
                   },
-                  limits_, growth),
+                  limits_, growth_.get()),
         logged_(absl::ToUnixNanos(start_)) {
     ix_.check = [this] { return Check(); };
   }
@@ -313,14 +315,15 @@ class ShardOpening {
         }
       }
     };
-    // Streamed: the first shard alone, so that it is not shared with
-    // others in flight: the session begins with it.
+    // Streamed: the first windows' shards first, so that they do not share
+    // the store with later ones: the session begins with them.
     if (limits_.streamed) {
       const size_t first = std::min<size_t>(kFirstShards, shards_.size());
       RunOnThreads(first, [&] { index(first); });
       if (!ix_.failed.load()) next.store(first);  // index() took them past its end.
     }
-    RunOnThreads(std::min<int>(kShardsAtOnce, shards_.size()),
+    RunOnThreads(std::min<int>(limits_.streamed ? kStreamedShardsAtOnce : kShardsAtOnce,
+                               shards_.size()),
                  [&] { index(shards_.size()); });
     // A shard's own error, not another's stopping for it.
     absl::Status status;
@@ -415,7 +418,8 @@ class ShardOpening {
   const ReadAhead ahead_;
   const std::vector<Shard> shards_;
   const std::shared_ptr<S3ShardMembers> source_;
-  DatasetGrowth* const growth_;  // Outlives the opening: it joins its thread.
+  // Held while it writes; the dataset's handle cancels it (CancelOnDrop).
+  const std::shared_ptr<DatasetGrowth> growth_;
   const absl::Time start_;
   OpeningProgress own_;          // Counted where the caller sees it, else here
   OpeningProgress& progress_;    // (for the log alone).
@@ -438,16 +442,20 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
   if (!listed.ok()) return listed.status();
   std::vector<uint64_t> bytes;
   for (const Shard& s : *listed) bytes.push_back(s.size);
-  const size_t windows = WindowOfShard(listed->size() - 1) + 1;
-  auto growth =
-      std::make_shared<DatasetGrowth>(ShardCapacity(bytes, limits.max_files), windows);
+  const size_t windows = WindowOfShard(listed->size() - 1, true) + 1;
+  const uint64_t capacity = ShardCapacity(bytes, limits.max_files);
+  auto growth = std::make_shared<DatasetGrowth>(capacity, windows);
   auto source = std::make_shared<S3ShardMembers>(client, access, url.bucket,
                                                  limits.max_file_bytes, *listed);
   ScanLimits scan = limits;
   scan.streamed = limits.streamed && windows > 1;  // One window is all or nothing.
+  // The opening may outlive this call: nothing of the caller's file
+  // environment goes with it (no shard is a local file).
+  scan.within = nullptr;
+  scan.fs = nullptr;
   auto opening = std::make_shared<ShardOpening>(
       url, named.pattern.empty() ? named.manifest : named.pattern, access, client, scan,
-      keep, ahead, *listed, source, growth.get());
+      keep, ahead, *listed, source, growth);
   Dataset ds;
   ds.description = opening->description();
   ds.source = source;
@@ -458,30 +466,40 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
     return ds;
   }
   // Streamed: answered once a window holds samples; the rest comes.
-  growth->Adopt(std::thread([opening] {
+  auto work = [opening, growth] {
     Dataset unused;
-    opening->Run(&unused).IgnoreError();  // The growth's end says it.
-  }));
+    if (!RunLoggingExceptions("indexing shards", [&] { opening->Run(&unused).IgnoreError(); })) {
+      growth->Finish(absl::InternalError("indexing the shards failed (the daemon's log says why)"));
+    }
+  };  // The growth's end says how it ended.
+  std::shared_ptr<DatasetGrowth> handle;
+  if (limits.background != nullptr) {
+    if (!limits.background(work)) return absl::CancelledError("the daemon is shutting down");
+    handle = CancelOnDrop(growth);
+  } else {
+    handle = CancelOnDrop(growth, std::thread(work));
+  }
   DatasetGrowth::View v;
   for (size_t known = 0; (v = growth->Wait(known, absl::InfiniteDuration())),
                          !v.done && growth->published_samples() == 0;) {
     known = v.windows.size();
   }
-  if (growth->published_samples() == 0) return v.status;
+  if (growth->published_samples() == 0) return v.status;  // The handle waits for its thread.
   // The first window's: the rest are counted as the session's when it ends.
   ds.read_ahead_requests = opening->requests();
   ds.read_ahead_bytes = opening->bytes();
   ds.files_per_sample = opening->assembly().masks() ? 2 : 1;
   ds.skipped_files = opening->assembly().skipped();
-  // The size to plan caches for: the published windows' samples per byte.
-  uint64_t published_bytes = 0, total_bytes = 0;
+  // The size to plan caches for: the published windows' samples per byte,
+  // at most the capacity (the listing's sizes are the store's word).
+  double published_bytes = 0, total_bytes = 0;
   for (size_t k = 0; k < listed->size(); ++k) {
     total_bytes += (*listed)[k].size;
-    if (WindowOfShard(k) < v.windows.size()) published_bytes += (*listed)[k].size;
+    if (WindowOfShard(k, true) < v.windows.size()) published_bytes += (*listed)[k].size;
   }
-  growth->SetExpected(static_cast<uint64_t>(static_cast<double>(growth->published_samples()) *
-                                            total_bytes / std::max<uint64_t>(1, published_bytes)));
-  ds.growth = std::move(growth);
+  const double expected = growth->published_samples() * total_bytes / std::max(1.0, published_bytes);
+  growth->SetExpected(static_cast<uint64_t>(std::min(expected, static_cast<double>(capacity))));
+  ds.growth = std::move(handle);
   return ds;
 }
 

@@ -46,14 +46,14 @@ absl::Status ShardAssembly::Add(size_t i, kept::ShardIndex index) {
       Sample out{name_(shard, s.image_offset(), s.image_size()), s.label(), {}};
       if (s.has_mask()) out.more.push_back(name_(shard, s.mask_offset(), s.mask_size()));
       all_masked_ = all_masked_ && s.has_mask();
-      max_label_ = std::max(max_label_, s.label());
+      max_label_ = std::max<int64_t>(max_label_, s.label());
       if (absl::Status c = charge_.Add(out); !c.ok()) {
         error_ = c;
         return error_;
       }
       window_.push_back(std::move(out));
     }
-    if (next_ + 1 == shards_ || WindowOfShard(next_ + 1) != WindowOfShard(next_)) {
+    if (next_ + 1 == shards_ || WindowOfShard(next_ + 1, true) != WindowOfShard(next_, true)) {
       if (absl::Status a = AppendWindow(); !a.ok()) {
         error_ = a;
         return error_;
@@ -64,17 +64,15 @@ absl::Status ShardAssembly::Add(size_t i, kept::ShardIndex index) {
 }
 
 absl::Status ShardAssembly::AppendWindow() {
-  if (streamed_ && !decided_ && !window_.empty()) {
+  if (!decided_ && !window_.empty()) {
     masks_ = all_masked_;  // The first window with samples decides.
     decided_ = true;
   }
   for (Sample& s : window_) {
-    if (streamed_) {
-      if (!masks_) {
-        s.more.clear();
-      } else if (s.more.empty()) {
-        s.more.push_back(std::string());  // No mask: a read error where one is read.
-      }
+    if (!masks_) {
+      s.more.clear();
+    } else if (s.more.empty()) {
+      s.more.push_back(std::string());  // No mask: a read error where one is read.
     }
     STOKER_RETURN_IF_ERROR(growth_->Append(std::move(s)));
   }
@@ -104,7 +102,7 @@ absl::Status ShardAssembly::Finish(absl::Status status, const std::string& what,
   if (streamed_) {
     if (status.ok() && growth_->published_samples() == 0) status = NoSamplesError(what);
     for (std::shared_ptr<void>& token : charged.list_charge) growth_->Hold(std::move(token));
-    growth_->Finish(status, static_cast<uint32_t>(max_label_ + 1));
+    growth_->Finish(status, static_cast<uint32_t>(std::min<int64_t>(max_label_ + 1, UINT32_MAX)));
     return status;
   }
   growth_->Finish(status);
@@ -112,7 +110,7 @@ absl::Status ShardAssembly::Finish(absl::Status status, const std::string& what,
   ds->samples = growth_->TakeAll();
   ds->list_charge = std::move(charged.list_charge);
   ds->skipped_files += skipped_;
-  return FinishShardDataset(what, per_shard_, all_masked_, ds);
+  return FinishShardDataset(what, per_shard_, masks_, ds, /*growing_windows=*/true);
 }
 
 }  // namespace stoker

@@ -6,12 +6,12 @@
 // shard, offset and size); the list is charged to the caller
 // (ScanLimits::charge_list) and bounded by max_files members.
 //
-// Streamed (ScanLimits::streamed): sessions read the windows as they come,
-// so masks are decided by the first window with samples: kept when each of its samples
-// has one, and a later sample without one gets an empty mask name (a read
-// error for sessions that read masks). Otherwise every mask is kept and
-// Finish decides as FinishShardDataset does (a mask only when every sample
-// has one) and moves the samples into the dataset's plain list.
+// Masks are decided by the first window with samples (a streamed opening's
+// sessions read the windows as they come, and one not streamed gives the
+// same dataset): kept when each of its samples has one, and a later sample
+// without one gets an empty mask name (a read error for sessions that
+// read masks). Not streamed (ScanLimits::streamed), Finish moves the
+// samples into the dataset's plain list (FinishShardDataset).
 //
 // Thread-safe: Add from any thread; Finish once, after every Add.
 #ifndef STOKER_SERVER_SOURCES_SHARD_ASSEMBLY_H_
@@ -71,7 +71,7 @@ class ShardAssembly {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   uint64_t members_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t max_label_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t max_label_ ABSL_GUARDED_BY(mu_) = -1;
   bool all_masked_ ABSL_GUARDED_BY(mu_) = true;
   bool masks_ ABSL_GUARDED_BY(mu_) = false;  // Decided by the first window
   bool decided_ ABSL_GUARDED_BY(mu_) = false;  // with samples.

@@ -342,7 +342,8 @@ std::string ShardPattern::Name(uint64_t i) const {
 
 STOKER_DEFINE_SOURCE(WebDatasetSourceKind, WebDatasetKind)
 
-size_t WindowOfShard(size_t shard) {
+size_t WindowOfShard(size_t shard, bool growing) {
+  if (!growing) return shard / kShardsPerWindow;
   // Windows 0..3 start at shards 0, 1, 3 and 7; then one every 16 shards.
   size_t w = 0;
   for (size_t start = 0, size = 1; w < 4; ++w, start += size, size *= 2) {
@@ -357,7 +358,7 @@ absl::Status NoSamplesError(const std::string& what) {
 }
 
 absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
-                                bool masks, Dataset* ds) {
+                                bool masks, Dataset* ds, bool growing_windows) {
   if (ds->samples.empty()) return NoSamplesError(what);
   if (masks) {
     ds->files_per_sample = 2;
@@ -367,7 +368,9 @@ absl::Status FinishShardDataset(const std::string& what, const std::vector<uint6
   ds->num_classes = NumClasses(ds->samples);
   ds->first_epoch_windows.clear();
   for (size_t i = 0; i < per_shard.size(); ++i) {
-    if (WindowOfShard(i) == ds->first_epoch_windows.size()) ds->first_epoch_windows.push_back(0);
+    if (WindowOfShard(i, growing_windows) == ds->first_epoch_windows.size()) {
+      ds->first_epoch_windows.push_back(0);
+    }
     ds->first_epoch_windows.back() += per_shard[i];
   }
   return absl::OkStatus();

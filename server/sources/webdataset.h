@@ -58,14 +58,18 @@ class ShardPattern {
 };
 
 // Consecutive shards read together: the windows of the first epoch's
-// order (Dataset::first_epoch_windows) hold 1, 2, 4 and 8 shards, then
-// kShardsPerWindow each. Small first windows let a streamed opening
-// begin serving once its first shard is indexed (a shuffle buffer that
-// fills as it is drawn from, as WebDataset's `initial`).
+// order (Dataset::first_epoch_windows) of kShardsPerWindow shards, or, for
+// shards in an object store, of 1, 2, 4 and 8 shards first: small first
+// windows let a streamed opening begin serving once its first shards are
+// indexed (a shuffle buffer that fills as it is drawn from, as
+// WebDataset's `initial`).
 inline constexpr size_t kShardsPerWindow = 16;
 
-// The window shard `shard` (its index in the dataset's order) is in.
-size_t WindowOfShard(size_t shard);
+// The window shard `shard` (its index in the dataset's order) is in: with
+// `growing`, windows of 1, 2, 4 and 8 shards, then kShardsPerWindow (a
+// dataset in an object store, whose opening may be streamed); else
+// kShardsPerWindow each (local shards).
+size_t WindowOfShard(size_t shard, bool growing);
 
 // FAILED_PRECONDITION: "<what> holds no samples with ...".
 absl::Status NoSamplesError(const std::string& what);
@@ -76,7 +80,7 @@ absl::Status NoSamplesError(const std::string& what);
 // class count; the first epoch's windows (WindowOfShard) from
 // `per_shard` (each shard's sample count, in index order).
 absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
-                                bool masks, Dataset* ds);
+                                bool masks, Dataset* ds, bool growing_windows = false);
 
 }  // namespace stoker
 

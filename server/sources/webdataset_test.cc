@@ -140,31 +140,30 @@ TEST_F(WebDatasetTest, SamplesLabelsAndMasksFromShardsByPatternFolderOrFile) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(ShardWindowsTest, OneTwoFourEightThenSixteenShards) {
+TEST(ShardWindowsTest, LocalSixteensOrInAStoreOneTwoFourEightThenSixteen) {
   const std::vector<size_t> starts = {0, 1, 3, 7, 15, 31, 47};
   for (size_t w = 0; w + 1 < starts.size(); ++w) {
-    for (size_t s = starts[w]; s < starts[w + 1]; ++s) EXPECT_EQ(WindowOfShard(s), w) << s;
+    for (size_t s = starts[w]; s < starts[w + 1]; ++s) EXPECT_EQ(WindowOfShard(s, true), w) << s;
   }
-  EXPECT_EQ(WindowOfShard(1000), 4 + (1000 - 15) / 16);
+  EXPECT_EQ(WindowOfShard(1000, true), 4 + (1000 - 15) / 16);
+  for (size_t s : {0, 15, 16, 31, 32, 1000}) EXPECT_EQ(WindowOfShard(s, false), s / 16) << s;
 }
 
-TEST_F(WebDatasetTest, ShardsAreReadInGrowingWindowsInTheFirstEpoch) {
+TEST_F(WebDatasetTest, ShardsAreReadInWindowsOfSixteenInTheFirstEpoch) {
   // Shards 2..18 of 1..17 samples, beside shards 0 and 1 (3 each).
-  std::vector<uint64_t> windows = {3, 3, 0, 0, 0, 0};
+  uint64_t first_window = 3 + 3;
   for (int s = 2; s < 19; ++s) {
     testdata::TarWriter t;
     for (int i = 0; i < s - 1; ++i) t.Add(absl::StrFormat("s%02d_%02d.png", s, i), "picture");
     ASSERT_TRUE(testdata::WriteFile(Shard(s), t.Close()).ok());
-    windows[s < 3 ? 1 : s < 7 ? 2 : s < 15 ? 3 : 4] += s - 1;
+    if (s < 16) first_window += s - 1;
   }
-  windows.pop_back();
   auto ds = OpenDataset(Spec(root_, "train-{000000..000018}.tar"), Confined());
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->files_per_sample, 1u);  // Not every sample has a mask now.
-  EXPECT_EQ(ds->first_epoch_windows, windows);  // Shards 0; 1-2; 3-6; 7-14; 15-18.
-  uint64_t total = 0;
-  for (uint64_t w : windows) total += w;
-  EXPECT_EQ(ds->samples.size(), total);
+  EXPECT_EQ(ds->first_epoch_windows,
+            (std::vector<uint64_t>{first_window, 15 + 16 + 17}));  // Shards 16, 17, 18.
+  EXPECT_EQ(ds->samples.size(), first_window + 15 + 16 + 17);
   EXPECT_TRUE(ds->samples[0].more.empty());
 }
 

@@ -248,9 +248,12 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
     """Through a proxy answering its first 3 requests and 5 % of the others
     503 SlowDown and resetting 2 % (seeded), a daemon killed and restarted
     mid-epoch: the Loader goes on in a new session, sending its credentials
-    again, and its two epochs are those of the same pictures read locally."""
+    again, and its two epochs are those of the same pictures read without
+    faults: for the folder, from local disk; for the shards, from the store
+    (shards in a store are shuffled in windows of 1, 2, 4 and 8 shards
+    first in the first epoch, local ones in windows of 16)."""
     from test_resume import Restarter, checksum_epochs, start
-    local = {"s3://photos/train/": dataset, "s3://photos/shards/": str(shards[0])}[url]
+    local = {"s3://photos/train/": dataset, "s3://photos/shards/": url}[url]
     proxy = subprocess.Popen(
         [PROXY, f"--upstream_port={bucket.rsplit(':', 1)[1]}", "--fail_first=3",
          "--slow_down=0.05", "--reset=0.02"],
@@ -258,18 +261,20 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
     folder = tempfile.mkdtemp(prefix="stoker-s3-resume-")
     try:
         endpoint = proxy.stdout.readline().strip()
-        trainer_env.setenv("AWS_ENDPOINT_URL", endpoint)
         flags = ["--object-store-endpoints", endpoint]
         sock = os.path.join(folder, "s.sock")
         prefix = f"stoker-s3-resume{os.getpid()}."
         args = dict(batch_size=2, transform="train", image_size=48, seed=21, socket=sock,
                     starvation_threshold=1.0, pixel_cache=None)
 
-        reference = Daemon()  # Its own daemon: the restarter sees one session.
+        # Its own daemon (the restarter sees one session), the store direct.
+        reference = Daemon(extra=["--object-store-endpoints", bucket])
+        trainer_env.setenv("AWS_ENDPOINT_URL", bucket)
         try:
             want = checksum_epochs(stoker.Loader(local, **dict(args, socket=reference.socket)), 2)
         finally:
             reference.stop()
+        trainer_env.setenv("AWS_ENDPOINT_URL", endpoint)
         proc = start(sock, prefix, flags)
         restart = Restarter(sock, prefix, proc, extra=flags)
         ld = stoker.Loader(url, **args)

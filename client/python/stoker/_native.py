@@ -327,6 +327,7 @@ class Session(_Owned):
         info = _take_json(_dll.stoker_session_info_json, handle)
         # 0 in the answer to a streamed opening: known at its end (below).
         self._batches_per_epoch = int(info["batches_per_epoch"])
+        self._size_failed = False
         self.samples_per_epoch = int(info["samples_per_epoch"])
         self.dataset_samples = int(info["dataset_samples"])
         self.num_classes = int(info["num_classes"])
@@ -348,12 +349,17 @@ class Session(_Owned):
 
     @property
     def batches_known(self):
-        """Whether batches_per_epoch would answer without waiting."""
-        if not self._batches_per_epoch:
+        """Whether batches_per_epoch would answer without waiting (False
+        for good once the opening failed: next() then gives the batches
+        left, then the error)."""
+        if not self._batches_per_epoch and not self._size_failed:
             err, out = _Error(), ctypes.c_uint64()
-            if _dll.stoker_session_batches_per_epoch(self._handle, 0.0, ctypes.byref(out),
-                                                     ctypes.byref(err)) == 0:
+            rc = _dll.stoker_session_batches_per_epoch(self._handle, 0.0, ctypes.byref(out),
+                                                       ctypes.byref(err))
+            if rc == 0:
                 self._batches_per_epoch = out.value
+            elif rc != CODE_NAMES.index("DEADLINE_EXCEEDED"):  # Not yet, or never.
+                self._size_failed = True
         return bool(self._batches_per_epoch)
 
     @property

@@ -350,6 +350,10 @@ class Loader:
             yield batch, self._stream
         if returned is not None:
             compute += time.perf_counter() - returned
+        if self._stream == (epoch, b) and session.batches_known and \
+                b >= session.batches_per_epoch:
+            # The epoch's size came after its last batch (a streamed opening).
+            self._stream = self._position = (epoch + 1, 0)
         if self._epoch == epoch:  # Not moved by set_epoch during the pass.
             self._epoch = epoch + 1
         self._account(epoch, waits, compute, images)

@@ -466,20 +466,35 @@ void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
   loop_->Submit(std::move(r), std::move(done));
 }
 
-S3Reply S3Client::Run(S3Request r) {
-  S3Reply out;
+S3Reply S3Client::Run(S3Request r, const std::function<bool()>& stop) {
   if (loop_->OnEventThread()) {
+    S3Reply out;
     out.status = absl::FailedPreconditionError(
         "object store client: a blocking call from its own event thread (a callback)");
     return out;
   }
-  absl::Notification got;
-  Start(std::move(r), [&](S3Reply reply) {
-    out = std::move(reply);
-    got.Notify();
+  // Shared with the callback, which may come after a caller that stopped.
+  struct Wait {
+    absl::Notification got;
+    S3Reply reply;
+  };
+  auto wait = std::make_shared<Wait>();
+  Start(std::move(r), [wait](S3Reply reply) {
+    wait->reply = std::move(reply);
+    wait->got.Notify();
   });
-  got.WaitForNotification();
-  return out;
+  if (!stop) {
+    wait->got.WaitForNotification();
+    return std::move(wait->reply);
+  }
+  while (!wait->got.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+    if (stop()) {
+      S3Reply out;
+      out.status = absl::CancelledError("the request's reader stopped");
+      return out;
+    }
+  }
+  return std::move(wait->reply);
 }
 
 absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& object,
@@ -501,7 +516,8 @@ absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& obj
 absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offset,
                            uint64_t length, const std::string& if_match,
                            std::shared_ptr<const S3Credentials> c, std::string* out,
-                           ObjectVersion* seen, int64_t owner) {
+                           ObjectVersion* seen, int64_t owner,
+                           const std::function<bool()>& stop) {
   S3Request r;
   r.endpoint = e;
   r.bucket = object.bucket;
@@ -511,7 +527,7 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
   r.if_match = if_match;
   r.credentials = std::move(c);
   r.owner = owner;
-  S3Reply reply = Run(std::move(r));
+  S3Reply reply = Run(std::move(r), stop);
   if (!reply.status.ok()) return reply.status;
   *out = std::move(reply.body);
   if (seen != nullptr) *seen = reply.version;

@@ -92,8 +92,9 @@ class S3Client {
   // endpoint off the allow-list, or without credentials, fails at once
   // (done runs before Start returns).
   void Start(S3Request r, std::function<void(S3Reply)> done);
-  // Start, waiting for the reply.
-  S3Reply Run(S3Request r);
+  // Start, waiting for the reply; CANCELLED as soon as `stop` (may be
+  // empty; polled every 50 ms) says so, the request left to end unseen.
+  S3Reply Run(S3Request r, const std::function<bool()>& stop = nullptr);
 
   // The blocking forms below are for `owner` (S3Request::owner).
   // The object's size and version (HEAD), at version `if_match` when set.
@@ -102,10 +103,11 @@ class S3Client {
                                      const std::string& if_match = "", int64_t owner = -1);
   // Replaces *out with bytes [offset, offset + length) of the object
   // (length 0: all of it), at version `if_match` when set; *seen (may be
-  // null) is the version read.
+  // null) is the version read. `stop`: as Run's.
   absl::Status Get(const Endpoint& e, const S3Url& object, uint64_t offset, uint64_t length,
                    const std::string& if_match, std::shared_ptr<const S3Credentials> c,
-                   std::string* out, ObjectVersion* seen = nullptr, int64_t owner = -1);
+                   std::string* out, ObjectVersion* seen = nullptr, int64_t owner = -1,
+                   const std::function<bool()>& stop = nullptr);
   // One ListObjectsV2 page of `prefix` (and its CommonPrefixes when
   // `delimiter` is set), from `token` ("" for the first), of at most
   // `max_keys` entries (0: the server's default, 1000 on S3).

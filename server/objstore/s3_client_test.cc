@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <thread>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -326,6 +327,26 @@ TEST_F(S3ClientTest, ATimeoutIsDeadlineExceeded) {
   absl::StatusOr<ObjectVersion> head =
       f.client->Head(f.via, Object("train/cat/a b.jpg"), moto_->credentials());
   EXPECT_EQ(head.status().code(), absl::StatusCode::kDeadlineExceeded) << head.status();
+}
+
+TEST_F(S3ClientTest, AStoppedReaderDoesNotWaitForItsGet) {
+  FaultProxy::Options po;
+  po.latency = absl::Seconds(3);  // Past the stop (the proxy waits it out when it goes).
+  Faulty f = Through(po, {});
+  std::atomic<bool> stop{false};
+  std::string out;
+  std::thread stopper([&] {  // Once the request is at the proxy.
+    while (f.proxy->counts().requests == 0) std::this_thread::yield();
+    stop.store(true);
+  });
+  absl::Status s = f.client->Get(f.via, Object("train/cat/a b.jpg"), 0, 0, "",
+                                 moto_->credentials(), &out, nullptr, -1,
+                                 [&] { return stop.load(); });
+  stopper.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_TRUE(out.empty());
+  // The client is destroyed with the request in flight: it is cancelled.
+  f.client.reset();
 }
 
 // Listings with a delimiter run with signature checks off (moto's checker

@@ -85,8 +85,14 @@ class ShardStream {
     const uint64_t n = std::min(kBlockBytes, shard_.size - offset);
     ObjectVersion seen;
     requests_->fetch_add(1);
+    // A GET in flight ends with the opening (its session dropped, the
+    // daemon stopping, the deadline, another shard's error).
     absl::Status s = client_->Get(access_.endpoint, object_, offset, n, shard_.etag,
-                                  access_.credentials, &block_, &seen, access_.owner);
+                                  access_.credentials, &block_, &seen, access_.owner,
+                                  [this] { return !check_().ok(); });
+    if (s.code() == absl::StatusCode::kCancelled) {
+      if (absl::Status c = check_(); !c.ok()) return c;
+    }
     if (s.code() == absl::StatusCode::kFailedPrecondition ||
         s.code() == absl::StatusCode::kNotFound) {
       return absl::DataLossError(

@@ -144,8 +144,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   STOKER_ASSIGN_OR_RETURN(
       std::shared_ptr<const Dataset> ds,
       engine_.OpenDataset(spec, std::move(beneath), caller.admin ? -1 : caller.uid,
-                          std::move(objects), progress.get(), streamed));
-  if (ds->growth != nullptr) ds->growth->HoldWhileOpening(progress);
+                          std::move(objects), progress, streamed));
   return ds;
 }
 

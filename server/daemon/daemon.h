@@ -127,7 +127,7 @@ class Daemon {
   // none), for this open only.
   // `pid`: the caller's process, shown with the opening (0: none).
   // `streamed`: the opening may go on after it returns (Dataset::growth),
-  // shown as long as it does.
+  // shown as long as it does (it holds its progress).
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
       const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access,
       uint32_t pid = 0, bool streamed = false);

@@ -188,7 +188,8 @@ ScanLimits Engine::ScanLimitsNow() {
 
 absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
     const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
-    std::shared_ptr<const ObjectStoreAccess> access, OpeningProgress* progress, bool streamed) {
+    std::shared_ptr<const ObjectStoreAccess> access, std::shared_ptr<OpeningProgress> progress,
+    bool streamed) {
   if (beneath != nullptr) {
     beneath->charge_held = [this, uid](uint64_t n) { return held_files_.Charge(uid, n); };
   }
@@ -197,7 +198,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.beneath = std::move(beneath);
   ctx.charge = [this, uid](uint64_t bytes) { return array_ram_.Charge(uid, bytes); };
   ctx.limits.charge_list = [this, uid](uint64_t bytes) { return list_ram_.Charge(uid, bytes); };
-  ctx.limits.progress = progress;
+  ctx.limits.progress = progress.get();
+  ctx.limits.progress_owner = std::move(progress);  // A streamed opening keeps it.
   ctx.volumes = &volumes_;
   ctx.uid = uid;
   ctx.objects = objects_.get();

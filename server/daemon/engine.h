@@ -68,7 +68,7 @@ class Engine {
   absl::StatusOr<std::shared_ptr<const Dataset>> OpenDataset(
       const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
       std::shared_ptr<const ObjectStoreAccess> access = nullptr,
-      OpeningProgress* progress = nullptr, bool streamed = false);
+      std::shared_ptr<OpeningProgress> progress = nullptr, bool streamed = false);
   // The daemon's own files, folders and file systems, that no caller may
   // read (FileGuard): L2's, the handoff socket's folder, /dev/shm.
   std::shared_ptr<const FileGuard> Guard() const;

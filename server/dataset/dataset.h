@@ -95,12 +95,14 @@ struct ScanLimits {
   // keeps them); null: not charged.
   ChargeRam charge_list;
   // Where the opening counts what it has listed and read, for its caller
-  // to see; null: nowhere.
+  // to see; null: nowhere. `progress_owner` (may be null) keeps it for an
+  // opening that outlives the call (a streamed one holds a copy).
   OpeningProgress* progress = nullptr;
+  std::shared_ptr<void> progress_owner;
   // The session takes a streamed opening (SessionSpec.streamed_opening): a
   // kind whose indexing is long may return once its first window is
   // indexed, the rest to come in Dataset::growth (`progress` is then
-  // counted until the growth ends).
+  // counted until the indexing ends).
   bool streamed = false;
   // Runs the part of an opening that outlives it (a streamed opening's
   // indexing) on a thread the daemon joins when it stops (false: it is

@@ -50,19 +50,14 @@ void DatasetGrowth::PublishWindow() {
 }
 
 void DatasetGrowth::Finish(absl::Status status, uint32_t num_classes) {
-  std::vector<std::shared_ptr<void>> opening;
   absl::MutexLock lock(&mu_);
   if (done_) return;
   done_ = true;
   status_ = std::move(status);
   num_classes_ = num_classes;
-  opening.swap(opening_);  // Released once unlocked.
 }
 
-void DatasetGrowth::HoldWhileOpening(std::shared_ptr<void> kept) {
-  absl::MutexLock lock(&mu_);
-  if (!done_) opening_.push_back(std::move(kept));
-}
+
 
 void DatasetGrowth::Hold(std::shared_ptr<void> kept) {
   absl::MutexLock lock(&mu_);

@@ -51,8 +51,7 @@ class DatasetGrowth {
   void Finish(absl::Status status, uint32_t num_classes = 0);
   // Held for the dataset's life (its RAM charges).
   void Hold(std::shared_ptr<void> kept);
-  // Held until Finish (the opening's progress, shown while it goes on).
-  void HoldWhileOpening(std::shared_ptr<void> kept);
+
   // The dataset was dropped: the writer stops at its next check.
   void Cancel() { cancel_.store(true); }
   const std::atomic<bool>* cancelled() const { return &cancel_; }
@@ -113,7 +112,7 @@ class DatasetGrowth {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   uint32_t num_classes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<void>> held_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::shared_ptr<void>> opening_ ABSL_GUARDED_BY(mu_);
+
 };
 
 // What a dataset holds of `growth`: when its last copy goes, the growth is

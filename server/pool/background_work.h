@@ -28,9 +28,11 @@ class BackgroundWork {
   BackgroundWork& operator=(const BackgroundWork&) = delete;
 
   // Runs `work` on a thread of its own (an exception it throws is logged);
-  // false, without running it, after Stop().
+  // false, without running it, after Stop() or when no thread could be
+  // made (logged). Not from the work itself.
   bool Start(std::function<void()> work);
-  // Waits for every work begun; later Starts are refused.
+  // Waits for every work begun (a concurrent Stop waits too); later Starts
+  // are refused. Not from the work itself.
   void Stop();
   // Work begun and not ended.
   size_t running() const;
@@ -40,6 +42,7 @@ class BackgroundWork {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
+  absl::Mutex stop_mu_;  // Held by Stop while it joins.
   mutable absl::Mutex mu_;
   std::vector<Job> jobs_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

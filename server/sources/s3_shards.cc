@@ -480,7 +480,10 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
   };  // The growth's end says how it ended.
   std::shared_ptr<DatasetGrowth> handle;
   if (limits.background != nullptr) {
-    if (!limits.background(work)) return absl::CancelledError("the daemon is shutting down");
+    if (!limits.background(work)) {
+      return absl::UnavailableError(
+          "the shards' indexing could not begin (the daemon is stopping, or out of threads)");
+    }
     handle = CancelOnDrop(growth);
   } else {
     handle = CancelOnDrop(growth, std::thread(work));

@@ -358,8 +358,8 @@ class Session(_Owned):
                                                        ctypes.byref(err))
             if rc == 0:
                 self._batches_per_epoch = out.value
-            elif rc != CODE_NAMES.index("DEADLINE_EXCEEDED"):  # Not yet, or never.
-                self._size_failed = True
+            elif CODE_NAMES[rc] not in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
+                self._size_failed = True  # The opening failed: never (not yet, or a restart).
         return bool(self._batches_per_epoch)
 
     @property

@@ -307,6 +307,8 @@ class Loader:
         if self._stopped is pipeline:
             raise StokerError("CANCELLED", "this pass was stopped before its end "
                                            "(Loader.close(), or a new pass began)")
+        if self._stream[0] > epoch:  # The epoch's size came after its last batch.
+            self._position = self._stream
         if undecodable:  # Zeros: the daemon had published them already.
             self._report_failures(epoch, undecodable, "could not be decoded in this "
                                   "process (past a valid header) and are zero images")

@@ -446,28 +446,39 @@ absl::StatusOr<int> RingConsumer::Acquire(
       if (snapshot != nullptr) *snapshot = s;
       return index;
     }
-    uint32_t reason = header_->closed.load(std::memory_order_acquire);
-    if (reason != kOpen) {
-      return absl::UnavailableError(absl::StrCat(
-          "ring closed before batch ", sequence, ": ", ReasonText(reason)));
-    }
-    if (held_.load(std::memory_order_relaxed) >= layout_.slot_count) {
+    auto all_held = [this]() -> absl::Status {
+      if (held_.load(std::memory_order_relaxed) < layout_.slot_count) return absl::OkStatus();
       return absl::FailedPreconditionError(absl::StrFormat(
           "all %d ring slots are held by the application; release a batch "
           "or open the session with more ring slots",
           layout_.slot_count));
-    }
-    STOKER_RETURN_IF_ERROR(CheckProducer());
-    if (extra_liveness) STOKER_RETURN_IF_ERROR(extra_liveness());
-    absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "batch %d not ready after %s", sequence, absl::FormatDuration(timeout)));
-    }
-    header_->consumer_heartbeat_ns.store(MonotonicNanos(),
-                                         std::memory_order_relaxed);
-    FutexWait(&header_->published, seen, std::min(left, kPollInterval));
+    };
+    STOKER_RETURN_IF_ERROR(WaitForPublish(seen, deadline, timeout,
+                                          absl::StrCat("batch ", sequence), all_held,
+                                          extra_liveness));
   }
+}
+
+absl::Status RingConsumer::WaitForPublish(uint32_t seen, absl::Time deadline,
+                                          absl::Duration timeout, absl::string_view what,
+                                          const std::function<absl::Status()>& check,
+                                          const std::function<absl::Status()>& extra_liveness) {
+  const uint32_t reason = header_->closed.load(std::memory_order_acquire);
+  if (reason != kOpen) {
+    return absl::UnavailableError(
+        absl::StrCat("ring closed before ", what, ": ", ReasonText(reason)));
+  }
+  if (check) STOKER_RETURN_IF_ERROR(check());
+  STOKER_RETURN_IF_ERROR(CheckProducer());
+  if (extra_liveness) STOKER_RETURN_IF_ERROR(extra_liveness());
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, " not ready after ", absl::FormatDuration(timeout)));
+  }
+  header_->consumer_heartbeat_ns.store(MonotonicNanos(), std::memory_order_relaxed);
+  FutexWait(&header_->published, seen, std::min(left, kPollInterval));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> RingConsumer::WaitBatchesPerEpoch(
@@ -480,20 +491,8 @@ absl::StatusOr<uint64_t> RingConsumer::WaitBatchesPerEpoch(
     } else if (n != 0) {
       return n;
     }
-    const uint32_t reason = header_->closed.load(std::memory_order_acquire);
-    if (reason != kOpen) {
-      return absl::UnavailableError(
-          absl::StrCat("ring closed before its epoch's size was known: ", ReasonText(reason)));
-    }
-    STOKER_RETURN_IF_ERROR(CheckProducer());
-    if (extra_liveness) STOKER_RETURN_IF_ERROR(extra_liveness());
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the epoch's size not known after ", absl::FormatDuration(timeout)));
-    }
-    header_->consumer_heartbeat_ns.store(MonotonicNanos(), std::memory_order_relaxed);
-    FutexWait(&header_->published, seen, std::min(left, kPollInterval));
+    STOKER_RETURN_IF_ERROR(WaitForPublish(seen, deadline, timeout, "the epoch's size",
+                                          nullptr, extra_liveness));
   }
 }
 

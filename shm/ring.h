@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "shm/ring_data.h"
 #include "shm/segment.h"
@@ -215,6 +216,13 @@ class RingConsumer {
  private:
   RingConsumer(Segment segment, const RingLayout& layout);
   absl::Status CheckProducer() const;
+  // One wait for `published` to move past `seen` (up to kPollInterval):
+  // UNAVAILABLE when the ring closed before `what`, `check`'s and the
+  // producer's and `extra_liveness`'s errors, DEADLINE_EXCEEDED past
+  // `deadline` (`timeout` from the start).
+  absl::Status WaitForPublish(uint32_t seen, absl::Time deadline, absl::Duration timeout,
+                              absl::string_view what, const std::function<absl::Status()>& check,
+                              const std::function<absl::Status()>& extra_liveness);
   int FindReady(uint64_t sequence) const;
 
   Segment segment_;

@@ -1,4 +1,5 @@
 #include "client/cpp/client.h"
+#include "client/cpp/batch_lease.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -193,66 +194,6 @@ class SessionCore {
   absl::Status attach_status_ ABSL_GUARDED_BY(mu_);
 };
 
-// ------------------------------------------------------------------ Batch
-
-struct Batch::Lease {
-  Lease(std::shared_ptr<SessionCore> c, int s, const shm::SlotSnapshot& snap)
-      : core(std::move(c)), slot(s), view(core->ring().Slot(s)), snapshot(snap) {}
-  ~Lease() { core->ring().Release(slot); }
-  const shm::RingLayout& layout() const { return core->ring().layout(); }
-
-  std::shared_ptr<SessionCore> core;
-  int slot;
-  shm::SlotView view;
-  shm::SlotSnapshot snapshot;  // Counts as validated when the slot was taken.
-};
-
-int Batch::field_count() const {
-  return static_cast<int>(lease_->layout().field_count);
-}
-
-BatchField Batch::field(int i) const {
-  const shm::FieldLayout& f = lease_->layout().fields[i];
-  BatchField out;
-  out.name = std::string_view(f.name, strnlen(f.name, shm::kFieldNameBytes));
-  out.data = lease_->view.fields[i];
-  out.dtype = f.dtype;
-  out.shape.assign(f.shape, f.shape + f.ndim);
-  out.sample_bytes = f.sample_bytes;
-  out.size_bytes = f.sample_bytes * samples();
-  return out;
-}
-
-int Batch::FindField(std::string_view name) const {
-  for (int i = 0; i < field_count(); ++i) {
-    if (field(i).name == name) return i;
-  }
-  return -1;
-}
-
-const uint8_t* Batch::data() const { return lease_->view.fields[0]; }
-uint64_t Batch::size_bytes() const { return sample_bytes() * samples(); }
-uint32_t Batch::samples() const { return lease_->snapshot.sample_count; }
-uint32_t Batch::dtype() const { return lease_->layout().fields[0].dtype; }
-uint64_t Batch::sample_bytes() const {
-  return lease_->layout().fields[0].sample_bytes;
-}
-const int32_t* Batch::labels() const {
-  const int f = FindField("label");
-  return f >= 0 && lease_->layout().fields[f].dtype == shm::kDTypeInt32 &&
-                 lease_->layout().fields[f].ndim == 0
-             ? reinterpret_cast<const int32_t*>(lease_->view.fields[f])
-             : nullptr;
-}
-const uint32_t* Batch::status() const { return lease_->view.status; }
-const uint64_t* Batch::indices() const { return lease_->view.indices; }
-uint32_t Batch::error_count() const { return lease_->snapshot.error_count; }
-uint64_t Batch::epoch() const { return lease_->snapshot.epoch; }
-uint64_t Batch::batch_index() const { return lease_->snapshot.batch_index; }
-uint64_t Batch::sequence() const { return lease_->snapshot.sequence; }
-const void* Batch::mapping_base() const { return lease_->core->ring().base(); }
-uint64_t Batch::mapping_size() const { return lease_->core->ring().size(); }
-
 // ---------------------------------------------------------------- Session
 
 Session::Session(std::shared_ptr<SessionCore> core, std::string socket_path,
@@ -431,7 +372,7 @@ absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout, uint64_t las
   ring.CountBatch();
   ++next_sequence_;
   Batch b;
-  b.lease_ = std::make_shared<const Batch::Lease>(core_, *slot, snapshot);
+  b.lease_ = std::make_shared<const Batch::Lease>(core_, &ring, *slot, snapshot);
   return b;
 }
 

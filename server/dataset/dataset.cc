@@ -17,9 +17,7 @@ uint64_t Dataset::sample_count() const {
   return growth != nullptr ? growth->published_samples() : samples.size();
 }
 
-const Sample& Dataset::sample(uint64_t i) const {
-  return growth != nullptr ? growth->sample(i) : samples[i];
-}
+const Sample& Dataset::GrowingSample(uint64_t i) const { return growth->sample(i); }
 
 uint64_t Dataset::expected_samples() const {
   return growth != nullptr ? growth->expected_samples() : samples.size();

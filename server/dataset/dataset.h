@@ -70,11 +70,16 @@ struct Dataset {
 
   // The samples there are now (all, or those a streamed opening published).
   uint64_t sample_count() const;
-  // Sample i < sample_count().
-  const Sample& sample(uint64_t i) const;
+  // Sample i < sample_count() (per sample on the hot path: inline).
+  const Sample& sample(uint64_t i) const {
+    return growth == nullptr ? samples[i] : GrowingSample(i);
+  }
   // The size to plan caches for: sample_count(), or the streamed opening's
   // guess of its end.
   uint64_t expected_samples() const;
+
+ private:
+  const Sample& GrowingSample(uint64_t i) const;
 };
 
 // Bounds on a folder scan (a folder may be huge, slow, or loop through

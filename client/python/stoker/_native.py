@@ -341,10 +341,9 @@ class Session(_Owned):
         """This rank's batches per epoch; for a streamed opening, waits for
         the dataset's opening to end (StokerError if it failed)."""
         if not self._batches_per_epoch:
-            err, out = _Error(), ctypes.c_uint64()
-            _check(_dll.stoker_session_batches_per_epoch(
-                self._handle, -1.0, ctypes.byref(out), ctypes.byref(err)), err)
-            self._batches_per_epoch = out.value
+            rc, err, n = self._size(-1.0)
+            _check(rc, err)
+            self._batches_per_epoch = n
         return self._batches_per_epoch
 
     @property
@@ -353,14 +352,23 @@ class Session(_Owned):
         for good once the opening failed: next() then gives the batches
         left, then the error)."""
         if not self._batches_per_epoch and not self._size_failed:
-            err, out = _Error(), ctypes.c_uint64()
-            rc = _dll.stoker_session_batches_per_epoch(self._handle, 0.0, ctypes.byref(out),
-                                                       ctypes.byref(err))
+            rc, _, n = self._size(0.0)
             if rc == 0:
-                self._batches_per_epoch = out.value
+                self._batches_per_epoch = n
             elif CODE_NAMES[rc] not in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
                 self._size_failed = True  # The opening failed: never (not yet, or a restart).
         return bool(self._batches_per_epoch)
+
+    def _size(self, timeout):
+        """stoker_session_batches_per_epoch: (code, error, batches)."""
+        err, out = _Error(), ctypes.c_uint64()
+        rc = _dll.stoker_session_batches_per_epoch(self._handle, timeout, ctypes.byref(out),
+                                                   ctypes.byref(err))
+        return rc, err, out.value
+
+    def ended(self, batches):
+        """Whether `batches` batches make this rank's epoch, as far as known."""
+        return self.batches_known and batches >= self.batches_per_epoch
 
     @property
     def id(self):

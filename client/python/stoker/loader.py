@@ -332,19 +332,17 @@ class Loader:
         b = start
         # A streamed opening: the epoch's size is known once the dataset's
         # opening ends; until then the pass ends at a batch of the next epoch.
-        while not session.batches_known or b < session.batches_per_epoch:
+        while not session.ended(b):
             t0 = time.perf_counter()
             if returned is not None:
                 compute += t0 - returned
             self._ring.make_room(session.ring_slots)  # Slots still copying to a GPU.
             batch = session.next(self._timeout, epoch=epoch)
             if batch is None:
-                self._stream = (epoch + 1, 0)
                 break
             waits.append(time.perf_counter() - t0)
             b += 1
-            known = session.batches_known and b >= session.batches_per_epoch
-            self._stream = (epoch + 1, 0) if known else (epoch, b)
+            self._stream = (epoch + 1, 0) if session.ended(b) else (epoch, b)
             images += batch.samples
             if batch.error_count:
                 failed += [int(i) for i, s in zip(batch.indices, batch.status) if s]
@@ -352,10 +350,8 @@ class Loader:
             yield batch, self._stream
         if returned is not None:
             compute += time.perf_counter() - returned
-        if self._stream == (epoch, b) and session.batches_known and \
-                b >= session.batches_per_epoch:
-            # The epoch's size came after its last batch (a streamed opening).
-            self._stream = self._position = (epoch + 1, 0)
+        # The pass's end, also where the epoch's size came after its last batch.
+        self._stream = self._position = (epoch + 1, 0)
         if self._epoch == epoch:  # Not moved by set_epoch during the pass.
             self._epoch = epoch + 1
         self._account(epoch, waits, compute, images)

@@ -97,8 +97,9 @@ TEST(ServingSessionTest, AStreamedDatasetGivesTheBytesOfTheWholeOne) {
     b = client.Read();
     ASSERT_TRUE(b.ok()) << b.status();
     got.push_back(b->checksum);
-    // In the header before any batch past the first windows.
-    EXPECT_EQ((*s)->ring().BatchesPerEpoch(), 6u);
+    // In the header before any batch past what the windows hold: batches
+    // 1-4 ((b + 1) x 2 <= 11) may still come from them, batch 5 may not.
+    if (k >= 5) EXPECT_EQ((*s)->ring().BatchesPerEpoch(), 6u) << k;
   }
   EXPECT_EQ(got, want);
   EXPECT_GE((*s)->Stats().samples_failed(), 1u);

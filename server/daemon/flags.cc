@@ -96,7 +96,8 @@ ABSL_FLAG(stoker::ByteSize, max_file_bytes, stoker::ByteSize{stoker::kDefaultMax
           "is that sample's error (RESOURCE_EXHAUSTED), checked before any "
           "memory is allocated.");
 ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
-          "Longest a folder dataset's scan may take (e.g. 10m, 90s).");
+          "Longest a dataset's scan or listing may take, and longest object "
+          "store shards being indexed may send no byte (e.g. 10m, 90s).");
 ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
           "Most memory all sessions' rings may take together; 0 = half of "
           "the node's memory.");

@@ -86,6 +86,8 @@ struct Dataset {
 // symlinks).
 struct ScanLimits {
   uint64_t max_files = 20'000'000;  // Directory entries seen in all.
+  // A scan's or listing's whole time; for shards read whole to index them
+  // (s3_shards.h), the longest wait for their next bytes.
   absl::Duration max_time = absl::Minutes(10);
   const std::atomic<bool>* cancel = nullptr;  // True: stop (shutdown).
   // Manifests and LMDB data files are opened through the file environment,

@@ -292,7 +292,8 @@ class ShardOpening {
                     return ShardMemberName(absl::StrCat(in, shards_[k].key, "#"), offset, size);
                   },
                   limits_, growth_.get()),
-        logged_(absl::ToUnixNanos(start_)) {
+        logged_(absl::ToUnixNanos(start_)),
+        progressed_(absl::ToUnixNanos(start_)) {
     ix_.check = [this] { return Check(); };
   }
 
@@ -314,6 +315,7 @@ class ShardOpening {
     auto index = [&](size_t end) {
       for (size_t i; (i = next.fetch_add(1)) < end;) {
         errors[i] = IndexOne(i);
+        done_.fetch_add(1);
         progress_.ShardDone();
         if (!errors[i].ok()) {  // The first error ends it.
           ix_.failed.store(true);
@@ -360,10 +362,18 @@ class ShardOpening {
       return absl::CancelledError("the daemon is shutting down");
     }
     if (growth_->cancelled()->load()) return absl::CancelledError("the session ended");
-    if (now > start_ + limits_.max_time) {
-      return absl::DeadlineExceededError(absl::StrCat("indexing took longer than ",
-                                                      absl::FormatDuration(limits_.max_time),
-                                                      " (--dataset-scan-timeout)"));
+    // Indexing reads every shard whole, so its time grows with the data:
+    // the scan timeout bounds a stall (no block or shard done for that
+    // long), not the whole.
+    const uint64_t mark = ix_.bytes.load() + done_.load();
+    if (uint64_t seen = progress_mark_.load();
+        mark != seen && progress_mark_.compare_exchange_strong(seen, mark)) {
+      progressed_.store(absl::ToUnixNanos(now));
+    }
+    if (now > absl::FromUnixNanos(progressed_.load()) + limits_.max_time) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no shard's bytes came for ", absl::FormatDuration(limits_.max_time),
+          " (--dataset-scan-timeout)"));
     }
     return absl::OkStatus();
   }
@@ -433,6 +443,11 @@ class ShardOpening {
   ShardAssembly assembly_;
   std::atomic<int64_t> logged_;
   std::atomic<size_t> read_{0};  // Shards indexed by reading them.
+  std::atomic<size_t> done_{0};  // Shards indexed, read or kept.
+  // The indexing's last progress (bytes read plus shards done) and when it
+  // was seen (Unix ns): the scan timeout bounds the time between.
+  std::atomic<uint64_t> progress_mark_{0};
+  std::atomic<int64_t> progressed_;
 };
 
 }  // namespace

@@ -21,7 +21,9 @@
 // all) are handed to ReadAhead::keep as they stream by, under the key the
 // sample's reads are cached under, so the first epoch reads them from the
 // daemon's caches rather than the store again. Progress (shards, bytes,
-// time left) is logged every few seconds.
+// time left) is logged every few seconds. The listing is bound by the scan
+// timeout (ScanLimits::max_time); indexing, which grows with the data, by
+// that long without a block or shard done (DEADLINE_EXCEEDED).
 //
 // Kept indexes: with a place to keep them (the daemon's L2), a shard's
 // index is kept under (endpoint, bucket, key, ETag, size, access key id):

@@ -15,6 +15,7 @@
 #include "proto/kept.pb.h"
 #include "server/dataset/dataset_growth.h"
 #include "server/dataset/sample_source.h"
+#include "server/objstore/fault_proxy.h"
 #include "server/objstore/moto_testing.h"
 #include "server/sources/kept_testing.h"
 #include "tests/testdata.h"
@@ -361,6 +362,35 @@ TEST_F(S3ShardsTest, AStreamedOpeningsLaterErrorEndsItsGrowth) {
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->growth, nullptr);
   EXPECT_EQ(one->samples.size(), 3u);
+}
+
+TEST_F(S3ShardsTest, TheScanTimeoutBoundsAStallNotTheWholeIndexing) {
+  // Through a proxy adding 400 ms per request: the middle shard takes two
+  // GETs one after the other, so indexing takes over 800 ms while no wait
+  // for bytes passes 450 ms.
+  auto at = [&](absl::Duration latency, absl::Duration timeout) {
+    FaultProxy::Options po;
+    po.upstream_port = moto_->port();
+    po.latency = latency;
+    std::unique_ptr<FaultProxy> proxy = *FaultProxy::Start(po);
+    S3Client::Options o;
+    o.endpoints = *EndpointAllowList::Parse(proxy->url());
+    std::unique_ptr<S3Client> client = *S3Client::Create(o);
+    ObjectStoreAccess via = access_;
+    via.endpoint = *Endpoint::Parse(proxy->url());
+    ScanLimits limits;
+    limits.max_time = timeout;
+    return OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), {""}, via, client.get(), limits,
+                        KeptListing{nullptr, false}, {});
+  };
+  absl::StatusOr<Dataset> ds = at(absl::Milliseconds(400), absl::Milliseconds(700));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->samples.size(), 9u);
+  // A store that sends nothing for longer ends it, naming the flag.
+  ds = at(absl::Milliseconds(1500), absl::Milliseconds(700));
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kDeadlineExceeded) << ds.status();
+  EXPECT_NE(ds.status().message().find("no shard's bytes came for 700ms (--dataset-scan-timeout)"),
+            std::string::npos) << ds.status();
 }
 
 TEST_F(S3ShardsTest, TheKindTakesAPatternEndingTheUrl) {

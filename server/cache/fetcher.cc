@@ -26,14 +26,24 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
   const std::string key = known->key();
   if (!known->proven) {
     // Not yet the caller's to be served from a cache: its own read first
-    // (which proves it), kept for the next callers as any read is.
-    bool read_source = false;
-    absl::StatusOr<Bytes> read = Guarded(absl::StrCat("reading ", path), [&] {
-      return ReadAndKeep(ds, path, *known, owner, &read_source);
-    });
-    if (from_source != nullptr) *from_source = read_source;
-    return read;
+    // (which proves it), kept for the next callers as any read is. A read
+    // of the same source in flight is its own too (the proof is the
+    // source's: one per session), so it joins that one.
+    return Shared(absl::StrCat(key, std::string(1, '\0'),
+                               reinterpret_cast<uintptr_t>(ds.source.get())),
+                  false, path, from_source,
+                  [&](bool* read_source) {
+                    return ReadAndKeep(ds, path, *known, owner, read_source);
+                  });
   }
+  return Shared(key, true, path, from_source, [&](bool* read_source) {
+    return Load(ds, path, *known, owner, read_source);
+  });
+}
+
+absl::StatusOr<Bytes> SampleFetcher::Shared(
+    const std::string& flight_key, bool cached, const std::string& path, bool* from_source,
+    const std::function<absl::StatusOr<Bytes>(bool* read_source)>& read) {
   std::shared_ptr<Inflight> flight;
   bool leader = false;
   {
@@ -41,8 +51,10 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
     // the in-flight table, so a fetch either finds the value or joins the
     // read, never starts a second one.
     absl::MutexLock lock(&mu_);
-    if (Bytes hit = l1_->Lookup(key)) return hit;
-    auto [it, inserted] = inflight_.try_emplace(key);
+    if (cached) {
+      if (Bytes hit = l1_->Lookup(flight_key)) return hit;
+    }
+    auto [it, inserted] = inflight_.try_emplace(flight_key);
     if (inserted) it->second = std::make_shared<Inflight>();
     flight = it->second;
     leader = inserted;
@@ -54,12 +66,11 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
   }
   bool read_source = false;
   // Whatever happens, the joined readers are woken and the entry cleared.
-  flight->result = Guarded(absl::StrCat("reading ", path),
-                           [&] { return Load(ds, path, *known, owner, &read_source); });
+  flight->result = Guarded(absl::StrCat("reading ", path), [&] { return read(&read_source); });
   if (from_source != nullptr) *from_source = read_source;
   {
     absl::MutexLock lock(&mu_);
-    inflight_.erase(key);
+    inflight_.erase(flight_key);
   }
   flight->done.Notify();
   return flight->result;

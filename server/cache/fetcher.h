@@ -4,7 +4,9 @@
 // are then put into L1 and queued for L2.
 //
 // A key not `proven` (SourceKey) is never served from a cache: it is read
-// from the source, which proves it, and kept as any read is.
+// from the source, which proves it, and kept as any read is; a fetch of it
+// through the same source (one per session: the same proof) while such a
+// read is in flight joins that read.
 //
 // Fetch blocks on I/O, so it runs on the reader pool, never on decode
 // threads. Concurrent fetches of one key share a single source read
@@ -15,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -68,6 +71,12 @@ class SampleFetcher {
     absl::Notification done;
     absl::StatusOr<Bytes> result;
   };
+  // The result of `read`, one at a time per `flight_key`: a fetch that
+  // finds one in flight waits for it (a joined read). `cached`: L1 first
+  // (`flight_key` is the cache key). `*from_source`: the leader's own.
+  absl::StatusOr<Bytes> Shared(const std::string& flight_key, bool cached,
+                               const std::string& path, bool* from_source,
+                               const std::function<absl::StatusOr<Bytes>(bool*)>& read);
   // L2, else ReadAndKeep.
   absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
                              const SourceKey& id, int64_t owner, bool* read_source);

@@ -163,5 +163,40 @@ TEST(FetcherTest, ConcurrentFetchesOfOneFileShareOneRead) {
   EXPECT_EQ(t.f.Stats().joined_reads(), uint64_t{kJoiners});
 }
 
+TEST(FetcherTest, AnUnprovenFetchJoinsOnlyItsOwnSourcesReadInFlight) {
+  // Two sessions' sources of one file (one cache key), neither proven yet.
+  OneFile t(4);
+  auto other = std::make_shared<MemorySource>("root");
+  other->Put("a", "alpha");
+  std::shared_ptr<Dataset> other_ds = MemoryDataset(other, {{"a"}});
+  absl::StatusOr<SourceKey> id = t.ds->source->Identify("a");
+  absl::StatusOr<SourceKey> other_id = other_ds->source->Identify("a");
+  ASSERT_TRUE(id.ok() && other_id.ok());
+  ASSERT_EQ(id->key(), other_id->key());
+  id->proven = other_id->proven = false;
+  t.src->Hold();
+  std::vector<absl::StatusOr<Bytes>> got(2);
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { got[0] = t.f.Fetch(*t.ds, "a", kUid, nullptr, &*id); });
+  t.src->Holding().WaitForNotification();
+  // The same session's second fetch waits for its read in flight.
+  threads.emplace_back([&] { got[1] = t.f.Fetch(*t.ds, "a", kUid, nullptr, &*id); });
+  while (t.f.Stats().joined_reads() < 1) std::this_thread::yield();
+  // The other session's proves for itself, while that read is held.
+  bool from_source = false;
+  absl::StatusOr<Bytes> own = t.f.Fetch(*other_ds, "a", kUid, &from_source, &*other_id);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_TRUE(from_source);
+  EXPECT_EQ(other->reads(), 1);
+  t.src->Release();
+  for (std::thread& th : threads) th.join();
+  for (const auto& g : got) {
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(**g, "alpha");
+  }
+  EXPECT_EQ(t.src->reads(), 1);
+  EXPECT_EQ(t.f.Stats().joined_reads(), 1u);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -28,6 +28,28 @@ std::shared_ptr<DatasetGrowth> CancelOnDrop(std::shared_ptr<DatasetGrowth> growt
   return std::shared_ptr<DatasetGrowth>(std::move(handle), g);
 }
 
+absl::StatusOr<std::shared_ptr<DatasetGrowth>> GrowInBackground(
+    std::shared_ptr<DatasetGrowth> growth, const ScanLimits& limits,
+    std::function<void()> write, const std::string& what) {
+  std::shared_ptr<DatasetGrowth> handle;
+  if (limits.background != nullptr) {
+    if (!limits.background(std::move(write))) {
+      return absl::UnavailableError(absl::StrCat(
+          what, " could not begin (the daemon is stopping, or out of threads)"));
+    }
+    handle = CancelOnDrop(growth);
+  } else {
+    handle = CancelOnDrop(growth, std::thread(std::move(write)));
+  }
+  DatasetGrowth::View v;
+  for (size_t known = 0; (v = growth->Wait(known, absl::InfiniteDuration())),
+                         !v.done && growth->published_samples() == 0;) {
+    known = v.windows.size();
+  }
+  if (growth->published_samples() == 0) return v.status;  // The handle waits for its thread.
+  return handle;
+}
+
 absl::Status DatasetGrowth::Append(Sample s) {
   if (appended_ >= capacity_) {
     return absl::InternalError(

@@ -20,13 +20,16 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/dataset/dataset.h"
@@ -120,6 +123,15 @@ class DatasetGrowth {
 // opening's own, not the daemon's background work), that thread joined.
 std::shared_ptr<DatasetGrowth> CancelOnDrop(std::shared_ptr<DatasetGrowth> growth,
                                             std::thread writer = std::thread());
+
+// Starts a streamed opening's writer: `write` (which ends the growth
+// itself, OK or not) on `limits.background`, or on a thread of its own
+// where there is none, and returns the dataset's handle (CancelOnDrop) once
+// a window is published. The growth's error if it ended with none;
+// UNAVAILABLE naming `what` if the writer could not start.
+absl::StatusOr<std::shared_ptr<DatasetGrowth>> GrowInBackground(
+    std::shared_ptr<DatasetGrowth> growth, const ScanLimits& limits,
+    std::function<void()> write, const std::string& what);
 
 }  // namespace stoker
 

@@ -19,42 +19,54 @@ Lister::Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* clie
     : url_(url), access_(access), client_(client), limits_(limits),
       deadline_(absl::Now() + limits.max_time) {}
 
+Lister::Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* client,
+               const ScanLimits& limits, const Lister& before)
+    : url_(url), access_(access), client_(client), limits_(limits),
+      deadline_(before.deadline_), seen_(before.seen_.load()) {}
+
+absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::string& delimiter,
+                                      const std::string& token, int max_keys) {
+  if (limits_.cancel != nullptr && limits_.cancel->load()) {
+    return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
+  }
+  if (absl::Now() > deadline_) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "listing ", url_.ToString(), " took longer than ",
+        absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
+  }
+  absl::StatusOr<ListPage> p = client_->List(access_.endpoint, url_.bucket, prefix, delimiter,
+                                             token, access_.credentials, max_keys,
+                                             access_.owner);
+  if (!p.ok()) return p.status();
+  const uint64_t n = p->objects.size() + p->prefixes.size();
+  if (seen_.fetch_add(n) + n > limits_.max_files) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "listing ", url_.ToString(), ": over ", limits_.max_files,
+        " objects (--max-dataset-files)"));
+  }
+  for (const std::string& q : p->prefixes) {
+    if (!absl::StartsWith(q, prefix) || q.size() <= prefix.size()) {
+      return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),
+                                              ": the store answered a prefix outside it"));
+    }
+  }
+  for (const ListedObject& o : p->objects) {
+    if (!absl::StartsWith(o.key, prefix) || o.etag.empty()) {
+      return absl::DataLossError(absl::StrCat(
+          "listing ", url_.ToString(), ": the store answered an object outside it or one "
+          "without an ETag"));
+    }
+  }
+  if (limits_.progress != nullptr) limits_.progress->Listed(n);
+  return p;
+}
+
 absl::Status Lister::Walk(const std::string& prefix, const std::string& delimiter,
-                        const std::function<absl::Status(ListPage&)>& page) {
+                          const std::function<absl::Status(ListPage&)>& page) {
   std::string token;
   do {
-    if (limits_.cancel != nullptr && limits_.cancel->load()) {
-      return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
-    }
-    if (absl::Now() > deadline_) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "listing ", url_.ToString(), " took longer than ",
-          absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
-    }
-    absl::StatusOr<ListPage> p = client_->List(access_.endpoint, url_.bucket, prefix,
-                                               delimiter, token, access_.credentials, 0,
-                                               access_.owner);
+    absl::StatusOr<ListPage> p = Page(prefix, delimiter, token, 0);
     if (!p.ok()) return p.status();
-    const uint64_t n = p->objects.size() + p->prefixes.size();
-    if (seen_.fetch_add(n) + n > limits_.max_files) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "listing ", url_.ToString(), ": over ", limits_.max_files,
-          " objects (--max-dataset-files)"));
-    }
-    for (const std::string& q : p->prefixes) {
-      if (!absl::StartsWith(q, prefix) || q.size() <= prefix.size()) {
-        return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),
-                                                ": the store answered a prefix outside it"));
-      }
-    }
-    for (const ListedObject& o : p->objects) {
-      if (!absl::StartsWith(o.key, prefix) || o.etag.empty()) {
-        return absl::DataLossError(absl::StrCat(
-            "listing ", url_.ToString(), ": the store answered an object outside it or one "
-            "without an ETag"));
-      }
-    }
-    if (limits_.progress != nullptr) limits_.progress->Listed(n);
     if (absl::Status s = page(*p); !s.ok()) return s;
     token = p->truncated ? p->next_token : "";
   } while (!token.empty());

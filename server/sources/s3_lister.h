@@ -1,6 +1,6 @@
-// What the object store kinds (s3.h's ImageFolder, s3_shards.h's
-// WebDataset shards) share: the listing's walk, and the version an
-// object's cache entries record.
+// What the object store kinds (s3_folder.h's ImageFolder, s3_shards.h's
+// WebDataset shards) share: the listing's walk, the version an object's
+// cache entries record, and their sources' common part.
 //
 // Lister walks the pages of a prefix as the caller (its access and
 // owner), checked page by page: cancellation, the scan deadline
@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "server/access/file_system.h"
 #include "server/dataset/dataset.h"
+#include "server/dataset/sample_source.h"
 #include "server/objstore/s3_client.h"
 
 namespace stoker {
@@ -31,11 +32,20 @@ class Lister {
   // All of them outlive the Lister.
   Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* client,
          const ScanLimits& limits);
+  // One that goes on where `before` (of the same listing) is: its objects
+  // seen so far count against the limit, and its deadline holds.
+  Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* client,
+         const ScanLimits& limits, const Lister& before);
 
   // Every page of `prefix` (with `delimiter`), each handed to `page`; its
   // error ends the walk.
   absl::Status Walk(const std::string& prefix, const std::string& delimiter,
                     const std::function<absl::Status(ListPage&)>& page);
+  // One page of `prefix` from `token` ("": the first), at most `max_keys`
+  // (0: the store's own page size), checked as Walk checks each; a
+  // truncated page comes with its next token.
+  absl::StatusOr<ListPage> Page(const std::string& prefix, const std::string& delimiter,
+                                const std::string& token, int max_keys);
 
  private:
   const S3Url& url_;
@@ -73,6 +83,14 @@ inline bool IsListedVersion(const ObjectVersion& seen, uint64_t size, const std:
 // ETag that is the same in every build and process (L2 outlives the
 // daemon).
 FileVersion ObjectFileVersion(uint64_t size, const std::string& etag);
+
+// The samples of objects in a store: versioned (by size and ETag), and
+// remote (their reads are counted as the store's).
+class ObjectStoreSource : public SampleSource {
+ public:
+  bool Versioned() const override { return true; }
+  bool remote() const override { return true; }
+};
 
 }  // namespace stoker
 

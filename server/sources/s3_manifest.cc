@@ -1,5 +1,6 @@
 #include "server/sources/s3_manifest.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -145,8 +146,7 @@ absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& mani
                                                 Shown(key)));
       }
       std::string path = absl::StrCat("s3://", root.bucket, "/", key);
-      const size_t index = objects.size();  // A new object's proof bit.
-      if (objects.emplace(path, ListedObjectVersion{o.size, o.etag, index}).second) {
+      if (objects.emplace(path, ListedObjectVersion{o.size, o.etag}).second) {
         // Its listed identity, held as long as the samples are.
         if (absl::Status cs = charge.Add(Sample{path, 0, {o.etag}}); !cs.ok()) return cs;
       }
@@ -158,8 +158,8 @@ absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& mani
   }
   ds.num_classes = NumClasses(ds.samples);
   if (absl::Status cs = charge.Finish(&ds); !cs.ok()) return cs;
-  ds.source = MakeS3Objects(client, access, root.bucket, limits.max_file_bytes,
-                            std::move(objects), "");
+  ds.source = std::make_shared<S3Objects>(client, access, root.bucket, limits.max_file_bytes,
+                                          std::move(objects), "");
   return ds;
 }
 

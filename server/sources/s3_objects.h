@@ -15,36 +15,73 @@
 // bucket, key) at (size, a digest of the ETag that is the same in every
 // process).
 //
+// A dataset still being listed (a streamed opening) adds its objects as
+// they are listed, each before any sample naming it is published.
+//
 // Thread-safe; the client outlives the source.
 #ifndef STOKER_SERVER_SOURCES_S3_OBJECTS_H_
 #define STOKER_SERVER_SOURCES_S3_OBJECTS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/dataset/sample_source.h"
 #include "server/objstore/s3_client.h"
+#include "server/sources/s3_lister.h"
 
 namespace stoker {
 
-// An object's listed version, and its proof bit (0..size-1, one each).
+// An object's listed version.
 struct ListedObjectVersion {
   uint64_t size = 0;
   std::string etag;
-  size_t index = 0;
 };
 // By "s3://bucket/key".
 using ListedObjects = std::unordered_map<std::string, ListedObjectVersion>;
 
-// The objects `listed` names in `bucket`, read with `access`.
-// `kept_listing`: when a kept listing taken was made (its errors then say
-// how to list again); empty: listed now.
-std::shared_ptr<const SampleSource> MakeS3Objects(S3Client* client, ObjectStoreAccess access,
-                                                  std::string bucket, uint64_t max_bytes,
-                                                  ListedObjects listed,
-                                                  std::string kept_listing);
+class S3Objects : public ObjectStoreSource {
+ public:
+  // The objects `listed` names in `bucket`, read with `access`.
+  // `kept_listing`: when a kept listing taken was made (its errors then
+  // say how to list again); empty: listed now.
+  S3Objects(S3Client* client, ObjectStoreAccess access, std::string bucket, uint64_t max_bytes,
+            ListedObjects listed, std::string kept_listing);
+
+  // One more object listed (a name given twice keeps its first version).
+  void Add(const std::string& path, uint64_t size, std::string etag);
+
+  absl::StatusOr<SourceKey> Identify(const std::string& path) const override;
+  absl::Status Read(const std::string& path, std::string* out,
+                    FileVersion* version) const override;
+
+ private:
+  struct Object {
+    Object(uint64_t size, std::string etag) : listed{size, std::move(etag)} {}
+    const ListedObjectVersion listed;
+    // This session has read it with its own credentials.
+    mutable std::atomic<bool> proven{false};
+  };
+  // The object listed as `path` (it never moves); NOT_FOUND if none.
+  absl::StatusOr<const Object*> Find(const std::string& path) const;
+  std::string Key(const std::string& path) const;
+  absl::Status Matches(const std::string& path, const ListedObjectVersion& l,
+                       const ObjectVersion& v) const;
+  absl::Status Changed(const std::string& path, const absl::Status& s) const;
+  std::string RefreshHint() const;
+
+  const std::string kept_listing_;
+  S3Client* const client_;
+  const ObjectStoreAccess access_;
+  const std::string bucket_;
+  const uint64_t max_bytes_;
+  mutable absl::Mutex mu_;
+  std::unordered_map<std::string, Object> objects_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace stoker
 

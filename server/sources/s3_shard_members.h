@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/dataset/sample_source.h"
 #include "server/objstore/s3_client.h"
+#include "server/sources/s3_lister.h"
 #include "server/sources/s3.h"
 #include "server/sources/s3_shard_list.h"
 
@@ -35,7 +36,7 @@ std::string ShardMemberName(const std::string& in_shard, uint64_t offset, uint64
 std::string ShardMemberFile(const ObjectStoreAccess& access, const std::string& bucket,
                             const ListedShard& shard, uint64_t offset, uint64_t size);
 
-class S3ShardMembers : public SampleSource {
+class S3ShardMembers : public ObjectStoreSource {
  public:
   // `max_bytes`: the daemon's file size cap, for a member.
   S3ShardMembers(S3Client* client, ObjectStoreAccess access, std::string bucket,
@@ -45,8 +46,6 @@ class S3ShardMembers : public SampleSource {
   void Proven(uint32_t k) const { proven_[k].store(true, std::memory_order_release); }
 
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override;
-  bool Versioned() const override { return true; }
-  bool remote() const override { return true; }
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override;
 

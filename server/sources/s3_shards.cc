@@ -493,22 +493,10 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
       growth->Finish(absl::InternalError("indexing the shards failed (the daemon's log says why)"));
     }
   };  // The growth's end says how it ended.
-  std::shared_ptr<DatasetGrowth> handle;
-  if (limits.background != nullptr) {
-    if (!limits.background(work)) {
-      return absl::UnavailableError(
-          "the shards' indexing could not begin (the daemon is stopping, or out of threads)");
-    }
-    handle = CancelOnDrop(growth);
-  } else {
-    handle = CancelOnDrop(growth, std::thread(work));
-  }
-  DatasetGrowth::View v;
-  for (size_t known = 0; (v = growth->Wait(known, absl::InfiniteDuration())),
-                         !v.done && growth->published_samples() == 0;) {
-    known = v.windows.size();
-  }
-  if (growth->published_samples() == 0) return v.status;  // The handle waits for its thread.
+  absl::StatusOr<std::shared_ptr<DatasetGrowth>> handle =
+      GrowInBackground(growth, limits, std::move(work), "the shards' indexing");
+  if (!handle.ok()) return handle.status();
+  const DatasetGrowth::View v = growth->Now();
   // The first window's: the rest are counted as the session's when it ends.
   ds.read_ahead_requests = opening->requests();
   ds.read_ahead_bytes = opening->bytes();
@@ -521,9 +509,11 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
     total_bytes += (*listed)[k].size;
     if (WindowOfShard(k, true) < v.windows.size()) published_bytes += (*listed)[k].size;
   }
-  const double expected = growth->published_samples() * total_bytes / std::max(1.0, published_bytes);
+  uint64_t published = 0;
+  for (uint64_t w : v.windows) published += w;
+  const double expected = published * total_bytes / std::max(1.0, published_bytes);
   growth->SetExpected(static_cast<uint64_t>(std::min(expected, static_cast<double>(capacity))));
-  ds.growth = std::move(handle);
+  ds.growth = *std::move(handle);
   return ds;
 }
 

@@ -156,6 +156,47 @@ def test_the_next_session_takes_the_kept_listing(bucket, dataset, trainer_env, t
         d.stop()
 
 
+def test_a_folder_past_its_first_window_streams_the_batches_of_the_kept_listing(
+        bucket, trainer_env, tmp_path):
+    """20 pictures a class: a session's opening begins once each class's
+    first 16 are listed (one page of 16 keys each), the rest listed as it
+    serves; its numbering, in windows, is that of the next session, which
+    takes the kept listing whole: the same batches in two shuffled epochs."""
+    from conftest import _generated
+    from test_resume import checksum_epochs
+    folder = _generated("stoker-pywide-", "--classes", "3", "--per_class", "20",
+                        "--min_side", "60", "--max_side", "90", "--seed", "9")
+    flags = ["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2")]
+    args = dict(batch_size=4, transform="train", image_size=32, seed=3, pixel_cache=None)
+    try:
+        for dirpath, _, names in os.walk(folder):
+            for name in names:
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    s3_server.put_object(bucket, "photos/wide/" + os.path.relpath(
+                        os.path.join(dirpath, name), folder), f.read())
+        d = Daemon(extra=flags)
+        try:
+            before = _sent(d)
+            streamed = checksum_epochs(stoker.Loader("s3://photos/wide/", socket=d.socket,
+                                                     **args), 2)
+            # The classes, each class's first 16 keys, then the rest of
+            # each; a GET per picture (the second epoch from the caches).
+            assert _sent(d) - before == 1 + 3 + 3 + 60
+        finally:
+            d.stop()  # Its queued L2 writes (the listing) are written first.
+        d = Daemon(extra=flags)
+        try:
+            before = _sent(d)
+            kept = checksum_epochs(stoker.Loader("s3://photos/wide/", socket=d.socket, **args), 2)
+            # The listing's proof, and each picture's (cached, proven first).
+            assert _sent(d) - before == 1 + 60
+        finally:
+            d.stop()
+        assert kept == streamed and streamed[1] == 2 * 60
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_refusals_say_why(bucket, trainer_env):
     # A daemon that reaches no object store.
     d = Daemon()

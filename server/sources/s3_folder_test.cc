@@ -1,4 +1,4 @@
-#include "server/sources/s3.h"
+#include "server/sources/s3_folder.h"
 
 #include <gtest/gtest.h>
 
@@ -6,6 +6,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/dataset/dataset_growth.h"
 #include "server/dataset/sample_source.h"
 #include "server/objstore/moto_testing.h"
 #include "server/sources/kept_testing.h"
@@ -45,7 +47,8 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->class_names, (std::vector<std::string>{"cat", "dog", "eel"}));
   EXPECT_EQ(ds->num_classes, 3u);
-  EXPECT_EQ(ds->skipped_files, 1u);  // readme.md beside the classes.
+  // readme.md beside the classes, notes.txt in one (as a local folder).
+  EXPECT_EQ(ds->skipped_files, 2u);
   std::vector<std::pair<std::string, int>> got;
   for (const Sample& s : ds->samples) got.emplace_back(s.path, s.label);
   EXPECT_EQ(got, (std::vector<std::pair<std::string, int>>{
@@ -78,6 +81,15 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
     ASSERT_TRUE(ds->source->Read(s.path, &bytes, nullptr).ok());
     EXPECT_EQ(bytes, objects_[key]);
   }
+  // Streamed, a folder of at most 16 images a class is all in window 0:
+  // answered whole.
+  ScanLimits streamed;
+  streamed.streamed = true;
+  absl::StatusOr<Dataset> whole = Open("s3://bkt/data/train", streamed);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->growth, nullptr);
+  EXPECT_EQ(whole->samples.size(), ds->samples.size());
+  EXPECT_EQ(whole->skipped_files, 2u);
   // Another session's source proves for itself.
   absl::StatusOr<Dataset> other = Open("s3://bkt/data/train/");
   ASSERT_TRUE(other.ok()) << other.status();
@@ -119,7 +131,7 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   EXPECT_EQ(client_->stats().requests, at_second + 1);  // The proof alone.
   EXPECT_EQ(Paths(*second), Paths(*first));
   EXPECT_EQ(second->class_names, first->class_names);
-  EXPECT_EQ(second->skipped_files, 1u);
+  EXPECT_EQ(second->skipped_files, 2u);
   EXPECT_EQ(second->description, first->description);  // One content.
   EXPECT_FALSE(second->source->Identify(second->samples[0].path)->proven);
   std::string bytes;
@@ -192,6 +204,109 @@ TEST_F(S3FolderTest, AnObjectChangedSinceListingIsDataLoss) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->source->Identify("s3://bkt/data/train/dog/3.JPEG")->key(),
             ds->source->Identify("s3://bkt/data/train/dog/3.JPEG")->key());
+}
+
+// Classes of 20, 3 and 18 images, with a note among the first's first 16
+// keys: window 0 holds 16 + 3 + 16 of them, window 1 the other 4 + 2.
+class S3FolderWindowsTest : public moto_testing::BucketTest {
+ protected:
+  void SetUp() override {
+    BucketTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    for (const auto& [name, n] : std::vector<std::pair<std::string, int>>{
+             {"a", 20}, {"b", 3}, {"c", 18}}) {
+      for (int i = 0; i < n; ++i) {
+        const std::string key = absl::StrFormat("w/%s/%02d.jpg", name, i);
+        ASSERT_TRUE(Put(key, Content(100 + i, i)).ok());
+        want_.push_back(absl::StrCat("s3://bkt/", key));
+      }
+    }
+    ASSERT_TRUE(Put("w/a/05.txt", "a note").ok());
+    // Window order: each class's first 16, then the rest.
+    auto in = [&](int first, int count) {
+      return std::vector<std::string>(want_.begin() + first, want_.begin() + first + count);
+    };
+    std::vector<std::string> order;
+    for (const auto& part : {in(0, 16), in(20, 3), in(23, 16), in(16, 4), in(39, 2)}) {
+      order.insert(order.end(), part.begin(), part.end());
+    }
+    want_ = order;
+  }
+  absl::StatusOr<Dataset> Open(bool streamed, KeptValues* kept = nullptr,
+                               uint64_t max_files = ScanLimits().max_files) {
+    ScanLimits limits;
+    limits.streamed = streamed;
+    limits.max_files = max_files;
+    return OpenS3Folder(*S3Url::Parse("s3://bkt/w/"), access_, client_.get(), limits,
+                        KeptListing{kept, false});
+  }
+  static std::vector<std::string> Paths(const Dataset& ds) {
+    std::vector<std::string> out;
+    for (uint64_t i = 0; i < ds.sample_count(); ++i) out.push_back(ds.sample(i).path);
+    return out;
+  }
+  static DatasetGrowth::View End(const Dataset& ds) {
+    DatasetGrowth::View v;
+    for (size_t known = 0; !(v = ds.growth->Wait(known, absl::InfiniteDuration())).done;) {
+      known = v.windows.size();
+    }
+    return v;
+  }
+
+  std::vector<std::string> want_;
+};
+
+TEST_F(S3FolderWindowsTest, ListedNowKeptOrStreamedTheSamplesAreNumberedInTheSameWindows) {
+  MemoryKept kept;
+  absl::StatusOr<Dataset> listed = Open(false, &kept);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->growth, nullptr);
+  EXPECT_EQ(Paths(*listed), want_);
+  EXPECT_EQ(listed->first_epoch_windows, (std::vector<uint64_t>{35, 6}));
+  EXPECT_EQ(listed->skipped_files, 1u);
+  for (uint64_t i = 0; i < listed->sample_count(); ++i) {
+    const Sample& s = listed->sample(i);
+    EXPECT_EQ(s.label, s.path[11] - 'a') << s.path;
+  }
+  // From the kept listing: the same.
+  const uint64_t before = client_->stats().requests;
+  absl::StatusOr<Dataset> taken = Open(true, &kept);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(client_->stats().requests, before + 1);  // The proof.
+  EXPECT_EQ(taken->growth, nullptr);  // All known: nothing to stream.
+  EXPECT_EQ(Paths(*taken), want_);
+  EXPECT_EQ(taken->first_epoch_windows, listed->first_epoch_windows);
+  // Streamed: answered with window 0 or more, the classes known; the same
+  // windows at the end, each sample readable.
+  absl::StatusOr<Dataset> streamed = Open(true);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  ASSERT_NE(streamed->growth, nullptr);
+  EXPECT_GE(streamed->sample_count(), 35u);
+  EXPECT_EQ(streamed->num_classes, 3u);
+  EXPECT_EQ(streamed->class_names, (std::vector<std::string>{"a", "b", "c"}));
+  const DatasetGrowth::View v = End(*streamed);
+  ASSERT_TRUE(v.status.ok()) << v.status;
+  EXPECT_EQ(v.windows, listed->first_epoch_windows);
+  EXPECT_EQ(v.num_classes, 3u);
+  EXPECT_EQ(Paths(*streamed), want_);
+  for (uint64_t i : {uint64_t{0}, uint64_t{40}}) {
+    std::string bytes;
+    const std::string& path = streamed->sample(i).path;
+    ASSERT_TRUE(streamed->source->Read(path, &bytes, nullptr).ok()) << path;
+    EXPECT_EQ(bytes.size(), 100u + std::stoi(path.substr(path.size() - 6, 2))) << path;
+  }
+}
+
+TEST_F(S3FolderWindowsTest, AStreamedListingsLaterErrorEndsItsGrowthAfterTheFirstWindow) {
+  // Seen by window 0's end: 3 prefixes, then pages of 16 + 5, 3 and 16
+  // keys (43); the last class's second page passes 44.
+  absl::StatusOr<Dataset> ds = Open(true, nullptr, 44);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const DatasetGrowth::View v = End(*ds);
+  EXPECT_EQ(v.status.code(), absl::StatusCode::kResourceExhausted) << v.status;
+  EXPECT_EQ(v.windows, (std::vector<uint64_t>{35}));
+  // Not streamed: refused at the opening.
+  EXPECT_EQ(Open(false, nullptr, 44).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(S3FolderTest, RefusalsNameTheCause) {

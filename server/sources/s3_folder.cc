@@ -1,0 +1,397 @@
+#include "server/sources/s3_folder.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "proto/kept.pb.h"
+#include "server/dataset/dataset_growth.h"
+#include "server/sources/folder.h"
+#include "server/sources/s3_lister.h"
+#include "server/sources/s3_objects.h"
+#include "server/sources/s3_shards.h"
+#include "util/cache_key.h"
+#include "util/log.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+namespace {
+
+// Classes listed at once: one per 8 classes (so that a window takes about
+// 8 round trips), at least 16 (4 for a streamed opening's later windows,
+// listed while the first are served: the store serves their reads too),
+// at most 64.
+int ListingsAtOnce(size_t classes, bool later) {
+  return static_cast<int>(std::clamp<size_t>((classes + 7) / 8, later ? 4 : 16, 64));
+}
+// The largest listing kept (about a million objects), and how long.
+constexpr size_t kMostKeptBytes = size_t{128} << 20;
+constexpr absl::Duration kKeptFor = absl::Hours(24);
+
+// One class: its images as listed so far, in the store's key order.
+struct ClassListing {
+  std::string name;
+  std::string prefix;  // The root's key, the name and '/'.
+  std::vector<ListedObject> images;
+  std::string token;  // The next page's.
+  bool ended = false;
+};
+
+// Whether a kept listing is one of `root` this daemon could have written
+// (it reads it back from its own L2: a check, not a trust boundary), within
+// the limits; each object charged as a listed one is.
+bool TakeKept(const S3Url& root, const kept::S3Listing& l, const ScanLimits& limits,
+              ListCharge* charge) {
+  const uint64_t seen = uint64_t(l.objects_size()) + l.class_names_size() + l.skipped();
+  if (l.class_names_size() == 0 || l.objects_size() == 0 || seen > limits.max_files) {
+    return false;
+  }
+  uint32_t label = 0;
+  for (const kept::S3Listing::Object& o : l.objects()) {
+    // Class by class, as a listing is kept.
+    if (o.label() < label || o.label() >= static_cast<uint32_t>(l.class_names_size()) ||
+        !absl::StartsWith(o.key(), root.key) || o.etag().empty()) {
+      return false;
+    }
+    label = o.label();
+    const Sample as_charged{o.key(), 0, {o.etag()}};
+    if (!charge->Add(as_charged).ok() || !charge->Add(as_charged).ok()) return false;
+  }
+  return true;
+}
+
+// One opening's classes, listed (or taken whole from a kept listing) and
+// numbered window by window into `growth` (s3_folder.h). Owns all it
+// uses: a streamed opening runs on after OpenS3Folder returned.
+class FolderListing {
+ public:
+  // `charge` holds what was charged already (a kept listing's objects);
+  // `keep` where a listing made now is kept, under `kept_key`.
+  // `before`: the listing of the classes, if it was listed now.
+  FolderListing(const S3Url& root, const ObjectStoreAccess& access, S3Client* client,
+                const ScanLimits& limits, const Lister* before,
+                std::vector<ClassListing> classes, uint64_t skipped,
+                ListCharge charge, const KeptListing& keep, std::string kept_key,
+                std::shared_ptr<S3Objects> objects, std::shared_ptr<DatasetGrowth> growth)
+      : root_(root),
+        access_(access),
+        limits_(limits),
+        lister_(before != nullptr ? Lister(root_, access_, client, limits_, *before)
+                                  : Lister(root_, access_, client, limits_)),
+        classes_(std::move(classes)),
+        skipped_(skipped),
+        charge_(std::move(charge)),
+        keep_(keep),
+        kept_key_(std::move(kept_key)),
+        objects_(std::move(objects)),
+        growth_(std::move(growth)) {}
+
+  // Not streamed: lists what is not listed yet and numbers all of it into
+  // `ds` (its samples, windows and charges).
+  absl::Status Run(Dataset* ds) {
+    absl::Status s = ListUntil(UINT64_MAX, 0);
+    bool more = s.ok();
+    for (size_t k = 0; more && s.ok(); ++k) s = AppendWindow(k, &more);
+    return Finish(s, ds);
+  }
+
+  // Streamed: lists and publishes window 0, its classes' first keys
+  // first; false when that was all (`ds` then has it, as from Run).
+  absl::StatusOr<bool> First(Dataset* ds) {
+    bool more = false;
+    absl::Status s = ListUntil(FolderWindowBegin(1), kFolderFirstWindowPerClass);
+    if (s.ok()) s = AppendWindow(0, &more);
+    if (s.ok() && more) return true;
+    STOKER_RETURN_IF_ERROR(Finish(s, ds));
+    return false;
+  }
+
+  // Then the other windows, each published once listed; ends the growth.
+  void Rest() {
+    absl::Status s;
+    bool more = true;
+    for (size_t k = 1; more && s.ok(); ++k) {
+      s = ListUntil(FolderWindowBegin(k + 1), 0, true);
+      if (s.ok()) s = AppendWindow(k, &more);
+    }
+    Finish(s, nullptr).IgnoreError();
+  }
+
+  uint64_t skipped() const { return skipped_.load(); }
+
+ private:
+  // Lists each class not ended until it holds `end` images (`later`: a
+  // streamed opening's windows past the first, fewer at a time);
+  // `first_keys`: the first page's size (0: the store's).
+  absl::Status ListUntil(uint64_t end, int first_keys, bool later = false) {
+    std::vector<ClassListing*> todo;
+    for (ClassListing& c : classes_) {
+      if (!c.ended && c.images.size() < end) todo.push_back(&c);
+    }
+    std::vector<absl::Status> errors(todo.size());
+    std::atomic<size_t> next{0};
+    RunOnThreads(std::min<size_t>(ListingsAtOnce(classes_.size(), later), todo.size()), [&] {
+      for (size_t t; (t = next.fetch_add(1)) < todo.size();) {
+        errors[t] = ListClass(*todo[t], end, first_keys);
+        if (!errors[t].ok()) next.store(todo.size());  // The first error ends it.
+      }
+    });
+    for (const absl::Status& e : errors) {
+      if (!e.ok()) return e;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ListClass(ClassListing& c, uint64_t end, int first_keys) {
+    while (!c.ended && c.images.size() < end) {
+      if (growth_->cancelled()->load()) return absl::CancelledError("the session ended");
+      const int keys = c.images.empty() && c.token.empty() ? first_keys : 0;
+      absl::StatusOr<ListPage> p = lister_.Page(c.prefix, "", c.token, keys);
+      if (!p.ok()) return p.status();
+      for (ListedObject& o : p->objects) {
+        if (!HasImageExtension(o.key)) {
+          skipped_.fetch_add(1);
+          continue;
+        }
+        {  // The sample and its listed identity: twice over.
+          absl::MutexLock lock(&charge_mu_);
+          const Sample as_charged{o.key, 0, {o.etag}};
+          STOKER_RETURN_IF_ERROR(charge_.Add(as_charged));
+          STOKER_RETURN_IF_ERROR(charge_.Add(as_charged));
+        }
+        c.images.push_back(std::move(o));
+      }
+      c.token = p->truncated ? p->next_token : "";
+      c.ended = !p->truncated;
+    }
+    return absl::OkStatus();
+  }
+
+  // Window k's samples, class by class, published; `more`: a later window
+  // has or may have samples.
+  absl::Status AppendWindow(size_t k, bool* more) {
+    const uint64_t begin = FolderWindowBegin(k), end = FolderWindowBegin(k + 1);
+    uint64_t appended = 0, listed = 0;
+    *more = false;
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      const std::vector<ListedObject>& images = classes_[c].images;
+      for (uint64_t i = begin; i < std::min<uint64_t>(end, images.size()); ++i) {
+        std::string path = absl::StrCat("s3://", root_.bucket, "/", images[i].key);
+        objects_->Add(path, images[i].size, images[i].etag);
+        STOKER_RETURN_IF_ERROR(
+            growth_->Append(Sample{std::move(path), static_cast<int32_t>(c), {}}));
+        ++appended;
+      }
+      if (!classes_[c].ended || images.size() > end) *more = true;
+      listed += images.size();
+    }
+    if (appended > 0) growth_->PublishWindow();
+    growth_->SetExpected(listed);  // What the caches plan for: at least those.
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(absl::Status s, Dataset* ds) {
+    if (s.ok() && growth_->published_samples() == 0) {
+      s = absl::FailedPreconditionError(absl::StrCat(
+          root_.ToString(), " holds no .jpg, .jpeg or .png objects under its classes"));
+    }
+    Dataset charged;
+    if (s.ok()) s = charge_.Finish(&charged);
+    if (ds == nullptr) {
+      for (std::shared_ptr<void>& token : charged.list_charge) growth_->Hold(std::move(token));
+    }
+    growth_->Finish(s, static_cast<uint32_t>(classes_.size()));
+    if (!s.ok()) return s;
+    Keep();
+    if (ds != nullptr) {
+      ds->first_epoch_windows = growth_->Now().windows;
+      ds->samples = growth_->TakeAll();
+      ds->list_charge = std::move(charged.list_charge);
+      ds->skipped_files = skipped();
+    }
+    return absl::OkStatus();
+  }
+
+  // A listing made now, kept class by class as listed, if it is not too
+  // large to keep.
+  void Keep() {
+    if (keep_.values == nullptr) return;
+    kept::S3Listing listing;
+    listing.set_listed_unix_seconds(absl::ToUnixSeconds(absl::Now()));
+    listing.set_skipped(skipped());
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      listing.add_class_names(classes_[c].name);
+      for (const ListedObject& o : classes_[c].images) {
+        kept::S3Listing::Object* k = listing.add_objects();
+        k->set_key(o.key);
+        k->set_size(o.size);
+        k->set_etag(o.etag);
+        k->set_label(static_cast<uint32_t>(c));
+      }
+      if (listing.ByteSizeLong() > kMostKeptBytes) return;
+    }
+    keep_.values->Put(kept_key_, listing.SerializeAsString(), access_.owner);
+  }
+
+  const S3Url root_;
+  const ObjectStoreAccess access_;
+  const ScanLimits limits_;
+  Lister lister_;
+  std::vector<ClassListing> classes_;
+  std::atomic<uint64_t> skipped_;
+  absl::Mutex charge_mu_;
+  ListCharge charge_;
+  const KeptListing keep_;
+  const std::string kept_key_;
+  const std::shared_ptr<S3Objects> objects_;
+  // Held while it writes; the dataset's handle cancels it (CancelOnDrop).
+  const std::shared_ptr<DatasetGrowth> growth_;
+};
+
+// The classes below `root` by one delimited listing, sorted; the .tar
+// objects directly in it into `shards`, and the other objects there
+// counted in `skipped`.
+absl::StatusOr<std::vector<ClassListing>> ListClasses(const S3Url& root, Lister& lister,
+                                                      std::vector<ListedObject>* shards,
+                                                      uint64_t* skipped) {
+  std::vector<std::string> prefixes;
+  STOKER_RETURN_IF_ERROR(lister.Walk(root.key, "/", [&](ListPage& p) {
+    for (std::string& c : p.prefixes) prefixes.push_back(std::move(c));
+    *skipped += p.objects.size();
+    for (ListedObject& o : p.objects) {
+      if (IsShardKey(o.key)) shards->push_back(std::move(o));
+    }
+    return absl::OkStatus();
+  }));
+  std::sort(prefixes.begin(), prefixes.end());
+  std::vector<ClassListing> classes(prefixes.size());
+  for (size_t c = 0; c < prefixes.size(); ++c) {
+    classes[c].name = std::string(absl::StripSuffix(prefixes[c].substr(root.key.size()), "/"));
+    classes[c].prefix = std::move(prefixes[c]);
+  }
+  return classes;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
+                                     S3Client* client, const ScanLimits& limits,
+                                     const KeptListing& keep, const ReadAhead& ahead) {
+  S3Url root = url;
+  if (!root.key.empty() && root.key.back() != '/') root.key += '/';
+  // Per principal: what one key id's owner may list (an IAM prefix
+  // condition, another tenant's bucket of the same name) is never taken by
+  // another. The key id names the principal; it is not a secret.
+  const std::string kept_key =
+      CacheKey({"s3-listing", access.endpoint.ToString(), root.bucket, root.key,
+                access.credentials != nullptr ? access.credentials->access_key_id : ""});
+  ListCharge charge(limits);
+  std::vector<ClassListing> classes;
+  uint64_t skipped = 0;
+  std::string listed_at;  // A kept listing's, when one is taken.
+  if (keep.values != nullptr && !keep.refresh && access.credentials != nullptr) {
+    kept::S3Listing listing;
+    bool parsed = false;
+    // The value is charged before it is parsed, until what the parse holds
+    // has been charged sample by sample (TakeKept).
+    std::shared_ptr<void> held;
+    keep.values->Get(kept_key, [&](absl::string_view value) {
+      held = limits.charge_list ? limits.charge_list(value.size()) : std::make_shared<int>(0);
+      parsed = held != nullptr && value.size() <= INT_MAX &&
+               listing.ParseFromArray(value.data(), static_cast<int>(value.size()));
+    });
+    const bool fits =
+        parsed && absl::FromUnixSeconds(listing.listed_unix_seconds()) + kKeptFor > absl::Now() &&
+        TakeKept(root, listing, limits, &charge);
+    held.reset();
+    if (fits) {
+      // The caller's own proof, at this moment, that it may list the
+      // prefix: one request.
+      absl::StatusOr<ListPage> proof = client->List(access.endpoint, root.bucket, root.key, "/",
+                                                    "", access.credentials, 1, access.owner);
+      if (!proof.ok()) return proof.status();
+      classes.resize(listing.class_names_size());
+      for (int c = 0; c < listing.class_names_size(); ++c) {
+        classes[c].name = std::move(*listing.mutable_class_names(c));
+        classes[c].ended = true;
+      }
+      for (kept::S3Listing::Object& o : *listing.mutable_objects()) {
+        classes[o.label()].images.push_back(
+            ListedObject{std::move(*o.mutable_key()), o.size(), std::move(*o.mutable_etag())});
+      }
+      skipped = listing.skipped();
+      listed_at = absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                                   absl::FromUnixSeconds(listing.listed_unix_seconds()),
+                                   absl::UTCTimeZone());
+      LogInfo(absl::StrCat(root.ToString(), ": the listing kept from ", listed_at,
+                           " (refresh lists it again)"));
+    } else {
+      charge = ListCharge(limits);  // Nothing of a refused one stays charged.
+    }
+  }
+  const bool taken = !listed_at.empty();
+  Lister lister(root, access, client, limits);
+  if (!taken) {
+    std::vector<ListedObject> shards;
+    STOKER_ASSIGN_OR_RETURN(classes, ListClasses(root, lister, &shards, &skipped));
+    if (classes.empty() && !shards.empty()) {  // A prefix of shards, listed now.
+      return OpenS3Shards(root, {}, access, client, limits, keep, ahead, &shards);
+    }
+    if (classes.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          root.ToString(), " has no class prefixes (an ImageFolder is <prefix>/<class>/<image>) "
+                           "and no .tar shards"));
+    }
+  }
+  Dataset ds;
+  // With the endpoint: the same bucket elsewhere is other content.
+  // (Not when it was listed: a kept listing and a new one of the same
+  // objects are one content for the pixel claims.)
+  ds.description = absl::StrCat("s3:", root.ToString(), " at ", access.endpoint.ToString());
+  for (const ClassListing& c : classes) ds.class_names.push_back(c.name);
+  ds.num_classes = static_cast<uint32_t>(classes.size());
+  uint64_t capacity = limits.max_files;  // The listing sees at most that many objects.
+  if (taken) {
+    capacity = 0;
+    for (const ClassListing& c : classes) capacity += c.images.size();
+  }
+  auto objects = std::make_shared<S3Objects>(client, access, root.bucket, limits.max_file_bytes,
+                                             ListedObjects(), listed_at);
+  ds.source = objects;
+  auto growth = std::make_shared<DatasetGrowth>(capacity, 0);
+  ScanLimits scan = limits;
+  // The listing may outlive this call: nothing of the caller's file
+  // environment goes with it (no class is a local file).
+  scan.within = nullptr;
+  scan.fs = nullptr;
+  auto listing = std::make_shared<FolderListing>(
+      root, access, client, scan, taken ? nullptr : &lister, std::move(classes), skipped,
+      std::move(charge),
+      taken ? KeptListing{} : keep, kept_key, objects, growth);
+  if (taken || !limits.streamed) {
+    STOKER_RETURN_IF_ERROR(listing->Run(&ds));
+    return ds;
+  }
+  // Streamed: answered once window 0 is published; the rest comes.
+  STOKER_ASSIGN_OR_RETURN(const bool more, listing->First(&ds));
+  if (!more) return ds;  // That was all.
+  auto work = [listing, growth] {
+    if (!RunLoggingExceptions("listing a folder", [&] { listing->Rest(); })) {
+      growth->Finish(absl::InternalError("listing the folder failed (the daemon's log says why)"));
+    }
+  };  // The growth's end says how it ended.
+  STOKER_ASSIGN_OR_RETURN(ds.growth,
+                          GrowInBackground(growth, limits, std::move(work), "the folder's listing"));
+  ds.skipped_files = listing->skipped();
+  return ds;
+}
+
+}  // namespace stoker

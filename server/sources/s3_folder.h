@@ -1,0 +1,83 @@
+// An ImageFolder in an S3 API store (the `s3` kind's default form):
+// `s3://bucket/prefix/` holding one prefix per class, each with its
+// .jpg/.jpeg/.png objects (names in any case, at any depth below the
+// class), labels in class-name order, as torchvision's ImageFolder.
+//
+// Listing: the class prefixes by one delimited listing, then the classes
+// in parallel (one at a time per 8 classes, 16 to 64, each page by page),
+// never one sequential listing of the whole prefix; bounded by the scan limits
+// (objects seen against max_files, max_time, cancellation). An object or
+// prefix outside the one asked for, or an object without an ETag, is
+// DATA_LOSS. The listing's size and ETag of each object are its identity;
+// the samples' names and identities are charged to the caller.
+//
+// Numbering, and the first epoch's windows: samples are numbered window by
+// window, so that a session may begin before the classes are all listed.
+// Window 0 holds each class's first 16 images, window 1 each class's next
+// 1,000, window 2 the next 1,000, and so on (FolderWindowBegin); within a
+// window, class by class, each class's images in the store's key order.
+// An unshuffled epoch reads them in that order (a folder of at most 16
+// images a class: ImageFolder's own); the first shuffled epoch shuffles
+// within each window in turn (Dataset::first_epoch_windows), later ones
+// across all. Listed now, taken from a kept listing, streamed or not, a
+// folder is numbered alike.
+//
+// A streamed opening (ScanLimits::streamed) lists each class's first 16
+// keys, answers once window 0 is published, and lists the rest on the
+// opening's background work, a window at a time (each class up to the
+// window's end, in pages of the store's size, fewer at a time: one per 8
+// classes, 4 to 64, as the store serves the first windows' reads too),
+// publishing each window as it is complete; an error ends the growth.
+//
+// Kept listings: with a place to keep them (the daemon's L2), a listing of
+// at most 128 MiB is kept under (endpoint, bucket, prefix, the access key
+// id: one principal's listing is never another's), and for 24 hours the
+// next session of that principal over it takes it after one listing
+// request (at most one key: the proof that its credentials still may list
+// the prefix) instead of listing again. It sees the bucket as it was then:
+// an object changed or removed since is that sample's DATA_LOSS, whose
+// error says how to list again, and added ones are not seen, until a
+// session asks to list again (S3Source.refresh). A kept value is charged
+// to the caller before it is parsed.
+//
+// Reading, as the caller: s3_objects.h. Thread-safe; the client outlives
+// the dataset.
+#ifndef STOKER_SERVER_SOURCES_S3_FOLDER_H_
+#define STOKER_SERVER_SOURCES_S3_FOLDER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
+#include "server/objstore/s3_client.h"
+#include "server/sources/s3.h"
+#include "server/sources/source.h"
+
+namespace stoker {
+
+constexpr uint64_t kFolderFirstWindowPerClass = 16;
+constexpr uint64_t kFolderWindowPerClass = 1000;
+
+// Where window `k`'s share of each class begins among its images.
+constexpr uint64_t FolderWindowBegin(size_t k) {
+  return k == 0 ? 0 : kFolderFirstWindowPerClass + (k - 1) * kFolderWindowPerClass;
+}
+
+// Lists `url` as an ImageFolder, or takes the listing `keep` holds for it
+// (endpoint, bucket, prefix) once the caller proved it may list the prefix
+// with one request of its own; a new listing is kept there. Errors name
+// the URL: PERMISSION_DENIED (an endpoint not allowed, credentials
+// refused), FAILED_PRECONDITION (no class prefixes, no images),
+// RESOURCE_EXHAUSTED (past the limits or the caller's memory),
+// DEADLINE_EXCEEDED, CANCELLED, and the client's.
+// A prefix holding .tar objects and no class prefixes is opened as
+// WebDataset shards (s3_shards.h), read ahead into `ahead`.
+absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
+                                     S3Client* client, const ScanLimits& limits,
+                                     const KeptListing& keep = {},
+                                     const ReadAhead& ahead = {});
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SOURCES_S3_FOLDER_H_

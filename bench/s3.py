@@ -258,21 +258,23 @@ def shard_table(moto, folder):
     print(f"{'feed':32} {'epoch 1':>8} {'later':>8} {'x local':>8}")
     local = medians(loader(shards))
     print(f"{'local shards':32} {local[0]:8,.0f} {local[1]:8,.0f}", flush=True)
-    for latency in (0, 20, 50):
-        def run(endpoint):
-            os.environ["AWS_ENDPOINT_URL"] = endpoint
-            firsts, laters = [], []
-            for _ in range(RUNS):
-                with Stokerd("--object-store-endpoints", endpoint) as d:
-                    first, later, _ = passes(lambda: loader("s3://photos/shards/")(d.sock))
-                firsts.append(first)
-                laters.append(later)
-            return statistics.median(firsts), statistics.median(laters)
-        first, later = with_proxy(moto, latency, run)
-        name = f"s3 shards, {latency} ms" if latency else "s3 shards, moto direct"
-        print(f"{name:32} {first:8,.0f} {later:8,.0f} {first / local[0]:8.2f}", flush=True)
-        if latency == 50:
-            at_50 = first
+    pattern = f"s3://photos/shards/train-{{000000..{len(names) - 1:06d}}}.tar"
+    for url, form in (("s3://photos/shards/", "s3 shards"), (pattern, "s3 shards by pattern")):
+        for latency in (0, 20, 50):
+            def run(endpoint):
+                os.environ["AWS_ENDPOINT_URL"] = endpoint
+                firsts, laters = [], []
+                for _ in range(RUNS):
+                    with Stokerd("--object-store-endpoints", endpoint) as d:
+                        first, later, _ = passes(lambda: loader(url)(d.sock))
+                    firsts.append(first)
+                    laters.append(later)
+                return statistics.median(firsts), statistics.median(laters)
+            first, later = with_proxy(moto, latency, run)
+            name = f"{form}, {latency} ms" if latency else f"{form}, moto direct"
+            print(f"{name:32} {first:8,.0f} {later:8,.0f} {first / local[0]:8.2f}", flush=True)
+            if latency == 50 and url != pattern:
+                at_50 = first
     if "boto3" not in PARTS:
         return
     sys.path.append(boto3_path())
@@ -325,11 +327,12 @@ def main():
             shard_table(moto, folder)
         if "folder" not in PARTS:
             return
-        print(f"\nthe folder: before each s3 run, moto's ceiling again ({conns} connections, "
-              "direct): the last column is the median of each run's epoch 1 over min(local, "
-              "that ceiling)")
-        print(f"{'feed':28} {'epoch 1':>8} {'later':>8} {'x local':>8} {'ceiling':>8} "
-              f"{'x min(local, ceiling)':>22}")
+        print(f"\nthe folder: before each s3 run, moto's ceiling again, direct ({conns} "
+              "connections) and through the run's path (the proxy, on the store's core: the "
+              "best of 32 and 64 connections); the last columns are the medians of each run's "
+              "epoch 1 over min(local, that ceiling)")
+        print(f"{'feed':28} {'epoch 1':>8} {'later':>8} {'x local':>8} {'direct':>8} "
+              f"{'path':>8} {'x min(l, path)':>15} {'x min(l, direct)':>17}")
         local = medians(loader(folder))
         print(f"{'local folder':28} {local[0]:8,.0f} {local[1]:8,.0f}", flush=True)
         for latency in (0, 20, 50):
@@ -338,20 +341,21 @@ def main():
             if latency:
                 proxy, endpoint = start_proxy(moto, latency)
             os.environ["AWS_ENDPOINT_URL"] = endpoint
-            firsts, laters, ceilings, ratios = [], [], [], []
+            runs = []  # (epoch 1, later, direct ceiling, path ceiling)
             for _ in range(RUNS):
-                here = ceiling_at(moto.url, sorted(keys), conns, 2.0)[0]
+                direct = ceiling_at(moto.url, sorted(keys), conns, 2.0)[0]
+                path = direct if not latency else max(
+                    ceiling_at(endpoint, sorted(keys), n, 2.0)[0] for n in (32, 64))
                 with Stokerd("--object-store-endpoints", endpoint) as d:
                     first, later, _ = passes(lambda: loader("s3://photos/train/")(d.sock))
-                firsts.append(first)
-                laters.append(later)
-                ceilings.append(here)
-                ratios.append(first / min(local[0], here))
+                runs.append((first, later, direct, path))
             name = f"s3, {latency} ms per request" if latency else "s3, moto direct"
-            first = statistics.median(firsts)
-            print(f"{name:28} {first:8,.0f} {statistics.median(laters):8,.0f} "
-                  f"{first / local[0]:8.2f} {statistics.median(ceilings):8,.0f} "
-                  f"{statistics.median(ratios):22.2f}", flush=True)
+            med = [statistics.median(r[k] for r in runs) for k in range(4)]
+            over_path = statistics.median(r[0] / min(local[0], r[3]) for r in runs)
+            over_direct = statistics.median(r[0] / min(local[0], r[2]) for r in runs)
+            print(f"{name:28} {med[0]:8,.0f} {med[1]:8,.0f} {med[0] / local[0]:8.2f} "
+                  f"{med[2]:8,.0f} {med[3]:8,.0f} {over_path:15.2f} {over_direct:17.2f}",
+                  flush=True)
             if proxy is not None:
                 stop_proxy(proxy)
 

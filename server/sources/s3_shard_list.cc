@@ -12,6 +12,12 @@
 
 namespace stoker {
 
+std::string ShardPrefix(const S3Url& root) {
+  std::string prefix = root.key;
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  return prefix;
+}
+
 absl::StatusOr<std::vector<ListedShard>> ListShards(const S3Url& root, const ShardNames& named,
                                               const ObjectStoreAccess& access,
                                               S3Client* client, const ScanLimits& limits,
@@ -27,8 +33,7 @@ absl::StatusOr<std::vector<ListedShard>> ListShards(const S3Url& root, const Sha
     }
     return std::vector<ListedShard>{ListedShard{root.key, v->size, v->etag}};
   }
-  std::string prefix = root.key;
-  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  const std::string prefix = ShardPrefix(root);
   absl::flat_hash_map<std::string, ListedShard> listed;
   // A manifest's names: of what its folders hold, only those are kept.
   absl::flat_hash_map<std::string, bool> wanted;

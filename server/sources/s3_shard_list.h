@@ -25,6 +25,10 @@ struct ListedShard {
   std::string etag;
 };
 
+// The prefix a pattern's or manifest's names are below: root's key, ending
+// in '/' unless empty.
+std::string ShardPrefix(const S3Url& root);
+
 // The shards `root` and `named` name. `given`: the prefix's .tar objects,
 // listed by the caller already (null: list them here).
 absl::StatusOr<std::vector<ListedShard>> ListShards(const S3Url& root, const ShardNames& named,

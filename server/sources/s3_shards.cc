@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -46,6 +47,22 @@ constexpr absl::Duration kProgressEvery = absl::Seconds(5);
 
 using Shard = ListedShard;
 
+// A pattern's first shard's first block, asked for beside the listing by a
+// streamed opening (the session's first batch needs it): taken only where
+// the listing names the version it read, so the first batch comes a round
+// trip sooner.
+struct FirstBlock {
+  std::string key;  // "": none asked for.
+  std::string block;
+  ObjectVersion seen;
+  bool read = false;
+
+  bool Fits(const Shard& shard) const {
+    return read && shard.key == key && IsListedVersion(seen, shard.size, shard.etag) &&
+           block.size() == std::min(kBlockBytes, shard.size);
+  }
+};
+
 // A shard read forward, a block at a time, as the caller, at its listed
 // version: what ForEachTarMember and the members' bytes are read from.
 class ShardStream {
@@ -63,6 +80,14 @@ class ShardStream {
         fetched_(fetched),
         requests_(requests),
         progress_(progress) {}
+
+  // The shard's first block, read already (its version checked): counted
+  // as read now.
+  void Preload(std::string block) {
+    block_ = std::move(block);
+    at_ = 0;
+    progress_->Read(block_.size());
+  }
 
   absl::Status Read(uint64_t offset, size_t n, char* out) {
     while (n > 0) {
@@ -160,10 +185,12 @@ constexpr uint64_t kIndexBytesPerSample = sizeof(kept::ShardIndex::Sample) + 16;
 
 // Reads `shard` whole and indexes it, handing each sample's picture and
 // mask to ix.ahead as they stream by.
-absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard) {
+absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard,
+                                             std::string* first_block = nullptr) {
   const S3Url object{ix.root.bucket, shard.key};
   ShardStream stream(object, shard, ix.access, ix.client, ix.check, &ix.bytes, &ix.requests,
                      ix.progress);
+  if (first_block != nullptr) stream.Preload(std::move(*first_block));
   kept::ShardIndex index;
   // The bytes of the members of the sample being grouped, by offset.
   std::map<uint64_t, std::string> pending;
@@ -271,7 +298,8 @@ class ShardOpening {
   ShardOpening(const S3Url& url, std::string pattern, const ObjectStoreAccess& access,
                S3Client* client, const ScanLimits& limits, const KeptListing& keep,
                const ReadAhead& ahead, std::vector<Shard> shards,
-               std::shared_ptr<S3ShardMembers> source, std::shared_ptr<DatasetGrowth> growth)
+               std::shared_ptr<S3ShardMembers> source, std::shared_ptr<DatasetGrowth> growth,
+               FirstBlock first)
       : url_(url),
         pattern_(std::move(pattern)),
         access_(access),
@@ -293,8 +321,13 @@ class ShardOpening {
                   },
                   limits_, growth_.get()),
         logged_(absl::ToUnixNanos(start_)),
-        progressed_(absl::ToUnixNanos(start_)) {
+        progressed_(absl::ToUnixNanos(start_)),
+        first_(std::move(first)) {
     ix_.check = [this] { return Check(); };
+    if (!first_.key.empty()) {  // Its request is the opening's, taken or not.
+      ix_.requests.fetch_add(1);
+      ix_.bytes.fetch_add(first_.block.size());
+    }
   }
 
   std::string description() const {
@@ -409,7 +442,9 @@ class ShardOpening {
         return Named(shard, assembly_.Add(i, std::move(index)));
       }
     }
-    absl::StatusOr<kept::ShardIndex> index = IndexShard(ix_, shard);
+    const bool preloaded = first_.Fits(shard);
+    absl::StatusOr<kept::ShardIndex> index =
+        IndexShard(ix_, shard, preloaded ? &first_.block : nullptr);
     if (!index.ok()) return Named(shard, index.status());
     source_->Proven(static_cast<uint32_t>(i));
     read_.fetch_add(1);
@@ -448,6 +483,7 @@ class ShardOpening {
   // was seen (Unix ns): the scan timeout bounds the time between.
   std::atomic<uint64_t> progress_mark_{0};
   std::atomic<int64_t> progressed_;
+  FirstBlock first_;  // IndexOne(0)'s, where it fits.
 };
 
 }  // namespace
@@ -458,8 +494,27 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,
                                      const ReadAhead& ahead, std::vector<ListedObject>* given) {
+  FirstBlock first;
+  std::thread asking;
+  if (limits.streamed && !named.pattern.empty() && named.names == nullptr) {
+    absl::StatusOr<ShardPattern> p = ShardPattern::Parse(named.pattern, limits.max_files);
+    if (p.ok() && p->size() > 0) {
+      first.key = ShardPrefix(url) + p->Name(0);
+      try {
+        asking = std::thread([&first, &url, &access, client] {
+          first.read = client->Get(access.endpoint, S3Url{url.bucket, first.key}, 0,
+                                   kBlockBytes, "", access.credentials, &first.block,
+                                   &first.seen, access.owner)
+                           .ok();
+        });
+      } catch (const std::system_error&) {
+        first.key.clear();  // Not asked for: read as any shard is.
+      }
+    }
+  }
   absl::StatusOr<std::vector<Shard>> listed =
       ListShards(url, named, access, client, limits, given);
+  if (asking.joinable()) asking.join();
   if (!listed.ok()) return listed.status();
   std::vector<uint64_t> bytes;
   for (const Shard& s : *listed) bytes.push_back(s.size);
@@ -476,7 +531,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
   scan.fs = nullptr;
   auto opening = std::make_shared<ShardOpening>(
       url, named.pattern.empty() ? named.manifest : named.pattern, access, client, scan,
-      keep, ahead, *listed, source, growth);
+      keep, ahead, *listed, source, growth, std::move(first));
   Dataset ds;
   ds.description = opening->description();
   ds.source = source;

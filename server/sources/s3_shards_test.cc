@@ -337,6 +337,33 @@ TEST_F(S3ShardsTest, AStreamedOpeningAnswersEarlyWithTheSameSamples) {
   }
 }
 
+TEST_F(S3ShardsTest, AStreamedPatternsFirstShardIsAskedForBesideTheListing) {
+  // Its first block is asked for beside the listing and taken: the same
+  // samples and requests (1 listing, a GET per block) as without.
+  const uint64_t before = Requests();
+  AheadLog ahead;
+  absl::StatusOr<Dataset> ds =
+      Open("s3://bkt/shards", "train-{000000..000002}.tar", nullptr, ahead.Fn(), true);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_NE(ds->growth, nullptr);
+  const DatasetGrowth::View v = End(*ds);
+  ASSERT_TRUE(v.status.ok()) << v.status;
+  EXPECT_EQ(Requests(), before + 1 + 1 + 2 + 1);  // No block read twice.
+  EXPECT_EQ(ds->growth->reads().first, 1 + 1 + 2);
+  ASSERT_EQ(ds->sample_count(), 9u);
+  for (uint64_t i = 0; i < ds->sample_count(); ++i) {
+    std::string bytes;
+    ASSERT_TRUE(ds->source->Read(ds->sample(i).path, &bytes, nullptr).ok());
+    EXPECT_EQ(bytes, images_[i]);
+  }
+  // A first name the store lacks: the listing's NOT_FOUND, the GET's 404
+  // set aside.
+  absl::StatusOr<Dataset> none =
+      Open("s3://bkt/shards", "train-{000007..000008}.tar", nullptr, {}, true);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << none.status();
+  EXPECT_NE(none.status().message().find("train-000007.tar"), std::string::npos);
+}
+
 TEST_F(S3ShardsTest, AStreamedOpeningsLaterErrorEndsItsGrowth) {
   // The second window's shard lies: the first window is served, then the
   // growth ends with the error naming the shard.

@@ -97,7 +97,7 @@ ABSL_FLAG(stoker::ByteSize, max_file_bytes, stoker::ByteSize{stoker::kDefaultMax
           "memory is allocated.");
 ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
           "Longest a dataset's scan or listing may take, and longest object "
-          "store shards being indexed may send no byte (e.g. 10m, 90s).");
+          "store shards being indexed may complete no block (e.g. 10m, 90s).");
 ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
           "Most memory all sessions' rings may take together; 0 = half of "
           "the node's memory.");

@@ -98,30 +98,27 @@ class FolderListing {
   // `ds` (its samples, windows and charges).
   absl::Status Run(Dataset* ds) {
     absl::Status s = ListUntil(UINT64_MAX, 0);
-    bool more = s.ok();
-    for (size_t k = 0; more && s.ok(); ++k) s = AppendWindow(k, &more);
+    if (s.ok()) s = AppendWindow(0);
+    if (s.ok()) s = AppendWindow(1);
     return Finish(s, ds);
   }
 
   // Streamed: lists and publishes window 0, its classes' first keys
   // first; false when that was all (`ds` then has it, as from Run).
   absl::StatusOr<bool> First(Dataset* ds) {
-    bool more = false;
-    absl::Status s = ListUntil(FolderWindowBegin(1), kFolderFirstWindowPerClass);
-    if (s.ok()) s = AppendWindow(0, &more);
-    if (s.ok() && more) return true;
+    absl::Status s = ListUntil(kFolderFirstWindowPerClass, kFolderFirstWindowPerClass);
+    if (s.ok()) s = AppendWindow(0);
+    if (s.ok() && !AllListed()) return true;
+    if (s.ok()) s = AppendWindow(1);  // Empty: nothing more was listed.
     STOKER_RETURN_IF_ERROR(Finish(s, ds));
     return false;
   }
 
-  // Then the other windows, each published once listed; ends the growth.
+  // Then the rest, window 1 once all listed; ends the growth.
   void Rest() {
-    absl::Status s;
-    bool more = true;
-    for (size_t k = 1; more && s.ok(); ++k) {
-      s = ListUntil(FolderWindowBegin(k + 1), 0, true);
-      if (s.ok()) s = AppendWindow(k, &more);
-    }
+    lister_.BoundByStalls();
+    absl::Status s = ListUntil(UINT64_MAX, 0, true);
+    if (s.ok()) s = AppendWindow(1);
     Finish(s, nullptr).IgnoreError();
   }
 
@@ -175,26 +172,39 @@ class FolderListing {
     return absl::OkStatus();
   }
 
-  // Window k's samples, class by class, published; `more`: a later window
-  // has or may have samples.
-  absl::Status AppendWindow(size_t k, bool* more) {
-    const uint64_t begin = FolderWindowBegin(k), end = FolderWindowBegin(k + 1);
-    uint64_t appended = 0, listed = 0;
-    *more = false;
+  bool AllListed() const {
+    for (const ClassListing& c : classes_) {
+      if (!c.ended) return false;
+    }
+    return true;
+  }
+
+  // Window k's samples (0: each class's first images; 1: the others),
+  // class by class, published unless none.
+  absl::Status AppendWindow(int k) {
+    // The objects a few thousand at a time (one lock each), before any
+    // sample naming them is published.
+    std::vector<std::pair<std::string, ListedObjectVersion>> objects;
+    uint64_t appended = 0, listed = 0, unended = 0;
     for (size_t c = 0; c < classes_.size(); ++c) {
       const std::vector<ListedObject>& images = classes_[c].images;
-      for (uint64_t i = begin; i < std::min<uint64_t>(end, images.size()); ++i) {
+      const size_t first = std::min<size_t>(images.size(), kFolderFirstWindowPerClass);
+      for (size_t i = k == 0 ? 0 : first; i < (k == 0 ? first : images.size()); ++i) {
         std::string path = absl::StrCat("s3://", root_.bucket, "/", images[i].key);
-        objects_->Add(path, images[i].size, images[i].etag);
+        objects.emplace_back(path, ListedObjectVersion{images[i].size, images[i].etag});
         STOKER_RETURN_IF_ERROR(
             growth_->Append(Sample{std::move(path), static_cast<int32_t>(c), {}}));
+        if (objects.size() == 4096) objects_->Add(std::exchange(objects, {}));
         ++appended;
       }
-      if (!classes_[c].ended || images.size() > end) *more = true;
       listed += images.size();
+      unended += classes_[c].ended ? 0 : 1;
     }
+    objects_->Add(std::move(objects));
     if (appended > 0) growth_->PublishWindow();
-    growth_->SetExpected(listed);  // What the caches plan for: at least those.
+    // What the caches plan for, until the end: a class not listed to its
+    // end as about a store's page of images.
+    growth_->SetExpected(listed + unended * 1000);
     return absl::OkStatus();
   }
 
@@ -204,13 +214,17 @@ class FolderListing {
           root_.ToString(), " holds no .jpg, .jpeg or .png objects under its classes"));
     }
     Dataset charged;
-    if (s.ok()) s = charge_.Finish(&charged);
+    const absl::Status cs = charge_.Finish(&charged);
+    if (s.ok()) s = cs;
+    if (s.ok()) Keep();  // Queued before any session sees the end.
+    for (ClassListing& c : classes_) std::vector<ListedObject>().swap(c.images);
     if (ds == nullptr) {
+      // Held as long as the published samples are served, even after an
+      // error: they are until the sessions reach it.
       for (std::shared_ptr<void>& token : charged.list_charge) growth_->Hold(std::move(token));
     }
     growth_->Finish(s, static_cast<uint32_t>(classes_.size()));
     if (!s.ok()) return s;
-    Keep();
     if (ds != nullptr) {
       ds->first_epoch_windows = growth_->Now().windows;
       ds->samples = growth_->TakeAll();
@@ -221,22 +235,25 @@ class FolderListing {
   }
 
   // A listing made now, kept class by class as listed, if it is not too
-  // large to keep.
+  // large to keep (its size counted as it is built).
   void Keep() {
     if (keep_.values == nullptr) return;
     kept::S3Listing listing;
     listing.set_listed_unix_seconds(absl::ToUnixSeconds(absl::Now()));
     listing.set_skipped(skipped());
+    uint64_t bytes = 0;
     for (size_t c = 0; c < classes_.size(); ++c) {
       listing.add_class_names(classes_[c].name);
+      bytes += classes_[c].name.size() + 8;
       for (const ListedObject& o : classes_[c].images) {
+        bytes += o.key.size() + o.etag.size() + 24;  // Its fields' tags and lengths.
+        if (bytes > kMostKeptBytes) return;
         kept::S3Listing::Object* k = listing.add_objects();
         k->set_key(o.key);
         k->set_size(o.size);
         k->set_etag(o.etag);
         k->set_label(static_cast<uint32_t>(c));
       }
-      if (listing.ByteSizeLong() > kMostKeptBytes) return;
     }
     keep_.values->Put(kept_key_, listing.SerializeAsString(), access_.owner);
   }
@@ -358,7 +375,9 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   ds.description = absl::StrCat("s3:", root.ToString(), " at ", access.endpoint.ToString());
   for (const ClassListing& c : classes) ds.class_names.push_back(c.name);
   ds.num_classes = static_cast<uint32_t>(classes.size());
-  uint64_t capacity = limits.max_files;  // The listing sees at most that many objects.
+  // The listing sees at most max_files objects (the directory's size
+  // bounded whatever the flag says).
+  uint64_t capacity = std::min<uint64_t>(limits.max_files, uint64_t{1} << 32);
   if (taken) {
     capacity = 0;
     for (const ClassListing& c : classes) capacity += c.images.size();

@@ -11,23 +11,23 @@
 // DATA_LOSS. The listing's size and ETag of each object are its identity;
 // the samples' names and identities are charged to the caller.
 //
-// Numbering, and the first epoch's windows: samples are numbered window by
-// window, so that a session may begin before the classes are all listed.
-// Window 0 holds each class's first 16 images, window 1 each class's next
-// 1,000, window 2 the next 1,000, and so on (FolderWindowBegin); within a
-// window, class by class, each class's images in the store's key order.
-// An unshuffled epoch reads them in that order (a folder of at most 16
-// images a class: ImageFolder's own); the first shuffled epoch shuffles
-// within each window in turn (Dataset::first_epoch_windows), later ones
-// across all. Listed now, taken from a kept listing, streamed or not, a
-// folder is numbered alike.
+// Numbering, and the first epoch's windows: samples are numbered in two
+// windows, so that a session may begin before the classes are all listed:
+// window 0 holds each class's first 16 images, window 1 all the others;
+// within a window, class by class, each class's images in the store's key
+// order. An unshuffled epoch reads them in that order (a folder of at most
+// 16 images a class: ImageFolder's own); the first shuffled epoch shuffles
+// window 0 (every class alike), then window 1, later ones all of it.
+// Listed now, taken from a kept listing, streamed or not, a folder is
+// numbered alike (a session resumed mid-epoch reads the same order).
 //
 // A streamed opening (ScanLimits::streamed) lists each class's first 16
 // keys, answers once window 0 is published, and lists the rest on the
-// opening's background work, a window at a time (each class up to the
-// window's end, in pages of the store's size, fewer at a time: one per 8
-// classes, 4 to 64, as the store serves the first windows' reads too),
-// publishing each window as it is complete; an error ends the growth.
+// opening's background work (in pages of the store's size, fewer classes
+// at a time: one per 8, 4 to 64, as the store serves window 0's reads
+// too; the scan timeout bounds each page's wait there, not the whole),
+// then publishes window 1; an error ends the growth with it. Until then
+// the caches plan for 1,000 images a class not yet listed to its end.
 //
 // Kept listings: with a place to keep them (the daemon's L2), a listing of
 // at most 128 MiB is kept under (endpoint, bucket, prefix, the access key
@@ -45,7 +45,6 @@
 #ifndef STOKER_SERVER_SOURCES_S3_FOLDER_H_
 #define STOKER_SERVER_SOURCES_S3_FOLDER_H_
 
-#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
@@ -56,13 +55,8 @@
 
 namespace stoker {
 
+// Window 0's share of each class: its first images.
 constexpr uint64_t kFolderFirstWindowPerClass = 16;
-constexpr uint64_t kFolderWindowPerClass = 1000;
-
-// Where window `k`'s share of each class begins among its images.
-constexpr uint64_t FolderWindowBegin(size_t k) {
-  return k == 0 ? 0 : kFolderFirstWindowPerClass + (k - 1) * kFolderWindowPerClass;
-}
 
 // Lists `url` as an ImageFolder, or takes the listing `keep` holds for it
 // (endpoint, bucket, prefix) once the caller proved it may list the prefix

@@ -307,6 +307,13 @@ TEST_F(S3FolderWindowsTest, AStreamedListingsLaterErrorEndsItsGrowthAfterTheFirs
   EXPECT_EQ(v.windows, (std::vector<uint64_t>{35}));
   // Not streamed: refused at the opening.
   EXPECT_EQ(Open(false, nullptr, 44).status().code(), absl::StatusCode::kResourceExhausted);
+  // A streamed dataset dropped while its listing goes on: the listing
+  // stops with it (its thread joined).
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Dataset> dropped = Open(true);
+    ASSERT_TRUE(dropped.ok()) << dropped.status();
+    EXPECT_GE(dropped->sample_count(), 35u);
+  }
 }
 
 TEST_F(S3FolderTest, RefusalsNameTheCause) {

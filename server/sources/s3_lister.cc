@@ -17,27 +17,33 @@ namespace stoker {
 Lister::Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* client,
                const ScanLimits& limits)
     : url_(url), access_(access), client_(client), limits_(limits),
-      deadline_(absl::Now() + limits.max_time) {}
+      deadline_ns_(absl::ToUnixNanos(absl::Now() + limits.max_time)) {}
 
 Lister::Lister(const S3Url& url, const ObjectStoreAccess& access, S3Client* client,
                const ScanLimits& limits, const Lister& before)
     : url_(url), access_(access), client_(client), limits_(limits),
-      deadline_(before.deadline_), seen_(before.seen_.load()) {}
+      deadline_ns_(before.deadline_ns_.load()), seen_(before.seen_.load()) {}
+
+void Lister::BoundByStalls() {
+  by_stalls_.store(true);
+  deadline_ns_.store(absl::ToUnixNanos(absl::Now() + limits_.max_time));
+}
 
 absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::string& delimiter,
                                       const std::string& token, int max_keys) {
   if (limits_.cancel != nullptr && limits_.cancel->load()) {
     return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
   }
-  if (absl::Now() > deadline_) {
+  if (absl::Now() > absl::FromUnixNanos(deadline_ns_.load())) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "listing ", url_.ToString(), " took longer than ",
+        "listing ", url_.ToString(), by_stalls_.load() ? ": no page came for " : " took longer than ",
         absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
   }
   absl::StatusOr<ListPage> p = client_->List(access_.endpoint, url_.bucket, prefix, delimiter,
                                              token, access_.credentials, max_keys,
                                              access_.owner);
   if (!p.ok()) return p.status();
+  if (by_stalls_.load()) deadline_ns_.store(absl::ToUnixNanos(absl::Now() + limits_.max_time));
   const uint64_t n = p->objects.size() + p->prefixes.size();
   if (seen_.fetch_add(n) + n > limits_.max_files) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -4,7 +4,8 @@
 //
 // Lister walks the pages of a prefix as the caller (its access and
 // owner), checked page by page: cancellation, the scan deadline
-// (--dataset-scan-timeout), the objects seen against max_files
+// (--dataset-scan-timeout: the whole listing's time, or each page's
+// wait after BoundByStalls), the objects seen against max_files
 // (--max-dataset-files), and what the store answered (a prefix or object
 // outside the one asked for, or an object without an ETag, is DATA_LOSS).
 // Errors name the URL. Thread-safe: one Lister may walk several prefixes
@@ -41,6 +42,9 @@ class Lister {
   // error ends the walk.
   absl::Status Walk(const std::string& prefix, const std::string& delimiter,
                     const std::function<absl::Status(ListPage&)>& page);
+  // From now on the scan timeout bounds the wait for each page, not the
+  // whole listing (one that goes on while its first part is served).
+  void BoundByStalls();
   // One page of `prefix` from `token` ("": the first), at most `max_keys`
   // (0: the store's own page size), checked as Walk checks each; a
   // truncated page comes with its next token.
@@ -52,7 +56,8 @@ class Lister {
   const ObjectStoreAccess& access_;
   S3Client* const client_;
   const ScanLimits& limits_;
-  const absl::Time deadline_;
+  std::atomic<int64_t> deadline_ns_;  // Unix ns.
+  std::atomic<bool> by_stalls_{false};
   std::atomic<uint64_t> seen_{0};
 };
 

@@ -19,9 +19,10 @@ S3Objects::S3Objects(S3Client* client, ObjectStoreAccess access, std::string buc
   for (auto& [path, l] : listed) objects_.try_emplace(path, l.size, std::move(l.etag));
 }
 
-void S3Objects::Add(const std::string& path, uint64_t size, std::string etag) {
+void S3Objects::Add(std::vector<std::pair<std::string, ListedObjectVersion>> objects) {
   absl::MutexLock lock(&mu_);
-  objects_.try_emplace(path, size, std::move(etag));
+  objects_.reserve(objects_.size() + objects.size());
+  for (auto& [path, l] : objects) objects_.try_emplace(std::move(path), l.size, std::move(l.etag));
 }
 
 absl::StatusOr<const S3Objects::Object*> S3Objects::Find(const std::string& path) const {

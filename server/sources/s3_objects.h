@@ -27,6 +27,8 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -52,8 +54,9 @@ class S3Objects : public ObjectStoreSource {
   S3Objects(S3Client* client, ObjectStoreAccess access, std::string bucket, uint64_t max_bytes,
             ListedObjects listed, std::string kept_listing);
 
-  // One more object listed (a name given twice keeps its first version).
-  void Add(const std::string& path, uint64_t size, std::string etag);
+  // Objects listed since, by "s3://bucket/key" (a name given twice keeps
+  // its first version).
+  void Add(std::vector<std::pair<std::string, ListedObjectVersion>> objects);
 
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override;
   absl::Status Read(const std::string& path, std::string* out,

@@ -398,15 +398,16 @@ class ShardOpening {
     // Indexing reads every shard whole, so its time grows with the data:
     // the scan timeout bounds a stall (no block or shard done for that
     // long), not the whole.
-    const uint64_t mark = ix_.bytes.load() + done_.load();
-    if (uint64_t seen = progress_mark_.load();
-        mark != seen && progress_mark_.compare_exchange_strong(seen, mark)) {
+    // (The time is stored before the mark: a thread that sees the new mark
+    // sees a time no older than it.)
+    if (const uint64_t mark = ix_.bytes.load() + done_.load(); mark != progress_mark_.load()) {
       progressed_.store(absl::ToUnixNanos(now));
+      progress_mark_.store(mark);
     }
     if (now > absl::FromUnixNanos(progressed_.load()) + limits_.max_time) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "no shard's bytes came for ", absl::FormatDuration(limits_.max_time),
-          " (--dataset-scan-timeout)"));
+          "indexing made no progress (no 8 MiB block or shard done) for ",
+          absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
     }
     return absl::OkStatus();
   }

@@ -38,7 +38,11 @@
 // once a window holds samples; the rest are indexed on the opening's own
 // thread into Dataset::growth (shard_assembly.h), which ends with the
 // opening's status (a later shard's error), or is cancelled when the
-// dataset is dropped.
+// dataset is dropped. Shards named by a pattern: the first shard's first
+// block is asked for beside the listing (no If-Match, the name alone) and
+// taken where the listing names the version it read, so the first batch
+// comes a round trip sooner (with a kept index for that shard, that block
+// is a request made for nothing).
 //
 // Errors name the URL or the shard: PERMISSION_DENIED (credentials
 // refused), NOT_FOUND, FAILED_PRECONDITION (no shards, no samples with an

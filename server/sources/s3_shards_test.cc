@@ -392,9 +392,9 @@ TEST_F(S3ShardsTest, AStreamedOpeningsLaterErrorEndsItsGrowth) {
 }
 
 TEST_F(S3ShardsTest, TheScanTimeoutBoundsAStallNotTheWholeIndexing) {
-  // Through a proxy adding 400 ms per request: the middle shard takes two
-  // GETs one after the other, so indexing takes over 800 ms while no wait
-  // for bytes passes 450 ms.
+  // Through a proxy adding 500 ms per request: the middle shard takes two
+  // GETs one after the other, so indexing takes over 1 s while no wait
+  // for a block passes about 550 ms.
   auto at = [&](absl::Duration latency, absl::Duration timeout) {
     FaultProxy::Options po;
     po.upstream_port = moto_->port();
@@ -410,13 +410,14 @@ TEST_F(S3ShardsTest, TheScanTimeoutBoundsAStallNotTheWholeIndexing) {
     return OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), {""}, via, client.get(), limits,
                         KeptListing{nullptr, false}, {});
   };
-  absl::StatusOr<Dataset> ds = at(absl::Milliseconds(400), absl::Milliseconds(700));
+  absl::StatusOr<Dataset> ds = at(absl::Milliseconds(500), absl::Milliseconds(900));
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->samples.size(), 9u);
   // A store that sends nothing for longer ends it, naming the flag.
-  ds = at(absl::Milliseconds(1500), absl::Milliseconds(700));
+  ds = at(absl::Milliseconds(2000), absl::Milliseconds(900));
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kDeadlineExceeded) << ds.status();
-  EXPECT_NE(ds.status().message().find("no shard's bytes came for 700ms (--dataset-scan-timeout)"),
+  EXPECT_NE(ds.status().message().find("no progress (no 8 MiB block or shard done) for 900ms "
+                                       "(--dataset-scan-timeout)"),
             std::string::npos) << ds.status();
 }
 

@@ -64,10 +64,10 @@ class Loader:
         name.
       shuffle, seed: per-epoch permutation from (seed, epoch). WebDataset
         shards (local or in a bucket) are read in windows of 16 shards in
-        the first epoch (epoch 0), and an ImageFolder in a bucket in
-        windows of each class's first 16 images, then its next 1,000 and
-        so on, each window's samples shuffled in turn; later epochs draw
-        the whole permutation.
+        the first epoch (epoch 0), and an ImageFolder in a bucket in two
+        windows, each class's first 16 images then all the others, each
+        window's samples shuffled in turn; later epochs draw the whole
+        permutation.
       rank, world_size: DistributedSampler-style sharding. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE
         (torchrun), else 0 and 1.

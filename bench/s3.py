@@ -12,12 +12,16 @@ between node and store, which costs a node no CPU) get a core to
 themselves, and everything else (the load generator, the daemon, the
 Loader) the other cores, so the local folder is read on those cores too.
 First moto's own ceiling: GETs/s and MB/s of those objects, the best of
-8 to 64 kept-alive connections, then again before each run (direct). Epoch 1 and later epochs (EPOCHS after the first), images/s,
-medians over RUNS fresh daemons.
+8 to 64 kept-alive connections, then again before each run, direct and
+through that run's path (the proxy shares the store's core, so moto serves
+fewer GETs behind it; the best of 32 and 64 connections, as a path of 20
+or 50 ms needs that many to keep moto busy). Epoch 1 and later epochs
+(EPOCHS after the first), images/s, medians over RUNS fresh daemons.
 
 Then the same photos as WebDataset shards (PER_SHARD pictures each, in a
 seeded random order, a .jpg and a .cls per sample): local, in moto direct
-and at 20 and 50 ms, each epoch 1 against the local shards' (the cold
+and at 20 and 50 ms, named by their prefix and by a brace pattern, each
+epoch 1 against the local shards' (the cold
 epoch includes opening: listing, and reading each shard whole to index
 it, streamed: the first batches are served as later shards are indexed); and the baseline teams run, a DataLoader whose IterableDataset
 streams each shard with boto3 (get_object, tarfile), decodes with PIL

@@ -60,7 +60,10 @@ class DatasetGrowth {
   const std::atomic<bool>* cancelled() const { return &cancel_; }
   // A guess of the dataset's size for decisions made before the end (what
   // the caches may keep): set by the writer, the published count until then.
-  void SetExpected(uint64_t samples) { expected_.store(samples, std::memory_order_relaxed); }
+  // (At most the capacity.)
+  void SetExpected(uint64_t samples) {
+    expected_.store(std::min(samples, capacity_), std::memory_order_relaxed);
+  }
   // The remote requests and bytes the whole opening made (before Finish):
   // the first epoch's, beside Dataset::read_ahead_*, its first window's.
   void SetReads(uint64_t requests, uint64_t bytes) {

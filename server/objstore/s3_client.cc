@@ -537,7 +537,8 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
 absl::StatusOr<ListPage> S3Client::List(const Endpoint& e, const std::string& bucket,
                                         const std::string& prefix, const std::string& delimiter,
                                         const std::string& token,
-                                        std::shared_ptr<const S3Credentials> c, int max_keys, int64_t owner) {
+                                        std::shared_ptr<const S3Credentials> c, int max_keys,
+                                        int64_t owner, const std::function<bool()>& stop) {
   S3Request r;
   r.endpoint = e;
   r.bucket = bucket;
@@ -547,7 +548,7 @@ absl::StatusOr<ListPage> S3Client::List(const Endpoint& e, const std::string& bu
   if (max_keys > 0) r.query.emplace_back("max-keys", std::to_string(max_keys));
   r.credentials = std::move(c);
   r.owner = owner;
-  S3Reply reply = Run(std::move(r));
+  S3Reply reply = Run(std::move(r), stop);
   if (!reply.status.ok()) return reply.status;
   absl::StatusOr<ListPage> page = ParseListPage(reply.body);
   if (!page.ok()) {

@@ -110,12 +110,14 @@ class S3Client {
                    const std::function<bool()>& stop = nullptr);
   // One ListObjectsV2 page of `prefix` (and its CommonPrefixes when
   // `delimiter` is set), from `token` ("" for the first), of at most
-  // `max_keys` entries (0: the server's default, 1000 on S3).
+  // `max_keys` entries (0: the server's default, 1000 on S3). `stop`: as
+  // Run's.
   absl::StatusOr<ListPage> List(const Endpoint& e, const std::string& bucket,
                                 const std::string& prefix, const std::string& delimiter,
                                 const std::string& token,
                                 std::shared_ptr<const S3Credentials> c, int max_keys = 0,
-                                int64_t owner = -1);
+                                int64_t owner = -1,
+                                const std::function<bool()>& stop = nullptr);
 
   Stats stats() const;
 

@@ -109,7 +109,7 @@ class FolderListing {
     absl::Status s = ListUntil(kFolderFirstWindowPerClass, kFolderFirstWindowPerClass);
     if (s.ok()) s = AppendWindow(0);
     if (s.ok() && !AllListed()) return true;
-    if (s.ok()) s = AppendWindow(1);  // Empty: nothing more was listed.
+    if (s.ok()) s = AppendWindow(1);  // What classes that ended held past 16.
     STOKER_RETURN_IF_ERROR(Finish(s, ds));
     return false;
   }

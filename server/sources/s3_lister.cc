@@ -34,16 +34,37 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
   if (limits_.cancel != nullptr && limits_.cancel->load()) {
     return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
   }
-  if (absl::Now() > absl::FromUnixNanos(deadline_ns_.load())) {
+  const auto past_deadline = [this] {
+    return absl::Now() > absl::FromUnixNanos(deadline_ns_.load());
+  };
+  const auto late = [&] {
     return absl::DeadlineExceededError(absl::StrCat(
         "listing ", url_.ToString(), by_stalls_.load() ? ": no page came for " : " took longer than ",
         absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
+  };
+  if (past_deadline()) return late();
+  // A page in flight ends with the deadline or the daemon's stop.
+  absl::StatusOr<ListPage> p = client_->List(
+      access_.endpoint, url_.bucket, prefix, delimiter, token, access_.credentials, max_keys,
+      access_.owner, [&] {
+        return past_deadline() || (limits_.cancel != nullptr && limits_.cancel->load());
+      });
+  if (p.status().code() == absl::StatusCode::kCancelled) {
+    if (past_deadline()) return late();
+    return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
   }
-  absl::StatusOr<ListPage> p = client_->List(access_.endpoint, url_.bucket, prefix, delimiter,
-                                             token, access_.credentials, max_keys,
-                                             access_.owner);
   if (!p.ok()) return p.status();
-  if (by_stalls_.load()) deadline_ns_.store(absl::ToUnixNanos(absl::Now() + limits_.max_time));
+  if (p->truncated && p->next_token == token) {
+    return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),
+                                            ": the store answered the same page again"));
+  }
+  if (by_stalls_.load() && (!p->objects.empty() || !p->prefixes.empty() || !p->truncated)) {
+    // Progress: the wait for the next page starts now (never moved back).
+    const int64_t until = absl::ToUnixNanos(absl::Now() + limits_.max_time);
+    for (int64_t was = deadline_ns_.load();
+         was < until && !deadline_ns_.compare_exchange_weak(was, until);) {
+    }
+  }
   const uint64_t n = p->objects.size() + p->prefixes.size();
   if (seen_.fetch_add(n) + n > limits_.max_files) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -421,6 +421,11 @@ class ShardOpening {
   // Shard i's index, kept or read, handed to the assembly.
   absl::Status IndexOne(size_t i) {
     const Shard& shard = shards_[i];
+    // The block asked for beside the listing, freed whichever way this
+    // shard is indexed (only this shard's thread touches it).
+    const bool preloaded = first_.Fits(shard);
+    std::string first_block;
+    if (shard.key == first_.key) first_block = std::exchange(first_.block, std::string());
     if (keep_.values != nullptr && !keep_.refresh) {
       kept::ShardIndex index;
       bool taken = false;
@@ -443,9 +448,8 @@ class ShardOpening {
         return Named(shard, assembly_.Add(i, std::move(index)));
       }
     }
-    const bool preloaded = first_.Fits(shard);
     absl::StatusOr<kept::ShardIndex> index =
-        IndexShard(ix_, shard, preloaded ? &first_.block : nullptr);
+        IndexShard(ix_, shard, preloaded ? &first_block : nullptr);
     if (!index.ok()) return Named(shard, index.status());
     source_->Proven(static_cast<uint32_t>(i));
     read_.fetch_add(1);
@@ -496,16 +500,20 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
                                      const ScanLimits& limits, const KeptListing& keep,
                                      const ReadAhead& ahead, std::vector<ListedObject>* given) {
   FirstBlock first;
+  std::atomic<bool> stop_asking{false};
   std::thread asking;
   if (limits.streamed && !named.pattern.empty() && named.names == nullptr) {
     absl::StatusOr<ShardPattern> p = ShardPattern::Parse(named.pattern, limits.max_files);
     if (p.ok() && p->size() > 0) {
       first.key = ShardPrefix(url) + p->Name(0);
       try {
-        asking = std::thread([&first, &url, &access, client] {
+        asking = std::thread([&first, &url, &access, &limits, &stop_asking, client] {
           first.read = client->Get(access.endpoint, S3Url{url.bucket, first.key}, 0,
                                    kBlockBytes, "", access.credentials, &first.block,
-                                   &first.seen, access.owner)
+                                   &first.seen, access.owner, [&] {
+                                     return stop_asking.load() ||
+                                            (limits.cancel != nullptr && limits.cancel->load());
+                                   })
                            .ok();
         });
       } catch (const std::system_error&) {
@@ -513,8 +521,18 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
       }
     }
   }
-  absl::StatusOr<std::vector<Shard>> listed =
-      ListShards(url, named, access, client, limits, given);
+  // The block's thread is joined on every way out, a throw included; told
+  // to stop where the listing failed.
+  auto listed = [&]() -> absl::StatusOr<std::vector<Shard>> {
+    try {
+      return ListShards(url, named, access, client, limits, given);
+    } catch (...) {
+      stop_asking.store(true);
+      if (asking.joinable()) asking.join();
+      throw;
+    }
+  }();
+  if (!listed.ok()) stop_asking.store(true);
   if (asking.joinable()) asking.join();
   if (!listed.ok()) return listed.status();
   std::vector<uint64_t> bytes;

@@ -413,12 +413,12 @@ TEST_F(S3ShardsTest, TheScanTimeoutBoundsAStallNotTheWholeIndexing) {
   absl::StatusOr<Dataset> ds = at(absl::Milliseconds(500), absl::Milliseconds(900));
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->samples.size(), 9u);
-  // A store that sends nothing for longer ends it, naming the flag.
+  // A store that answers nothing for longer ends it (here its listing's
+  // page in flight), naming the flag.
   ds = at(absl::Milliseconds(2000), absl::Milliseconds(900));
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kDeadlineExceeded) << ds.status();
-  EXPECT_NE(ds.status().message().find("no progress (no 8 MiB block or shard done) for 900ms "
-                                       "(--dataset-scan-timeout)"),
-            std::string::npos) << ds.status();
+  EXPECT_NE(ds.status().message().find("900ms (--dataset-scan-timeout)"), std::string::npos)
+      << ds.status();
 }
 
 TEST_F(S3ShardsTest, TheKindTakesAPatternEndingTheUrl) {

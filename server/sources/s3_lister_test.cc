@@ -2,8 +2,6 @@
 // that answers the same page again, and one that never answers a page.
 #include "server/sources/s3_lister.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "server/objstore/loopback_testing.h"
 
 namespace stoker {
 namespace {
@@ -25,15 +24,7 @@ namespace {
 class CannedStore {
  public:
   explicit CannedStore(std::string reply) : reply_(std::move(reply)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(listener_, 8), 0);
-    EXPECT_EQ(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    port_ = ntohs(a.sin_port);
+    listener_ = loopback_testing::Listen(&port_);
     thread_ = std::thread([this] { Loop(); });
   }
   ~CannedStore() {

@@ -159,6 +159,12 @@ class S3Client::Loop {
       long http = 0;
       curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &http);
       if (http < 200 || http >= 300) job->facts.cap = kMaxErrorBody;
+      // The body's length is known (and within the cap): one allocation,
+      // not a string doubling through an 8 MiB block (up to 64 MiB: the
+      // store's word, not yet its bytes).
+      if (job->facts.has_length && job->facts.content_length <= job->facts.cap) {
+        job->facts.body.reserve(std::min<uint64_t>(job->facts.content_length, uint64_t{64} << 20));
+      }
     }
     if (job->facts.body.size() + bytes > job->facts.cap) {
       job->facts.over_cap = true;

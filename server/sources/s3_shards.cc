@@ -21,6 +21,7 @@
 #include "server/dataset/dataset_growth.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/s3_lister.h"
+#include "server/sources/s3_shard_index.h"
 #include "server/sources/s3_shard_list.h"
 #include "server/sources/s3_shard_members.h"
 #include "server/sources/shard_assembly.h"
@@ -41,254 +42,9 @@ constexpr int kStreamedShardsAtOnce = 4;
 // A streamed opening's first shards (its first two windows), indexed before
 // any other so that the session begins as soon as it can.
 constexpr size_t kFirstShards = 3;
-// One ranged GET of a shard being indexed.
-constexpr uint64_t kBlockBytes = uint64_t{8} << 20;
 constexpr absl::Duration kProgressEvery = absl::Seconds(5);
 
 using Shard = ListedShard;
-
-// A pattern's first shard's first block, asked for beside the listing by a
-// streamed opening (the session's first batch needs it): taken only where
-// the listing names the version it read, so the first batch comes a round
-// trip sooner.
-struct FirstBlock {
-  std::string key;  // "": none asked for.
-  std::string block;
-  ObjectVersion seen;
-  bool read = false;
-
-  bool Fits(const Shard& shard) const {
-    return read && shard.key == key && IsListedVersion(seen, shard.size, shard.etag) &&
-           block.size() == std::min(kBlockBytes, shard.size);
-  }
-};
-
-// A shard read forward, a block at a time, as the caller, at its listed
-// version: what ForEachTarMember and the members' bytes are read from.
-class ShardStream {
- public:
-  // `fetched` and `progress` count the bytes read.
-  ShardStream(const S3Url& object, const Shard& shard, const ObjectStoreAccess& access,
-              S3Client* client, const std::function<absl::Status()>& check,
-              std::atomic<uint64_t>* fetched, std::atomic<uint64_t>* requests,
-              OpeningProgress* progress)
-      : object_(object),
-        shard_(shard),
-        access_(access),
-        client_(client),
-        check_(check),
-        fetched_(fetched),
-        requests_(requests),
-        progress_(progress) {}
-
-  // The shard's first block, read already (its version checked): counted
-  // as read now.
-  void Preload(std::string block) {
-    block_ = std::move(block);
-    at_ = 0;
-    progress_->Read(block_.size());
-  }
-
-  absl::Status Read(uint64_t offset, size_t n, char* out) {
-    while (n > 0) {
-      if (offset < at_ || offset >= at_ + block_.size()) {
-        if (absl::Status s = Fetch(offset); !s.ok()) return s;
-      }
-      const size_t piece = std::min<uint64_t>(n, at_ + block_.size() - offset);
-      std::copy_n(block_.data() + (offset - at_), piece, out);
-      offset += piece;
-      out += piece;
-      n -= piece;
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Status Fetch(uint64_t offset) {
-    if (absl::Status s = check_(); !s.ok()) return s;
-    if (offset >= shard_.size) return absl::DataLossError("a read past the shard's end");
-    const uint64_t n = std::min(kBlockBytes, shard_.size - offset);
-    ObjectVersion seen;
-    requests_->fetch_add(1);
-    // A GET in flight ends with the opening (its session dropped, the
-    // daemon stopping, the deadline, another shard's error).
-    absl::Status s = client_->Get(access_.endpoint, object_, offset, n, shard_.etag,
-                                  access_.credentials, &block_, &seen, access_.owner,
-                                  [this] { return !check_().ok(); });
-    if (s.code() == absl::StatusCode::kCancelled) {
-      if (absl::Status c = check_(); !c.ok()) return c;
-    }
-    if (s.code() == absl::StatusCode::kFailedPrecondition ||
-        s.code() == absl::StatusCode::kNotFound) {
-      return absl::DataLossError(
-          absl::StrCat("the shard changed while it was indexed (", s.message(), ")"));
-    }
-    if (!s.ok()) return s;
-    if (block_.size() != n || !IsListedVersion(seen, shard_.size, shard_.etag)) {
-      return absl::DataLossError("the shard changed while it was indexed");
-    }
-    at_ = offset;
-    fetched_->fetch_add(n);
-    progress_->Read(n);
-    return absl::OkStatus();
-  }
-
-  const S3Url& object_;
-  const Shard& shard_;
-  const ObjectStoreAccess& access_;
-  S3Client* const client_;
-  const std::function<absl::Status()>& check_;
-  std::atomic<uint64_t>* const fetched_;
-  std::atomic<uint64_t>* const requests_;
-  OpeningProgress* const progress_;
-  std::string block_;
-  uint64_t at_ = 0;
-};
-
-// What opening shares across the shards it indexes at once.
-struct Indexing {
-  const S3Url& root;
-  const ObjectStoreAccess& access;
-  S3Client* client;
-  const ScanLimits& limits;
-  const ReadAhead& ahead;
-  OpeningProgress* progress;            // Bytes read, as they come.
-  std::function<absl::Status()> check;  // Cancellation, the deadline, a failed shard.
-  std::atomic<bool> failed{false};      // A shard failed: the others stop.
-  std::atomic<uint64_t> bytes{0};       // Read so far, of every shard.
-  std::atomic<uint64_t> requests{0};    // GETs that read them.
-  std::atomic<uint64_t> members{0};     // Of every shard, against max_files.
-  std::atomic<uint64_t> kept_ahead{0};  // Bytes handed to ahead.keep.
-
-  // The indexes' memory, charged to the caller (limits.charge_list) while
-  // the opening runs: RESOURCE_EXHAUSTED once the user has no room.
-  absl::Status Charge(uint64_t bytes) {
-    if (limits.charge_list == nullptr || bytes == 0) return absl::OkStatus();
-    std::shared_ptr<void> token = limits.charge_list(bytes);
-    absl::MutexLock lock(&mu);
-    if (token == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the shards' indexes passed this user's memory for sample lists (",
-          charged + bytes, " bytes so far; --max-list-bytes-per-user)"));
-    }
-    held.push_back(std::move(token));
-    charged += bytes;
-    return absl::OkStatus();
-  }
-  absl::Mutex mu;
-  std::vector<std::shared_ptr<void>> held ABSL_GUARDED_BY(mu);
-  uint64_t charged ABSL_GUARDED_BY(mu) = 0;
-};
-
-// What an index holds per sample, as it is charged.
-constexpr uint64_t kIndexBytesPerSample = sizeof(kept::ShardIndex::Sample) + 16;
-
-// Reads `shard` whole and indexes it, handing each sample's picture and
-// mask to ix.ahead as they stream by.
-absl::StatusOr<kept::ShardIndex> IndexShard(Indexing& ix, const Shard& shard,
-                                             std::string* first_block = nullptr) {
-  const S3Url object{ix.root.bucket, shard.key};
-  ShardStream stream(object, shard, ix.access, ix.client, ix.check, &ix.bytes, &ix.requests,
-                     ix.progress);
-  if (first_block != nullptr) stream.Preload(std::move(*first_block));
-  kept::ShardIndex index;
-  // The bytes of the members of the sample being grouped, by offset.
-  std::map<uint64_t, std::string> pending;
-  auto keep = [&](uint64_t offset, uint64_t size) {
-    auto it = pending.find(offset);
-    if (it == pending.end() || size == 0) return;  // Not read ahead; an empty one is an error.
-    SourceKey id{ShardMemberFile(ix.access, ix.root.bucket, shard, offset, size),
-                 ObjectFileVersion(shard.size, shard.etag), nullptr};
-    ix.ahead.keep(id, std::move(it->second));
-  };
-  bool image_seen = false;  // The open sample's first picture has streamed by.
-  WebDatasetGrouper grouper([&](WebDatasetSample sample) -> absl::Status {
-    const auto [image, mask, cls] = FieldsOf(sample);
-    if (image == nullptr) {
-      index.set_skipped(index.skipped() + 1);
-    } else {
-      if (index.samples_size() % 1024 == 0) {
-        if (absl::Status c = ix.Charge(1024 * kIndexBytesPerSample); !c.ok()) return c;
-      }
-      kept::ShardIndex::Sample* s = index.add_samples();
-      s->set_image_offset(image->offset);
-      s->set_image_size(image->size);
-      if (mask != nullptr) {
-        s->set_has_mask(true);
-        s->set_mask_offset(mask->offset);
-        s->set_mask_size(mask->size);
-      }
-      if (cls != nullptr) {
-        auto text = pending.find(cls->offset);
-        absl::StatusOr<int32_t> label =
-            ParseLabel(text == pending.end() ? std::string() : text->second, sample.key);
-        if (!label.ok()) return label.status();
-        s->set_label(*label);
-      }
-      keep(image->offset, image->size);
-      if (mask != nullptr) keep(mask->offset, mask->size);
-    }
-    // This sample's members, and members without a key before it.
-    pending.erase(pending.begin(), pending.upper_bound(sample.fields.back().offset));
-    image_seen = false;
-    return absl::OkStatus();
-  });
-  uint64_t seen = 0;
-  absl::Status s = ForEachTarMember(
-      [&](uint64_t offset, size_t n, char* out) { return stream.Read(offset, n, out); },
-      shard.size, ix.limits.max_files, [&](TarMember m) -> absl::Status {
-        if (++seen % 4096 == 0) {
-          if (absl::Status c = ix.check(); !c.ok()) return c;
-        }
-        if (ix.members.fetch_add(1) >= ix.limits.max_files) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "over ", ix.limits.max_files, " members in all (--max-dataset-files)"));
-        }
-        if (absl::Status a = grouper.Add(m); !a.ok()) return a;
-        // What a sample takes, read as it streams by: a label's first
-        // bytes (enough to refuse a long one); the first picture and the
-        // mask, when small enough and while the read-ahead has room.
-        const WebDatasetSample::Field* f = grouper.added();
-        if (f == nullptr || !IsUsedField(f->extension)) return absl::OkStatus();
-        const bool label = f->extension == "cls", mask = f->extension == "seg.png";
-        const bool first_image = !label && !mask && !image_seen;
-        image_seen = image_seen || (!label && !mask);
-        uint64_t n = 0;
-        if (label) {
-          n = std::min(m.size, kMaxLabelBytes + 1);
-        } else if ((mask || first_image) && ix.ahead.keep != nullptr &&
-                   m.size <= std::min(kMostReadAhead, ix.limits.max_file_bytes)) {
-          if (ix.kept_ahead.fetch_add(m.size) + m.size <= ix.ahead.most_bytes) {
-            n = m.size;
-          } else {
-            ix.kept_ahead.fetch_sub(m.size);  // Refused: the room stays for smaller ones.
-          }
-        }
-        if (n == 0) return absl::OkStatus();
-        std::string& bytes = pending[m.offset];
-        bytes.resize(n);
-        return stream.Read(m.offset, n, bytes.data());
-      });
-  if (s.ok()) s = grouper.Finish();
-  if (!s.ok()) return s;
-  index.set_skipped(index.skipped() + grouper.skipped());
-  return index;
-}
-
-// Whether a kept index fits `shard` (this daemon wrote it: a check, not
-// a trust boundary): every member inside the shard.
-bool Fits(const kept::ShardIndex& index, const Shard& shard) {
-  auto inside = [&](uint64_t offset, uint64_t size) {
-    return offset <= shard.size && size <= shard.size - offset;
-  };
-  for (const kept::ShardIndex::Sample& s : index.samples()) {
-    if (!inside(s.image_offset(), s.image_size()) || s.label() < 0 ||
-        (s.has_mask() && !inside(s.mask_offset(), s.mask_size()))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // One opening's indexing of every shard, several at once, each shard's
 // samples handed to the assembly as it is done. Owns copies of all it
@@ -435,7 +191,7 @@ class ShardOpening {
         charged = ix_.Charge(value.size());
         taken = charged.ok() && value.size() <= INT_MAX &&
                 index.ParseFromArray(value.data(), static_cast<int>(value.size())) &&
-                Fits(index, shard);
+                KeptIndexFits(index, shard);
       });
       if (!charged.ok()) return charged;
       if (taken) {
@@ -479,7 +235,7 @@ class ShardOpening {
   const absl::Time start_;
   OpeningProgress own_;          // Counted where the caller sees it, else here
   OpeningProgress& progress_;    // (for the log alone).
-  Indexing ix_;
+  ShardIndexing ix_;
   ShardAssembly assembly_;
   std::atomic<int64_t> logged_;
   std::atomic<size_t> read_{0};  // Shards indexed by reading them.
@@ -509,7 +265,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
       try {
         asking = std::thread([&first, &url, &access, &limits, &stop_asking, client] {
           first.read = client->Get(access.endpoint, S3Url{url.bucket, first.key}, 0,
-                                   kBlockBytes, "", access.credentials, &first.block,
+                                   kShardBlockBytes, "", access.credentials, &first.block,
                                    &first.seen, access.owner, [&] {
                                      return stop_asking.load() ||
                                             (limits.cancel != nullptr && limits.cancel->load());

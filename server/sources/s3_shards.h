@@ -10,9 +10,10 @@
 // at a time). A shard's listed size and ETag are its identity, and a name
 // not listed is NOT_FOUND naming it. A name given twice is one shard.
 //
-// Indexing: a shard's members are found from its headers, which lie
-// between its members' bytes, so a shard is read to index it (whole, but
-// for members no sample takes that span a block): by ranged GETs of large
+// Indexing (s3_shard_index.h): a shard's members are found from its
+// headers, which lie between its members' bytes, so a shard is read to
+// index it (whole, but for members no sample takes that span a block): by
+// ranged GETs of large
 // blocks at the listed version (If-Match), several shards at once, each
 // header and member checked as tar_index.h checks a local file (the listed
 // size is the file's); the indexes' memory is charged to the caller as

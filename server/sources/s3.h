@@ -13,21 +13,8 @@
 #ifndef STOKER_SERVER_SOURCES_S3_H_
 #define STOKER_SERVER_SOURCES_S3_H_
 
-#include "absl/status/statusor.h"
-#include "server/dataset/dataset.h"
-#include "server/objstore/s3_client.h"
-#include "server/sources/source.h"
-
-namespace stoker {
-
-// Where a listing is kept across sessions (SourceContext::kept; null:
-// nowhere; charged to the access's owner), and whether to list again
-// regardless.
-struct KeptListing {
-  KeptValues* values = nullptr;
-  bool refresh = false;
-};
-
-}  // namespace stoker
+// The kind declares nothing of its own: it is registered by its line in
+// sources.def (STOKER_DEFINE_SOURCE in s3.cc); what it opens with is in
+// the headers above.
 
 #endif  // STOKER_SERVER_SOURCES_S3_H_

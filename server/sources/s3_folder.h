@@ -50,7 +50,7 @@
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
 #include "server/objstore/s3_client.h"
-#include "server/sources/s3.h"
+#include "server/sources/s3_lister.h"
 #include "server/sources/source.h"
 
 namespace stoker {

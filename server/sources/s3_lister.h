@@ -25,6 +25,7 @@
 #include "server/dataset/dataset.h"
 #include "server/dataset/sample_source.h"
 #include "server/objstore/s3_client.h"
+#include "server/sources/source.h"
 
 namespace stoker {
 
@@ -88,6 +89,14 @@ inline bool IsListedVersion(const ObjectVersion& seen, uint64_t size, const std:
 // ETag that is the same in every build and process (L2 outlives the
 // daemon).
 FileVersion ObjectFileVersion(uint64_t size, const std::string& etag);
+
+// Where a listing is kept across sessions (SourceContext::kept; null:
+// nowhere; charged to the access's owner), and whether to list again
+// regardless.
+struct KeptListing {
+  KeptValues* values = nullptr;
+  bool refresh = false;
+};
 
 // The samples of objects in a store: versioned (by size and ETag), and
 // remote (their reads are counted as the store's).

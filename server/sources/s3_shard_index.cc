@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "server/sources/s3_shard_members.h"
-#include "server/sources/s3_shards.h"
 #include "server/sources/tar_index.h"
 #include "server/sources/webdataset.h"
 

@@ -37,6 +37,8 @@ namespace stoker {
 
 // One ranged GET of a shard being indexed.
 inline constexpr uint64_t kShardBlockBytes = uint64_t{8} << 20;
+// The largest picture or mask read ahead as it streams by.
+inline constexpr uint64_t kMostReadAhead = uint64_t{16} << 20;
 
 // What opening shares across the shards it indexes at once.
 struct ShardIndexing {

@@ -5,12 +5,15 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/sources/s3_lister.h"
 #include "server/sources/tar_index.h"
 #include "server/sources/webdataset.h"
 
 namespace stoker {
+
+bool IsShardKey(const std::string& key) { return absl::EndsWithIgnoreCase(key, ".tar"); }
 
 std::string ShardPrefix(const S3Url& root) {
   std::string prefix = root.key;

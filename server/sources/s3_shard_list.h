@@ -15,9 +15,21 @@
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
 #include "server/objstore/s3_client.h"
-#include "server/sources/s3_shards.h"
+#include "server/sources/s3_lister.h"
 
 namespace stoker {
+
+// The shards of a prefix: all of them (both empty), those a brace pattern
+// names, or those a manifest lists (`names`, keys below the prefix, in
+// order; `manifest` says where, for the dataset's description).
+struct ShardNames {
+  std::string pattern;
+  const std::vector<std::string>* names = nullptr;
+  std::string manifest;
+};
+
+// Whether `key` names a shard (ends in .tar, in any case).
+bool IsShardKey(const std::string& key);
 
 struct ListedShard {
   std::string key;

@@ -24,7 +24,6 @@
 #include "server/dataset/sample_source.h"
 #include "server/objstore/s3_client.h"
 #include "server/sources/s3_lister.h"
-#include "server/sources/s3.h"
 #include "server/sources/s3_shard_list.h"
 
 namespace stoker {

@@ -249,8 +249,6 @@ class ShardOpening {
 
 }  // namespace
 
-bool IsShardKey(const std::string& key) { return absl::EndsWithIgnoreCase(key, ".tar"); }
-
 absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,

@@ -60,33 +60,22 @@
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
 #include "server/objstore/s3_client.h"
-#include "server/sources/s3.h"
+#include "server/sources/s3_lister.h"
+#include "server/sources/s3_shard_list.h"
 #include "server/sources/source.h"
 
 namespace stoker {
 
-// Opens the shards `url` and `named` name, as above.
+// Opens the shards `url` and `named` name (s3_shard_list.h), as above.
 // `keep.values` keeps indexes (null: none; keep.refresh: none is taken);
 // pictures and masks of at most kMostReadAhead bytes are read ahead into
 // `ahead`, up to ahead.most_bytes in all. `listed` (may be null): the
 // prefix's .tar objects, when the caller has just listed them.
-inline constexpr uint64_t kMostReadAhead = uint64_t{16} << 20;
-// The shards of a prefix: all of them (both empty), those a brace pattern
-// names, or those a manifest lists (`names`, keys below the prefix, in
-// order; `manifest` says where, for the dataset's description).
-struct ShardNames {
-  std::string pattern;
-  const std::vector<std::string>* names = nullptr;
-  std::string manifest;
-};
 absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
                                      const ObjectStoreAccess& access, S3Client* client,
                                      const ScanLimits& limits, const KeptListing& keep,
                                      const ReadAhead& ahead,
                                      std::vector<ListedObject>* listed = nullptr);
-
-// Whether `key` names a shard (ends in .tar, in any case).
-bool IsShardKey(const std::string& key);
 
 }  // namespace stoker
 

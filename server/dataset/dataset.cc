@@ -113,6 +113,15 @@ absl::Status ListCharge::Charge() {
   return absl::OkStatus();
 }
 
+std::pair<uint64_t, uint64_t> WindowAround(const std::vector<uint64_t>& windows, uint64_t i) {
+  uint64_t first = 0;
+  for (uint64_t size : windows) {
+    if (i < first + size) return {first, size};
+    first += size;
+  }
+  return {i, 1};
+}
+
 uint32_t NumClasses(const std::vector<Sample>& samples) {
   int64_t max_label = -1;
   for (const Sample& s : samples) max_label = std::max<int64_t>(max_label, s.label);

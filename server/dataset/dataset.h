@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -164,6 +165,11 @@ absl::Status ParseManifestText(
 
 // Max label + 1 (0 for no samples).
 uint32_t NumClasses(const std::vector<Sample>& samples);
+
+// The window of `windows` (sizes of consecutive windows from sample 0;
+// Dataset::first_epoch_windows) holding sample `i`: its first sample and
+// size; {i, 1} past them all.
+std::pair<uint64_t, uint64_t> WindowAround(const std::vector<uint64_t>& windows, uint64_t i);
 
 }  // namespace stoker
 

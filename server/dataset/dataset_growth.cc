@@ -118,12 +118,7 @@ DatasetGrowth::View DatasetGrowth::Wait(size_t known, absl::Duration timeout) co
 
 std::pair<uint64_t, uint64_t> DatasetGrowth::WindowAround(uint64_t i) const {
   absl::MutexLock lock(&mu_);
-  uint64_t first = 0;
-  for (uint64_t size : windows_) {
-    if (i < first + size) return {first, size};
-    first += size;
-  }
-  return {i, 1};
+  return stoker::WindowAround(windows_, i);
 }
 
 }  // namespace stoker

@@ -111,13 +111,8 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
 
 std::pair<uint64_t, uint64_t> BatchOrder::ReplacementRange(uint64_t epoch, uint64_t index) const {
   if (epoch == 0 && ds_->growth != nullptr) return ds_->growth->WindowAround(index);
-  const std::vector<uint64_t>& windows = ds_->first_epoch_windows;
-  if (epoch == 0 && windows.size() > 1) {
-    uint64_t first = 0;
-    for (uint64_t size : windows) {
-      if (index < first + size) return {first, size};
-      first += size;
-    }
+  if (epoch == 0 && ds_->first_epoch_windows.size() > 1) {
+    return WindowAround(ds_->first_epoch_windows, index);
   }
   return {0, ds_->sample_count()};
 }

@@ -104,16 +104,25 @@ ObjectStoreAccess As(ObjectStoreAccess access, int64_t owner) {
   return access;
 }
 
+// Its samples' paths, in order (published so far, for a streamed one).
 std::vector<std::string> Paths(const Dataset& ds) {
   std::vector<std::string> out;
-  for (const Sample& s : ds.samples) out.push_back(s.path);
+  for (uint64_t i = 0; i < ds.sample_count(); ++i) out.push_back(ds.sample(i).path);
   return out;
+}
+
+// s3://bkt/data/train/ as user `owner` of `access`, its listing kept in
+// `kept` (`refresh`: listed again).
+absl::StatusOr<Dataset> OpenKept(S3Client* client, const ObjectStoreAccess& access,
+                                 int64_t owner, MemoryKept* kept, bool refresh = false) {
+  return OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access, owner), client, {},
+                      KeptListing{kept, refresh});
 }
 
 TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   MemoryKept kept;
   const uint64_t before = client_->stats().requests;
-  absl::StatusOr<Dataset> first =
+  absl::StatusOr<Dataset> first =  // Named without its last '/': the same prefix.
       OpenS3Folder(*S3Url::Parse("s3://bkt/data/train"), As(access_, 1000), client_.get(), {},
                    KeptListing{&kept, false});
   ASSERT_TRUE(first.ok()) << first.status();
@@ -124,9 +133,7 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   // An object added since: the kept listing does not have it.
   ASSERT_TRUE(Put("data/train/cat/7.jpg", Content(40, 7)).ok());
   const uint64_t at_second = client_->stats().requests;
-  absl::StatusOr<Dataset> second =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1001), client_.get(), {},
-                   KeptListing{&kept, false});
+  absl::StatusOr<Dataset> second = OpenKept(client_.get(), access_, 1001, &kept);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(client_->stats().requests, at_second + 1);  // The proof alone.
   EXPECT_EQ(Paths(*second), Paths(*first));
@@ -138,9 +145,7 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   ASSERT_TRUE(second->source->Read(second->samples[0].path, &bytes, nullptr).ok());
   EXPECT_EQ(bytes, objects_["data/train/cat/1.jpg"]);
   // Listed again when asked: the new object, and the new listing kept.
-  absl::StatusOr<Dataset> third =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1002), client_.get(), {},
-                   KeptListing{&kept, true});
+  absl::StatusOr<Dataset> third = OpenKept(client_.get(), access_, 1002, &kept, true);
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(third->samples.size(), first->samples.size() + 1);
   EXPECT_EQ(kept.owners, (std::vector<int64_t>{1000, 1002}));
@@ -150,18 +155,14 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   other_key->access_key_id = "AKIAOTHER";
   other.credentials = other_key;
   const uint64_t at_other = client_->stats().requests;
-  absl::StatusOr<Dataset> others =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(other, 2000), client_.get(), {},
-                   KeptListing{&kept, false});
+  absl::StatusOr<Dataset> others = OpenKept(client_.get(), other, 2000, &kept);
   ASSERT_TRUE(others.ok()) << others.status();
   EXPECT_EQ(client_->stats().requests, at_other + 4);
   EXPECT_EQ(kept.values.size(), 2u);
   // An object of a kept listing changed since: DATA_LOSS, saying how to
   // list again.
   ASSERT_TRUE(Put("data/train/eel/5.png", "other bytes").ok());
-  absl::StatusOr<Dataset> fifth =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1000), client_.get(), {},
-                   KeptListing{&kept, false});
+  absl::StatusOr<Dataset> fifth = OpenKept(client_.get(), access_, 1000, &kept);
   ASSERT_TRUE(fifth.ok()) << fifth.status();
   absl::Status changed = fifth->source->Read("s3://bkt/data/train/eel/5.png", &bytes, nullptr);
   EXPECT_EQ(changed.code(), absl::StatusCode::kDataLoss) << changed;
@@ -169,19 +170,14 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   ASSERT_TRUE(Put("data/train/eel/5.png", objects_["data/train/eel/5.png"]).ok());
   // A kept value that is not a listing of this prefix is listed again.
   for (auto& [key, value] : kept.values) value = "not a listing";
-  absl::StatusOr<Dataset> fourth =
-      OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(access_, 1003), client_.get(), {},
-                   KeptListing{&kept, false});
+  absl::StatusOr<Dataset> fourth = OpenKept(client_.get(), access_, 1003, &kept);
   ASSERT_TRUE(fourth.ok()) << fourth.status();
   EXPECT_EQ(fourth->samples.size(), third->samples.size());
   EXPECT_EQ(kept.owners.back(), 1003);
   // Another endpoint's access proves nothing for this one.
   ObjectStoreAccess elsewhere = access_;
   elsewhere.endpoint.host = "localhost";
-  EXPECT_EQ(OpenS3Folder(*S3Url::Parse("s3://bkt/data/train/"), As(elsewhere, 1004), client_.get(), {},
-                         KeptListing{&kept, false})
-                .status()
-                .code(),
+  EXPECT_EQ(OpenKept(client_.get(), elsewhere, 1004, &kept).status().code(),
             absl::StatusCode::kPermissionDenied);
 }
 
@@ -239,11 +235,6 @@ class S3FolderWindowsTest : public moto_testing::BucketTest {
     limits.max_files = max_files;
     return OpenS3Folder(*S3Url::Parse("s3://bkt/w/"), access_, client_.get(), limits,
                         KeptListing{kept, false});
-  }
-  static std::vector<std::string> Paths(const Dataset& ds) {
-    std::vector<std::string> out;
-    for (uint64_t i = 0; i < ds.sample_count(); ++i) out.push_back(ds.sample(i).path);
-    return out;
   }
   static DatasetGrowth::View End(const Dataset& ds) {
     DatasetGrowth::View v;

@@ -253,8 +253,8 @@ class Loader:
     # ----------------------------------------------------------- DataLoader API
     def __len__(self):
         """Batches per epoch for this rank. A dataset whose opening is
-        streamed (shards in an object store) knows it once its shards are
-        indexed: this waits for that."""
+        streamed (shards or an ImageFolder in an object store) knows it once
+        its shards are indexed or its classes listed: this waits for that."""
         if self._session is not None:  # Mid-pass too: the same for every epoch.
             return self._session.batches_per_epoch
         return self._open(self._epoch, self._resume_batch).batches_per_epoch

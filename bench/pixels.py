@@ -105,18 +105,26 @@ def jpeg_rows(name, data):
               f"{r[0] / none[0]:.2f}x, later {r[1] / none[1]:.2f}x", flush=True)
 
 
-def passes(make):
-    """(epoch 1, later epochs) images/s of the iterable `make()` gives."""
+def passes(make, first_batch=None):
+    """(epoch 1, later epochs) images/s of the iterable `make()` gives.
+    `first_batch`, a dict, gets epoch 1's "seconds" to its first batch (the
+    opening included, as the Loader opens on its first iteration) and its
+    "rate" after that batch (images/s)."""
     it = make()
     rates = []
     for e in range(1 + EPOCHS):
         if hasattr(it, "set_epoch"):
             it.set_epoch(e)
-        t0, n = time.perf_counter(), 0
+        t0, n, t1, n1 = time.perf_counter(), 0, None, 0
         for b in it:
             x = b[0] if isinstance(b, (list, tuple)) else b["image"]
             n += x.shape[0]
-        rates.append(n / (time.perf_counter() - t0))
+            if t1 is None:
+                t1, n1 = time.perf_counter(), n
+        t2 = time.perf_counter()
+        rates.append(n / (t2 - t0))
+        if e == 0 and first_batch is not None and t1 is not None:
+            first_batch.update(seconds=t1 - t0, rate=(n - n1) / (t2 - t1) if t2 > t1 else 0.0)
     mode = None
     if isinstance(it, stoker.Loader):
         mode = it.stats()["pixel_cache"]["mode"]

@@ -23,7 +23,9 @@ seeded random order, a .jpg and a .cls per sample): local, in moto direct
 and at 20 and 50 ms, named by their prefix and by a brace pattern, each
 epoch 1 against the local shards' (the cold
 epoch includes opening: listing, and reading each shard whole to index
-it, streamed: the first batches are served as later shards are indexed); and the baseline teams run, a DataLoader whose IterableDataset
+it, streamed: the first batches are served as later shards are indexed),
+then epoch 1 split at its first batch: the seconds to it, and the rate
+after it against the local shards' after theirs; and the baseline teams run, a DataLoader whose IterableDataset
 streams each shard with boto3 (get_object, tarfile), decodes with PIL
 and transforms with torchvision (the same train crop at 224), at 50 ms,
 the best of 1, 2 and 4 workers (prefetch_factor 4). boto3 is taken from
@@ -259,26 +261,23 @@ def shard_table(moto, folder):
     size = sum(os.path.getsize(os.path.join(shards, n)) for n in names)
     print(f"\nshards: {len(names)} of {PER_SHARD} pictures, {size / 1e6:,.1f} MB; images/s, "
           f"medians of {RUNS} runs; epoch 1 against the local shards' epoch 1")
-    print(f"{'feed':32} {'epoch 1':>8} {'later':>8} {'x local':>8}")
-    local = medians(loader(shards))
-    print(f"{'local shards':32} {local[0]:8,.0f} {local[1]:8,.0f}", flush=True)
+    print(f"{'feed':32} {'epoch 1':>8} {'later':>8} {'x local':>8} {'1st batch':>10} "
+          f"{'after it':>9} {'x local':>8}")
+    local = shard_runs(lambda: loader(shards), ())
+    print(f"{'local shards':32} {local[0]:8,.0f} {local[1]:8,.0f} {'':>8} {local[2]:9.3f}s "
+          f"{local[3]:9,.0f}", flush=True)
     pattern = f"s3://photos/shards/train-{{000000..{len(names) - 1:06d}}}.tar"
     for url, form in (("s3://photos/shards/", "s3 shards"), (pattern, "s3 shards by pattern")):
         for latency in (0, 20, 50):
             def run(endpoint):
                 os.environ["AWS_ENDPOINT_URL"] = endpoint
-                firsts, laters = [], []
-                for _ in range(RUNS):
-                    with Stokerd("--object-store-endpoints", endpoint) as d:
-                        first, later, _ = passes(lambda: loader(url)(d.sock))
-                    firsts.append(first)
-                    laters.append(later)
-                return statistics.median(firsts), statistics.median(laters)
-            first, later = with_proxy(moto, latency, run)
+                return shard_runs(lambda: loader(url), ("--object-store-endpoints", endpoint))
+            r = with_proxy(moto, latency, run)
             name = f"{form}, {latency} ms" if latency else f"{form}, moto direct"
-            print(f"{name:32} {first:8,.0f} {later:8,.0f} {first / local[0]:8.2f}", flush=True)
+            print(f"{name:32} {r[0]:8,.0f} {r[1]:8,.0f} {r[0] / local[0]:8.2f} {r[2]:9.3f}s "
+                  f"{r[3]:9,.0f} {r[3] / local[3]:8.2f}", flush=True)
             if latency == 50 and url != pattern:
-                at_50 = first
+                at_50 = r[0]
     if "boto3" not in PARTS:
         return
     sys.path.append(boto3_path())
@@ -291,6 +290,18 @@ def shard_table(moto, folder):
     print(f"{'DataLoader + boto3, 50 ms':32} {best[0]:8,.0f} {'':>8} {best[0] / local[0]:8.2f}"
           f"   (best of 1, 2, 4 workers: {best[1]}); stoker at 50 ms = {at_50 / best[0]:.1f}x it",
           flush=True)
+
+
+def shard_runs(make, flags):
+    """Medians over RUNS fresh daemons started with `flags`: epoch 1 and later
+    images/s, the seconds to epoch 1's first batch, and its images/s after it."""
+    runs = []
+    for _ in range(RUNS):
+        first_batch = {}
+        with Stokerd(*flags) as d:
+            first, later, _ = passes(lambda: make()(d.sock), first_batch)
+        runs.append((first, later, first_batch["seconds"], first_batch["rate"]))
+    return [statistics.median(r[k] for r in runs) for k in range(4)]
 
 
 def loader(data):

@@ -329,6 +329,8 @@ absl::Status Session::Reconnect(absl::Time deadline) {
       ++epoch;
       batch = 0;
     }
+    // The start epoch is read from its start position; later ones whole.
+    if (epoch != spec.start_epoch()) spec.set_start_position(0);
     spec.set_start_epoch(epoch);
     spec.set_start_batch(batch);
   }

@@ -4,7 +4,8 @@
 //       --batch-size N [--epochs E] [--transform val|train] [--size S]
 //       [--seed K] [--shuffle|--no-shuffle] [--rank R --world-size W]
 //       [--drop-last] [--ring-slots N] [--max-side N | --no-pixel-cache]
-//       [--start-epoch E --start-batch B] [--json]
+//       [--partitions C] [--start-epoch E [--start-position P]
+//       --start-batch B] [--json]
 //   stokerctl [--socket PATH] warm --dataset (PATH | JSON) [--root DIR]
 //       [--concurrency N]
 //   stokerctl [--socket PATH] stats [--json]
@@ -106,8 +107,12 @@ Commands() {
               "train from the daemon's pixel cache: pictures kept with their "
               "longer side at most this (16..16384)"},
              {"no-pixel-cache", true, "decode every epoch (pixel_cache.off)"},
+             {"partitions", false, "canonical partitions of the order (default 120)"},
              {"start-epoch", false, "resume at this epoch"},
-             {"start-batch", false, "resume at this batch"},
+             {"start-position", false,
+              "read the start epoch from this position of its order (the "
+              "samples the world consumed of it)"},
+             {"start-batch", false, "resume at this batch (from the position)"},
              {"decode", false, "auto, full, crop or scale_crop"},
              {"dtype", false, ImageDTypeHelp()},
              {"on-error", false, "replace (default), raise or zeros"},
@@ -279,7 +284,7 @@ int Read(Client& client, const Args& a) {
       !set_enum("on-error", "replace", "on_error")) {
     return Usage(err);
   }
-  uint64_t batch_size, epochs, size, seed, rank, world, slots, se, sb, max_side;
+  uint64_t batch_size, epochs, size, seed, rank, world, slots, se, sb, max_side, sp, parts;
   if (!a.flags.count("batch-size")) return Usage("read needs --batch-size");
   if (!UintFlag(a, "batch-size", 0, &batch_size, &err) ||
       !UintFlag(a, "epochs", 1, &epochs, &err) ||
@@ -290,11 +295,14 @@ int Read(Client& client, const Args& a) {
       !UintFlag(a, "ring-slots", 0, &slots, &err) ||
       !UintFlag(a, "max-side", 0, &max_side, &err) ||
       !UintFlag(a, "start-epoch", 0, &se, &err) ||
-      !UintFlag(a, "start-batch", 0, &sb, &err)) {
+      !UintFlag(a, "start-batch", 0, &sb, &err) ||
+      !UintFlag(a, "start-position", 0, &sp, &err) ||
+      !UintFlag(a, "partitions", 0, &parts, &err)) {
     return Usage(err);
   }
   if (batch_size > UINT32_MAX || size > UINT32_MAX || rank > UINT32_MAX ||
-      world > UINT32_MAX || slots > UINT32_MAX || max_side > UINT32_MAX)
+      world > UINT32_MAX || slots > UINT32_MAX || max_side > UINT32_MAX ||
+      parts > UINT32_MAX)
     return Usage("a numeric flag is out of range");
   spec.set_batch_size(static_cast<uint32_t>(batch_size));
   if (a.flags.count("size")) spec.set_image_size(static_cast<uint32_t>(size));
@@ -305,7 +313,9 @@ int Read(Client& client, const Args& a) {
   if (max_side > 0) spec.mutable_pixel_cache()->set_max_side(static_cast<uint32_t>(max_side));
   if (a.flags.count("no-pixel-cache")) spec.mutable_pixel_cache()->set_off(true);
   spec.set_start_epoch(se);
+  spec.set_start_position(sp);
   spec.set_start_batch(sb);
+  spec.set_partitions(static_cast<uint32_t>(parts));
   spec.set_drop_last(a.flags.count("drop-last") > 0);
   bool shuffle = spec.transform() == v1::TRANSFORM_TRAIN;
   if (a.flags.count("shuffle")) shuffle = true;

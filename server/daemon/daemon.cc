@@ -217,6 +217,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   resp.set_num_classes(dataset->num_classes);
   resp.set_samples_per_epoch(session->order().samples_per_epoch());
   resp.set_batches_per_epoch(session->order().batches_per_epoch());
+  resp.set_partitions(session->order().partitions());
+  resp.set_order_key(session->order_key());
   for (v1::ClientDecodeField& f : session->pipeline().ClientFields()) {
     *resp.add_client_decode() = std::move(f);
   }

@@ -104,6 +104,8 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
   if (spec.rank() >= world)
     return bad(absl::StrCat("rank ", spec.rank(),
                             " must be less than world_size ", world));
+  if (spec.partitions() > 65536)
+    return bad(absl::StrCat("partitions ", spec.partitions(), " must be in 0..65536"));
   if (spec.priority() > 16)
     return bad(absl::StrCat("priority ", spec.priority(), " must be in 0..16"));
   if (spec.ring_slots() > shm::kMaxRingSlots)

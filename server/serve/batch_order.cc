@@ -16,24 +16,24 @@ constexpr absl::Duration kPoll = absl::Milliseconds(50);
 }  // namespace
 
 BatchOrder::BatchOrder(PlanSpec spec, std::shared_ptr<const Dataset> ds)
-    : spec_(std::move(spec)), ds_(std::move(ds)) {}
+    : asked_(spec), spec_(std::move(spec)), ds_(std::move(ds)) {}
 
 absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
-    PlanSpec spec, std::shared_ptr<const Dataset> ds, uint64_t start_epoch,
-    uint64_t start_batch) {
+    PlanSpec spec, std::shared_ptr<const Dataset> ds, Start start) {
   std::unique_ptr<BatchOrder> o(new BatchOrder(std::move(spec), std::move(ds)));
+  o->epoch_ = start.epoch;
+  o->from_ = start.from;
+  o->batch_ = start.batch;
   if (o->ds_->growth == nullptr) {
     STOKER_RETURN_IF_ERROR(o->MakePlan(o->ds_->samples.size(), o->ds_->first_epoch_windows));
-    const uint64_t per_epoch = o->plan_->batches_per_epoch();
-    o->epoch_ = start_epoch + start_batch / per_epoch;
-    o->batch_ = start_batch % per_epoch;
-    o->order_ = o->plan_->RankOrder(o->epoch_);
+    STOKER_RETURN_IF_ERROR(o->CheckFrom());
+    o->Settle();
+    if (o->plan_->Windowed(o->epoch_)) o->windowed_ = o->plan_->WindowedOrder();
     return o;
   }
-  if (start_epoch != 0) {
+  if (start.epoch != 0) {
     return absl::InternalError("a streamed opening serves from the first epoch only");
   }
-  o->batch_ = start_batch;  // Its windows' positions do not depend on the end.
   // The spec's own errors now, as for any dataset.
   PlanSpec check = o->spec_;
   check.num_samples = uint64_t{1} << 62;
@@ -42,20 +42,37 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
   return o;
 }
 
+absl::Status BatchOrder::CheckFrom() const {
+  if (from_ <= spec_.num_samples) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "start_position ", from_, " is past the dataset's ", spec_.num_samples, " samples"));
+}
+
 absl::Status BatchOrder::MakePlan(uint64_t samples, std::vector<uint64_t> windows) {
   spec_.num_samples = samples;
   spec_.first_epoch_windows = std::move(windows);
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(spec_));
   plan_.emplace(std::move(plan));
   per_rank_.store(plan_->samples_per_epoch(), std::memory_order_release);
+  partitions_.store(plan_->partitions(), std::memory_order_release);
   per_epoch_.store(plan_->batches_per_epoch(), std::memory_order_release);
   return absl::OkStatus();
 }
 
+void BatchOrder::Settle() {
+  const uint64_t in_start = plan_->batches_per_epoch(from_);
+  if (batch_ < in_start) return;
+  batch_ -= in_start;
+  from_ = 0;
+  epoch_ += 1 + batch_ / plan_->batches_per_epoch();
+  batch_ %= plan_->batches_per_epoch();
+  std::vector<uint64_t>().swap(windowed_);
+}
+
 void BatchOrder::Absorb(const DatasetGrowth::View& v) {
   for (size_t w = windows_.size(); w < v.windows.size(); ++w) {
-    // streamed_ holds every sample of the windows before w.
-    AppendWindowOrder(spec_, w, streamed_.size(), v.windows[w], &streamed_);
+    // windowed_ holds every sample of the windows before w.
+    AppendWindowOrder(spec_, w, windowed_.size(), v.windows[w], &windowed_);
     windows_.push_back(v.windows[w]);
   }
   if (!v.done || !failed_.ok() || plan_.has_value()) return;
@@ -63,14 +80,14 @@ void BatchOrder::Absorb(const DatasetGrowth::View& v) {
     failed_ = v.status;
     return;
   }
-  if (absl::Status s = MakePlan(streamed_.size(), windows_); !s.ok()) {
+  absl::Status s = MakePlan(windowed_.size(), windows_);
+  if (s.ok()) s = CheckFrom();
+  if (!s.ok()) {
     failed_ = s;
+    plan_.reset();
     return;
   }
-  std::vector<uint64_t>().swap(streamed_);
-  epoch_ = batch_ / plan_->batches_per_epoch();  // A resume may start past the end.
-  batch_ %= plan_->batches_per_epoch();
-  order_ = plan_->RankOrder(epoch_);
+  Settle();  // A resume may start past the end. Epoch 0 reads on in windowed_.
 }
 
 void BatchOrder::Poll() {
@@ -82,12 +99,16 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
   while (!plan_.has_value()) {
     // A streamed opening: this batch from the windows published, once they
     // hold every position of it; else wait for the next one, or the end.
-    if ((batch_ + 1) * size * world <= streamed_.size()) {
+    // (In 128 bits: a resume's position comes from the client.)
+    const unsigned __int128 end =
+        static_cast<unsigned __int128>(from_) +
+        static_cast<unsigned __int128>(batch_ + 1) * size * world;
+    if (end <= windowed_.size()) {
       out->epoch = 0;
       out->index = batch_;
       out->samples.clear();
       for (uint64_t k = batch_ * size; k < (batch_ + 1) * size; ++k) {
-        out->samples.push_back(streamed_[k * world + spec_.rank]);
+        out->samples.push_back(windowed_[from_ + k * world + spec_.rank]);
       }
       ++batch_;
       return absl::OkStatus();
@@ -97,14 +118,17 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
     if (stop()) return absl::CancelledError("the session is stopping");
     Absorb(ds_->growth->Wait(windows_.size(), kPoll));
   }
-  const uint64_t first = batch_ * size;
-  const uint64_t count = std::min<uint64_t>(size, order_.size() - first);
   out->epoch = epoch_;
   out->index = batch_;
-  out->samples.assign(order_.begin() + first, order_.begin() + first + count);
-  if (++batch_ == plan_->batches_per_epoch()) {
+  // A streamed opening's first epoch reads on in the order it was served.
+  const bool streamed = epoch_ == 0 && ds_->growth != nullptr;
+  out->samples = plan_->Batch(epoch_, from_, batch_,
+                              streamed || plan_->Windowed(epoch_) ? &windowed_ : nullptr);
+  if (++batch_ == plan_->batches_per_epoch(from_)) {
     batch_ = 0;
-    order_ = plan_->RankOrder(++epoch_);
+    from_ = 0;
+    ++epoch_;
+    std::vector<uint64_t>().swap(windowed_);
   }
   return absl::OkStatus();
 }

@@ -1,11 +1,12 @@
 // Which dataset samples make each batch a session delivers, batch after
-// batch from its start position: its EpochPlan's, epoch after epoch. For
+// batch from its start position: its EpochPlan's, epoch after epoch, drawn
+// batch by batch (an epoch costs no pass over the dataset up front). For
 // a dataset whose opening is streamed (Dataset::growth) the first epoch's
 // batches come from its windows as they are published, the same samples
 // the whole plan gives them (AppendWindowOrder), and the plan is made when
 // the opening ends; until then batches_per_epoch() is 0. A batch is taken
 // from the published windows only when every position of it lies in them
-// and no padding or drop_last can reach it: (b + 1) x batch_size x
+// and no padding or drop_last can reach it: from + (b + 1) x batch_size x
 // world_size <= the samples published.
 //
 // Thread-safety: Next() from one thread (the session's producer); the rest
@@ -30,14 +31,20 @@ namespace stoker {
 
 class BatchOrder {
  public:
+  // Where a session starts: batch `batch` of epoch `epoch` read from global
+  // position `from` of its order (EpochPlan::Batch); a start past that
+  // epoch's end goes on into the next epochs.
+  struct Start {
+    uint64_t epoch = 0, from = 0, batch = 0;
+  };
   // `spec` without the dataset's size and windows (taken from `ds`);
   // INVALID_ARGUMENT and FAILED_PRECONDITION as EpochPlan::Create (for a
-  // streamed dataset, FAILED_PRECONDITION only from Next, at the end).
+  // streamed dataset, FAILED_PRECONDITION only from Next, at the end), and
+  // INVALID_ARGUMENT for a `from` past the dataset's samples.
   // A streamed dataset is served from epoch 0 only (from any batch of it:
   // a resume waits for the windows its batches lie in).
   static absl::StatusOr<std::unique_ptr<BatchOrder>> Create(
-      PlanSpec spec, std::shared_ptr<const Dataset> ds, uint64_t start_epoch,
-      uint64_t start_batch);
+      PlanSpec spec, std::shared_ptr<const Dataset> ds, Start start);
 
   struct Batch {
     uint64_t epoch = 0, index = 0;  // The batch's epoch and number in it.
@@ -57,9 +64,14 @@ class BatchOrder {
   // From Next's thread.
   const absl::Status& failed() const { return failed_; }
 
-  // This rank's batches per epoch; 0 while a streamed opening goes on.
+  // This rank's batches per (whole) epoch; 0 while a streamed opening goes on.
   uint64_t batches_per_epoch() const { return per_epoch_.load(std::memory_order_acquire); }
   uint64_t samples_per_epoch() const { return per_rank_.load(std::memory_order_acquire); }
+  // The spec as given to Create (without the dataset's size). Immutable.
+  const PlanSpec& asked() const { return asked_; }
+  // The canonical partition count in effect; 0 while a streamed opening
+  // goes on.
+  uint32_t partitions() const { return partitions_.load(std::memory_order_acquire); }
 
   // Where a failed sample's stand-in is drawn from in `epoch`: [first,
   // first + size). In a windowed first epoch its window (what a streamed
@@ -69,16 +81,23 @@ class BatchOrder {
  private:
   BatchOrder(PlanSpec spec, std::shared_ptr<const Dataset> ds);
   absl::Status MakePlan(uint64_t samples, std::vector<uint64_t> windows);
+  // With a plan: moves a start past its epoch's end on into the next.
+  void Settle();
+  // INVALID_ARGUMENT for a start past the dataset's samples.
+  absl::Status CheckFrom() const;
   void Absorb(const DatasetGrowth::View& v);
 
+  const PlanSpec asked_;
   PlanSpec spec_;
   const std::shared_ptr<const Dataset> ds_;
   std::optional<EpochPlan> plan_;
   std::atomic<uint64_t> per_epoch_{0}, per_rank_{0};
+  std::atomic<uint32_t> partitions_{0};
   uint64_t epoch_ = 0, batch_ = 0;
-  std::vector<uint64_t> order_;  // This rank's order of epoch_ (with a plan).
-  // A streamed opening: the global first-epoch order of the windows seen.
-  std::vector<uint64_t> streamed_;
+  uint64_t from_ = 0;  // Where epoch_ is read from (a start's epoch only).
+  // The global order of a windowed first epoch while it is read: a
+  // streamed opening's windows as they are published, else the plan's.
+  std::vector<uint64_t> windowed_;
   std::vector<uint64_t> windows_;
   absl::Status failed_;  // The streamed opening's error.
 };

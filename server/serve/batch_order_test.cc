@@ -61,13 +61,13 @@ TEST(BatchOrderTest, AStreamedOpeningGivesThePlansBatches) {
     for (bool drop_last : {false, true}) {
       PlanSpec spec = Spec(4, world - 1, world);
       spec.drop_last = drop_last;
-      auto whole = BatchOrder::Create(spec, Windows(windows, false), 0, 0);
+      auto whole = BatchOrder::Create(spec, Windows(windows, false), {0, 0, 0});
       ASSERT_TRUE(whole.ok()) << whole.status();
       const uint64_t per_epoch = (*whole)->batches_per_epoch();
       const std::vector<BatchOrder::Batch> want = Take(**whole, per_epoch * 2 + 1);
 
       auto ds = Windows(windows, true);
-      auto streamed = BatchOrder::Create(spec, ds, 0, 0);
+      auto streamed = BatchOrder::Create(spec, ds, {0, 0, 0});
       ASSERT_TRUE(streamed.ok()) << streamed.status();
       EXPECT_EQ((*streamed)->batches_per_epoch(), 0u);
       std::atomic<size_t> allowed{1};
@@ -96,11 +96,11 @@ TEST(BatchOrderTest, AStreamedOpeningGivesThePlansBatches) {
 TEST(BatchOrderTest, AStreamedResumeStartsAtItsBatchEvenPastTheEnd) {
   const std::vector<uint64_t> windows = {5, 10, 20};  // 35 samples: 9 batches of 4.
   for (uint64_t start : {3u, 9u, 11u}) {
-    auto whole = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), 0, start);
+    auto whole = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 0, start});
     ASSERT_TRUE(whole.ok());
     const std::vector<BatchOrder::Batch> want = Take(**whole, 3);
     auto ds = Windows(windows, true);
-    auto streamed = BatchOrder::Create(Spec(4, 0, 1), ds, 0, start);
+    auto streamed = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 0, start});
     ASSERT_TRUE(streamed.ok()) << streamed.status();
     std::atomic<size_t> allowed{windows.size()};
     std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
@@ -114,10 +114,55 @@ TEST(BatchOrderTest, AStreamedResumeStartsAtItsBatchEvenPastTheEnd) {
   }
 }
 
+TEST(BatchOrderTest, AResumeFromAPositionReadsOnInTheSameGlobalOrder) {
+  // 35 samples, read by 2 ranks from position 10 (what another world size
+  // consumed): rank r takes 10 + r, 12 + r, ... of the same global order,
+  // whole or streamed, and a start past that epoch's batches goes on into
+  // the next epoch from its beginning.
+  const std::vector<uint64_t> windows = {5, 10, 20};
+  auto plain = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 0, 0});
+  ASSERT_TRUE(plain.ok());
+  std::vector<uint64_t> global;
+  for (const auto& b : Take(**plain, 9)) global.insert(global.end(), b.samples.begin(), b.samples.end());
+  ASSERT_EQ(global.size(), 35u);
+  for (bool streamed : {false, true}) {
+    for (uint32_t rank : {0u, 1u}) {
+      auto ds = Windows(windows, streamed);
+      auto o = BatchOrder::Create(Spec(4, rank, 2), ds, {0, 10, 1});
+      ASSERT_TRUE(o.ok()) << o.status();
+      std::thread grow;
+      std::atomic<size_t> allowed{windows.size()};
+      if (streamed) grow = std::thread(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+      // 25 samples left: 13 a rank (padded), batches of 4, 4, 4, 1.
+      const std::vector<BatchOrder::Batch> got = Take(**o, 4);
+      if (grow.joinable()) grow.join();
+      EXPECT_EQ(got[0].index, 1u);
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(got[0].samples[k], global[10 + (4 + k) * 2 + rank]);
+      EXPECT_EQ(got[2].index, 3u);
+      ASSERT_EQ(got[2].samples.size(), 1u);
+      // Position 10 + 12 x 2 + rank: 34, then the order's head again.
+      EXPECT_EQ(got[2].samples[0], global[(34 + rank) % 35]) << rank;
+      EXPECT_EQ(got[3].epoch, 1u);
+      EXPECT_EQ(got[3].index, 0u);
+    }
+  }
+  // A position past the samples: refused, at once or at the opening's end.
+  EXPECT_EQ(BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 36, 0})
+                .status().code(), absl::StatusCode::kInvalidArgument);
+  auto ds = Windows(windows, true);
+  auto o = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 36, 0});
+  ASSERT_TRUE(o.ok());
+  std::atomic<size_t> allowed{windows.size()};
+  std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+  BatchOrder::Batch b;
+  EXPECT_EQ((*o)->Next([] { return false; }, &b).code(), absl::StatusCode::kInvalidArgument);
+  grow.join();
+}
+
 TEST(BatchOrderTest, TheOpeningsErrorEndsItAndStopCancelsAWait) {
   const std::vector<uint64_t> windows = {4, 4, 8};
   auto ds = Windows(windows, true);
-  auto o = BatchOrder::Create(Spec(4, 0, 1), ds, 0, 0);
+  auto o = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 0, 0});
   ASSERT_TRUE(o.ok());
   BatchOrder::Batch b;
   EXPECT_EQ((*o)->Next([] { return true; }, &b).code(), absl::StatusCode::kCancelled);
@@ -128,16 +173,16 @@ TEST(BatchOrderTest, TheOpeningsErrorEndsItAndStopCancelsAWait) {
   EXPECT_EQ((*o)->Next([] { return false; }, &b).code(), absl::StatusCode::kDataLoss);
   grow.join();
   // A streamed dataset is served from its first epoch only.
-  EXPECT_EQ(BatchOrder::Create(Spec(4, 0, 1), ds, 1, 0).status().code(),
+  EXPECT_EQ(BatchOrder::Create(Spec(4, 0, 1), ds, {1, 0, 0}).status().code(),
             absl::StatusCode::kInternal);
 }
 
 TEST(BatchOrderTest, StandInsComeFromTheFailedSamplesWindowInTheFirstEpoch) {
-  auto o = BatchOrder::Create(Spec(4, 0, 1), Windows({5, 10, 20}, false), 0, 0);
+  auto o = BatchOrder::Create(Spec(4, 0, 1), Windows({5, 10, 20}, false), {0, 0, 0});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ((*o)->ReplacementRange(0, 7), (std::pair<uint64_t, uint64_t>{5, 10}));
   EXPECT_EQ((*o)->ReplacementRange(1, 7), (std::pair<uint64_t, uint64_t>{0, 35}));
-  auto one = BatchOrder::Create(Spec(4, 0, 1), Windows({35}, false), 0, 0);
+  auto one = BatchOrder::Create(Spec(4, 0, 1), Windows({35}, false), {0, 0, 0});
   EXPECT_EQ((*one)->ReplacementRange(0, 7), (std::pair<uint64_t, uint64_t>{0, 35}));
 }
 

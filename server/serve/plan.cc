@@ -1,20 +1,33 @@
 #include "server/serve/plan.h"
 
-#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/cache_key.h"
+#include "util/checksum.h"
 #include "util/rng.h"
 
 namespace stoker {
 
 EpochPlan::EpochPlan(const PlanSpec& spec) : spec_(spec) {
-  const uint64_t n = spec.num_samples, w = spec.world_size;
-  const uint64_t rank_samples = spec.drop_last ? n / w : (n + w - 1) / w;
-  batches_ = spec.drop_last ? rank_samples / spec.batch_size
-                            : (rank_samples + spec.batch_size - 1) / spec.batch_size;
-  per_rank_ = spec.drop_last ? batches_ * spec.batch_size : rank_samples;
+  if (spec.shuffle) canonical_.emplace(spec.num_samples, spec.seed, spec.partitions);
+}
+
+uint64_t EpochPlan::samples_per_epoch(uint64_t from) const {
+  const uint64_t n = spec_.num_samples, w = spec_.world_size;
+  const uint64_t left = from < n ? n - from : 0;
+  const uint64_t rank_samples = spec_.drop_last ? left / w : (left + w - 1) / w;
+  return spec_.drop_last ? rank_samples / spec_.batch_size * spec_.batch_size : rank_samples;
+}
+
+uint64_t EpochPlan::batches_per_epoch(uint64_t from) const {
+  const uint64_t b = spec_.batch_size;
+  return (samples_per_epoch(from) + b - 1) / b;
+}
+
+uint32_t EpochPlan::partitions() const {
+  return canonical_.has_value() ? canonical_->partitions() : 1;
 }
 
 absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanSpec& spec) {
@@ -32,7 +45,7 @@ absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanSpec& spec) {
                                             " samples of its ", spec.num_samples));
   }
   EpochPlan plan(spec);
-  if (plan.batches_ == 0) {
+  if (plan.batches_per_epoch() == 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%d samples over %d ranks give rank %d no %sbatch of %d",
         spec.num_samples, spec.world_size, spec.rank,
@@ -61,29 +74,56 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
   }
 }
 
-std::vector<uint64_t> EpochPlan::RankOrder(uint64_t epoch) const {
-  const uint64_t n = spec_.num_samples;
+uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
+  const std::string key = CacheKey({"order", uint64_t{spec.partitions}, spec.seed,
+                                    uint64_t{spec.shuffle}, uint64_t{spec.drop_last}, pipeline});
+  Checksum sum;
+  sum.Update(key.data(), key.size());
+  return sum.state();
+}
+
+bool EpochPlan::Windowed(uint64_t epoch) const {
+  return spec_.shuffle && epoch == 0 && spec_.first_epoch_windows.size() > 1;
+}
+
+std::vector<uint64_t> EpochPlan::WindowedOrder() const {
   std::vector<uint64_t> order;
-  if (spec_.shuffle && epoch == 0 && spec_.first_epoch_windows.size() > 1) {
-    order.reserve(n);
-    uint64_t first = 0;
-    for (size_t w = 0; w < spec_.first_epoch_windows.size(); ++w) {
-      AppendWindowOrder(spec_, w, first, spec_.first_epoch_windows[w], &order);
-      first += spec_.first_epoch_windows[w];
-    }
-  } else {
-    order.resize(n);
-    std::iota(order.begin(), order.end(), uint64_t{0});
-    if (spec_.shuffle) {
-      Shuffle(0, n, Rng(MixSeed({spec_.seed, epoch, 0x5348554646ULL /* "SHUFF" */})), &order);
-    }
+  order.reserve(spec_.num_samples);
+  uint64_t first = 0;
+  for (size_t w = 0; w < spec_.first_epoch_windows.size(); ++w) {
+    AppendWindowOrder(spec_, w, first, spec_.first_epoch_windows[w], &order);
+    first += spec_.first_epoch_windows[w];
   }
-  std::vector<uint64_t> mine;
-  mine.reserve(per_rank_);
-  for (uint64_t k = 0; k < per_rank_; ++k) {
+  return order;
+}
+
+uint64_t EpochPlan::At(uint64_t epoch, uint64_t position,
+                       const std::vector<uint64_t>* windowed) const {
+  if (windowed != nullptr) return (*windowed)[position];
+  if (!spec_.shuffle) return position;
+  return canonical_->At(epoch, position);
+}
+
+std::vector<uint64_t> EpochPlan::Batch(uint64_t epoch, uint64_t from, uint64_t b,
+                                       const std::vector<uint64_t>* windowed) const {
+  const uint64_t size = spec_.batch_size, per_rank = samples_per_epoch(from);
+  std::vector<uint64_t> out;
+  for (uint64_t j = b * size; j < per_rank && j < (b + 1) * size; ++j) {
     // Position in the padded order; padding repeats the order's head.
-    const uint64_t pos = k * spec_.world_size + spec_.rank;
-    mine.push_back(order[pos % n]);
+    const uint64_t pos = from + j * spec_.world_size + spec_.rank;
+    out.push_back(At(epoch, pos % spec_.num_samples, windowed));
+  }
+  return out;
+}
+
+std::vector<uint64_t> EpochPlan::RankOrder(uint64_t epoch, uint64_t from) const {
+  const std::vector<uint64_t> windowed = Windowed(epoch) ? WindowedOrder()
+                                                         : std::vector<uint64_t>();
+  std::vector<uint64_t> mine;
+  for (uint64_t b = 0; b < batches_per_epoch(from); ++b) {
+    for (uint64_t i : Batch(epoch, from, b, Windowed(epoch) ? &windowed : nullptr)) {
+      mine.push_back(i);
+    }
   }
   return mine;
 }

@@ -2,22 +2,29 @@
 // form batch b of epoch e for one rank. Depends only on PlanSpec, so any
 // daemon, thread count or restart reproduces it. Immutable; thread-safe.
 //
-// Semantics follow torch's DistributedSampler + DataLoader: the epoch's
-// order is a permutation from (seed, epoch) when shuffling (identity
-// otherwise). A dataset read in windows (shards: PlanSpec::
-// first_epoch_windows) is shuffled within each window in turn in its first
-// epoch (epoch 0), so that epoch reads its windows one after another; later
-// epochs draw the whole permutation. Across ranks the order is padded by repeating its head until
-// it divides evenly by world_size, or (drop_last) its tail is dropped; rank
-// r takes positions r, r+W, r+2W, ... Its samples are then cut into batches
-// of batch_size; the last partial batch is kept unless drop_last.
+// Each epoch has one global order that no world size changes: the
+// identity, or shuffled, CanonicalOrder's (seed, epoch, C) sequence. A
+// dataset read in windows (shards: PlanSpec::first_epoch_windows) is
+// shuffled within each window in turn in its first epoch (epoch 0), so that
+// epoch reads its windows one after another; later epochs draw the
+// canonical order. The world reads that order in global steps of
+// batch_size x world_size positions, rank r taking positions r, r+W,
+// r+2W, ... of each, as torch's DistributedSampler + DataLoader: the tail is
+// padded by repeating the order's head until it divides evenly by
+// world_size, or (drop_last) dropped; the last partial batch is kept unless
+// drop_last. An epoch may be read from a position `from` on: a run resumed
+// at another world size continues the same global order where the run
+// before it stopped.
 #ifndef STOKER_SERVER_SERVE_PLAN_H_
 #define STOKER_SERVER_SERVE_PLAN_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/serve/canonical_order.h"
 
 namespace stoker {
 
@@ -32,6 +39,8 @@ struct PlanSpec {
   // Samples per window, consecutive in index order and summing to
   // num_samples (Dataset::first_epoch_windows); empty: one window.
   std::vector<uint64_t> first_epoch_windows;
+  // The canonical partition count asked for (CanonicalOrder); 0: its default.
+  uint32_t partitions = 0;
 };
 
 // Appends the first epoch's order of window `w`, the samples [first, first
@@ -42,6 +51,12 @@ struct PlanSpec {
 void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t size,
                        std::vector<uint64_t>* order);
 
+// What a run resumed from a saved position must share with the run that
+// saved it: a stable hash of the partitions asked for, the seed, shuffle,
+// drop_last and `pipeline` (the pipeline's fingerprint), but not the world
+// size, rank or batch size.
+uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline);
+
 class EpochPlan {
  public:
   // INVALID_ARGUMENT for batch_size 0 or rank >= world_size; INTERNAL for
@@ -49,20 +64,35 @@ class EpochPlan {
   // FAILED_PRECONDITION when an epoch would hold no batch for this rank.
   static absl::StatusOr<EpochPlan> Create(const PlanSpec& spec);
 
-  uint64_t samples_per_epoch() const { return per_rank_; }
-  uint64_t batches_per_epoch() const { return batches_; }
+  // This rank's samples and batches in an epoch read from global position
+  // `from` on (0: the whole epoch; past its end: none).
+  uint64_t samples_per_epoch(uint64_t from = 0) const;
+  uint64_t batches_per_epoch(uint64_t from = 0) const;
   const PlanSpec& spec() const { return spec_; }
+  // The canonical partition count in effect (1 without shuffling).
+  uint32_t partitions() const;
 
-  // This rank's dataset indices for `epoch`, in delivery order, already cut
-  // to samples_per_epoch() (and to whole batches under drop_last).
-  std::vector<uint64_t> RankOrder(uint64_t epoch) const;
+  // Whether `epoch` reads its windows in turn: its order is then
+  // WindowedOrder(), which At and Batch take as `windowed`.
+  bool Windowed(uint64_t epoch) const;
+  std::vector<uint64_t> WindowedOrder() const;
+
+  // The sample at `position` < num_samples of `epoch`'s global order: the
+  // one every world size finds there. `windowed`, when given, is that
+  // order (a windowed epoch's, or the one a streamed opening served).
+  uint64_t At(uint64_t epoch, uint64_t position,
+              const std::vector<uint64_t>* windowed = nullptr) const;
+  // This rank's batch `b` of `epoch` read from `from`.
+  std::vector<uint64_t> Batch(uint64_t epoch, uint64_t from, uint64_t b,
+                              const std::vector<uint64_t>* windowed = nullptr) const;
+  // All of this rank's samples of `epoch` from `from`, batch after batch.
+  std::vector<uint64_t> RankOrder(uint64_t epoch, uint64_t from = 0) const;
 
  private:
   explicit EpochPlan(const PlanSpec& spec);
 
   PlanSpec spec_;
-  uint64_t per_rank_ = 0;  // Samples this rank sees per epoch (after cut).
-  uint64_t batches_ = 0;
+  std::optional<CanonicalOrder> canonical_;  // When shuffling.
 };
 
 }  // namespace stoker

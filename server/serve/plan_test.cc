@@ -144,19 +144,83 @@ TEST(PlanTest, TheFirstEpochIsItsWindowsOrdersInTurn) {
   }
 }
 
-TEST(PlanTest, TheShuffledOrderIsTheOneSessionsAlwaysGot) {
-  // What the daemon delivered before windows existed: one window, or
-  // none, must not change it (resumed runs and checksums depend on it).
+TEST(PlanTest, TheShuffledOrderIsPinned) {
+  // The canonical order: resumed runs and checksums depend on it, so no
+  // change may move it. One window, or none, is the same order.
   PlanSpec s = Spec(12, 4);
   s.shuffle = true;
   s.seed = 5;
-  const std::vector<uint64_t> e0 = {8, 5, 1, 7, 11, 3, 0, 4, 9, 10, 2, 6};
-  const std::vector<uint64_t> e1 = {3, 6, 5, 9, 0, 2, 1, 11, 7, 10, 8, 4};
+  const std::vector<uint64_t> e0 = {0, 6, 4, 3, 11, 5, 7, 10, 9, 8, 2, 1};
+  const std::vector<uint64_t> e1 = {4, 8, 0, 3, 9, 11, 7, 10, 1, 5, 2, 6};
   EXPECT_EQ(EpochPlan::Create(s)->RankOrder(0), e0);
   EXPECT_EQ(EpochPlan::Create(s)->RankOrder(1), e1);
   s.first_epoch_windows = {12};
   EXPECT_EQ(EpochPlan::Create(s)->RankOrder(0), e0);
   EXPECT_EQ(EpochPlan::Create(s)->RankOrder(1), e1);
+  // 120 partitions: the first positions of epoch 3.
+  s = Spec(2400, 6);
+  s.shuffle = true;
+  s.seed = 5;
+  EXPECT_EQ(EpochPlan::Create(s)->Batch(3, 0, 0), (std::vector<uint64_t>{1527, 1448, 840, 118, 1513, 236}));
+}
+
+// The samples of each global step of `epoch` (batch_size x world samples:
+// every rank's batch b), as sets: what the world trains on, step by step.
+std::vector<std::set<uint64_t>> Steps(uint64_t n, uint32_t batch, uint32_t world,
+                                      uint64_t epoch, uint64_t from = 0) {
+  std::vector<std::set<uint64_t>> steps;
+  for (uint32_t r = 0; r < world; ++r) {
+    PlanSpec s = Spec(n, batch, r, world);
+    s.shuffle = true;
+    s.seed = 9;
+    auto p = EpochPlan::Create(s);
+    EXPECT_TRUE(p.ok()) << p.status();
+    steps.resize(p->batches_per_epoch(from));
+    for (uint64_t b = 0; b < steps.size(); ++b) {
+      for (uint64_t i : p->Batch(epoch, from, b)) steps[b].insert(i);
+    }
+  }
+  return steps;
+}
+
+TEST(PlanTest, EveryWorldSizeReadsTheSameGlobalSteps) {
+  // 2,880 samples in global steps of 24: the same 120 steps at any world
+  // size dividing 24, each sample once.
+  for (uint64_t epoch : {0u, 1u}) {
+    const std::vector<std::set<uint64_t>> one = Steps(2880, 24, 1, epoch);
+    ASSERT_EQ(one.size(), 120u);
+    std::set<uint64_t> all;
+    for (const auto& step : one) {
+      EXPECT_EQ(step.size(), 24u);
+      all.insert(step.begin(), step.end());
+    }
+    EXPECT_EQ(all.size(), 2880u);
+    for (uint32_t world : {2u, 3u, 4u, 6u, 8u, 12u}) {
+      EXPECT_EQ(Steps(2880, 24 / world, world, epoch), one) << "world " << world;
+    }
+  }
+}
+
+TEST(PlanTest, ARunResumedAtAnotherWorldSizeGoesOnWhereItStopped) {
+  // Stopped after 37 steps of 24 at world size 4, resumed at 6.
+  const std::vector<std::set<uint64_t>> whole = Steps(2880, 6, 4, 1);
+  const uint64_t consumed = 37 * 24;
+  // A constant global batch (4 a rank): the same steps as the run that
+  // was not stopped.
+  const std::vector<std::set<uint64_t>> resumed = Steps(2880, 4, 6, 1, consumed);
+  ASSERT_EQ(resumed.size(), whole.size() - 37);
+  for (size_t s = 0; s < resumed.size(); ++s) EXPECT_EQ(resumed[s], whole[37 + s]) << s;
+  // The per-rank batch kept (steps of 36): every sample the stopped run
+  // did not read, once.
+  std::set<uint64_t> seen;
+  for (size_t s = 0; s < 37; ++s) seen.insert(whole[s].begin(), whole[s].end());
+  uint64_t count = seen.size();
+  for (const auto& step : Steps(2880, 6, 6, 1, consumed)) {
+    seen.insert(step.begin(), step.end());
+    count += step.size();
+  }
+  EXPECT_EQ(seen.size(), 2880u);
+  EXPECT_EQ(count, 2880u);
 }
 
 TEST(PlanTest, WindowsThatDoNotCoverTheSamplesAreRefused) {

@@ -123,9 +123,11 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
   ps.rank = spec.rank();
   ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
   ps.drop_last = spec.drop_last();
+  ps.partitions = spec.partitions();
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<BatchOrder> order,
-      BatchOrder::Create(ps, dataset, spec.start_epoch(), spec.start_batch()));
+      BatchOrder::Create(ps, dataset,
+                         {spec.start_epoch(), spec.start_position(), spec.start_batch()}));
   const shm::RingGeometry g = pipeline.Geometry(
       spec.ring_slots() == 0 ? 4 : spec.ring_slots(), spec.batch_size());
   if (admit) {

@@ -290,7 +290,7 @@ def test_state_dict_counts_the_batches_handed_out(layouts, daemon):
         if k == 1:
             break  # The next batch was already being decoded.
     state = loader.state_dict()
-    assert (state["epoch"], state["batch"]) == (0, 2)
+    assert (state["epoch"], state["consumed"]) == (0, 2 * loader.batch_size)
     resumed = _loader(layouts, daemon, client_decode=CLIENT_ONLY)
     resumed.load_state_dict(state)
     rest = [(x.clone(), y.clone()) for x, y in resumed]

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 import stoker
 from stoker._native import lib
-from conftest import STOKERCTL
+from conftest import STOKERCTL, _generated
 
 
 def loader(daemon, dataset, **kw):
@@ -98,7 +98,7 @@ def test_resume_from_state_dict_gives_the_same_remaining_batches(daemon, dataset
     for _ in range(2):
         next(it)
     state = a.state_dict()
-    assert state["epoch"] == 1 and state["batch"] == 2
+    assert state["epoch"] == 1 and state["consumed"] == 10
     rest_a = [(x.clone(), y.clone()) for x, y in it]
     b = loader(daemon, dataset, transform="train", shuffle=True, seed=9)
     b.load_state_dict(state)
@@ -108,6 +108,66 @@ def test_resume_from_state_dict_gives_the_same_remaining_batches(daemon, dataset
         assert torch.equal(xa, xb) and torch.equal(ya, yb)
     with pytest.raises(ValueError, match="seed"):
         loader(daemon, dataset, seed=1).load_state_dict(state)
+    # The same seed but another pipeline: refused once the daemon names its order.
+    other = loader(daemon, dataset, transform="val", shuffle=True, seed=9)
+    other.load_state_dict(state)
+    with pytest.raises(ValueError, match="another order"):
+        next(iter(other))
+
+
+@pytest.fixture(scope="module")
+def small_photos():
+    """4 classes x 30 small JPEGs: 120 samples, 6 canonical partitions of 20."""
+    folder = _generated("stoker-pyds-small-", "--classes", "4", "--per_class", "30",
+                        "--min_side", "24", "--max_side", "40", "--seed", "8")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _steps(loaders, count=None):
+    """Global steps of loaders read in lockstep (one per rank): per step the
+    (index, image checksum) pairs of every rank's batch, as a set."""
+    its = [ld.batches() for ld in loaders]
+    steps = []
+    while count is None or len(steps) < count:
+        step = set()
+        for it in its:
+            b = next(it, None)
+            if b is None:
+                return steps
+            for i, image in zip(b.indices, b.images):
+                step.add((int(i), bytes(np.ascontiguousarray(image))))
+        steps.append(step)
+    return steps
+
+
+def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_photos):
+    # Global steps of 12 samples: 4 ranks of 3, or 6 ranks of 2, in epoch 1.
+    def world(size, epoch=1):
+        lds = [stoker.Loader(small_photos, batch_size=12 // size, transform="train",
+                             image_size=16, seed=7, rank=r, world_size=size,
+                             socket=daemon.socket) for r in range(size)]
+        for ld in lds:
+            ld.set_epoch(epoch)
+        return lds
+    whole = _steps(world(4))
+    assert len(whole) == 10 and len(set().union(*whole)) == 120
+    stopped = world(4)
+    first = _steps(stopped, 4)
+    states = [ld.state_dict() for ld in stopped]
+    assert all(s == states[0] for s in states)  # The same on every rank.
+    assert states[0]["consumed"] == 48 and states[0]["epoch"] == 1
+    for ld in stopped:
+        ld.close()
+    resumed = world(6, epoch=0)
+    for ld in resumed:
+        ld.load_state_dict(states[0])
+    rest = _steps(resumed)
+    assert first + rest == whole
+    # The next epoch at the new world size reads from its start.
+    assert len(_steps(resumed)) == 10
+    for ld in resumed:
+        ld.close()
 
 
 def test_set_epoch_selects_the_permutation(daemon, dataset):
@@ -407,7 +467,7 @@ def test_the_presets_side_is_the_schemas_default(daemon, dataset):
     """image_size unset: the daemon's default (the one stokerctl --help
     prints), not one the Python package writes."""
     import re
-    from conftest import STOKERCTL
+    from conftest import STOKERCTL, _generated
     helptext = subprocess.run([STOKERCTL, "read", "--help"], capture_output=True, text=True,
                               timeout=60).stdout
     side = int(re.search(r"output side in pixels \(default (\d+)\)", helptext).group(1))

@@ -331,6 +331,8 @@ class Session(_Owned):
         self.samples_per_epoch = int(info["samples_per_epoch"])
         self.dataset_samples = int(info["dataset_samples"])
         self.num_classes = int(info["num_classes"])
+        # What a resume state must match (the daemon's OrderKey).
+        self.order_key = int(info.get("order_key", 0))
         self.ring_slots = int(info["ring"]["slots"])  # The daemon's count.
         self.skipped_files = int(info["skipped_files"])
         # Image fields the client decodes (spec client_decode).

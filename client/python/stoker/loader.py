@@ -62,15 +62,22 @@ class Loader:
         stoker.resize, center_crop, random_resized_crop, random_crop, flip,
         random_patch, normalize, or the dicts they return). Batches are then dicts of tensors by field
         name.
-      shuffle, seed: per-epoch permutation from (seed, epoch). WebDataset
+      shuffle, seed: each epoch's order is a function of (seed, epoch,
+        partitions) alone, the same global order at any world size. WebDataset
         shards (local or in a bucket) are read in windows of 16 shards in
         the first epoch (epoch 0), and an ImageFolder in a bucket in two
         windows, each class's first 16 images then all the others, each
         window's samples shuffled in turn; later epochs draw the whole
-        permutation.
-      rank, world_size: DistributedSampler-style sharding. None (default):
+        order.
+      partitions: the canonical partition count C of that order (None:
+        120). The samples are placed in C partitions once per run, and each
+        epoch visits them in turn, so a rank of a world size dividing C reads
+        the same samples every epoch (a node caches its own share).
+      rank, world_size: DistributedSampler-style sharding of each global
+        step of batch_size x world_size positions. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE
-        (torchrun), else 0 and 1.
+        (torchrun), else 0 and 1. state_dict() / load_state_dict() resume
+        at any world size (see state_dict).
       drop_last: drop the last partial batch (and the uneven tail across
         ranks instead of padding it).
       dtype: "uint8" (NHWC 0..255: 4x less memory and PCIe, normalize on the
@@ -141,7 +148,7 @@ class Loader:
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
                  pipeline=None, priority=None, placement=None, pixel_cache="auto",
-                 client_decode=None, **renamed):
+                 client_decode=None, partitions=None, **renamed):
         check_renamed(renamed)
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
@@ -164,6 +171,7 @@ class Loader:
         self.world_size = _check_int("world_size", world_size)
         self.rank = _check_int("rank", rank)
         self.drop_last = _check_bool("drop_last", drop_last)
+        self.partitions = 0 if partitions is None else _check_int("partitions", partitions)
         if torch is not None and isinstance(dtype, torch.dtype):
             dtype = str(dtype).replace("torch.", "")
         self.dtype = dtype
@@ -191,7 +199,7 @@ class Loader:
         self._client_decode = check_option("client_decode", client_decode, ClientDecode)
         self._decode_device = check_client_decode(client_decode, device, self._device)
         try:  # The daemon's rules, with the library's copy of its code.
-            lib.check_spec(self._spec(0, 0))
+            lib.check_spec(self._spec(0, 0, 0))
         except StokerError as e:
             if e.code != "INVALID_ARGUMENT":
                 raise
@@ -203,10 +211,14 @@ class Loader:
         self._threads = threads
         self._client = None
         self._session = None
-        self._stream = None       # (epoch, batch) the open session yields next
+        # Positions are (epoch, from, batch): batch `batch` of the epoch's
+        # global order read from position `from` (a resumed epoch's; else 0).
+        self._stream = None       # The position the open session yields next.
         self._epoch = 0           # Epoch of the next pass.
-        self._resume_batch = 0    # First batch of the next pass.
-        self._position = (0, 0)   # Next undelivered (epoch, batch).
+        self._resume = (0, 0)     # (from, batch) the next pass starts at.
+        self._position = (0, 0, 0)  # Next undelivered.
+        self._order_key = None    # The last session's (or a loaded state's) order key.
+        self._expected_key = None  # A loaded state's, until a session checks it.
         self._ring = PinnedRing()  # The ring as a GPU reads it.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
@@ -257,32 +269,55 @@ class Loader:
         its shards are indexed or its classes listed: this waits for that."""
         if self._session is not None:  # Mid-pass too: the same for every epoch.
             return self._session.batches_per_epoch
-        return self._open(self._epoch, self._resume_batch).batches_per_epoch
+        return self._open(self._epoch, *self._resume).batches_per_epoch
 
     def set_epoch(self, epoch):
         """Selects the epoch of the next pass (like DistributedSampler)."""
         self._epoch = _check_int("epoch", epoch, 0, 2**63)
-        self._resume_batch = 0
-        self._position = (self._epoch, 0)
+        self._resume = (0, 0)
+        self._position = (self._epoch, 0, 0)
 
     def state_dict(self):
-        """Where to resume: the next undelivered batch, with the spec's key."""
-        epoch, batch = self._position
-        return {"epoch": epoch, "batch": batch, "seed": self.seed,
-                "batch_size": self.batch_size, "rank": self.rank,
-                "world_size": self.world_size, "shuffle": self.shuffle}
+        """Where to resume, the same on every rank: the epoch and the samples
+        the whole world consumed of its global order ("consumed"), with what
+        a resume must share (seed, shuffle, drop_last, partitions and, once a
+        pass began, "order_key": the pipeline's and these). The world size
+        and batch size are recorded, not required: load it at any world
+        size."""
+        epoch, start, batch = self._position
+        state = {"epoch": epoch, "consumed": start + batch * self.batch_size * self.world_size,
+                 "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
+                 "partitions": self.partitions, "world_size": self.world_size,
+                 "batch_size": self.batch_size}
+        if self._order_key is not None:
+            state["order_key"] = self._order_key
+        return state
 
     def load_state_dict(self, state):
-        """Resumes at state["epoch"], state["batch"] on the next pass."""
+        """Resumes where state_dict() was taken, on the next pass: the same
+        global order from the samples the world consumed, at this Loader's
+        world size and batch size (keep batch_size for the same per-rank
+        batch, or pass global batch / world_size for the same steps)."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict, got {type(state).__name__}")
-        for key in ("seed", "batch_size", "rank", "world_size", "shuffle"):
+        for key in ("seed", "shuffle", "drop_last", "partitions"):
             if key in state and state[key] != getattr(self, key):
                 raise ValueError(f"state {key}={state[key]!r} does not match this "
                                  f"Loader's {key}={getattr(self, key)!r}")
-        self._epoch = _check_int("state['epoch']", state.get("epoch"), 0, 2**63)
-        self._resume_batch = _check_int("state['batch']", state.get("batch"), 0, 2**63)
-        self._position = (self._epoch, self._resume_batch)
+        epoch = _check_int("state['epoch']", state.get("epoch"), 0, 2**63)
+        if "consumed" in state:
+            consumed = _check_int("state['consumed']", state["consumed"], 0, 2**63)
+        else:  # A state saved before "consumed": its batch at its own sizes.
+            batch = _check_int("state['batch']", state.get("batch"), 0, 2**63)
+            consumed = batch * state.get("batch_size", self.batch_size) * \
+                state.get("world_size", self.world_size)
+        key = state.get("order_key")
+        self._expected_key = None if key is None else _check_int("state['order_key']", key,
+                                                                  0, 2**64 - 1)
+        self._order_key = self._expected_key
+        self._epoch = epoch
+        self._resume = (consumed, 0)
+        self._position = (epoch, consumed, 0)
 
     def __iter__(self):
         if self._decode_device is None:
@@ -325,9 +360,9 @@ class Loader:
 
     def _positioned(self):
         """batches(), each with the resume position after it."""
-        epoch, start = self._epoch, self._resume_batch
-        self._resume_batch = 0
-        session = self._open(epoch, start)
+        epoch, (start_from, start) = self._epoch, self._resume
+        self._resume = (0, 0)
+        session = self._open(epoch, start_from, start)
         waits, compute, images = [], 0.0, 0
         failed = []  # Dataset indices of samples that could not be used.
         returned = None
@@ -344,7 +379,7 @@ class Loader:
                 break
             waits.append(time.perf_counter() - t0)
             b += 1
-            self._stream = (epoch + 1, 0) if session.ended(b) else (epoch, b)
+            self._stream = (epoch + 1, 0, 0) if session.ended(b) else (epoch, start_from, b)
             images += batch.samples
             if batch.error_count:
                 failed += [int(i) for i, s in zip(batch.indices, batch.status) if s]
@@ -353,7 +388,7 @@ class Loader:
         if returned is not None:
             compute += time.perf_counter() - returned
         # The pass's end, also where the epoch's size came after its last batch.
-        self._stream = self._position = (epoch + 1, 0)
+        self._stream = self._position = (epoch + 1, 0, 0)
         if self._epoch == epoch:  # Not moved by set_epoch during the pass.
             self._epoch = epoch + 1
         self._account(epoch, waits, compute, images)
@@ -389,7 +424,7 @@ class Loader:
         ``path`` and, for typed arrays, its ``shape`` and, for NIfTI
         volumes, its ``affine``: 4 x 4 nested lists, voxel index to world
         millimetres, as nibabel's ``img.affine``. At most 1024 indices."""
-        session = self._session or self._open(self._epoch, self._resume_batch)
+        session = self._session or self._open(self._epoch, *self._resume)
         out = []
         for sample in session.describe(indices).get("samples", []):
             files = []
@@ -440,17 +475,23 @@ class Loader:
             f"{', '.join(self._names(failed))}{more}"), stacklevel=3)
 
     # ------------------------------------------------------------ internals
-    def _open(self, epoch, batch):
-        if self._session is not None and self._stream == (epoch, batch):
+    def _open(self, epoch, start, batch):
+        if self._session is not None and self._stream == (epoch, start, batch):
             return self._session
         self._close_session()
         if self._client is None:
             socket = self._socket or _daemon.daemon_socket(self._threads)
             self._client = lib.Client(socket)
         previous = self._decoder.split if self._decoder is not None else None
-        spec = self._spec(epoch, batch, previous.share if previous is not None else None)
+        spec = self._spec(epoch, start, batch, previous.share if previous is not None else None)
         with _opening.shown(self._client):
             self._session = self._client.open_session(spec)
+        if self._expected_key is not None and self._session.order_key != self._expected_key:
+            self._close_session()
+            raise ValueError("the state loaded was saved by a run of another order: its "
+                             "seed, shuffle, drop_last, partitions or pipeline differ")
+        self._expected_key = None
+        self._order_key = self._session.order_key
         if self._decode_device is not None:
             from stoker import client_decode
             self._decoder = client_decode.ClientDecoder(
@@ -458,12 +499,12 @@ class Loader:
             if previous is not None:  # Go on from what was measured.
                 self._decoder.split.adopt(previous)
         self._session.set_resume_window(self._resume_timeout)
-        self._stream = (epoch, batch)
+        self._stream = (epoch, start, batch)
         return self._session
 
-    def _spec(self, epoch, batch, measured_share=None):
-        """The stoker.v1.SessionSpec of a session starting at (epoch,
-        batch), in protobuf's JSON mapping (enum values by their short
+    def _spec(self, epoch, start, batch, measured_share=None):
+        """The stoker.v1.SessionSpec of a session starting at batch `batch`
+        of `epoch` read from position `start`, in protobuf's JSON mapping (enum values by their short
         names, 64-bit integers as strings); `measured_share`: client
         decode's split as a previous session left it."""
         spec = {
@@ -476,7 +517,9 @@ class Loader:
             "drop_last": self.drop_last,
             "ring_slots": self._ring_slots,
             "start_epoch": str(epoch),
+            "start_position": str(start),
             "start_batch": str(batch),
+            "partitions": self.partitions,
             "decode": self.decode,
             "on_error": self.on_error,
             "priority": self._priority,

@@ -1,0 +1,60 @@
+// A shuffled epoch's order of samples that no world size changes: a pure
+// function of (seed, epoch, the dataset's size, the canonical partition
+// count C). Every world size draws from the same sequence, so a run resumed
+// at another world size continues it where it stopped.
+//
+// The samples are placed once per run (per seed, never per epoch) into C
+// partitions of equal size (±1): a keyed permutation of [0, N) cut into C
+// ranges. An epoch visits the partitions round-robin, partition p at
+// positions p, p + C, p + 2C, ..., and within each partition draws its own
+// permutation of (seed, epoch, p). So when the world size W divides C,
+// rank r (positions r, r + W, ...) reads only the partitions p = r mod W in
+// every epoch, and a node's ranks only its own partitions: a node caches
+// its share, not the whole dataset.
+//
+// C in effect is the largest divisor of the one asked for that leaves each
+// partition kLeastPerPartition samples, and 1 for datasets smaller than
+// that: every epoch still permutes the samples within partitions of some
+// size. Each position costs a few hashes and no memory: 10^12 samples cost
+// nothing up front. Immutable; thread-safe.
+#ifndef STOKER_SERVER_SERVE_CANONICAL_ORDER_H_
+#define STOKER_SERVER_SERVE_CANONICAL_ORDER_H_
+
+#include <cstdint>
+
+#include "util/permutation.h"
+
+namespace stoker {
+
+class CanonicalOrder {
+ public:
+  static constexpr uint32_t kDefaultPartitions = 120;
+  static constexpr uint64_t kLeastPerPartition = 16;
+
+  // `partitions` 0: kDefaultPartitions.
+  CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions);
+
+  // C in effect (at least 1).
+  uint32_t partitions() const { return partitions_; }
+  uint64_t size() const { return n_; }
+
+  // The sample at `position` < size() of `epoch`.
+  uint64_t At(uint64_t epoch, uint64_t position) const;
+  // The partition whose sample is at `position`.
+  uint32_t PartitionAt(uint64_t position) const;
+
+  // The C in effect for `num_samples` when `partitions` are asked for.
+  static uint32_t PartitionsFor(uint64_t num_samples, uint32_t partitions);
+
+ private:
+  uint64_t n_;
+  uint64_t seed_;
+  uint32_t partitions_;
+  uint64_t per_ = 0;    // Samples in each partition (the first rem_ hold one more).
+  uint64_t rem_ = 0;
+  IndexPermutation placement_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SERVE_CANONICAL_ORDER_H_

@@ -1,0 +1,97 @@
+#include "server/serve/canonical_order.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+std::vector<uint64_t> Epoch(const CanonicalOrder& o, uint64_t epoch) {
+  std::vector<uint64_t> out;
+  for (uint64_t i = 0; i < o.size(); ++i) out.push_back(o.At(epoch, i));
+  return out;
+}
+
+TEST(CanonicalOrderTest, EachEpochIsAPermutationOfItsOwn) {
+  for (uint64_t n : {1u, 2u, 15u, 16u, 17u, 1000u, 1921u, 4096u}) {
+    const CanonicalOrder o(n, 7, 0);
+    std::vector<uint64_t> e0 = Epoch(o, 0), e1 = Epoch(o, 1);
+    if (n > 2) EXPECT_NE(e0, e1) << n;
+    EXPECT_EQ(Epoch(o, 0), e0);  // A pure function of (seed, epoch).
+    std::sort(e0.begin(), e0.end());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(e0[i], i) << n;
+    if (n > 2) EXPECT_NE(Epoch(CanonicalOrder(n, 8, 0), 1), e1) << n;
+  }
+}
+
+TEST(CanonicalOrderTest, PartitionsKeepSixteenSamplesEachAndDivideTheAskedCount) {
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(1920, 0), 120u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(1919, 0), 60u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(1000, 120), 60u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(100, 120), 6u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(31, 120), 1u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(1000, 7), 7u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(uint64_t{1} << 40, 65536), 65536u);
+  // Round-robin: position i is partition i mod C, the tail's first ones.
+  const CanonicalOrder o(1930, 1, 0);
+  ASSERT_EQ(o.partitions(), 120u);
+  EXPECT_EQ(o.PartitionAt(0), 0u);
+  EXPECT_EQ(o.PartitionAt(121), 1u);
+  EXPECT_EQ(o.PartitionAt(1920), 0u);
+  EXPECT_EQ(o.PartitionAt(1929), 9u);
+}
+
+// The samples rank r of w reads in `epoch` (positions r, r + w, ...).
+std::set<uint64_t> RankShare(const CanonicalOrder& o, uint64_t epoch, uint32_t r, uint32_t w) {
+  std::set<uint64_t> out;
+  for (uint64_t i = r; i < o.size(); i += w) out.insert(o.At(epoch, i));
+  return out;
+}
+
+TEST(CanonicalOrderTest, ARankOfAWorldSizeDividingCReadsTheSameSamplesEveryEpoch) {
+  const CanonicalOrder o(2400, 3, 0);  // 120 partitions of 20.
+  for (uint32_t w : {2u, 3u, 8u, 12u, 120u}) {
+    for (uint32_t r : {0u, w - 1}) {
+      const std::set<uint64_t> e0 = RankShare(o, 0, r, w);
+      EXPECT_EQ(e0.size(), 2400u / w);
+      EXPECT_EQ(RankShare(o, 1, r, w), e0) << w << " " << r;
+      EXPECT_EQ(RankShare(o, 9, r, w), e0) << w << " " << r;
+    }
+  }
+  // 7 does not divide 120: a rank's share moves between epochs.
+  EXPECT_NE(RankShare(o, 1, 0, 7), RankShare(o, 0, 0, 7));
+}
+
+TEST(CanonicalOrderTest, ABatchMixesTheWholeDatasetNotItsIndexRanges) {
+  // 10 "classes" of 1,200 consecutive indices (an ImageFolder): the first
+  // 120 positions of every epoch hold each class at least once, and no
+  // class more than a third of them.
+  const CanonicalOrder o(12000, 5, 0);
+  for (uint64_t epoch : {0u, 1u, 2u}) {
+    std::vector<int> per_class(10);
+    for (uint64_t i = 0; i < 120; ++i) per_class[o.At(epoch, i) / 1200]++;
+    for (int c : per_class) {
+      EXPECT_GE(c, 1) << epoch;
+      EXPECT_LE(c, 40) << epoch;
+    }
+  }
+}
+
+TEST(CanonicalOrderTest, AnOrderOfATrillionSamplesCostsNothingUpFront) {
+  const uint64_t n = uint64_t{1} << 40;
+  const CanonicalOrder o(n, 1, 0);
+  EXPECT_EQ(o.partitions(), 120u);
+  std::set<uint64_t> seen;
+  for (uint64_t i : {uint64_t{0}, uint64_t{1}, n / 2, n - 1}) {
+    const uint64_t s = o.At(4, i);
+    EXPECT_LT(s, n);
+    seen.insert(s);
+  }
+  EXPECT_EQ(seen.size(), 4u);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -106,6 +106,8 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
                             " must be less than world_size ", world));
   if (spec.partitions() > 65536)
     return bad(absl::StrCat("partitions ", spec.partitions(), " must be in 0..65536"));
+  if (spec.has_exchange() && !(spec.exchange() >= 0 && spec.exchange() <= 1))
+    return bad(absl::StrCat("exchange ", spec.exchange(), " must be in 0..1"));
   if (spec.priority() > 16)
     return bad(absl::StrCat("priority ", spec.priority(), " must be in 0..16"));
   if (spec.ring_slots() > shm::kMaxRingSlots)

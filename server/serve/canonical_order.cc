@@ -1,10 +1,15 @@
 #include "server/serve/canonical_order.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace stoker {
 namespace {
 
 constexpr uint64_t kPlace = 0x504c414345ULL;      // "PLACE"
 constexpr uint64_t kPartition = 0x5041525431ULL;  // "PART1"
+constexpr uint64_t kExport = 0x4558504f5254ULL;   // "EXPORT"
+constexpr uint64_t kPairing = 0x50414952ULL;      // "PAIR"
 
 }  // namespace
 
@@ -16,14 +21,24 @@ uint32_t CanonicalOrder::PartitionsFor(uint64_t num_samples, uint32_t partitions
   return 1;
 }
 
-CanonicalOrder::CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions)
+CanonicalOrder::CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions,
+                               float exchange)
     : n_(num_samples),
       seed_(seed),
       partitions_(PartitionsFor(num_samples, partitions)),
       placement_(num_samples, MixSeed({seed, kPlace})) {
   per_ = n_ / partitions_;
   rem_ = n_ % partitions_;
+  if (partitions_ > 1 && exchange > 0) {
+    exchanged_ = std::min<uint64_t>(
+        per_, static_cast<uint64_t>(std::floor(static_cast<double>(exchange) *
+                                               static_cast<double>(per_))));
+  }
 }
+
+uint64_t CanonicalOrder::First(uint64_t p) const { return p * per_ + std::min(p, rem_); }
+
+uint64_t CanonicalOrder::Size(uint64_t p) const { return per_ + (p < rem_ ? 1 : 0); }
 
 uint32_t CanonicalOrder::PartitionAt(uint64_t position) const {
   // Rounds 0 .. per_ - 1 visit every partition; round per_ the first rem_.
@@ -35,10 +50,20 @@ uint64_t CanonicalOrder::At(uint64_t epoch, uint64_t position) const {
   const uint64_t full = per_ * partitions_;
   const uint64_t p = PartitionAt(position);
   const uint64_t round = position < full ? position / partitions_ : per_;
-  const uint64_t size = per_ + (p < rem_ ? 1 : 0);
-  const uint64_t first = p * per_ + (p < rem_ ? p : rem_);
-  const IndexPermutation within(size, MixSeed({seed_, epoch, kPartition, p}));
-  return placement_.At(first + within.At(round));
+  const uint64_t size = Size(p);
+  const uint64_t k = IndexPermutation(size, MixSeed({seed_, epoch, kPartition, p})).At(round);
+  if (exchanged_ == 0) return placement_.At(First(p) + k);
+  // The epoch's draw of p's slots: the first exchanged_ go to the partition
+  // paired with p, the rest stay; p reads its own that stay, then those of
+  // the partition the pairing gives it.
+  const uint64_t stay = size - exchanged_;
+  const auto draw = [&](uint64_t q) {
+    return IndexPermutation(Size(q), MixSeed({seed_, epoch, kExport, q}));
+  };
+  if (k < stay) return placement_.At(First(p) + draw(p).At(exchanged_ + k));
+  const uint64_t from =
+      IndexPermutation(partitions_, MixSeed({seed_, epoch, kPairing})).At(p);
+  return placement_.At(First(from) + draw(from).At(k - stay));
 }
 
 }  // namespace stoker

@@ -12,6 +12,13 @@
 // every epoch, and a node's ranks only its own partitions: a node caches
 // its share, not the whole dataset.
 //
+// The exchange fraction Q mixes partitions across epochs: in each epoch,
+// floor(Q x N / C) samples of every partition (a new draw each epoch) are
+// read in the place of another partition (a new pairing each epoch), and
+// that partition's as many in theirs. Every sample is still read once per
+// epoch; a node then reads about Q of its share from other nodes' samples.
+// Q = 0: no exchange, the same share every epoch.
+//
 // C in effect is the largest divisor of the one asked for that leaves each
 // partition kLeastPerPartition samples, and 1 for datasets smaller than
 // that: every epoch still permutes the samples within partitions of some
@@ -30,13 +37,17 @@ class CanonicalOrder {
  public:
   static constexpr uint32_t kDefaultPartitions = 120;
   static constexpr uint64_t kLeastPerPartition = 16;
+  static constexpr float kDefaultExchange = 0.05f;
 
-  // `partitions` 0: kDefaultPartitions.
-  CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions);
+  // `partitions` 0: kDefaultPartitions; `exchange` in [0, 1].
+  CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions,
+                 float exchange = 0);
 
   // C in effect (at least 1).
   uint32_t partitions() const { return partitions_; }
   uint64_t size() const { return n_; }
+  // Samples each partition gives another one per epoch.
+  uint64_t exchanged() const { return exchanged_; }
 
   // The sample at `position` < size() of `epoch`.
   uint64_t At(uint64_t epoch, uint64_t position) const;
@@ -50,8 +61,13 @@ class CanonicalOrder {
   uint64_t n_;
   uint64_t seed_;
   uint32_t partitions_;
+  // Partition p's slots [first, first + size) in placement order.
+  uint64_t First(uint64_t p) const;
+  uint64_t Size(uint64_t p) const;
+
   uint64_t per_ = 0;    // Samples in each partition (the first rem_ hold one more).
   uint64_t rem_ = 0;
+  uint64_t exchanged_ = 0;
   IndexPermutation placement_;
 };
 

@@ -19,11 +19,15 @@ TEST(CanonicalOrderTest, EachEpochIsAPermutationOfItsOwn) {
   for (uint64_t n : {1u, 2u, 15u, 16u, 17u, 1000u, 1921u, 4096u}) {
     const CanonicalOrder o(n, 7, 0);
     std::vector<uint64_t> e0 = Epoch(o, 0), e1 = Epoch(o, 1);
-    if (n > 2) EXPECT_NE(e0, e1) << n;
+    if (n > 2) {
+      EXPECT_NE(e0, e1) << n;
+    }
     EXPECT_EQ(Epoch(o, 0), e0);  // A pure function of (seed, epoch).
     std::sort(e0.begin(), e0.end());
     for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(e0[i], i) << n;
-    if (n > 2) EXPECT_NE(Epoch(CanonicalOrder(n, 8, 0), 1), e1) << n;
+    if (n > 2) {
+      EXPECT_NE(Epoch(CanonicalOrder(n, 8, 0), 1), e1) << n;
+    }
   }
 }
 
@@ -63,6 +67,33 @@ TEST(CanonicalOrderTest, ARankOfAWorldSizeDividingCReadsTheSameSamplesEveryEpoch
   }
   // 7 does not divide 120: a rank's share moves between epochs.
   EXPECT_NE(RankShare(o, 1, 0, 7), RankShare(o, 0, 0, 7));
+}
+
+TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachEpochAndKeepsEachSampleOnce) {
+  const CanonicalOrder none(2400, 3, 0, 0);
+  for (float q : {0.05f, 0.25f, 1.0f}) {
+    const CanonicalOrder o(2400, 3, 0, q);  // 120 partitions of 20.
+    EXPECT_EQ(o.exchanged(), static_cast<uint64_t>(20 * q));
+    for (uint64_t epoch : {0u, 1u, 5u}) {
+      std::vector<uint64_t> e = Epoch(o, epoch);
+      std::sort(e.begin(), e.end());
+      for (uint64_t i = 0; i < 2400; ++i) ASSERT_EQ(e[i], i) << q << " " << epoch;
+    }
+    // Rank 1 of 4 reads at most q of its share from the others' partitions
+    // (a partition may be paired with one of its own), and not always the
+    // same samples.
+    const std::set<uint64_t> home = RankShare(none, 0, 1, 4);
+    const std::set<uint64_t> e1 = RankShare(o, 1, 1, 4), e2 = RankShare(o, 2, 1, 4);
+    for (const std::set<uint64_t>* share : {&e1, &e2}) {
+      size_t away = 0;
+      for (uint64_t i : *share) away += home.count(i) ? 0 : 1;
+      EXPECT_LE(away, static_cast<size_t>(600 * q)) << q;
+      EXPECT_GT(away, 0u) << q;
+    }
+    EXPECT_NE(e1, e2) << q;
+  }
+  // Too small to exchange: one partition.
+  EXPECT_EQ(CanonicalOrder(20, 3, 0, 0.5f).exchanged(), 0u);
 }
 
 TEST(CanonicalOrderTest, ABatchMixesTheWholeDatasetNotItsIndexRanges) {

@@ -1,5 +1,6 @@
 #include "server/serve/plan.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,7 +12,9 @@
 namespace stoker {
 
 EpochPlan::EpochPlan(const PlanSpec& spec) : spec_(spec) {
-  if (spec.shuffle) canonical_.emplace(spec.num_samples, spec.seed, spec.partitions);
+  if (spec.shuffle) {
+    canonical_.emplace(spec.num_samples, spec.seed, spec.partitions, spec.exchange);
+  }
 }
 
 uint64_t EpochPlan::samples_per_epoch(uint64_t from) const {
@@ -75,8 +78,11 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
 }
 
 uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
-  const std::string key = CacheKey({"order", uint64_t{spec.partitions}, spec.seed,
-                                    uint64_t{spec.shuffle}, uint64_t{spec.drop_last}, pipeline});
+  uint32_t exchange;
+  std::memcpy(&exchange, &spec.exchange, sizeof exchange);
+  const std::string key =
+      CacheKey({"order", uint64_t{spec.partitions}, uint64_t{exchange}, spec.seed,
+                uint64_t{spec.shuffle}, uint64_t{spec.drop_last}, pipeline});
   Checksum sum;
   sum.Update(key.data(), key.size());
   return sum.state();

@@ -41,6 +41,8 @@ struct PlanSpec {
   std::vector<uint64_t> first_epoch_windows;
   // The canonical partition count asked for (CanonicalOrder); 0: its default.
   uint32_t partitions = 0;
+  // The fraction of each partition read in another's place each epoch.
+  float exchange = CanonicalOrder::kDefaultExchange;
 };
 
 // Appends the first epoch's order of window `w`, the samples [first, first
@@ -52,9 +54,9 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
                        std::vector<uint64_t>* order);
 
 // What a run resumed from a saved position must share with the run that
-// saved it: a stable hash of the partitions asked for, the seed, shuffle,
-// drop_last and `pipeline` (the pipeline's fingerprint), but not the world
-// size, rank or batch size.
+// saved it: a stable hash of the partitions asked for, the exchange, the
+// seed, shuffle, drop_last and `pipeline` (the pipeline's fingerprint), but
+// not the world size, rank or batch size.
 uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline);
 
 class EpochPlan {

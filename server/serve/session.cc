@@ -124,6 +124,7 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
   ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
   ps.drop_last = spec.drop_last();
   ps.partitions = spec.partitions();
+  if (spec.has_exchange()) ps.exchange = spec.exchange();
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<BatchOrder> order,
       BatchOrder::Create(ps, dataset,

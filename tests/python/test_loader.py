@@ -168,6 +168,12 @@ def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_
     assert len(_steps(resumed)) == 10
     for ld in resumed:
         ld.close()
+    # Another exchange is another order: refused at the first batch.
+    other = stoker.Loader(small_photos, batch_size=2, transform="train", image_size=16,
+                          seed=7, rank=0, world_size=6, socket=daemon.socket, exchange=0)
+    other.load_state_dict(states[0])
+    with pytest.raises(ValueError, match="another order"):
+        next(iter(other))
 
 
 def test_set_epoch_selects_the_permutation(daemon, dataset):
@@ -223,6 +229,9 @@ def test_numpy_interface(daemon, dataset):
     (dict(ring_slots=1000), ValueError, "ring_slots"),
     (dict(device="tpu"), ValueError, "device"),
     (dict(timeout=0), ValueError, "timeout"),
+    (dict(partitions=70000), ValueError, "partitions 70000 must be in 0..65536"),
+    (dict(exchange=1.5), ValueError, "exchange 1.5 must be in 0..1"),
+    (dict(exchange="0.1"), TypeError, "exchange"),
 ])
 def test_bad_arguments_raise_before_any_rpc(dataset, kwargs, error, words):
     args = dict(batch_size=4, socket="/nonexistent/stoker.sock")

@@ -8,7 +8,7 @@ import time
 import warnings
 
 from stoker import _daemon, _opening, _report
-from stoker._args import (_check_bool, _check_device, _check_int,
+from stoker._args import (_check_bool, _check_device, _check_int, _check_real,
                           check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
                             pixel_cache_spec)
@@ -73,6 +73,10 @@ class Loader:
         120). The samples are placed in C partitions once per run, and each
         epoch visits them in turn, so a rank of a world size dividing C reads
         the same samples every epoch (a node caches its own share).
+      exchange: the fraction of each partition read in another's place each
+        epoch, a new draw every epoch, so ranks' shares mix (None: 0.05; 0:
+        each rank the same samples every epoch). The state's order_key
+        carries it.
       rank, world_size: DistributedSampler-style sharding of each global
         step of batch_size x world_size positions. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE
@@ -148,7 +152,7 @@ class Loader:
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
                  pipeline=None, priority=None, placement=None, pixel_cache="auto",
-                 client_decode=None, partitions=None, **renamed):
+                 client_decode=None, partitions=None, exchange=None, **renamed):
         check_renamed(renamed)
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
@@ -172,6 +176,7 @@ class Loader:
         self.rank = _check_int("rank", rank)
         self.drop_last = _check_bool("drop_last", drop_last)
         self.partitions = 0 if partitions is None else _check_int("partitions", partitions)
+        self.exchange = None if exchange is None else _check_real("exchange", exchange)
         if torch is not None and isinstance(dtype, torch.dtype):
             dtype = str(dtype).replace("torch.", "")
         self.dtype = dtype
@@ -520,6 +525,7 @@ class Loader:
             "start_position": str(start),
             "start_batch": str(batch),
             "partitions": self.partitions,
+            **({} if self.exchange is None else {"exchange": self.exchange}),
             "decode": self.decode,
             "on_error": self.on_error,
             "priority": self._priority,

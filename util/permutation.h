@@ -26,9 +26,9 @@ class IndexPermutation {
 
   uint64_t size() const { return n_; }
 
-  // The element at position i < size().
+  // The element at position i < size() (i itself past the end).
   uint64_t At(uint64_t i) const {
-    if (n_ <= 1) return i;
+    if (n_ <= 1 || i >= n_) return i;
     do {
       i = Encrypt(i);
     } while (i >= n_);

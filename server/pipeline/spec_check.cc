@@ -104,6 +104,8 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
   if (spec.rank() >= world)
     return bad(absl::StrCat("rank ", spec.rank(),
                             " must be less than world_size ", world));
+  if (spec.start_epoch() > (uint64_t{1} << 62) || spec.start_batch() > (uint64_t{1} << 62))
+    return bad("start_epoch and start_batch must be at most 2^62");
   if (spec.partitions() > 65536)
     return bad(absl::StrCat("partitions ", spec.partitions(), " must be in 0..65536"));
   if (spec.has_exchange() && !(spec.exchange() >= 0 && spec.exchange() <= 1))

@@ -66,6 +66,8 @@ TEST(SpecCheck, EachRuleNamesTheField) {
       {R"("std": [0.5, 0, 0.5])", "std values must be > 0, got 0"},
       {R"("rank": 2, "world_size": 2)", "rank 2 must be less than world_size 2"},
       {R"("rank": 1)", "rank 1 must be less than world_size 1"},
+      {R"("start_batch": "18446744073709551615")",
+       "start_epoch and start_batch must be at most 2^62"},
       {R"("partitions": 65537)", "partitions 65537 must be in 0..65536"},
       {R"("exchange": 1.5)", "exchange 1.5 must be in 0..1"},
       {R"("exchange": "NaN")", "exchange nan must be in 0..1"},

@@ -26,7 +26,6 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
   o->batch_ = start.batch;
   if (o->ds_->growth == nullptr) {
     STOKER_RETURN_IF_ERROR(o->MakePlan(o->ds_->samples.size(), o->ds_->first_epoch_windows));
-    STOKER_RETURN_IF_ERROR(o->CheckFrom());
     o->Settle();
     if (o->plan_->Windowed(o->epoch_)) o->windowed_ = o->plan_->WindowedOrder();
     return o;
@@ -40,12 +39,6 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
   check.first_epoch_windows.clear();
   STOKER_RETURN_IF_ERROR(EpochPlan::Create(check).status());
   return o;
-}
-
-absl::Status BatchOrder::CheckFrom() const {
-  if (from_ <= spec_.num_samples) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "start_position ", from_, " is past the dataset's ", spec_.num_samples, " samples"));
 }
 
 absl::Status BatchOrder::MakePlan(uint64_t samples, std::vector<uint64_t> windows) {
@@ -80,11 +73,8 @@ void BatchOrder::Absorb(const DatasetGrowth::View& v) {
     failed_ = v.status;
     return;
   }
-  absl::Status s = MakePlan(windowed_.size(), windows_);
-  if (s.ok()) s = CheckFrom();
-  if (!s.ok()) {
+  if (absl::Status s = MakePlan(windowed_.size(), windows_); !s.ok()) {
     failed_ = s;
-    plan_.reset();
     return;
   }
   Settle();  // A resume may start past the end. Epoch 0 reads on in windowed_.
@@ -102,7 +92,7 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
     // (In 128 bits: a resume's position comes from the client.)
     const unsigned __int128 end =
         static_cast<unsigned __int128>(from_) +
-        static_cast<unsigned __int128>(batch_ + 1) * size * world;
+        (static_cast<unsigned __int128>(batch_) + 1) * size * world;
     if (end <= windowed_.size()) {
       out->epoch = 0;
       out->index = batch_;

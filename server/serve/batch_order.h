@@ -1,6 +1,7 @@
 // Which dataset samples make each batch a session delivers, batch after
 // batch from its start position: its EpochPlan's, epoch after epoch, drawn
-// batch by batch (an epoch costs no pass over the dataset up front). For
+// batch by batch (an epoch costs no pass over the dataset up front, but for
+// a windowed first epoch, whose windows' order is held while it is read). For
 // a dataset whose opening is streamed (Dataset::growth) the first epoch's
 // batches come from its windows as they are published, the same samples
 // the whole plan gives them (AppendWindowOrder), and the plan is made when
@@ -33,14 +34,14 @@ class BatchOrder {
  public:
   // Where a session starts: batch `batch` of epoch `epoch` read from global
   // position `from` of its order (EpochPlan::Batch); a start past that
-  // epoch's end goes on into the next epochs.
+  // epoch's end (a `from` at or past its samples included) goes on into the
+  // next epochs.
   struct Start {
     uint64_t epoch = 0, from = 0, batch = 0;
   };
   // `spec` without the dataset's size and windows (taken from `ds`);
   // INVALID_ARGUMENT and FAILED_PRECONDITION as EpochPlan::Create (for a
-  // streamed dataset, FAILED_PRECONDITION only from Next, at the end), and
-  // INVALID_ARGUMENT for a `from` past the dataset's samples.
+  // streamed dataset, FAILED_PRECONDITION only from Next, at the end).
   // A streamed dataset is served from epoch 0 only (from any batch of it:
   // a resume waits for the windows its batches lie in).
   static absl::StatusOr<std::unique_ptr<BatchOrder>> Create(
@@ -83,8 +84,6 @@ class BatchOrder {
   absl::Status MakePlan(uint64_t samples, std::vector<uint64_t> windows);
   // With a plan: moves a start past its epoch's end on into the next.
   void Settle();
-  // INVALID_ARGUMENT for a start past the dataset's samples.
-  absl::Status CheckFrom() const;
   void Absorb(const DatasetGrowth::View& v);
 
   const PlanSpec asked_;

@@ -146,17 +146,63 @@ TEST(BatchOrderTest, AResumeFromAPositionReadsOnInTheSameGlobalOrder) {
       EXPECT_EQ(got[3].index, 0u);
     }
   }
-  // A position past the samples: refused, at once or at the opening's end.
-  EXPECT_EQ(BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 36, 0})
-                .status().code(), absl::StatusCode::kInvalidArgument);
+  // A position at or past the samples (a state saved at the end of a
+  // resumed epoch): that epoch is over, whole or streamed.
+  for (uint64_t from : {uint64_t{35}, uint64_t{36}, uint64_t{1} << 63}) {
+    for (bool streamed : {false, true}) {
+      auto ds = Windows(windows, streamed);
+      auto o = BatchOrder::Create(Spec(4, 0, 1), ds, {0, from, 0});
+      ASSERT_TRUE(o.ok()) << o.status();
+      std::atomic<size_t> allowed{windows.size()};
+      std::thread grow;
+      if (streamed) grow = std::thread(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+      const std::vector<BatchOrder::Batch> got = Take(**o, 1);
+      if (grow.joinable()) grow.join();
+      EXPECT_EQ(got[0].epoch, 1u) << from;
+      EXPECT_EQ(got[0].index, 0u) << from;
+    }
+  }
+}
+
+TEST(BatchOrderTest, AStreamedResumeFromAPositionIsServedBeforeTheOpeningEnds) {
+  // Position 2, batches of 4: the first batch lies in the first two windows
+  // (15 samples), served while the third is not published.
+  const std::vector<uint64_t> windows = {5, 10, 20};
+  auto plain = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 0, 0});
+  ASSERT_TRUE(plain.ok());
+  const std::vector<BatchOrder::Batch> whole = Take(**plain, 2);
   auto ds = Windows(windows, true);
-  auto o = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 36, 0});
+  auto o = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 2, 0});
   ASSERT_TRUE(o.ok());
+  std::atomic<size_t> allowed{2};
+  std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+  const std::vector<BatchOrder::Batch> got = Take(**o, 1);
+  EXPECT_EQ((*o)->batches_per_epoch(), 0u);  // The opening has not ended.
+  allowed.store(windows.size());
+  grow.join();
+  EXPECT_EQ(got[0].samples, (std::vector<uint64_t>{whole[0].samples[2], whole[0].samples[3],
+                                                    whole[1].samples[0], whole[1].samples[1]}));
+}
+
+TEST(BatchOrderTest, AStreamedOpeningOfOneWindowReadsItsFirstEpochAsTheWholeDoes) {
+  // An opening that published one window (an ImageFolder in a bucket whose
+  // later listing found nothing more) and the same dataset opened whole
+  // (its kept listing) read epoch 0 alike.
+  const std::vector<uint64_t> windows = {30};
+  auto whole = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 0, 0});
+  ASSERT_TRUE(whole.ok());
+  const std::vector<BatchOrder::Batch> want = Take(**whole, 9);
+  auto ds = Windows(windows, true);
+  auto streamed = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 0, 0});
+  ASSERT_TRUE(streamed.ok());
   std::atomic<size_t> allowed{windows.size()};
   std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
-  BatchOrder::Batch b;
-  EXPECT_EQ((*o)->Next([] { return false; }, &b).code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<BatchOrder::Batch> got = Take(**streamed, 9);
   grow.join();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
+    EXPECT_EQ(got[i].samples, want[i].samples) << i;
+  }
 }
 
 TEST(BatchOrderTest, TheOpeningsErrorEndsItAndStopCancelsAWait) {

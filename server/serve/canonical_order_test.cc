@@ -111,6 +111,23 @@ TEST(CanonicalOrderTest, ABatchMixesTheWholeDatasetNotItsIndexRanges) {
   }
 }
 
+TEST(CanonicalOrderTest, ThePermutationIsOneToOneAtEveryDomainEdge) {
+  // Sizes at and beside powers of 4, where the Feistel domain is tightest
+  // or loosest: every position gives a distinct element below n.
+  for (uint64_t n = 4; n <= (uint64_t{1} << 18); n *= 4) {
+    for (uint64_t size : {n - 1, n, n + 1}) {
+      const IndexPermutation p(size, 99);
+      std::vector<bool> seen(size);
+      for (uint64_t i = 0; i < size; ++i) {
+        const uint64_t x = p.At(i);
+        ASSERT_LT(x, size);
+        ASSERT_FALSE(seen[x]) << size << " " << i;
+        seen[x] = true;
+      }
+    }
+  }
+}
+
 TEST(CanonicalOrderTest, AnOrderOfATrillionSamplesCostsNothingUpFront) {
   const uint64_t n = uint64_t{1} << 40;
   const CanonicalOrder o(n, 1, 0);

@@ -80,8 +80,10 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
 uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
   uint32_t exchange;
   std::memcpy(&exchange, &spec.exchange, sizeof exchange);
+  const uint32_t partitions =
+      spec.partitions == 0 ? CanonicalOrder::kDefaultPartitions : spec.partitions;
   const std::string key =
-      CacheKey({"order", uint64_t{spec.partitions}, uint64_t{exchange}, spec.seed,
+      CacheKey({"order", uint64_t{partitions}, uint64_t{exchange}, spec.seed,
                 uint64_t{spec.shuffle}, uint64_t{spec.drop_last}, pipeline});
   Checksum sum;
   sum.Update(key.data(), key.size());
@@ -89,7 +91,7 @@ uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
 }
 
 bool EpochPlan::Windowed(uint64_t epoch) const {
-  return spec_.shuffle && epoch == 0 && spec_.first_epoch_windows.size() > 1;
+  return spec_.shuffle && epoch == 0 && !spec_.first_epoch_windows.empty();
 }
 
 std::vector<uint64_t> EpochPlan::WindowedOrder() const {

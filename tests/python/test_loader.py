@@ -176,6 +176,44 @@ def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_
         next(iter(other))
 
 
+def test_a_state_taken_at_the_end_of_a_resumed_epoch_goes_on_into_the_next(
+        daemon, small_photos):
+    def make():
+        return stoker.Loader(small_photos, batch_size=2, transform="val", image_size=16,
+                             seed=3, rank=0, world_size=7, socket=daemon.socket)
+    ld = make()
+    ld.load_state_dict({"epoch": 2, "consumed": 100, "seed": 3, "shuffle": True,
+                        "drop_last": False})
+    ld.set_epoch(2)  # The usual loop: the loaded epoch keeps its position.
+    states = []
+    for b in ld.batches():
+        assert b.epoch == 2
+        states.append(ld.state_dict())
+    # 20 samples left over 7 ranks: 3 for rank 0, in batches of 2 and 1.
+    assert [s["consumed"] for s in states] == [114, 120]
+    assert states[-1]["samples"] == 120
+    again = make()
+    again.load_state_dict(states[-1])
+    assert list(again.batches()) == []  # Nothing left of epoch 2.
+    assert next(iter(again.batches())).epoch == 3
+    # Another dataset's state: refused when the session names its size.
+    other = make()
+    other.load_state_dict(dict(states[-1], samples=121))
+    with pytest.raises(ValueError, match="121 samples"):
+        len(other)
+
+
+def test_a_state_saved_before_consumed_resumes_at_its_count_and_says_so(daemon, dataset):
+    ld = loader(daemon, dataset, shuffle=True, seed=9)
+    with pytest.warns(UserWarning, match="same count of samples"):
+        ld.load_state_dict({"epoch": 1, "batch": 2, "seed": 9, "batch_size": 5,
+                            "rank": 0, "world_size": 1, "shuffle": True})
+    assert ld.state_dict()["consumed"] == 10
+    assert len(list(ld.batches())) == 3
+    with pytest.raises(TypeError, match="batch_size"):
+        ld.load_state_dict({"epoch": 1, "batch": 2, "batch_size": "5"})
+
+
 def test_set_epoch_selects_the_permutation(daemon, dataset):
     def labels_of(epoch):
         ld = loader(daemon, dataset, shuffle=True, seed=4)

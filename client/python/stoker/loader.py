@@ -224,6 +224,7 @@ class Loader:
         self._position = (0, 0, 0)  # Next undelivered.
         self._order_key = None    # The last session's (or a loaded state's) order key.
         self._expected_key = None  # A loaded state's, until a session checks it.
+        self._expected_samples = None  # Its dataset's size, where it was known.
         self._ring = PinnedRing()  # The ring as a GPU reads it.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
@@ -277,8 +278,12 @@ class Loader:
         return self._open(self._epoch, *self._resume).batches_per_epoch
 
     def set_epoch(self, epoch):
-        """Selects the epoch of the next pass (like DistributedSampler)."""
-        self._epoch = _check_int("epoch", epoch, 0, 2**63)
+        """Selects the epoch of the next pass (like DistributedSampler). The
+        epoch a loaded state resumes keeps its position."""
+        epoch = _check_int("epoch", epoch, 0, 2**63)
+        if epoch == self._epoch and self._resume != (0, 0):
+            return
+        self._epoch = epoch
         self._resume = (0, 0)
         self._position = (self._epoch, 0, 0)
 
@@ -290,12 +295,21 @@ class Loader:
         and batch size are recorded, not required: load it at any world
         size."""
         epoch, start, batch = self._position
-        state = {"epoch": epoch, "consumed": start + batch * self.batch_size * self.world_size,
+        world = self.world_size or 1  # 0 means 1, as in the spec.
+        consumed = start + batch * self.batch_size * world
+        samples = self._session.dataset_samples if self._session is not None else 0
+        if samples:  # The last batch of a resumed epoch ends it.
+            consumed = min(consumed, samples)
+        elif self._expected_samples:
+            samples = self._expected_samples
+        state = {"epoch": epoch, "consumed": consumed,
                  "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
                  "partitions": self.partitions, "world_size": self.world_size,
                  "batch_size": self.batch_size}
         if self._order_key is not None:
             state["order_key"] = self._order_key
+        if samples:
+            state["samples"] = samples
         return state
 
     def load_state_dict(self, state):
@@ -305,7 +319,7 @@ class Loader:
         batch, or pass global batch / world_size for the same steps)."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict, got {type(state).__name__}")
-        for key in ("seed", "shuffle", "drop_last", "partitions"):
+        for key in ("seed", "shuffle", "drop_last"):
             if key in state and state[key] != getattr(self, key):
                 raise ValueError(f"state {key}={state[key]!r} does not match this "
                                  f"Loader's {key}={getattr(self, key)!r}")
@@ -314,12 +328,20 @@ class Loader:
             consumed = _check_int("state['consumed']", state["consumed"], 0, 2**63)
         else:  # A state saved before "consumed": its batch at its own sizes.
             batch = _check_int("state['batch']", state.get("batch"), 0, 2**63)
-            consumed = batch * state.get("batch_size", self.batch_size) * \
-                state.get("world_size", self.world_size)
+            consumed = batch * _check_int("state['batch_size']",
+                                          state.get("batch_size", self.batch_size)) * \
+                (_check_int("state['world_size']", state.get("world_size", self.world_size)) or 1)
+            if batch and state.get("shuffle", self.shuffle):
+                warnings.warn("stoker: this state was saved before the order became one "
+                              "global order at any world size; the epoch goes on at the same "
+                              "count of samples, not at the same samples", stacklevel=2)
         key = state.get("order_key")
         self._expected_key = None if key is None else _check_int("state['order_key']", key,
                                                                   0, 2**64 - 1)
         self._order_key = self._expected_key
+        samples = state.get("samples")
+        self._expected_samples = None if samples is None else _check_int(
+            "state['samples']", samples, 0, 2**63)
         self._epoch = epoch
         self._resume = (consumed, 0)
         self._position = (epoch, consumed, 0)
@@ -482,6 +504,7 @@ class Loader:
     # ------------------------------------------------------------ internals
     def _open(self, epoch, start, batch):
         if self._session is not None and self._stream == (epoch, start, batch):
+            self._check_order_key()
             return self._session
         self._close_session()
         if self._client is None:
@@ -491,12 +514,7 @@ class Loader:
         spec = self._spec(epoch, start, batch, previous.share if previous is not None else None)
         with _opening.shown(self._client):
             self._session = self._client.open_session(spec)
-        if self._expected_key is not None and self._session.order_key != self._expected_key:
-            self._close_session()
-            raise ValueError("the state loaded was saved by a run of another order: its "
-                             "seed, shuffle, drop_last, partitions or pipeline differ")
-        self._expected_key = None
-        self._order_key = self._session.order_key
+        self._check_order_key()
         if self._decode_device is not None:
             from stoker import client_decode
             self._decoder = client_decode.ClientDecoder(
@@ -506,6 +524,21 @@ class Loader:
         self._session.set_resume_window(self._resume_timeout)
         self._stream = (epoch, start, batch)
         return self._session
+
+    def _check_order_key(self):
+        """A loaded state's order key against the open session's."""
+        if self._expected_key is not None and self._session.order_key != self._expected_key:
+            self._close_session()
+            raise ValueError("the state loaded was saved by a run of another order: its "
+                             "seed, shuffle, drop_last, partitions, exchange or pipeline "
+                             "differ")
+        samples = self._session.dataset_samples
+        if self._expected_samples and samples and samples != self._expected_samples:
+            self._close_session()
+            raise ValueError(f"the state loaded was saved over {self._expected_samples} "
+                             f"samples; this dataset has {samples}")
+        self._expected_key = self._expected_samples = None
+        self._order_key = self._session.order_key
 
     def _spec(self, epoch, start, batch, measured_share=None):
         """The stoker.v1.SessionSpec of a session starting at batch `batch`

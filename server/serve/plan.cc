@@ -91,7 +91,7 @@ uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
 }
 
 bool EpochPlan::Windowed(uint64_t epoch) const {
-  return spec_.shuffle && epoch == 0 && !spec_.first_epoch_windows.empty();
+  return spec_.shuffle && epoch == 0 && spec_.first_epoch_windows.size() > 1;
 }
 
 std::vector<uint64_t> EpochPlan::WindowedOrder() const {

@@ -5,9 +5,11 @@
 // Each epoch has one global order that no world size changes: the
 // identity, or shuffled, CanonicalOrder's (seed, epoch, C) sequence. A
 // dataset read in windows (shards, an ImageFolder in a bucket: PlanSpec::
-// first_epoch_windows, one or more) is shuffled within each window in turn
-// in its first epoch (epoch 0), so that epoch reads its windows one after
-// another; later epochs draw the canonical order. The world reads that order in global steps of
+// first_epoch_windows, more than one) is shuffled within each window in
+// turn in its first epoch (epoch 0), so that epoch reads its windows one
+// after another; later epochs draw the canonical order. One window is the
+// canonical order (an ImageFolder in a bucket that fits its first window
+// reads as the same folder on disk). The world reads that order in global steps of
 // batch_size x world_size positions, rank r taking positions r, r+W,
 // r+2W, ... of each, as torch's DistributedSampler + DataLoader: the tail is
 // padded by repeating the order's head until it divides evenly by

@@ -1,0 +1,170 @@
+"""Many nodes on one machine: several daemons, each with its own socket,
+caches and rings (the simulated nodes), and their trainers, each a process
+of its own, read one global order. Every world size reads each sample once
+per epoch in the same global steps; a world killed mid-epoch at 4 ranks
+resumes at 6 where it stopped; and with no exchange each node reads only
+its own share from the store once it holds it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import s3_server
+from conftest import Daemon, _generated
+
+STEP = 24  # The global batch: 1, 2, 3, 4, 6, 8 and 12 ranks divide it.
+
+# One rank: its batches' indices per epoch, its state after each pass (or
+# where it stopped), and its session's remote reads per epoch.
+TRAINER = r"""
+import json, sys
+import stoker
+a = json.loads(sys.argv[1])
+ld = stoker.Loader(a["data"], batch_size=a["batch"], transform="val", image_size=16,
+                   seed=5, rank=a["rank"], world_size=a["world"], socket=a["socket"],
+                   exchange=a["exchange"], pixel_cache=None)
+if a["state"] is not None:
+    ld.load_state_dict(a["state"])
+out = {"epochs": [], "states": []}
+for epoch in range(a["first"], a["first"] + a["epochs"]):
+    ld.set_epoch(epoch)
+    batches = []
+    for b in ld.batches():
+        batches.append([int(i) for i in b.indices])
+        if len(batches) == a["stop"]:
+            break
+    out["epochs"].append(batches)
+    out["states"].append(ld.state_dict())
+remote = ld.stats().get("remote")
+out["remote"] = remote["epochs"] if remote else None
+ld.close()
+print(json.dumps(out))
+"""
+
+
+def run_world(daemons, world, data, first=1, epochs=1, stop=-1, state=None, exchange=None):
+    """`world` trainer processes, rank r on daemons[r * len(daemons) // world]
+    (a node's ranks are consecutive, as torchrun numbers them)."""
+    procs = []
+    for rank in range(world):
+        d = daemons[rank * len(daemons) // world]
+        args = dict(data=data, batch=STEP // world, rank=rank, world=world, socket=d.socket,
+                    exchange=exchange, state=state, first=first, epochs=epochs, stop=stop)
+        procs.append(subprocess.Popen([sys.executable, "-c", TRAINER, json.dumps(args)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out))
+    return outs
+
+
+def global_steps(outs, epoch=0):
+    """Each global step of a pass: every rank's batch s, as one set."""
+    counts = {len(o["epochs"][epoch]) for o in outs}
+    assert len(counts) == 1, counts  # Every rank reads as many batches.
+    return [set().union(*(o["epochs"][epoch][s] for o in outs)) for s in range(counts.pop())]
+
+
+@pytest.fixture(scope="module")
+def photos():
+    """4 classes x 96 small JPEGs: 384 samples, 24 canonical partitions of 16."""
+    folder = _generated("stoker-pyds-nodes-", "--classes", "4", "--per_class", "96",
+                        "--min_side", "24", "--max_side", "32", "--seed", "9")
+    yield folder
+    subprocess.run(["rm", "-rf", folder], check=True)
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    daemons = [Daemon(threads=1) for _ in range(6)]
+    yield daemons
+    for d in daemons:
+        d.stop()
+
+
+def test_every_world_size_reads_each_sample_once_in_the_same_global_steps(nodes, photos):
+    want = None
+    for world in (1, 2, 3, 4, 6, 8, 12):
+        steps = global_steps(run_world(nodes[:(world + 1) // 2], world, photos))
+        assert len(steps) == 16
+        assert all(len(s) == STEP for s in steps), world
+        assert set().union(*steps) == set(range(384)), world
+        if want is None:
+            want = steps
+        assert steps == want, f"world size {world}"
+
+
+def test_a_world_killed_mid_epoch_at_4_ranks_resumes_at_6_where_it_stopped(photos):
+    daemons = [Daemon(threads=1) for _ in range(2)]
+    try:
+        whole = global_steps(run_world(daemons, 4, photos))
+        stopped = run_world(daemons, 4, photos, stop=5)
+    finally:
+        for d in daemons:  # Everything is killed, as a node lost would be.
+            d.proc.kill()
+            d.proc.wait()
+            d.stop()
+    states = [o["states"][0] for o in stopped]
+    assert all(s == states[0] for s in states)  # The same on every rank.
+    assert states[0]["epoch"] == 1 and states[0]["consumed"] == 5 * STEP
+    daemons = [Daemon(threads=1) for _ in range(3)]
+    try:
+        rest = run_world(daemons, 6, photos, state=states[0])
+    finally:
+        for d in daemons:
+            d.stop()
+    assert global_steps(stopped) + global_steps(rest) == whole
+
+
+@pytest.fixture()
+def bucket(photos, monkeypatch, tmp_path):
+    """The photos under s3://nodes/train/ of a moto_server, and a trainer
+    environment naming it."""
+    if not s3_server.available():
+        pytest.skip("moto_server not found: run through make test, or set STOKER_MOTO_SERVER")
+    with s3_server.MotoServer() as moto:
+        moto.upload_folder(photos, "nodes", "train")
+        monkeypatch.setenv("HOME", str(tmp_path))
+        for v in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_REGION",
+                  "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+            monkeypatch.delenv(v, raising=False)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIANODES")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nodes-secret")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        yield moto.url
+
+
+def test_with_no_exchange_each_node_reads_only_its_share_once_it_holds_it(photos, bucket):
+    # 4 nodes of one rank, each caching half the dataset: twice its share
+    # (a quarter), not the whole. Epoch 0 reads the folder's windows in
+    # turn, epoch 1 the node's share (what epoch 0 left it missing), epoch 2
+    # its share again, from its cache. With every partition exchanged each
+    # epoch (exchange 1), a node's samples move, and it reads the store.
+    total = sum(os.path.getsize(os.path.join(base, f))
+                for base, _, names in os.walk(photos) for f in names if not f.startswith("."))
+    flags = ["--object-store-endpoints", bucket, "--l1-bytes", str(total // 2),
+             "--decoded-cache-bytes", "0", "--pixel-cache-bytes", "0"]
+    for exchange in (0, 1):
+        daemons = [Daemon(threads=1, extra=flags) for _ in range(4)]
+        try:
+            outs = run_world(daemons, 4, "s3://nodes/train/", first=0, epochs=3,
+                             exchange=exchange)
+        finally:
+            for d in daemons:
+                d.stop()
+        for e in range(3):
+            steps = global_steps(outs, e)
+            assert set().union(*steps) == set(range(384)) and len(steps) == 16, (exchange, e)
+        third = [o["remote"]["2"]["requests"] for o in outs]
+        if exchange == 0:
+            assert third == [0, 0, 0, 0], outs[0]["remote"]
+            assert sum(o["remote"]["1"]["requests"] for o in outs) > 0
+        else:
+            assert all(n > 0 for n in third), third

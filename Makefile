@@ -73,6 +73,7 @@ bench: deps
 	$(PYTHON) bench/pixels.py
 	$(PYTHON) bench/webdataset.py
 	$(PYTHON) bench/s3.py
+	$(PYTHON) bench/many_nodes.py
 	$(PYTHON) bench/client_decode.py
 	$(PYTHON) bench/gpu_train.py
 

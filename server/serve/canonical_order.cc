@@ -31,8 +31,8 @@ CanonicalOrder::CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t par
   rem_ = n_ % partitions_;
   if (partitions_ > 1 && exchange > 0) {
     exchanged_ = std::min<uint64_t>(
-        per_, static_cast<uint64_t>(std::floor(static_cast<double>(exchange) *
-                                               static_cast<double>(per_))));
+        per_, static_cast<uint64_t>(std::llround(static_cast<double>(exchange) *
+                                                 static_cast<double>(per_))));
   }
 }
 

@@ -13,7 +13,7 @@
 // its share, not the whole dataset.
 //
 // The exchange fraction Q mixes partitions across epochs: in each epoch,
-// floor(Q x N / C) samples of every partition (a new draw each epoch) are
+// Q x N / C samples (rounded to nearest) of every partition (a new draw each epoch) are
 // read in the place of another partition (a new pairing each epoch), and
 // that partition's as many in theirs. Every sample is still read once per
 // epoch; a node then reads about Q of its share from other nodes' samples.

@@ -1,6 +1,7 @@
 #include "server/serve/canonical_order.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -73,7 +74,7 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachEpochAndKeepsEac
   const CanonicalOrder none(2400, 3, 0, 0);
   for (float q : {0.05f, 0.25f, 1.0f}) {
     const CanonicalOrder o(2400, 3, 0, q);  // 120 partitions of 20.
-    EXPECT_EQ(o.exchanged(), static_cast<uint64_t>(20 * q));
+    EXPECT_EQ(o.exchanged(), static_cast<uint64_t>(std::lround(20 * q)));
     for (uint64_t epoch : {0u, 1u, 5u}) {
       std::vector<uint64_t> e = Epoch(o, epoch);
       std::sort(e.begin(), e.end());
@@ -92,8 +93,10 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachEpochAndKeepsEac
     }
     EXPECT_NE(e1, e2) << q;
   }
-  // Too small to exchange: one partition.
+  // Too small to exchange: one partition. Rounded to nearest: 0.05 of 16.
   EXPECT_EQ(CanonicalOrder(20, 3, 0, 0.5f).exchanged(), 0u);
+  EXPECT_EQ(CanonicalOrder(1920, 3, 0, 0.05f).exchanged(), 1u);
+  EXPECT_EQ(CanonicalOrder(1920, 3, 0, 0.02f).exchanged(), 0u);
 }
 
 TEST(CanonicalOrderTest, ABatchMixesTheWholeDatasetNotItsIndexRanges) {

@@ -5,71 +5,18 @@ per epoch in the same global steps; a world killed mid-epoch at 4 ranks
 resumes at 6 where it stopped; and with no exchange each node reads only
 its own share from the store once it holds it."""
 
-import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 import s3_server
 from conftest import Daemon, _generated
-
-STEP = 24  # The global batch: 1, 2, 3, 4, 6, 8 and 12 ranks divide it.
-
-# One rank: its batches' indices per epoch, its state after each pass (or
-# where it stopped), and its session's remote reads per epoch.
-TRAINER = r"""
-import json, sys
-import stoker
-a = json.loads(sys.argv[1])
-ld = stoker.Loader(a["data"], batch_size=a["batch"], transform="val", image_size=16,
-                   seed=5, rank=a["rank"], world_size=a["world"], socket=a["socket"],
-                   exchange=a["exchange"], pixel_cache=None)
-if a["state"] is not None:
-    ld.load_state_dict(a["state"])
-out = {"epochs": [], "states": []}
-for epoch in range(a["first"], a["first"] + a["epochs"]):
-    ld.set_epoch(epoch)
-    batches = []
-    for b in ld.batches():
-        batches.append([int(i) for i in b.indices])
-        if len(batches) == a["stop"]:
-            break
-    out["epochs"].append(batches)
-    out["states"].append(ld.state_dict())
-remote = ld.stats().get("remote")
-out["remote"] = remote["epochs"] if remote else None
-ld.close()
-print(json.dumps(out))
-"""
+from world import STEP, global_steps, run_world
 
 
-def run_world(daemons, world, data, first=1, epochs=1, stop=-1, state=None, exchange=None):
-    """`world` trainer processes, rank r on daemons[r * len(daemons) // world]
-    (a node's ranks are consecutive, as torchrun numbers them)."""
-    procs = []
-    for rank in range(world):
-        d = daemons[rank * len(daemons) // world]
-        args = dict(data=data, batch=STEP // world, rank=rank, world=world, socket=d.socket,
-                    exchange=exchange, state=state, first=first, epochs=epochs, stop=stop)
-        procs.append(subprocess.Popen([sys.executable, "-c", TRAINER, json.dumps(args)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-        outs.append(json.loads(out))
-    return outs
-
-
-def global_steps(outs, epoch=0):
-    """Each global step of a pass: every rank's batch s, as one set."""
-    counts = {len(o["epochs"][epoch]) for o in outs}
-    assert len(counts) == 1, counts  # Every rank reads as many batches.
-    return [set().union(*(o["epochs"][epoch][s] for o in outs)) for s in range(counts.pop())]
-
+def sockets(daemons):
+    return [d.socket for d in daemons]
 
 @pytest.fixture(scope="module")
 def photos():
@@ -91,7 +38,7 @@ def nodes():
 def test_every_world_size_reads_each_sample_once_in_the_same_global_steps(nodes, photos):
     want = None
     for world in (1, 2, 3, 4, 6, 8, 12):
-        steps = global_steps(run_world(nodes[:(world + 1) // 2], world, photos))
+        steps = global_steps(run_world(sockets(nodes[:(world + 1) // 2]), world, photos))
         assert len(steps) == 16
         assert all(len(s) == STEP for s in steps), world
         assert set().union(*steps) == set(range(384)), world
@@ -103,8 +50,8 @@ def test_every_world_size_reads_each_sample_once_in_the_same_global_steps(nodes,
 def test_a_world_killed_mid_epoch_at_4_ranks_resumes_at_6_where_it_stopped(photos):
     daemons = [Daemon(threads=1) for _ in range(2)]
     try:
-        whole = global_steps(run_world(daemons, 4, photos))
-        stopped = run_world(daemons, 4, photos, stop=5)
+        whole = global_steps(run_world(sockets(daemons), 4, photos))
+        stopped = run_world(sockets(daemons), 4, photos, stop=5)
     finally:
         for d in daemons:  # Everything is killed, as a node lost would be.
             d.proc.kill()
@@ -115,7 +62,7 @@ def test_a_world_killed_mid_epoch_at_4_ranks_resumes_at_6_where_it_stopped(photo
     assert states[0]["epoch"] == 1 and states[0]["consumed"] == 5 * STEP
     daemons = [Daemon(threads=1) for _ in range(3)]
     try:
-        rest = run_world(daemons, 6, photos, state=states[0])
+        rest = run_world(sockets(daemons), 6, photos, state=states[0])
     finally:
         for d in daemons:
             d.stop()
@@ -154,7 +101,7 @@ def test_with_no_exchange_each_node_reads_only_its_share_once_it_holds_it(photos
     for exchange in (0, 1):
         daemons = [Daemon(threads=1, extra=flags) for _ in range(4)]
         try:
-            outs = run_world(daemons, 4, "s3://nodes/train/", first=0, epochs=3,
+            outs = run_world(sockets(daemons), 4, "s3://nodes/train/", first=0, epochs=3,
                              exchange=exchange)
         finally:
             for d in daemons:

@@ -3,14 +3,15 @@ NODES daemons (8; each its own socket, L2 folder of a quarter of the
 dataset and rings; L1 and the decoded cache off, so what a node holds is
 its L2), one trainer process per node (world size NODES), all reading the ImageFolder
 of real photographs bench/s3.py uses (COPIES times each class: 1,920
-objects, 54 MB) from moto_server on loopback, val at 64 px in global steps
+objects, 51 MB) from moto_server on loopback, val at 64 px in global steps
 of 24, for EPOCHS epochs. Per epoch: the remote MB each node read (the
 mean and the largest), the aggregate images/s (the dataset over the
 slowest rank's pass) and the shuffle's spread (the mean gap between
 consecutive indices of the global order over the dataset's size: 1/3 for
 a uniform permutation). Affinity on: exchange 0 and 0.05 (the default);
-off: exchange 1, where every partition's samples are read by another
-partition each epoch, as if ranks drew from the whole dataset.
+off: exchange 1, where each partition's samples are read in another
+partition's place each epoch (a new permutation of the partitions), as if
+ranks drew from the whole dataset.
 
     STOKER_MOTO_SERVER=... /usr/bin/python3 bench/many_nodes.py
 """

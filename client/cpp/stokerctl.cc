@@ -4,7 +4,7 @@
 //       --batch-size N [--epochs E] [--transform val|train] [--size S]
 //       [--seed K] [--shuffle|--no-shuffle] [--rank R --world-size W]
 //       [--drop-last] [--ring-slots N] [--max-side N | --no-pixel-cache]
-//       [--partitions C] [--start-epoch E [--start-position P]
+//       [--partitions C] [--exchange Q] [--start-epoch E [--start-position P]
 //       --start-batch B] [--json]
 //   stokerctl [--socket PATH] warm --dataset (PATH | JSON) [--root DIR]
 //       [--concurrency N]
@@ -108,6 +108,7 @@ Commands() {
               "longer side at most this (16..16384)"},
              {"no-pixel-cache", true, "decode every epoch (pixel_cache.off)"},
              {"partitions", false, "canonical partitions of the order (default 120)"},
+             {"exchange", false, "fraction of each partition exchanged per epoch (default 0.05)"},
              {"start-epoch", false, "resume at this epoch"},
              {"start-position", false,
               "read the start epoch from this position of its order (the "
@@ -316,6 +317,13 @@ int Read(Client& client, const Args& a) {
   spec.set_start_position(sp);
   spec.set_start_batch(sb);
   spec.set_partitions(static_cast<uint32_t>(parts));
+  if (a.flags.count("exchange")) {
+    float q;
+    if (!absl::SimpleAtof(a.flags.at("exchange"), &q)) {
+      return Usage("--exchange must be a number in 0..1");
+    }
+    spec.set_exchange(q);
+  }
   spec.set_drop_last(a.flags.count("drop-last") > 0);
   bool shuffle = spec.transform() == v1::TRANSFORM_TRAIN;
   if (a.flags.count("shuffle")) shuffle = true;

@@ -184,6 +184,28 @@ TEST(BatchOrderTest, AStreamedResumeFromAPositionIsServedBeforeTheOpeningEnds) {
                                                     whole[1].samples[0], whole[1].samples[1]}));
 }
 
+TEST(BatchOrderTest, AStreamedOpeningOfOneWindowReadsItsFirstEpochAsTheWholeDoes) {
+  // An opening that published one window (an ImageFolder in a bucket whose
+  // later listing found no more images) and the same dataset opened whole
+  // (its kept listing) read epoch 0 alike: window 0's order is the
+  // canonical one.
+  const std::vector<uint64_t> windows = {40};
+  auto whole = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 0, 0});
+  ASSERT_TRUE(whole.ok());
+  const std::vector<BatchOrder::Batch> want = Take(**whole, 10);
+  auto ds = Windows(windows, true);
+  auto streamed = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 0, 0});
+  ASSERT_TRUE(streamed.ok());
+  std::atomic<size_t> allowed{windows.size()};
+  std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+  const std::vector<BatchOrder::Batch> got = Take(**streamed, 10);
+  grow.join();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
+    EXPECT_EQ(got[i].samples, want[i].samples) << i;
+  }
+}
+
 TEST(BatchOrderTest, TheOpeningsErrorEndsItAndStopCancelsAWait) {
   const std::vector<uint64_t> windows = {4, 4, 8};
   auto ds = Windows(windows, true);

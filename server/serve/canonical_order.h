@@ -12,12 +12,14 @@
 // every epoch, and a node's ranks only its own partitions: a node caches
 // its share, not the whole dataset.
 //
-// The exchange fraction Q mixes partitions across epochs: in each epoch,
-// Q x N / C samples (rounded to nearest) of every partition (a new draw each epoch) are
-// read in the place of another partition (a new pairing each epoch), and
-// that partition's as many in theirs. Every sample is still read once per
-// epoch; a node then reads about Q of its share from other nodes' samples.
-// Q = 0: no exchange, the same share every epoch.
+// The exchange fraction Q mixes partitions across epochs: each epoch draws
+// a permutation of the partitions, and partition p reads E of partition
+// pi(p)'s samples (a new draw each epoch) in place of E of its own, which
+// pi^-1(p) reads; E = round(Q x floor(N / C)) (so 1 of 16 for Q = 0.05).
+// Every sample is still read once per epoch, and a partition may draw
+// itself. A node then reads about E / (N / C) x (nodes - 1) / nodes of its
+// share from other nodes' samples. Q = 0: no exchange, the same share every
+// epoch.
 //
 // C in effect is the largest divisor of the one asked for that leaves each
 // partition kLeastPerPartition samples, and 1 for datasets smaller than

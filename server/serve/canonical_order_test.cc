@@ -93,6 +93,19 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachEpochAndKeepsEac
     }
     EXPECT_NE(e1, e2) << q;
   }
+  // Partitions of unequal size (the first N mod C hold one more), and an
+  // exchange of all but what the larger ones keep: still each sample once.
+  for (uint64_t n : {1921u, 2401u, 2519u}) {
+    for (float q : {0.05f, 0.5f, 1.0f}) {
+      const CanonicalOrder o(n, 4, 0, q);
+      ASSERT_GT(o.exchanged(), 0u);
+      for (uint64_t epoch : {0u, 3u}) {
+        std::vector<uint64_t> e = Epoch(o, epoch);
+        std::sort(e.begin(), e.end());
+        for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(e[i], i) << n << " " << q << " " << epoch;
+      }
+    }
+  }
   // Too small to exchange: one partition. Rounded to nearest: 0.05 of 16.
   EXPECT_EQ(CanonicalOrder(20, 3, 0, 0.5f).exchanged(), 0u);
   EXPECT_EQ(CanonicalOrder(1920, 3, 0, 0.05f).exchanged(), 1u);

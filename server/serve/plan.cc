@@ -57,29 +57,24 @@ absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanSpec& spec) {
   return plan;
 }
 
-namespace {
-
-// Shuffles order[first, first + size) with `rng`.
-void Shuffle(uint64_t first, uint64_t size, Rng rng, std::vector<uint64_t>* order) {
-  for (uint64_t i = size; i > 1; --i) {
-    std::swap((*order)[first + i - 1], (*order)[first + rng.Below(i)]);
-  }
-}
-
-}  // namespace
-
 void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t size,
                        std::vector<uint64_t>* order) {
-  const uint64_t at = order->size();
-  for (uint64_t i = 0; i < size; ++i) order->push_back(first + i);
-  if (spec.shuffle) {
-    Shuffle(at, size, Rng(MixSeed({spec.seed, 0, 0x57494e444f57ULL /* "WINDOW" */, w})), order);
+  if (!spec.shuffle) {
+    for (uint64_t i = 0; i < size; ++i) order->push_back(first + i);
+    return;
   }
+  // Window 0 with the run's own seed: a dataset that ends with that one
+  // window reads it as its canonical first epoch, streamed or not.
+  const uint64_t seed =
+      w == 0 ? spec.seed : MixSeed({spec.seed, 0x57494e444f57ULL /* "WINDOW" */, w});
+  const CanonicalOrder window(size, seed, spec.partitions, spec.exchange);
+  for (uint64_t i = 0; i < size; ++i) order->push_back(first + window.At(0, i));
 }
 
 uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
+  const float q = spec.exchange == 0 ? 0.0f : spec.exchange;  // -0 is 0.
   uint32_t exchange;
-  std::memcpy(&exchange, &spec.exchange, sizeof exchange);
+  std::memcpy(&exchange, &q, sizeof exchange);
   const uint32_t partitions =
       spec.partitions == 0 ? CanonicalOrder::kDefaultPartitions : spec.partitions;
   const std::string key =

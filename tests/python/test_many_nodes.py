@@ -18,6 +18,23 @@ from world import STEP, global_steps, run_world
 def sockets(daemons):
     return [d.socket for d in daemons]
 
+
+def start(count, extra=()):
+    """`count` daemons, or none left running when one fails to start."""
+    daemons = []
+    try:
+        for _ in range(count):
+            daemons.append(Daemon(threads=1, extra=extra))
+    except BaseException:
+        stop(daemons)
+        raise
+    return daemons
+
+
+def stop(daemons):
+    for d in daemons:
+        d.stop()
+
 @pytest.fixture(scope="module")
 def photos():
     """4 classes x 96 small JPEGs: 384 samples, 24 canonical partitions of 16."""
@@ -29,10 +46,9 @@ def photos():
 
 @pytest.fixture(scope="module")
 def nodes():
-    daemons = [Daemon(threads=1) for _ in range(6)]
+    daemons = start(6)
     yield daemons
-    for d in daemons:
-        d.stop()
+    stop(daemons)
 
 
 def test_every_world_size_reads_each_sample_once_in_the_same_global_steps(nodes, photos):
@@ -48,24 +64,25 @@ def test_every_world_size_reads_each_sample_once_in_the_same_global_steps(nodes,
 
 
 def test_a_world_killed_mid_epoch_at_4_ranks_resumes_at_6_where_it_stopped(photos):
-    daemons = [Daemon(threads=1) for _ in range(2)]
+    daemons = start(2)
     try:
         whole = global_steps(run_world(sockets(daemons), 4, photos))
-        stopped = run_world(sockets(daemons), 4, photos, stop=5)
+        # Each rank checkpoints at its 5th batch and is killed reading on,
+        # its ring holding batches it never took; then the daemons.
+        stopped = run_world(sockets(daemons), 4, photos, stop=5, crash=True)
     finally:
-        for d in daemons:  # Everything is killed, as a node lost would be.
+        for d in daemons:
             d.proc.kill()
             d.proc.wait()
-            d.stop()
+        stop(daemons)
     states = [o["states"][0] for o in stopped]
     assert all(s == states[0] for s in states)  # The same on every rank.
     assert states[0]["epoch"] == 1 and states[0]["consumed"] == 5 * STEP
-    daemons = [Daemon(threads=1) for _ in range(3)]
+    daemons = start(3)
     try:
         rest = run_world(sockets(daemons), 6, photos, state=states[0])
     finally:
-        for d in daemons:
-            d.stop()
+        stop(daemons)
     assert global_steps(stopped) + global_steps(rest) == whole
 
 
@@ -99,13 +116,12 @@ def test_with_no_exchange_each_node_reads_only_its_share_once_it_holds_it(photos
     flags = ["--object-store-endpoints", bucket, "--l1-bytes", str(total // 2),
              "--decoded-cache-bytes", "0", "--pixel-cache-bytes", "0"]
     for exchange in (0, 1):
-        daemons = [Daemon(threads=1, extra=flags) for _ in range(4)]
+        daemons = start(4, flags)
         try:
             outs = run_world(sockets(daemons), 4, "s3://nodes/train/", first=0, epochs=3,
                              exchange=exchange)
         finally:
-            for d in daemons:
-                d.stop()
+            stop(daemons)
         for e in range(3):
             steps = global_steps(outs, e)
             assert set().union(*steps) == set(range(384)) and len(steps) == 16, (exchange, e)

@@ -3,7 +3,9 @@ and bench/many_nodes.py: each rank a process of its own (this interpreter)
 reading a stoker.Loader from the daemon of its node, a node's ranks
 consecutive as torchrun numbers them. Each rank reports its batches'
 dataset indices per epoch, its state after each pass (or where it
-stopped), each pass's seconds and its session's remote reads per epoch."""
+stopped), each pass's seconds and its session's remote reads per epoch; or,
+told to crash, its batches and state at its stop, after which it waits,
+its session open with batches in its ring, to be killed."""
 
 import json
 import os
@@ -30,6 +32,9 @@ for epoch in range(a["first"], a["first"] + a["epochs"]):
     t0 = time.perf_counter()
     for b in ld.batches():
         batches.append([int(i) for i in b.indices])
+        if len(batches) == a["stop"] and a["crash"]:
+            print(json.dumps({"epochs": [batches], "states": [ld.state_dict()]}), flush=True)
+            time.sleep(3600)
         if len(batches) == a["stop"]:
             break
     out["seconds"].append(time.perf_counter() - t0)
@@ -43,10 +48,11 @@ print(json.dumps(out))
 
 
 def run_world(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exchange=None,
-              step=STEP, transform="val", size=16):
+              step=STEP, transform="val", size=16, crash=False):
     """`world` trainer processes reading `data` in global steps of `step`,
     rank r on the daemon at sockets[r * len(sockets) // world]; their
-    reports by rank."""
+    reports by rank. `crash`: each reports at its `stop`-th batch and is
+    then killed (SIGKILL) with the others, mid-pass."""
     # The trainers import the stoker this process did.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(stoker.__file__))] +
@@ -56,17 +62,29 @@ def run_world(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exch
         socket = sockets[rank * len(sockets) // world]
         args = dict(data=data, batch=step // world, rank=rank, world=world, socket=socket,
                     exchange=exchange, state=state, first=first, epochs=epochs, stop=stop,
-                    transform=transform, size=size)
+                    transform=transform, size=size, crash=crash)
         procs.append(subprocess.Popen([sys.executable, "-c", TRAINER, json.dumps(args)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, env=env))
-    outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise RuntimeError(f"a trainer failed: {err}")
-        outs.append(json.loads(out))
-    return outs
+    try:
+        outs = []
+        for p in procs:
+            if crash:
+                line = p.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"a trainer failed: {p.communicate()[1]}")
+                outs.append(json.loads(line))
+                continue
+            out, err = p.communicate(timeout=600)
+            if p.returncode != 0:
+                raise RuntimeError(f"a trainer failed: {err}")
+            outs.append(json.loads(out))
+        return outs
+    finally:  # Killed: crashed on purpose, or left behind by another's failure.
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
 
 
 def global_steps(outs, epoch=0):

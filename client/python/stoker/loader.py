@@ -75,8 +75,8 @@ class Loader:
         the same samples every epoch (a node caches its own share).
       exchange: the fraction of each partition read in another's place each
         epoch, a new draw every epoch, so ranks' shares mix (None: 0.05; 0:
-        each rank the same samples every epoch). The state's order_key
-        carries it.
+        each rank of a world size dividing the partitions the same samples
+        every epoch). The state's order_key carries it.
       rank, world_size: DistributedSampler-style sharding of each global
         step of batch_size x world_size positions. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE
@@ -274,6 +274,7 @@ class Loader:
         streamed (shards or an ImageFolder in an object store) knows it once
         its shards are indexed or its classes listed: this waits for that."""
         if self._session is not None:  # Mid-pass too: the same for every epoch.
+            self._check_order_key()
             return self._session.batches_per_epoch
         return self._open(self._epoch, *self._resume).batches_per_epoch
 

@@ -47,12 +47,11 @@ print(json.dumps(out))
 """
 
 
-def run_world(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exchange=None,
-              step=STEP, transform="val", size=16, crash=False):
+def spawn(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exchange=None,
+          step=STEP, transform="val", size=16, crash=False):
     """`world` trainer processes reading `data` in global steps of `step`,
-    rank r on the daemon at sockets[r * len(sockets) // world]; their
-    reports by rank. `crash`: each reports at its `stop`-th batch and is
-    then killed (SIGKILL) with the others, mid-pass."""
+    rank r on the daemon at sockets[r * len(sockets) // world], by rank.
+    `crash`: each reports at its `stop`-th batch, then waits to be killed."""
     # The trainers import the stoker this process did.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(stoker.__file__))] +
@@ -66,6 +65,14 @@ def run_world(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exch
         procs.append(subprocess.Popen([sys.executable, "-c", TRAINER, json.dumps(args)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, env=env))
+    return procs
+
+
+def run_world(sockets, world, data, crash=False, **kw):
+    """spawn()'s trainers, their reports by rank. `crash`: each reports at
+    its `stop`-th batch and is then killed (SIGKILL) with the others,
+    mid-pass."""
+    procs = spawn(sockets, world, data, crash=crash, **kw)
     try:
         outs = []
         for p in procs:

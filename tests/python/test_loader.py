@@ -176,6 +176,23 @@ def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_
         next(iter(other))
 
 
+def test_a_world_size_off_the_partitions_is_named_once(daemon, small_photos):
+    # 120 samples: 6 partitions of 20. 3 ranks divide them; 4 do not.
+    def first_batches(world):
+        ld = stoker.Loader(small_photos, batch_size=2, transform="val", image_size=16,
+                           rank=0, world_size=world, socket=daemon.socket)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                next(iter(ld.batches()))
+                ld.set_epoch(ld._epoch + 1)
+        ld.close()
+        return [str(w.message) for w in seen if "partitions" in str(w.message)]
+    assert first_batches(3) == []
+    said = first_batches(4)
+    assert len(said) == 1 and "world_size 4 does not divide the order's 6 partitions" in said[0]
+
+
 def test_a_state_taken_at_the_end_of_a_resumed_epoch_goes_on_into_the_next(
         daemon, small_photos):
     def make():

@@ -333,6 +333,8 @@ class Session(_Owned):
         self.num_classes = int(info["num_classes"])
         # What a resume state must match (the daemon's OrderKey).
         self.order_key = int(info.get("order_key", 0))
+        # The order's canonical partitions in effect (0: not known yet).
+        self.partitions = int(info.get("partitions", 0))
         self.ring_slots = int(info["ring"]["slots"])  # The daemon's count.
         self.skipped_files = int(info["skipped_files"])
         # Image fields the client decodes (spec client_decode).

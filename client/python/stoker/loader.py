@@ -225,6 +225,7 @@ class Loader:
         self._order_key = None    # The last session's (or a loaded state's) order key.
         self._expected_key = None  # A loaded state's, until a session checks it.
         self._expected_samples = None  # Its dataset's size, where it was known.
+        self._said_partitions = False  # Whether a world size off C was named.
         self._ring = PinnedRing()  # The ring as a GPU reads it.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
@@ -516,6 +517,7 @@ class Loader:
         with _opening.shown(self._client):
             self._session = self._client.open_session(spec)
         self._check_order_key()
+        self._check_partitions()
         if self._decode_device is not None:
             from stoker import client_decode
             self._decoder = client_decode.ClientDecoder(
@@ -525,6 +527,18 @@ class Loader:
         self._session.set_resume_window(self._resume_timeout)
         self._stream = (epoch, start, batch)
         return self._session
+
+    def _check_partitions(self):
+        """Says once when the world size does not divide the order's
+        partitions: ranks' shares then move between epochs."""
+        c, w = self._session.partitions, self.world_size or 1
+        if self._said_partitions or c <= 1 or c % w == 0:
+            return
+        self._said_partitions = True
+        warnings.warn(f"stoker: world_size {w} does not divide the order's {c} partitions, "
+                      "so each rank's samples move between epochs and each node reads more "
+                      "from storage; a world size dividing it (or partitions= one that "
+                      f"{w} divides) keeps each node's share", stacklevel=4)
 
     def _check_order_key(self):
         """A loaded state's order key against the open session's."""

@@ -34,7 +34,7 @@ for epoch in range(a["first"], a["first"] + a["epochs"]):
         batches.append([int(i) for i in b.indices])
         if len(batches) == a["stop"] and a["crash"]:
             print(json.dumps({"epochs": [batches], "states": [ld.state_dict()]}), flush=True)
-            time.sleep(3600)
+            sys.stdin.read()  # Until killed: its stdin stays open.
         if len(batches) == a["stop"]:
             break
     out["seconds"].append(time.perf_counter() - t0)
@@ -63,8 +63,8 @@ def spawn(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exchange
                     exchange=exchange, state=state, first=first, epochs=epochs, stop=stop,
                     transform=transform, size=size, crash=crash)
         procs.append(subprocess.Popen([sys.executable, "-c", TRAINER, json.dumps(args)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=env))
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=env))
     return procs
 
 

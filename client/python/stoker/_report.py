@@ -1,9 +1,13 @@
 """What the Loader tells its user about the daemon's side of its session:
 the session's entry in the daemon's stats, what the pixel cache keeps for
-it, and the advice a starvation warning gives. Stateless; best effort
-where it says so."""
+it, and the advice a starvation warning gives; an epoch's account and its
+warnings (starvation, failed samples); described samples. Stateless (the
+totals are the caller's); best effort where it says so."""
 
 import os
+import warnings
+
+from stoker.errors import SampleErrorWarning, StarvationWarning
 
 
 def daemon_session(client, session, stats=None):
@@ -76,3 +80,60 @@ def starvation_hint(client, session, waits):
         # Later epochs would not decode if the pictures were kept.
         advice += f"; its decoded pictures are not kept: {mine.get('pixel_cache_why')}"
     return f"Daemon's diagnosis: {diagnosis}: {advice}."
+
+
+def account(totals, epoch, waits, compute, images, threshold, client, session):
+    """Adds a pass to `totals` and returns its summary (Loader.stats()'s
+    "last_epoch"); warns when the loop waited more than `threshold`."""
+    wait = sum(waits)
+    for k, v in (("batches", len(waits)), ("images", images),
+                 ("wait_seconds", wait), ("compute_seconds", compute)):
+        totals[k] += v
+    busy = wait + compute
+    frac = wait / busy if busy else 0.0
+    # Short epochs (tests, smoke runs) are all warm-up: stay quiet.
+    if frac > threshold and len(waits) >= 4 and wait >= 0.2:
+        warnings.warn(StarvationWarning(
+            f"stoker: the training loop waited {frac:.0%} of epoch {epoch} "
+            f"({wait:.2f} s of {busy:.2f} s) for data. "
+            f"{starvation_hint(client, session, waits)}"), stacklevel=5)
+    return {"epoch": epoch, "batches": len(waits), "wait_seconds": wait,
+            "compute_seconds": compute, "wait_fraction": frac,
+            "first_batch_wait_seconds": waits[0] if waits else 0.0}
+
+
+def names(session, indices):
+    """The files of up to 5 dataset indices (best effort)."""
+    try:
+        return session.describe_samples(indices[:5])
+    except Exception:
+        return [f"sample {i}" for i in indices[:5]]
+
+
+def failures(session, epoch, failed, on_error, what=None):
+    """The one warning of a pass whose samples `failed`."""
+    more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+    what = what or ("could not be read or decoded and " +
+                    ("were replaced by other samples" if on_error == "replace"
+                     else "are zero images") + " (the daemon's log says why)")
+    warnings.warn(SampleErrorWarning(
+        f"stoker: {len(failed)} sample(s) of epoch {epoch} {what}: "
+        f"{', '.join(names(session, failed))}{more}"), stacklevel=4)
+
+
+def described(samples):
+    """Loader.describe()'s answer from the daemon's: per sample its files'
+    path, shape and affine (4 x 4 nested lists)."""
+    out = []
+    for sample in samples.get("samples", []):
+        files = []
+        for f in sample.get("files", []):
+            d = {"path": f.get("path", "")}
+            if "shape" in f:
+                d["shape"] = [int(n) for n in f["shape"]]
+            if "affine" in f:
+                a = [float(x) for x in f["affine"]]
+                d["affine"] = [a[r * 4:r * 4 + 4] for r in range(4)]
+            files.append(d)
+        out.append({"files": files})
+    return out

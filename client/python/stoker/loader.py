@@ -5,16 +5,16 @@ import json
 import numbers
 import os
 import time
-import warnings
 
 from stoker import _daemon, _opening, _report
+from stoker._resume import Resume
 from stoker._args import (_check_bool, _check_device, _check_int, _check_real,
                           check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
                             pixel_cache_spec)
 from stoker._cuda_ring import PinnedRing
 from stoker._native import DTYPES, lib
-from stoker.errors import SampleErrorWarning, StarvationWarning, StokerError
+from stoker.errors import StokerError
 
 try:
     import numpy as np
@@ -222,10 +222,7 @@ class Loader:
         self._epoch = 0           # Epoch of the next pass.
         self._resume = (0, 0)     # (from, batch) the next pass starts at.
         self._position = (0, 0, 0)  # Next undelivered.
-        self._order_key = None    # The last session's (or a loaded state's) order key.
-        self._expected_key = None  # A loaded state's, until a session checks it.
-        self._expected_samples = None  # Its dataset's size, where it was known.
-        self._said_partitions = False  # Whether a world size off C was named.
+        self._resumption = Resume()  # What state_dict() saves and a resume checks.
         self._ring = PinnedRing()  # The ring as a GPU reads it.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
@@ -296,54 +293,14 @@ class Loader:
         pass began, "order_key": the pipeline's and these). The world size
         and batch size are recorded, not required: load it at any world
         size."""
-        epoch, start, batch = self._position
-        world = self.world_size or 1  # 0 means 1, as in the spec.
-        consumed = start + batch * self.batch_size * world
-        samples = self._session.dataset_samples if self._session is not None else 0
-        if samples:  # The last batch of a resumed epoch ends it.
-            consumed = min(consumed, samples)
-        elif self._expected_samples:
-            samples = self._expected_samples
-        state = {"epoch": epoch, "consumed": consumed,
-                 "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
-                 "partitions": self.partitions, "world_size": self.world_size,
-                 "batch_size": self.batch_size}
-        if self._order_key is not None:
-            state["order_key"] = self._order_key
-        if samples:
-            state["samples"] = samples
-        return state
+        return self._resumption.state(self, self._position, self._session)
 
     def load_state_dict(self, state):
         """Resumes where state_dict() was taken, on the next pass: the same
         global order from the samples the world consumed, at this Loader's
         world size and batch size (keep batch_size for the same per-rank
         batch, or pass global batch / world_size for the same steps)."""
-        if not isinstance(state, dict):
-            raise TypeError(f"state must be a dict, got {type(state).__name__}")
-        for key in ("seed", "shuffle", "drop_last"):
-            if key in state and state[key] != getattr(self, key):
-                raise ValueError(f"state {key}={state[key]!r} does not match this "
-                                 f"Loader's {key}={getattr(self, key)!r}")
-        epoch = _check_int("state['epoch']", state.get("epoch"), 0, 2**63)
-        if "consumed" in state:
-            consumed = _check_int("state['consumed']", state["consumed"], 0, 2**63)
-        else:  # A state saved before "consumed": its batch at its own sizes.
-            batch = _check_int("state['batch']", state.get("batch"), 0, 2**63)
-            consumed = batch * _check_int("state['batch_size']",
-                                          state.get("batch_size", self.batch_size)) * \
-                (_check_int("state['world_size']", state.get("world_size", self.world_size)) or 1)
-            if batch and state.get("shuffle", self.shuffle):
-                warnings.warn("stoker: this state was saved before the order became one "
-                              "global order at any world size; the epoch goes on at the same "
-                              "count of samples, not at the same samples", stacklevel=2)
-        key = state.get("order_key")
-        self._expected_key = None if key is None else _check_int("state['order_key']", key,
-                                                                  0, 2**64 - 1)
-        self._order_key = self._expected_key
-        samples = state.get("samples")
-        self._expected_samples = None if samples is None else _check_int(
-            "state['samples']", samples, 0, 2**63)
+        epoch, consumed = self._resumption.load(self, state)
         self._epoch = epoch
         self._resume = (consumed, 0)
         self._position = (epoch, consumed, 0)
@@ -454,54 +411,17 @@ class Loader:
         volumes, its ``affine``: 4 x 4 nested lists, voxel index to world
         millimetres, as nibabel's ``img.affine``. At most 1024 indices."""
         session = self._session or self._open(self._epoch, *self._resume)
-        out = []
-        for sample in session.describe(indices).get("samples", []):
-            files = []
-            for f in sample.get("files", []):
-                d = {"path": f.get("path", "")}
-                if "shape" in f:
-                    d["shape"] = [int(n) for n in f["shape"]]
-                if "affine" in f:
-                    a = [float(x) for x in f["affine"]]
-                    d["affine"] = [a[r * 4:r * 4 + 4] for r in range(4)]
-                files.append(d)
-            out.append({"files": files})
-        return out
+        return _report.described(session.describe(indices))
 
     def _account(self, epoch, waits, compute, images):
-        wait = sum(waits)
-        for k, v in (("batches", len(waits)), ("images", images),
-                     ("wait_seconds", wait), ("compute_seconds", compute)):
-            self._totals[k] += v
-        busy = wait + compute
-        frac = wait / busy if busy else 0.0
-        self._last_epoch = {"epoch": epoch, "batches": len(waits),
-                            "wait_seconds": wait, "compute_seconds": compute,
-                            "wait_fraction": frac,
-                            "first_batch_wait_seconds": waits[0] if waits else 0.0}
-        # Short epochs (tests, smoke runs) are all warm-up: stay quiet.
-        if frac > self._threshold and len(waits) >= 4 and wait >= 0.2:
-            warnings.warn(StarvationWarning(
-                f"stoker: the training loop waited {frac:.0%} of epoch {epoch} "
-                f"({wait:.2f} s of {busy:.2f} s) for data. "
-                f"{_report.starvation_hint(self._client, self._session, waits)}"),
-                stacklevel=4)
+        self._last_epoch = _report.account(self._totals, epoch, waits, compute, images,
+                                           self._threshold, self._client, self._session)
 
     def _names(self, indices):
-        """The files of up to 5 dataset indices (best effort)."""
-        try:
-            return self._session.describe_samples(indices[:5])
-        except Exception:
-            return [f"sample {i}" for i in indices[:5]]
+        return _report.names(self._session, indices)
 
     def _report_failures(self, epoch, failed, what=None):
-        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-        what = what or ("could not be read or decoded and " +
-                        ("were replaced by other samples" if self.on_error == "replace"
-                         else "are zero images") + " (the daemon's log says why)")
-        warnings.warn(SampleErrorWarning(
-            f"stoker: {len(failed)} sample(s) of epoch {epoch} {what}: "
-            f"{', '.join(self._names(failed))}{more}"), stacklevel=3)
+        _report.failures(self._session, epoch, failed, self.on_error, what)
 
     # ------------------------------------------------------------ internals
     def _open(self, epoch, start, batch):
@@ -517,7 +437,7 @@ class Loader:
         with _opening.shown(self._client):
             self._session = self._client.open_session(spec)
         self._check_order_key()
-        self._check_partitions()
+        self._resumption.say_partitions(self._session, self.world_size)
         if self._decode_device is not None:
             from stoker import client_decode
             self._decoder = client_decode.ClientDecoder(
@@ -528,32 +448,13 @@ class Loader:
         self._stream = (epoch, start, batch)
         return self._session
 
-    def _check_partitions(self):
-        """Says once when the world size does not divide the order's
-        partitions: ranks' shares then move between epochs."""
-        c, w = self._session.partitions, self.world_size or 1
-        if self._said_partitions or c <= 1 or c % w == 0:
-            return
-        self._said_partitions = True
-        warnings.warn(f"stoker: world_size {w} does not divide the order's {c} partitions, "
-                      "so each rank's samples move between epochs and each node reads more "
-                      "from storage; a world size dividing it (or partitions= one that "
-                      f"{w} divides) keeps each node's share", stacklevel=4)
-
     def _check_order_key(self):
-        """A loaded state's order key against the open session's."""
-        if self._expected_key is not None and self._session.order_key != self._expected_key:
+        """A loaded state against the open session (closed if it differs)."""
+        try:
+            self._resumption.check(self._session)
+        except ValueError:
             self._close_session()
-            raise ValueError("the state loaded was saved by a run of another order: its "
-                             "seed, shuffle, drop_last, partitions, exchange or pipeline "
-                             "differ")
-        samples = self._session.dataset_samples
-        if self._expected_samples and samples and samples != self._expected_samples:
-            self._close_session()
-            raise ValueError(f"the state loaded was saved over {self._expected_samples} "
-                             f"samples; this dataset has {samples}")
-        self._expected_key = self._expected_samples = None
-        self._order_key = self._session.order_key
+            raise
 
     def _spec(self, epoch, start, batch, measured_share=None):
         """The stoker.v1.SessionSpec of a session starting at batch `batch`

@@ -53,9 +53,10 @@ uint64_t CanonicalOrder::At(uint64_t epoch, uint64_t position) const {
   const uint64_t size = Size(p);
   const uint64_t k = IndexPermutation(size, MixSeed({seed_, epoch, kPartition, p})).At(round);
   if (exchanged_ == 0) return placement_.At(First(p) + k);
-  // The epoch's draw of p's slots: the first exchanged_ go to the partition
-  // paired with p, the rest stay; p reads its own that stay, then those of
-  // the partition the pairing gives it.
+  // The epoch's draw of p's slots: the first exchanged_ are read by the
+  // partition the epoch's permutation points at p, the rest stay; p reads
+  // its own that stay, then the first exchanged_ of the partition the
+  // permutation gives it.
   const uint64_t stay = size - exchanged_;
   const auto draw = [&](uint64_t q) {
     return IndexPermutation(Size(q), MixSeed({seed_, epoch, kExport, q}));

@@ -6,11 +6,14 @@ of real photographs bench/s3.py uses (COPIES times each class: 1,920
 objects, 51 MB) from moto_server on loopback, val at 64 px in global steps
 of 24, for EPOCHS epochs. Per epoch: the remote MB each node read (the
 mean and the largest), the aggregate images/s (the dataset over the
-slowest rank's pass) and the shuffle's spread (the mean gap between
+slowest rank's pass), the largest fraction of a node's share (what it
+read in epoch 0) it read from the store, the most requests a node made
+(one a sample), and the shuffle's spread (the mean gap between
 consecutive indices of the global order over the dataset's size: 1/3 for
-a uniform permutation). Affinity on: exchange 0 and 0.05 (the default);
-off: exchange 1, where each partition's samples are read in another
-partition's place each epoch (a new permutation of the partitions), as if
+a uniform permutation). PARTITIONS canonical partitions (24: 80 samples
+each). Affinity on: exchange 0 and 0.05 (the default); off: exchange 1,
+where from the second epoch each partition's samples are read in another
+partition's place (a new permutation of the partitions each epoch), as if
 ranks drew from the whole dataset.
 
     STOKER_MOTO_SERVER=... /usr/bin/python3 bench/many_nodes.py
@@ -33,10 +36,15 @@ from world import global_order, run_world  # noqa: E402
 
 NODES = int(os.environ.get("NODES", "8"))
 EPOCHS = int(os.environ.get("EPOCHS", "5"))
+# 80 samples a partition, so that the exchange 0.05 is 4 of each (at the
+# default 120, 16 a partition would round it up to 1 of 16).
+PARTITIONS = int(os.environ.get("PARTITIONS", "24"))
 
 
 def run(url, endpoint, l2_bytes, exchange):
-    """One world: per epoch (mean MB, largest MB, images/s, spread)."""
+    """One world: per epoch (mean MB, largest MB, the largest share of a
+    node's own read remote, the most requests a node made, images/s,
+    spread)."""
     folders = [tempfile.mkdtemp(prefix="stoker-bench-node-") for _ in range(NODES)]
     daemons = []
     try:
@@ -45,8 +53,8 @@ def run(url, endpoint, l2_bytes, exchange):
                                    "--l2-max-bytes", str(l2_bytes), "--l1-bytes", "0",
                                    "--decoded-cache-bytes", "0", "--pixel-cache-bytes", "0",
                                    "--threads", "1").__enter__())
-        outs = run_world([d.sock for d in daemons], NODES, url, first=0, epochs=EPOCHS, exchange=exchange,
-                         transform="val", size=64)
+        outs = run_world([d.sock for d in daemons], NODES, url, first=0, epochs=EPOCHS,
+                         exchange=exchange, partitions=PARTITIONS, transform="val", size=64)
     finally:
         for d in daemons:
             d.__exit__(None, None, None)
@@ -55,11 +63,14 @@ def run(url, endpoint, l2_bytes, exchange):
     rows = []
     for e in range(EPOCHS):
         mb = [o["remote"][str(e)]["bytes"] / 1e6 for o in outs]
+        # Epoch 0 reads exactly each node's share (no exchange yet).
+        of_share = [o["remote"][str(e)]["bytes"] / o["remote"]["0"]["bytes"] for o in outs]
+        requests = [o["remote"][str(e)]["requests"] for o in outs]
         order = global_order(outs, e)
         n = len(order)
         spread = statistics.mean(abs(a - b) for a, b in zip(order, order[1:])) / n
-        rows.append((statistics.mean(mb), max(mb), n / max(o["seconds"][e] for o in outs),
-                     spread))
+        rows.append((statistics.mean(mb), max(mb), max(of_share), max(requests),
+                     n / max(o["seconds"][e] for o in outs), spread))
     return rows
 
 
@@ -78,13 +89,13 @@ def main():
         print(f"{NODES} nodes of one rank, {total / 1e6:,.1f} MB of photos in moto_server, "
               f"L2 {total / 4e6:,.1f} MB a node (a quarter of the dataset); a node's share is "
               f"{total / NODES / 1e6:,.1f} MB")
-        print(f"{'exchange':10} {'epoch':>5} {'MB/node':>8} {'largest':>8} {'images/s':>9} "
-              f"{'spread':>7}")
+        print(f"{'exchange':10} {'epoch':>5} {'MB/node':>8} {'largest':>8} {'of share':>8} "
+              f"{'requests':>8} {'images/s':>9} {'spread':>7}")
         for exchange, name in ((0.0, "0"), (0.05, "0.05"), (1.0, "1 (off)")):
-            for e, (mean, most, rate, spread) in enumerate(
+            for e, (mean, most, share, requests, rate, spread) in enumerate(
                     run("s3://photos/train/", moto.url, total // 4, exchange)):
-                print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {rate:9,.0f} {spread:7.3f}",
-                      flush=True)
+                print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {share:8.1%} {requests:8} "
+                      f"{rate:9,.0f} {spread:7.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,11 @@ struct Dataset {
   // whose samples that epoch shuffles one window after another. Empty: one
   // window.
   std::vector<uint64_t> first_epoch_windows;
+  // The windows only let a session begin before the listing ends (an
+  // ImageFolder in a bucket); its reads are per sample, not per window. A
+  // session may wait for the whole listing and read the canonical first
+  // epoch instead (PlanSpec::canonical_first_epoch).
+  bool windows_for_listing_only = false;
   // Where samples are read, set by the source kind that opened the dataset
   // (server/sources): files through the caller's confinement, an LMDB
   // environment, or typed arrays (source->arrays(); sample.path is then the

@@ -16,7 +16,11 @@ constexpr absl::Duration kPoll = absl::Milliseconds(50);
 }  // namespace
 
 BatchOrder::BatchOrder(PlanSpec spec, std::shared_ptr<const Dataset> ds)
-    : asked_(spec), spec_(std::move(spec)), ds_(std::move(ds)) {}
+    : asked_(spec),
+      spec_(std::move(spec)),
+      ds_(std::move(ds)),
+      whole_listing_(spec_.shuffle && spec_.canonical_first_epoch &&
+                     ds_->windows_for_listing_only) {}
 
 absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
     PlanSpec spec, std::shared_ptr<const Dataset> ds, Start start) {
@@ -25,7 +29,9 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
   o->from_ = start.from;
   o->batch_ = start.batch;
   if (o->ds_->growth == nullptr) {
-    STOKER_RETURN_IF_ERROR(o->MakePlan(o->ds_->samples.size(), o->ds_->first_epoch_windows));
+    STOKER_RETURN_IF_ERROR(o->MakePlan(
+        o->ds_->samples.size(),
+        o->whole_listing_ ? std::vector<uint64_t>() : o->ds_->first_epoch_windows));
     o->Settle();
     if (o->plan_->Windowed(o->epoch_)) o->windowed_ = o->plan_->WindowedOrder();
     return o;
@@ -64,8 +70,10 @@ void BatchOrder::Settle() {
 
 void BatchOrder::Absorb(const DatasetGrowth::View& v) {
   for (size_t w = windows_.size(); w < v.windows.size(); ++w) {
-    // windowed_ holds every sample of the windows before w.
-    AppendWindowOrder(spec_, w, windowed_.size(), v.windows[w], &windowed_);
+    // windowed_ holds every sample of the windows before w (none when the
+    // whole listing is waited for).
+    if (!whole_listing_) AppendWindowOrder(spec_, w, windowed_.size(), v.windows[w], &windowed_);
+    published_ += v.windows[w];
     windows_.push_back(v.windows[w]);
   }
   if (!v.done || !failed_.ok() || plan_.has_value()) return;
@@ -73,7 +81,9 @@ void BatchOrder::Absorb(const DatasetGrowth::View& v) {
     failed_ = v.status;
     return;
   }
-  if (absl::Status s = MakePlan(windowed_.size(), windows_); !s.ok()) {
+  if (absl::Status s =
+          MakePlan(published_, whole_listing_ ? std::vector<uint64_t>() : windows_);
+      !s.ok()) {
     failed_ = s;
     return;
   }
@@ -111,7 +121,7 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
   out->epoch = epoch_;
   out->index = batch_;
   // A streamed opening's first epoch reads on in the order it was served.
-  const bool streamed = epoch_ == 0 && ds_->growth != nullptr;
+  const bool streamed = epoch_ == 0 && ds_->growth != nullptr && !whole_listing_;
   out->samples = plan_->Batch(epoch_, from_, batch_,
                               streamed || plan_->Windowed(epoch_) ? &windowed_ : nullptr);
   if (++batch_ == plan_->batches_per_epoch(from_)) {
@@ -124,6 +134,7 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
 }
 
 std::pair<uint64_t, uint64_t> BatchOrder::ReplacementRange(uint64_t epoch, uint64_t index) const {
+  if (epoch == 0 && whole_listing_) return {0, ds_->sample_count()};
   if (epoch == 0 && ds_->growth != nullptr) return ds_->growth->WindowAround(index);
   if (epoch == 0 && ds_->first_epoch_windows.size() > 1) {
     return WindowAround(ds_->first_epoch_windows, index);

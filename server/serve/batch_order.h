@@ -8,7 +8,12 @@
 // the opening ends; until then batches_per_epoch() is 0. A batch is taken
 // from the published windows only when every position of it lies in them
 // and no padding or drop_last can reach it: from + (b + 1) x batch_size x
-// world_size <= the samples published.
+// world_size <= the samples published. But a shuffled session with
+// PlanSpec::canonical_first_epoch over a dataset whose windows are only its
+// listing's (Dataset::windows_for_listing_only) waits for the opening's
+// end and reads the canonical first epoch (the plan without windows): each
+// rank's partitions, as in every later epoch, so a node caches its own
+// share from the start.
 //
 // Thread-safety: Next() from one thread (the session's producer); the rest
 // from any.
@@ -98,6 +103,9 @@ class BatchOrder {
   // streamed opening's windows as they are published, else the plan's.
   std::vector<uint64_t> windowed_;
   std::vector<uint64_t> windows_;
+  uint64_t published_ = 0;  // The samples of windows_.
+  // The first epoch is the canonical one, after the whole listing.
+  const bool whole_listing_;
   absl::Status failed_;  // The streamed opening's error.
 };
 

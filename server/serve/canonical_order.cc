@@ -52,7 +52,9 @@ uint64_t CanonicalOrder::At(uint64_t epoch, uint64_t position) const {
   const uint64_t round = position < full ? position / partitions_ : per_;
   const uint64_t size = Size(p);
   const uint64_t k = IndexPermutation(size, MixSeed({seed_, epoch, kPartition, p})).At(round);
-  if (exchanged_ == 0) return placement_.At(First(p) + k);
+  // Epoch 0 exchanges nothing: a node's first epoch reads (and caches) its
+  // own share, which later epochs' exchanges then leave in place.
+  if (exchanged_ == 0 || epoch == 0) return placement_.At(First(p) + k);
   // The epoch's draw of p's slots: the first exchanged_ are read by the
   // partition the epoch's permutation points at p, the rest stay; p reads
   // its own that stay, then the first exchanged_ of the partition the

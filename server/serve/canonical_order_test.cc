@@ -70,12 +70,12 @@ TEST(CanonicalOrderTest, ARankOfAWorldSizeDividingCReadsTheSameSamplesEveryEpoch
   EXPECT_NE(RankShare(o, 1, 0, 7), RankShare(o, 0, 0, 7));
 }
 
-TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachEpochAndKeepsEachSampleOnce) {
+TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachLaterEpochAndKeepsEachSampleOnce) {
   const CanonicalOrder none(2400, 3, 0, 0);
   for (float q : {0.05f, 0.25f, 1.0f}) {
     const CanonicalOrder o(2400, 3, 0, q);  // 120 partitions of 20.
     EXPECT_EQ(o.exchanged(), static_cast<uint64_t>(std::lround(20 * q)));
-    for (uint64_t epoch : {0u, 1u, 5u}) {
+    for (uint64_t epoch : {1u, 2u, 5u}) {
       std::vector<uint64_t> e = Epoch(o, epoch);
       std::sort(e.begin(), e.end());
       for (uint64_t i = 0; i < 2400; ++i) ASSERT_EQ(e[i], i) << q << " " << epoch;
@@ -92,6 +92,10 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachEpochAndKeepsEac
       EXPECT_GT(away, 0u) << q;
     }
     EXPECT_NE(e1, e2) << q;
+    // Epoch 0 exchanges nothing: the world's first epoch reads each
+    // partition's own samples.
+    EXPECT_EQ(Epoch(o, 0), Epoch(none, 0)) << q;
+    EXPECT_NE(Epoch(o, 1), Epoch(none, 1)) << q;
   }
   // Partitions of unequal size (the first N mod C hold one more), and an
   // exchange of all but what the larger ones keep: still each sample once.
@@ -99,7 +103,7 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachEpochAndKeepsEac
     for (float q : {0.05f, 0.5f, 1.0f}) {
       const CanonicalOrder o(n, 4, 0, q);
       ASSERT_GT(o.exchanged(), 0u);
-      for (uint64_t epoch : {0u, 3u}) {
+      for (uint64_t epoch : {1u, 3u}) {
         std::vector<uint64_t> e = Epoch(o, epoch);
         std::sort(e.begin(), e.end());
         for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(e[i], i) << n << " " << q << " " << epoch;

@@ -45,6 +45,10 @@ struct PlanSpec {
   uint32_t partitions = 0;
   // The fraction of each partition read in another's place each epoch.
   float exchange = CanonicalOrder::kDefaultExchange;
+  // A first epoch over windows that are only a listing's
+  // (Dataset::windows_for_listing_only) reads the canonical order instead
+  // (BatchOrder drops those windows from the plan).
+  bool canonical_first_epoch = false;
 };
 
 // Appends the first epoch's order of window `w`, the samples [first, first

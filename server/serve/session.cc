@@ -125,6 +125,8 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
   ps.drop_last = spec.drop_last();
   ps.partitions = spec.partitions();
   if (spec.has_exchange()) ps.exchange = spec.exchange();
+  ps.canonical_first_epoch =
+      spec.has_canonical_first_epoch() ? spec.canonical_first_epoch() : ps.world_size > 1;
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<BatchOrder> order,
       BatchOrder::Create(ps, dataset,

@@ -369,6 +369,7 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     }
   }
   Dataset ds;
+  ds.windows_for_listing_only = true;
   // With the endpoint: the same bucket elsewhere is other content.
   // (Not when it was listed: a kept listing and a new one of the same
   // objects are one content for the pixel claims.)

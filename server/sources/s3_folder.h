@@ -19,7 +19,10 @@
 // 16 images a class: ImageFolder's own); the first shuffled epoch shuffles
 // window 0 (every class alike), then window 1, later ones all of it.
 // Listed now, taken from a kept listing, streamed or not, a folder is
-// numbered alike (a session resumed mid-epoch reads the same order).
+// numbered alike (a session resumed mid-epoch reads the same order). The
+// windows are only the listing's (Dataset::windows_for_listing_only): a
+// session with SessionSpec.canonical_first_epoch (a world's default) reads
+// the canonical first epoch instead, once the whole listing is published.
 //
 // A streamed opening (ScanLimits::streamed) lists each class's first 16
 // keys, answers once window 0 is published, and lists the rest on the

@@ -226,9 +226,13 @@ def test_a_state_saved_before_consumed_resumes_at_its_count_and_says_so(daemon, 
         ld.load_state_dict({"epoch": 1, "batch": 2, "seed": 9, "batch_size": 5,
                             "rank": 0, "world_size": 1, "shuffle": True})
     assert ld.state_dict()["consumed"] == 10
+    # Its first epoch read a bucket's windows, as first epochs did then.
+    assert ld.state_dict()["canonical_first_epoch"] is False
     assert len(list(ld.batches())) == 3
     with pytest.raises(TypeError, match="batch_size"):
         ld.load_state_dict({"epoch": 1, "batch": 2, "batch_size": "5"})
+    with pytest.raises(TypeError, match="canonical_first_epoch"):
+        ld.load_state_dict({"epoch": 1, "consumed": 0, "canonical_first_epoch": 1})
 
 
 def test_set_epoch_selects_the_permutation(daemon, dataset):

@@ -2,8 +2,9 @@
 caches and rings (the simulated nodes), and their trainers, each a process
 of its own, read one global order. Every world size reads each sample once
 per epoch in the same global steps; a world killed mid-epoch at 4 ranks
-resumes at 6 where it stopped; and with no exchange each node reads only
-its own share from the store once it holds it; and a neighbour's session on
+resumes at 6 where it stopped (and a bucket's first epoch begun at 1 rank
+at 2); with no exchange each node reads only its own share from the store
+from the second epoch; and a neighbour's session on
 a node keeps its fair share of the decode thread beside the world's rank."""
 
 import os
@@ -109,12 +110,13 @@ def bucket(photos, monkeypatch, tmp_path):
         yield moto.url
 
 
-def test_with_no_exchange_each_node_reads_only_its_share_once_it_holds_it(photos, bucket):
+def test_with_no_exchange_each_node_reads_only_its_share_from_the_second_epoch(photos, bucket):
     # 4 nodes of one rank, each caching half the dataset: twice its share
-    # (a quarter), not the whole. Epoch 0 reads the folder's windows in
-    # turn, epoch 1 the node's share (what epoch 0 left it missing), epoch 2
-    # its share again, from its cache. With every partition exchanged each
-    # epoch (exchange 1), a node's samples move, and it reads the store.
+    # (a quarter), not the whole. A world waits for the folder's whole
+    # listing, so epoch 0 reads each node's share already, and epochs 1
+    # and 2 read it again from the node's cache. With every partition
+    # exchanged each epoch (exchange 1), a node's samples move, and it
+    # reads the store.
     total = sum(os.path.getsize(os.path.join(base, f))
                 for base, _, names in os.walk(photos) for f in names if not f.startswith("."))
     flags = ["--object-store-endpoints", bucket, "--l1-bytes", str(total // 2),
@@ -129,32 +131,46 @@ def test_with_no_exchange_each_node_reads_only_its_share_once_it_holds_it(photos
         for e in range(3):
             steps = global_steps(outs, e)
             assert set().union(*steps) == set(range(384)) and len(steps) == 16, (exchange, e)
-        third = [o["remote"]["2"]["requests"] for o in outs]
+        later = [[o["remote"][e]["requests"] for o in outs] for e in ("1", "2")]
+        assert all(o["remote"]["0"]["requests"] > 0 for o in outs), outs[0]["remote"]
         if exchange == 0:
-            assert third == [0, 0, 0, 0], outs[0]["remote"]
-            assert sum(o["remote"]["1"]["requests"] for o in outs) > 0
+            assert later == [[0, 0, 0, 0], [0, 0, 0, 0]], [o["remote"] for o in outs]
         else:
-            assert all(n > 0 for n in third), third
+            assert all(n > 0 for n in later[0] + later[1]), later
 
 
-def test_a_neighbours_fair_share_holds_beside_the_world(dataset):
-    # Two nodes of one decode thread each serve a world of 2 ranks reading
-    # on and on; on node 0 another job reads as fast as it can beside the
-    # world's rank. Pictures of 260-340 px keep the thread the bottleneck.
-    # By turns each session of that node gets half the samples it decodes:
-    # counted by the daemon at the neighbour's batches, not timed.
-    daemons = start(2, ["--decoded-cache-bytes", "0", "--pixel-cache-bytes", "0"])
-    world = spawn(sockets(daemons), 2, dataset, epochs=1000, size=48)
+def test_a_first_epoch_of_a_bucket_begun_at_1_rank_resumes_at_2_in_its_order(bucket):
+    # One rank reads a bucket's ImageFolder in its listing's windows, a world
+    # in the canonical order: the state keeps which, so a first epoch begun
+    # at 1 rank goes on in its windows at 2.
+    daemons = start(2, ["--object-store-endpoints", bucket])
+    try:
+        url = "s3://nodes/train/"
+        whole = global_steps(run_world(sockets(daemons[:1]), 1, url, first=0))
+        assert global_steps(run_world(sockets(daemons), 2, url, first=0)) != whole
+        stopped = run_world(sockets(daemons[:1]), 1, url, first=0, stop=5)
+        state = stopped[0]["states"][0]
+        assert state["canonical_first_epoch"] is False and state["consumed"] == 5 * STEP
+        rest = run_world(sockets(daemons), 2, url, first=0, state=state)
+    finally:
+        stop(daemons)
+    assert global_steps(stopped) + global_steps(rest) == whole
+
+
+def measure_split(socket, dataset, rank_pid):
+    """A neighbour reads from the daemon at `socket` beside the world's rank
+    `rank_pid`: the samples the daemon decoded for each, (neighbour, rank),
+    once both read and then 1,200 later."""
     neighbour = stoker.Loader(dataset, batch_size=12, transform="val", image_size=48,
-                              socket=daemons[0].socket, pixel_cache=None)
-    node = lib.Client(daemons[0].socket)
-    counts = []  # (neighbour, world's rank 0): once both read, then 1,200 later.
+                              socket=socket, pixel_cache=None)
+    node = lib.Client(socket)
+    counts = []
     measured = threading.Event()
 
     def split():
         decoded = {int(s["client_pid"]): int(s["samples_decoded"])
                    for s in node.stats()["sessions"]}
-        return decoded.get(os.getpid(), 0), decoded.get(world[0].pid, 0)
+        return decoded.get(os.getpid(), 0), decoded.get(rank_pid, 0)
 
     def read():
         while not measured.is_set():
@@ -175,6 +191,21 @@ def test_a_neighbours_fair_share_holds_beside_the_world(dataset):
         measured.set()
         reader.join()
         neighbour.close()
+    return counts
+
+
+def test_a_neighbours_fair_share_holds_beside_the_world(dataset):
+    # Two nodes of one decode thread each serve a world of 2 ranks reading
+    # on and on; on node 0 another job reads as fast as it can beside the
+    # world's rank. Pictures of 260-340 px keep the thread the bottleneck.
+    # By turns each session of that node gets half the samples it decodes:
+    # counted by the daemon at the neighbour's batches, not timed.
+    daemons = start(2, ["--decoded-cache-bytes", "0", "--pixel-cache-bytes", "0"])
+    world = []
+    try:
+        world = spawn(sockets(daemons), 2, dataset, epochs=1000, size=48)
+        counts = measure_split(daemons[0].socket, dataset, world[0].pid)
+    finally:
         for p in world:
             p.kill()
             p.communicate()

@@ -22,7 +22,8 @@ import stoker
 a = json.loads(sys.argv[1])
 ld = stoker.Loader(a["data"], batch_size=a["batch"], transform=a["transform"],
                    image_size=a["size"], seed=5, rank=a["rank"], world_size=a["world"],
-                   socket=a["socket"], exchange=a["exchange"], pixel_cache=None)
+                   socket=a["socket"], exchange=a["exchange"], pixel_cache=None,
+                   **({} if a["partitions"] is None else {"partitions": a["partitions"]}))
 if a["state"] is not None:
     ld.load_state_dict(a["state"])
 out = {"epochs": [], "states": [], "seconds": []}
@@ -48,7 +49,7 @@ print(json.dumps(out))
 
 
 def spawn(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exchange=None,
-          step=STEP, transform="val", size=16, crash=False):
+          partitions=None, step=STEP, transform="val", size=16, crash=False):
     """`world` trainer processes reading `data` in global steps of `step`,
     rank r on the daemon at sockets[r * len(sockets) // world], by rank.
     `crash`: each reports at its `stop`-th batch, then waits to be killed."""
@@ -60,7 +61,7 @@ def spawn(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exchange
     for rank in range(world):
         socket = sockets[rank * len(sockets) // world]
         args = dict(data=data, batch=step // world, rank=rank, world=world, socket=socket,
-                    exchange=exchange, state=state, first=first, epochs=epochs, stop=stop,
+                    exchange=exchange, partitions=partitions, state=state, first=first, epochs=epochs, stop=stop,
                     transform=transform, size=size, crash=crash)
         procs.append(subprocess.Popen([sys.executable, "-c", TRAINER, json.dumps(args)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,

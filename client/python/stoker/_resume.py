@@ -20,6 +20,14 @@ class Resume:
         self._expected_key = None  # A loaded state's, until a session checks it.
         self._expected_samples = None  # Its dataset's size, where it was known.
         self._said_partitions = False  # Whether a world size off C was named.
+        self._canonical_first = None  # A loaded state's first epoch, as it began.
+
+    def canonical_first_epoch(self, loader):
+        """SessionSpec.canonical_first_epoch: as the first epoch began (a
+        loaded state's), else the daemon's default for this world size."""
+        if self._canonical_first is not None:
+            return self._canonical_first
+        return (loader.world_size or 1) > 1
 
     def state(self, loader, position, session):
         """state_dict() of `loader` at `position` (epoch, from, batch)."""
@@ -34,7 +42,8 @@ class Resume:
         state = {"epoch": epoch, "consumed": consumed,
                  **{k: getattr(loader, k) for k in SHARED},
                  "partitions": loader.partitions, "world_size": loader.world_size,
-                 "batch_size": loader.batch_size}
+                 "batch_size": loader.batch_size,
+                 "canonical_first_epoch": self.canonical_first_epoch(loader)}
         if self.order_key is not None:
             state["order_key"] = self.order_key
         if samples:
@@ -61,6 +70,11 @@ class Resume:
                 warnings.warn("stoker: this state was saved before the order became one "
                               "global order at any world size; the epoch goes on at the same "
                               "count of samples, not at the same samples", stacklevel=3)
+        # Saved before the choice was kept: that first epoch read its windows.
+        first = state.get("canonical_first_epoch", False)
+        if not isinstance(first, bool):
+            raise TypeError("state['canonical_first_epoch'] must be a bool")
+        self._canonical_first = first
         key, samples = state.get("order_key"), state.get("samples")
         self._expected_key = None if key is None else _check_int(
             "state['order_key']", key, 0, 2**64 - 1)

@@ -203,6 +203,7 @@ class Loader:
         self._pixel_cache = pixel_cache_spec(pixel_cache)
         self._client_decode = check_option("client_decode", client_decode, ClientDecode)
         self._decode_device = check_client_decode(client_decode, device, self._device)
+        self._resumption = Resume()  # What state_dict() saves and a resume checks.
         try:  # The daemon's rules, with the library's copy of its code.
             lib.check_spec(self._spec(0, 0, 0))
         except StokerError as e:
@@ -222,7 +223,6 @@ class Loader:
         self._epoch = 0           # Epoch of the next pass.
         self._resume = (0, 0)     # (from, batch) the next pass starts at.
         self._position = (0, 0, 0)  # Next undelivered.
-        self._resumption = Resume()  # What state_dict() saves and a resume checks.
         self._ring = PinnedRing()  # The ring as a GPU reads it.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
@@ -290,9 +290,11 @@ class Loader:
         """Where to resume, the same on every rank: the epoch and the samples
         the whole world consumed of its global order ("consumed"), with what
         a resume must share (seed, shuffle, drop_last, partitions and, once a
-        pass began, "order_key": the pipeline's and these). The world size
-        and batch size are recorded, not required: load it at any world
-        size."""
+        pass began, "order_key": the pipeline's and these; and
+        "canonical_first_epoch": whether the first epoch, of a bucket's
+        ImageFolder, read the whole listing's order or its windows). The
+        world size and batch size are recorded, not required: load it at
+        any world size."""
         return self._resumption.state(self, self._position, self._session)
 
     def load_state_dict(self, state):
@@ -479,6 +481,7 @@ class Loader:
             "on_error": self.on_error,
             "priority": self._priority,
             "streamed_opening": True,
+            "canonical_first_epoch": self._resumption.canonical_first_epoch(self),
             "placement": self._placement(),
         }
         if self._pixel_cache is not None:

@@ -294,6 +294,7 @@ absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,
         "fields: image/mask/encoded fields come from files, array fields "
         "from npy/hdf5 sources; one session reads one source");
   p.fingerprint_ += absl::StrCat("|decode", spec.decode());
+  p.order_fingerprint_ = p.fingerprint_;  // Before the client's part.
   if (spec.has_client_decode()) {
     absl::Status s = p.AddClientFields(spec.client_decode());
     if (!s.ok()) return s;

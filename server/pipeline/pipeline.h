@@ -91,6 +91,11 @@ class Pipeline {
   // length-prefixed parts of each message's known fields, serialized
   // deterministically, so equal pipelines match and different ones never do.
   const std::string& fingerprint() const { return fingerprint_; }
+  // The fingerprint but for the client's decoding (client_decode), which
+  // changes what the ring carries, never which samples a batch holds or
+  // their augmentation: what a resumed run must match (OrderKey), so a run
+  // may resume with the client's decoding on or off.
+  const std::string& order_fingerprint() const { return order_fingerprint_; }
 
   // The canvases of a sample whose spatial fields are width x height and,
   // when `effects` is given, each field's per-pixel effects.
@@ -162,6 +167,7 @@ class Pipeline {
   bool has_encoded_ = false;
   ClientDecodePlan client_;
   std::string fingerprint_;
+  std::string order_fingerprint_;
 };
 
 }  // namespace stoker

@@ -237,15 +237,16 @@ TEST(PipelineTest, FloatImagesAreNormalizedPerChannel) {
 // Client decode adds each image field's F_jpeg and F_render, and a render
 // record says what Write would have drawn.
 TEST(PipelineTest, ClientDecodeFieldsAndRecords) {
-  auto p = Pipeline::Compile(Custom(R"({"fields": [
+  const std::string spec = R"({"fields": [
       {"name": "rgb", "kind": "image", "dtype": "float32", "chw": true, "shape": [3, 64, 64]},
       {"name": "seg", "kind": "mask", "shape": [64, 64], "file": 1},
       {"name": "label", "kind": "label", "dtype": "int32"}],
       "pipeline": [{"resize": {"mode": "letterbox", "size": 64, "fill": 7,
                                "interpolation": "bicubic"}},
                    {"flip": {"probability": 1}},
-                   {"normalize": {"mean": [0.5], "std": [0.25]}}],
-      "client_decode": {"cpu_share": 0.25, "max_bytes": 4096}})"));
+                   {"normalize": {"mean": [0.5], "std": [0.25]}}])";
+  auto p = Pipeline::Compile(
+      Custom(spec + R"(, "client_decode": {"cpu_share": 0.25, "max_bytes": 4096}})"));
   ASSERT_TRUE(p.ok()) << p.status();
   const std::vector<FieldPlan>& f = p->fields();
   ASSERT_EQ(f.size(), 5u);  // rgb, seg, label, rgb_jpeg, rgb_render.
@@ -258,6 +259,12 @@ TEST(PipelineTest, ClientDecodeFieldsAndRecords) {
   EXPECT_EQ(f[4].shape, std::vector<uint64_t>{kRenderFloats});
   EXPECT_EQ(p->client_decode().share, 16384u);
   EXPECT_FALSE(p->cacheable());
+  // The same pipeline decoded by the daemon: another ring, the same order.
+  auto daemon = Pipeline::Compile(Custom(spec + "}"));
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_NE(p->fingerprint(), daemon->fingerprint());
+  EXPECT_EQ(p->order_fingerprint(), daemon->order_fingerprint());
+  EXPECT_FALSE(daemon->order_fingerprint().empty());
   const std::vector<v1::ClientDecodeField> cf = p->ClientFields();
   ASSERT_EQ(cf.size(), 1u);
   EXPECT_EQ(cf[0].field(), "rgb");

@@ -64,7 +64,7 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
 
 // What a run resumed from a saved position must share with the run that
 // saved it: a stable hash of the partitions asked for, the exchange, the
-// seed, shuffle, drop_last and `pipeline` (the pipeline's fingerprint), but
+// seed, shuffle, drop_last and `pipeline` (Pipeline::order_fingerprint), but
 // not the world size, rank or batch size.
 uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline);
 

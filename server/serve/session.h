@@ -126,7 +126,9 @@ class ServingSession {
   const v1::SessionSpec& spec() const { return spec_; }
   const Pipeline& pipeline() const { return pipeline_; }
   // What a resume state must match (OrderKey).
-  uint64_t order_key() const { return OrderKey(order_->asked(), pipeline_.fingerprint()); }
+  uint64_t order_key() const {
+    return OrderKey(order_->asked(), pipeline_.order_fingerprint());
+  }
   // The session's share weight in the pools (its spec's priority, >= 1).
   int Weight() const { return std::max<int>(1, spec_.priority()); }
   const Dataset& dataset() const { return *dataset_; }

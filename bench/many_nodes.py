@@ -6,8 +6,8 @@ of real photographs bench/s3.py uses (COPIES times each class: 1,920
 objects, 51 MB) from moto_server on loopback, val at 64 px in global steps
 of 24, for EPOCHS epochs. Per epoch: the remote MB each node read (the
 mean and the largest), the aggregate images/s (the dataset over the
-slowest rank's pass), the largest fraction of a node's share (what it
-read in epoch 0) it read from the store, the most requests a node made
+slowest rank's pass), the most a node read from the store over a share
+(the dataset's bytes over the nodes), the most requests a node made
 (one a sample), and the shuffle's spread (the mean gap between
 consecutive indices of the global order over the dataset's size: 1/3 for
 a uniform permutation). PARTITIONS canonical partitions (24: 80 samples
@@ -41,9 +41,9 @@ EPOCHS = int(os.environ.get("EPOCHS", "5"))
 PARTITIONS = int(os.environ.get("PARTITIONS", "24"))
 
 
-def run(url, endpoint, l2_bytes, exchange):
-    """One world: per epoch (mean MB, largest MB, the largest share of a
-    node's own read remote, the most requests a node made, images/s,
+def run(url, endpoint, l2_bytes, share, exchange):
+    """One world: per epoch (mean MB, largest MB, the most a node read
+    remote over `share` bytes, the most requests a node made, images/s,
     spread)."""
     folders = [tempfile.mkdtemp(prefix="stoker-bench-node-") for _ in range(NODES)]
     daemons = []
@@ -63,8 +63,7 @@ def run(url, endpoint, l2_bytes, exchange):
     rows = []
     for e in range(EPOCHS):
         mb = [o["remote"][str(e)]["bytes"] / 1e6 for o in outs]
-        # Epoch 0 reads exactly each node's share (no exchange yet).
-        of_share = [o["remote"][str(e)]["bytes"] / o["remote"]["0"]["bytes"] for o in outs]
+        of_share = [o["remote"][str(e)]["bytes"] / share for o in outs]
         requests = [o["remote"][str(e)]["requests"] for o in outs]
         order = global_order(outs, e)
         n = len(order)
@@ -93,7 +92,7 @@ def main():
               f"{'requests':>8} {'images/s':>9} {'spread':>7}")
         for exchange, name in ((0.0, "0"), (0.05, "0.05"), (1.0, "1 (off)")):
             for e, (mean, most, share, requests, rate, spread) in enumerate(
-                    run("s3://photos/train/", moto.url, total // 4, exchange)):
+                    run("s3://photos/train/", moto.url, total // 4, total / NODES, exchange)):
                 print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {share:8.1%} {requests:8} "
                       f"{rate:9,.0f} {spread:7.3f}", flush=True)
 

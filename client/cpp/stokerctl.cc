@@ -4,8 +4,8 @@
 //       --batch-size N [--epochs E] [--transform val|train] [--size S]
 //       [--seed K] [--shuffle|--no-shuffle] [--rank R --world-size W]
 //       [--drop-last] [--ring-slots N] [--max-side N | --no-pixel-cache]
-//       [--partitions C] [--exchange Q] [--start-epoch E [--start-position P]
-//       --start-batch B] [--json]
+//       [--partitions C] [--exchange Q] [--first-epoch canonical|windows]
+//       [--start-epoch E [--start-position P] --start-batch B] [--json]
 //   stokerctl [--socket PATH] warm --dataset (PATH | JSON) [--root DIR]
 //       [--concurrency N]
 //   stokerctl [--socket PATH] stats [--json]
@@ -109,6 +109,9 @@ Commands() {
              {"no-pixel-cache", true, "decode every epoch (pixel_cache.off)"},
              {"partitions", false, "canonical partitions of the order (default 120)"},
              {"exchange", false, "fraction of each partition exchanged per epoch (default 0.05)"},
+             {"first-epoch", false,
+              "a bucket's folder: canonical (after the whole listing; a world's default) "
+              "or windows (one rank's); a resume within the first epoch gives the run's"},
              {"start-epoch", false, "resume at this epoch"},
              {"start-position", false,
               "read the start epoch from this position of its order (the "
@@ -323,6 +326,13 @@ int Read(Client& client, const Args& a) {
       return Usage("--exchange must be a number in 0..1");
     }
     spec.set_exchange(q);
+  }
+  if (a.flags.count("first-epoch")) {
+    const std::string& f = a.flags.at("first-epoch");
+    if (f != "canonical" && f != "windows") {
+      return Usage("--first-epoch must be canonical or windows");
+    }
+    spec.set_canonical_first_epoch(f == "canonical");
   }
   spec.set_drop_last(a.flags.count("drop-last") > 0);
   bool shuffle = spec.transform() == v1::TRANSFORM_TRAIN;

@@ -48,7 +48,8 @@ class BatchOrder {
   // INVALID_ARGUMENT and FAILED_PRECONDITION as EpochPlan::Create (for a
   // streamed dataset, FAILED_PRECONDITION only from Next, at the end).
   // A streamed dataset is served from epoch 0 only (from any batch of it:
-  // a resume waits for the windows its batches lie in).
+  // a resume waits for the windows its batches lie in, or, reading the
+  // canonical first epoch, for the opening's end).
   static absl::StatusOr<std::unique_ptr<BatchOrder>> Create(
       PlanSpec spec, std::shared_ptr<const Dataset> ds, Start start);
 
@@ -58,8 +59,8 @@ class BatchOrder {
   };
   // The next batch. While a streamed opening has not published its
   // samples it waits, polling `stop` (then CANCELLED); once the opening
-  // failed, the batches its windows hold, then its error; the plan's at
-  // its end.
+  // failed, the batches its windows hold (none for the canonical first
+  // epoch), then its error; the plan's at its end.
   absl::Status Next(const std::function<bool()>& stop, Batch* out);
 
   // Takes what a streamed opening published since, without waiting: the

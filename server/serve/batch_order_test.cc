@@ -206,58 +206,61 @@ TEST(BatchOrderTest, AStreamedOpeningOfOneWindowReadsItsFirstEpochAsTheWholeDoes
   }
 }
 
-TEST(BatchOrderTest, AWorldReadsTheCanonicalFirstEpochOfAListingsWindows) {
-  // Windows that are only the listing's: a world (canonical_first_epoch)
-  // waits for its end and reads the canonical first epoch (that of one
-  // window); one rank reads the windows in turn.
+TEST(BatchOrderTest, ACanonicalFirstEpochOfAListingsWindowsWaitsForTheWholeListing) {
+  // Windows that are only the listing's: canonical_first_epoch (a world's
+  // default) waits for its end and reads the canonical first epoch (that
+  // of one window), from any start; without it, the windows in turn.
   const std::vector<uint64_t> windows = {32, 64, 96};
   for (uint32_t world : {1u, 3u}) {
-    for (bool streamed : {false, true}) {
-      auto canonical = BatchOrder::Create(Spec(4, world - 1, world), Windows({192}, false),
-                                          {0, 0, 0});
-      auto in_turn = BatchOrder::Create(Spec(4, world - 1, world), Windows(windows, false),
-                                        {0, 0, 0});
-      ASSERT_TRUE(canonical.ok() && in_turn.ok());
-      const uint64_t per_epoch = (*canonical)->batches_per_epoch();
-      const std::vector<BatchOrder::Batch> want =
-          Take(world == 1 ? **in_turn : **canonical, per_epoch + 2);
+    for (bool canonical : {false, true}) {
+      for (BatchOrder::Start start : {BatchOrder::Start{0, 0, 0}, BatchOrder::Start{0, 24, 2}}) {
+        for (bool streamed : {false, true}) {
+          SCOPED_TRACE(testing::Message() << "world " << world << " canonical " << canonical
+                                          << " from " << start.from << " streamed " << streamed);
+          PlanSpec spec = Spec(4, world - 1, world);
+          spec.canonical_first_epoch = canonical;
+          auto plain = BatchOrder::Create(spec, Windows(canonical ? std::vector<uint64_t>{192}
+                                                                  : windows, false), start);
+          ASSERT_TRUE(plain.ok());
+          const std::vector<BatchOrder::Batch> want =
+              Take(**plain, (*plain)->batches_per_epoch() + 2);
 
-      auto ds = Windows(windows, streamed);
-      ds->windows_for_listing_only = true;
-      PlanSpec spec = Spec(4, world - 1, world);
-      spec.canonical_first_epoch = world > 1;  // The daemon's default.
-      auto o = BatchOrder::Create(spec, ds, {0, 0, 0});
-      ASSERT_TRUE(o.ok()) << o.status();
-      std::atomic<size_t> allowed{1};
-      std::thread grow;
-      if (streamed) {
-        grow = std::thread(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
-        while (ds->growth->Now().windows.size() < 1) std::this_thread::yield();
-        // Window 0 is published: one rank is served from it, a world waits
-        // (the second look at `stop` follows taking that window).
-        int looks = 0;
-        BatchOrder::Batch b;
-        const absl::Status s = (*o)->Next([&] { return ++looks > 1; }, &b);
-        if (world == 1) {
-          ASSERT_TRUE(s.ok()) << s;
-          EXPECT_EQ(b.samples, want[0].samples);
-        } else {
-          EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
-          EXPECT_EQ((*o)->batches_per_epoch(), 0u);
+          auto ds = Windows(windows, streamed);
+          ds->windows_for_listing_only = true;
+          auto o = BatchOrder::Create(spec, ds, start);
+          ASSERT_TRUE(o.ok()) << o.status();
+          std::atomic<size_t> allowed{1};
+          std::thread grow;
+          bool early = false;  // A batch taken before the listing's end.
+          if (streamed) {
+            grow = std::thread(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+            while (ds->growth->Now().windows.size() < 1) std::this_thread::yield();
+            // Window 0 is published: windows in turn serve their first batch
+            // from it, the canonical first epoch waits (the second look at
+            // `stop` follows taking that window).
+            int looks = 0;
+            BatchOrder::Batch b;
+            const absl::Status s = (*o)->Next([&] { return ++looks > 1; }, &b);
+            early = s.ok();
+            EXPECT_EQ(early, !canonical && start.from == 0) << s;
+            if (early) EXPECT_EQ(b.samples, want[0].samples);
+            if (!early) EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+            if (canonical) EXPECT_EQ((*o)->batches_per_epoch(), 0u);
+            allowed.store(windows.size());
+          }
+          std::vector<BatchOrder::Batch> got = Take(**o, want.size() - early);
+          if (streamed) grow.join();
+          if (early) got.insert(got.begin(), want[0]);
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < want.size(); ++i) {
+            EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
+            EXPECT_EQ(got[i].samples, want[i].samples) << i;
+          }
+          EXPECT_EQ((*o)->ReplacementRange(0, 40),
+                    (canonical ? std::pair<uint64_t, uint64_t>{0, 192}
+                               : std::pair<uint64_t, uint64_t>{32, 64}));
         }
-        allowed.store(windows.size());
       }
-      std::vector<BatchOrder::Batch> got = Take(**o, want.size() - (streamed && world == 1));
-      if (streamed) grow.join();
-      if (streamed && world == 1) got.insert(got.begin(), want[0]);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i) {
-        EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
-        EXPECT_EQ(got[i].samples, want[i].samples) << "world " << world << " batch " << i;
-      }
-      EXPECT_EQ((*o)->ReplacementRange(0, 40),
-                (world == 1 ? std::pair<uint64_t, uint64_t>{32, 64}
-                            : std::pair<uint64_t, uint64_t>{0, 192}));
     }
   }
 }

@@ -15,12 +15,12 @@
 // The exchange fraction Q mixes partitions across epochs: each epoch after
 // epoch 0 (which reads every partition's own samples, so a node first
 // caches its own share) draws a permutation of the partitions, and
-// partition p reads E of partition pi(p)'s samples (a new draw each epoch) in place of E of its own, which
-// pi^-1(p) reads; E = round(Q x floor(N / C)) (so 1 of 16 for Q = 0.05).
-// Every sample is still read once per epoch, and a partition may draw
-// itself. A node then reads about E / (N / C) x (nodes - 1) / nodes of its
-// share from other nodes' samples. Q = 0: no exchange, the same share every
-// epoch.
+// partition p reads E of partition pi(p)'s samples (a new draw each
+// epoch) in place of E of its own, which pi^-1(p) reads; E = round(Q x
+// floor(N / C)) (so 1 of 16 for Q = 0.05). Every sample is still read once
+// per epoch, and a partition may draw itself. A node then reads at most E
+// x its partitions of other nodes' samples, about (nodes - 1) / nodes of
+// that. Q = 0: no exchange, the same share every epoch.
 //
 // C in effect is the largest divisor of the one asked for that leaves each
 // partition kLeastPerPartition samples, and 1 for datasets smaller than

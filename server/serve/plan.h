@@ -46,8 +46,9 @@ struct PlanSpec {
   // The fraction of each partition read in another's place each epoch.
   float exchange = CanonicalOrder::kDefaultExchange;
   // A first epoch over windows that are only a listing's
-  // (Dataset::windows_for_listing_only) reads the canonical order instead
-  // (BatchOrder drops those windows from the plan).
+  // (Dataset::windows_for_listing_only) reads the canonical order instead.
+  // EpochPlan does not read it: BatchOrder makes the plan without those
+  // windows.
   bool canonical_first_epoch = false;
 };
 

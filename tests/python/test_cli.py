@@ -58,6 +58,9 @@ def test_useless_values_are_refused_with_a_reason(daemon, dataset, tmp_path):
     assert "INVALID_ARGUMENT" in out.stderr and "ring_slots 1" in out.stderr
     with pytest.raises(ValueError, match="ring_slots"):
         stoker.Loader(dataset, batch_size=4, ring_slots=1, socket=daemon.socket)
+    out = run(STOKERCTL, "--socket", daemon.socket, "read", "--dataset", dataset,
+              "--batch-size", "4", "--first-epoch", "whole")
+    assert out.returncode == 2 and "--first-epoch must be canonical or windows" in out.stderr
     out = run(STOKERD, "--socket", str(tmp_path / "s.sock"), "--l2-path",
               str(tmp_path / "l2"), "--l2-max-bytes", "0", *ROOT_FLAG)
     assert out.returncode == 2 and "--l2-max-bytes" in out.stderr

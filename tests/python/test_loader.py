@@ -226,13 +226,43 @@ def test_a_state_saved_before_consumed_resumes_at_its_count_and_says_so(daemon, 
         ld.load_state_dict({"epoch": 1, "batch": 2, "seed": 9, "batch_size": 5,
                             "rank": 0, "world_size": 1, "shuffle": True})
     assert ld.state_dict()["consumed"] == 10
-    # Its first epoch read a bucket's windows, as first epochs did then.
-    assert ld.state_dict()["canonical_first_epoch"] is False
     assert len(list(ld.batches())) == 3
     with pytest.raises(TypeError, match="batch_size"):
         ld.load_state_dict({"epoch": 1, "batch": 2, "batch_size": "5"})
+
+
+def test_a_first_epoch_resumed_part_way_keeps_its_order_of_a_buckets_folder(daemon, dataset):
+    # A world's default is the canonical first epoch; a state within the
+    # first epoch keeps what it read, and one without it (older) read the
+    # windows, and says the samples differ.
+    def first(world, state=None):
+        ld = loader(daemon, dataset, shuffle=True, seed=9, rank=0, world_size=world)
+        if state is not None:
+            ld.load_state_dict(dict(state, seed=9, shuffle=True))
+        return ld.state_dict()["canonical_first_epoch"]
+
+    assert (first(1), first(2)) == (False, True)
+    assert first(1, {"epoch": 0, "consumed": 20, "canonical_first_epoch": True}) is True
+    assert first(2, {"epoch": 0, "consumed": 20, "canonical_first_epoch": False}) is False
+    # Nothing of the first epoch read, or a later epoch: this world's own.
+    assert first(2, {"epoch": 0, "consumed": 0, "canonical_first_epoch": False}) is True
+    assert first(2, {"epoch": 1, "consumed": 20, "canonical_first_epoch": False}) is True
+    with pytest.warns(UserWarning, match="first epoch had another order"):
+        assert first(2, {"epoch": 0, "consumed": 20}) is False
     with pytest.raises(TypeError, match="canonical_first_epoch"):
-        ld.load_state_dict({"epoch": 1, "consumed": 0, "canonical_first_epoch": 1})
+        first(1, {"epoch": 1, "consumed": 0, "canonical_first_epoch": 1})
+    # A session opened before a state is loaded is not read on with the
+    # other first epoch.
+    state = {"epoch": 0, "consumed": 20, "seed": 9, "shuffle": True}
+    for again, reused in ((True, True), (False, False)):
+        ld = loader(daemon, dataset, shuffle=True, seed=9, rank=0, world_size=2)
+        ld.load_state_dict(dict(state, canonical_first_epoch=True))
+        len(ld)  # Opens the session.
+        opened = ld._session
+        ld.load_state_dict(dict(state, canonical_first_epoch=again))
+        next(iter(ld.batches()))
+        assert (ld._session is opened) == reused, again
+        ld.close()
 
 
 def test_set_epoch_selects_the_permutation(daemon, dataset):

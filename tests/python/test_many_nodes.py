@@ -135,7 +135,7 @@ def test_with_no_exchange_each_node_reads_only_its_share_from_the_second_epoch(p
         assert all(o["remote"]["0"]["requests"] > 0 for o in outs), outs[0]["remote"]
         if exchange == 0:
             assert later == [[0, 0, 0, 0], [0, 0, 0, 0]], [o["remote"] for o in outs]
-        else:
+        else:  # (Seed 5 draws no node its own partitions again.)
             assert all(n > 0 for n in later[0] + later[1]), later
 
 

@@ -49,10 +49,14 @@ if attempt == 0:
             json.dump(ld.state_dict(), f)
         os.rename(state_file + ".part", state_file)
     # Every rank has reported: rank 0 dies, and torchrun stops the others.
-    # They wait for that (their sessions open, batches in their rings).
+    # They wait for that (their sessions open, batches in their rings), or
+    # end with their agent.
     import time
+    agent = os.getppid()
     while rank != 0 or not all(os.path.exists(os.path.join(out, f"0-{r}.json"))
                                for r in range(world)):
+        if os.getppid() != agent:
+            sys.exit(4)
         time.sleep(0.05)
     sys.exit(3)
 ld.close()
@@ -82,7 +86,13 @@ def test_torchrun_restarts_a_failed_world_and_it_resumes_in_the_same_steps(photo
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 agent.wait(timeout=300)
-            finally:  # The agent and whatever workers it left.
+            finally:  # The agent stops its workers; then whatever it left.
+                if agent.poll() is None:
+                    agent.terminate()
+                    try:
+                        agent.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        pass
                 try:
                     os.killpg(agent.pid, signal.SIGKILL)
                 except ProcessLookupError:

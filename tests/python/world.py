@@ -61,8 +61,8 @@ def spawn(sockets, world, data, first=1, epochs=1, stop=-1, state=None, exchange
     for rank in range(world):
         socket = sockets[rank * len(sockets) // world]
         args = dict(data=data, batch=step // world, rank=rank, world=world, socket=socket,
-                    exchange=exchange, partitions=partitions, state=state, first=first, epochs=epochs, stop=stop,
-                    transform=transform, size=size, crash=crash)
+                    exchange=exchange, partitions=partitions, state=state, first=first,
+                    epochs=epochs, stop=stop, transform=transform, size=size, crash=crash)
         procs.append(subprocess.Popen([sys.executable, "-c", TRAINER, json.dumps(args)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, env=env))

@@ -23,8 +23,9 @@ class Resume:
         self._canonical_first = None  # A loaded state's first epoch, as it began.
 
     def canonical_first_epoch(self, loader):
-        """SessionSpec.canonical_first_epoch: as the first epoch began (a
-        loaded state's), else the daemon's default for this world size."""
+        """SessionSpec.canonical_first_epoch: as a loaded state's first
+        epoch began, where it resumes within that epoch; else the daemon's
+        default for this world size."""
         if self._canonical_first is not None:
             return self._canonical_first
         return (loader.world_size or 1) > 1
@@ -70,11 +71,17 @@ class Resume:
                 warnings.warn("stoker: this state was saved before the order became one "
                               "global order at any world size; the epoch goes on at the same "
                               "count of samples, not at the same samples", stacklevel=3)
-        # Saved before the choice was kept: that first epoch read its windows.
-        first = state.get("canonical_first_epoch", False)
-        if not isinstance(first, bool):
+        first = state.get("canonical_first_epoch")
+        if first is not None and not isinstance(first, bool):
             raise TypeError("state['canonical_first_epoch'] must be a bool")
-        self._canonical_first = first
+        if first is None and epoch == 0 and consumed and "consumed" in state and \
+                state.get("shuffle", loader.shuffle):
+            first = False  # Its first epoch read its windows, as all did then.
+            warnings.warn("stoker: this state was saved within the first epoch by a stoker "
+                          "whose first epoch had another order; the epoch goes on at the "
+                          "same count of samples, not at the same samples", stacklevel=3)
+        # Only a first epoch resumed part way must go on in its own order.
+        self._canonical_first = first if epoch == 0 and consumed else None
         key, samples = state.get("order_key"), state.get("samples")
         self._expected_key = None if key is None else _check_int(
             "state['order_key']", key, 0, 2**64 - 1)

@@ -65,16 +65,19 @@ class Loader:
       shuffle, seed: each epoch's order is a function of (seed, epoch,
         partitions) alone, the same global order at any world size. WebDataset
         shards (local or in a bucket) are read in windows of 16 shards in
-        the first epoch (epoch 0), and an ImageFolder in a bucket in two
-        windows, each class's first 16 images then all the others, each
-        window's samples shuffled in turn; later epochs draw the whole
-        order.
+        the first epoch (epoch 0); an ImageFolder in a bucket, read by one
+        rank, in two windows, each class's first 16 images then all the
+        others (a world of several ranks waits for the whole listing and
+        reads the whole order, so each node reads its own share; the state
+        keeps which); each window's samples shuffled in turn; later epochs
+        draw the whole order.
       partitions: the canonical partition count C of that order (None:
         120). The samples are placed in C partitions once per run, and each
         epoch visits them in turn, so a rank of a world size dividing C reads
         the same samples every epoch (a node caches its own share).
       exchange: the fraction of each partition read in another's place each
-        epoch, a new draw every epoch, so ranks' shares mix (None: 0.05; 0:
+        epoch after the first, a new draw every epoch, so ranks' shares mix
+        (None: 0.05; 0:
         each rank of a world size dividing the partitions the same samples
         every epoch). The state's order_key carries it.
       rank, world_size: DistributedSampler-style sharding of each global
@@ -220,6 +223,7 @@ class Loader:
         # Positions are (epoch, from, batch): batch `batch` of the epoch's
         # global order read from position `from` (a resumed epoch's; else 0).
         self._stream = None       # The position the open session yields next.
+        self._opened_first = None
         self._epoch = 0           # Epoch of the next pass.
         self._resume = (0, 0)     # (from, batch) the next pass starts at.
         self._position = (0, 0, 0)  # Next undelivered.
@@ -427,7 +431,9 @@ class Loader:
 
     # ------------------------------------------------------------ internals
     def _open(self, epoch, start, batch):
-        if self._session is not None and self._stream == (epoch, start, batch):
+        first = self._resumption.canonical_first_epoch(self)
+        if (self._session is not None and self._stream == (epoch, start, batch)
+                and self._opened_first == first):
             self._check_order_key()
             return self._session
         self._close_session()
@@ -448,6 +454,7 @@ class Loader:
                 self._decoder.split.adopt(previous)
         self._session.set_resume_window(self._resume_timeout)
         self._stream = (epoch, start, batch)
+        self._opened_first = first  # Its canonical_first_epoch.
         return self._session
 
     def _check_order_key(self):

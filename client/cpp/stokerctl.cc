@@ -108,7 +108,8 @@ Commands() {
               "longer side at most this (16..16384)"},
              {"no-pixel-cache", true, "decode every epoch (pixel_cache.off)"},
              {"partitions", false, "canonical partitions of the order (default 120)"},
-             {"exchange", false, "fraction of each partition exchanged per epoch (default 0.05)"},
+             {"exchange", false,
+              "fraction of each partition exchanged per epoch after the first (default 0.05)"},
              {"first-epoch", false,
               "a bucket's folder: canonical (after the whole listing; a world's default) "
               "or windows (one rank's); a resume within the first epoch gives the run's"},

@@ -43,7 +43,8 @@ struct PlanSpec {
   std::vector<uint64_t> first_epoch_windows;
   // The canonical partition count asked for (CanonicalOrder); 0: its default.
   uint32_t partitions = 0;
-  // The fraction of each partition read in another's place each epoch.
+  // The fraction of each partition read in another's place each epoch
+  // after epoch 0.
   float exchange = CanonicalOrder::kDefaultExchange;
   // A first epoch over windows that are only a listing's
   // (Dataset::windows_for_listing_only) reads the canonical order instead.

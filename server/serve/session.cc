@@ -290,10 +290,8 @@ void ServingSession::PublishOpening() {
   if (order_->batches_per_epoch() != 0) {
     // In the header before any batch past the first windows is published.
     ring_->SetBatchesPerEpoch(order_->batches_per_epoch());
-    // The rest of what the opening read, the first epoch's (begun here
-    // when its first batch waited for the opening's end).
+    // The rest of what the opening read, the first epoch's.
     const auto [requests, bytes] = dataset_->growth->reads();
-    reader_.remote_reads().Begin(0);
     reader_.remote_reads().Add(0, bytes - std::min(bytes, dataset_->read_ahead_bytes),
                                requests - std::min(requests, dataset_->read_ahead_requests));
   } else if (!order_->failed().ok()) {

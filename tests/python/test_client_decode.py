@@ -297,6 +297,14 @@ def test_state_dict_counts_the_batches_handed_out(layouts, daemon):
     assert len(rest) == len(full) - 2
     for (a, la), (b, lb) in zip(full[2:], rest):
         assert torch.equal(la, lb) and torch.equal(a, b)
+    # Resumed with the daemon decoding: the same order (the order key
+    # leaves the client's decoding out), pixels within rounding.
+    daemons = _loader(layouts, daemon)
+    daemons.load_state_dict(state)
+    rest = [(x.clone(), y.clone()) for x, y in daemons]
+    assert len(rest) == len(full) - 2
+    for (a, la), (b, lb) in zip(full[2:], rest):
+        assert torch.equal(la, lb) and _psnr(a, b) > 30
 
 
 def test_a_daemon_restart_changes_nothing(layouts):

@@ -25,6 +25,7 @@ WORKER = r"""
 import json, os, sys
 import stoker
 out, data, socks = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+agent = os.getppid()
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 ld = stoker.Loader(data, batch_size=%(step)d // world, transform="val", image_size=16,
@@ -52,7 +53,6 @@ if attempt == 0:
     # They wait for that (their sessions open, batches in their rings), or
     # end with their agent.
     import time
-    agent = os.getppid()
     while rank != 0 or not all(os.path.exists(os.path.join(out, f"0-{r}.json"))
                                for r in range(world)):
         if os.getppid() != agent:

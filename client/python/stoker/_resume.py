@@ -8,7 +8,7 @@ daemon answered."""
 
 import warnings
 
-from stoker._args import _check_int
+from stoker._args import _check_bool, _check_int
 
 # Kept by the Loader and compared here at load.
 SHARED = ("seed", "shuffle", "drop_last")
@@ -72,8 +72,8 @@ class Resume:
                               "global order at any world size; the epoch goes on at the same "
                               "count of samples, not at the same samples", stacklevel=3)
         first = state.get("canonical_first_epoch")
-        if first is not None and not isinstance(first, bool):
-            raise TypeError("state['canonical_first_epoch'] must be a bool")
+        if first is not None:
+            first = _check_bool("state['canonical_first_epoch']", first)
         if first is None and epoch == 0 and consumed and "consumed" in state and \
                 state.get("shuffle", loader.shuffle):
             first = False  # Its first epoch read its windows, as all did then.

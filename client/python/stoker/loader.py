@@ -433,7 +433,7 @@ class Loader:
     def _open(self, epoch, start, batch):
         first = self._resumption.canonical_first_epoch(self)
         if (self._session is not None and self._stream == (epoch, start, batch)
-                and self._opened_first == first):
+                and (epoch > 0 or self._opened_first == first)):
             self._check_order_key()
             return self._session
         self._close_session()

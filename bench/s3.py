@@ -16,7 +16,8 @@ First moto's own ceiling: GETs/s and MB/s of those objects, the best of
 through that run's path (the proxy shares the store's core, so moto serves
 fewer GETs behind it; the best of 32 and 64 connections, as a path of 20
 or 50 ms needs that many to keep moto busy). Epoch 1 and later epochs
-(EPOCHS after the first), images/s, medians over RUNS fresh daemons.
+(EPOCHS after the first), images/s, medians over RUNS fresh daemons; epoch
+1 also split at its first batch, as for the shards below.
 
 Then the same photos as WebDataset shards (PER_SHARD pictures each, in a
 seeded random order, a .jpg and a .cls per sample): local, in moto direct
@@ -53,7 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pytho
 
 import stoker  # noqa: E402
 import s3_server  # noqa: E402
-from pixels import EPOCHS, RUNS, jpeg_data, medians, passes, photo_data  # noqa: E402
+from pixels import EPOCHS, RUNS, jpeg_data, passes, photo_data  # noqa: E402
 from stokerd import BIN, Stokerd  # noqa: E402
 
 PROXY = os.path.join(BIN, "bench", "s3_proxy")
@@ -344,33 +345,43 @@ def main():
             return
         print(f"\nthe folder: before each s3 run, moto's ceiling again, direct ({conns} "
               "connections) and through the run's path (the proxy, on the store's core: the "
-              "best of 32 and 64 connections); the last columns are the medians of each run's "
-              "epoch 1 over min(local, that ceiling)")
+              "best of 32 and 64 connections); then the medians of each run's epoch 1 over "
+              "min(local, that ceiling), the seconds to its first batch (the opening "
+              "included) and its rate after it over min(the local folder's after its first "
+              "batch, the path's ceiling)")
         print(f"{'feed':28} {'epoch 1':>8} {'later':>8} {'x local':>8} {'direct':>8} "
-              f"{'path':>8} {'x min(l, path)':>15} {'x min(l, direct)':>17}")
-        local = medians(loader(folder))
-        print(f"{'local folder':28} {local[0]:8,.0f} {local[1]:8,.0f}", flush=True)
+              f"{'path':>8} {'x min(l, path)':>15} {'x min(l, direct)':>17} {'1st batch':>10} "
+              f"{'after it x min(l, path)':>24}")
+        local = shard_runs(lambda: loader(folder), ())
+        print(f"{'local folder':28} {local[0]:8,.0f} {local[1]:8,.0f} {'':>8} {'':>8} {'':>8} "
+              f"{'':>15} {'':>17} {local[2]:9.3f}s", flush=True)
         for latency in (0, 20, 50):
             proxy = None
             endpoint = moto.url
             if latency:
                 proxy, endpoint = start_proxy(moto, latency)
             os.environ["AWS_ENDPOINT_URL"] = endpoint
-            runs = []  # (epoch 1, later, direct ceiling, path ceiling)
+            # (epoch 1, later, direct ceiling, path ceiling, to the 1st batch, after it)
+            runs = []
             for _ in range(RUNS):
                 direct = ceiling_at(moto.url, sorted(keys), conns, 2.0)[0]
                 path = direct if not latency else max(
                     ceiling_at(endpoint, sorted(keys), n, 2.0)[0] for n in (32, 64))
+                first_batch = {}
                 with Stokerd("--object-store-endpoints", endpoint) as d:
-                    first, later, _ = passes(lambda: loader("s3://photos/train/")(d.sock))
-                runs.append((first, later, direct, path))
+                    first, later, _ = passes(lambda: loader("s3://photos/train/")(d.sock),
+                                             first_batch)
+                runs.append((first, later, direct, path, first_batch["seconds"],
+                             first_batch["rate"]))
             name = f"s3, {latency} ms per request" if latency else "s3, moto direct"
             med = [statistics.median(r[k] for r in runs) for k in range(4)]
             over_path = statistics.median(r[0] / min(local[0], r[3]) for r in runs)
             over_direct = statistics.median(r[0] / min(local[0], r[2]) for r in runs)
+            to_first = statistics.median(r[4] for r in runs)
+            after = statistics.median(r[5] / min(local[3], r[3]) for r in runs)
             print(f"{name:28} {med[0]:8,.0f} {med[1]:8,.0f} {med[0] / local[0]:8.2f} "
-                  f"{med[2]:8,.0f} {med[3]:8,.0f} {over_path:15.2f} {over_direct:17.2f}",
-                  flush=True)
+                  f"{med[2]:8,.0f} {med[3]:8,.0f} {over_path:15.2f} {over_direct:17.2f} "
+                  f"{to_first:9.3f}s {after:24.2f}", flush=True)
             if proxy is not None:
                 stop_proxy(proxy)
 

@@ -77,9 +77,8 @@ class Loader:
         the same samples every epoch (a node caches its own share).
       exchange: the fraction of each partition read in another's place each
         epoch after the first, a new draw every epoch, so ranks' shares mix
-        (None: 0.05; 0:
-        each rank of a world size dividing the partitions the same samples
-        every epoch). The state's order_key carries it.
+        (None: 0.05; 0: each rank of a world size dividing the partitions
+        the same samples every epoch). The state's order_key carries it.
       rank, world_size: DistributedSampler-style sharding of each global
         step of batch_size x world_size positions. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE

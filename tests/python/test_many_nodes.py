@@ -9,6 +9,7 @@ a node keeps its fair share of the decode thread beside the world's rank."""
 
 import os
 import shutil
+import subprocess
 import threading
 
 import pytest
@@ -155,6 +156,36 @@ def test_a_first_epoch_of_a_bucket_begun_at_1_rank_resumes_at_2_in_its_order(buc
     finally:
         stop(daemons)
     assert global_steps(stopped) + global_steps(rest) == whole
+
+
+def test_a_worlds_first_batch_shows_the_listing_it_waits_for(bucket, capsys, monkeypatch):
+    # Behind 0.5 s a request, a world's session answers once the classes'
+    # first keys are listed, and its first batch waits for the rest of the
+    # listing: the Loader shows the daemon's summary of it meanwhile.
+    from stoker import _opening
+    from test_s3 import PROXY
+    monkeypatch.setattr(_opening, "EVERY", 0.1)
+    proxy = subprocess.Popen(
+        [PROXY, f"--upstream_port={bucket.rsplit(':', 1)[1]}", "--latency_ms=500"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    daemons = []
+    try:
+        endpoint = proxy.stdout.readline().strip()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        daemons = start(1, ["--object-store-endpoints", endpoint])
+        ld = stoker.Loader("s3://nodes/train/", batch_size=4, transform="val", image_size=16,
+                           seed=5, rank=0, world_size=2, socket=daemons[0].socket,
+                           pixel_cache=None)
+        ld.describe([0])  # Opens the session; the open call shows its own wait.
+        capsys.readouterr()
+        assert len(next(iter(ld.batches())).indices) == 4
+        ld.close()
+    finally:
+        stop(daemons)
+        proxy.stdin.close()
+        proxy.wait()
+    shown = capsys.readouterr().err.splitlines()
+    assert [l for l in shown if l.startswith("stoker: opening s3://nodes/train/: ")], shown
 
 
 def measure_split(socket, dataset, rank_pid):

@@ -1,7 +1,11 @@
 """Argument checks of stoker.Loader, and the distributed job's rank."""
 
+import json
 import numbers
 import os
+
+from stoker._native import lib
+from stoker.errors import StokerError
 
 try:
     import numpy as np
@@ -21,6 +25,41 @@ def _check_int(name, value, lo=None, hi=None):
     if lo is not None and not lo <= value <= hi:
         raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
     return int(value)
+
+
+def _source_spec(dataset, root):
+    """The DatasetSpec for a Loader's `dataset`, as the library names it: a
+    path is recognised there, and paths are made absolute."""
+    if isinstance(dataset, dict):
+        def text(v):
+            return os.fspath(v) if isinstance(v, os.PathLike) else v
+        try:
+            named = json.dumps({
+                kind: ({k: text(v) for k, v in dict(src).items()}
+                       if not isinstance(src, (int, str)) else src)
+                for kind, src in dataset.items()})
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"a dataset dict is {{kind: {{field: value}}}} (and "
+                            f"DatasetSpec scalars such as samples_per_volume): {e}") from None
+    elif isinstance(dataset, (str, os.PathLike)):
+        named = os.fspath(dataset)
+    else:
+        raise TypeError(f"dataset must be a path or a dict, got {type(dataset).__name__}")
+    try:
+        return lib.dataset_json(named, root)
+    except StokerError as e:
+        if e.code != "INVALID_ARGUMENT":
+            raise
+        raise ValueError(e.message) from None
+
+
+def _check_numbers(name, value):
+    if value is None:
+        return []
+    try:
+        return [float(v) for v in value]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numbers, got {value!r}") from None
 
 
 def _check_real(name, value):

@@ -3,9 +3,10 @@
 The daemon lists and indexes a dataset before the session's first batch
 (a bucket's listing, shards read whole to index them: minutes for a large
 one). Its GetStats names each opening in flight with a summary it writes
-itself; while this process's open call blocks for longer than EVERY
-seconds, the summaries of this process's openings go to stderr, one line
-every EVERY seconds."""
+itself; while this process's open call, or a wait for what a streamed
+opening has not published yet (the first batch, the epoch's size), blocks
+for longer than EVERY seconds, the summaries of this process's openings go
+to stderr, one line every EVERY seconds."""
 
 import contextlib
 import os
@@ -44,3 +45,11 @@ def shown(client, every=None, out=None):
         yield
     finally:
         done.set()
+
+
+def while_streamed(session, client, first=True):
+    """shown() while `session`'s streamed opening goes on (its size not
+    known yet) and `first` (a wait that may be for it), else nothing."""
+    if not first or session.batches_known:
+        return contextlib.nullcontext()
+    return shown(client)

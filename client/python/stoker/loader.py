@@ -1,15 +1,14 @@
 """stoker.Loader: a torch DataLoader drop-in fed by the stokerd daemon."""
 
 import inspect
-import json
 import numbers
 import os
 import time
 
 from stoker import _daemon, _opening, _report
 from stoker._resume import Resume
-from stoker._args import (_check_bool, _check_device, _check_int, _check_real,
-                          check_client_decode, default_rank_and_world_size)
+from stoker._args import (_check_bool, _check_device, _check_int, _check_numbers, _check_real,
+                          _source_spec, check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
                             pixel_cache_spec)
 from stoker._cuda_ring import PinnedRing
@@ -159,7 +158,7 @@ class Loader:
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.fspath(root) if root is not None else ""
-        self._source = self._source_spec(dataset, self._root)
+        self._source = _source_spec(dataset, self._root)
         self.batch_size = _check_int("batch_size", batch_size)
         self._fields = None if fields is None else [dict(f) for f in fields]
         self._pipeline = [dict(op) for op in (pipeline or [])]
@@ -182,8 +181,8 @@ class Loader:
         if torch is not None and isinstance(dtype, torch.dtype):
             dtype = str(dtype).replace("torch.", "")
         self.dtype = dtype
-        self._mean = self._numbers("mean", mean)
-        self._std = self._numbers("std", std)
+        self._mean = _check_numbers("mean", mean)
+        self._std = _check_numbers("std", std)
         self._ring_slots = 0 if ring_slots is None else _check_int("ring_slots", ring_slots)
         if threads is not None:
             _check_int("threads", threads)  # Its range is the daemon's.
@@ -233,42 +232,6 @@ class Loader:
                         "compute_seconds": 0.0}
         self._last_epoch = None
 
-    @staticmethod
-    def _source_spec(dataset, root):
-        """The DatasetSpec for `dataset` (see the class doc), as the library
-        names it: a path is recognised there, and paths are made absolute."""
-        if isinstance(dataset, dict):
-            def text(v):
-                return os.fspath(v) if isinstance(v, os.PathLike) else v
-            try:
-                named = json.dumps({
-                    kind: ({k: text(v) for k, v in dict(src).items()}
-                           if not isinstance(src, (int, str)) else src)
-                    for kind, src in dataset.items()})
-            except (TypeError, ValueError) as e:
-                raise TypeError(f"a dataset dict is {{kind: {{field: value}}}} (and "
-                                f"DatasetSpec scalars such as samples_per_volume): {e}") from None
-        elif isinstance(dataset, (str, os.PathLike)):
-            named = os.fspath(dataset)
-        else:
-            raise TypeError(f"dataset must be a path or a dict, got "
-                            f"{type(dataset).__name__}")
-        try:
-            return lib.dataset_json(named, root)
-        except StokerError as e:
-            if e.code != "INVALID_ARGUMENT":
-                raise
-            raise ValueError(e.message) from None
-
-    @staticmethod
-    def _numbers(name, value):
-        if value is None:
-            return []
-        try:
-            return [float(v) for v in value]
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be numbers, got {value!r}") from None
-
     # ----------------------------------------------------------- DataLoader API
     def __len__(self):
         """Batches per epoch for this rank. A dataset whose opening is
@@ -276,8 +239,11 @@ class Loader:
         its shards are indexed or its classes listed: this waits for that."""
         if self._session is not None:  # Mid-pass too: the same for every epoch.
             self._check_order_key()
-            return self._session.batches_per_epoch
-        return self._open(self._epoch, *self._resume).batches_per_epoch
+            session = self._session
+        else:
+            session = self._open(self._epoch, *self._resume)
+        with _opening.while_streamed(session, self._client):
+            return session.batches_per_epoch
 
     def set_epoch(self, epoch):
         """Selects the epoch of the next pass (like DistributedSampler). The
@@ -365,7 +331,10 @@ class Loader:
             if returned is not None:
                 compute += t0 - returned
             self._ring.make_room(session.ring_slots)  # Slots still copying to a GPU.
-            batch = session.next(self._timeout, epoch=epoch)
+            # The first batch may wait for a streamed opening (a world's
+            # canonical first epoch waits for the whole listing).
+            with _opening.while_streamed(session, self._client, returned is None):
+                batch = session.next(self._timeout, epoch=epoch)
             if batch is None:
                 break
             waits.append(time.perf_counter() - t0)

@@ -3,7 +3,7 @@ caches and rings (the simulated nodes), and their trainers, each a process
 of its own, read one global order. Every world size reads each sample once
 per epoch in the same global steps; a world killed mid-epoch at 4 ranks
 resumes at 6 where it stopped (and a bucket's first epoch begun at 1 rank
-at 2); with no exchange each node reads only its own share from the store
+at 2, and at 2 at 1); with no exchange each node reads only its own share from the store
 from the second epoch; and a neighbour's session on
 a node keeps its fair share of the decode thread beside the world's rank."""
 
@@ -140,22 +140,26 @@ def test_with_no_exchange_each_node_reads_only_its_share_from_the_second_epoch(p
             assert all(n > 0 for n in later[0] + later[1]), later
 
 
-def test_a_first_epoch_of_a_bucket_begun_at_1_rank_resumes_at_2_in_its_order(bucket):
+def test_a_first_epoch_of_a_bucket_resumes_at_another_world_size_in_its_order(bucket):
     # One rank reads a bucket's ImageFolder in its listing's windows, a world
     # in the canonical order: the state keeps which, so a first epoch begun
-    # at 1 rank goes on in its windows at 2.
+    # at 1 rank goes on in its windows at 2, and one begun at 2 in the
+    # canonical order at 1.
     daemons = start(2, ["--object-store-endpoints", bucket])
     try:
         url = "s3://nodes/train/"
-        whole = global_steps(run_world(sockets(daemons[:1]), 1, url, first=0))
-        assert global_steps(run_world(sockets(daemons), 2, url, first=0)) != whole
-        stopped = run_world(sockets(daemons[:1]), 1, url, first=0, stop=5)
-        state = stopped[0]["states"][0]
-        assert state["canonical_first_epoch"] is False and state["consumed"] == 5 * STEP
-        rest = run_world(sockets(daemons), 2, url, first=0, state=state)
+        whole = {w: global_steps(run_world(sockets(daemons[:w]), w, url, first=0))
+                 for w in (1, 2)}
+        assert whole[1] != whole[2]
+        for before, after in ((1, 2), (2, 1)):
+            stopped = run_world(sockets(daemons[:before]), before, url, first=0, stop=5)
+            state = stopped[0]["states"][0]
+            assert state["canonical_first_epoch"] is (before > 1), state
+            assert state["consumed"] == 5 * STEP
+            rest = run_world(sockets(daemons[:after]), after, url, first=0, state=state)
+            assert global_steps(stopped) + global_steps(rest) == whole[before], (before, after)
     finally:
         stop(daemons)
-    assert global_steps(stopped) + global_steps(rest) == whole
 
 
 def test_a_worlds_first_batch_shows_the_listing_it_waits_for(bucket, capsys, monkeypatch):

@@ -55,6 +55,34 @@ std::vector<BatchOrder::Batch> Take(BatchOrder& o, size_t n) {
   return out;
 }
 
+// The first `n` batches of `spec`'s order over `ds` (of `windows`) from
+// `start`; a streamed `ds` publishes every window as the order waits.
+std::vector<BatchOrder::Batch> TakeOpened(const PlanSpec& spec, const std::shared_ptr<Dataset>& ds,
+                                          const std::vector<uint64_t>& windows,
+                                          BatchOrder::Start start, size_t n) {
+  auto o = BatchOrder::Create(spec, ds, start);
+  EXPECT_TRUE(o.ok()) << o.status();
+  if (!o.ok()) return {};
+  std::atomic<size_t> allowed{windows.size()};
+  std::thread grow;
+  if (ds->growth != nullptr) {
+    grow = std::thread(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
+  }
+  std::vector<BatchOrder::Batch> got = Take(**o, n);
+  if (grow.joinable()) grow.join();
+  return got;
+}
+
+void ExpectSameBatches(const std::vector<BatchOrder::Batch>& got,
+                       const std::vector<BatchOrder::Batch>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
+    EXPECT_EQ(got[i].index, want[i].index) << i;
+    EXPECT_EQ(got[i].samples, want[i].samples) << i;
+  }
+}
+
 TEST(BatchOrderTest, AStreamedOpeningGivesThePlansBatches) {
   const std::vector<uint64_t> windows = {5, 10, 20, 40, 33};
   for (uint32_t world : {1u, 3u}) {
@@ -83,12 +111,8 @@ TEST(BatchOrderTest, AStreamedOpeningGivesThePlansBatches) {
       for (const auto& b : Take(**streamed, want.size() - got.size())) got.push_back(b);
       grow.join();
       EXPECT_EQ((*streamed)->batches_per_epoch(), per_epoch);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i) {
-        EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
-        EXPECT_EQ(got[i].index, want[i].index) << i;
-        EXPECT_EQ(got[i].samples, want[i].samples) << "world " << world << " batch " << i;
-      }
+      SCOPED_TRACE(testing::Message() << "world " << world << " drop_last " << drop_last);
+      ExpectSameBatches(got, want);
     }
   }
 }
@@ -98,19 +122,10 @@ TEST(BatchOrderTest, AStreamedResumeStartsAtItsBatchEvenPastTheEnd) {
   for (uint64_t start : {3u, 9u, 11u}) {
     auto whole = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 0, start});
     ASSERT_TRUE(whole.ok());
-    const std::vector<BatchOrder::Batch> want = Take(**whole, 3);
-    auto ds = Windows(windows, true);
-    auto streamed = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 0, start});
-    ASSERT_TRUE(streamed.ok()) << streamed.status();
-    std::atomic<size_t> allowed{windows.size()};
-    std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
-    const std::vector<BatchOrder::Batch> got = Take(**streamed, 3);
-    grow.join();
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(got[i].epoch, want[i].epoch) << start;
-      EXPECT_EQ(got[i].index, want[i].index) << start;
-      EXPECT_EQ(got[i].samples, want[i].samples) << start;
-    }
+    SCOPED_TRACE(start);
+    ExpectSameBatches(
+        TakeOpened(Spec(4, 0, 1), Windows(windows, true), windows, {0, 0, start}, 3),
+        Take(**whole, 3));
   }
 }
 
@@ -127,15 +142,10 @@ TEST(BatchOrderTest, AResumeFromAPositionReadsOnInTheSameGlobalOrder) {
   ASSERT_EQ(global.size(), 35u);
   for (bool streamed : {false, true}) {
     for (uint32_t rank : {0u, 1u}) {
-      auto ds = Windows(windows, streamed);
-      auto o = BatchOrder::Create(Spec(4, rank, 2), ds, {0, 10, 1});
-      ASSERT_TRUE(o.ok()) << o.status();
-      std::thread grow;
-      std::atomic<size_t> allowed{windows.size()};
-      if (streamed) grow = std::thread(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
       // 25 samples left: 13 a rank (padded), batches of 4, 4, 4, 1.
-      const std::vector<BatchOrder::Batch> got = Take(**o, 4);
-      if (grow.joinable()) grow.join();
+      const std::vector<BatchOrder::Batch> got =
+          TakeOpened(Spec(4, rank, 2), Windows(windows, streamed), windows, {0, 10, 1}, 4);
+      ASSERT_EQ(got.size(), 4u);
       EXPECT_EQ(got[0].index, 1u);
       for (int k = 0; k < 4; ++k) EXPECT_EQ(got[0].samples[k], global[10 + (4 + k) * 2 + rank]);
       EXPECT_EQ(got[2].index, 3u);
@@ -150,14 +160,9 @@ TEST(BatchOrderTest, AResumeFromAPositionReadsOnInTheSameGlobalOrder) {
   // resumed epoch): that epoch is over, whole or streamed.
   for (uint64_t from : {uint64_t{35}, uint64_t{36}, uint64_t{1} << 63}) {
     for (bool streamed : {false, true}) {
-      auto ds = Windows(windows, streamed);
-      auto o = BatchOrder::Create(Spec(4, 0, 1), ds, {0, from, 0});
-      ASSERT_TRUE(o.ok()) << o.status();
-      std::atomic<size_t> allowed{windows.size()};
-      std::thread grow;
-      if (streamed) grow = std::thread(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
-      const std::vector<BatchOrder::Batch> got = Take(**o, 1);
-      if (grow.joinable()) grow.join();
+      const std::vector<BatchOrder::Batch> got =
+          TakeOpened(Spec(4, 0, 1), Windows(windows, streamed), windows, {0, from, 0}, 1);
+      ASSERT_EQ(got.size(), 1u);
       EXPECT_EQ(got[0].epoch, 1u) << from;
       EXPECT_EQ(got[0].index, 0u) << from;
     }
@@ -192,18 +197,8 @@ TEST(BatchOrderTest, AStreamedOpeningOfOneWindowReadsItsFirstEpochAsTheWholeDoes
   const std::vector<uint64_t> windows = {40};
   auto whole = BatchOrder::Create(Spec(4, 0, 1), Windows(windows, false), {0, 0, 0});
   ASSERT_TRUE(whole.ok());
-  const std::vector<BatchOrder::Batch> want = Take(**whole, 10);
-  auto ds = Windows(windows, true);
-  auto streamed = BatchOrder::Create(Spec(4, 0, 1), ds, {0, 0, 0});
-  ASSERT_TRUE(streamed.ok());
-  std::atomic<size_t> allowed{windows.size()};
-  std::thread grow(Grow, ds->growth.get(), windows, &allowed, absl::OkStatus());
-  const std::vector<BatchOrder::Batch> got = Take(**streamed, 10);
-  grow.join();
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
-    EXPECT_EQ(got[i].samples, want[i].samples) << i;
-  }
+  ExpectSameBatches(TakeOpened(Spec(4, 0, 1), Windows(windows, true), windows, {0, 0, 0}, 10),
+                    Take(**whole, 10));
 }
 
 TEST(BatchOrderTest, ACanonicalFirstEpochOfAListingsWindowsWaitsForTheWholeListing) {
@@ -251,11 +246,7 @@ TEST(BatchOrderTest, ACanonicalFirstEpochOfAListingsWindowsWaitsForTheWholeListi
           std::vector<BatchOrder::Batch> got = Take(**o, want.size() - early);
           if (streamed) grow.join();
           if (early) got.insert(got.begin(), want[0]);
-          ASSERT_EQ(got.size(), want.size());
-          for (size_t i = 0; i < want.size(); ++i) {
-            EXPECT_EQ(got[i].epoch, want[i].epoch) << i;
-            EXPECT_EQ(got[i].samples, want[i].samples) << i;
-          }
+          ExpectSameBatches(got, want);
           EXPECT_EQ((*o)->ReplacementRange(0, 40),
                     (canonical ? std::pair<uint64_t, uint64_t>{0, 192}
                                : std::pair<uint64_t, uint64_t>{32, 64}));

@@ -67,7 +67,7 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
   // window reads it as its canonical first epoch, streamed or not.
   const uint64_t seed =
       w == 0 ? spec.seed : MixSeed({spec.seed, 0x57494e444f57ULL /* "WINDOW" */, w});
-  const CanonicalOrder window(size, seed, spec.partitions, spec.exchange);
+  const CanonicalOrder window(size, seed, spec.partitions);  // Epoch 0: no exchange.
   for (uint64_t i = 0; i < size; ++i) order->push_back(first + window.At(0, i));
 }
 

@@ -55,12 +55,12 @@ struct PlanSpec {
 
 // Appends the first epoch's order of window `w`, the samples [first, first
 // + size): when spec.shuffle, the canonical first epoch of those samples
-// alone (CanonicalOrder with the spec's partitions and exchange; window 0
-// with the run's seed, so a dataset that has only that window reads it as
-// its canonical order, the others with a seed of their own), else in index
-// order. A windowed plan's RankOrder(0) is
-// these, window after window, before ranks take their positions: what a
-// session streaming its dataset's opening draws from the windows it has.
+// alone (CanonicalOrder with the spec's partitions; epoch 0 exchanges
+// nothing; window 0 with the run's seed, so a dataset that has only that
+// window reads it as its canonical order, the others with a seed of their
+// own), else in index order. A windowed plan's RankOrder(0) is these,
+// window after window, before ranks take their positions: what a session
+// streaming its dataset's opening draws from the windows it has.
 void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t size,
                        std::vector<uint64_t>* order);
 

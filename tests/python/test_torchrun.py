@@ -22,10 +22,14 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torchrun comes with torch, which this Python lacks")
 
 WORKER = r"""
-import json, os, sys
+import ctypes, json, os, signal, sys
 import stoker
 out, data, socks = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+# Ends with its agent (PR_SET_PDEATHSIG), whenever the agent goes.
 agent = os.getppid()
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+if os.getppid() != agent:
+    sys.exit(4)
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 ld = stoker.Loader(data, batch_size=%(step)d // world, transform="val", image_size=16,
@@ -49,16 +53,21 @@ if attempt == 0:
         with open(state_file + ".part", "w") as f:
             json.dump(ld.state_dict(), f)
         os.rename(state_file + ".part", state_file)
-    # Every rank has reported: rank 0 dies, and torchrun stops the others.
-    # They wait for that (their sessions open, batches in their rings), or
-    # end with their agent.
-    import time
-    while rank != 0 or not all(os.path.exists(os.path.join(out, f"0-{r}.json"))
-                               for r in range(world)):
-        if os.getppid() != agent:
-            sys.exit(4)
-        time.sleep(0.05)
-    sys.exit(3)
+    # Each rank has reported (a byte in the FIFO): rank 0 dies, and torchrun
+    # stops the others. They wait for that, their sessions open, batches in
+    # their rings.
+    fifo = os.path.join(out, "reported")
+    if rank == 0:
+        fd = os.open(fifo, os.O_RDWR)  # Never at end of file: waits for bytes.
+        got = 0
+        while got < world - 1:
+            got += len(os.read(fd, world))
+        sys.exit(3)
+    fd = os.open(fifo, os.O_WRONLY)
+    os.write(fd, b"r")
+    os.close(fd)
+    while True:
+        signal.pause()
 ld.close()
 """ % {"step": STEP}
 
@@ -69,6 +78,7 @@ def test_torchrun_restarts_a_failed_world_and_it_resumes_in_the_same_steps(photo
         whole = global_steps(run_world(sockets(daemons), 4, photos))
         script = tmp_path / "worker.py"
         script.write_text(WORKER)
+        os.mkfifo(tmp_path / "reported")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [os.path.dirname(os.path.dirname(stoker.__file__))] +
             [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))

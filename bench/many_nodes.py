@@ -7,7 +7,9 @@ objects, 51 MB) from moto_server on loopback, val at 64 px in global steps
 of 24, for EPOCHS epochs. Per epoch: the remote MB each node read (the
 mean and the largest), the aggregate images/s (the dataset over the
 slowest rank's pass), the most a node read from the store over a share
-(the dataset's bytes over the nodes), the most requests a node made
+(the dataset's bytes over the nodes), the most a node read over its own
+share (what it read in epoch 0, which exchanges nothing), the most
+requests a node made
 (one a sample), and the shuffle's spread (the mean gap between
 consecutive indices of the global order over the dataset's size: 1/3 for
 a uniform permutation). PARTITIONS canonical partitions (24: 80 samples
@@ -43,8 +45,8 @@ PARTITIONS = int(os.environ.get("PARTITIONS", "24"))
 
 def run(url, endpoint, l2_bytes, share, exchange):
     """One world: per epoch (mean MB, largest MB, the most a node read
-    remote over `share` bytes, the most requests a node made, images/s,
-    spread)."""
+    remote over `share` bytes, the most over its own share, the most
+    requests a node made, images/s, spread)."""
     folders = [tempfile.mkdtemp(prefix="stoker-bench-node-") for _ in range(NODES)]
     daemons = []
     try:
@@ -64,11 +66,13 @@ def run(url, endpoint, l2_bytes, share, exchange):
     for e in range(EPOCHS):
         mb = [o["remote"][str(e)]["bytes"] / 1e6 for o in outs]
         of_share = [o["remote"][str(e)]["bytes"] / share for o in outs]
+        # Epoch 0 exchanges nothing: what a node read then is its own share.
+        of_own = [o["remote"][str(e)]["bytes"] / o["remote"]["0"]["bytes"] for o in outs]
         requests = [o["remote"][str(e)]["requests"] for o in outs]
         order = global_order(outs, e)
         n = len(order)
         spread = statistics.mean(abs(a - b) for a, b in zip(order, order[1:])) / n
-        rows.append((statistics.mean(mb), max(mb), max(of_share), max(requests),
+        rows.append((statistics.mean(mb), max(mb), max(of_share), max(of_own), max(requests),
                      n / max(o["seconds"][e] for o in outs), spread))
     return rows
 
@@ -89,11 +93,11 @@ def main():
               f"L2 {total / 4e6:,.1f} MB a node (a quarter of the dataset); a node's share is "
               f"{total / NODES / 1e6:,.1f} MB")
         print(f"{'exchange':10} {'epoch':>5} {'MB/node':>8} {'largest':>8} {'of share':>8} "
-              f"{'requests':>8} {'images/s':>9} {'spread':>7}")
+              f"{'of own':>8} {'requests':>8} {'images/s':>9} {'spread':>7}")
         for exchange, name in ((0.0, "0"), (0.05, "0.05"), (1.0, "1 (off)")):
-            for e, (mean, most, share, requests, rate, spread) in enumerate(
+            for e, (mean, most, share, own, requests, rate, spread) in enumerate(
                     run("s3://photos/train/", moto.url, total // 4, total / NODES, exchange)):
-                print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {share:8.1%} {requests:8} "
+                print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {share:8.1%} {own:8.1%} {requests:8} "
                       f"{rate:9,.0f} {spread:7.3f}", flush=True)
 
 

@@ -44,11 +44,11 @@ class Resume:
                  **{k: getattr(loader, k) for k in SHARED},
                  "partitions": loader.partitions, "world_size": loader.world_size,
                  "batch_size": loader.batch_size,
-                 "canonical_first_epoch": self.canonical_first_epoch(loader)}
-        if self.order_key is not None:
-            state["order_key"] = self.order_key
-        if samples:
-            state["samples"] = samples
+                 "canonical_first_epoch": self.canonical_first_epoch(loader),
+                 # The same keys at every point (None until known):
+                 # torch.distributed.checkpoint loads into the keys of the
+                 # state it is given, a new Loader's.
+                 "order_key": self.order_key, "samples": samples or None}
         return state
 
     def load(self, loader, state):

@@ -258,12 +258,13 @@ class Loader:
     def state_dict(self):
         """Where to resume, the same on every rank: the epoch and the samples
         the whole world consumed of its global order ("consumed"), with what
-        a resume must share (seed, shuffle, drop_last, partitions and, once a
-        pass began, "order_key": the pipeline's and these; and
+        a resume must share (seed, shuffle, drop_last, partitions,
+        "order_key": the pipeline's and these, None before a pass began; and
         "canonical_first_epoch": whether the first epoch, of a bucket's
         ImageFolder, read the whole listing's order or its windows). The
         world size and batch size are recorded, not required: load it at
-        any world size."""
+        any world size. Its keys are the same at every point, as
+        torch.distributed.checkpoint needs."""
         return self._resumption.state(self, self._position, self._session)
 
     def load_state_dict(self, state):

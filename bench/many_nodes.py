@@ -1,22 +1,26 @@
 """Many nodes on one machine, a remote dataset four times one node's L2:
 NODES daemons (8; each its own socket, L2 folder of a quarter of the
 dataset and rings; L1 and the decoded cache off, so what a node holds is
-its L2), one trainer process per node (world size NODES), all reading the ImageFolder
-of real photographs bench/s3.py uses (COPIES times each class: 1,920
-objects, 51 MB) from moto_server on loopback, val at 64 px in global steps
-of 24, for EPOCHS epochs. Per epoch: the remote MB each node read (the
-mean and the largest), the aggregate images/s (the dataset over the
-slowest rank's pass), the most a node read from the store over a share
-(the dataset's bytes over the nodes), the most a node read over its own
-share (what it read in epoch 0, which exchanges nothing), the most
-requests a node made
-(one a sample), and the shuffle's spread (the mean gap between
-consecutive indices of the global order over the dataset's size: 1/3 for
-a uniform permutation). PARTITIONS canonical partitions (24: 80 samples
-each). Affinity on: exchange 0 and 0.05 (the default); off: exchange 1,
-where from the second epoch each partition's samples are read in another
-partition's place (a new permutation of the partitions each epoch), as if
-ranks drew from the whole dataset.
+its L2), one trainer process per node (world size NODES), all reading the
+ImageFolder of real photographs bench/s3.py uses (COPIES times each
+class: 1,920 objects, 51 MB) from moto_server on loopback, val at 64 px in
+global steps of 24, for EPOCHS epochs. Per epoch:
+- the remote MB each node read (the mean and the largest);
+- the most a node read from the store over a share (the dataset's bytes
+  over the nodes), and over its own share (what it read in epoch 0, which
+  exchanges nothing);
+- the most requests a node made (one a sample);
+- the aggregate images/s (the dataset over the slowest rank's pass);
+- the shuffle's spread (the mean gap between consecutive indices of the
+  global order over the dataset's size: 1/3 for a uniform permutation);
+- per step: the partitions a global step's samples come from, as the
+  daemons report it (Loader.stats()'s "order"; none for a first epoch
+  read in windows).
+PARTITIONS canonical partitions (24: 80 samples each). Affinity on:
+exchange 0 and 0.05 (the default); off: exchange 1, where from the second
+epoch each partition's samples are read in another partition's place (a
+new permutation of the partitions each epoch), as if ranks drew from the
+whole dataset.
 
     STOKER_MOTO_SERVER=... /usr/bin/python3 bench/many_nodes.py
 """
@@ -46,7 +50,7 @@ PARTITIONS = int(os.environ.get("PARTITIONS", "24"))
 def run(url, endpoint, l2_bytes, share, exchange):
     """One world: per epoch (mean MB, largest MB, the most a node read
     remote over `share` bytes, the most over its own share, the most
-    requests a node made, images/s, spread)."""
+    requests a node made, images/s, spread, partitions per step)."""
     folders = [tempfile.mkdtemp(prefix="stoker-bench-node-") for _ in range(NODES)]
     daemons = []
     try:
@@ -72,8 +76,12 @@ def run(url, endpoint, l2_bytes, share, exchange):
         order = global_order(outs, e)
         n = len(order)
         spread = statistics.mean(abs(a - b) for a, b in zip(order, order[1:])) / n
+        # The daemons' own word on the epoch's mixing (None for a first
+        # epoch read in windows).
+        said = outs[0]["orders"][e]
         rows.append((statistics.mean(mb), max(mb), max(of_share), max(of_own), max(requests),
-                     n / max(o["seconds"][e] for o in outs), spread))
+                     n / max(o["seconds"][e] for o in outs), spread,
+                     said["partitions_per_step"] if said else float("nan")))
     return rows
 
 
@@ -93,12 +101,12 @@ def main():
               f"L2 {total / 4e6:,.1f} MB a node (a quarter of the dataset); a node's share is "
               f"{total / NODES / 1e6:,.1f} MB")
         print(f"{'exchange':10} {'epoch':>5} {'MB/node':>8} {'largest':>8} {'of share':>8} "
-              f"{'of own':>8} {'requests':>8} {'images/s':>9} {'spread':>7}")
+              f"{'of own':>8} {'requests':>8} {'images/s':>9} {'spread':>7} {'per step':>8}")
         for exchange, name in ((0.0, "0"), (0.05, "0.05"), (1.0, "1 (off)")):
-            for e, (mean, most, share, own, requests, rate, spread) in enumerate(
+            for e, (mean, most, share, own, requests, rate, spread, per_step) in enumerate(
                     run("s3://photos/train/", moto.url, total // 4, total / NODES, exchange)):
                 print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {share:8.1%} {own:8.1%} {requests:8} "
-                      f"{rate:9,.0f} {spread:7.3f}", flush=True)
+                      f"{rate:9,.0f} {spread:7.3f} {per_step:8.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -222,8 +222,22 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
       "Bytes of object reads per epoch of a session: epochs_ago 0 is the epoch it "
       "began last (its last 16).",
       MetricType::Gauge);
+  MetricFamily order_partitions = Family(
+      "stoker_session_order_partitions_per_step",
+      "Canonical partitions a global step's samples were placed in, in the shuffled "
+      "epoch a session reads (at most the step or the partitions).",
+      MetricType::Gauge);
+  MetricFamily order_spread = Family(
+      "stoker_session_order_spread",
+      "Mean gap between consecutive samples of the epoch's order over the dataset's "
+      "size (1/3 for a uniform permutation).",
+      MetricType::Gauge);
   for (const v1::SessionStats& ss : s.sessions()) {
     const Labels l = {{"session", absl::StrCat(ss.session_id())}};
+    if (ss.has_order()) {
+      Add(order_partitions, ss.order().partitions_per_step(), l);
+      Add(order_spread, ss.order().spread(), l);
+    }
     if (ss.remote_requests() > 0 || ss.remote_by_epoch_size() > 0) {
       Add(remote_requests, ss.remote_requests(), l);
       Add(remote_bytes, ss.remote_bytes(), l);
@@ -251,7 +265,7 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   }
   for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis, &session_spilled,
                   &client_decoded, &cpu_share, &remote_requests, &remote_bytes, &epoch_requests,
-                  &epoch_bytes}) {
+                  &epoch_bytes, &order_partitions, &order_spread}) {
     out.push_back(std::move(*f));
   }
   return out;

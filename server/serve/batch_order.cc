@@ -119,6 +119,7 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
     Absorb(ds_->growth->Wait(windows_.size(), kPoll));
   }
   out->epoch = epoch_;
+  epoch_read_.store(epoch_, std::memory_order_relaxed);
   out->index = batch_;
   // A streamed opening's first epoch reads on in the order it was served.
   const bool streamed = epoch_ == 0 && ds_->growth != nullptr && !whole_listing_;
@@ -131,6 +132,12 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
     std::vector<uint64_t>().swap(windowed_);
   }
   return absl::OkStatus();
+}
+
+bool BatchOrder::Canonical(uint64_t epoch) const {
+  const EpochPlan* plan = this->plan();
+  if (plan == nullptr || !asked_.shuffle) return false;
+  return epoch > 0 || !plan->Windowed(0);  // One window is the canonical order.
 }
 
 std::pair<uint64_t, uint64_t> BatchOrder::ReplacementRange(uint64_t epoch, uint64_t index) const {

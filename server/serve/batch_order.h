@@ -80,6 +80,16 @@ class BatchOrder {
   // goes on.
   uint32_t partitions() const { return partitions_.load(std::memory_order_acquire); }
 
+  // From any thread: the plan once made (batches_per_epoch() != 0; null
+  // before), and whether `epoch` reads the canonical order (shuffled, and
+  // not a first epoch read in windows).
+  const EpochPlan* plan() const {
+    return per_epoch_.load(std::memory_order_acquire) != 0 ? &*plan_ : nullptr;
+  }
+  bool Canonical(uint64_t epoch) const;
+  // The epoch of the last batch Next returned.
+  uint64_t epoch_read() const { return epoch_read_.load(std::memory_order_relaxed); }
+
   // Where a failed sample's stand-in is drawn from in `epoch`: [first,
   // first + size). In a windowed first epoch its window (what a streamed
   // opening is sure to have), else the whole dataset.
@@ -98,6 +108,7 @@ class BatchOrder {
   std::optional<EpochPlan> plan_;
   std::atomic<uint64_t> per_epoch_{0}, per_rank_{0};
   std::atomic<uint32_t> partitions_{0};
+  std::atomic<uint64_t> epoch_read_{0};
   uint64_t epoch_ = 0, batch_ = 0;
   uint64_t from_ = 0;  // Where epoch_ is read from (a start's epoch only).
   // The global order of a windowed first epoch while it is read: a

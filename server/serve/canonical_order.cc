@@ -47,6 +47,15 @@ uint32_t CanonicalOrder::PartitionAt(uint64_t position) const {
 }
 
 uint64_t CanonicalOrder::At(uint64_t epoch, uint64_t position) const {
+  const Slot s = Locate(epoch, position);
+  return placement_.At(First(s.partition) + s.slot);
+}
+
+uint32_t CanonicalOrder::HomeAt(uint64_t epoch, uint64_t position) const {
+  return static_cast<uint32_t>(Locate(epoch, position).partition);
+}
+
+CanonicalOrder::Slot CanonicalOrder::Locate(uint64_t epoch, uint64_t position) const {
   const uint64_t full = per_ * partitions_;
   const uint64_t p = PartitionAt(position);
   const uint64_t round = position < full ? position / partitions_ : per_;
@@ -54,7 +63,7 @@ uint64_t CanonicalOrder::At(uint64_t epoch, uint64_t position) const {
   const uint64_t k = IndexPermutation(size, MixSeed({seed_, epoch, kPartition, p})).At(round);
   // Epoch 0 exchanges nothing: a node's first epoch reads (and caches) its
   // own share, which later epochs' exchanges then leave in place.
-  if (exchanged_ == 0 || epoch == 0) return placement_.At(First(p) + k);
+  if (exchanged_ == 0 || epoch == 0) return {p, k};
   // The epoch's draw of p's slots: the first exchanged_ are read by the
   // partition the epoch's permutation points at p, the rest stay; p reads
   // its own that stay, then the first exchanged_ of the partition the
@@ -63,10 +72,10 @@ uint64_t CanonicalOrder::At(uint64_t epoch, uint64_t position) const {
   const auto draw = [&](uint64_t q) {
     return IndexPermutation(Size(q), MixSeed({seed_, epoch, kExport, q}));
   };
-  if (k < stay) return placement_.At(First(p) + draw(p).At(exchanged_ + k));
+  if (k < stay) return {p, draw(p).At(exchanged_ + k)};
   const uint64_t from =
       IndexPermutation(partitions_, MixSeed({seed_, epoch, kPairing})).At(p);
-  return placement_.At(First(from) + draw(from).At(k - stay));
+  return {from, draw(from).At(k - stay)};
 }
 
 }  // namespace stoker

@@ -56,6 +56,10 @@ class CanonicalOrder {
   uint64_t At(uint64_t epoch, uint64_t position) const;
   // The partition whose sample is at `position`.
   uint32_t PartitionAt(uint64_t position) const;
+  // The partition the sample at `position` of `epoch` was placed in: that
+  // one's own, or, for a sample read in another's place, the one it came
+  // from.
+  uint32_t HomeAt(uint64_t epoch, uint64_t position) const;
 
   // The C in effect for `num_samples` when `partitions` are asked for.
   static uint32_t PartitionsFor(uint64_t num_samples, uint32_t partitions);
@@ -67,6 +71,12 @@ class CanonicalOrder {
   // Partition p's slots [first, first + size) in placement order.
   uint64_t First(uint64_t p) const;
   uint64_t Size(uint64_t p) const;
+  // The partition and its slot (from First) holding the sample at
+  // `position` of `epoch`.
+  struct Slot {
+    uint64_t partition, slot;
+  };
+  Slot Locate(uint64_t epoch, uint64_t position) const;
 
   uint64_t per_ = 0;    // Samples in each partition (the first rem_ hold one more).
   uint64_t rem_ = 0;

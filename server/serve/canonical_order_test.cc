@@ -92,6 +92,18 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachLaterEpochAndKee
       EXPECT_GT(away, 0u) << q;
     }
     EXPECT_NE(e1, e2) << q;
+    // HomeAt names the partition a sample was placed in (where epoch 0,
+    // which exchanges nothing, reads it), wherever an epoch reads it.
+    std::vector<uint32_t> placed(2400);
+    for (uint64_t i = 0; i < 2400; ++i) placed[o.At(0, i)] = o.PartitionAt(i);
+    size_t moved = 0;
+    for (uint64_t i = 0; i < 2400; ++i) {
+      ASSERT_EQ(o.HomeAt(1, i), placed[o.At(1, i)]) << q << " " << i;
+      ASSERT_EQ(o.HomeAt(0, i), o.PartitionAt(i));
+      moved += o.HomeAt(1, i) != o.PartitionAt(i) ? 1 : 0;
+    }
+    EXPECT_GT(moved, 0u) << q;
+    EXPECT_LE(moved, 120 * o.exchanged()) << q;
     // Epoch 0 exchanges nothing: the world's first epoch reads each
     // partition's own samples.
     EXPECT_EQ(Epoch(o, 0), Epoch(none, 0)) << q;

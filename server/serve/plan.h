@@ -84,6 +84,8 @@ class EpochPlan {
   const PlanSpec& spec() const { return spec_; }
   // The canonical partition count in effect (1 without shuffling).
   uint32_t partitions() const;
+  // The canonical order when shuffling; null without.
+  const CanonicalOrder* canonical() const { return canonical_ ? &*canonical_ : nullptr; }
 
   // Whether `epoch` reads its windows in turn: its order is then
   // WindowedOrder(), which At and Batch take as `windowed`.

@@ -573,6 +573,14 @@ v1::SessionStats ServingSession::Stats() const {
       r->set_bytes(e.bytes);
     }
   }
+  if (const std::optional<OrderQuality> q = order_quality_.For(*order_); q.has_value()) {
+    v1::EpochOrder* o = s.mutable_order();
+    o->set_epoch(q->epoch);
+    o->set_partitions(q->partitions);
+    o->set_global_step(q->step);
+    o->set_partitions_per_step(q->partitions_per_step);
+    o->set_spread(q->spread);
+  }
   keeper_->Stats(&s);
   absl::MutexLock lock(&mu_);
   s.set_failure_code(static_cast<int32_t>(failure_.code()));

@@ -45,6 +45,7 @@
 #include "server/cache/pixel_shares.h"
 #include "server/pipeline/pipeline.h"
 #include "server/serve/batch_order.h"
+#include "server/serve/order_quality.h"
 #include "server/serve/pixel_keeper.h"
 #include "server/serve/sample_reader.h"
 #include "server/serve/sample_renderer.h"
@@ -243,6 +244,7 @@ class ServingSession {
   const std::unique_ptr<PixelKeeper> keeper_;  // What the pixel cache keeps.
   const SampleReader reader_;
   const SampleRenderer renderer_;
+  mutable OrderQualityReport order_quality_;  // Measured for Stats().
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
   std::atomic<uint64_t> published_{0};

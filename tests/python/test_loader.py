@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 import warnings
 
 import pytest
@@ -174,6 +175,34 @@ def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_
     _load_as_a_checkpoint_does(other, states[0])
     with pytest.raises(ValueError, match="another order"):
         next(iter(other))
+
+
+def test_the_daemon_says_how_well_the_epoch_mixes(daemon, small_photos):
+    # 2 ranks in global steps of 12 over 6 partitions of 20, no exchange:
+    # every step holds two of each partition.
+    lds = [stoker.Loader(small_photos, batch_size=6, transform="val", image_size=16, seed=3,
+                         rank=r, world_size=2, exchange=0, socket=daemon.socket)
+           for r in range(2)]
+    for ld in lds:
+        ld.set_epoch(2)
+    _steps(lds, 1)
+    order = lds[0].stats()["order"]
+    assert order["epoch"] == 2 and order["partitions"] == 6 and order["global_step"] == 12
+    assert order["partitions_per_step"] == 6.0
+    assert 0.25 < order["spread"] < 0.42
+    port = lib.Client(daemon.socket).stats()["metrics_port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    line = f'stoker_session_order_partitions_per_step{{session="{lds[0]._session.id}"}}'
+    assert f"{line} 6" in text.splitlines(), text
+    for ld in lds:
+        ld.close()
+    # Unshuffled: nothing to say.
+    plain = stoker.Loader(small_photos, batch_size=6, transform="val", image_size=16,
+                          shuffle=False, socket=daemon.socket)
+    next(iter(plain))
+    assert "order" not in plain.stats()
+    plain.close()
 
 
 def _load_as_a_checkpoint_does(ld, saved):

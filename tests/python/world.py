@@ -3,7 +3,9 @@ and bench/many_nodes.py: each rank a process of its own (this interpreter)
 reading a stoker.Loader from the daemon of its node, a node's ranks
 consecutive as torchrun numbers them. Each rank reports its batches'
 dataset indices per epoch, its state after each pass (or where it
-stopped), each pass's seconds and its session's remote reads per epoch; or,
+stopped), each pass's seconds, how well the daemon says each epoch mixes
+(Loader.stats()'s "order" at its first batch) and its session's remote
+reads per epoch; or,
 told to crash, its batches and state at its stop, after which it waits,
 its session open with batches in its ring, to be killed."""
 
@@ -26,13 +28,15 @@ ld = stoker.Loader(a["data"], batch_size=a["batch"], transform=a["transform"],
                    **({} if a["partitions"] is None else {"partitions": a["partitions"]}))
 if a["state"] is not None:
     ld.load_state_dict(a["state"])
-out = {"epochs": [], "states": [], "seconds": []}
+out = {"epochs": [], "states": [], "seconds": [], "orders": []}
 for epoch in range(a["first"], a["first"] + a["epochs"]):
     ld.set_epoch(epoch)
     batches = []
     t0 = time.perf_counter()
     for b in ld.batches():
         batches.append([int(i) for i in b.indices])
+        if len(batches) == 1:  # While the session reads this epoch.
+            out["orders"].append(ld.stats().get("order"))
         if len(batches) == a["stop"] and a["crash"]:
             print(json.dumps({"epochs": [batches], "states": [ld.state_dict()]}), flush=True)
             sys.stdin.read()  # Until killed: its stdin stays open.

@@ -47,6 +47,19 @@ def remote(mine):
                        for e in mine["remote_by_epoch"]}}
 
 
+def order(mine):
+    """How well the shuffled epoch a session reads mixes the dataset
+    (server/serve/order_quality.h): {"epoch", "partitions", "global_step",
+    "partitions_per_step", "spread"}; None before it reads one."""
+    o = mine.get("order")
+    if not o:
+        return None
+    return {"epoch": int(o.get("epoch", 0)), "partitions": int(o.get("partitions", 0)),
+            "global_step": int(o.get("global_step", 0)),
+            "partitions_per_step": float(o.get("partitions_per_step", 0)),
+            "spread": float(o.get("spread", 0))}
+
+
 def starvation_hint(client, session, waits):
     """Why the loop waited `waits` (seconds per batch), from the daemon's
     diagnosis of `session`, and what to do. Best effort."""

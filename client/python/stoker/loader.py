@@ -363,7 +363,9 @@ class Loader:
         kept, not-kept, partly-kept, estimating, bounded or off; "why"; its
         pictures' estimated "bytes"), and for a dataset in an object store
         "remote": the session's "requests" and "bytes", and per epoch
-        ("epochs": {epoch: {"requests", "bytes"}}, its last 16)."""
+        ("epochs": {epoch: {"requests", "bytes"}}, its last 16); for a
+        shuffled epoch of the canonical order, "order": how well it mixes
+        ("partitions_per_step" of its "global_step", "spread")."""
         t = dict(self._totals)
         busy = t["wait_seconds"] + t["compute_seconds"]
         t["wait_fraction"] = t["wait_seconds"] / busy if busy else 0.0
@@ -374,8 +376,9 @@ class Loader:
         mine = _report.daemon_session(self._client, self._session)
         if mine is not None:
             t["pixel_cache"] = _report.pixel_cache(mine)
-            if _report.remote(mine) is not None:
-                t["remote"] = _report.remote(mine)
+            for key, value in (("remote", _report.remote(mine)), ("order", _report.order(mine))):
+                if value is not None:
+                    t[key] = value
         return t
 
     def describe(self, indices):

@@ -1,0 +1,112 @@
+#include "server/serve/order_quality.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+// The same figures, by a plain count over the same positions.
+OrderQuality Counted(const CanonicalOrder& o, uint64_t epoch, uint64_t step, uint64_t steps) {
+  OrderQuality q;
+  double gaps = 0;
+  for (uint64_t s = 0; s < steps; ++s) {
+    std::set<uint32_t> homes;
+    for (uint64_t i = s * step; i < (s + 1) * step; ++i) homes.insert(o.HomeAt(epoch, i));
+    q.partitions_per_step += static_cast<double>(homes.size()) / static_cast<double>(steps);
+  }
+  for (uint64_t i = 1; i < steps * step; ++i) {
+    gaps += std::abs(static_cast<double>(o.At(epoch, i)) - static_cast<double>(o.At(epoch, i - 1)));
+  }
+  q.spread = gaps / static_cast<double>(steps * step - 1) / static_cast<double>(o.size());
+  return q;
+}
+
+TEST(OrderQualityTest, AStepCoversItsPositionsPartitionsAndTheOrderSpreadsAsAUniformOne) {
+  const CanonicalOrder none(2400, 3, 24, 0);  // 24 partitions of 100.
+  for (uint64_t step : {12u, 24u, 48u}) {
+    const OrderQuality q = MeasureOrder(none, 1, step);
+    EXPECT_EQ(q.epoch, 1u);
+    EXPECT_EQ(q.steps, std::min<uint64_t>(64, 2400 / step));
+    // Round-robin: a step's positions lie in min(step, C) partitions.
+    EXPECT_EQ(q.partitions_per_step, std::min<uint64_t>(step, 24)) << step;
+    EXPECT_GT(q.spread, 0.30) << step;
+    EXPECT_LT(q.spread, 0.37) << step;
+  }
+  // An exchange brings some steps two samples of one partition: fewer,
+  // never more, and as a plain count finds them.
+  for (float exchange : {0.05f, 0.5f, 1.0f}) {
+    const CanonicalOrder o(2400, 3, 24, exchange);
+    for (uint64_t epoch : {0u, 1u, 4u}) {
+      const OrderQuality q = MeasureOrder(o, epoch, 24);
+      const OrderQuality c = Counted(o, epoch, 24, q.steps);
+      EXPECT_DOUBLE_EQ(q.partitions_per_step, c.partitions_per_step) << exchange;
+      EXPECT_NEAR(q.spread, c.spread, 1e-12) << exchange;
+      EXPECT_LE(q.partitions_per_step, 24.0);
+      EXPECT_GE(q.partitions_per_step, 12.0);
+      if (epoch == 0 || exchange == 1.0f) {
+        EXPECT_EQ(q.partitions_per_step, 24.0) << exchange << " " << epoch;  // One each.
+      }
+    }
+  }
+  EXPECT_LT(MeasureOrder(CanonicalOrder(2400, 3, 24, 0.5f), 1, 24).partitions_per_step, 24.0);
+}
+
+TEST(OrderQualityTest, MeasuresAtMostItsStepsAndPositionsAndAnOrderShorterThanAStep) {
+  const CanonicalOrder big(uint64_t{1} << 40, 5, 0);
+  const OrderQuality q = MeasureOrder(big, 2, 4096);
+  EXPECT_EQ(q.steps, kMeasuredPositions / 4096);
+  EXPECT_EQ(q.partitions_per_step, 120.0);
+  EXPECT_EQ(MeasureOrder(big, 2, 1u << 20).steps, 1u);  // Its first 65,536.
+  const OrderQuality small = MeasureOrder(CanonicalOrder(20, 5, 0), 1, 64);
+  EXPECT_EQ(small.steps, 1u);
+  EXPECT_EQ(small.partitions_per_step, 1.0);  // 20 samples: one partition.
+  EXPECT_GT(small.spread, 0.0);
+}
+
+std::shared_ptr<Dataset> Samples(uint64_t n, std::vector<uint64_t> windows) {
+  auto ds = std::make_shared<Dataset>();
+  for (uint64_t i = 0; i < n; ++i) ds->samples.push_back({absl::StrCat(i), 0, {}});
+  ds->first_epoch_windows = std::move(windows);
+  return ds;
+}
+
+TEST(OrderQualityTest, ASessionReportsTheCanonicalEpochItReads) {
+  PlanSpec spec;
+  spec.batch_size = 5;
+  spec.shuffle = true;
+  spec.seed = 2;
+  spec.world_size = 2;
+  spec.partitions = 6;
+  spec.exchange = 0;
+  // Windows: the first epoch is not the canonical order; the second is.
+  auto windowed = BatchOrder::Create(spec, Samples(120, {60, 60}), {}).value();
+  OrderQualityReport report;
+  EXPECT_FALSE(report.For(*windowed).has_value());
+  BatchOrder::Batch b;
+  for (uint64_t i = 0; i <= windowed->batches_per_epoch(); ++i) {
+    ASSERT_TRUE(windowed->Next([] { return false; }, &b).ok());
+  }
+  ASSERT_EQ(b.epoch, 1u);
+  std::optional<OrderQuality> q = report.For(*windowed);
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->epoch, 1u);
+  EXPECT_EQ(q->partitions_per_step, 6.0);  // Steps of 10 over 6 partitions.
+  EXPECT_EQ(q->steps, 12u);
+  // One window, the canonical order from the first epoch on.
+  auto whole = BatchOrder::Create(spec, Samples(120, {}), {}).value();
+  q = report.For(*whole);
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->epoch, 0u);
+  // Unshuffled: no measure.
+  spec.shuffle = false;
+  EXPECT_FALSE(report.For(*BatchOrder::Create(spec, Samples(120, {}), {}).value()).has_value());
+}
+
+}  // namespace
+}  // namespace stoker

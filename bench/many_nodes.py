@@ -71,7 +71,7 @@ def run(url, endpoint, l2_bytes, share, exchange):
         mb = [o["remote"][str(e)]["bytes"] / 1e6 for o in outs]
         of_share = [o["remote"][str(e)]["bytes"] / share for o in outs]
         # Epoch 0 exchanges nothing: what a node read then is its own share.
-        of_own = [o["remote"][str(e)]["bytes"] / o["remote"]["0"]["bytes"] for o in outs]
+        of_own = [o["remote"][str(e)]["bytes"] / max(o["remote"]["0"]["bytes"], 1) for o in outs]
         requests = [o["remote"][str(e)]["requests"] for o in outs]
         order = global_order(outs, e)
         n = len(order)

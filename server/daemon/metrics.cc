@@ -225,7 +225,7 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   MetricFamily order_partitions = Family(
       "stoker_session_order_partitions_per_step",
       "Canonical partitions a global step's samples were placed in, in the shuffled "
-      "epoch a session reads (at most the step or the partitions).",
+      "epoch a session last began (at most the step or the partitions).",
       MetricType::Gauge);
   MetricFamily order_spread = Family(
       "stoker_session_order_spread",

@@ -119,7 +119,6 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
     Absorb(ds_->growth->Wait(windows_.size(), kPoll));
   }
   out->epoch = epoch_;
-  epoch_read_.store(epoch_, std::memory_order_relaxed);
   out->index = batch_;
   // A streamed opening's first epoch reads on in the order it was served.
   const bool streamed = epoch_ == 0 && ds_->growth != nullptr && !whole_listing_;

@@ -87,8 +87,6 @@ class BatchOrder {
     return per_epoch_.load(std::memory_order_acquire) != 0 ? &*plan_ : nullptr;
   }
   bool Canonical(uint64_t epoch) const;
-  // The epoch of the last batch Next returned.
-  uint64_t epoch_read() const { return epoch_read_.load(std::memory_order_relaxed); }
 
   // Where a failed sample's stand-in is drawn from in `epoch`: [first,
   // first + size). In a windowed first epoch its window (what a streamed
@@ -108,7 +106,6 @@ class BatchOrder {
   std::optional<EpochPlan> plan_;
   std::atomic<uint64_t> per_epoch_{0}, per_rank_{0};
   std::atomic<uint32_t> partitions_{0};
-  std::atomic<uint64_t> epoch_read_{0};
   uint64_t epoch_ = 0, batch_ = 0;
   uint64_t from_ = 0;  // Where epoch_ is read from (a start's epoch only).
   // The global order of a windowed first epoch while it is read: a

@@ -55,6 +55,12 @@ uint32_t CanonicalOrder::HomeAt(uint64_t epoch, uint64_t position) const {
   return static_cast<uint32_t>(Locate(epoch, position).partition);
 }
 
+uint64_t CanonicalOrder::At(uint64_t epoch, uint64_t position, uint32_t* home) const {
+  const Slot s = Locate(epoch, position);
+  *home = static_cast<uint32_t>(s.partition);
+  return placement_.At(First(s.partition) + s.slot);
+}
+
 CanonicalOrder::Slot CanonicalOrder::Locate(uint64_t epoch, uint64_t position) const {
   const uint64_t full = per_ * partitions_;
   const uint64_t p = PartitionAt(position);

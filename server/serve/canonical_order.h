@@ -58,8 +58,9 @@ class CanonicalOrder {
   uint32_t PartitionAt(uint64_t position) const;
   // The partition the sample at `position` of `epoch` was placed in: that
   // one's own, or, for a sample read in another's place, the one it came
-  // from.
+  // from; with the sample itself, for the cost of one.
   uint32_t HomeAt(uint64_t epoch, uint64_t position) const;
+  uint64_t At(uint64_t epoch, uint64_t position, uint32_t* home) const;
 
   // The C in effect for `num_samples` when `partitions` are asked for.
   static uint32_t PartitionsFor(uint64_t num_samples, uint32_t partitions);

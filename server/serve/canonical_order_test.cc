@@ -115,8 +115,15 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachLaterEpochAndKee
     for (float q : {0.05f, 0.5f, 1.0f}) {
       const CanonicalOrder o(n, 4, 0, q);
       ASSERT_GT(o.exchanged(), 0u);
+      std::vector<uint32_t> placed(n);
+      for (uint64_t i = 0; i < n; ++i) placed[o.At(0, i)] = o.PartitionAt(i);
       for (uint64_t epoch : {1u, 3u}) {
         std::vector<uint64_t> e = Epoch(o, epoch);
+        for (uint64_t i = 0; i < n; ++i) {
+          uint32_t home = 0;
+          ASSERT_EQ(o.At(epoch, i, &home), e[i]);
+          ASSERT_EQ(home, placed[e[i]]) << n << " " << q << " " << epoch << " " << i;
+        }
         std::sort(e.begin(), e.end());
         for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(e[i], i) << n << " " << q << " " << epoch;
       }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "server/serve/plan.h"
+
 namespace stoker {
 
 OrderQuality MeasureOrder(const CanonicalOrder& order, uint64_t epoch, uint64_t step) {
@@ -16,38 +18,40 @@ OrderQuality MeasureOrder(const CanonicalOrder& order, uint64_t epoch, uint64_t 
   q.steps = std::max<uint64_t>(1, std::min({kMeasuredSteps, kMeasuredPositions / step, n / step}));
   // Each partition marked with the step that last saw it.
   std::vector<uint64_t> seen(order.partitions(), UINT64_MAX);
-  uint64_t covered = 0, gaps = 0, previous = 0;
+  uint64_t covered = 0, previous = 0;
+  double gaps = 0;
   for (uint64_t s = 0; s < q.steps; ++s) {
     for (uint64_t i = s * step; i < (s + 1) * step; ++i) {
-      uint64_t& mark = seen[order.HomeAt(epoch, i)];
-      if (mark != s) ++covered;
-      mark = s;
-      const uint64_t sample = order.At(epoch, i);
-      if (i > 0) gaps += sample > previous ? sample - previous : previous - sample;
+      uint32_t home = 0;
+      const uint64_t sample = order.At(epoch, i, &home);
+      if (seen[home] != s) ++covered;
+      seen[home] = s;
+      if (i > 0) gaps += static_cast<double>(sample > previous ? sample - previous : previous - sample);
       previous = sample;
     }
   }
   const uint64_t positions = q.steps * step;
   q.partitions_per_step = static_cast<double>(covered) / static_cast<double>(q.steps);
   if (positions > 1) {
-    q.spread = static_cast<double>(gaps) / static_cast<double>(positions - 1) /
-               static_cast<double>(n);
+    q.spread = gaps / static_cast<double>(positions - 1) / static_cast<double>(n);
   }
   return q;
 }
 
-std::optional<OrderQuality> OrderQualityReport::For(const BatchOrder& order) {
-  const uint64_t epoch = order.epoch_read();
+void OrderQualityReport::Measure(const BatchOrder& order, uint64_t epoch) {
   const EpochPlan* plan = order.plan();
-  if (plan == nullptr || plan->canonical() == nullptr || !order.Canonical(epoch)) {
-    return std::nullopt;
-  }
-  absl::MutexLock lock(&mu_);
-  if (!last_.has_value() || last_->epoch != epoch) {
+  std::optional<OrderQuality> q;
+  if (plan != nullptr && plan->canonical() != nullptr && order.Canonical(epoch)) {
     const PlanSpec& spec = plan->spec();
-    last_ = MeasureOrder(*plan->canonical(), epoch,
-                         uint64_t{spec.batch_size} * std::max<uint32_t>(spec.world_size, 1));
+    q = MeasureOrder(*plan->canonical(), epoch,
+                     uint64_t{spec.batch_size} * std::max<uint32_t>(spec.world_size, 1));
   }
+  absl::MutexLock lock(&mu_);  // Measured without it: a stats call never waits.
+  last_ = q;
+}
+
+std::optional<OrderQuality> OrderQualityReport::Last() const {
+  absl::MutexLock lock(&mu_);
   return last_;
 }
 

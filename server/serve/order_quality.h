@@ -1,7 +1,8 @@
 // How well a shuffled epoch's order mixes the dataset, as a session's
-// stats report it (SessionStats.order): measured on the epoch's first
-// global steps, as the canonical order is alike throughout (each step
-// takes the next round of every partition).
+// stats report it (SessionStats.order), measured on the epoch's first
+// global steps from position 0 (at most kMeasuredSteps of them and
+// kMeasuredPositions positions): the canonical order is alike throughout,
+// a step of s positions holding the next s partitions of the round-robin.
 //
 // - partitions per step: how many canonical partitions a global step's
 //   samples (batch_size x world_size positions) were placed in; at most
@@ -12,13 +13,16 @@
 //   the dataset's size: 1/3 for a uniform permutation, 0 for an index
 //   order.
 //
-// MeasureOrder is a pure function; OrderQualityReport is thread-safe.
+// MeasureOrder is a pure function. OrderQualityReport is measured by the
+// session's producer as each epoch begins, so a stats call (under the
+// daemon's lock) only copies it; thread-safe.
 #ifndef STOKER_SERVER_SERVE_ORDER_QUALITY_H_
 #define STOKER_SERVER_SERVE_ORDER_QUALITY_H_
 
 #include <cstdint>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/serve/batch_order.h"
 #include "server/serve/canonical_order.h"
@@ -44,16 +48,18 @@ constexpr uint64_t kMeasuredPositions = uint64_t{1} << 16;
 // kMeasuredPositions where it is longer).
 OrderQuality MeasureOrder(const CanonicalOrder& order, uint64_t epoch, uint64_t step);
 
-// A session's measure of the epoch it reads: measured once per epoch, on
-// the first call that finds it reading one of the canonical order.
+// A session's measure of the last epoch it began producing (its ring
+// holds a few batches ahead of the trainer).
 class OrderQualityReport {
  public:
-  // None before the plan is made, or while the epoch read is a first
-  // epoch read in windows, or unshuffled.
-  std::optional<OrderQuality> For(const BatchOrder& order);
+  // From the producer, as it begins `epoch` of `order`: measures it when
+  // it reads the canonical order (shuffled, not a first epoch read in
+  // windows); else the report is none until one does.
+  void Measure(const BatchOrder& order, uint64_t epoch);
+  std::optional<OrderQuality> Last() const;
 
  private:
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::optional<OrderQuality> last_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -76,7 +78,19 @@ std::shared_ptr<Dataset> Samples(uint64_t n, std::vector<uint64_t> windows) {
   return ds;
 }
 
-TEST(OrderQualityTest, ASessionReportsTheCanonicalEpochItReads) {
+// Reads `order` until its producer would begin `epoch`, measuring each
+// epoch begun as a session's producer does; the report then.
+std::optional<OrderQuality> ReadInto(BatchOrder& order, OrderQualityReport& report,
+                                     uint64_t epoch) {
+  BatchOrder::Batch b;
+  do {
+    EXPECT_TRUE(order.Next([] { return false; }, &b).ok());
+    if (b.index == 0) report.Measure(order, b.epoch);
+  } while (b.epoch < epoch);
+  return report.Last();
+}
+
+TEST(OrderQualityTest, ASessionReportsTheCanonicalEpochItBegan) {
   PlanSpec spec;
   spec.batch_size = 5;
   spec.shuffle = true;
@@ -87,25 +101,30 @@ TEST(OrderQualityTest, ASessionReportsTheCanonicalEpochItReads) {
   // Windows: the first epoch is not the canonical order; the second is.
   auto windowed = BatchOrder::Create(spec, Samples(120, {60, 60}), {}).value();
   OrderQualityReport report;
-  EXPECT_FALSE(report.For(*windowed).has_value());
-  BatchOrder::Batch b;
-  for (uint64_t i = 0; i <= windowed->batches_per_epoch(); ++i) {
-    ASSERT_TRUE(windowed->Next([] { return false; }, &b).ok());
-  }
-  ASSERT_EQ(b.epoch, 1u);
-  std::optional<OrderQuality> q = report.For(*windowed);
+  EXPECT_FALSE(report.Last().has_value());  // Nothing begun.
+  EXPECT_FALSE(ReadInto(*windowed, report, 0).has_value());
+  std::optional<OrderQuality> q = ReadInto(*windowed, report, 1);
   ASSERT_TRUE(q.has_value());
   EXPECT_EQ(q->epoch, 1u);
+  EXPECT_EQ(q->partitions, 6u);
+  EXPECT_EQ(q->step, 10u);
   EXPECT_EQ(q->partitions_per_step, 6.0);  // Steps of 10 over 6 partitions.
   EXPECT_EQ(q->steps, 12u);
-  // One window, the canonical order from the first epoch on.
+  q = ReadInto(*windowed, report, 2);  // Each epoch measured as it begins.
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->epoch, 2u);
+  // One window is the canonical order from the first epoch on.
+  OrderQualityReport whole_report;
   auto whole = BatchOrder::Create(spec, Samples(120, {}), {}).value();
-  q = report.For(*whole);
+  q = ReadInto(*whole, whole_report, 0);
   ASSERT_TRUE(q.has_value());
   EXPECT_EQ(q->epoch, 0u);
-  // Unshuffled: no measure.
+  EXPECT_EQ(q->partitions_per_step, 6.0);
+  // Unshuffled: none.
   spec.shuffle = false;
-  EXPECT_FALSE(report.For(*BatchOrder::Create(spec, Samples(120, {}), {}).value()).has_value());
+  OrderQualityReport plain_report;
+  auto plain = BatchOrder::Create(spec, Samples(120, {}), {}).value();
+  EXPECT_FALSE(ReadInto(*plain, plain_report, 1).has_value());
 }
 
 }  // namespace

@@ -247,7 +247,10 @@ void ServingSession::Produce() {
     job->sequence = seq;
     job->epoch = epoch;
     job->batch_index = next.index;
-    if (next.index == 0 || seq == 0) reader_.remote_reads().Begin(epoch);
+    if (next.index == 0 || seq == 0) {  // An epoch begins.
+      reader_.remote_reads().Begin(epoch);
+      order_quality_.Measure(*order_, epoch);
+    }
     if (seq == 0 && dataset_->read_ahead_requests > 0) {  // What opening read for it.
       reader_.remote_reads().Add(epoch, dataset_->read_ahead_bytes,
                                  dataset_->read_ahead_requests);
@@ -573,7 +576,7 @@ v1::SessionStats ServingSession::Stats() const {
       r->set_bytes(e.bytes);
     }
   }
-  if (const std::optional<OrderQuality> q = order_quality_.For(*order_); q.has_value()) {
+  if (const std::optional<OrderQuality> q = order_quality_.Last(); q.has_value()) {
     v1::EpochOrder* o = s.mutable_order();
     o->set_epoch(q->epoch);
     o->set_partitions(q->partitions);

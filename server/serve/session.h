@@ -244,7 +244,7 @@ class ServingSession {
   const std::unique_ptr<PixelKeeper> keeper_;  // What the pixel cache keeps.
   const SampleReader reader_;
   const SampleRenderer renderer_;
-  mutable OrderQualityReport order_quality_;  // Measured for Stats().
+  OrderQualityReport order_quality_;  // The producer's, for Stats().
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
   std::atomic<uint64_t> published_{0};

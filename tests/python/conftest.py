@@ -63,23 +63,32 @@ def _generated(prefix, *flags):
     return folder
 
 
+def _made(prefix, classes, per_class, min_side, max_side, seed):
+    """A fixture's generated folder of `classes` x `per_class` photo-like
+    JPEGs: yielded, then removed."""
+    folder = _generated(prefix, "--classes", str(classes), "--per_class", str(per_class),
+                        "--min_side", str(min_side), "--max_side", str(max_side),
+                        "--seed", str(seed))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def dataset():
     """3 classes x 8 photo-like JPEGs of 260-340 px."""
-    folder = _generated("stoker-pyds-", "--classes", "3", "--per_class", "8",
-                        "--min_side", "260", "--max_side", "340", "--seed", "5")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    yield from _made("stoker-pyds-", 3, 8, 260, 340, 5)
+
+
+@pytest.fixture(scope="session")
+def small_photos():
+    """4 classes x 30 small JPEGs: 120 samples, 6 canonical partitions of 20."""
+    yield from _made("stoker-pyds-small-", 4, 30, 24, 40, 8)
 
 
 @pytest.fixture(scope="session")
 def large_dataset():
     """Few big images: slow to decode with one thread."""
-    folder = _generated("stoker-pyds-large-", "--classes", "2", "--per_class",
-                        "8", "--min_side", "1400", "--max_side", "1800",
-                        "--seed", "6")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    yield from _made("stoker-pyds-large-", 2, 8, 1400, 1800, 6)
 
 
 @pytest.fixture(scope="session")

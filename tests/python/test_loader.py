@@ -2,12 +2,10 @@
 path, zero-copy, slot lifetime, resume, errors."""
 
 import json
-import os
 import shutil
 import signal
 import subprocess
 import time
-import urllib.request
 import warnings
 
 import pytest
@@ -19,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import stoker
 from stoker._native import lib
-from conftest import STOKERCTL, _generated
+from conftest import STOKERCTL
 
 
 def loader(daemon, dataset, **kw):
@@ -116,15 +114,6 @@ def test_resume_from_state_dict_gives_the_same_remaining_batches(daemon, dataset
         next(iter(other))
 
 
-@pytest.fixture(scope="module")
-def small_photos():
-    """4 classes x 30 small JPEGs: 120 samples, 6 canonical partitions of 20."""
-    folder = _generated("stoker-pyds-small-", "--classes", "4", "--per_class", "30",
-                        "--min_side", "24", "--max_side", "40", "--seed", "8")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 def _steps(loaders, count=None):
     """Global steps of loaders read in lockstep (one per rank): per step the
     (index, image checksum) pairs of every rank's batch, as a set."""
@@ -175,34 +164,6 @@ def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_
     _load_as_a_checkpoint_does(other, states[0])
     with pytest.raises(ValueError, match="another order"):
         next(iter(other))
-
-
-def test_the_daemon_says_how_well_the_epoch_mixes(daemon, small_photos):
-    # 2 ranks in global steps of 12 over 6 partitions of 20, no exchange:
-    # every step holds two of each partition.
-    lds = [stoker.Loader(small_photos, batch_size=6, transform="val", image_size=16, seed=3,
-                         rank=r, world_size=2, exchange=0, socket=daemon.socket)
-           for r in range(2)]
-    for ld in lds:
-        ld.set_epoch(2)
-    _steps(lds, 1)
-    order = lds[0].stats()["order"]
-    assert order["epoch"] == 2 and order["partitions"] == 6 and order["global_step"] == 12
-    assert order["partitions_per_step"] == 6.0
-    assert 0.25 < order["spread"] < 0.42
-    port = lib.Client(daemon.socket).stats()["metrics_port"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    line = f'stoker_session_order_partitions_per_step{{session="{lds[0]._session.id}"}}'
-    assert f"{line} 6" in text.splitlines(), text
-    for ld in lds:
-        ld.close()
-    # Unshuffled: nothing to say.
-    plain = stoker.Loader(small_photos, batch_size=6, transform="val", image_size=16,
-                          shuffle=False, socket=daemon.socket)
-    next(iter(plain))
-    assert "order" not in plain.stats()
-    plain.close()
 
 
 def _load_as_a_checkpoint_does(ld, saved):
@@ -604,7 +565,7 @@ def test_the_presets_side_is_the_schemas_default(daemon, dataset):
     """image_size unset: the daemon's default (the one stokerctl --help
     prints), not one the Python package writes."""
     import re
-    from conftest import STOKERCTL, _generated
+    from conftest import STOKERCTL
     helptext = subprocess.run([STOKERCTL, "read", "--help"], capture_output=True, text=True,
                               timeout=60).stdout
     side = int(re.search(r"output side in pixels \(default (\d+)\)", helptext).group(1))

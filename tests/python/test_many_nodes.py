@@ -8,7 +8,6 @@ from the second epoch; and a neighbour's session on
 a node keeps its fair share of the decode thread beside the world's rank."""
 
 import os
-import shutil
 import subprocess
 import threading
 
@@ -16,7 +15,7 @@ import pytest
 
 import s3_server
 import stoker
-from conftest import Daemon, _generated
+from conftest import Daemon, _made
 from stoker._native import lib
 from world import STEP, global_steps, run_world, spawn
 
@@ -44,10 +43,7 @@ def stop(daemons):
 @pytest.fixture(scope="module")
 def photos():
     """4 classes x 96 small JPEGs: 384 samples, 24 canonical partitions of 16."""
-    folder = _generated("stoker-pyds-nodes-", "--classes", "4", "--per_class", "96",
-                        "--min_side", "24", "--max_side", "32", "--seed", "9")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    yield from _made("stoker-pyds-nodes-", 4, 96, 24, 32, 9)
 
 
 @pytest.fixture(scope="module")

@@ -143,3 +143,34 @@ def test_deploy_configs_are_valid_and_name_real_series(daemon, dataset):
     assert not missing, f"dashboard/rules name series stokerd does not expose: {missing}"
     assert len(referenced) >= 12
     ld.close()
+
+
+def test_the_daemon_says_how_well_the_epoch_mixes(daemon, small_photos):
+    # 2 ranks in global steps of 12 over 6 partitions of 20, no exchange:
+    # every step holds two of each partition.
+    lds = [stoker.Loader(small_photos, batch_size=6, transform="val", image_size=16, seed=3,
+                         rank=r, world_size=2, exchange=0, socket=daemon.socket)
+           for r in range(2)]
+    for ld in lds:
+        ld.set_epoch(2)
+    its = [ld.batches() for ld in lds]
+    for it in its:  # One global step.
+        next(it)
+    order = lds[0].stats()["order"]
+    assert order["epoch"] == 2 and order["partitions"] == 6 and order["global_step"] == 12
+    assert order["partitions_per_step"] == 6.0
+    assert 0.25 < order["spread"] < 0.42
+    port = lib.Client(daemon.socket).stats()["metrics_port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    line = f'stoker_session_order_partitions_per_step{{session="{lds[0]._session.id}"}}'
+    assert f"{line} 6" in text.splitlines(), text
+    for ld in lds:
+        ld.close()
+    # Unshuffled: nothing to say.
+    plain = stoker.Loader(small_photos, batch_size=6, transform="val", image_size=16,
+                          shuffle=False, socket=daemon.socket)
+    next(iter(plain))
+    stats = plain.stats()
+    assert "pixel_cache" in stats and "order" not in stats  # Its session, without.
+    plain.close()

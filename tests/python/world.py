@@ -35,8 +35,10 @@ for epoch in range(a["first"], a["first"] + a["epochs"]):
     t0 = time.perf_counter()
     for b in ld.batches():
         batches.append([int(i) for i in b.indices])
-        if len(batches) == 1:  # While the session reads this epoch.
+        if len(batches) == 1:  # While the session reads this epoch; not timed.
+            asked = time.perf_counter()
             out["orders"].append(ld.stats().get("order"))
+            t0 += time.perf_counter() - asked
         if len(batches) == a["stop"] and a["crash"]:
             print(json.dumps({"epochs": [batches], "states": [ld.state_dict()]}), flush=True)
             sys.stdin.read()  # Until killed: its stdin stays open.

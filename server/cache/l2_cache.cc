@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -212,13 +214,24 @@ L2Cache::Result L2Cache::Lookup(const std::string& key,
   });
 }
 
+Buffer L2Cache::PendingWrite(const std::string& key, const FileVersion& version) const {
+  absl::MutexLock lock(&mu_);
+  auto it = pending_.find(key);
+  return it != pending_.end() && it->second.version == version ? it->second.payload : nullptr;
+}
+
 L2Cache::Result L2Cache::Lookup(const std::string& key, const FileVersion& version,
                                 const std::function<void(absl::string_view payload)>& take) {
   Result r = Result::kMiss;
   const std::string db_key = DbKey(key);
-  env_->View(db_key, [&](absl::string_view value) {
-    r = Classify(value, key, version, take);
-  }).IgnoreError();  // Absent (or unreadable): a miss.
+  if (Buffer queued = PendingWrite(key, version)) {
+    take(absl::string_view(queued->data(), queued->size()));
+    r = Result::kHit;
+  } else {
+    env_->View(db_key, [&](absl::string_view value) {
+      r = Classify(value, key, version, take);
+    }).IgnoreError();  // Absent (or unreadable): a miss.
+  }
   switch (r) {
     case Result::kHit: {
       hits_.fetch_add(1, std::memory_order_relaxed);
@@ -238,6 +251,7 @@ L2Cache::Result L2Cache::Lookup(const std::string& key, const FileVersion& versi
       LogWarning(absl::StrCat("L2 cache decode failed for ", key,
                               ": entry deleted, reading the source"));
       absl::MutexLock lock(&mu_);
+      pending_.erase(key);
       queue_.push_back(Op{true, key, {}, nullptr, kNobody});  // Deletes are never dropped.
       break;
     }
@@ -282,7 +296,10 @@ bool L2Cache::Put(const std::string& key, const FileVersion& version,
     }
     return false;
   }
-  queue_.push_back(Op{false, key, version, std::move(payload), owner >= 0 ? owner : kNobody});
+  const uint64_t serial = ++serial_;
+  pending_[key] = Pending{version, payload, serial};
+  queue_.push_back(
+      Op{false, key, version, std::move(payload), owner >= 0 ? owner : kNobody, serial});
   return true;
 }
 
@@ -324,6 +341,11 @@ void L2Cache::WriterLoop() {
       }
       writing_ = !batch.empty();
     }
+    // The writes' keys and serials: WriteBatch may split the batch.
+    std::vector<std::pair<std::string, uint64_t>> written;
+    for (const Op& op : batch) {
+      if (!op.erase) written.emplace_back(op.key, op.serial);
+    }
     if (!batch.empty()) WriteBatch(batch);
     if (absl::Now() - last_check > options_.reader_check_interval) {
       env_->ReaderCheck();
@@ -331,6 +353,12 @@ void L2Cache::WriterLoop() {
     }
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    // Committed (or dropped): read from the map from now on, unless a later
+    // write of the key is queued.
+    for (const auto& [key, serial] : written) {
+      auto it = pending_.find(key);
+      if (it != pending_.end() && it->second.serial == serial) pending_.erase(it);
+    }
   }
 }
 

@@ -3,7 +3,9 @@
 //
 // Reads (Lookup) run on the caller's thread with a read-only transaction;
 // writes are queued to one writer thread that commits them in batches, so
-// a read never waits for a write. The queue is bounded: when it is full,
+// a read never waits for a write. A value queued and not yet committed is
+// served from the queue (read your writes: a sample read again while its
+// first read's write waits is not read from its source twice). The queue is bounded: when it is full,
 // new writes are dropped and counted ("L2 writer queue full" is logged at
 // most every 10 s). The map never fills for good: once its live pages pass
 // 85 % of it, or a batch finds it full, entries are evicted until 70 % is
@@ -119,7 +121,16 @@ class L2Cache {
     FileVersion version;
     Buffer payload;
     int64_t owner;
+    uint64_t serial = 0;  // A write's, for pending_.
   };
+  // A write queued or being committed, the latest of its key.
+  struct Pending {
+    FileVersion version;
+    Buffer payload;
+    uint64_t serial;
+  };
+  // A queued write of `key` at `version`, else null.
+  Buffer PendingWrite(const std::string& key, const FileVersion& version) const;
   // Bytes by owner; owners holding none are absent.
   using Owned = absl::flat_hash_map<int64_t, uint64_t>;
   L2Cache(std::unique_ptr<LmdbEnv> env, const L2Options& options,
@@ -158,6 +169,8 @@ class L2Cache {
 
   mutable absl::Mutex mu_;
   std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // A batch is being committed.
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,6 @@
 // L2Cache on a real LMDB environment in a temporary folder: entries survive
-// a reopen, another version is stale, the writer queue is bounded, a full
+// a reopen, another version is stale, a queued write is read back before it
+// is committed, the writer queue is bounded, a full
 // map evicts its least recently used entries instead of stopping, bytes are
 // counted per owner (and counted again at open), a user past their share
 // evicts their own entries only, and values of the earlier format are read.
@@ -68,6 +69,45 @@ TEST(L2CacheTest, EntriesSurviveAReopenForTheirVersionOnly) {
   EXPECT_EQ(s.hits(), 2u);
   EXPECT_EQ(s.stale(), 3u);
   EXPECT_EQ(s.misses(), 2u);
+}
+
+TEST(L2CacheTest, AQueuedWriteIsReadBackUntilItIsCommitted) {
+  const L2Options options = Options("l2-pending", 1 << 20);
+  absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
+  ASSERT_TRUE(l2.ok());
+  (*l2)->PauseWriter(true);
+  std::string out;
+  ASSERT_TRUE((*l2)->Put("a", Version(5, 1), Payload("alpha"), kAlice));
+  EXPECT_EQ((*l2)->Lookup("a", Version(5, 1), &out), L2Cache::Result::kHit);
+  EXPECT_EQ(out, "alpha");
+  EXPECT_EQ((*l2)->Lookup("a", Version(5, 2), &out), L2Cache::Result::kMiss);
+  // The latest write of a key is the one read back.
+  ASSERT_TRUE((*l2)->Put("a", Version(4, 2), Payload("beta"), kAlice));
+  EXPECT_EQ((*l2)->Lookup("a", Version(4, 2), &out), L2Cache::Result::kHit);
+  EXPECT_EQ(out, "beta");
+  EXPECT_EQ((*l2)->Lookup("a", Version(5, 1), &out), L2Cache::Result::kMiss);
+  // A map and a half of 64 KiB values, all read back while queued.
+  for (int put = 0; put < 24; ++put) {
+    const std::string v = Noise(64 << 10, put);
+    ASSERT_TRUE((*l2)->Put("big" + std::to_string(put), Version(v.size(), 1), Payload(v), kAlice));
+    ASSERT_EQ((*l2)->Lookup("big" + std::to_string(put), Version(v.size(), 1), &out),
+              L2Cache::Result::kHit);
+    ASSERT_EQ(out, v);
+  }
+  EXPECT_EQ((*l2)->Stats().hits(), 26u);
+  (*l2)->PauseWriter(false);
+  (*l2)->Flush();
+  // Committed, evicted or dropped: from now on what the map holds, and
+  // nothing held back (each hit an entry).
+  uint64_t hits = (*l2)->Lookup("a", Version(4, 2), &out) == L2Cache::Result::kHit ? 1 : 0;
+  for (int put = 0; put < 24; ++put) {
+    const L2Cache::Result r = (*l2)->Lookup("big" + std::to_string(put), Version(64 << 10, 1), &out);
+    hits += r == L2Cache::Result::kHit ? 1 : 0;
+  }
+  const v1::TierStats s = (*l2)->Stats();
+  EXPECT_GT(s.evictions(), 0u);
+  EXPECT_LT(hits, 25u);
+  EXPECT_EQ(hits, s.entries());
 }
 
 TEST(L2CacheTest, AFullWriterQueueDropsNewWrites) {

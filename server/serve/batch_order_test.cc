@@ -238,9 +238,14 @@ TEST(BatchOrderTest, ACanonicalFirstEpochOfAListingsWindowsWaitsForTheWholeListi
             const absl::Status s = (*o)->Next([&] { return ++looks > 1; }, &b);
             early = s.ok();
             EXPECT_EQ(early, !canonical && start.from == 0) << s;
-            if (early) EXPECT_EQ(b.samples, want[0].samples);
-            if (!early) EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
-            if (canonical) EXPECT_EQ((*o)->batches_per_epoch(), 0u);
+            if (early) {
+              EXPECT_EQ(b.samples, want[0].samples);
+            } else {
+              EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+            }
+            if (canonical) {
+              EXPECT_EQ((*o)->batches_per_epoch(), 0u);
+            }
             allowed.store(windows.size());
           }
           std::vector<BatchOrder::Batch> got = Take(**o, want.size() - early);

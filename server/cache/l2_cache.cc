@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
-#include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -215,7 +215,8 @@ L2Cache::Result L2Cache::Lookup(const std::string& key,
 }
 
 Buffer L2Cache::PendingWrite(const std::string& key, const FileVersion& version) const {
-  absl::MutexLock lock(&mu_);
+  if (pending_count_.load(std::memory_order_acquire) == 0) return nullptr;
+  absl::ReaderMutexLock lock(&mu_);
   auto it = pending_.find(key);
   return it != pending_.end() && it->second.version == version ? it->second.payload : nullptr;
 }
@@ -252,6 +253,7 @@ L2Cache::Result L2Cache::Lookup(const std::string& key, const FileVersion& versi
                               ": entry deleted, reading the source"));
       absl::MutexLock lock(&mu_);
       pending_.erase(key);
+      pending_count_.store(pending_.size(), std::memory_order_release);
       queue_.push_back(Op{true, key, {}, nullptr, kNobody});  // Deletes are never dropped.
       break;
     }
@@ -285,22 +287,26 @@ bool L2Cache::Put(const std::string& key, const FileVersion& version,
     drops_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  absl::MutexLock lock(&mu_);
-  if (queue_.size() >= queue_max_) {
+  std::string warning;  // Logged once the lock is released.
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.size() < queue_max_) {
+      const uint64_t serial = ++serial_;
+      pending_[key] = Pending{version, payload, serial};
+      pending_count_.store(pending_.size(), std::memory_order_release);
+      queue_.push_back(
+          Op{false, key, version, std::move(payload), owner >= 0 ? owner : kNobody, serial});
+      return true;
+    }
     const uint64_t dropped = drops_.fetch_add(1, std::memory_order_relaxed) + 1;
     if (absl::Now() - last_drop_log_ > absl::Seconds(10)) {
       last_drop_log_ = absl::Now();
-      LogWarning(absl::StrCat("L2 writer queue full (", queue_max_,
-                              " writes): dropping writes, ", dropped,
-                              " dropped so far"));
+      warning = absl::StrCat("L2 writer queue full (", queue_max_,
+                             " writes): dropping writes, ", dropped, " dropped so far");
     }
-    return false;
   }
-  const uint64_t serial = ++serial_;
-  pending_[key] = Pending{version, payload, serial};
-  queue_.push_back(
-      Op{false, key, version, std::move(payload), owner >= 0 ? owner : kNobody, serial});
-  return true;
+  if (!warning.empty()) LogWarning(warning);
+  return false;
 }
 
 void L2Cache::Flush() {
@@ -341,23 +347,27 @@ void L2Cache::WriterLoop() {
       }
       writing_ = !batch.empty();
     }
-    // The writes' keys and serials: WriteBatch may split the batch.
-    std::vector<std::pair<std::string, uint64_t>> written;
-    for (const Op& op : batch) {
-      if (!op.erase) written.emplace_back(op.key, op.serial);
-    }
+    // Every write queued before this batch's last is now in it or done:
+    // once it is committed (or dropped, or the writer fails), they are
+    // read from the map, unless a later write of their key is queued.
+    uint64_t last = 0;
+    for (const Op& op : batch) last = std::max(last, op.serial);
+    auto settle = absl::MakeCleanup([this, last] {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.serial <= last) {
+          pending_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+      pending_count_.store(pending_.size(), std::memory_order_release);
+    });
     if (!batch.empty()) WriteBatch(batch);
     if (absl::Now() - last_check > options_.reader_check_interval) {
       env_->ReaderCheck();
       last_check = absl::Now();
-    }
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    // Committed (or dropped): read from the map from now on, unless a later
-    // write of the key is queued.
-    for (const auto& [key, serial] : written) {
-      auto it = pending_.find(key);
-      if (it != pending_.end() && it->second.serial == serial) pending_.erase(it);
     }
   }
 }

@@ -3,9 +3,11 @@
 //
 // Reads (Lookup) run on the caller's thread with a read-only transaction;
 // writes are queued to one writer thread that commits them in batches, so
-// a read never waits for a write. A value queued and not yet committed is
-// served from the queue (read your writes: a sample read again while its
-// first read's write waits is not read from its source twice). The queue is bounded: when it is full,
+// a read never waits for a commit. Read your writes: the latest write of
+// a key, queued or in the batch being committed, is served from memory to
+// a Lookup of the same version (an L2 hit), until its batch is committed
+// or dropped; so a sample read again before its write lands is not read
+// from its source twice. The queue is bounded: when it is full,
 // new writes are dropped and counted ("L2 writer queue full" is logged at
 // most every 10 s). The map never fills for good: once its live pages pass
 // 85 % of it, or a batch finds it full, entries are evicted until 70 % is
@@ -85,8 +87,9 @@ class L2Cache {
   // On kHit, *out holds the payload.
   Result Lookup(const std::string& key, const FileVersion& version,
                 std::string* out);
-  // On kHit, take() is given the payload where it lies in the map (valid
-  // during the call: a large payload is copied once, where it is wanted).
+  // On kHit, take() is given the payload where it lies in the map, or in
+  // memory while its write is pending (valid during the call: a large
+  // payload is copied once, where it is wanted).
   Result Lookup(const std::string& key, const FileVersion& version,
                 const std::function<void(absl::string_view payload)>& take);
 
@@ -170,6 +173,7 @@ class L2Cache {
   mutable absl::Mutex mu_;
   std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> pending_count_{0};  // pending_.size(): none, no lock taken.
   uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // A batch is being committed.
   bool paused_ ABSL_GUARDED_BY(mu_) = false;

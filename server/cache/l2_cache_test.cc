@@ -101,8 +101,8 @@ TEST(L2CacheTest, AQueuedWriteIsReadBackUntilItIsCommitted) {
   // nothing held back (each hit an entry).
   uint64_t hits = (*l2)->Lookup("a", Version(4, 2), &out) == L2Cache::Result::kHit ? 1 : 0;
   for (int put = 0; put < 24; ++put) {
-    const L2Cache::Result r = (*l2)->Lookup("big" + std::to_string(put), Version(64 << 10, 1), &out);
-    hits += r == L2Cache::Result::kHit ? 1 : 0;
+    const std::string key = "big" + std::to_string(put);
+    hits += (*l2)->Lookup(key, Version(64 << 10, 1), &out) == L2Cache::Result::kHit ? 1 : 0;
   }
   const v1::TierStats s = (*l2)->Stats();
   EXPECT_GT(s.evictions(), 0u);

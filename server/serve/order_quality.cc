@@ -26,7 +26,8 @@ OrderQuality MeasureOrder(const CanonicalOrder& order, uint64_t epoch, uint64_t 
       const uint64_t sample = order.At(epoch, i, &home);
       if (seen[home] != s) ++covered;
       seen[home] = s;
-      if (i > 0) gaps += static_cast<double>(sample > previous ? sample - previous : previous - sample);
+      const uint64_t gap = sample > previous ? sample - previous : previous - sample;
+      if (i > 0) gaps += static_cast<double>(gap);
       previous = sample;
     }
   }

@@ -105,8 +105,8 @@ def main():
         for exchange, name in ((0.0, "0"), (0.05, "0.05"), (1.0, "1 (off)")):
             for e, (mean, most, share, own, requests, rate, spread, per_step) in enumerate(
                     run("s3://photos/train/", moto.url, total // 4, total / NODES, exchange)):
-                print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {share:8.1%} {own:8.1%} {requests:8} "
-                      f"{rate:9,.0f} {spread:7.3f} {per_step:8.2f}", flush=True)
+                print(f"{name:10} {e:5} {mean:8.2f} {most:8.2f} {share:8.1%} {own:8.1%} "
+                      f"{requests:8} {rate:9,.0f} {spread:7.3f} {per_step:8.2f}", flush=True)
 
 
 if __name__ == "__main__":

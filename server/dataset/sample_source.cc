@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/dataset/dataset.h"
 #include "util/cache_key.h"
 
 namespace stoker {
@@ -52,6 +53,18 @@ class FileSource : public SampleSource {
 std::shared_ptr<const SampleSource> MakeFileSource(
     FileSystem* fs, std::shared_ptr<const Beneath> beneath, uint64_t max_bytes) {
   return std::make_shared<FileSource>(fs, std::move(beneath), max_bytes);
+}
+
+std::optional<uint64_t> ListedBytes(const Dataset& ds, uint64_t i) {
+  if (ds.source == nullptr) return std::nullopt;
+  const Sample& s = ds.sample(i);
+  uint64_t bytes = 0;
+  for (size_t k = 0; k <= s.more.size(); ++k) {
+    const std::optional<uint64_t> b = ds.source->ListedBytes(s.file(k));
+    if (!b.has_value() || bytes + *b < bytes) return std::nullopt;  // Or it overflows.
+    bytes += *b;
+  }
+  return bytes;
 }
 
 }  // namespace stoker

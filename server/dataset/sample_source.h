@@ -9,7 +9,9 @@
 #ifndef STOKER_SERVER_DATASET_SAMPLE_SOURCE_H_
 #define STOKER_SERVER_DATASET_SAMPLE_SOURCE_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -19,6 +21,7 @@
 namespace stoker {
 
 class ArraySource;  // server/dataset/array_source.h
+struct Dataset;     // server/dataset/dataset.h
 
 // What the cache entries of one of a source's files are keyed by: the
 // source's identity and the file's as the caller's own confined open saw
@@ -66,6 +69,12 @@ class SampleSource {
   // Whether each read of the source is a request to a remote store (an
   // object store): a session counts those per epoch.
   virtual bool remote() const { return false; }
+  // The bytes a read of the file fetches, as the dataset's listing gave
+  // them, at no request or stat (an object store's listing); nullopt
+  // where the source would have to look (a local file's size).
+  virtual std::optional<uint64_t> ListedBytes(const std::string& path) const {
+    return std::nullopt;
+  }
 
   // A source of typed arrays (samples are read by region, not as files);
   // null for sources of encoded files.
@@ -77,6 +86,11 @@ class SampleSource {
 std::shared_ptr<const SampleSource> MakeFileSource(
     FileSystem* fs, std::shared_ptr<const Beneath> beneath,
     uint64_t max_bytes = kDefaultMaxFileBytes);
+
+// Sample i < ds.sample_count()'s bytes as its source listed them (its
+// files' sum: SampleSource::ListedBytes); nullopt where one is not listed
+// (a local file) or without a source.
+std::optional<uint64_t> ListedBytes(const Dataset& ds, uint64_t i);
 
 }  // namespace stoker
 

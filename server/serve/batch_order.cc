@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/dataset/dataset_growth.h"
+#include "server/dataset/sample_source.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -49,6 +50,7 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
 
 absl::Status BatchOrder::MakePlan(uint64_t samples, std::vector<uint64_t> windows) {
   spec_.num_samples = samples;
+  spec_.sample_bytes = [ds = ds_](uint64_t i) { return ListedBytes(*ds, i); };
   spec_.first_epoch_windows = std::move(windows);
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(spec_));
   plan_.emplace(std::move(plan));

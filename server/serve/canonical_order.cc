@@ -22,7 +22,7 @@ uint32_t CanonicalOrder::PartitionsFor(uint64_t num_samples, uint32_t partitions
 }
 
 CanonicalOrder::CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions,
-                               float exchange)
+                               float exchange, ExchangeSplits::SampleBytes bytes)
     : n_(num_samples),
       seed_(seed),
       partitions_(PartitionsFor(num_samples, partitions)),
@@ -34,6 +34,33 @@ CanonicalOrder::CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t par
         per_, static_cast<uint64_t>(std::llround(static_cast<double>(exchange) *
                                                  static_cast<double>(per_))));
   }
+  // A split names positions in 32 bits: partitions of 2^32 samples or more
+  // (never a dataset whose sizes are listed in RAM) exchange by count.
+  if (exchanged_ > 0 && bytes && per_ < UINT32_MAX) {
+    splits_ = std::make_shared<ExchangeSplits>(std::move(bytes), n_);
+    splits_->SumInBackground();
+  }
+}
+
+bool CanonicalOrder::ExchangeByBytes() const {
+  return splits_ != nullptr && splits_->ByBytes();
+}
+
+uint32_t CanonicalOrder::ExchangeOverBudget(uint64_t epoch) const {
+  if (epoch == 0 || !ExchangeByBytes()) return 0;
+  uint32_t over = 0;
+  for (uint64_t q = 0; q < partitions_; ++q) over += Split(epoch, q, Draw(epoch, q))->over_budget;
+  return over;
+}
+
+IndexPermutation CanonicalOrder::Draw(uint64_t epoch, uint64_t q) const {
+  return IndexPermutation(Size(q), MixSeed({seed_, epoch, kExport, q}));
+}
+
+std::shared_ptr<const ExchangeSplit> CanonicalOrder::Split(uint64_t epoch, uint64_t q,
+                                                           const IndexPermutation& draw) const {
+  return splits_->Get(epoch, q, Size(q), exchanged_,
+                      [&](uint64_t j) { return placement_.At(First(q) + draw.At(j)); });
 }
 
 uint64_t CanonicalOrder::First(uint64_t p) const { return p * per_ + std::min(p, rem_); }
@@ -75,13 +102,13 @@ CanonicalOrder::Slot CanonicalOrder::Locate(uint64_t epoch, uint64_t position) c
   // its own that stay, then the first exchanged_ of the partition the
   // permutation gives it.
   const uint64_t stay = size - exchanged_;
-  const auto draw = [&](uint64_t q) {
-    return IndexPermutation(Size(q), MixSeed({seed_, epoch, kExport, q}));
-  };
-  if (k < stay) return {p, draw(p).At(exchanged_ + k)};
   const uint64_t from =
-      IndexPermutation(partitions_, MixSeed({seed_, epoch, kPairing})).At(p);
-  return {from, draw(from).At(k - stay)};
+      k < stay ? p : IndexPermutation(partitions_, MixSeed({seed_, epoch, kPairing})).At(p);
+  const IndexPermutation d = Draw(epoch, from);
+  if (!ExchangeByBytes()) return {from, d.At(k < stay ? exchanged_ + k : k - stay)};
+  // Weighed by bytes: the split names the draw's positions exported.
+  const std::shared_ptr<const ExchangeSplit> split = Split(epoch, from, d);
+  return {from, d.At(k < stay ? split->Kept(k) : split->Exported(k - stay))};
 }
 
 }  // namespace stoker

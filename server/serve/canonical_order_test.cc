@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "util/rng.h"
 
 namespace stoker {
 namespace {
@@ -133,6 +135,72 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachLaterEpochAndKee
   EXPECT_EQ(CanonicalOrder(20, 3, 0, 0.5f).exchanged(), 0u);
   EXPECT_EQ(CanonicalOrder(1920, 3, 0, 0.05f).exchanged(), 1u);
   EXPECT_EQ(CanonicalOrder(1920, 3, 0, 0.02f).exchanged(), 0u);
+}
+
+TEST(CanonicalOrderTest, GivenSizesANodeReadsWithinQOfItsShareInBytesFromOthers) {
+  // 8 nodes of one rank, 24 partitions of 80: node r reads partitions r,
+  // r + 8 and r + 16, and 4 samples of others' in place of each's.
+  std::vector<uint64_t> sizes(1920);
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < sizes.size(); ++i) {
+    uint64_t state = i * 0x9e3779b97f4a7c15ULL;
+    const uint64_t h = SplitMix64(state);
+    sizes[i] = 20'000 + h % 40'000 + (h % 8 == 0 ? 150'000 : 0);
+    total += sizes[i];
+  }
+  const auto bytes = [&](uint64_t i) { return std::optional<uint64_t>(sizes[i]); };
+  const CanonicalOrder by_count(1920, 11, 24, 0.05f), by_bytes(1920, 11, 24, 0.05f, bytes);
+  EXPECT_FALSE(by_count.ExchangeByBytes());
+  ASSERT_TRUE(by_bytes.ExchangeByBytes());
+  ASSERT_EQ(by_bytes.exchanged(), 4u);
+  std::vector<uint32_t> placed(1920);
+  for (uint64_t i = 0; i < 1920; ++i) placed[by_bytes.At(0, i)] = by_bytes.PartitionAt(i);
+  EXPECT_EQ(Epoch(by_bytes, 0), Epoch(by_count, 0));
+  size_t over_by_count = 0;
+  for (uint64_t epoch = 1; epoch <= 12; ++epoch) {
+    std::vector<uint64_t> e = Epoch(by_bytes, epoch);
+    for (uint32_t node = 0; node < 8; ++node) {
+      uint64_t away = 0, away_by_count = 0;
+      for (uint64_t pos = node; pos < 1920; pos += 8) {
+        uint32_t home = 0;
+        const uint64_t s = by_bytes.At(epoch, pos, &home);
+        ASSERT_EQ(home, placed[s]);
+        away += home % 8 != node ? sizes[s] : 0;
+        const uint64_t c = by_count.At(epoch, pos, &home);
+        away_by_count += home % 8 != node ? sizes[c] : 0;
+      }
+      EXPECT_LE(away * 8, 0.05 * total) << epoch << " " << node;
+      over_by_count += away_by_count * 8 > 0.05 * total ? 1 : 0;
+    }
+    std::sort(e.begin(), e.end());
+    for (uint64_t i = 0; i < 1920; ++i) ASSERT_EQ(e[i], i) << epoch;
+  }
+  EXPECT_GT(over_by_count, 0u);  // By count, some node reads more.
+  for (uint64_t epoch = 0; epoch <= 3; ++epoch) EXPECT_EQ(by_bytes.ExchangeOverBudget(epoch), 0u);
+  // Most samples above the mean (1 in 200 tiny): a partition without a
+  // tiny one makes up its count past the bound, and every epoch is still
+  // a permutation, whatever the partitions' sizes (1,930 = 24 x 80 + 10).
+  const auto mostly_heavy = [](uint64_t i) {
+    uint64_t state = i;
+    return std::optional<uint64_t>(SplitMix64(state) % 200 == 0 ? 1 : 100);
+  };
+  for (float q : {0.05f, 1.0f}) {
+    const CanonicalOrder heavy(1930, 11, 24, q, mostly_heavy);
+    ASSERT_TRUE(heavy.ExchangeByBytes());
+    uint32_t over = 0;
+    for (uint64_t epoch = 1; epoch <= 4; ++epoch) {
+      over += heavy.ExchangeOverBudget(epoch);
+      std::vector<uint64_t> e = Epoch(heavy, epoch);
+      std::sort(e.begin(), e.end());
+      for (uint64_t i = 0; i < 1930; ++i) ASSERT_EQ(e[i], i) << q << " " << epoch;
+    }
+    EXPECT_GT(over, 0u) << q;
+  }
+  // A size unknown: by count.
+  const CanonicalOrder unknown(1920, 11, 24, 0.05f,
+                               [](uint64_t i) { return i == 7 ? std::nullopt : std::optional(i); });
+  EXPECT_FALSE(unknown.ExchangeByBytes());
+  EXPECT_EQ(Epoch(unknown, 3), Epoch(by_count, 3));
 }
 
 TEST(CanonicalOrderTest, ABatchMixesTheWholeDatasetNotItsIndexRanges) {

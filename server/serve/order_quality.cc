@@ -12,6 +12,9 @@ OrderQuality MeasureOrder(const CanonicalOrder& order, uint64_t epoch, uint64_t 
   q.epoch = epoch;
   q.partitions = order.partitions();
   q.step = step;
+  q.exchanged = epoch == 0 ? 0 : order.exchanged();
+  q.by_bytes = q.exchanged > 0 && order.ExchangeByBytes();
+  q.over_budget = q.by_bytes ? order.ExchangeOverBudget(epoch) : 0;
   const uint64_t n = order.size();
   if (n == 0) return q;
   step = std::clamp<uint64_t>(step, 1, std::min(n, kMeasuredPositions));

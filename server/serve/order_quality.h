@@ -36,6 +36,12 @@ struct OrderQuality {
   uint64_t steps = 0;       // Global steps measured.
   double partitions_per_step = 0;
   double spread = 0;
+  // The exchange: samples each partition gives another, whether they are
+  // drawn within as many mean-sized samples' bytes, and in how many
+  // partitions that bound could not hold.
+  uint64_t exchanged = 0;
+  bool by_bytes = false;
+  uint32_t over_budget = 0;  // Partitions whose E went past E mean-sized.
 };
 
 // The global steps measured at most, and their positions at most.

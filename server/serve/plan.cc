@@ -13,7 +13,8 @@ namespace stoker {
 
 EpochPlan::EpochPlan(const PlanSpec& spec) : spec_(spec) {
   if (spec.shuffle) {
-    canonical_.emplace(spec.num_samples, spec.seed, spec.partitions, spec.exchange);
+    canonical_.emplace(spec.num_samples, spec.seed, spec.partitions, spec.exchange,
+                       spec.sample_bytes);
   }
 }
 
@@ -77,9 +78,12 @@ uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
   std::memcpy(&exchange, &q, sizeof exchange);
   const uint32_t partitions =
       spec.partitions == 0 ? CanonicalOrder::kDefaultPartitions : spec.partitions;
-  const std::string key =
-      CacheKey({"order", uint64_t{partitions}, uint64_t{exchange}, spec.seed,
-                uint64_t{spec.shuffle}, uint64_t{spec.drop_last}, pipeline});
+  // An exchange is weighed by the samples' listed bytes where they are
+  // (exchange_split.h): its rule is part of the key, so a position saved
+  // under the rule by count is refused, not read in another order.
+  std::string key = CacheKey({"order", uint64_t{partitions}, uint64_t{exchange}, spec.seed,
+                              uint64_t{spec.shuffle}, uint64_t{spec.drop_last}, pipeline});
+  if (q != 0) key += CacheKey({"listed-bytes"});
   Checksum sum;
   sum.Update(key.data(), key.size());
   return sum.state();

@@ -1,6 +1,7 @@
 // The deterministic order of samples for a session: which dataset indices
-// form batch b of epoch e for one rank. Depends only on PlanSpec, so any
-// daemon, thread count or restart reproduces it. Immutable; thread-safe.
+// form batch b of epoch e for one rank. Depends only on PlanSpec (with the
+// listed sizes it may carry), so any daemon, thread count or restart
+// reproduces it. Immutable; thread-safe.
 //
 // Each epoch has one global order that no world size changes: the
 // identity, or shuffled, CanonicalOrder's (seed, epoch, C) sequence. A
@@ -51,6 +52,10 @@ struct PlanSpec {
   // EpochPlan does not read it: BatchOrder makes the plan without those
   // windows.
   bool canonical_first_epoch = false;
+  // Each sample's bytes, as listed (Dataset::ListedBytes), that the
+  // exchange is weighed by; empty, or a size unknown: by count. A property
+  // of the dataset, not of the order's key.
+  ExchangeSplits::SampleBytes sample_bytes;
 };
 
 // Appends the first epoch's order of window `w`, the samples [first, first
@@ -65,9 +70,11 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
                        std::vector<uint64_t>* order);
 
 // What a run resumed from a saved position must share with the run that
-// saved it: a stable hash of the partitions asked for, the exchange, the
-// seed, shuffle, drop_last and `pipeline` (Pipeline::order_fingerprint), but
-// not the world size, rank or batch size.
+// saved it: a stable hash of the partitions asked for, the exchange (and its
+// rule: weighed by listed bytes), the seed, shuffle, drop_last and
+// `pipeline` (Pipeline::order_fingerprint), but not the world size, rank or
+// batch size. The dataset's listing (its names and sizes) is not in it:
+// every node of a world, and a resumed run, must see the same listing.
 uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline);
 
 class EpochPlan {

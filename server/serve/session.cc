@@ -583,6 +583,9 @@ v1::SessionStats ServingSession::Stats() const {
     o->set_global_step(q->step);
     o->set_partitions_per_step(q->partitions_per_step);
     o->set_spread(q->spread);
+    o->set_exchanged(q->exchanged);
+    o->set_exchange_by_bytes(q->by_bytes);
+    o->set_exchange_over_budget(q->over_budget);
   }
   keeper_->Stats(&s);
   absl::MutexLock lock(&mu_);

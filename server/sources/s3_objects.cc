@@ -34,6 +34,12 @@ absl::StatusOr<const S3Objects::Object*> S3Objects::Find(const std::string& path
   return &it->second;  // A node of its own: it stays where it is as others are added.
 }
 
+std::optional<uint64_t> S3Objects::ListedBytes(const std::string& path) const {
+  absl::StatusOr<const Object*> o = Find(path);
+  if (!o.ok()) return std::nullopt;
+  return (*o)->listed.size;
+}
+
 absl::StatusOr<SourceKey> S3Objects::Identify(const std::string& path) const {
   absl::StatusOr<const Object*> o = Find(path);
   if (!o.ok()) return o.status();

@@ -104,6 +104,12 @@ absl::Status S3ShardMembers::Prove(uint32_t k) const {
   return absl::OkStatus();
 }
 
+std::optional<uint64_t> S3ShardMembers::ListedBytes(const std::string& path) const {
+  absl::StatusOr<Member> m = Find(path);
+  if (!m.ok()) return std::nullopt;
+  return m->size;
+}
+
 // The member a MemberName names, inside one of the dataset's shards.
 absl::StatusOr<S3ShardMembers::Member> S3ShardMembers::Find(const std::string& path) const {
   const size_t hash = path.rfind('#');

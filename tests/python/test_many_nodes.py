@@ -3,9 +3,9 @@ caches and rings (the simulated nodes), and their trainers, each a process
 of its own, read one global order. Every world size reads each sample once
 per epoch in the same global steps; a world killed mid-epoch at 4 ranks
 resumes at 6 where it stopped (and a bucket's first epoch begun at 1 rank
-at 2, and at 2 at 1); with no exchange each node reads only its own share from the store
-from the second epoch; and a neighbour's session on
-a node keeps its fair share of the decode thread beside the world's rank."""
+at 2, and at 2 at 1); from the second epoch each node reads from the store
+nothing but the exchange, within its bytes; and a neighbour's session on a
+node keeps its fair share of the decode thread beside the world's rank."""
 
 import os
 import subprocess
@@ -107,18 +107,19 @@ def bucket(photos, monkeypatch, tmp_path):
         yield moto.url
 
 
-def test_with_no_exchange_each_node_reads_only_its_share_from_the_second_epoch(photos, bucket):
+def test_from_the_second_epoch_a_node_reads_its_share_and_the_exchange_bytes_only(photos, bucket):
     # 4 nodes of one rank, each caching half the dataset: twice its share
     # (a quarter), not the whole. A world waits for the folder's whole
     # listing, so epoch 0 reads each node's share already, and epochs 1
-    # and 2 read it again from the node's cache. With every partition
-    # exchanged each epoch (exchange 1), a node's samples move, and it
-    # reads the store.
+    # and 2 read it again from the node's cache. With a quarter of every
+    # partition exchanged each epoch (4 of its 16), a node reads others'
+    # samples from the store, within 4 mean-sized samples' bytes for each
+    # of its 6 partitions (the objects' listed sizes weigh the exchange).
     total = sum(os.path.getsize(os.path.join(base, f))
                 for base, _, names in os.walk(photos) for f in names if not f.startswith("."))
     flags = ["--object-store-endpoints", bucket, "--l1-bytes", str(total // 2),
              "--decoded-cache-bytes", "0", "--pixel-cache-bytes", "0"]
-    for exchange in (0, 1):
+    for exchange in (0, 0.25):
         daemons = start(4, flags)
         try:
             outs = run_world(sockets(daemons), 4, "s3://nodes/train/", first=0, epochs=3,
@@ -132,8 +133,13 @@ def test_with_no_exchange_each_node_reads_only_its_share_from_the_second_epoch(p
         assert all(o["remote"]["0"]["requests"] > 0 for o in outs), outs[0]["remote"]
         if exchange == 0:
             assert later == [[0, 0, 0, 0], [0, 0, 0, 0]], [o["remote"] for o in outs]
-        else:  # (Seed 5 draws no node its own partitions again.)
+        else:
             assert all(n > 0 for n in later[0] + later[1]), later
+            read = [[o["remote"][e]["bytes"] for o in outs] for e in ("1", "2")]
+            assert all(b * 16 <= total for b in read[0] + read[1]), (read, total)
+            orders = [o["orders"][e] for o in outs for e in (1, 2)]
+            assert all(q["exchanged"] == 4 and q["exchange_by_bytes"]
+                       and q["exchange_over_budget"] == 0 for q in orders), orders
 
 
 def test_a_first_epoch_of_a_bucket_resumes_at_another_world_size_in_its_order(bucket):

@@ -160,6 +160,7 @@ def test_the_daemon_says_how_well_the_epoch_mixes(daemon, small_photos):
     assert order["epoch"] == 2 and order["partitions"] == 6 and order["global_step"] == 12
     assert order["partitions_per_step"] == 6.0
     assert 0.25 < order["spread"] < 0.42
+    assert order["exchanged"] == 0 and order["exchange_by_bytes"] is False
     port = lib.Client(daemon.socket).stats()["metrics_port"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         text = r.read().decode()

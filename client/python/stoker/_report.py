@@ -50,14 +50,17 @@ def remote(mine):
 def order(mine):
     """How well the shuffled epoch a session reads mixes the dataset
     (server/serve/order_quality.h): {"epoch", "partitions", "global_step",
-    "partitions_per_step", "spread"}; None before it reads one."""
+    "partitions_per_step", "spread", "exchanged", "exchange_by_bytes",
+    "exchange_over_budget"}; None before it reads one."""
     o = mine.get("order")
     if not o:
         return None
     return {"epoch": int(o.get("epoch", 0)), "partitions": int(o.get("partitions", 0)),
             "global_step": int(o.get("global_step", 0)),
             "partitions_per_step": float(o.get("partitions_per_step", 0)),
-            "spread": float(o.get("spread", 0))}
+            "spread": float(o.get("spread", 0)), "exchanged": int(o.get("exchanged", 0)),
+            "exchange_by_bytes": bool(o.get("exchange_by_bytes", False)),
+            "exchange_over_budget": int(o.get("exchange_over_budget", 0))}
 
 
 def starvation_hint(client, session, waits):

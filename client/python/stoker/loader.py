@@ -76,8 +76,9 @@ class Loader:
         the same samples every epoch (a node caches its own share).
       exchange: the fraction of each partition read in another's place each
         epoch after the first, a new draw every epoch, so ranks' shares mix
-        (None: 0.05; 0: each rank of a world size dividing the partitions
-        the same samples every epoch). The state's order_key carries it.
+        (in bytes too where a store lists the sizes; None: 0.05; 0: each
+        rank of a world size dividing the partitions the same samples every
+        epoch). The state's order_key carries it.
       rank, world_size: DistributedSampler-style sharding of each global
         step of batch_size x world_size positions. None (default):
         torch.distributed's when initialised, else $RANK / $WORLD_SIZE
@@ -365,7 +366,8 @@ class Loader:
         "remote": the session's "requests" and "bytes", and per epoch
         ("epochs": {epoch: {"requests", "bytes"}}, its last 16); for a
         shuffled epoch of the canonical order, "order": how well it mixes
-        ("partitions_per_step" of its "global_step", "spread")."""
+        ("partitions_per_step" of its "global_step", "spread") and its
+        exchange ("exchanged" a partition, "exchange_by_bytes")."""
         t = dict(self._totals)
         busy = t["wait_seconds"] + t["compute_seconds"]
         t["wait_fraction"] = t["wait_seconds"] / busy if busy else 0.0

@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
 #include "client/cpp/dataset_spec.h"
+#include "client/cpp/stats_text.h"
 #include "client/cpp/read_summary.h"
 #include "client/cpp/top.h"
 #include "proto/schema.h"
@@ -413,118 +414,7 @@ int Stats(Client& client, const Args& a) {
     std::printf("%s\n", ProtoToJson(*stats).c_str());
     return 0;
   }
-  const v1::DaemonStats& s = *stats;
-  std::printf("stokerd pid %u, version %s, up %.0f s, %u decode threads, numa %s\n",
-              s.pid(), s.version().c_str(), s.uptime_seconds(),
-              s.decode_threads(), s.numa().c_str());
-  std::printf("samples decoded %llu, failed %llu, bytes read %llu, batches %llu\n",
-              (unsigned long long)s.samples_decoded(),
-              (unsigned long long)s.samples_failed(),
-              (unsigned long long)s.bytes_read(),
-              (unsigned long long)s.batches_published());
-  std::printf("sessions open %d, opened %llu, closed %llu, reclaimed %llu\n",
-              s.sessions_size(), (unsigned long long)s.sessions_opened(),
-              (unsigned long long)s.sessions_closed(),
-              (unsigned long long)s.sessions_reclaimed());
-  if (s.transform_latency().count() > 0) {
-    auto ms = [](const v1::Histogram& h) {
-      return h.count() ? 1e3 * h.sum() / h.count() : 0.0;
-    };
-    std::printf("per decoded sample: fetch %.3f ms, decode %.3f ms, "
-                "resize+write %.3f ms (%llu samples)\n",
-                ms(s.read_latency()), ms(s.decode_latency()),
-                ms(s.transform_latency()),
-                (unsigned long long)s.transform_latency().count());
-  }
-  const v1::ReaderStats& r = s.reader();
-  std::printf("reader: %u threads, %llu source reads (%llu bytes, %llu errors), "
-              "mean %.1f ms, max %.1f ms, %llu joined\n",
-              r.threads(), (unsigned long long)r.source_reads(),
-              (unsigned long long)r.source_bytes(),
-              (unsigned long long)r.source_errors(),
-              r.source_reads() ? 1e3 * r.read_seconds_total() / r.source_reads() : 0.0,
-              1e3 * r.read_seconds_max(), (unsigned long long)r.joined_reads());
-  for (const v1::TierStats& t : s.tiers()) {
-    if (!t.enabled()) {
-      std::printf("%-8s off\n", t.tier().c_str());
-      continue;
-    }
-    const uint64_t lookups = t.hits() + t.misses() + t.stale() + t.corrupt();
-    std::printf("%-8s hits %llu, misses %llu (%.1f%% hit), %llu entries, "
-                "%.1f/%.1f MiB, evictions %llu",
-                t.tier().c_str(), (unsigned long long)t.hits(),
-                (unsigned long long)(lookups - t.hits()),
-                lookups ? 100.0 * t.hits() / lookups : 0.0,
-                (unsigned long long)t.entries(), t.bytes() / 1048576.0,
-                t.capacity_bytes() / 1048576.0,
-                (unsigned long long)t.evictions());
-    if (t.tier() == "l2") {
-      std::printf(", stale %llu, corrupt %llu, writer queue %llu/%llu, "
-                  "drops %llu%s",
-                  (unsigned long long)t.stale(), (unsigned long long)t.corrupt(),
-                  (unsigned long long)t.writer_queue_depth(),
-                  (unsigned long long)t.writer_queue_max(),
-                  (unsigned long long)t.writer_drops(),
-                  t.map_full() ? ", MAP FULL" : "");
-    }
-    if (t.tier() == "pixels") {
-      std::printf(", %llu decoded", (unsigned long long)s.pixel_cache_decodes());
-    }
-    if (t.tier() == "volumes") {
-      std::printf(", %llu decoded, %llu reads too large for it",
-                  (unsigned long long)s.volume_cache_decodes(),
-                  (unsigned long long)s.volume_cache_oversized());
-    }
-    std::printf("\n");
-  }
-  for (const v1::WarmJob& j : s.warm_jobs()) {
-    std::printf("  warm job %llu: %s, %llu/%llu%s\n",
-                (unsigned long long)j.job_id(), j.dataset().c_str(),
-                (unsigned long long)j.done(), (unsigned long long)j.total(),
-                j.finished() ? " done" : "");
-  }
-  for (const v1::Opening& o : s.openings()) {
-    std::printf("  opening (uid %u) %s\n", o.uid(), o.summary().c_str());
-  }
-  for (const v1::PoolStats& p : s.pools()) {
-    std::printf("pool %-9s %u threads, %.0f%% busy, %llu queued", PoolLabel(p).c_str(),
-                p.threads(), 100 * p.busy_fraction(), (unsigned long long)p.queued());
-    if (p.has_node()) {
-      std::printf(", %llu spilled in, CPUs %s", (unsigned long long)p.spilled_in(),
-                  p.cpus().empty() ? "any" : p.cpus().c_str());
-    }
-    std::printf("\n");
-  }
-  for (const v1::SessionStats& ss : s.sessions()) {
-    std::printf("  session %llu pid %u: %s, %llu batches, %llu failed, ring %u/%u, "
-                "client waited %.1f s, %s, node %d (%s; ring memory node %d, "
-                "%llu spilled)\n",
-                (unsigned long long)ss.session_id(), ss.client_pid(),
-                ss.dataset().c_str(), (unsigned long long)ss.batches_published(),
-                (unsigned long long)ss.samples_failed(), ss.ring_ready(),
-                ss.ring_slots(), ss.client_wait_seconds(),
-                DiagnosisName(ss.diagnosis()).c_str(), ss.numa_node(),
-                ss.placement().c_str(), ss.ring_memory_node(),
-                (unsigned long long)ss.samples_spilled());
-    if (ss.pixel_mode() != v1::PIXEL_MODE_UNSPECIFIED) {
-      std::printf("    pixels %s: %s\n", PixelModeName(ss.pixel_mode()).c_str(),
-                  ss.pixel_cache_why().c_str());
-    }
-    if (ss.remote_by_epoch_size() > 0) {
-      std::printf("    remote: %llu requests, %.1f MB", (unsigned long long)ss.remote_requests(),
-                  ss.remote_bytes() / 1e6);
-      for (const v1::EpochRemote& e : ss.remote_by_epoch()) {
-        std::printf("%s epoch %llu: %llu", &e == &ss.remote_by_epoch(0) ? ";" : ",",
-                    (unsigned long long)e.epoch(), (unsigned long long)e.requests());
-      }
-      std::printf("\n");
-    }
-    if (ss.has_cpu_share()) {
-      std::printf("    client decode: the daemon decodes %.0f%% of each batch, %llu "
-                  "samples handed to the client\n",
-                  100 * ss.cpu_share(), (unsigned long long)ss.samples_client_decoded());
-    }
-  }
+  std::fputs(StatsText(*stats).c_str(), stdout);
   return 0;
 }
 

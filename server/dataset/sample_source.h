@@ -69,9 +69,11 @@ class SampleSource {
   // Whether each read of the source is a request to a remote store (an
   // object store): a session counts those per epoch.
   virtual bool remote() const { return false; }
-  // The bytes a read of the file fetches, as the dataset's listing gave
-  // them, at no request or stat (an object store's listing); nullopt
-  // where the source would have to look (a local file's size).
+  // Whether the dataset's listing gave every file's size (an object
+  // store's), and the bytes a read of the file fetches, as listed, at no
+  // request or stat; nullopt for a name not listed, and from sources that
+  // would have to look (a local file's size).
+  virtual bool lists_bytes() const { return false; }
   virtual std::optional<uint64_t> ListedBytes(const std::string& path) const {
     return std::nullopt;
   }

@@ -33,7 +33,8 @@
 // size. Each position costs a few hashes and no memory: 10^12 samples cost
 // nothing up front; an exchange weighed by bytes sums the sizes once (in
 // the background from construction) and keeps its splits of two epochs
-// (about 8 x Q x N bytes). Logically immutable; thread-safe.
+// (8 x Q x N bytes, and 8 a sample passed over: more for partitions past
+// the bound). Logically immutable; thread-safe.
 #ifndef STOKER_SERVER_SERVE_CANONICAL_ORDER_H_
 #define STOKER_SERVER_SERVE_CANONICAL_ORDER_H_
 

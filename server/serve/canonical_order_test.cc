@@ -148,7 +148,7 @@ TEST(CanonicalOrderTest, GivenSizesANodeReadsWithinQOfItsShareInBytesFromOthers)
     sizes[i] = 20'000 + h % 40'000 + (h % 8 == 0 ? 150'000 : 0);
     total += sizes[i];
   }
-  const auto bytes = [&](uint64_t i) { return std::optional<uint64_t>(sizes[i]); };
+  const auto bytes = [&](uint64_t i) { return sizes[i]; };
   const CanonicalOrder by_count(1920, 11, 24, 0.05f), by_bytes(1920, 11, 24, 0.05f, bytes);
   EXPECT_FALSE(by_count.ExchangeByBytes());
   ASSERT_TRUE(by_bytes.ExchangeByBytes());
@@ -182,7 +182,7 @@ TEST(CanonicalOrderTest, GivenSizesANodeReadsWithinQOfItsShareInBytesFromOthers)
   // a permutation, whatever the partitions' sizes (1,930 = 24 x 80 + 10).
   const auto mostly_heavy = [](uint64_t i) {
     uint64_t state = i;
-    return std::optional<uint64_t>(SplitMix64(state) % 200 == 0 ? 1 : 100);
+    return SplitMix64(state) % 200 == 0 ? uint64_t{1} : uint64_t{100};
   };
   for (float q : {0.05f, 1.0f}) {
     const CanonicalOrder heavy(1930, 11, 24, q, mostly_heavy);
@@ -196,9 +196,8 @@ TEST(CanonicalOrderTest, GivenSizesANodeReadsWithinQOfItsShareInBytesFromOthers)
     }
     EXPECT_GT(over, 0u) << q;
   }
-  // A size unknown: by count.
-  const CanonicalOrder unknown(1920, 11, 24, 0.05f,
-                               [](uint64_t i) { return i == 7 ? std::nullopt : std::optional(i); });
+  // Sizes all 0 (none listed): by count.
+  const CanonicalOrder unknown(1920, 11, 24, 0.05f, [](uint64_t) { return uint64_t{0}; });
   EXPECT_FALSE(unknown.ExchangeByBytes());
   EXPECT_EQ(Epoch(unknown, 3), Epoch(by_count, 3));
 }

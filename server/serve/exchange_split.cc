@@ -5,15 +5,15 @@
 
 namespace stoker {
 
-ExchangeSplit SplitByBytes(uint64_t size, uint64_t exported, uint64_t total, uint64_t count,
-                           const std::function<uint64_t(uint64_t)>& bytes_at) {
+ExchangeSplit SplitByBytes(uint64_t size, uint64_t exported, unsigned __int128 total,
+                           uint64_t count, const std::function<uint64_t(uint64_t)>& bytes_at) {
   ExchangeSplit s;
   s.exported.reserve(exported);
   std::vector<uint64_t> passed_bytes;
   unsigned __int128 taken_bytes = 0;
   uint64_t j = 0;
   for (; j < size && s.exported.size() < exported; ++j) {
-    const uint64_t b = bytes_at(j);
+    const uint64_t b = std::min(bytes_at(j), kMostWeighedBytes);
     // Within the mean times the count taken, with it: (taken + b) / (k + 1)
     // <= total / count, in integers.
     const unsigned __int128 with = taken_bytes + b;
@@ -67,16 +67,19 @@ void ExchangeSplits::SumInBackground() {
 }
 
 void ExchangeSplits::Sum() {
-  if (!bytes_) return;
-  uint64_t total = 0;
-  for (uint64_t i = 0; i < n_; ++i) {
-    if (i % 4096 == 0 && stop_.load(std::memory_order_relaxed)) return;
-    const std::optional<uint64_t> b = bytes_(i);
-    if (!b.has_value() || total + *b < total) return;  // Unknown, or overflows.
-    total += *b;
+  // At most 2^40 samples of at most 2^40 bytes: 2^80 in all.
+  if (!bytes_ || n_ == 0 || n_ >= kMostWeighedBytes) return;
+  unsigned __int128 total = 0;
+  try {
+    for (uint64_t i = 0; i < n_; ++i) {
+      if (i % 4096 == 0 && stop_.load(std::memory_order_relaxed)) return;
+      total += std::min(bytes_(i), kMostWeighedBytes);
+    }
+  } catch (const std::exception&) {
+    return;  // (Out of memory in a lookup: by count.)
   }
   total_ = total;
-  by_bytes_ = total > 0 && n_ > 0;
+  by_bytes_ = total > 0;
 }
 
 bool ExchangeSplits::ByBytes() {
@@ -104,8 +107,7 @@ std::shared_ptr<const ExchangeSplit> ExchangeSplits::Get(
   }
   // Made outside the lock (two threads may both make it: the same split).
   auto split = std::make_shared<const ExchangeSplit>(
-      SplitByBytes(size, exported, total_, n_,
-                   [&](uint64_t j) { return bytes_(sample_at(j)).value_or(0); }));
+      SplitByBytes(size, exported, total_, n_, [&](uint64_t j) { return bytes_(sample_at(j)); }));
   absl::MutexLock lock(&mu_);
   std::shared_ptr<const ExchangeSplit> out = splits_.emplace(key, split).first->second;
   // Keeps the latest two epochs' splits.

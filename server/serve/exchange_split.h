@@ -13,9 +13,9 @@
 // most that many mean-sized samples' bytes. A partition without enough
 // samples light enough (most of its samples above the mean) makes up the
 // count with the lightest it passed over: the one case the bound does not
-// hold (ExchangeSplit::over_budget). Without sizes (a sample's unknown, or
-// a dataset of empty files) a split is the draw's first `exported`: the
-// exchange by count. A sample much larger than the mean is seldom
+// hold (ExchangeSplit::over_budget). Sizes are taken up to 1 TiB each (no
+// sum or product overflows). Without sizes, or with all of them 0, a split
+// is the draw's first `exported`: the exchange by count. A sample much larger than the mean is seldom
 // exported: it stays in its partition (with a world size dividing C, on its
 // rank) more often than others.
 //
@@ -58,16 +58,20 @@ struct ExchangeSplit {
   }
 };
 
+// The largest size a sample is weighed at.
+inline constexpr uint64_t kMostWeighedBytes = uint64_t{1} << 40;
+
 // The split of a partition of `size` samples exporting `exported` <= size,
 // where `bytes_at(j)` is the bytes of the sample at draw position j, and
-// the mean sample size is `total` / `count` (count > 0).
-ExchangeSplit SplitByBytes(uint64_t size, uint64_t exported, uint64_t total, uint64_t count,
-                           const std::function<uint64_t(uint64_t)>& bytes_at);
+// the mean sample size is `total` / `count` (count > 0): sizes at most
+// kMostWeighedBytes, count below 2^40.
+ExchangeSplit SplitByBytes(uint64_t size, uint64_t exported, unsigned __int128 total,
+                           uint64_t count, const std::function<uint64_t(uint64_t)>& bytes_at);
 
 class ExchangeSplits {
  public:
-  // A sample's bytes; nullopt: unknown (the exchange is then by count).
-  using SampleBytes = std::function<std::optional<uint64_t>(uint64_t sample)>;
+  // A sample's bytes (0 where unknown).
+  using SampleBytes = std::function<uint64_t(uint64_t sample)>;
   ExchangeSplits(SampleBytes bytes, uint64_t num_samples);
   // Stops a sum still under way.
   ~ExchangeSplits();
@@ -77,8 +81,9 @@ class ExchangeSplits {
   // Begins summing the sizes on a thread of its own (inline at the first
   // ByBytes if none could start).
   void SumInBackground();
-  // Whether splits weigh bytes: every sample's size is known, and they sum
-  // to more than 0 and fit 64 bits (waits for the sum).
+  // Whether splits weigh bytes: sizes given, summing to more than 0 (waits
+  // for the sum; a split by bytes of samples all of size 0 would be the
+  // split by count).
   bool ByBytes();
 
   // Partition `partition` of `epoch`: `size` samples, `sample_at(j)` the
@@ -97,7 +102,7 @@ class ExchangeSplits {
   absl::Mutex sum_mu_;  // Waits for, or makes, the sum.
   std::thread summing_ ABSL_GUARDED_BY(sum_mu_);
   // Written once before ready_ is set.
-  uint64_t total_ = 0;
+  unsigned __int128 total_ = 0;
   bool by_bytes_ = false;
   absl::Mutex mu_;
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const ExchangeSplit>> splits_

@@ -66,6 +66,22 @@ TEST(ExchangeSplitTest, TheExportedBytesStayWithinTheirCountTimesTheMean) {
   EXPECT_GT(over_by_count, 100u);
 }
 
+TEST(ExchangeSplitTest, SizesPastATebibyteWeighAsOne) {
+  // A listing's size of 2^63 weighs as 2^40: nothing overflows, and the
+  // split is as for that size.
+  const uint64_t huge = uint64_t{1} << 63, tib = kMostWeighedBytes;
+  const std::vector<uint64_t> sizes = {huge, 1, huge, 1};
+  const auto at = [&](uint64_t j) { return sizes[j]; };
+  const auto capped = [&](uint64_t j) { return std::min(sizes[j], tib); };
+  const unsigned __int128 total = 2 * static_cast<unsigned __int128>(tib) + 2;
+  const ExchangeSplit s = SplitByBytes(4, 2, total, 4, at);
+  EXPECT_EQ(s.exported, SplitByBytes(4, 2, total, 4, capped).exported);
+  // 2^40 alone is over the mean; 1, then (1 + 2^40) x 4 <= 2 x total.
+  EXPECT_EQ(s.exported, (std::vector<uint32_t>{1, 2}));
+  ExchangeSplits splits([&](uint64_t i) { return sizes[i % 4]; }, 4'000);
+  EXPECT_TRUE(splits.ByBytes());
+}
+
 TEST(ExchangeSplitTest, APartitionOfHeavySamplesMakesUpItsCountWithItsLightest) {
   // Mean 1,000; this partition's samples all above it.
   const std::vector<uint64_t> heavy = {5000, 1200, 3000, 1100, 9000, 1500};
@@ -82,15 +98,12 @@ TEST(ExchangeSplitTest, APartitionOfHeavySamplesMakesUpItsCountWithItsLightest) 
 TEST(ExchangeSplitTest, SplitsNeedEverySizeAndKeepTheLatestTwoEpochs) {
   const std::vector<uint64_t> sizes = PhotoSizes(1600, 9);
   const auto sample_at = [](uint64_t j) { return j; };
-  ExchangeSplits unknown([](uint64_t i) { return i == 1599 ? std::nullopt : std::optional(i); },
-                         1600);
-  EXPECT_FALSE(unknown.ByBytes());
-  ExchangeSplits empty([](uint64_t) { return std::optional<uint64_t>(0); }, 1600);
+  ExchangeSplits empty([](uint64_t) { return uint64_t{0}; }, 1600);
   EXPECT_FALSE(empty.ByBytes());
   ExchangeSplits none(nullptr, 1600);
   EXPECT_FALSE(none.ByBytes());
 
-  ExchangeSplits splits([&](uint64_t i) { return std::optional(sizes[i]); }, 1600);
+  ExchangeSplits splits([&](uint64_t i) { return sizes[i]; }, 1600);
   ASSERT_TRUE(splits.ByBytes());
   const auto e0 = splits.Get(0, 3, 800, 40, sample_at);
   EXPECT_EQ(splits.Get(0, 3, 800, 40, sample_at), e0);  // Kept.
@@ -108,7 +121,7 @@ TEST(ExchangeSplitTest, SplitsNeedEverySizeAndKeepTheLatestTwoEpochs) {
 }
 
 TEST(ExchangeSplitTest, ASumInTheBackgroundIsWaitedForAndStopsWithItsSplits) {
-  ExchangeSplits splits([](uint64_t i) { return std::optional<uint64_t>(i % 5); }, 100'000);
+  ExchangeSplits splits([](uint64_t i) { return i % 5; }, 100'000);
   splits.SumInBackground();
   splits.SumInBackground();  // Once.
   EXPECT_TRUE(splits.ByBytes());
@@ -119,7 +132,7 @@ TEST(ExchangeSplitTest, ASumInTheBackgroundIsWaitedForAndStopsWithItsSplits) {
   EXPECT_EQ(s->passed, (std::vector<uint32_t>{0, 1}));
   // A sum of a trillion samples, stopped by its splits' end.
   auto endless = std::make_unique<ExchangeSplits>(
-      [](uint64_t) { return std::optional<uint64_t>(1); }, uint64_t{1} << 40);
+      [](uint64_t) { return uint64_t{1}; }, uint64_t{1} << 39);
   endless->SumInBackground();
   endless.reset();
 }

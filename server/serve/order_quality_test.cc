@@ -58,7 +58,7 @@ TEST(OrderQualityTest, AStepCoversItsPositionsPartitionsAndTheOrderSpreadsAsAUni
   }
   EXPECT_LT(MeasureOrder(CanonicalOrder(2400, 3, 24, 0.5f), 1, 24).partitions_per_step, 24.0);
   // The exchange it reports: none in epoch 0; by bytes when sizes are given.
-  const auto sizes = [](uint64_t i) { return std::optional<uint64_t>(1000 + i % 7 * 300); };
+  const auto sizes = [](uint64_t i) { return 1000 + i % 7 * 300; };
   const CanonicalOrder by_bytes(2400, 3, 24, 0.05f, sizes);
   EXPECT_EQ(MeasureOrder(by_bytes, 0, 24).exchanged, 0u);
   EXPECT_FALSE(MeasureOrder(by_bytes, 0, 24).by_bytes);

@@ -14,7 +14,7 @@ namespace stoker {
 EpochPlan::EpochPlan(const PlanSpec& spec) : spec_(spec) {
   if (spec.shuffle) {
     canonical_.emplace(spec.num_samples, spec.seed, spec.partitions, spec.exchange,
-                       spec.sample_bytes);
+                       spec.listed_sizes);
   }
 }
 
@@ -72,18 +72,19 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
   for (uint64_t i = 0; i < size; ++i) order->push_back(first + window.At(0, i));
 }
 
-uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline) {
+uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline, bool listed_sizes) {
   const float q = spec.exchange == 0 ? 0.0f : spec.exchange;  // -0 is 0.
   uint32_t exchange;
   std::memcpy(&exchange, &q, sizeof exchange);
   const uint32_t partitions =
       spec.partitions == 0 ? CanonicalOrder::kDefaultPartitions : spec.partitions;
-  // An exchange is weighed by the samples' listed bytes where they are
-  // (exchange_split.h): its rule is part of the key, so a position saved
-  // under the rule by count is refused, not read in another order.
+  // An exchange is weighed by the samples' listed bytes where their source
+  // lists them (exchange_split.h): that rule is part of the key, so a
+  // position saved under the rule by count is refused, not read in
+  // another order (other keys are those of the releases before it).
   std::string key = CacheKey({"order", uint64_t{partitions}, uint64_t{exchange}, spec.seed,
                               uint64_t{spec.shuffle}, uint64_t{spec.drop_last}, pipeline});
-  if (q != 0) key += CacheKey({"listed-bytes"});
+  if (spec.shuffle && q != 0 && listed_sizes) key += CacheKey({"listed-bytes"});
   Checksum sum;
   sum.Update(key.data(), key.size());
   return sum.state();

@@ -52,10 +52,11 @@ struct PlanSpec {
   // EpochPlan does not read it: BatchOrder makes the plan without those
   // windows.
   bool canonical_first_epoch = false;
-  // Each sample's bytes, as listed (Dataset::ListedBytes), that the
-  // exchange is weighed by; empty, or a size unknown: by count. A property
-  // of the dataset, not of the order's key.
-  ExchangeSplits::SampleBytes sample_bytes;
+  // Each sample's bytes as its source listed them (ListedBytes; 0 where
+  // not), that the exchange is weighed by, for a source that lists them
+  // (SampleSource::lists_bytes); empty: by count. The order's key names
+  // the rule, not the sizes.
+  ExchangeSplits::SampleBytes listed_sizes;
 };
 
 // Appends the first epoch's order of window `w`, the samples [first, first
@@ -70,12 +71,13 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
                        std::vector<uint64_t>* order);
 
 // What a run resumed from a saved position must share with the run that
-// saved it: a stable hash of the partitions asked for, the exchange (and its
-// rule: weighed by listed bytes), the seed, shuffle, drop_last and
-// `pipeline` (Pipeline::order_fingerprint), but not the world size, rank or
-// batch size. The dataset's listing (its names and sizes) is not in it:
-// every node of a world, and a resumed run, must see the same listing.
-uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline);
+// saved it: a stable hash of the partitions asked for, the exchange (and,
+// shuffled from a source that lists sizes, `listed_sizes`, its rule:
+// weighed by them), the seed, shuffle, drop_last and `pipeline`
+// (Pipeline::order_fingerprint), but not the world size, rank or batch
+// size. The dataset's listing (its names and sizes) is not in it: every
+// node of a world, and a resumed run, must see the same listing.
+uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline, bool listed_sizes);
 
 class EpochPlan {
  public:

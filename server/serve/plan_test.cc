@@ -235,23 +235,28 @@ TEST(PlanTest, TheOrderKeyIsTheWorldsNotARanksAndNamesTheExchangesRule) {
   s.shuffle = true;
   s.seed = 7;
   s.exchange = 0;
-  const uint64_t none = OrderKey(s, "pipe");
+  const uint64_t none = OrderKey(s, "pipe", true);
+  EXPECT_EQ(OrderKey(s, "pipe", false), none);  // No exchange: no rule.
   s.world_size = 6;
   s.rank = 5;
   s.batch_size = 32;
   s.num_samples = 1000;
-  EXPECT_EQ(OrderKey(s, "pipe"), none);
+  EXPECT_EQ(OrderKey(s, "pipe", true), none);
   s.exchange = -0.0f;
-  EXPECT_EQ(OrderKey(s, "pipe"), none);
+  EXPECT_EQ(OrderKey(s, "pipe", true), none);
   s.exchange = 0.05f;
-  const uint64_t exchanged = OrderKey(s, "pipe");
-  EXPECT_NE(exchanged, none);
-  EXPECT_NE(OrderKey(s, "other"), exchanged);
-  // Pinned: a state saved without an exchange by an earlier release still
-  // loads; one saved with an exchange before it was weighed by listed
-  // bytes does not (its key lacked the rule).
+  const uint64_t by_count = OrderKey(s, "pipe", false), by_bytes = OrderKey(s, "pipe", true);
+  EXPECT_NE(by_count, none);
+  EXPECT_NE(by_bytes, by_count);
+  EXPECT_NE(OrderKey(s, "other", true), by_bytes);
+  // Unshuffled, the exchange orders nothing: no rule either.
+  s.shuffle = false;
+  EXPECT_EQ(OrderKey(s, "pipe", true), OrderKey(s, "pipe", false));
+  // Pinned, as the releases before the rule made them: a state saved
+  // without an exchange, or with one over files exchanged by count, still
+  // loads; one saved with an exchange over a store's objects does not.
   EXPECT_EQ(none, 11700618501511184817u);
-  EXPECT_EQ(exchanged, 12809347801100112529u);
+  EXPECT_EQ(by_count, 645134925937857925u);
 }
 
 }  // namespace

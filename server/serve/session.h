@@ -37,6 +37,7 @@
 #include "proto/stoker.pb.h"
 #include "server/cache/cache.h"
 #include "server/dataset/dataset.h"
+#include "server/dataset/sample_source.h"
 #include "server/cache/fetcher.h"
 #include "server/pool/idle_work.h"
 #include "server/serve/histogram.h"
@@ -128,7 +129,8 @@ class ServingSession {
   const Pipeline& pipeline() const { return pipeline_; }
   // What a resume state must match (OrderKey).
   uint64_t order_key() const {
-    return OrderKey(order_->asked(), pipeline_.order_fingerprint());
+    return OrderKey(order_->asked(), pipeline_.order_fingerprint(),
+                    dataset_->source != nullptr && dataset_->source->lists_bytes());
   }
   // The session's share weight in the pools (its spec's priority, >= 1).
   int Weight() const { return std::max<int>(1, spec_.priority()); }

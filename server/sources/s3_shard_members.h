@@ -47,6 +47,7 @@ class S3ShardMembers : public ObjectStoreSource {
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override;
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override;
+  bool lists_bytes() const override { return true; }
   std::optional<uint64_t> ListedBytes(const std::string& path) const override;
 
  private:

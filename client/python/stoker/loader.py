@@ -367,7 +367,8 @@ class Loader:
         ("epochs": {epoch: {"requests", "bytes"}}, its last 16); for a
         shuffled epoch of the canonical order, "order": how well it mixes
         ("partitions_per_step" of its "global_step", "spread") and its
-        exchange ("exchanged" a partition, "exchange_by_bytes")."""
+        exchange ("exchanged" a partition, "exchange_by_bytes",
+        "exchange_over_budget" partitions)."""
         t = dict(self._totals)
         busy = t["wait_seconds"] + t["compute_seconds"]
         t["wait_fraction"] = t["wait_seconds"] / busy if busy else 0.0

@@ -15,9 +15,9 @@
 // count with the lightest it passed over: the one case the bound does not
 // hold (ExchangeSplit::over_budget). Sizes are taken up to 1 TiB each (no
 // sum or product overflows). Without sizes, or with all of them 0, a split
-// is the draw's first `exported`: the exchange by count. A sample much larger than the mean is seldom
-// exported: it stays in its partition (with a world size dividing C, on its
-// rank) more often than others.
+// is the draw's first `exported`: the exchange by count. A sample much
+// larger than the mean is seldom exported: it stays in its partition (with
+// a world size dividing C, on its rank) more often than others.
 //
 // Deterministic: a function of the sizes and the draw, the same in every
 // process that listed the same sizes. ExchangeSplits sums the sizes once

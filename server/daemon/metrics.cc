@@ -232,11 +232,19 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
       "Mean gap between consecutive samples of the epoch's order over the dataset's "
       "size (1/3 for a uniform permutation).",
       MetricType::Gauge);
+  MetricFamily order_over = Family(
+      "stoker_session_order_exchange_over_budget",
+      "Partitions whose exchange, weighed by listed bytes, went past E mean-sized "
+      "samples in the epoch a session last began (0 when it held everywhere).",
+      MetricType::Gauge);
   for (const v1::SessionStats& ss : s.sessions()) {
     const Labels l = {{"session", absl::StrCat(ss.session_id())}};
     if (ss.has_order()) {
       Add(order_partitions, ss.order().partitions_per_step(), l);
       Add(order_spread, ss.order().spread(), l);
+      if (ss.order().exchange_by_bytes()) {
+        Add(order_over, ss.order().exchange_over_budget(), l);
+      }
     }
     if (ss.remote_requests() > 0 || ss.remote_by_epoch_size() > 0) {
       Add(remote_requests, ss.remote_requests(), l);
@@ -265,7 +273,7 @@ std::vector<MetricFamily> MetricFamilies(const v1::DaemonStats& s) {
   }
   for (auto* f : {&ready, &slots, &delivered, &wait, &diagnosis, &session_spilled,
                   &client_decoded, &cpu_share, &remote_requests, &remote_bytes, &epoch_requests,
-                  &epoch_bytes, &order_partitions, &order_spread}) {
+                  &epoch_bytes, &order_partitions, &order_spread, &order_over}) {
     out.push_back(std::move(*f));
   }
   return out;

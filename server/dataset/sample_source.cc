@@ -55,13 +55,15 @@ std::shared_ptr<const SampleSource> MakeFileSource(
   return std::make_shared<FileSource>(fs, std::move(beneath), max_bytes);
 }
 
-std::optional<uint64_t> ListedBytes(const Dataset& ds, uint64_t i) {
-  if (ds.source == nullptr) return std::nullopt;
+bool ListsBytes(const Dataset& ds) { return ds.source != nullptr && ds.source->lists_bytes(); }
+
+uint64_t ListedBytes(const Dataset& ds, uint64_t i) {
+  if (ds.source == nullptr) return 0;
   const Sample& s = ds.sample(i);
   uint64_t bytes = 0;
   for (size_t k = 0; k <= s.more.size(); ++k) {
     const std::optional<uint64_t> b = ds.source->ListedBytes(s.file(k));
-    if (!b.has_value() || bytes + *b < bytes) return std::nullopt;  // Or it overflows.
+    if (!b.has_value() || bytes + *b < bytes) return 0;  // Or it overflows.
     bytes += *b;
   }
   return bytes;

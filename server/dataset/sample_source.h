@@ -89,10 +89,12 @@ std::shared_ptr<const SampleSource> MakeFileSource(
     FileSystem* fs, std::shared_ptr<const Beneath> beneath,
     uint64_t max_bytes = kDefaultMaxFileBytes);
 
+// Whether `ds`'s source lists its files' sizes (SampleSource::lists_bytes).
+bool ListsBytes(const Dataset& ds);
 // Sample i < ds.sample_count()'s bytes as its source listed them (its
-// files' sum: SampleSource::ListedBytes); nullopt where one is not listed
-// (a local file) or without a source.
-std::optional<uint64_t> ListedBytes(const Dataset& ds, uint64_t i);
+// files' sum: SampleSource::ListedBytes); 0 where one is not listed (or
+// they overflow), or without a source.
+uint64_t ListedBytes(const Dataset& ds, uint64_t i);
 
 }  // namespace stoker
 

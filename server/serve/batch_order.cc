@@ -50,9 +50,7 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
 
 absl::Status BatchOrder::MakePlan(uint64_t samples, std::vector<uint64_t> windows) {
   spec_.num_samples = samples;
-  if (ds_->source != nullptr && ds_->source->lists_bytes()) {
-    spec_.listed_sizes = [ds = ds_](uint64_t i) { return ListedBytes(*ds, i).value_or(0); };
-  }
+  if (ListsBytes(*ds_)) spec_.listed_sizes = [ds = ds_](uint64_t i) { return ListedBytes(*ds, i); };
   spec_.first_epoch_windows = std::move(windows);
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(spec_));
   plan_.emplace(std::move(plan));

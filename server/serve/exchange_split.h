@@ -1,6 +1,6 @@
 // Which of a partition's samples an epoch's exchange sends to another
 // partition (CanonicalOrder), weighed by bytes when the dataset knows its
-// samples' sizes without reading them (a listing's: Dataset::ListedBytes),
+// samples' sizes without reading them (a listing's: ListedBytes in sample_source.h),
 // so that the bytes a node reads in other nodes' place stay within the
 // exchange fraction of its share, not only their count.
 //

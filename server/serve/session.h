@@ -129,8 +129,7 @@ class ServingSession {
   const Pipeline& pipeline() const { return pipeline_; }
   // What a resume state must match (OrderKey).
   uint64_t order_key() const {
-    return OrderKey(order_->asked(), pipeline_.order_fingerprint(),
-                    dataset_->source != nullptr && dataset_->source->lists_bytes());
+    return OrderKey(order_->asked(), pipeline_.order_fingerprint(), ListsBytes(*dataset_));
   }
   // The session's share weight in the pools (its spec's priority, >= 1).
   int Weight() const { return std::max<int>(1, spec_.priority()); }

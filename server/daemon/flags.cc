@@ -64,6 +64,10 @@ ABSL_FLAG(std::string, object_store_endpoints, "",
           "http[s]://host[:port]; empty: none. Only these are ever contacted, with "
           "each trainer's own credentials; a loopback or intranet endpoint only if "
           "listed here.");
+ABSL_FLAG(uint64_t, object_store_flat_listing, stoker::ScanLimits().flat_listing_objects,
+          "An ImageFolder in an object store of at most about this many objects "
+          "(at most 100000) is listed flat, page after page; a larger one class by "
+          "class, in parallel (0: always class by class).");
 ABSL_FLAG(std::string, l2_path, "",
           "Folder of the L2 LMDB cache on local disk; empty disables L2.");
 ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},
@@ -260,6 +264,7 @@ absl::StatusOr<StokerdConfig> Config() {
     options.max_array_bytes_per_user = options.l1_bytes / 4;
   }
   options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
+  options.scan_limits.flat_listing_objects = absl::GetFlag(FLAGS_object_store_flat_listing);
   options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes).bytes;
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
   options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
@@ -275,6 +280,10 @@ absl::StatusOr<StokerdConfig> Config() {
   // Rings reach clients as descriptors over this socket (next to the
   // control socket, same mode): segments stay 0600 and the daemon's.
   options.handoff_socket = shm::RingSocketPath(config.socket);
+  if (options.scan_limits.flat_listing_objects > 100'000) {
+    // Flat pages come one after another: a long listing is by class.
+    return absl::InvalidArgumentError("--object-store-flat-listing must be at most 100000");
+  }
   if (options.reader_threads < 1 || options.reader_threads > 4096) {
     return absl::InvalidArgumentError("--reader-threads must be in 1..4096");
   }

@@ -117,6 +117,12 @@ struct ScanLimits {
   // indexed, the rest to come in Dataset::growth (`progress` is then
   // counted until the indexing ends).
   bool streamed = false;
+  // A folder in an object store of at most about this many objects is
+  // listed flat, page after page, rather than class by class (0: always by
+  // class; s3_folder.h); `flat_page_keys`: those pages' size (0: the
+  // store's own).
+  uint64_t flat_listing_objects = 4000;
+  int flat_page_keys = 0;
   // Runs the part of an opening that outlives it (a streamed opening's
   // indexing) on a thread the daemon joins when it stops (false: it is
   // stopping, not run); null: a thread of the opening's own, which

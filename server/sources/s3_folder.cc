@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -273,26 +274,145 @@ class FolderListing {
   const std::shared_ptr<DatasetGrowth> growth_;
 };
 
-// The classes below `root` by one delimited listing, sorted; the .tar
+// The first pages of a prefix listed flat (no delimiter): its keys in the
+// store's order, charged to the caller while held, the next page's token.
+struct FlatPages {
+  explicit FlatPages(const ScanLimits& limits) : charge(limits) {}
+  std::vector<ListedObject> objects;
+  std::string token;
+  bool listed = false;
+  bool ordered = true;  // Each key after the one before, as S3 lists them.
+  ListCharge charge;
+  bool whole() const { return listed && token.empty(); }
+};
+
+// The next page (uncounted: TakeFlat counts what it takes); at most
+// max_files objects in all, as listed by class.
+absl::Status ListFlatPage(const S3Url& root, Lister& lister, const ScanLimits& limits,
+                          FlatPages* flat) {
+  STOKER_ASSIGN_OR_RETURN(ListPage p,
+                          lister.Page(root.key, "", flat->token, limits.flat_page_keys, false));
+  if (flat->objects.size() + p.objects.size() > limits.max_files) return lister.TooMany();
+  for (ListedObject& o : p.objects) {
+    if (!flat->objects.empty() && !(flat->objects.back().key < o.key)) flat->ordered = false;
+    STOKER_RETURN_IF_ERROR(flat->charge.Add(Sample{o.key, 0, {o.etag}}));
+    flat->objects.push_back(std::move(o));
+  }
+  flat->listed = true;
+  flat->token = p.truncated ? p.next_token : "";
+  return absl::OkStatus();
+}
+
+// Whether the flat pages hold all of the class `prefix`: all of the
+// folder is listed, or the class's keys all sort before the last one
+// listed (in a store that lists in order).
+bool FlatCovers(const FlatPages& flat, const std::string& prefix) {
+  if (flat.whole()) return true;
+  if (!flat.ordered || flat.objects.empty()) return false;
+  const std::string& last = flat.objects.back().key;
+  return prefix < last && !absl::StartsWith(last, prefix);
+}
+
+// Whether the flat listing goes on: the classes it covers, and the one it
+// is in, say the whole is within `most` objects; not once every class is
+// covered (the rest lie directly in the root, listed with the classes).
+bool FlatGoesOn(const FlatPages& flat, const std::vector<ClassListing>& classes,
+                uint64_t most) {
+  if (flat.whole() || !flat.ordered || flat.objects.empty()) return false;
+  uint64_t covered = 0;
+  for (const ClassListing& c : classes) covered += FlatCovers(flat, c.prefix) ? 1 : 0;
+  return covered < classes.size() &&
+         static_cast<double>(flat.objects.size()) * static_cast<double>(classes.size()) <=
+             static_cast<double>(most) * static_cast<double>(covered + 1);
+}
+
+// Takes from the flat pages the classes they hold whole: their objects
+// counted as seen, their images charged as ListClass charges them, the
+// other objects counted in `skipped`; those classes end there. A class
+// with no key in them (made since) is listed by class; objects directly in
+// `root` were counted by the classes' listing.
+absl::Status TakeFlat(const S3Url& root, FlatPages& flat, Lister& lister,
+                      std::vector<ClassListing>* classes, ListCharge* charge,
+                      uint64_t* skipped) {
+  std::vector<std::pair<size_t, ListedObject*>> in_class;
+  std::vector<bool> held(classes->size());
+  for (ListedObject& o : flat.objects) {
+    const size_t slash = o.key.find('/', root.key.size());
+    if (slash == std::string::npos) continue;  // Directly in the root.
+    const std::string prefix = o.key.substr(0, slash + 1);
+    const auto at = std::lower_bound(
+        classes->begin(), classes->end(), prefix,
+        [](const ClassListing& c, const std::string& p) { return c.prefix < p; });
+    if (at == classes->end() || at->prefix != prefix) continue;  // Not listed as a class.
+    held[at - classes->begin()] = true;
+    in_class.emplace_back(at - classes->begin(), &o);
+  }
+  std::vector<bool> covered(classes->size());
+  for (size_t c = 0; c < classes->size(); ++c) {
+    covered[c] = held[c] && FlatCovers(flat, (*classes)[c].prefix);
+  }
+  uint64_t seen = 0;
+  for (const auto& [c, o] : in_class) seen += covered[c] ? 1 : 0;
+  STOKER_RETURN_IF_ERROR(lister.Count(seen));
+  for (auto& [c, o] : in_class) {
+    if (!covered[c]) continue;
+    if (!HasImageExtension(o->key)) {
+      ++*skipped;
+      continue;
+    }
+    const Sample as_charged{o->key, 0, {o->etag}};  // As ListClass charges it.
+    STOKER_RETURN_IF_ERROR(charge->Add(as_charged));
+    STOKER_RETURN_IF_ERROR(charge->Add(as_charged));
+    (*classes)[c].images.push_back(std::move(*o));
+  }
+  for (size_t c = 0; c < classes->size(); ++c) (*classes)[c].ended = covered[c];
+  return absl::OkStatus();
+}
+
+// The classes below `root` by one delimited listing, sorted, with the
+// images a flat listing beside it took of them (s3_folder.h); the .tar
 // objects directly in it into `shards`, and the other objects there
 // counted in `skipped`.
 absl::StatusOr<std::vector<ClassListing>> ListClasses(const S3Url& root, Lister& lister,
+                                                      const ScanLimits& limits,
+                                                      ListCharge* charge,
                                                       std::vector<ListedObject>* shards,
                                                       uint64_t* skipped) {
+  const int tasks = limits.flat_listing_objects > 0 ? 2 : 1;
+  FlatPages flat(limits);
   std::vector<std::string> prefixes;
-  STOKER_RETURN_IF_ERROR(lister.Walk(root.key, "/", [&](ListPage& p) {
-    for (std::string& c : p.prefixes) prefixes.push_back(std::move(c));
-    *skipped += p.objects.size();
-    for (ListedObject& o : p.objects) {
-      if (IsShardKey(o.key)) shards->push_back(std::move(o));
+  absl::Status classes_listed, first_page;
+  std::atomic<int> next{0};
+  RunOnThreads(tasks, [&] {
+    for (int t; (t = next.fetch_add(1)) < tasks;) {
+      if (t == 1) {
+        first_page = ListFlatPage(root, lister, limits, &flat);
+        continue;
+      }
+      classes_listed = lister.Walk(root.key, "/", [&](ListPage& p) {
+        for (std::string& c : p.prefixes) prefixes.push_back(std::move(c));
+        *skipped += p.objects.size();
+        for (ListedObject& o : p.objects) {
+          if (IsShardKey(o.key)) shards->push_back(std::move(o));
+        }
+        return absl::OkStatus();
+      });
     }
-    return absl::OkStatus();
-  }));
+  });
+  STOKER_RETURN_IF_ERROR(classes_listed);
+  STOKER_RETURN_IF_ERROR(first_page);
   std::sort(prefixes.begin(), prefixes.end());
+  prefixes.erase(std::unique(prefixes.begin(), prefixes.end()), prefixes.end());
   std::vector<ClassListing> classes(prefixes.size());
   for (size_t c = 0; c < prefixes.size(); ++c) {
     classes[c].name = std::string(absl::StripSuffix(prefixes[c].substr(root.key.size()), "/"));
     classes[c].prefix = std::move(prefixes[c]);
+  }
+  if (tasks == 2) {
+    while (FlatGoesOn(flat, classes, limits.flat_listing_objects)) {
+      STOKER_RETURN_IF_ERROR(ListFlatPage(root, lister, limits, &flat));
+    }
+    STOKER_RETURN_IF_ERROR(TakeFlat(root, flat, lister, &classes, charge, skipped));
   }
   return classes;
 }
@@ -358,7 +478,8 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
   Lister lister(root, access, client, limits);
   if (!taken) {
     std::vector<ListedObject> shards;
-    STOKER_ASSIGN_OR_RETURN(classes, ListClasses(root, lister, &shards, &skipped));
+    STOKER_ASSIGN_OR_RETURN(classes,
+                            ListClasses(root, lister, limits, &charge, &shards, &skipped));
     if (classes.empty() && !shards.empty()) {  // A prefix of shards, listed now.
       return OpenS3Shards(root, {}, access, client, limits, keep, ahead, &shards);
     }

@@ -3,9 +3,16 @@
 // .jpg/.jpeg/.png objects (names in any case, at any depth below the
 // class), labels in class-name order, as torchvision's ImageFolder.
 //
-// Listing: the class prefixes by one delimited listing, then the classes
-// in parallel (one at a time per 8 classes, 16 to 64, each page by page),
-// never one sequential listing of the whole prefix; bounded by the scan limits
+// Listing: the class prefixes by one delimited listing, and beside it the
+// prefix's first page listed flat (no delimiter). The flat listing goes on
+// while the classes its pages cover, and the one they are in, say the
+// whole is at most about ScanLimits::flat_listing_objects (4,000, a few of
+// a store's pages); each class a flat page holds whole is taken from it
+// (so a folder of up to a page is two requests). The others are listed in
+// parallel (one at a time per 8 classes, 16 to 64, each page by page), so
+// a large folder is never one sequential listing of the whole prefix.
+// Listed either way, the samples, their numbering, what is skipped and
+// the count against max_files are the same; bounded by the scan limits
 // (objects seen against max_files, max_time, cancellation). An object or
 // prefix outside the one asked for, or an object without an ETag, is
 // DATA_LOSS. The listing's size and ETag of each object are its identity;
@@ -25,7 +32,8 @@
 // the canonical first epoch instead, once the whole listing is published.
 //
 // A streamed opening (ScanLimits::streamed) lists each class's first 16
-// keys, answers once window 0 is published, and lists the rest on the
+// keys (those not taken from the flat listing, which are whole), answers
+// once window 0 is published, and lists the rest on the
 // opening's background work (in pages of the store's size, fewer classes
 // at a time: one per 8, 4 to 64, as the store serves window 0's reads
 // too; the scan timeout bounds each page's wait there, not the whole),

@@ -126,8 +126,8 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
       OpenS3Folder(*S3Url::Parse("s3://bkt/data/train"), As(access_, 1000), client_.get(), {},
                    KeptListing{&kept, false});
   ASSERT_TRUE(first.ok()) << first.status();
-  // The classes, then each of the 3 classes.
-  EXPECT_EQ(client_->stats().requests, before + 4);
+  // The classes, and beside them the one page listed flat.
+  EXPECT_EQ(client_->stats().requests, before + 2);
   ASSERT_EQ(kept.values.size(), 1u);
   EXPECT_EQ(kept.owners, std::vector<int64_t>{1000});
   // An object added since: the kept listing does not have it.
@@ -157,7 +157,7 @@ TEST_F(S3FolderTest, AKeptListingServesTheNextSessionAfterOneRequest) {
   const uint64_t at_other = client_->stats().requests;
   absl::StatusOr<Dataset> others = OpenKept(client_.get(), other, 2000, &kept);
   ASSERT_TRUE(others.ok()) << others.status();
-  EXPECT_EQ(client_->stats().requests, at_other + 4);
+  EXPECT_EQ(client_->stats().requests, at_other + 2);
   EXPECT_EQ(kept.values.size(), 2u);
   // An object of a kept listing changed since: DATA_LOSS, saying how to
   // list again.
@@ -228,11 +228,16 @@ class S3FolderWindowsTest : public moto_testing::BucketTest {
     }
     want_ = order;
   }
+  // By class unless `flat` (ScanLimits::flat_listing_objects), in pages of
+  // `page_keys` (0: the store's).
   absl::StatusOr<Dataset> Open(bool streamed, KeptValues* kept = nullptr,
-                               uint64_t max_files = ScanLimits().max_files) {
+                               uint64_t max_files = ScanLimits().max_files,
+                               uint64_t flat = 0, int page_keys = 0) {
     ScanLimits limits;
     limits.streamed = streamed;
     limits.max_files = max_files;
+    limits.flat_listing_objects = flat;
+    limits.flat_page_keys = page_keys;
     return OpenS3Folder(*S3Url::Parse("s3://bkt/w/"), access_, client_.get(), limits,
                         KeptListing{kept, false});
   }
@@ -288,6 +293,58 @@ TEST_F(S3FolderWindowsTest, ListedNowKeptOrStreamedTheSamplesAreNumberedInTheSam
   }
 }
 
+TEST_F(S3FolderWindowsTest, AFlatListingNumbersTheSamplesAsTheListingByClass) {
+  // Keys in order: a's 21 (the note among them), b's 3, c's 18; by class,
+  // 3 prefixes and 42 objects are seen.
+  struct Case {
+    uint64_t flat;
+    int page_keys;
+    bool streamed;
+    uint64_t requests;
+    bool grows;
+  };
+  for (const Case& k : {
+           // The classes, beside one page of the store's: all of it.
+           Case{4000, 0, true, 2, false},
+           // Pages of 16: a's first 16 say 48 in all; then a and b whole
+           // in 32 keys say 96; both within 4000: a third page.
+           Case{4000, 16, false, 4, false},
+           // Pages of 30 hold a and b whole; 90 in all is more than 20: c
+           // is listed by class, whole (one page of the store's) or
+           // streamed (its first 16 keys, then the rest).
+           Case{20, 30, false, 3, false},
+           Case{20, 30, true, 4, true},
+           // 48 in all is more than 1: the page taken for nothing, all by
+           // class.
+           Case{1, 16, false, 5, false},
+       }) {
+    SCOPED_TRACE(absl::StrCat(k.flat, " objects flat, pages of ", k.page_keys,
+                              k.streamed ? ", streamed" : ""));
+    const uint64_t before = client_->stats().requests;
+    absl::StatusOr<Dataset> ds = Open(k.streamed, nullptr, ScanLimits().max_files, k.flat,
+                                      k.page_keys);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    std::vector<uint64_t> windows = ds->first_epoch_windows;
+    EXPECT_EQ(ds->growth != nullptr, k.grows);
+    if (ds->growth != nullptr) {
+      const DatasetGrowth::View v = End(*ds);
+      ASSERT_TRUE(v.status.ok()) << v.status;
+      windows = v.windows;
+    }
+    EXPECT_EQ(client_->stats().requests, before + k.requests);
+    EXPECT_EQ(Paths(*ds), want_);
+    EXPECT_EQ(windows, (std::vector<uint64_t>{35, 6}));
+    EXPECT_EQ(ds->skipped_files, 1u);
+    EXPECT_EQ(ds->class_names, (std::vector<std::string>{"a", "b", "c"}));
+    // The same count against max_files as by class.
+    EXPECT_EQ(Open(false, nullptr, 44, k.flat, k.page_keys).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_TRUE(Open(false, nullptr, 45, k.flat, k.page_keys).ok());
+  }
+  EXPECT_EQ(Open(false, nullptr, 44).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Open(false, nullptr, 45).ok());
+}
+
 TEST_F(S3FolderWindowsTest, AStreamedListingsLaterErrorEndsItsGrowthAfterTheFirstWindow) {
   // Seen by window 0's end: 3 prefixes, then pages of 16 + 5, 3 and 16
   // keys (43); the last class's second page passes 44.
@@ -304,6 +361,64 @@ TEST_F(S3FolderWindowsTest, AStreamedListingsLaterErrorEndsItsGrowthAfterTheFirs
     absl::StatusOr<Dataset> dropped = Open(true);
     ASSERT_TRUE(dropped.ok()) << dropped.status();
     EXPECT_GE(dropped->sample_count(), 35u);
+  }
+}
+
+// Keys that try where a flat listing's classes begin and end: a key equal
+// to the root, an empty class name, objects directly in the root among the
+// classes ("a.txt" sorts between "a-b/" and "a/") and a shard there, a
+// folder marker, nested folders, a class of no image.
+class S3FolderFlatTest : public moto_testing::BucketTest {
+ protected:
+  void SetUp() override {
+    BucketTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    int i = 0;
+    for (const char* key :
+         {"f/", "f//e.jpg", "f/a-b/1.jpg", "f/a-b/2.JPEG", "f/a.txt", "f/a/", "f/a/1.jpg",
+          "f/a/deep/2.png", "f/a/notes.txt", "f/a/3.jpg", "f/c/x.txt", "f/d/1.png", "f/d/2.png",
+          "f/d/3.png", "f/d/4.png", "f/d/5.png", "f/readme.md", "f/z.tar"}) {
+      ASSERT_TRUE(Put(key, Content(50 + i, i)).ok()) << key;
+      ++i;
+    }
+  }
+  absl::StatusOr<Dataset> Open(uint64_t flat, int page_keys,
+                               uint64_t max_files = ScanLimits().max_files) {
+    ScanLimits limits;
+    limits.flat_listing_objects = flat;
+    limits.flat_page_keys = page_keys;
+    limits.max_files = max_files;
+    return OpenS3Folder(*S3Url::Parse("s3://bkt/f/"), access_, client_.get(), limits);
+  }
+};
+
+TEST_F(S3FolderFlatTest, ListedFlatInAnyPagesOrByClassTheDatasetIsTheSame) {
+  absl::StatusOr<Dataset> want = Open(0, 0);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(want->class_names, (std::vector<std::string>{"", "a-b", "a", "c", "d"}));
+  EXPECT_EQ(want->samples.size(), 11u);
+  EXPECT_EQ(want->skipped_files, 7u);  // 4 in the root, a's marker and note, c's.
+  // The fewest objects seen that list it by class.
+  uint64_t least = 1;
+  while (least < 64 && !Open(0, 0, least).ok()) ++least;
+  EXPECT_EQ(least, 23u);  // 5 prefixes, 4 objects in the root, 14 in classes.
+  for (uint64_t flat : {1, 10, 40, 4000}) {
+    for (int page_keys : {1, 2, 3, 5, 7, 0}) {
+      SCOPED_TRACE(absl::StrCat(flat, " objects flat, pages of ", page_keys));
+      absl::StatusOr<Dataset> ds = Open(flat, page_keys);
+      ASSERT_TRUE(ds.ok()) << ds.status();
+      EXPECT_EQ(ds->class_names, want->class_names);
+      ASSERT_EQ(ds->samples.size(), want->samples.size());
+      for (size_t i = 0; i < ds->samples.size(); ++i) {
+        EXPECT_EQ(ds->samples[i].path, want->samples[i].path);
+        EXPECT_EQ(ds->samples[i].label, want->samples[i].label) << ds->samples[i].path;
+      }
+      EXPECT_EQ(ds->first_epoch_windows, want->first_epoch_windows);
+      EXPECT_EQ(ds->skipped_files, want->skipped_files);
+      EXPECT_EQ(Open(flat, page_keys, least - 1).status().code(),
+                absl::StatusCode::kResourceExhausted);
+      EXPECT_TRUE(Open(flat, page_keys, least).ok());
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "util/checksum.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 
@@ -29,8 +30,20 @@ void Lister::BoundByStalls() {
   deadline_ns_.store(absl::ToUnixNanos(absl::Now() + limits_.max_time));
 }
 
+absl::Status Lister::Count(uint64_t n) {
+  if (seen_.fetch_add(n) + n > limits_.max_files) return TooMany();
+  if (limits_.progress != nullptr) limits_.progress->Listed(n);
+  return absl::OkStatus();
+}
+
+absl::Status Lister::TooMany() const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "listing ", url_.ToString(), ": over ", limits_.max_files,
+      " objects (--max-dataset-files)"));
+}
+
 absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::string& delimiter,
-                                      const std::string& token, int max_keys) {
+                                      const std::string& token, int max_keys, bool counted) {
   if (limits_.cancel != nullptr && limits_.cancel->load()) {
     return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
   }
@@ -65,12 +78,7 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
          was < until && !deadline_ns_.compare_exchange_weak(was, until);) {
     }
   }
-  const uint64_t n = p->objects.size() + p->prefixes.size();
-  if (seen_.fetch_add(n) + n > limits_.max_files) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "listing ", url_.ToString(), ": over ", limits_.max_files,
-        " objects (--max-dataset-files)"));
-  }
+  if (counted) STOKER_RETURN_IF_ERROR(Count(p->objects.size() + p->prefixes.size()));
   for (const std::string& q : p->prefixes) {
     if (!absl::StartsWith(q, prefix) || q.size() <= prefix.size()) {
       return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),
@@ -84,7 +92,6 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
           "without an ETag"));
     }
   }
-  if (limits_.progress != nullptr) limits_.progress->Listed(n);
   return p;
 }
 

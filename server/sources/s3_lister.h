@@ -48,9 +48,14 @@ class Lister {
   void BoundByStalls();
   // One page of `prefix` from `token` ("": the first), at most `max_keys`
   // (0: the store's own page size), checked as Walk checks each; a
-  // truncated page comes with its next token.
+  // truncated page comes with its next token. Not `counted`: its objects
+  // are not counted as seen (the caller counts what it takes of them).
   absl::StatusOr<ListPage> Page(const std::string& prefix, const std::string& delimiter,
-                                const std::string& token, int max_keys);
+                                const std::string& token, int max_keys, bool counted = true);
+  // Counts `n` more objects seen (against max_files, and as progress);
+  // RESOURCE_EXHAUSTED past max_files, as TooMany.
+  absl::Status Count(uint64_t n);
+  absl::Status TooMany() const;
 
  private:
   const S3Url& url_;

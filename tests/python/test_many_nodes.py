@@ -165,7 +165,8 @@ def test_a_first_epoch_of_a_bucket_resumes_at_another_world_size_in_its_order(bu
 
 
 def test_a_worlds_first_batch_shows_the_listing_it_waits_for(bucket, capsys, monkeypatch):
-    # Behind 0.5 s a request, a world's session answers once the classes'
+    # Behind 0.5 s a request, a world's session over a folder listed class
+    # by class (as one too large to list flat is) answers once the classes'
     # first keys are listed, and its first batch waits for the rest of the
     # listing: the Loader shows the daemon's summary of it meanwhile.
     from stoker import _opening
@@ -178,7 +179,8 @@ def test_a_worlds_first_batch_shows_the_listing_it_waits_for(bucket, capsys, mon
     try:
         endpoint = proxy.stdout.readline().strip()
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-        daemons = start(1, ["--object-store-endpoints", endpoint])
+        daemons = start(1, ["--object-store-endpoints", endpoint,
+                            "--object-store-flat-listing", "0"])
         ld = stoker.Loader("s3://nodes/train/", batch_size=4, transform="val", image_size=16,
                            seed=5, rank=0, world_size=2, socket=daemons[0].socket,
                            pixel_cache=None)

@@ -71,8 +71,9 @@ def test_an_image_folder_in_a_bucket_reads_as_the_local_one(bucket, dataset, tra
             capture_output=True, text=True, check=True).stdout)
         after_first = int(stats["object_store"]["requests"])
         pictures = sum(len(y) for _, y in want)
-        # One GET per picture, and the listings (the classes', each class's).
-        assert pictures < after_first <= pictures + 1 + len(os.listdir(dataset))
+        # One GET per picture, and the listings: the classes', and beside it
+        # the folder's one page listed flat.
+        assert after_first == pictures + 2
         # A second epoch: the same pictures (from the caches now).
         it = iter(ld)
         for (wx, wy) in want:
@@ -141,32 +142,33 @@ def test_the_next_session_takes_the_kept_listing(bucket, dataset, trainer_env, t
         for (x, y), (wx, wy) in zip(got, want):
             assert torch.equal(x, wx) and torch.equal(y, wy)
         # Its own proof for each picture (the cached bytes are served after
-        # it) and for the listing: one request where listing took one per
-        # class and one more.
+        # it) and for the listing: one request.
         assert _sent(d) - before == pictures + 1
-        # Asked to list again: the classes' listing, each class's, and the
-        # pictures' proofs.
+        # Asked to list again: the classes, the folder's page listed flat,
+        # and the pictures' proofs.
         before = _sent(d)
         again = batches(stoker.Loader({"s3": {"url": "s3://photos/train/", "refresh": True}},
                                       socket=d.socket, **ARGS))
         assert len(again) == len(want)
-        classes = len(os.listdir(dataset))
-        assert _sent(d) - before == pictures + 1 + classes
+        assert _sent(d) - before == pictures + 2
     finally:
         d.stop()
 
 
-def test_a_folder_past_its_first_window_streams_the_batches_of_the_kept_listing(
+def test_a_folder_past_its_first_window_streams_the_batches_of_the_kept_and_flat_listings(
         bucket, trainer_env, tmp_path):
-    """20 pictures a class: a session's opening begins once each class's
-    first 16 are listed (one page of 16 keys each), the rest listed as it
-    serves; its numbering, in windows, is that of the next session, which
-    takes the kept listing whole: the same batches in two shuffled epochs."""
+    """20 pictures a class, listed class by class (as a folder too large
+    to list flat is): a session's opening begins once each class's first 16
+    are listed (one page of 16 keys each), the rest listed as it serves;
+    its numbering, in windows, is that of the next session, which takes
+    the kept listing whole, and that of a session listing it flat: the
+    same batches in two shuffled epochs."""
     from conftest import _generated
     from test_resume import checksum_epochs
     folder = _generated("stoker-pywide-", "--classes", "3", "--per_class", "20",
                         "--min_side", "60", "--max_side", "90", "--seed", "9")
-    flags = ["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2")]
+    flags = ["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2"),
+             "--object-store-flat-listing", "0"]
     args = dict(batch_size=4, transform="train", image_size=32, seed=3, pixel_cache=None)
     try:
         for dirpath, _, names in os.walk(folder):
@@ -174,25 +176,28 @@ def test_a_folder_past_its_first_window_streams_the_batches_of_the_kept_listing(
                 with open(os.path.join(dirpath, name), "rb") as f:
                     s3_server.put_object(bucket, "photos/wide/" + os.path.relpath(
                         os.path.join(dirpath, name), folder), f.read())
-        d = Daemon(extra=flags)
-        try:
-            before = _sent(d)
-            streamed = checksum_epochs(stoker.Loader("s3://photos/wide/", socket=d.socket,
-                                                     **args), 2)
-            # The classes, each class's first 16 keys, then the rest of
-            # each; a GET per picture (the second epoch from the caches).
-            assert _sent(d) - before == 1 + 3 + 3 + 60
-        finally:
-            d.stop()  # Its queued L2 writes (the listing) are written first.
-        d = Daemon(extra=flags)
-        try:
-            before = _sent(d)
-            kept = checksum_epochs(stoker.Loader("s3://photos/wide/", socket=d.socket, **args), 2)
-            # The listing's proof, and each picture's (cached, proven first).
-            assert _sent(d) - before == 1 + 60
-        finally:
-            d.stop()
+
+        def read(flags):
+            """Two epochs' checksums, and the requests they took."""
+            d = Daemon(extra=flags)
+            try:
+                before = _sent(d)
+                got = checksum_epochs(stoker.Loader("s3://photos/wide/", socket=d.socket,
+                                                    **args), 2)
+                return got, _sent(d) - before
+            finally:
+                d.stop()  # Its queued L2 writes (the listing) are written first.
+        streamed, sent = read(flags)
+        # The classes, each class's first 16 keys, then the rest of each; a
+        # GET per picture (the second epoch from the caches).
+        assert sent == 1 + 3 + 3 + 60
+        kept, sent = read(flags)
+        # The listing's proof, and each picture's (cached, proven first).
+        assert sent == 1 + 60
         assert kept == streamed and streamed[1] == 2 * 60
+        # Listed flat (the daemon's default for a folder this small): the
+        # classes and one page, and the same batches.
+        assert read(["--object-store-endpoints", bucket]) == (streamed, 2 + 60)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

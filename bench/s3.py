@@ -12,10 +12,12 @@ between node and store, which costs a node no CPU) get a core to
 themselves, and everything else (the load generator, the daemon, the
 Loader) the other cores, so the local folder is read on those cores too.
 First moto's own ceiling: GETs/s and MB/s of those objects, the best of
-8 to 64 kept-alive connections, then again before each run, direct and
-through that run's path (the proxy shares the store's core, so moto serves
-fewer GETs behind it; the best of 32 and 64 connections, as a path of 20
-or 50 ms needs that many to keep moto busy). Epoch 1 and later epochs
+8 to 64 kept-alive connections, then again before and after each run
+(their mean: moto's rate drifts), direct and through that run's path
+(the proxy shares the store's core, so moto serves fewer GETs behind it;
+the best of 32 and 64 connections, as a path of 20 or 50 ms needs that
+many to keep moto busy; LATENCIES=0,20,50 picks the paths, FLAT=0 lists
+the folder class by class). Epoch 1 and later epochs
 (EPOCHS after the first), images/s, medians over RUNS fresh daemons; epoch
 1 also split at its first batch, as for the shards below.
 
@@ -26,12 +28,13 @@ epoch 1 against the local shards' (the cold
 epoch includes opening: listing, and reading each shard whole to index
 it, streamed: the first batches are served as later shards are indexed),
 then epoch 1 split at its first batch: the seconds to it, and the rate
-after it against the local shards' after theirs; and the baseline teams run, a DataLoader whose IterableDataset
-streams each shard with boto3 (get_object, tarfile), decodes with PIL
-and transforms with torchvision (the same train crop at 224), at 50 ms,
-the best of 1, 2 and 4 workers (prefetch_factor 4). boto3 is taken from
-moto_server's own interpreter. PARTS=folder,shards,boto3 picks the tables
-(boto3: the baseline row of the shards' table).
+after it against the local shards' after theirs; and the baseline teams
+run, a DataLoader whose IterableDataset streams each shard with boto3
+(get_object, tarfile), decodes with PIL and transforms with torchvision
+(the same train crop at 224), at 50 ms, the best of 1, 2 and 4 workers
+(prefetch_factor 4). boto3 is taken from moto_server's own interpreter.
+PARTS=folder,shards,boto3 picks the tables (boto3: the baseline row of
+the shards' table).
 
     RUNS=3 STOKER_MOTO_SERVER=... /usr/bin/python3 bench/s3.py
 """
@@ -63,6 +66,11 @@ FOLDER = f"/tmp/stoker-bench-s3-x{COPIES}"
 PER_SHARD = int(os.environ.get("PER_SHARD", "64"))
 SHARDS = f"{FOLDER}-shards{PER_SHARD}"
 PARTS = os.environ.get("PARTS", "folder,shards,boto3").split(",")
+# The folder's rows: their paths' latencies (ms), and how the daemon lists
+# it (FLAT, its --object-store-flat-listing; unset: its default, flat while
+# small; 0: class by class).
+LATENCIES = [int(ms) for ms in os.environ.get("LATENCIES", "0,20,50").split(",")]
+FLAT = os.environ.get("FLAT")
 
 
 def ceiling_at(url, keys, connections, seconds):
@@ -343,19 +351,19 @@ def main():
             shard_table(moto, folder)
         if "folder" not in PARTS:
             return
-        print(f"\nthe folder: before each s3 run, moto's ceiling again, direct ({conns} "
-              "connections) and through the run's path (the proxy, on the store's core: the "
-              "best of 32 and 64 connections); then the medians of each run's epoch 1 over "
-              "min(local, that ceiling), the seconds to its first batch (the opening "
-              "included) and its rate after it over min(the local folder's after its first "
-              "batch, the path's ceiling)")
+        print(f"\nthe folder: before and after each s3 run, moto's ceiling again (their "
+              f"mean), direct ({conns} connections) and through the run's path (the proxy, on "
+              "the store's core: the best of 32 and 64 connections); then the medians of each "
+              "run's epoch 1 over min(local, that ceiling), the seconds to its first batch "
+              "(the opening included) and its rate after it over min(the local folder's "
+              "after its first batch, the path's ceiling)")
         print(f"{'feed':28} {'epoch 1':>8} {'later':>8} {'x local':>8} {'direct':>8} "
               f"{'path':>8} {'x min(l, path)':>15} {'x min(l, direct)':>17} {'1st batch':>10} "
               f"{'after it x min(l, path)':>24}")
         local = shard_runs(lambda: loader(folder), ())
         print(f"{'local folder':28} {local[0]:8,.0f} {local[1]:8,.0f} {'':>8} {'':>8} {'':>8} "
               f"{'':>15} {'':>17} {local[2]:9.3f}s", flush=True)
-        for latency in (0, 20, 50):
+        for latency in LATENCIES:
             proxy = None
             endpoint = moto.url
             if latency:
@@ -363,17 +371,24 @@ def main():
             os.environ["AWS_ENDPOINT_URL"] = endpoint
             # (epoch 1, later, direct ceiling, path ceiling, to the 1st batch, after it)
             runs = []
-            for _ in range(RUNS):
+            def ceilings():
                 direct = ceiling_at(moto.url, sorted(keys), conns, 2.0)[0]
-                path = direct if not latency else max(
+                return direct, direct if not latency else max(
                     ceiling_at(endpoint, sorted(keys), n, 2.0)[0] for n in (32, 64))
+            for _ in range(RUNS):
+                before = ceilings()
                 first_batch = {}
-                with Stokerd("--object-store-endpoints", endpoint) as d:
+                listing = ("--object-store-flat-listing", FLAT) if FLAT else ()
+                with Stokerd("--object-store-endpoints", endpoint, *listing) as d:
                     first, later, _ = passes(lambda: loader("s3://photos/train/")(d.sock),
                                              first_batch)
+                # moto's rate drifts: its ceiling during the run, as the mean
+                # of one before and one after it.
+                direct, path = [(b + a) / 2 for b, a in zip(before, ceilings())]
                 runs.append((first, later, direct, path, first_batch["seconds"],
                              first_batch["rate"]))
             name = f"s3, {latency} ms per request" if latency else "s3, moto direct"
+            name += ", by class" if FLAT == "0" else ""
             med = [statistics.median(r[k] for r in runs) for k in range(4)]
             over_path = statistics.median(r[0] / min(local[0], r[3]) for r in runs)
             over_direct = statistics.median(r[0] / min(local[0], r[2]) for r in runs)
@@ -382,6 +397,8 @@ def main():
             print(f"{name:28} {med[0]:8,.0f} {med[1]:8,.0f} {med[0] / local[0]:8.2f} "
                   f"{med[2]:8,.0f} {med[3]:8,.0f} {over_path:15.2f} {over_direct:17.2f} "
                   f"{to_first:9.3f}s {after:24.2f}", flush=True)
+            print("  each run's x min(l, path): " +
+                  " ".join(f"{r[0] / min(local[0], r[3]):.2f}" for r in runs), flush=True)
             if proxy is not None:
                 stop_proxy(proxy)
 

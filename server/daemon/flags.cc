@@ -67,7 +67,8 @@ ABSL_FLAG(std::string, object_store_endpoints, "",
 ABSL_FLAG(uint64_t, object_store_flat_listing, stoker::ScanLimits().flat_listing_objects,
           "An ImageFolder in an object store of at most about this many objects "
           "(at most 100000) is listed flat, page after page; a larger one class by "
-          "class, in parallel (0: always class by class).");
+          "class, in parallel, but for the classes its first flat pages hold whole "
+          "(0: always class by class).");
 ABSL_FLAG(std::string, l2_path, "",
           "Folder of the L2 LMDB cache on local disk; empty disables L2.");
 ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},

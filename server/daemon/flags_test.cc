@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(std::string, socket_mode);
 ABSL_DECLARE_FLAG(std::string, numa);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int, reader_threads);
+ABSL_DECLARE_FLAG(uint64_t, object_store_flat_listing);
 ABSL_DECLARE_FLAG(std::string, l2_path);
 ABSL_DECLARE_FLAG(stoker::ByteSize, l2_max_bytes);
 ABSL_DECLARE_FLAG(stoker::ByteSize, l1_bytes);
@@ -100,6 +101,10 @@ TEST_F(FlagsTest, BadValuesNameTheirFlag) {
   absl::SetFlag(&FLAGS_reader_threads, 0);
   ExpectRefused("--reader-threads");
   absl::SetFlag(&FLAGS_reader_threads, 64);
+  absl::SetFlag(&FLAGS_object_store_flat_listing, 100'001);
+  ExpectRefused("--object-store-flat-listing");
+  absl::SetFlag(&FLAGS_object_store_flat_listing, 100'000);
+  EXPECT_EQ(Config()->daemon.scan_limits.flat_listing_objects, 100'000u);
   absl::SetFlag(&FLAGS_l2_path, "/tmp/stoker-flags-test-l2");
   absl::SetFlag(&FLAGS_l2_max_bytes, ByteSize{1000});
   ExpectRefused("--l2-max-bytes");

@@ -275,7 +275,8 @@ class FolderListing {
 };
 
 // The first pages of a prefix listed flat (no delimiter): its keys in the
-// store's order, charged to the caller while held, the next page's token.
+// store's order, charged to the caller (ListCharge's steps while listed,
+// all of them before they are taken), the next page's token.
 struct FlatPages {
   explicit FlatPages(const ScanLimits& limits) : charge(limits) {}
   std::vector<ListedObject> objects;
@@ -381,12 +382,12 @@ absl::StatusOr<std::vector<ClassListing>> ListClasses(const S3Url& root, Lister&
   const int tasks = limits.flat_listing_objects > 0 ? 2 : 1;
   FlatPages flat(limits);
   std::vector<std::string> prefixes;
-  absl::Status classes_listed, first_page;
+  absl::Status classes_listed, flat_listed;
   std::atomic<int> next{0};
   RunOnThreads(tasks, [&] {
     for (int t; (t = next.fetch_add(1)) < tasks;) {
       if (t == 1) {
-        first_page = ListFlatPage(root, lister, limits, &flat);
+        flat_listed = ListFlatPage(root, lister, limits, &flat);
         continue;
       }
       classes_listed = lister.Walk(root.key, "/", [&](ListPage& p) {
@@ -400,7 +401,6 @@ absl::StatusOr<std::vector<ClassListing>> ListClasses(const S3Url& root, Lister&
     }
   });
   STOKER_RETURN_IF_ERROR(classes_listed);
-  STOKER_RETURN_IF_ERROR(first_page);
   std::sort(prefixes.begin(), prefixes.end());
   prefixes.erase(std::unique(prefixes.begin(), prefixes.end()), prefixes.end());
   std::vector<ClassListing> classes(prefixes.size());
@@ -408,11 +408,26 @@ absl::StatusOr<std::vector<ClassListing>> ListClasses(const S3Url& root, Lister&
     classes[c].name = std::string(absl::StripSuffix(prefixes[c].substr(root.key.size()), "/"));
     classes[c].prefix = std::move(prefixes[c]);
   }
-  if (tasks == 2) {
-    while (FlatGoesOn(flat, classes, limits.flat_listing_objects)) {
-      STOKER_RETURN_IF_ERROR(ListFlatPage(root, lister, limits, &flat));
-    }
-    STOKER_RETURN_IF_ERROR(TakeFlat(root, flat, lister, &classes, charge, skipped));
+  if (tasks == 1) return classes;
+  for (size_t had = 0; flat_listed.ok() && flat.objects.size() > had &&
+                       FlatGoesOn(flat, classes, limits.flat_listing_objects);) {
+    had = flat.objects.size();  // A page that adds nothing ends it.
+    flat_listed = ListFlatPage(root, lister, limits, &flat);
+  }
+  if (flat_listed.ok()) {
+    Dataset held;  // What is left of the pages' charge, until they are taken.
+    flat_listed = flat.charge.Finish(&held);
+    if (flat_listed.ok()) STOKER_RETURN_IF_ERROR(TakeFlat(root, flat, lister, &classes, charge,
+                                                          skipped));
+  }
+  const absl::StatusCode code = flat_listed.code();
+  if (code == absl::StatusCode::kCancelled || code == absl::StatusCode::kDeadlineExceeded ||
+      code == absl::StatusCode::kResourceExhausted) {
+    return flat_listed;
+  }
+  if (!flat_listed.ok()) {  // A store or policy that refuses it: by class.
+    LogInfo(absl::StrCat(root.ToString(), ": listed by class, as listing it flat failed: ",
+                         flat_listed.message()));
   }
   return classes;
 }
@@ -529,8 +544,8 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
       growth->Finish(absl::InternalError("listing the folder failed (the daemon's log says why)"));
     }
   };  // The growth's end says how it ended.
-  STOKER_ASSIGN_OR_RETURN(ds.growth,
-                          GrowInBackground(growth, limits, std::move(work), "the folder's listing"));
+  STOKER_ASSIGN_OR_RETURN(
+      ds.growth, GrowInBackground(growth, limits, std::move(work), "the folder's listing"));
   ds.skipped_files = listing->skipped();
   return ds;
 }

@@ -11,8 +11,13 @@
 // (so a folder of up to a page is two requests). The others are listed in
 // parallel (one at a time per 8 classes, 16 to 64, each page by page), so
 // a large folder is never one sequential listing of the whole prefix.
-// Listed either way, the samples, their numbering, what is skipped and
-// the count against max_files are the same; bounded by the scan limits
+// Flat pages are taken as a store lists keys, in byte order (keys out of
+// order cover no class); a flat listing the store or the caller's policy
+// refuses (one that allows only delimited listings) leaves it to be
+// listed by class. Listed either way, the samples, their numbering, what
+// is skipped and the count against max_files are the same (a streamed
+// opening counts the classes taken flat whole before it answers, where
+// class by class it counts their first keys); bounded by the scan limits
 // (objects seen against max_files, max_time, cancellation). An object or
 // prefix outside the one asked for, or an object without an ETag, is
 // DATA_LOSS. The listing's size and ETag of each object are its identity;

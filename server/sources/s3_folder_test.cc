@@ -343,6 +343,10 @@ TEST_F(S3FolderWindowsTest, AFlatListingNumbersTheSamplesAsTheListingByClass) {
   }
   EXPECT_EQ(Open(false, nullptr, 44).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(Open(false, nullptr, 45).ok());
+  // Streamed, the classes taken flat are counted whole before it answers
+  // (by class, the first keys: it answers, and its growth ends with the
+  // error).
+  EXPECT_EQ(Open(true, nullptr, 44, 4000).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(S3FolderWindowsTest, AStreamedListingsLaterErrorEndsItsGrowthAfterTheFirstWindow) {
@@ -405,8 +409,12 @@ TEST_F(S3FolderFlatTest, ListedFlatInAnyPagesOrByClassTheDatasetIsTheSame) {
   for (uint64_t flat : {1, 10, 40, 4000}) {
     for (int page_keys : {1, 2, 3, 5, 7, 0}) {
       SCOPED_TRACE(absl::StrCat(flat, " objects flat, pages of ", page_keys));
+      const uint64_t before = client_->stats().requests;
       absl::StatusOr<Dataset> ds = Open(flat, page_keys);
       ASSERT_TRUE(ds.ok()) << ds.status();
+      if (page_keys == 0) {  // All of it in one page, beside the classes.
+        EXPECT_EQ(client_->stats().requests, before + 2);
+      }
       EXPECT_EQ(ds->class_names, want->class_names);
       ASSERT_EQ(ds->samples.size(), want->samples.size());
       for (size_t i = 0; i < ds->samples.size(); ++i) {

@@ -52,7 +52,8 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
   };
   const auto late = [&] {
     return absl::DeadlineExceededError(absl::StrCat(
-        "listing ", url_.ToString(), by_stalls_.load() ? ": no page came for " : " took longer than ",
+        "listing ", url_.ToString(),
+        by_stalls_.load() ? ": no page came for " : " took longer than ",
         absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
   };
   if (past_deadline()) return late();
@@ -78,7 +79,8 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
          was < until && !deadline_ns_.compare_exchange_weak(was, until);) {
     }
   }
-  if (counted) STOKER_RETURN_IF_ERROR(Count(p->objects.size() + p->prefixes.size()));
+  const uint64_t n = counted ? p->objects.size() + p->prefixes.size() : 0;
+  if (seen_.fetch_add(n) + n > limits_.max_files) return TooMany();
   for (const std::string& q : p->prefixes) {
     if (!absl::StartsWith(q, prefix) || q.size() <= prefix.size()) {
       return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),
@@ -92,6 +94,7 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
           "without an ETag"));
     }
   }
+  if (limits_.progress != nullptr && n > 0) limits_.progress->Listed(n);
   return p;
 }
 

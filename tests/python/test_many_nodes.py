@@ -166,8 +166,8 @@ def test_a_first_epoch_of_a_bucket_resumes_at_another_world_size_in_its_order(bu
 
 def test_a_worlds_first_batch_shows_the_listing_it_waits_for(bucket, capsys, monkeypatch):
     # Behind 0.5 s a request, a world's session over a folder listed class
-    # by class (as one too large to list flat is) answers once the classes'
-    # first keys are listed, and its first batch waits for the rest of the
+    # by class (as most of one too large to list flat is) answers once the
+    # classes' first keys are listed, and its first batch waits for the rest of the
     # listing: the Loader shows the daemon's summary of it meanwhile.
     from stoker import _opening
     from test_s3 import PROXY

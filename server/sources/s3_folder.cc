@@ -417,8 +417,9 @@ absl::StatusOr<std::vector<ClassListing>> ListClasses(const S3Url& root, Lister&
   if (flat_listed.ok()) {
     Dataset held;  // What is left of the pages' charge, until they are taken.
     flat_listed = flat.charge.Finish(&held);
-    if (flat_listed.ok()) STOKER_RETURN_IF_ERROR(TakeFlat(root, flat, lister, &classes, charge,
-                                                          skipped));
+    if (flat_listed.ok()) {
+      STOKER_RETURN_IF_ERROR(TakeFlat(root, flat, lister, &classes, charge, skipped));
+    }
   }
   const absl::StatusCode code = flat_listed.code();
   if (code == absl::StatusCode::kCancelled || code == absl::StatusCode::kDeadlineExceeded ||

@@ -34,7 +34,6 @@
 #include <map>
 #include <memory>
 #include <thread>
-#include <optional>
 #include <utility>
 #include <vector>
 

@@ -46,6 +46,14 @@ struct ClassListing {
   bool ended = false;
 };
 
+// Charges an image of the listing to the caller: its sample and its
+// listed identity (the object's key and ETag), so twice over.
+absl::Status ChargeImage(const std::string& key, const std::string& etag, ListCharge* charge) {
+  const Sample as_charged{key, 0, {etag}};
+  STOKER_RETURN_IF_ERROR(charge->Add(as_charged));
+  return charge->Add(as_charged);
+}
+
 // Whether a kept listing is one of `root` this daemon could have written
 // (it reads it back from its own L2: a check, not a trust boundary), within
 // the limits; each object charged as a listed one is.
@@ -63,8 +71,7 @@ bool TakeKept(const S3Url& root, const kept::S3Listing& l, const ScanLimits& lim
       return false;
     }
     label = o.label();
-    const Sample as_charged{o.key(), 0, {o.etag()}};
-    if (!charge->Add(as_charged).ok() || !charge->Add(as_charged).ok()) return false;
+    if (!ChargeImage(o.key(), o.etag(), charge).ok()) return false;
   }
   return true;
 }
@@ -159,11 +166,9 @@ class FolderListing {
           skipped_.fetch_add(1);
           continue;
         }
-        {  // The sample and its listed identity: twice over.
+        {
           absl::MutexLock lock(&charge_mu_);
-          const Sample as_charged{o.key, 0, {o.etag}};
-          STOKER_RETURN_IF_ERROR(charge_.Add(as_charged));
-          STOKER_RETURN_IF_ERROR(charge_.Add(as_charged));
+          STOKER_RETURN_IF_ERROR(ChargeImage(o.key, o.etag, &charge_));
         }
         c.images.push_back(std::move(o));
       }
@@ -328,7 +333,7 @@ bool FlatGoesOn(const FlatPages& flat, const std::vector<ClassListing>& classes,
 }
 
 // Takes from the flat pages the classes they hold whole: their objects
-// counted as seen, their images charged as ListClass charges them, the
+// counted as seen, their images charged (ChargeImage), the
 // other objects counted in `skipped`; those classes end there. A class
 // with no key in them (made since) is listed by class; objects directly in
 // `root` were counted by the classes' listing.
@@ -361,9 +366,7 @@ absl::Status TakeFlat(const S3Url& root, FlatPages& flat, Lister& lister,
       ++*skipped;
       continue;
     }
-    const Sample as_charged{o->key, 0, {o->etag}};  // As ListClass charges it.
-    STOKER_RETURN_IF_ERROR(charge->Add(as_charged));
-    STOKER_RETURN_IF_ERROR(charge->Add(as_charged));
+    STOKER_RETURN_IF_ERROR(ChargeImage(o->key, o->etag, charge));
     (*classes)[c].images.push_back(std::move(*o));
   }
   for (size_t c = 0; c < classes->size(); ++c) (*classes)[c].ended = covered[c];

@@ -30,8 +30,12 @@ void Lister::BoundByStalls() {
   deadline_ns_.store(absl::ToUnixNanos(absl::Now() + limits_.max_time));
 }
 
+absl::Status Lister::See(uint64_t n) {
+  return seen_.fetch_add(n) + n > limits_.max_files ? TooMany() : absl::OkStatus();
+}
+
 absl::Status Lister::Count(uint64_t n) {
-  if (seen_.fetch_add(n) + n > limits_.max_files) return TooMany();
+  STOKER_RETURN_IF_ERROR(See(n));
   if (limits_.progress != nullptr) limits_.progress->Listed(n);
   return absl::OkStatus();
 }
@@ -80,7 +84,7 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
     }
   }
   const uint64_t n = counted ? p->objects.size() + p->prefixes.size() : 0;
-  if (seen_.fetch_add(n) + n > limits_.max_files) return TooMany();
+  STOKER_RETURN_IF_ERROR(See(n));
   for (const std::string& q : p->prefixes) {
     if (!absl::StartsWith(q, prefix) || q.size() <= prefix.size()) {
       return absl::DataLossError(absl::StrCat("listing ", url_.ToString(),

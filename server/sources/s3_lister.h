@@ -58,6 +58,9 @@ class Lister {
   absl::Status TooMany() const;
 
  private:
+  // Counts `n` more objects seen against max_files (TooMany past it).
+  absl::Status See(uint64_t n);
+
   const S3Url& url_;
   const ObjectStoreAccess& access_;
   S3Client* const client_;

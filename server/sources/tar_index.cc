@@ -194,13 +194,12 @@ absl::Status WebDatasetGrouper::Add(const TarMember& member) {
   }
   if (!open_) {
     current_ = WebDatasetSample{std::move(key), {}};
+    extensions_.clear();
     open_ = true;
   }
-  for (const WebDatasetSample::Field& f : current_.fields) {
-    if (f.extension == extension) {
-      return absl::DataLossError(absl::StrCat("sample ", Shown(current_.key), " has two .",
-                                              Shown(extension), " members"));
-    }
+  if (!extensions_.insert(extension).second) {
+    return absl::DataLossError(absl::StrCat("sample ", Shown(current_.key), " has two .",
+                                            Shown(extension), " members"));
   }
   current_.fields.push_back({std::move(extension), member.offset, member.size});
   added_ = true;

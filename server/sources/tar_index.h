@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -85,6 +86,9 @@ class WebDatasetGrouper {
  private:
   std::function<absl::Status(WebDatasetSample)> done_;
   WebDatasetSample current_;
+  // The open sample's extensions: a duplicate found in constant time, so a
+  // key with many members costs linear time.
+  absl::flat_hash_set<std::string> extensions_;
   bool open_ = false;
   bool added_ = false;
   uint64_t skipped_ = 0;

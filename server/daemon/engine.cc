@@ -171,7 +171,7 @@ void Engine::Stop() {
 PipelineContext Engine::Context(int node, int64_t uid, uint64_t generation) {
   return PipelineContext{reader_pool_.get(), decode_pools_.get(), node,
                          fetcher_.get(), &decoded_cache_, pixels_.get(), &counters_,
-                         &error_log_, generation, options_.decode_limits, &idle_, uid,
+                         generation, options_.decode_limits, &idle_, uid,
                          &pixel_shares_};
 }
 

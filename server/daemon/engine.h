@@ -91,7 +91,6 @@ class Engine {
 
   const DaemonOptions& options_;
   PipelineCounters counters_;
-  SampleErrorLog error_log_;
   ShardedLruCache l1_;
   ShardedLruCache decoded_cache_;
   ShardedLruCache pixel_ram_;

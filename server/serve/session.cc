@@ -19,16 +19,6 @@
 
 namespace stoker {
 
-void SampleErrorLog::Report(const std::string& path,
-                            const absl::Status& status) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!seen_.insert(path).second) return;
-  }
-  LogWarning(absl::StrCat("sample failed (delivered as zeros, counted): ",
-                          path, ": ", status.message()));
-}
-
 namespace {
 
 // What the pixel cache does for this session (see PixelKeeper).
@@ -168,7 +158,9 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
                            ctx.decode_limits, ctx.uid},
               keeper_.get()),
       renderer_(*dataset_, pipeline_, reader_, spec_.seed(), field_bytes_,
-                ctx.decode_limits) {
+                ctx.decode_limits),
+      errors_(ctx.uid >= 0 ? absl::StrCat("session ", id, " (uid ", ctx.uid, ")")
+                           : absl::StrCat("session ", id)) {
   ring_->SetConsumerShare(pipeline_.client_decode().share);
   ring_->SetBatchesPerEpoch(order_->batches_per_epoch());
   SetDecodeThreads(ctx_.decode_pools->pool(ctx_.node).size());
@@ -483,7 +475,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
       (status == shm::kSampleReadError ? ctx_.counters->samples_failed_read
                                        : ctx_.counters->samples_failed_decode)
           .fetch_add(1, std::memory_order_relaxed);
-      ctx_.error_log->Report(sample.path, error);
+      errors_.Report(sample.path, error);
       if (spec_.on_error() == v1::ON_ERROR_REPLACE &&
           t.attempt < kMaxReplacements &&
           order_->ReplacementRange(job->epoch, t.original).second > 1) {

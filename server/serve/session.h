@@ -48,6 +48,7 @@
 #include "server/serve/batch_order.h"
 #include "server/serve/order_quality.h"
 #include "server/serve/pixel_keeper.h"
+#include "server/serve/sample_error_log.h"
 #include "server/serve/sample_reader.h"
 #include "server/serve/sample_renderer.h"
 #include "server/pool/thread_pool.h"
@@ -67,17 +68,6 @@ struct PipelineCounters {
   std::atomic<uint64_t> batches_published{0};
 };
 
-// Logs a failed sample once per path for the daemon's lifetime, so a bad
-// file read every epoch does not flood the log. Thread-safe.
-class SampleErrorLog {
- public:
-  void Report(const std::string& path, const absl::Status& status);
-
- private:
-  absl::Mutex mu_;
-  absl::flat_hash_set<std::string> seen_ ABSL_GUARDED_BY(mu_);
-};
-
 // What sessions share; owned by the daemon, outlives every session.
 struct PipelineContext {
   ThreadPool* reader_pool;
@@ -87,7 +77,6 @@ struct PipelineContext {
   ShardedLruCache* decoded_cache;  // Finished val samples.
   PixelCache* pixels;              // Bounded pictures (spec.pixel_cache).
   PipelineCounters* counters;
-  SampleErrorLog* error_log;
   uint64_t daemon_generation;
   DecodeLimits decode_limits;
   IdleWork* idle = nullptr;  // Run while the ring has no free slot; may be null.
@@ -246,6 +235,7 @@ class ServingSession {
   const SampleReader reader_;
   const SampleRenderer renderer_;
   OrderQualityReport order_quality_;  // The producer's, for Stats().
+  SampleErrorLog errors_;              // Its failed samples' log lines.
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
   std::atomic<uint64_t> published_{0};

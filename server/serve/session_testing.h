@@ -43,13 +43,12 @@ struct Shared {
   SampleFetcher fetcher{&l1, nullptr, 4};
   PixelCache pixels{&ram, nullptr};
   PipelineCounters counters;
-  SampleErrorLog errors;
   IdleWork idle;
   ThreadPool reader{"t-io", 4};
   NodePools decode;
   PipelineContext Context() {
     return PipelineContext{&reader, &decode, 0, &fetcher, &decoded, &pixels, &counters,
-                           &errors, 1, DecodeLimits{}, &idle, -1, &shares};
+                           1, DecodeLimits{}, &idle, -1, &shares};
   }
 };
 

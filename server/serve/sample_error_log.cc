@@ -1,0 +1,42 @@
+#include "server/serve/sample_error_log.h"
+
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "util/log.h"
+
+namespace stoker {
+
+SampleErrorLog::SampleErrorLog(std::string owner, size_t max_logged,
+                               std::function<void(const std::string&)> sink)
+    : owner_(std::move(owner)), max_logged_(max_logged), sink_(std::move(sink)) {}
+
+void SampleErrorLog::Report(const std::string& path, const absl::Status& status) {
+  std::string line;
+  {
+    absl::MutexLock lock(&mu_);
+    if (capped_) return;
+    if (seen_.size() >= max_logged_) {
+      capped_ = true;
+      line = absl::StrCat(owner_, ": over ", max_logged_,
+                          " samples failed; the rest are counted (stokerctl stats), not logged");
+    } else {
+      if (!seen_.insert(absl::Hash<std::string>{}(path)).second) return;
+      line = absl::StrCat(owner_, ": sample failed (delivered as zeros, counted): ", path, ": ",
+                          status.message());
+    }
+  }
+  if (sink_) {
+    sink_(line);
+  } else {
+    LogWarning(line);
+  }
+}
+
+size_t SampleErrorLog::kept() const {
+  absl::MutexLock lock(&mu_);
+  return seen_.size();
+}
+
+}  // namespace stoker

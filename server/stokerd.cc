@@ -4,10 +4,13 @@
 // removed, and the socket file is unlinked. Its flags are
 // server/daemon/flags.h's; this file only starts and stops the parts.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -48,6 +51,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<stoker::StokerdConfig> parsed = stoker::Config();
   if (!parsed.ok()) return Fail(2, std::string(parsed.status().message()));
   const stoker::StokerdConfig& config = *parsed;
+  // Before any thread or secret: no core file or same-user ptrace may
+  // read trainers' credentials and batches out of this process.
+  if (!config.allow_core_dumps && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    return Fail(1, absl::StrCat("prctl(PR_SET_DUMPABLE): ", std::strerror(errno)));
+  }
   if (!config.hdf5_reader.empty()) stoker::h5::Prober::SetProgram(config.hdf5_reader);
   if (access(stoker::h5::Prober::Program().c_str(), X_OK) != 0) {
     stoker::LogWarning(absl::StrCat("the HDF5 reader ", stoker::h5::Prober::Program(),

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "shm/server_trust.h"
 #include "util/status_macros.h"
 
 namespace stoker::shm {
@@ -326,20 +327,18 @@ absl::Status SetSocketMode(const std::string& path, mode_t mode) {
 }
 
 absl::Status VerifyServer(int sock, const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(TrustedDaemons trusted, TrustedDaemonsFromEnvironment());
   struct stat st {};
   const std::string folder = FolderOf(path);
   if (lstat(folder.c_str(), &st) != 0) {
     return ErrnoStatus(errno, absl::StrCat("socket folder ", folder));
   }
-  STOKER_RETURN_IF_ERROR(CheckSocketFolder(path, st.st_uid));
-  STOKER_ASSIGN_OR_RETURN(PeerCredentials peer, GetPeerCredentials(sock));
-  if (peer.uid != st.st_uid && peer.uid != 0 && peer.uid != getuid()) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "the server on %s runs as uid %d, not as the owner of its folder "
-        "(uid %d): refusing to talk to it",
-        path, peer.uid, st.st_uid));
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("socket folder ", folder, " is not a folder (a symlink?)"));
   }
-  return absl::OkStatus();
+  STOKER_ASSIGN_OR_RETURN(PeerCredentials peer, GetPeerCredentials(sock));
+  return CheckServer(path, st.st_uid, st.st_mode, peer.uid, trusted);
 }
 
 absl::Status ClaimSocketPath(const std::string& path) {

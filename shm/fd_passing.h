@@ -124,9 +124,9 @@ absl::Status CheckSocketFolder(const std::string& path, uid_t trusted_uid);
 absl::Status SetSocketMode(const std::string& path, mode_t mode);
 
 // Checks the server at the other end of connected socket `sock` (bound at
-// `path`): its folder must be safe (CheckSocketFolder with the folder's
-// owner) and the server's uid (SO_PEERCRED) must be that owner, root, or
-// this process's own. FAILED_PRECONDITION / PERMISSION_DENIED otherwise.
+// `path`) by shm/server_trust.h's rule: the folder and the server's uid on
+// this connection (SO_PEERCRED) must be root's, this process's or the node
+// service's user's. FAILED_PRECONDITION / PERMISSION_DENIED otherwise.
 absl::Status VerifyServer(int sock, const std::string& path);
 
 }  // namespace stoker::shm

@@ -137,6 +137,10 @@ ABSL_FLAG(bool, allow_root, false,
           "Serve as root. Refused otherwise: a root daemon reads any file for "
           "any user of its socket. (Embedded daemons, bound to their owner by "
           "--exit-with-pid or --owners-dir, serve only that user.)");
+ABSL_FLAG(bool, allow_core_dumps, false,
+          "Leave the daemon dumpable: core dumps, and ptrace or /proc/<pid>/mem "
+          "by its own user. Off by default: its memory holds trainers' "
+          "object-store credentials and their batches.");
 ABSL_FLAG(int, exit_with_pid, 0,
           "Shut down when this process exits (used by embedded daemons that "
           "a trainer starts for itself); 0 = never.");
@@ -179,6 +183,7 @@ absl::StatusOr<StokerdConfig> Config() {
   StokerdConfig config;
   config.socket = absl::GetFlag(FLAGS_socket);
   config.allow_root = absl::GetFlag(FLAGS_allow_root);
+  config.allow_core_dumps = absl::GetFlag(FLAGS_allow_core_dumps);
   config.exit_with_pid = absl::GetFlag(FLAGS_exit_with_pid);
   config.owners_dir = absl::GetFlag(FLAGS_owners_dir);
   if (geteuid() == 0 && !config.allow_root && config.exit_with_pid <= 0 &&

@@ -24,6 +24,7 @@ struct StokerdConfig {
   int exit_with_pid = 0;           // Shut down when it exits; 0: never.
   std::string owners_dir;          // Shut down when none is left; empty: no.
   bool allow_root = false;
+  bool allow_core_dumps = false;   // Else not dumpable (PR_SET_DUMPABLE 0).
 };
 
 // Parses argv (either spelling); true when --help or --version was asked

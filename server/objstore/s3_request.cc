@@ -1,5 +1,7 @@
 #include "server/objstore/s3_request.h"
 
+#include <string.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -10,6 +12,17 @@
 #include "server/objstore/s3_xml.h"
 
 namespace stoker {
+
+void WipeSecret(std::string* s) {
+  if (s->capacity() > 0) explicit_bzero(s->data(), s->capacity());
+  s->clear();
+}
+
+S3Credentials::~S3Credentials() {
+  WipeSecret(&secret_access_key);
+  WipeSecret(&session_token);
+}
+
 namespace {
 
 bool AllOf(absl::string_view s, bool (*ok)(unsigned char)) {

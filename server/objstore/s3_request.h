@@ -22,12 +22,24 @@ namespace stoker {
 
 // A caller's credentials. Never logged, counted or put in a key or an
 // error: it has no printing form, so StrCat or a stream refuses it.
+// Destroyed, it overwrites its secret and token (WipeSecret) before their
+// memory returns to the heap, so a closed session's secret does not linger
+// in the daemon's memory through this copy.
 struct S3Credentials {
+  S3Credentials() = default;
+  S3Credentials(const S3Credentials&) = default;
+  S3Credentials& operator=(const S3Credentials&) = default;
+  ~S3Credentials();
+
   std::string access_key_id;
   std::string secret_access_key;
   std::string session_token;  // Empty unless temporary credentials.
   std::string region = "us-east-1";
 };
+
+// Overwrites all of `s`'s buffer (its capacity, not only its size) with
+// zeros, in a way the compiler keeps, and empties it.
+void WipeSecret(std::string* s);
 
 // What a session reaches objects with: the endpoint its trainer named
 // (checked against the allow-list at each request) and the trainer's own

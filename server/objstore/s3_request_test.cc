@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <new>
+#include <string>
+
 namespace stoker {
 namespace {
 
@@ -30,6 +33,32 @@ AttemptFacts Answer(long http, std::string body = "", int attempt = 1) {
 std::string ErrorBody(const char* code) {
   return std::string("<?xml version=\"1.0\"?><Error><Code>") + code +
          "</Code><Message>AKIAEXAMPLE canonical request</Message></Error>";
+}
+
+TEST(S3CredentialsTest, SecretsAreOverwrittenBeforeTheirMemoryIsFreed) {
+  // A secret in a heap buffer, wiped over its whole capacity.
+  std::string secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+  secret.reserve(100);
+  const char* buffer = secret.data();
+  const size_t capacity = secret.capacity();
+  WipeSecret(&secret);
+  EXPECT_TRUE(secret.empty());
+  ASSERT_EQ(secret.data(), buffer);  // Emptied in place, not freed.
+  EXPECT_EQ(std::string(buffer, capacity), std::string(capacity, '\0'));
+
+  // Short ones live inside the object: nothing of them is left in its
+  // bytes once it is destroyed.
+  alignas(S3Credentials) unsigned char storage[sizeof(S3Credentials)];
+  auto* c = new (storage) S3Credentials();
+  c->secret_access_key = "SHORTSECRETxy";
+  c->session_token = "SHORTTOKENxyz";
+  const std::string before(reinterpret_cast<char*>(storage), sizeof(storage));
+  c->~S3Credentials();
+  const std::string after(reinterpret_cast<char*>(storage), sizeof(storage));
+  ASSERT_NE(before.find("SHORTSECRETxy"), std::string::npos);  // libstdc++'s 15-char SSO.
+  ASSERT_NE(before.find("SHORTTOKENxyz"), std::string::npos);
+  EXPECT_EQ(after.find("SHORTSECRETxy"), std::string::npos);
+  EXPECT_EQ(after.find("SHORTTOKENxyz"), std::string::npos);
 }
 
 TEST(CheckRequestTest, OnlyWhatAHeaderLineCanCarry) {

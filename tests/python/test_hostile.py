@@ -196,11 +196,12 @@ def victim_alongside(node):
     assert health.returncode == 0, health.stderr
 
 
-def python_as(user, node, script, *args, **popen):
+def python_as(user, node, script, *args, env=()):
     """The command line running `script` as `user` with the bundle's Python
-    package."""
+    package (and `env`, NAME=value strings)."""
     py = os.path.join(node.bundle, "lib", "stoker", "python")
-    return as_user(user, "env", f"PYTHONPATH={py}", "/usr/bin/python3", "-c", script, *args)
+    return as_user(user, "env", f"PYTHONPATH={py}", *env, "/usr/bin/python3", "-c", script,
+                   *args)
 
 
 def attacker_python(node, script, *args, user=ATTACKER):
@@ -556,3 +557,102 @@ def test_truncating_a_mapped_file_fails_its_reads_not_the_daemon(node):
     assert out.stdout.startswith("failed "), out.stdout + out.stderr
     assert int(out.stdout.split()[1]) > 0
     assert "the file shrank while it was being read" in node.log_text()
+
+
+RELAY = r"""
+import os, socket, sys, threading
+folder, target = sys.argv[1], sys.argv[2]
+got = []
+def pump(src, dst, keep):
+    while True:
+        try:
+            b = src.recv(65536)
+        except OSError:
+            b = b""
+        if not b:
+            break
+        if keep:
+            got.append(b)
+        try:
+            dst.sendall(b)
+        except OSError:
+            break
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def serve(listener, to):
+    while True:
+        c, _ = listener.accept()
+        up = socket.socket(socket.AF_UNIX)
+        up.connect(to)
+        threading.Thread(target=pump, args=(c, up, True), daemon=True).start()
+        threading.Thread(target=pump, args=(up, c, False), daemon=True).start()
+for name, to in (("stoker.sock.ring", target + ".ring"), ("stoker.sock", target)):
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(os.path.join(folder, name))
+    os.chmod(os.path.join(folder, name), 0o666)
+    listener.listen(16)
+    threading.Thread(target=serve, args=(listener, to), daemon=True).start()
+print("relaying", flush=True)
+sys.stdin.readline()
+data = b"".join(got)
+print(len(data), data.count(b"VICTIMSECRET"), flush=True)
+"""
+
+VICTIM_S3 = r"""
+import sys, stoker
+try:
+    ld = stoker.Loader("s3://photos/train/", batch_size=2, transform="val", image_size=16,
+                       socket=sys.argv[1], timeout=20, resume_timeout=0)
+    next(iter(ld))
+except Exception as e:
+    print(e, flush=True)
+    sys.exit(3)
+print("served", flush=True)
+"""
+
+SECRETS = ("AWS_ACCESS_KEY_ID=AKIAVICTIM", "AWS_SECRET_ACCESS_KEY=VICTIMSECRET",
+           "AWS_DEFAULT_REGION=us-east-1")
+
+
+@needs_users
+@pytest.mark.parametrize("stand_in", ["relay", "stokerd"])
+def test_a_daemon_of_another_user_gets_no_secret(node, stand_in):
+    """The attacker listens in a folder of its own (0755, as anyone may make
+    one): a byte relay to the real daemon, or its own unmodified stokerd
+    with an object store listed. A victim pointed there is refused before
+    it sends a byte, with a message naming the socket and its owner."""
+    folder = os.path.join(node.top, "stand-in")
+    os.mkdir(folder, 0o755)
+    node.give(folder, ATTACKER)
+    sock = os.path.join(folder, "stoker.sock")
+    if stand_in == "relay":
+        cmd = python_as(ATTACKER, node, RELAY, folder, node.socket)
+    else:
+        cmd = as_user(ATTACKER, os.path.join(node.bundle, "bin", "stokerd"), "--socket", sock,
+                      "--socket-mode", "0666", "--threads", "1", "--metrics-address", "",
+                      "--shm-prefix",
+                      "stoker-standin.", "--object-store-endpoints", NO_STORE)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        if stand_in == "relay":
+            assert proc.stdout.readline().strip() == "relaying", proc.stderr.read()
+        else:
+            wait_for_socket(sock, proc)
+        with victim_alongside(node):
+            victim = subprocess.run(python_as(VICTIM, node, VICTIM_S3, sock, env=SECRETS),
+                                    capture_output=True, text=True, timeout=120)
+        assert victim.returncode == 3, (victim.stdout, victim.stderr)
+        attacker_uid = pwd.getpwnam(ATTACKER).pw_uid
+        assert sock in victim.stdout and f"uid {attacker_uid}" in victim.stdout, victim.stdout
+        assert "refusing to talk" in victim.stdout, victim.stdout
+        if stand_in == "relay":
+            out, _ = proc.communicate("done\n", timeout=30)
+            assert out.split() == ["0", "0"], out  # Not a byte, nor the secret.
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=20)

@@ -51,14 +51,26 @@ def users():
     ensure_user(TRAINER, [GROUP])
     ensure_user(TRAINER2, [GROUP])
     ensure_user(OUTSIDER)
+    # This process (root) is a client of those daemons too: it names their
+    # user, as a trainer's profile does (as_user does for the others).
+    before = os.environ.get("STOKER_DAEMON_USER")
+    os.environ["STOKER_DAEMON_USER"] = DAEMON_USER
+    yield
+    if before is None:
+        del os.environ["STOKER_DAEMON_USER"]
+    else:
+        os.environ["STOKER_DAEMON_USER"] = before
 
 
 def as_user(user, *cmd, group=None):
-    """Command line that runs `cmd` as `user` (and its groups)."""
+    """Command line that runs `cmd` as `user` (and its groups), in an
+    environment that names DAEMON_USER as the node service's user, as a
+    trainer's profile or pod spec does (clients speak to no other daemon)."""
     pw = pwd.getpwnam(user)
     gid = grp.getgrnam(group).gr_gid if group else pw.pw_gid
     return ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={gid}",
-            "--init-groups", "--reset-env", "--", *cmd]
+            "--init-groups", "--reset-env", "--",
+            "env", f"STOKER_DAEMON_USER={DAEMON_USER}", *cmd]
 
 
 def readable_copy(dataset):
@@ -103,6 +115,12 @@ def test_daemon_runs_unprivileged_and_rings_stay_its_own(service):
     assert f"\nUid:\t{uid}\t{uid}\t{uid}\t{uid}" in status
     mode = os.stat(service["socket"]).st_mode & 0o777
     assert mode == 0o660
+    # Not dumpable: its /proc files are root's, so not even its own user can
+    # read its memory (trainers' credentials, their batches) or dump it.
+    assert os.stat(f"/proc/{pid}/mem").st_uid == 0
+    peek = subprocess.run(as_user(DAEMON_USER, "cat", f"/proc/{pid}/environ"),
+                          capture_output=True, text=True)
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek
 
 
 @needs_users

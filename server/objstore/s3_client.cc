@@ -111,8 +111,11 @@ class S3Client::Loop {
  private:
   struct Job;
 
-  // One endpoint's requests: their in-flight limit, how many run, and how
-  // many wait (in backoff too).
+  // The requests of one credential identity (access key id; none for
+  // anonymous ones) to one endpoint: their in-flight limit, how many run,
+  // and how many wait (in backoff too). By identity, so one user's
+  // throttles (its own request rate, its own bucket's prefixes) halve only
+  // its own limit, not every user's of that endpoint.
   struct Path {
     explicit Path(const Options& o)
         : limit(o.min_in_flight, o.initial_in_flight, o.max_in_flight) {}
@@ -123,7 +126,10 @@ class S3Client::Loop {
 
   Path* PathOf(Job* job) {
     if (job->path == nullptr) {
-      job->path = &paths_.try_emplace(job->req.endpoint.ToString(), options_).first->second;
+      const S3Credentials* c = job->req.credentials.get();
+      std::string path = absl::StrCat(job->req.endpoint.ToString(), "\n",
+                                      c != nullptr ? c->access_key_id : "");
+      job->path = &paths_.try_emplace(std::move(path), options_).first->second;
     }
     return job->path;
   }
@@ -435,7 +441,7 @@ class S3Client::Loop {
   // The event thread's own.
   std::deque<std::unique_ptr<Job>> waiting_;
   std::map<Job*, std::unique_ptr<Job>> running_;
-  std::map<std::string, Path> paths_;  // By endpoint.
+  std::map<std::string, Path> paths_;  // By endpoint and identity.
   // When each owner last had a request started (turn_'s value then).
   std::map<int64_t, uint64_t> turns_;
   uint64_t turn_ = 0;

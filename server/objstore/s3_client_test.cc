@@ -227,6 +227,32 @@ TEST_F(S3ClientTest, ThrottlesAndResetsAreRetriedWithinTheBudget) {
   EXPECT_EQ(reply.attempts, 3);
 }
 
+TEST_F(S3ClientTest, OneIdentitysThrottlesCutOnlyItsOwnLimit) {
+  const std::string key = "train/cat/c_d-e~f.jpg";
+  FaultProxy::Options po;
+  po.fail_first = 4;  // 503 SlowDown, all to the first identity's read.
+  S3Client::Options o;
+  o.backoff_base = absl::Milliseconds(1);
+  o.min_in_flight = 1;
+  o.initial_in_flight = 8;
+  o.max_in_flight = 32;
+  Faulty f = Through(po, o);
+  S3Reply reply = f.client->Run(f.Read(key, moto_->credentials()));
+  ASSERT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_EQ(f.client->stats().throttles, 4u);
+  const int throttled = f.client->stats().in_flight_limit;
+  EXPECT_LT(throttled, 8);
+  // Another identity at the same endpoint starts from its own limit, not
+  // the one the first one's throttles cut (the store refuses its key:
+  // no throttle, no answer that moves a limit).
+  auto other = std::make_shared<S3Credentials>(*moto_->credentials());
+  other->access_key_id = "AKIAANOTHERUSER";
+  reply = f.client->Run(f.Read(key, other));
+  EXPECT_FALSE(reply.status.ok());
+  EXPECT_EQ(f.client->stats().throttles, 4u);
+  EXPECT_EQ(f.client->stats().in_flight_limit, throttled + 8);
+}
+
 TEST_F(S3ClientTest, ManyInFlightThroughFaults) {
   FaultProxy::Options po;
   po.latency = absl::Milliseconds(20);

@@ -290,7 +290,10 @@ bool L2Cache::Put(const std::string& key, const FileVersion& version,
   std::string warning;  // Logged once the lock is released.
   {
     absl::MutexLock lock(&mu_);
-    if (queue_.size() < queue_max_) {
+    const uint64_t bytes = payload != nullptr ? payload->size() : 0;
+    if (queue_.size() < queue_max_ &&
+        (queued_bytes_ == 0 || queued_bytes_ + bytes <= options_.writer_queue_bytes)) {
+      queued_bytes_ += bytes;
       const uint64_t serial = ++serial_;
       pending_[key] = Pending{version, payload, serial};
       pending_count_.store(pending_.size(), std::memory_order_release);
@@ -301,8 +304,10 @@ bool L2Cache::Put(const std::string& key, const FileVersion& version,
     const uint64_t dropped = drops_.fetch_add(1, std::memory_order_relaxed) + 1;
     if (absl::Now() - last_drop_log_ > absl::Seconds(10)) {
       last_drop_log_ = absl::Now();
-      warning = absl::StrCat("L2 writer queue full (", queue_max_,
-                             " writes): dropping writes, ", dropped, " dropped so far");
+      warning = absl::StrCat("L2 writer queue full (", queue_.size(), " of ", queue_max_,
+                             " writes, ", queued_bytes_ >> 20, " of ",
+                             options_.writer_queue_bytes >> 20, " MiB): dropping writes, ",
+                             dropped, " dropped so far");
     }
   }
   if (!warning.empty()) LogWarning(warning);
@@ -347,14 +352,17 @@ void L2Cache::WriterLoop() {
       }
       writing_ = !batch.empty();
     }
+    uint64_t held = 0;  // What the batch's values count in queued_bytes_.
+    for (const Op& op : batch) held += op.payload != nullptr ? op.payload->size() : 0;
     // Every write queued before this batch's last is now in it or done:
     // once it is committed (or dropped, or the writer fails), they are
     // read from the map, unless a later write of their key is queued.
     uint64_t last = 0;
     for (const Op& op : batch) last = std::max(last, op.serial);
-    auto settle = absl::MakeCleanup([this, last] {
+    auto settle = absl::MakeCleanup([this, last, held] {
       absl::MutexLock lock(&mu_);
       writing_ = false;
+      queued_bytes_ -= held;
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.serial <= last) {
           pending_.erase(it++);

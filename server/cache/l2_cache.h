@@ -69,6 +69,10 @@ struct L2Options {
   uint32_t max_readers = 256;
   // Bounded writer queue; 0 = $L2_WRITER_QUEUE_MAX if set, else 4096.
   uint64_t writer_queue = 0;
+  // And bounded in bytes: the values queued or being written hold at most
+  // this much (one value may pass it while nothing else waits). Past
+  // either bound a write is dropped and counted, never waited for.
+  uint64_t writer_queue_bytes = 256ULL << 20;
   absl::Duration reader_check_interval = absl::Seconds(30);
 };
 
@@ -172,6 +176,8 @@ class L2Cache {
 
   mutable absl::Mutex mu_;
   std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
+  // Values' bytes in queue_ and in the batch being written.
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
   std::atomic<size_t> pending_count_{0};  // pending_.size(): none, no lock taken.
   uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;

@@ -6,6 +6,7 @@
 // evicts their own entries only, and values of the earlier format are read.
 #include "server/cache/l2_cache.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "server/cache/lmdb_env.h"
@@ -127,6 +128,38 @@ TEST(L2CacheTest, AFullWriterQueueDropsNewWrites) {
   EXPECT_EQ((*l2)->Lookup("b", Version(1, 1), &out), L2Cache::Result::kHit);
   EXPECT_EQ((*l2)->Lookup("c", Version(1, 1), &out), L2Cache::Result::kMiss);
   EXPECT_EQ((*l2)->Stats().inserts(), 2u);
+}
+
+TEST(L2CacheTest, TheWriterQueueIsBoundedInBytes) {
+  // 1 MiB values against a 4 MiB queue: four wait, the fifth is dropped,
+  // however few writes the count bound would allow; one value larger than
+  // the bound passes only while nothing else waits.
+  L2Options options = Options("l2-queue-bytes", 256 << 20);
+  options.writer_queue_bytes = 4 << 20;
+  absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
+  ASSERT_TRUE(l2.ok());
+  (*l2)->PauseWriter(true);
+  const std::string mib(1 << 20, 'v');
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE((*l2)->Put(absl::StrCat("k", i), Version(1, 1), Payload(mib), kAlice)) << i;
+  }
+  EXPECT_FALSE((*l2)->Put("k4", Version(1, 1), Payload(mib), kAlice));
+  EXPECT_EQ((*l2)->Stats().writer_drops(), 1u);
+  EXPECT_EQ((*l2)->Stats().writer_queue_depth(), 4u);
+  (*l2)->PauseWriter(false);
+  (*l2)->Flush();
+  (*l2)->PauseWriter(true);
+  // Written: room again, even for one value over the bound.
+  EXPECT_TRUE((*l2)->Put("big", Version(1, 1), Payload(std::string(6 << 20, 'b')), kAlice));
+  EXPECT_FALSE((*l2)->Put("k5", Version(1, 1), Payload("x"), kAlice));
+  (*l2)->PauseWriter(false);
+  (*l2)->Flush();
+  std::string out;
+  EXPECT_EQ((*l2)->Lookup("k3", Version(1, 1), &out), L2Cache::Result::kHit);
+  EXPECT_EQ(out, mib);
+  EXPECT_EQ((*l2)->Lookup("k4", Version(1, 1), &out), L2Cache::Result::kMiss);
+  EXPECT_EQ((*l2)->Lookup("big", Version(1, 1), &out), L2Cache::Result::kHit);
+  EXPECT_EQ((*l2)->Stats().inserts(), 5u);
 }
 
 // A map written far past its size keeps taking writes: entries are evicted

@@ -77,6 +77,10 @@ ABSL_FLAG(uint32_t, l2_max_readers, 256, "L2 LMDB reader slots.");
 ABSL_FLAG(uint64_t, l2_writer_queue, 0,
           "Bounded L2 write queue; 0 = $L2_WRITER_QUEUE_MAX, else 4096. "
           "Writes beyond it are dropped and counted, never waited for.");
+ABSL_FLAG(stoker::ByteSize, l2_writer_queue_bytes,
+          stoker::ByteSize{stoker::L2Options().writer_queue_bytes},
+          "Most bytes of values the L2 write queue holds (queued or being "
+          "written); writes beyond it are dropped and counted, never waited for.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "host:port for Prometheus /metrics (loopback by default; port 0 "
           "picks a free one, shown in stats); empty disables it.");
@@ -241,6 +245,7 @@ absl::StatusOr<StokerdConfig> Config() {
   }
   options.l2.max_readers = absl::GetFlag(FLAGS_l2_max_readers);
   options.l2.writer_queue = absl::GetFlag(FLAGS_l2_writer_queue);
+  options.l2.writer_queue_bytes = absl::GetFlag(FLAGS_l2_writer_queue_bytes).bytes;
   options.autotune = absl::GetFlag(FLAGS_autotune);
   options.max_decode_threads = absl::GetFlag(FLAGS_max_decode_threads);
   if (const std::string group = absl::GetFlag(FLAGS_admin_group); !group.empty()) {

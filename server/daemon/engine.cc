@@ -134,6 +134,9 @@ absl::Status Engine::Start() {
     S3Client::Options o;
     STOKER_ASSIGN_OR_RETURN(o.endpoints,
                             EndpointAllowList::Parse(options_.object_store_endpoints));
+    o.deadline = options_.object_store_deadline;
+    o.low_speed_bytes = options_.object_store_low_speed_bytes;
+    o.low_speed_time = options_.object_store_low_speed_time;
     STOKER_ASSIGN_OR_RETURN(objects_, S3Client::Create(std::move(o)));
   }
   fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(), options_.reader_threads);

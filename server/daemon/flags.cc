@@ -64,6 +64,20 @@ ABSL_FLAG(std::string, object_store_endpoints, "",
           "http[s]://host[:port]; empty: none. Only these are ever contacted, with "
           "each trainer's own credentials; a loopback or intranet endpoint only if "
           "listed here.");
+ABSL_FLAG(absl::Duration, object_store_deadline, stoker::DaemonOptions().object_store_deadline,
+          "Longest one object store request may take, its time queued, its "
+          "attempts and their backoff included (e.g. 2m); past it the sample "
+          "read is DEADLINE_EXCEEDED and its reader thread free.");
+ABSL_FLAG(stoker::ByteSize, object_store_low_speed,
+          stoker::ByteSize{stoker::DaemonOptions().object_store_low_speed_bytes},
+          "Bytes a second below which an object store request's attempt is "
+          "abandoned as too slow (then retried within --object-store-deadline) "
+          "once it stays below it for --object-store-low-speed-time; 0: no such "
+          "speed.");
+ABSL_FLAG(absl::Duration, object_store_low_speed_time,
+          stoker::DaemonOptions().object_store_low_speed_time,
+          "How long an object store request may stay below "
+          "--object-store-low-speed, at least 1s.");
 ABSL_FLAG(uint64_t, object_store_flat_listing, stoker::ScanLimits().flat_listing_objects,
           "An ImageFolder in an object store of at most about this many objects "
           "(at most 100000) is listed flat, page after page; a larger one class by "
@@ -226,6 +240,16 @@ absl::StatusOr<StokerdConfig> Config() {
       !e.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--object-store-endpoints: ", e.status().message()));
+  }
+  options.object_store_deadline = absl::GetFlag(FLAGS_object_store_deadline);
+  if (options.object_store_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--object-store-deadline must be positive");
+  }
+  options.object_store_low_speed_bytes = absl::GetFlag(FLAGS_object_store_low_speed).bytes;
+  options.object_store_low_speed_time = absl::GetFlag(FLAGS_object_store_low_speed_time);
+  if (options.object_store_low_speed_bytes > 0 &&
+      options.object_store_low_speed_time < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--object-store-low-speed-time must be at least 1s");
   }
   options.l2.path = absl::GetFlag(FLAGS_l2_path);
   options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes).bytes;

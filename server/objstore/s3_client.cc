@@ -20,6 +20,10 @@
 namespace stoker {
 namespace {
 
+// An attempt that ends this close to its request's deadline was cut by it
+// (curl's timer fires within a millisecond or so of the time set).
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(20);
+
 // An error's body (S3's XML) is read to this cap, not the range's.
 constexpr uint64_t kMaxErrorBody = 64 << 10;
 
@@ -82,6 +86,7 @@ class S3Client::Loop {
     auto job = std::make_unique<Job>();
     job->req = std::move(r);
     job->done = std::move(done);
+    job->deadline = absl::Now() + options_.deadline;
     {
       absl::MutexLock lock(&mu_);
       if (!stop_) {
@@ -141,6 +146,10 @@ class S3Client::Loop {
     std::function<void(S3Reply)> done;
     int attempt = 0;
     absl::Time not_before = absl::InfinitePast();
+    absl::Time deadline = absl::InfiniteFuture();  // The whole request's.
+    absl::Status last;  // The last attempt's, while it waits to retry.
+    // curl's own words for the attempt's failure.
+    char error[CURL_ERROR_SIZE] = {};
     // The attempt in flight.
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
@@ -231,8 +240,18 @@ class S3Client::Loop {
     if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                      long(absl::ToInt64Milliseconds(options_.connect_timeout)));
+    // The attempt ends by the request's deadline at the latest.
+    const absl::Duration attempt_time =
+        std::min(options_.request_timeout, job->deadline - absl::Now());
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-                     long(absl::ToInt64Milliseconds(options_.request_timeout)));
+                     long(std::max<int64_t>(1, absl::ToInt64Milliseconds(attempt_time))));
+    if (options_.low_speed_bytes > 0) {
+      curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, long(options_.low_speed_bytes));
+      curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                       long(absl::ToInt64Seconds(options_.low_speed_time)));
+    }
+    job->error[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, job->error);
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
     curl_easy_setopt(h, CURLOPT_USERNAME, c.access_key_id.c_str());
     curl_easy_setopt(h, CURLOPT_PASSWORD, c.secret_access_key.c_str());
@@ -297,7 +316,7 @@ class S3Client::Loop {
       f.transport = code == CURLE_OPERATION_TIMEDOUT ? AttemptFacts::Transport::kTimedOut
                     : RetryableCurl(code)            ? AttemptFacts::Transport::kRetryable
                                                      : AttemptFacts::Transport::kFailed;
-      f.transport_error = curl_easy_strerror(code);
+      f.transport_error = job->error[0] != '\0' ? job->error : curl_easy_strerror(code);
     }
     AttemptVerdict verdict = JudgeAttempt(job->req, std::move(f));
     S3Reply& reply = verdict.reply;
@@ -317,15 +336,41 @@ class S3Client::Loop {
                            owned->sent_with, path->waiting > 0, absl::Now());
     }
     PublishLimit();
+    const absl::Time now = absl::Now();
     if (retry && owned->attempt < options_.max_attempts) {
-      retries_.fetch_add(1, std::memory_order_relaxed);
-      owned->not_before = absl::Now() + Backoff(owned->attempt);
-      ++path->waiting;
-      waiting_.push_back(std::move(owned));
-      return;
+      owned->not_before = now + Backoff(owned->attempt);
+      if (owned->not_before < owned->deadline) {
+        retries_.fetch_add(1, std::memory_order_relaxed);
+        owned->last = reply.status;
+        ++path->waiting;
+        waiting_.push_back(std::move(owned));
+        return;
+      }
+      reply.status = PastDeadline(reply.status);  // No time is left for another attempt.
+    } else if (retry && now >= owned->deadline - kDeadlineSlack) {
+      reply.status = PastDeadline(reply.status);  // The deadline cut the attempt.
     }
     if (!reply.status.ok()) failures_.fetch_add(1, std::memory_order_relaxed);
     owned->done(std::move(reply));
+  }
+
+  // The request's deadline has passed (or leaves no time for the next
+  // attempt): DEADLINE_EXCEEDED, in the last attempt's words.
+  absl::Status PastDeadline(const absl::Status& last) const {
+    return absl::DeadlineExceededError(
+        absl::StrCat(last.message(), "; too slow: not answered within the request's deadline of ",
+                     absl::FormatDuration(options_.deadline)));
+  }
+
+  // A request that waited (for a slot, or its backoff) until its deadline.
+  void Expire(std::unique_ptr<Job> job) {
+    --job->path->waiting;
+    absl::Status s = PastDeadline(
+        job->attempt > 0 ? job->last
+                         : absl::UnavailableError(absl::StrCat(
+                               Named(job->req), " at ", job->req.endpoint.ToString(),
+                               ": queued, no attempt made")));
+    Fail(std::move(job), std::move(s));
   }
 
   void Fail(std::unique_ptr<Job> job, absl::Status s) {
@@ -342,6 +387,15 @@ class S3Client::Loop {
   // never hold another's back.
   void StartDue(absl::Time now) {
     for (auto& [endpoint, p] : paths_) p.limit.Tick(now);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->deadline <= now) {
+        std::unique_ptr<Job> job = std::move(*it);
+        it = waiting_.erase(it);
+        Expire(std::move(job));
+      } else {
+        ++it;
+      }
+    }
     while (static_cast<int>(running_.size()) < options_.max_in_flight) {
       auto pick = waiting_.end();
       uint64_t pick_turn = 0;
@@ -382,9 +436,13 @@ class S3Client::Loop {
   int WaitMs(absl::Time now) const {
     int64_t ms = 1000;
     if (static_cast<int>(running_.size()) >= options_.max_in_flight) return static_cast<int>(ms);
+    auto until = [now](absl::Time t) {
+      return std::max<int64_t>(0, absl::ToInt64Milliseconds(t - now) + 1);
+    };
     for (const auto& j : waiting_) {
+      ms = std::min<int64_t>(ms, until(j->deadline));
       if (j->path != nullptr && j->path->running >= j->path->limit.limit()) continue;
-      ms = std::min<int64_t>(ms, std::max<int64_t>(0, absl::ToInt64Milliseconds(j->not_before - now) + 1));
+      ms = std::min<int64_t>(ms, until(j->not_before));
     }
     return static_cast<int>(ms);
   }
@@ -449,6 +507,12 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(Options options) {
       options.max_attempts < 1) {
     return absl::InvalidArgumentError(
         "object store client: need 1 <= min_in_flight <= max_in_flight and max_attempts >= 1");
+  }
+  if (options.deadline <= absl::ZeroDuration() ||
+      (options.low_speed_bytes > 0 && options.low_speed_time < absl::Seconds(1))) {
+    return absl::InvalidArgumentError(
+        "object store client: the deadline must be positive, and the low speed time at "
+        "least 1s where a low speed is set");
   }
   curl_version_info_data* v = curl_version_info(CURLVERSION_NOW);
   if (v == nullptr || v->version_num < 0x075500) {  // CURLOPT_PROTOCOLS_STR: 7.85.

@@ -8,9 +8,18 @@
 //   operator's `--object-store-endpoints`); redirects are never followed,
 //   proxies from the environment never used, TLS verified against the
 //   system's CA bundle;
-// - has a deadline (connect and total), and is retried on 5xx, 429 and
-//   connection failures with jittered exponential backoff, up to
-//   `max_attempts`;
+// - has a deadline for each attempt (connect and total), and is retried
+//   on 5xx, 429, timeouts and connection failures with jittered
+//   exponential backoff, up to `max_attempts`;
+// - has a deadline of its own, `deadline` from Start, which its time
+//   queued, its attempts and their backoff all count against: past it,
+//   it ends DEADLINE_EXCEEDED (an attempt in flight is cut at it, no
+//   attempt starts or waits past it), so a slow store holds its caller
+//   at most that long;
+// - is abandoned as too slow (a timeout, then retried within the
+//   deadline) when it transfers less than `low_speed_bytes` a second for
+//   `low_speed_time` (0 bytes: no such limit), waiting for its first
+//   byte included;
 // - has its reply capped before it is stored (a GET at its range's size,
 //   anything else at `max_reply_bytes`).
 // The number in flight to each endpoint adapts (in_flight_limit.h): from
@@ -64,7 +73,10 @@ class S3Client {
     int initial_in_flight = 16;  // Where it starts (within min..max).
     int max_in_flight = 64;
     absl::Duration connect_timeout = absl::Seconds(5);
-    absl::Duration request_timeout = absl::Seconds(60);
+    absl::Duration request_timeout = absl::Seconds(60);  // Each attempt.
+    absl::Duration deadline = absl::Minutes(2);  // The whole request.
+    uint64_t low_speed_bytes = 1024;             // A second, for...
+    absl::Duration low_speed_time = absl::Seconds(10);  // ...at least 1 s.
     int max_attempts = 5;
     absl::Duration backoff_base = absl::Milliseconds(50);
     absl::Duration backoff_cap = absl::Seconds(2);

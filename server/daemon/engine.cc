@@ -13,6 +13,7 @@
 #include "server/pool/topology.h"
 #include "server/sources/source.h"
 #include "util/cache_key.h"
+#include "util/cancellation.h"
 #include "util/log.h"
 #include "util/status_macros.h"
 
@@ -196,6 +197,13 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   if (beneath != nullptr) {
     beneath->charge_held = [this, uid](uint64_t n) { return held_files_.Charge(uid, n); };
   }
+  // The session's object reads end with it (Dataset::reads_cancel).
+  auto reads_cancel = std::make_shared<Cancellation>();
+  if (access != nullptr) {
+    auto cancellable = std::make_shared<ObjectStoreAccess>(*access);
+    cancellable->cancel = reads_cancel;
+    access = std::move(cancellable);
+  }
   SourceContext ctx;
   ctx.limits = ScanLimitsNow();
   ctx.beneath = std::move(beneath);
@@ -216,6 +224,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.read_ahead.most_bytes = options_.l1_bytes / 2;
   ctx.limits.streamed = streamed;
   STOKER_ASSIGN_OR_RETURN(Dataset ds, stoker::OpenDataset(spec, ctx));
+  ds.reads_cancel = std::move(reads_cancel);
   return std::make_shared<const Dataset>(std::move(ds));
 }
 

@@ -36,6 +36,14 @@ void InitCurlOnce() {
   (void)ok;
 }
 
+// A request whose cancellation was raised.
+bool Cancelled(const S3Request& r) { return r.cancel != nullptr && r.cancel->cancelled(); }
+
+absl::Status CancelledStatus(const S3Request& r) {
+  return absl::CancelledError(absl::StrCat(Named(r), " at ", r.endpoint.ToString(),
+                                           ": cancelled by whom it was for"));
+}
+
 bool RetryableCurl(CURLcode c) {
   switch (c) {
     case CURLE_COULDNT_CONNECT:
@@ -87,6 +95,10 @@ class S3Client::Loop {
     job->req = std::move(r);
     job->done = std::move(done);
     job->deadline = absl::Now() + options_.deadline;
+    if (job->req.cancel != nullptr) {
+      // Raised, it wakes the event thread, which ends the request.
+      job->cancel_id = job->req.cancel->Subscribe([this] { curl_multi_wakeup(multi_); });
+    }
     {
       absl::MutexLock lock(&mu_);
       if (!stop_) {
@@ -96,7 +108,7 @@ class S3Client::Loop {
     if (job != nullptr) {
       S3Reply reply;
       reply.status = absl::CancelledError("object store client is shutting down");
-      job->done(std::move(reply));
+      Complete(std::move(job), std::move(reply));
       return;
     }
     curl_multi_wakeup(multi_);
@@ -148,6 +160,7 @@ class S3Client::Loop {
     absl::Time not_before = absl::InfinitePast();
     absl::Time deadline = absl::InfiniteFuture();  // The whole request's.
     absl::Status last;  // The last attempt's, while it waits to retry.
+    Cancellation::Id cancel_id = 0;  // Its subscription to req.cancel.
     // curl's own words for the attempt's failure.
     char error[CURL_ERROR_SIZE] = {};
     // The attempt in flight.
@@ -181,6 +194,12 @@ class S3Client::Loop {
     }
     job->facts.body.append(data, bytes);
     return bytes;
+  }
+
+  // curl's progress callback: a raised cancellation aborts the transfer
+  // (CURLE_ABORTED_BY_CALLBACK).
+  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return Cancelled(static_cast<Job*>(user)->req) ? 1 : 0;
   }
 
   static size_t OnHeader(char* data, size_t size, size_t n, void* user) {
@@ -260,6 +279,11 @@ class S3Client::Loop {
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &Loop::OnHeader);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, job);
     curl_easy_setopt(h, CURLOPT_PRIVATE, job);
+    if (r.cancel != nullptr) {
+      curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &Loop::OnProgress);
+      curl_easy_setopt(h, CURLOPT_XFERINFODATA, job);
+      curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_slist* hs = nullptr;
     auto add = [&](const std::string& header) { hs = curl_slist_append(hs, header.c_str()); };
     add(absl::StrCat("x-amz-content-sha256: ",
@@ -337,7 +361,9 @@ class S3Client::Loop {
     }
     PublishLimit();
     const absl::Time now = absl::Now();
-    if (retry && owned->attempt < options_.max_attempts) {
+    if (!reply.status.ok() && Cancelled(owned->req)) {
+      reply.status = CancelledStatus(owned->req);
+    } else if (retry && owned->attempt < options_.max_attempts) {
       owned->not_before = now + Backoff(owned->attempt);
       if (owned->not_before < owned->deadline) {
         retries_.fetch_add(1, std::memory_order_relaxed);
@@ -351,7 +377,13 @@ class S3Client::Loop {
       reply.status = PastDeadline(reply.status);  // The deadline cut the attempt.
     }
     if (!reply.status.ok()) failures_.fetch_add(1, std::memory_order_relaxed);
-    owned->done(std::move(reply));
+    Complete(std::move(owned), std::move(reply));
+  }
+
+  // Ends a request: its done runs, after its cancellation forgot it.
+  void Complete(std::unique_ptr<Job> job, S3Reply reply) {
+    if (job->req.cancel != nullptr) job->req.cancel->Unsubscribe(job->cancel_id);
+    job->done(std::move(reply));
   }
 
   // The request's deadline has passed (or leaves no time for the next
@@ -378,7 +410,34 @@ class S3Client::Loop {
     S3Reply reply;
     reply.status = std::move(s);
     reply.attempts = job->attempt;
-    job->done(std::move(reply));
+    Complete(std::move(job), std::move(reply));
+  }
+
+  // Ends the requests whose cancellation was raised, queued or in flight.
+  void EndCancelled() {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (!Cancelled((*it)->req)) {
+        ++it;
+        continue;
+      }
+      std::unique_ptr<Job> job = std::move(*it);
+      it = waiting_.erase(it);
+      --PathOf(job.get())->waiting;
+      absl::Status s = CancelledStatus(job->req);
+      Fail(std::move(job), std::move(s));
+    }
+    for (auto it = running_.begin(); it != running_.end();) {
+      if (!Cancelled(it->first->req)) {
+        ++it;
+        continue;
+      }
+      std::unique_ptr<Job> job = std::move(it->second);
+      it = running_.erase(it);
+      Release(job.get());  // Aborts the transfer, closing its connection.
+      --job->path->running;
+      absl::Status s = CancelledStatus(job->req);
+      Fail(std::move(job), std::move(s));
+    }
   }
 
   // Starts due requests while there is room: owners take turns (of the
@@ -458,6 +517,7 @@ class S3Client::Loop {
         incoming_.clear();
         if (stop_) break;
       }
+      EndCancelled();
       StartDue(absl::Now());
       int still = 0;
       curl_multi_perform(multi_, &still);
@@ -527,6 +587,7 @@ S3Client::~S3Client() = default;
 void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
   absl::Status refused = loop_->options().endpoints.Check(r.endpoint);
   if (refused.ok()) refused = CheckRequest(r);
+  if (refused.ok() && Cancelled(r)) refused = CancelledStatus(r);
   if (!refused.ok()) {
     S3Reply reply;
     reply.status = std::move(refused);
@@ -569,7 +630,8 @@ S3Reply S3Client::Run(S3Request r, const std::function<bool()>& stop) {
 
 absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& object,
                                              std::shared_ptr<const S3Credentials> c,
-                                             const std::string& if_match, int64_t owner) {
+                                             const std::string& if_match, int64_t owner,
+                                             std::shared_ptr<const Cancellation> cancel) {
   S3Request r;
   r.method = S3Request::Method::kHead;
   r.if_match = if_match;
@@ -578,6 +640,7 @@ absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& obj
   r.key = object.key;
   r.credentials = std::move(c);
   r.owner = owner;
+  r.cancel = std::move(cancel);
   S3Reply reply = Run(std::move(r));
   if (!reply.status.ok()) return reply.status;
   return reply.version;
@@ -587,7 +650,8 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
                            uint64_t length, const std::string& if_match,
                            std::shared_ptr<const S3Credentials> c, std::string* out,
                            ObjectVersion* seen, int64_t owner,
-                           const std::function<bool()>& stop) {
+                           const std::function<bool()>& stop,
+                           std::shared_ptr<const Cancellation> cancel) {
   S3Request r;
   r.endpoint = e;
   r.bucket = object.bucket;
@@ -597,6 +661,7 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
   r.if_match = if_match;
   r.credentials = std::move(c);
   r.owner = owner;
+  r.cancel = std::move(cancel);
   S3Reply reply = Run(std::move(r), stop);
   if (!reply.status.ok()) return reply.status;
   *out = std::move(reply.body);

@@ -16,6 +16,11 @@
 //   it ends DEADLINE_EXCEEDED (an attempt in flight is cut at it, no
 //   attempt starts or waits past it), so a slow store holds its caller
 //   at most that long;
+// - ends CANCELLED as soon as its cancellation (S3Request::cancel) is
+//   raised: one queued or waiting to retry is dropped, one in flight has
+//   its transfer aborted (curl's progress callback, and the event thread
+//   woken by the cancellation), so a closed session's reads free their
+//   callers and their connections at once;
 // - is abandoned as too slow (a timeout, then retried within the
 //   deadline) when it transfers less than `low_speed_bytes` a second for
 //   `low_speed_time` (0 bytes: no such limit), waiting for its first
@@ -110,16 +115,20 @@ class S3Client {
 
   // The blocking forms below are for `owner` (S3Request::owner).
   // The object's size and version (HEAD), at version `if_match` when set.
+  // `cancel` (may be null): S3Request::cancel.
   absl::StatusOr<ObjectVersion> Head(const Endpoint& e, const S3Url& object,
                                      std::shared_ptr<const S3Credentials> c,
-                                     const std::string& if_match = "", int64_t owner = -1);
+                                     const std::string& if_match = "", int64_t owner = -1,
+                                     std::shared_ptr<const Cancellation> cancel = nullptr);
   // Replaces *out with bytes [offset, offset + length) of the object
   // (length 0: all of it), at version `if_match` when set; *seen (may be
-  // null) is the version read. `stop`: as Run's.
+  // null) is the version read. `stop`: as Run's; `cancel` (may be null):
+  // S3Request::cancel.
   absl::Status Get(const Endpoint& e, const S3Url& object, uint64_t offset, uint64_t length,
                    const std::string& if_match, std::shared_ptr<const S3Credentials> c,
                    std::string* out, ObjectVersion* seen = nullptr, int64_t owner = -1,
-                   const std::function<bool()>& stop = nullptr);
+                   const std::function<bool()>& stop = nullptr,
+                   std::shared_ptr<const Cancellation> cancel = nullptr);
   // One ListObjectsV2 page of `prefix` (and its CommonPrefixes when
   // `delimiter` is set), from `token` ("" for the first), of at most
   // `max_keys` entries (0: the server's default, 1000 on S3). `stop`: as

@@ -488,6 +488,71 @@ TEST_F(SlowStoreTest, TheDeadlineEndsRetries) {
   EXPECT_GT(store_->requests(), 1);  // It was retried until then.
 }
 
+// A read in flight whose cancellation is raised ends CANCELLED, and its
+// transfer with it: the store sees the client hang up. Nothing else could
+// end it (an hour per attempt, no low speed), so the return is the proof.
+TEST_F(SlowStoreTest, ACancelledReadEndsAtOnceWithItsTransfer) {
+  drip_testing::DripServer::Options d;
+  d.interval = absl::Milliseconds(50);
+  S3Client::Options o;
+  o.request_timeout = absl::Hours(1);
+  o.deadline = absl::Hours(2);
+  o.low_speed_bytes = 0;
+  Serve(d, o);
+  auto cancel = std::make_shared<Cancellation>();
+  absl::Status s;
+  std::string out;
+  std::thread reader([&] {
+    s = client_->Get(endpoint_, S3Url{"bkt", "slow"}, 0, 0, "", credentials_, &out, nullptr, 1000,
+                     nullptr, cancel);
+  });
+  store_->WaitForRequests(1);  // In flight.
+  cancel->Cancel();
+  reader.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_NE(s.message().find("s3://bkt/slow"), absl::string_view::npos) << s;
+  EXPECT_TRUE(out.empty());
+  store_->WaitForHangUps(1);
+  EXPECT_EQ(store_->requests(), 1);
+  EXPECT_EQ(client_->stats().failures, 1u);
+}
+
+// One waiting for its next attempt is dropped, not tried again.
+TEST_F(SlowStoreTest, ACancelledReadIsNotRetried) {
+  drip_testing::DripServer::Options d;
+  d.status = 503;
+  S3Client::Options o;
+  o.max_attempts = 1000;
+  o.backoff_base = absl::Hours(1);  // Backoff: up to an hour (jittered).
+  o.backoff_cap = absl::Hours(1);
+  o.deadline = absl::Hours(2);
+  Serve(d, o);
+  auto cancel = std::make_shared<Cancellation>();
+  absl::Status s;
+  std::string out;
+  std::thread reader([&] {
+    s = client_->Get(endpoint_, S3Url{"bkt", "failing"}, 0, 0, "", credentials_, &out, nullptr,
+                     1000, nullptr, cancel);
+  });
+  store_->WaitForRequests(1);
+  cancel->Cancel();
+  reader.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+}
+
+// One cancelled before it starts is never sent.
+TEST_F(SlowStoreTest, AReadCancelledBeforeItStartsIsNeverSent) {
+  Serve({}, {});
+  auto cancel = std::make_shared<Cancellation>();
+  cancel->Cancel();
+  std::string out;
+  const absl::Status s = client_->Get(endpoint_, S3Url{"bkt", "x"}, 0, 0, "", credentials_, &out,
+                                      nullptr, 1000, nullptr, cancel);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_EQ(store_->requests(), 0);
+  EXPECT_EQ(client_->stats().requests, 0u);
+}
+
 TEST(S3ClientOptionsTest, ALowSpeedNeedsAWholeSecondAndTheDeadlineATime) {
   S3Client::Options o;
   o.low_speed_time = absl::Milliseconds(500);

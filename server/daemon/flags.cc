@@ -47,6 +47,10 @@ ABSL_FLAG(std::string, hdf5_reader, "",
           "sandbox; default: $STOKER_H5PROBE, else stoker-h5probe beside stokerd.");
 ABSL_FLAG(int, reader_threads, 64,
           "Reader threads: how many source reads may be outstanding.");
+ABSL_FLAG(int, max_reader_threads_per_user, 0,
+          "Reader threads one user's sessions may hold at once, 0..4096 (the "
+          "rest of their reads wait queued while other users' run); 0 = half of "
+          "--reader-threads, at least 1.");
 ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
 ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
@@ -230,6 +234,11 @@ absl::StatusOr<StokerdConfig> Config() {
   options.numa_spill = absl::GetFlag(FLAGS_numa_spill);
   options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
+  options.max_reader_threads_per_user = absl::GetFlag(FLAGS_max_reader_threads_per_user);
+  if (options.max_reader_threads_per_user < 0 || options.max_reader_threads_per_user > 4096) {
+    return absl::InvalidArgumentError(
+        "--max-reader-threads-per-user must be in 0..4096 (0: half of --reader-threads)");
+  }
   options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;
   options.pixel_cache_bytes = absl::GetFlag(FLAGS_pixel_cache_bytes).bytes;

@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(std::string, socket_mode);
 ABSL_DECLARE_FLAG(std::string, numa);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int, reader_threads);
+ABSL_DECLARE_FLAG(int, max_reader_threads_per_user);
 ABSL_DECLARE_FLAG(uint64_t, object_store_flat_listing);
 ABSL_DECLARE_FLAG(absl::Duration, object_store_deadline);
 ABSL_DECLARE_FLAG(absl::Duration, object_store_low_speed_time);
@@ -106,6 +107,10 @@ TEST_F(FlagsTest, BadValuesNameTheirFlag) {
   absl::SetFlag(&FLAGS_reader_threads, 0);
   ExpectRefused("--reader-threads");
   absl::SetFlag(&FLAGS_reader_threads, 64);
+  absl::SetFlag(&FLAGS_max_reader_threads_per_user, -1);
+  ExpectRefused("--max-reader-threads-per-user");
+  absl::SetFlag(&FLAGS_max_reader_threads_per_user, 8);
+  EXPECT_EQ(Config()->daemon.max_reader_threads_per_user, 8);
   absl::SetFlag(&FLAGS_object_store_flat_listing, 100'001);
   ExpectRefused("--object-store-flat-listing");
   absl::SetFlag(&FLAGS_object_store_flat_listing, 100'000);

@@ -33,6 +33,10 @@ struct DaemonOptions {
   // point it at a tree of their own.
   std::string sysfs = "/sys";
   int reader_threads = 64;  // Outstanding source reads.
+  // Reader threads one user's sessions may hold at once (ThreadPool's user
+  // cap; the daemon's own reads are not capped); 0: half of
+  // reader_threads, at least 1.
+  int max_reader_threads_per_user = 0;
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
   uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.

@@ -40,8 +40,9 @@
 // credentials: PERMISSION_DENIED (403, with S3's code), NOT_FOUND (404),
 // OUT_OF_RANGE (416), FAILED_PRECONDITION (412: the object changed),
 // DEADLINE_EXCEEDED or UNAVAILABLE once the retries are spent,
-// RESOURCE_EXHAUSTED (a reply over its cap), DATA_LOSS (a reply that
-// contradicts the request).
+// DEADLINE_EXCEEDED past the request's deadline (saying it was too slow),
+// CANCELLED (its cancellation raised), RESOURCE_EXHAUSTED (a reply over
+// its cap), DATA_LOSS (a reply that contradicts the request).
 //
 // Every caller-supplied byte that reaches a header line (key id, secret,
 // session token, region, ETag) is checked first: a CR or LF there would

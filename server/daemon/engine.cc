@@ -13,6 +13,7 @@
 #include "server/pool/topology.h"
 #include "server/sources/source.h"
 #include "util/cache_key.h"
+#include "util/cancellation.h"
 #include "util/log.h"
 #include "util/status_macros.h"
 
@@ -134,10 +135,17 @@ absl::Status Engine::Start() {
     S3Client::Options o;
     STOKER_ASSIGN_OR_RETURN(o.endpoints,
                             EndpointAllowList::Parse(options_.object_store_endpoints));
+    o.deadline = options_.object_store_deadline;
+    o.low_speed_bytes = options_.object_store_low_speed_bytes;
+    o.low_speed_time = options_.object_store_low_speed_time;
     STOKER_ASSIGN_OR_RETURN(objects_, S3Client::Create(std::move(o)));
   }
   fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(), options_.reader_threads);
   reader_pool_ = std::make_unique<ThreadPool>("stoker-io", options_.reader_threads);
+  // One user's reads blocked on a slow store hold at most this many.
+  reader_pool_->SetUserCap(options_.max_reader_threads_per_user > 0
+                               ? options_.max_reader_threads_per_user
+                               : std::max(1, options_.reader_threads / 2));
   warmer_ = std::make_unique<CacheWarmer>(
       [pool = reader_pool_.get()](std::function<void()> task) { pool->Schedule(std::move(task)); },
       [fetcher = fetcher_.get()](const Dataset& ds, const std::string& file, bool* from_source) {
@@ -193,6 +201,13 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   if (beneath != nullptr) {
     beneath->charge_held = [this, uid](uint64_t n) { return held_files_.Charge(uid, n); };
   }
+  // The session's object reads end with it (Dataset::reads_cancel).
+  auto reads_cancel = std::make_shared<Cancellation>();
+  if (access != nullptr) {
+    auto cancellable = std::make_shared<ObjectStoreAccess>(*access);
+    cancellable->cancel = reads_cancel;
+    access = std::move(cancellable);
+  }
   SourceContext ctx;
   ctx.limits = ScanLimitsNow();
   ctx.beneath = std::move(beneath);
@@ -213,6 +228,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   ctx.read_ahead.most_bytes = options_.l1_bytes / 2;
   ctx.limits.streamed = streamed;
   STOKER_ASSIGN_OR_RETURN(Dataset ds, stoker::OpenDataset(spec, ctx));
+  ds.reads_cancel = std::move(reads_cancel);
   return std::make_shared<const Dataset>(std::move(ds));
 }
 

@@ -64,7 +64,8 @@ class Engine {
   // bound only by the totals), reaching object stores with `access` (the
   // caller's; null: none), counting what it lists and reads in `progress`
   // (null: nowhere). Scans give up once CancelScans() is called.
-  // `streamed`: ScanLimits::streamed.
+  // `streamed`: ScanLimits::streamed. Its object reads end when its
+  // reads_cancel is raised (by its session's Stop).
   absl::StatusOr<std::shared_ptr<const Dataset>> OpenDataset(
       const v1::DatasetSpec& spec, std::shared_ptr<Beneath> beneath, int64_t uid,
       std::shared_ptr<const ObjectStoreAccess> access = nullptr,

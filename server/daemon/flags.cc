@@ -47,6 +47,10 @@ ABSL_FLAG(std::string, hdf5_reader, "",
           "sandbox; default: $STOKER_H5PROBE, else stoker-h5probe beside stokerd.");
 ABSL_FLAG(int, reader_threads, 64,
           "Reader threads: how many source reads may be outstanding.");
+ABSL_FLAG(int, max_reader_threads_per_user, 0,
+          "Reader threads one user's sessions may hold at once, 0..4096 (the "
+          "rest of their reads wait queued while other users' run); 0 = half of "
+          "--reader-threads, at least 1.");
 ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
 ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
@@ -64,6 +68,20 @@ ABSL_FLAG(std::string, object_store_endpoints, "",
           "http[s]://host[:port]; empty: none. Only these are ever contacted, with "
           "each trainer's own credentials; a loopback or intranet endpoint only if "
           "listed here.");
+ABSL_FLAG(absl::Duration, object_store_deadline, stoker::DaemonOptions().object_store_deadline,
+          "Longest one object store request may take, its time queued, its "
+          "attempts and their backoff included (e.g. 2m); past it the sample "
+          "read is DEADLINE_EXCEEDED and its reader thread free.");
+ABSL_FLAG(stoker::ByteSize, object_store_low_speed,
+          stoker::ByteSize{stoker::DaemonOptions().object_store_low_speed_bytes},
+          "Bytes a second below which an object store request's attempt is "
+          "abandoned as too slow (then retried within --object-store-deadline) "
+          "once it stays below it for --object-store-low-speed-time; 0: no such "
+          "speed.");
+ABSL_FLAG(absl::Duration, object_store_low_speed_time,
+          stoker::DaemonOptions().object_store_low_speed_time,
+          "How long an object store request may stay below "
+          "--object-store-low-speed, at least 1s.");
 ABSL_FLAG(uint64_t, object_store_flat_listing, stoker::ScanLimits().flat_listing_objects,
           "An ImageFolder in an object store of at most about this many objects "
           "(at most 100000) is listed flat, page after page; a larger one class by "
@@ -225,6 +243,11 @@ absl::StatusOr<StokerdConfig> Config() {
   options.numa_spill = absl::GetFlag(FLAGS_numa_spill);
   options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
+  options.max_reader_threads_per_user = absl::GetFlag(FLAGS_max_reader_threads_per_user);
+  if (options.max_reader_threads_per_user < 0 || options.max_reader_threads_per_user > 4096) {
+    return absl::InvalidArgumentError(
+        "--max-reader-threads-per-user must be in 0..4096 (0: half of --reader-threads)");
+  }
   options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;
   options.pixel_cache_bytes = absl::GetFlag(FLAGS_pixel_cache_bytes).bytes;
@@ -235,6 +258,16 @@ absl::StatusOr<StokerdConfig> Config() {
       !e.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--object-store-endpoints: ", e.status().message()));
+  }
+  options.object_store_deadline = absl::GetFlag(FLAGS_object_store_deadline);
+  if (options.object_store_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--object-store-deadline must be positive");
+  }
+  options.object_store_low_speed_bytes = absl::GetFlag(FLAGS_object_store_low_speed).bytes;
+  options.object_store_low_speed_time = absl::GetFlag(FLAGS_object_store_low_speed_time);
+  if (options.object_store_low_speed_bytes > 0 &&
+      options.object_store_low_speed_time < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--object-store-low-speed-time must be at least 1s");
   }
   options.l2.path = absl::GetFlag(FLAGS_l2_path);
   options.l2.max_bytes = absl::GetFlag(FLAGS_l2_max_bytes).bytes;

@@ -16,7 +16,10 @@ ABSL_DECLARE_FLAG(std::string, socket_mode);
 ABSL_DECLARE_FLAG(std::string, numa);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int, reader_threads);
+ABSL_DECLARE_FLAG(int, max_reader_threads_per_user);
 ABSL_DECLARE_FLAG(uint64_t, object_store_flat_listing);
+ABSL_DECLARE_FLAG(absl::Duration, object_store_deadline);
+ABSL_DECLARE_FLAG(absl::Duration, object_store_low_speed_time);
 ABSL_DECLARE_FLAG(std::string, l2_path);
 ABSL_DECLARE_FLAG(stoker::ByteSize, l2_max_bytes);
 ABSL_DECLARE_FLAG(stoker::ByteSize, l1_bytes);
@@ -60,6 +63,9 @@ TEST_F(FlagsTest, DefaultsAreTheMachines) {
   EXPECT_EQ(c->daemon.max_array_bytes_per_user, c->daemon.l1_bytes / 4);
   EXPECT_EQ(c->daemon.admin_gid, -1);
   EXPECT_EQ(c->daemon.numa, NumaMode::kAuto);
+  EXPECT_EQ(c->daemon.object_store_deadline, absl::Minutes(2));
+  EXPECT_EQ(c->daemon.object_store_low_speed_bytes, 1024u);
+  EXPECT_EQ(c->daemon.object_store_low_speed_time, absl::Seconds(10));
 }
 
 TEST_F(FlagsTest, RootIsRefusedUnlessAllowedOrServingAnOwner) {
@@ -101,6 +107,10 @@ TEST_F(FlagsTest, BadValuesNameTheirFlag) {
   absl::SetFlag(&FLAGS_reader_threads, 0);
   ExpectRefused("--reader-threads");
   absl::SetFlag(&FLAGS_reader_threads, 64);
+  absl::SetFlag(&FLAGS_max_reader_threads_per_user, -1);
+  ExpectRefused("--max-reader-threads-per-user");
+  absl::SetFlag(&FLAGS_max_reader_threads_per_user, 8);
+  EXPECT_EQ(Config()->daemon.max_reader_threads_per_user, 8);
   absl::SetFlag(&FLAGS_object_store_flat_listing, 100'001);
   ExpectRefused("--object-store-flat-listing");
   absl::SetFlag(&FLAGS_object_store_flat_listing, 100'000);
@@ -114,6 +124,12 @@ TEST_F(FlagsTest, BadValuesNameTheirFlag) {
   absl::SetFlag(&FLAGS_admin_group, "");
   absl::SetFlag(&FLAGS_max_image_pixels, 0);
   ExpectRefused("--max-image-pixels");
+  absl::SetFlag(&FLAGS_max_image_pixels, 1000);
+  absl::SetFlag(&FLAGS_object_store_deadline, absl::ZeroDuration());
+  ExpectRefused("--object-store-deadline");
+  absl::SetFlag(&FLAGS_object_store_deadline, absl::Seconds(30));
+  absl::SetFlag(&FLAGS_object_store_low_speed_time, absl::Milliseconds(500));
+  ExpectRefused("--object-store-low-speed-time");
 }
 
 }  // namespace

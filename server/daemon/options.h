@@ -14,6 +14,7 @@
 #include "server/cache/l2_cache.h"
 #include "server/dataset/dataset.h"
 #include "server/imaging/jpeg.h"
+#include "server/objstore/s3_client.h"
 
 namespace stoker {
 
@@ -32,6 +33,10 @@ struct DaemonOptions {
   // point it at a tree of their own.
   std::string sysfs = "/sys";
   int reader_threads = 64;  // Outstanding source reads.
+  // Reader threads one user's sessions may hold at once (ThreadPool's user
+  // cap; the daemon's own reads are not capped); 0: half of
+  // reader_threads, at least 1.
+  int max_reader_threads_per_user = 0;
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
   uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.
@@ -40,6 +45,13 @@ struct DaemonOptions {
   // The object store endpoints sessions may reach ("https://host[:port]",
   // comma-separated); empty: none, and s3 sources are refused.
   std::string object_store_endpoints;
+  // Each object store request's deadline (its time queued, its attempts
+  // and their backoff included), and the speed below which an attempt is
+  // abandoned as too slow once it has kept below it for
+  // object_store_low_speed_time (0 bytes: no such speed): S3Client's.
+  absl::Duration object_store_deadline = S3Client::Options().deadline;
+  uint64_t object_store_low_speed_bytes = S3Client::Options().low_speed_bytes;
+  absl::Duration object_store_low_speed_time = S3Client::Options().low_speed_time;
   // RAM array sources may hold (RAM copies of files, datasets read whole)
   // is charged against l1_bytes in all and this per non-admin user (0: only
   // the total binds); past either they read from their mappings.

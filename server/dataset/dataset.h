@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "server/access/file_system.h"
 #include "server/dataset/opening_progress.h"
+#include "util/cancellation.h"
 
 namespace stoker {
 
@@ -73,6 +74,10 @@ struct Dataset {
   // A streamed opening: the samples, still growing (`samples` is empty,
   // first_epoch_windows and num_classes are only the growth's at its end).
   std::shared_ptr<DatasetGrowth> growth;
+  // Raised as the session reading it closes: its source's object store
+  // reads in flight end CANCELLED, and later ones are refused, so none
+  // holds a reader thread for a session that is gone. Null: none to raise.
+  std::shared_ptr<Cancellation> reads_cancel;
 
   // The samples there are now (all, or those a streamed opening published).
   uint64_t sample_count() const;

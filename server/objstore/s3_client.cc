@@ -20,6 +20,10 @@
 namespace stoker {
 namespace {
 
+// An attempt that ends this close to its request's deadline was cut by it
+// (curl's timer fires within a millisecond or so of the time set).
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(20);
+
 // An error's body (S3's XML) is read to this cap, not the range's.
 constexpr uint64_t kMaxErrorBody = 64 << 10;
 
@@ -30,6 +34,14 @@ constexpr char kEmptySha256[] =
 void InitCurlOnce() {
   static const bool ok = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
   (void)ok;
+}
+
+// A request whose cancellation was raised.
+bool Cancelled(const S3Request& r) { return r.cancel != nullptr && r.cancel->cancelled(); }
+
+absl::Status CancelledStatus(const S3Request& r) {
+  return absl::CancelledError(absl::StrCat(Named(r), " at ", r.endpoint.ToString(),
+                                           ": cancelled by whom it was for"));
 }
 
 bool RetryableCurl(CURLcode c) {
@@ -82,6 +94,11 @@ class S3Client::Loop {
     auto job = std::make_unique<Job>();
     job->req = std::move(r);
     job->done = std::move(done);
+    job->deadline = absl::Now() + options_.deadline;
+    if (job->req.cancel != nullptr) {
+      // Raised, it wakes the event thread, which ends the request.
+      job->cancel_id = job->req.cancel->Subscribe([this] { curl_multi_wakeup(multi_); });
+    }
     {
       absl::MutexLock lock(&mu_);
       if (!stop_) {
@@ -91,7 +108,7 @@ class S3Client::Loop {
     if (job != nullptr) {
       S3Reply reply;
       reply.status = absl::CancelledError("object store client is shutting down");
-      job->done(std::move(reply));
+      Complete(std::move(job), std::move(reply));
       return;
     }
     curl_multi_wakeup(multi_);
@@ -147,6 +164,11 @@ class S3Client::Loop {
     std::function<void(S3Reply)> done;
     int attempt = 0;
     absl::Time not_before = absl::InfinitePast();
+    absl::Time deadline = absl::InfiniteFuture();  // The whole request's.
+    absl::Status last;  // The last attempt's, while it waits to retry.
+    Cancellation::Id cancel_id = 0;  // Its subscription to req.cancel.
+    // curl's own words for the attempt's failure.
+    char error[CURL_ERROR_SIZE] = {};
     // The attempt in flight.
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
@@ -178,6 +200,12 @@ class S3Client::Loop {
     }
     job->facts.body.append(data, bytes);
     return bytes;
+  }
+
+  // curl's progress callback: a raised cancellation aborts the transfer
+  // (CURLE_ABORTED_BY_CALLBACK).
+  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return Cancelled(static_cast<Job*>(user)->req) ? 1 : 0;
   }
 
   static size_t OnHeader(char* data, size_t size, size_t n, void* user) {
@@ -237,8 +265,18 @@ class S3Client::Loop {
     if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                      long(absl::ToInt64Milliseconds(options_.connect_timeout)));
+    // The attempt ends by the request's deadline at the latest.
+    const absl::Duration attempt_time =
+        std::min(options_.request_timeout, job->deadline - absl::Now());
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-                     long(absl::ToInt64Milliseconds(options_.request_timeout)));
+                     long(std::max<int64_t>(1, absl::ToInt64Milliseconds(attempt_time))));
+    if (options_.low_speed_bytes > 0) {
+      curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, long(options_.low_speed_bytes));
+      curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                       long(absl::ToInt64Seconds(options_.low_speed_time)));
+    }
+    job->error[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, job->error);
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
     curl_easy_setopt(h, CURLOPT_USERNAME, c.access_key_id.c_str());
     curl_easy_setopt(h, CURLOPT_PASSWORD, c.secret_access_key.c_str());
@@ -247,6 +285,11 @@ class S3Client::Loop {
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &Loop::OnHeader);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, job);
     curl_easy_setopt(h, CURLOPT_PRIVATE, job);
+    if (r.cancel != nullptr) {
+      curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &Loop::OnProgress);
+      curl_easy_setopt(h, CURLOPT_XFERINFODATA, job);
+      curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_slist* hs = nullptr;
     auto add = [&](const std::string& header) { hs = curl_slist_append(hs, header.c_str()); };
     add(absl::StrCat("x-amz-content-sha256: ",
@@ -303,7 +346,7 @@ class S3Client::Loop {
       f.transport = code == CURLE_OPERATION_TIMEDOUT ? AttemptFacts::Transport::kTimedOut
                     : RetryableCurl(code)            ? AttemptFacts::Transport::kRetryable
                                                      : AttemptFacts::Transport::kFailed;
-      f.transport_error = curl_easy_strerror(code);
+      f.transport_error = job->error[0] != '\0' ? job->error : curl_easy_strerror(code);
     }
     AttemptVerdict verdict = JudgeAttempt(job->req, std::move(f));
     S3Reply& reply = verdict.reply;
@@ -323,15 +366,49 @@ class S3Client::Loop {
                            owned->sent_with, path->waiting > 0, absl::Now());
     }
     PublishLimit();
-    if (retry && owned->attempt < options_.max_attempts) {
-      retries_.fetch_add(1, std::memory_order_relaxed);
-      owned->not_before = absl::Now() + Backoff(owned->attempt);
-      ++path->waiting;
-      waiting_.push_back(std::move(owned));
-      return;
+    const absl::Time now = absl::Now();
+    if (!reply.status.ok() && Cancelled(owned->req)) {
+      reply.status = CancelledStatus(owned->req);
+    } else if (retry && owned->attempt < options_.max_attempts) {
+      owned->not_before = now + Backoff(owned->attempt);
+      if (owned->not_before < owned->deadline) {
+        retries_.fetch_add(1, std::memory_order_relaxed);
+        owned->last = reply.status;
+        ++path->waiting;
+        waiting_.push_back(std::move(owned));
+        return;
+      }
+      reply.status = PastDeadline(reply.status);  // No time is left for another attempt.
+    } else if (retry && now >= owned->deadline - kDeadlineSlack) {
+      reply.status = PastDeadline(reply.status);  // The deadline cut the attempt.
     }
     if (!reply.status.ok()) failures_.fetch_add(1, std::memory_order_relaxed);
-    owned->done(std::move(reply));
+    Complete(std::move(owned), std::move(reply));
+  }
+
+  // Ends a request: its done runs, after its cancellation forgot it.
+  void Complete(std::unique_ptr<Job> job, S3Reply reply) {
+    if (job->req.cancel != nullptr) job->req.cancel->Unsubscribe(job->cancel_id);
+    job->done(std::move(reply));
+  }
+
+  // The request's deadline has passed (or leaves no time for the next
+  // attempt): DEADLINE_EXCEEDED, in the last attempt's words.
+  absl::Status PastDeadline(const absl::Status& last) const {
+    return absl::DeadlineExceededError(
+        absl::StrCat(last.message(), "; too slow: not answered within the request's deadline of ",
+                     absl::FormatDuration(options_.deadline)));
+  }
+
+  // A request that waited (for a slot, or its backoff) until its deadline.
+  void Expire(std::unique_ptr<Job> job) {
+    --job->path->waiting;
+    absl::Status s = PastDeadline(
+        job->attempt > 0 ? job->last
+                         : absl::UnavailableError(absl::StrCat(
+                               Named(job->req), " at ", job->req.endpoint.ToString(),
+                               ": queued, no attempt made")));
+    Fail(std::move(job), std::move(s));
   }
 
   void Fail(std::unique_ptr<Job> job, absl::Status s) {
@@ -339,7 +416,34 @@ class S3Client::Loop {
     S3Reply reply;
     reply.status = std::move(s);
     reply.attempts = job->attempt;
-    job->done(std::move(reply));
+    Complete(std::move(job), std::move(reply));
+  }
+
+  // Ends the requests whose cancellation was raised, queued or in flight.
+  void EndCancelled() {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (!Cancelled((*it)->req)) {
+        ++it;
+        continue;
+      }
+      std::unique_ptr<Job> job = std::move(*it);
+      it = waiting_.erase(it);
+      --PathOf(job.get())->waiting;
+      absl::Status s = CancelledStatus(job->req);
+      Fail(std::move(job), std::move(s));
+    }
+    for (auto it = running_.begin(); it != running_.end();) {
+      if (!Cancelled(it->first->req)) {
+        ++it;
+        continue;
+      }
+      std::unique_ptr<Job> job = std::move(it->second);
+      it = running_.erase(it);
+      Release(job.get());  // Aborts the transfer, closing its connection.
+      --job->path->running;
+      absl::Status s = CancelledStatus(job->req);
+      Fail(std::move(job), std::move(s));
+    }
   }
 
   // Starts due requests while there is room: owners take turns (of the
@@ -348,6 +452,15 @@ class S3Client::Loop {
   // never hold another's back.
   void StartDue(absl::Time now) {
     for (auto& [endpoint, p] : paths_) p.limit.Tick(now);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->deadline <= now) {
+        std::unique_ptr<Job> job = std::move(*it);
+        it = waiting_.erase(it);
+        Expire(std::move(job));
+      } else {
+        ++it;
+      }
+    }
     while (static_cast<int>(running_.size()) < options_.max_in_flight) {
       auto pick = waiting_.end();
       uint64_t pick_turn = 0;
@@ -388,9 +501,13 @@ class S3Client::Loop {
   int WaitMs(absl::Time now) const {
     int64_t ms = 1000;
     if (static_cast<int>(running_.size()) >= options_.max_in_flight) return static_cast<int>(ms);
+    auto until = [now](absl::Time t) {
+      return std::max<int64_t>(0, absl::ToInt64Milliseconds(t - now) + 1);
+    };
     for (const auto& j : waiting_) {
+      ms = std::min<int64_t>(ms, until(j->deadline));
       if (j->path != nullptr && j->path->running >= j->path->limit.limit()) continue;
-      ms = std::min<int64_t>(ms, std::max<int64_t>(0, absl::ToInt64Milliseconds(j->not_before - now) + 1));
+      ms = std::min<int64_t>(ms, until(j->not_before));
     }
     return static_cast<int>(ms);
   }
@@ -406,6 +523,7 @@ class S3Client::Loop {
         incoming_.clear();
         if (stop_) break;
       }
+      EndCancelled();
       StartDue(absl::Now());
       int still = 0;
       curl_multi_perform(multi_, &still);
@@ -456,6 +574,12 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(Options options) {
     return absl::InvalidArgumentError(
         "object store client: need 1 <= min_in_flight <= max_in_flight and max_attempts >= 1");
   }
+  if (options.deadline <= absl::ZeroDuration() ||
+      (options.low_speed_bytes > 0 && options.low_speed_time < absl::Seconds(1))) {
+    return absl::InvalidArgumentError(
+        "object store client: the deadline must be positive, and the low speed time at "
+        "least 1s where a low speed is set");
+  }
   curl_version_info_data* v = curl_version_info(CURLVERSION_NOW);
   if (v == nullptr || v->version_num < 0x075500) {  // CURLOPT_PROTOCOLS_STR: 7.85.
     return absl::FailedPreconditionError("object store client: libcurl 7.85 or later needed");
@@ -469,6 +593,7 @@ S3Client::~S3Client() = default;
 void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
   absl::Status refused = loop_->options().endpoints.Check(r.endpoint);
   if (refused.ok()) refused = CheckRequest(r);
+  if (refused.ok() && Cancelled(r)) refused = CancelledStatus(r);
   if (!refused.ok()) {
     S3Reply reply;
     reply.status = std::move(refused);
@@ -511,7 +636,8 @@ S3Reply S3Client::Run(S3Request r, const std::function<bool()>& stop) {
 
 absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& object,
                                              std::shared_ptr<const S3Credentials> c,
-                                             const std::string& if_match, int64_t owner) {
+                                             const std::string& if_match, int64_t owner,
+                                             std::shared_ptr<const Cancellation> cancel) {
   S3Request r;
   r.method = S3Request::Method::kHead;
   r.if_match = if_match;
@@ -520,6 +646,7 @@ absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& obj
   r.key = object.key;
   r.credentials = std::move(c);
   r.owner = owner;
+  r.cancel = std::move(cancel);
   S3Reply reply = Run(std::move(r));
   if (!reply.status.ok()) return reply.status;
   return reply.version;
@@ -529,7 +656,8 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
                            uint64_t length, const std::string& if_match,
                            std::shared_ptr<const S3Credentials> c, std::string* out,
                            ObjectVersion* seen, int64_t owner,
-                           const std::function<bool()>& stop) {
+                           const std::function<bool()>& stop,
+                           std::shared_ptr<const Cancellation> cancel) {
   S3Request r;
   r.endpoint = e;
   r.bucket = object.bucket;
@@ -539,6 +667,7 @@ absl::Status S3Client::Get(const Endpoint& e, const S3Url& object, uint64_t offs
   r.if_match = if_match;
   r.credentials = std::move(c);
   r.owner = owner;
+  r.cancel = std::move(cancel);
   S3Reply reply = Run(std::move(r), stop);
   if (!reply.status.ok()) return reply.status;
   *out = std::move(reply.body);

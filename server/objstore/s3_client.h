@@ -8,9 +8,23 @@
 //   operator's `--object-store-endpoints`); redirects are never followed,
 //   proxies from the environment never used, TLS verified against the
 //   system's CA bundle;
-// - has a deadline (connect and total), and is retried on 5xx, 429 and
-//   connection failures with jittered exponential backoff, up to
-//   `max_attempts`;
+// - has a deadline for each attempt (connect and total), and is retried
+//   on 5xx, 429, timeouts and connection failures with jittered
+//   exponential backoff, up to `max_attempts`;
+// - has a deadline of its own, `deadline` from Start, which its time
+//   queued, its attempts and their backoff all count against: past it,
+//   it ends DEADLINE_EXCEEDED (an attempt in flight is cut at it, no
+//   attempt starts or waits past it), so a slow store holds its caller
+//   at most that long;
+// - ends CANCELLED as soon as its cancellation (S3Request::cancel) is
+//   raised: one queued or waiting to retry is dropped, one in flight has
+//   its transfer aborted (curl's progress callback, and the event thread
+//   woken by the cancellation), so a closed session's reads free their
+//   callers and their connections at once;
+// - is abandoned as too slow (a timeout, then retried within the
+//   deadline) when it transfers less than `low_speed_bytes` a second for
+//   `low_speed_time` (0 bytes: no such limit), waiting for its first
+//   byte included;
 // - has its reply capped before it is stored (a GET at its range's size,
 //   anything else at `max_reply_bytes`).
 // The number in flight to each endpoint adapts (in_flight_limit.h): from
@@ -26,8 +40,9 @@
 // credentials: PERMISSION_DENIED (403, with S3's code), NOT_FOUND (404),
 // OUT_OF_RANGE (416), FAILED_PRECONDITION (412: the object changed),
 // DEADLINE_EXCEEDED or UNAVAILABLE once the retries are spent,
-// RESOURCE_EXHAUSTED (a reply over its cap), DATA_LOSS (a reply that
-// contradicts the request).
+// DEADLINE_EXCEEDED past the request's deadline (saying it was too slow),
+// CANCELLED (its cancellation raised), RESOURCE_EXHAUSTED (a reply over
+// its cap), DATA_LOSS (a reply that contradicts the request).
 //
 // Every caller-supplied byte that reaches a header line (key id, secret,
 // session token, region, ETag) is checked first: a CR or LF there would
@@ -64,7 +79,10 @@ class S3Client {
     int initial_in_flight = 16;  // Where it starts (within min..max).
     int max_in_flight = 64;
     absl::Duration connect_timeout = absl::Seconds(5);
-    absl::Duration request_timeout = absl::Seconds(60);
+    absl::Duration request_timeout = absl::Seconds(60);  // Each attempt.
+    absl::Duration deadline = absl::Minutes(2);  // The whole request.
+    uint64_t low_speed_bytes = 1024;             // A second, for...
+    absl::Duration low_speed_time = absl::Seconds(10);  // ...at least 1 s.
     int max_attempts = 5;
     absl::Duration backoff_base = absl::Milliseconds(50);
     absl::Duration backoff_cap = absl::Seconds(2);
@@ -98,16 +116,20 @@ class S3Client {
 
   // The blocking forms below are for `owner` (S3Request::owner).
   // The object's size and version (HEAD), at version `if_match` when set.
+  // `cancel` (may be null): S3Request::cancel.
   absl::StatusOr<ObjectVersion> Head(const Endpoint& e, const S3Url& object,
                                      std::shared_ptr<const S3Credentials> c,
-                                     const std::string& if_match = "", int64_t owner = -1);
+                                     const std::string& if_match = "", int64_t owner = -1,
+                                     std::shared_ptr<const Cancellation> cancel = nullptr);
   // Replaces *out with bytes [offset, offset + length) of the object
   // (length 0: all of it), at version `if_match` when set; *seen (may be
-  // null) is the version read. `stop`: as Run's.
+  // null) is the version read. `stop`: as Run's; `cancel` (may be null):
+  // S3Request::cancel.
   absl::Status Get(const Endpoint& e, const S3Url& object, uint64_t offset, uint64_t length,
                    const std::string& if_match, std::shared_ptr<const S3Credentials> c,
                    std::string* out, ObjectVersion* seen = nullptr, int64_t owner = -1,
-                   const std::function<bool()>& stop = nullptr);
+                   const std::function<bool()>& stop = nullptr,
+                   std::shared_ptr<const Cancellation> cancel = nullptr);
   // One ListObjectsV2 page of `prefix` (and its CommonPrefixes when
   // `delimiter` is set), from `token` ("" for the first), of at most
   // `max_keys` entries (0: the server's default, 1000 on S3). `stop`: as

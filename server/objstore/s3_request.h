@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "server/objstore/s3_address.h"
+#include "util/cancellation.h"
 
 namespace stoker {
 
@@ -48,6 +49,8 @@ struct ObjectStoreAccess {
   Endpoint endpoint;
   std::shared_ptr<const S3Credentials> credentials;
   int64_t owner = -1;  // Whom its requests are for (S3Request::owner).
+  // Raised as its session closes (S3Request::cancel); null: never.
+  std::shared_ptr<const Cancellation> cancel;
 };
 
 // What a HEAD or GET saw of an object.
@@ -72,6 +75,10 @@ struct S3Request {
   std::shared_ptr<const S3Credentials> credentials;
   // Whom it is for (a uid; -1: the daemon's own): owners take turns.
   int64_t owner = -1;
+  // Raised when whom it is for no longer wants it (its session closed):
+  // the request ends CANCELLED at once, queued or in flight, and is not
+  // tried again. Null: never.
+  std::shared_ptr<const Cancellation> cancel;
 };
 
 struct S3Reply {

@@ -11,6 +11,10 @@
 #include "util/log.h"
 
 namespace stoker {
+namespace {
+// The key of tasks of no user (-1): no uid has it, and no cap binds it.
+constexpr uint64_t kNoUser = uint64_t{1} << 63;
+}  // namespace
 
 ThreadPool::ThreadPool(std::string name, int threads,
                        std::function<void()> worker_init)
@@ -68,8 +72,7 @@ int ThreadPool::size() const {
 
 void ThreadPool::Schedule(std::function<void()> task, uint64_t group, int weight,
                           int64_t user) {
-  // Groups without a user share one key that no uid has.
-  const uint64_t key = user >= 0 ? static_cast<uint64_t>(user) : uint64_t{1} << 63;
+  const uint64_t key = user >= 0 ? static_cast<uint64_t>(user) : kNoUser;
   absl::MutexLock lock(&mu_);
   Queue& q = queues_[group];
   if (q.tasks.empty()) {
@@ -83,6 +86,23 @@ void ThreadPool::Schedule(std::function<void()> task, uint64_t group, int weight
   ++queued_;
 }
 
+void ThreadPool::SetUserCap(int threads) {
+  absl::MutexLock lock(&mu_);
+  user_cap_ = std::max(0, threads);
+}
+
+bool ThreadPool::UnderCap(uint64_t user) const {
+  if (user_cap_ == 0 || user == kNoUser) return true;
+  auto h = held_.find(user);
+  return h == held_.end() || h->second < user_cap_;
+}
+
+std::deque<uint64_t>::iterator ThreadPool::NextTurn() {
+  auto it = turns_.begin();
+  while (it != turns_.end() && !UnderCap(*it)) ++it;
+  return it;
+}
+
 size_t ThreadPool::queued() const {
   absl::MutexLock lock(&mu_);
   return queued_;
@@ -90,12 +110,20 @@ size_t ThreadPool::queued() const {
 
 void ThreadPool::WorkerLoop() {
   if (worker_init_) worker_init_();
+  bool holding = false;  // A task of `held` ran on this worker.
+  uint64_t held = 0;
   while (true) {
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
+      if (holding) {  // The task that ran no longer holds this worker.
+        auto h = held_.find(held);
+        if (--h->second == 0) held_.erase(h);
+        holding = false;
+      }
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || running_ > target_ || queued_ > 0;
+        return (running_ > target_ && !stopping_) || (stopping_ && queued_ == 0) ||
+               (queued_ > 0 && NextTurn() != turns_.end());
       };
       mu_.Await(absl::Condition(&ready));
       if (running_ > target_ && !stopping_) {
@@ -104,11 +132,17 @@ void ThreadPool::WorkerLoop() {
         return;
       }
       if (queued_ == 0) return;  // Stopping and drained.
-      // The user whose turn it is runs a task of its group whose turn it
-      // is; the user then waits for its next turn, and the group after
-      // `weight` of its user's tasks.
-      const uint64_t user = turns_.front();
-      turns_.pop_front();
+      // The first user in turn order under its cap runs a task of its
+      // group whose turn it is; the user then waits for its next turn, and
+      // the group after `weight` of its user's tasks. A user at its cap
+      // keeps its place.
+      const auto turn = NextTurn();
+      if (turn == turns_.end()) continue;  // Not reached: `ready` saw one.
+      const uint64_t user = *turn;
+      turns_.erase(turn);
+      ++held_[user];
+      holding = true;
+      held = user;
       auto u = users_.find(user);
       std::deque<uint64_t>& groups = u->second;
       const uint64_t group = groups.front();

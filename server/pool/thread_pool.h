@@ -8,6 +8,13 @@
 // by weight, a session that queues more work (bigger batches, more ring
 // slots) crowds out nobody, and an idle one's turns go to the rest.
 //
+// Turns share the threads that come free; they cannot take back threads a
+// user's tasks hold (a read blocked on a slow store holds its thread). So a
+// pool may also cap the workers one user's tasks hold at once
+// (SetUserCap): a user at its cap keeps its turn, and its further tasks
+// wait queued, while other users' tasks run on the threads it cannot
+// take. Tasks of no user (-1: the daemon's own) are never capped.
+//
 // Thread-safe: Schedule() and Resize() may be called from any thread.
 // Shrinking retires workers as they finish their current task, so no task
 // is dropped or run twice and each group's order is kept. The destructor runs every
@@ -45,6 +52,8 @@ class ThreadPool {
                 int64_t user = -1);
   // Grows or shrinks to `threads` (at least 1) workers.
   void Resize(int threads);
+  // At most `threads` workers run one user's tasks at once; 0: no cap.
+  void SetUserCap(int threads);
 
   const std::string& name() const { return name_; }
   int size() const;  // Target number of workers.
@@ -58,6 +67,10 @@ class ThreadPool {
 
  private:
   void WorkerLoop();
+  // Whether `user` (a key of users_) may start another task now.
+  bool UnderCap(uint64_t user) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first user in turn order under its cap; turns_.end() if none.
+  std::deque<uint64_t>::iterator NextTurn() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void Account(int delta);  // A task starts (+1) or ends (-1).
@@ -82,6 +95,10 @@ class ThreadPool {
   absl::flat_hash_map<uint64_t, std::deque<uint64_t>> users_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> turns_ ABSL_GUARDED_BY(mu_);  // Users.
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  // Workers each user's tasks hold now (users with none are absent), and
+  // the most they may hold (0: any number).
+  absl::flat_hash_map<uint64_t, int> held_ ABSL_GUARDED_BY(mu_);
+  int user_cap_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);  // Incl. retired.
   int target_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // Workers not yet retired.

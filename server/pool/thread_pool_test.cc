@@ -1,5 +1,6 @@
 #include "server/pool/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <new>
 #include <stdexcept>
@@ -187,6 +188,69 @@ TEST(ThreadPoolTest, CountsBusyTimeOfRunningTasks) {
   absl::SleepFor(absl::Milliseconds(100));
   // Two workers busy for at least the 100 ms slept, none of it finished.
   EXPECT_GE(pool.busy_ns() - before, 200'000'000u);
+  release.Notify();
+}
+
+// A user whose tasks block (reads of a store that does not answer) holds
+// at most the cap's workers: another user's task runs on the rest. It
+// could not without the cap (A's tasks would hold all 8), so B's task
+// finishing is the proof; A's count is its own, not timed.
+TEST(ThreadPoolTest, AUserCapLeavesThreadsToOthers) {
+  constexpr int kThreads = 8, kCap = kThreads / 2, kBlocked = 100;
+  ThreadPool pool("t", kThreads);
+  pool.SetUserCap(kCap);
+  absl::Mutex mu;
+  int holding = 0, most = 0, done = 0;
+  absl::Notification release, b_done;
+  for (int i = 0; i < kBlocked; ++i) {
+    pool.Schedule(
+        [&] {
+          {
+            absl::MutexLock lock(&mu);
+            most = std::max(most, ++holding);
+          }
+          release.WaitForNotification();
+          absl::MutexLock lock(&mu);
+          --holding;
+          ++done;
+        },
+        /*group=*/1, /*weight=*/1, /*user=*/1000);
+  }
+  {
+    absl::MutexLock lock(&mu);  // A holds all it may before B asks.
+    mu.Await(absl::Condition(+[](int* n) { return *n == kCap; }, &holding));
+  }
+  pool.Schedule([&] { b_done.Notify(); }, /*group=*/2, /*weight=*/1, /*user=*/1001);
+  b_done.WaitForNotification();
+  EXPECT_EQ(pool.queued(), size_t{kBlocked - kCap});  // The rest of A's wait.
+  release.Notify();
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(+[](int* n) { return *n == kBlocked; }, &done));
+  EXPECT_EQ(most, kCap);
+}
+
+// Tasks of no user (the daemon's own) are not capped, nor anyone's once
+// the cap is lifted.
+TEST(ThreadPoolTest, NoCapBindsTheDaemonsOwnTasks) {
+  constexpr int kThreads = 4;
+  ThreadPool pool("t", kThreads);
+  pool.SetUserCap(1);
+  absl::Mutex mu;
+  int holding = 0;
+  absl::Notification release;
+  for (int i = 0; i < kThreads; ++i) {
+    pool.Schedule([&] {
+      {
+        absl::MutexLock lock(&mu);
+        ++holding;
+      }
+      release.WaitForNotification();
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);  // All four run at once.
+    mu.Await(absl::Condition(+[](int* n) { return *n == kThreads; }, &holding));
+  }
   release.Notify();
 }
 

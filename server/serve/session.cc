@@ -192,6 +192,9 @@ void ServingSession::Stop(shm::CloseReason reason) {
     stopping_.store(true, std::memory_order_relaxed);
     producer = std::move(producer_);
   }
+  // Its object reads end now (a store that drips would hold their reader
+  // threads, and this Stop, until their deadline).
+  if (dataset_->reads_cancel != nullptr) dataset_->reads_cancel->Cancel();
   if (producer.joinable()) producer.join();
   {
     absl::MutexLock lock(&mu_);

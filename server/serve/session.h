@@ -16,9 +16,10 @@
 // the spec.
 //
 // Thread-safety: Start/Stop/stats may be called from any thread. Stop() is
-// idempotent and returns only after the producer thread has exited and
-// every scheduled sample task has finished, so destroying a stopped ServingSession
-// is safe. The destructor stops the session and removes its ring.
+// idempotent, raises the dataset's reads_cancel (its object reads in
+// flight end at once), and returns only after the producer thread has
+// exited and every scheduled sample task has finished, so destroying a
+// stopped ServingSession is safe. The destructor stops the session and removes its ring.
 #ifndef STOKER_SERVER_SERVE_SESSION_H_
 #define STOKER_SERVER_SERVE_SESSION_H_
 

@@ -64,7 +64,8 @@ absl::Status S3Objects::Read(const std::string& path, std::string* out,
   }
   ObjectVersion seen;
   absl::Status s = client_->Get(access_.endpoint, S3Url{bucket_, Key(path)}, 0, l.size, l.etag,
-                                access_.credentials, out, &seen, access_.owner);
+                                access_.credentials, out, &seen, access_.owner, nullptr,
+                                access_.cancel);
   if (!s.ok()) return Changed(path, s);
   if (l.size == 0) seen.size = 0;
   if (absl::Status m = Matches(path, l, seen); !m.ok()) return m;

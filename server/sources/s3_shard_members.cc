@@ -60,7 +60,8 @@ absl::Status S3ShardMembers::Read(const std::string& path, std::string* out,
   absl::Status s = m.size == 0 ? absl::OkStatus()
                                : client_->Get(access_.endpoint, S3Url{bucket_, shard.key},
                                               m.offset, m.size, shard.etag,
-                                              access_.credentials, out, &seen, access_.owner);
+                                              access_.credentials, out, &seen, access_.owner,
+                                              nullptr, access_.cancel);
   if (s.code() == absl::StatusCode::kFailedPrecondition ||
       s.code() == absl::StatusCode::kNotFound) {
     return absl::DataLossError(absl::StrCat(
@@ -89,7 +90,7 @@ absl::Status S3ShardMembers::Prove(uint32_t k) const {
   const ListedShard& shard = shards_[k];
   absl::StatusOr<ObjectVersion> v = client_->Head(access_.endpoint, S3Url{bucket_, shard.key},
                                                   access_.credentials, shard.etag,
-                                                  access_.owner);
+                                                  access_.owner, access_.cancel);
   if (v.ok() && !IsListedVersion(*v, shard.size, shard.etag)) {
     v = absl::FailedPreconditionError(absl::StrCat(v->size, " bytes now, ETag ", v->etag));
   }

@@ -78,6 +78,9 @@ class Node:
     its log in a file; the victim's dataset and the attacker's folder."""
 
     daemon_user = DAEMON_USER
+    # The object store endpoint the daemon may reach, and flags of its own.
+    store = NO_STORE
+    daemon_flags = ()
 
     def __init__(self, bundle, dataset):  # noqa: F811
         self.top, self.data = readable_copy(dataset)
@@ -102,9 +105,9 @@ class Node:
                     "--l2-path", self.l2, "--shm-prefix", "stoker-hostile.",
                     # An object store nobody serves: what a session reads
                     # before its first request is attacked there.
-                    "--object-store-endpoints", NO_STORE,
+                    "--object-store-endpoints", self.store,
                     # Small: arrays are read from their mappings, not copied.
-                    "--l1-bytes", "1048576",
+                    "--l1-bytes", "1048576", *self.daemon_flags,
                     group=GROUP),
             stdout=subprocess.DEVNULL, stderr=self.log)
         wait_for_socket(self.socket, self.proc)
@@ -656,3 +659,165 @@ def test_a_daemon_of_another_user_gets_no_secret(node, stand_in):
         if proc.poll() is None:
             proc.terminate()
             proc.wait(timeout=20)
+
+
+class DripStore:
+    """An S3 API store on loopback whose listings answer at once and whose
+    objects drip, a byte a second, for as long as the client stays: the
+    attacker's slow store. It counts the GETs in flight, and their most."""
+
+    CLASSES = ("cat", "dog")
+    PER_CLASS = 16
+    SIZE = 100000
+
+    def __init__(self):
+        import http.server
+        import threading
+        store = self
+        self.cond = threading.Condition()
+        self.active = self.most = self.gets = 0
+        self.closing = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(store.SIZE))
+                self.send_header("ETag", '"drip"')
+                self.end_headers()
+
+            def do_GET(self):
+                from urllib.parse import parse_qs, urlsplit
+                url = urlsplit(self.path)
+                query = parse_qs(url.query)
+                if "list-type" in query:
+                    body = store.listing(query.get("prefix", [""])[0],
+                                         "delimiter" in query).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(store.SIZE))
+                self.send_header("ETag", '"drip"')
+                self.end_headers()
+                with store.cond:
+                    store.gets += 1
+                    store.active += 1
+                    store.most = max(store.most, store.active)
+                    store.cond.notify_all()
+                try:
+                    for _ in range(store.SIZE):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        if store.closing.wait(1):
+                            break
+                except OSError:
+                    pass  # The client hung up.
+                finally:
+                    with store.cond:
+                        store.active -= 1
+                        store.cond.notify_all()
+                self.close_connection = True
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def listing(self, prefix, delimited):
+        keys = [f"train/{c}/{i}.jpg" for c in self.CLASSES for i in range(self.PER_CLASS)]
+        objects, prefixes = [], []
+        for k in keys:
+            if not k.startswith(prefix):
+                continue
+            rest = k[len(prefix):]
+            if delimited and "/" in rest:
+                p = prefix + rest.split("/", 1)[0] + "/"
+                if p not in prefixes:
+                    prefixes.append(p)
+            else:
+                objects.append(k)
+        entries = "".join(f"<Contents><Key>{k}</Key><Size>{self.SIZE}</Size>"
+                          "<ETag>&quot;drip&quot;</ETag></Contents>" for k in objects)
+        entries += "".join(f"<CommonPrefixes><Prefix>{p}</Prefix></CommonPrefixes>"
+                           for p in prefixes)
+        return ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
+                f"<Prefix>{prefix}</Prefix><IsTruncated>false</IsTruncated>{entries}"
+                "</ListBucketResult>")
+
+    def wait(self, predicate, timeout):
+        with self.cond:
+            return self.cond.wait_for(lambda: predicate(self), timeout)
+
+    def close(self):
+        self.closing.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class DripNode(Node):
+    """A Node whose object store drips. Eight reader threads, so a user may
+    hold four; no low speed and an hour's deadline, so that only the cap
+    keeps reader threads for the victim, and only the session's close ends
+    the attacker's reads."""
+
+    READERS, CAP = 8, 4
+    daemon_flags = ("--reader-threads", str(READERS), "--object-store-low-speed", "0",
+                    "--object-store-deadline", "1h")
+
+    def __init__(self, bundle, dataset):  # noqa: F811
+        self.drip = DripStore()
+        self.store = self.drip.url
+        super().__init__(bundle, dataset)
+
+    def remove(self):
+        self.drip.close()
+        super().remove()
+
+
+DRIP_READ_PY = r"""
+import sys, stoker
+ld = stoker.Loader("s3://drip/train/", batch_size=8, transform="val", image_size=16,
+                   socket=sys.argv[1], on_error="zeros")
+for b in ld.batches():
+    pass
+"""
+
+
+@needs_users
+def test_a_store_that_drips_holds_only_its_users_reader_threads(users, data_group, bundle,
+                                                                 dataset):  # noqa: F811
+    """The attacker reads from a store that sends a byte a second: its reads
+    hold at most its cap of reader threads, the victim's local reads finish
+    their epochs on the others, undisturbed, while the attacker's are still
+    held; and once the attacker's session closes, its reads end."""
+    with running(DripNode, bundle, dataset) as node:
+        py = os.path.join(node.bundle, "lib", "stoker", "python")
+        attacker = subprocess.Popen(
+            as_user(ATTACKER, "env", f"PYTHONPATH={py}", f"AWS_ENDPOINT_URL={node.store}",
+                    "AWS_ACCESS_KEY_ID=AKIAATTACKER", "AWS_SECRET_ACCESS_KEY=attacker-secret",
+                    "AWS_DEFAULT_REGION=us-east-1", "/usr/bin/python3", "-c", DRIP_READ_PY,
+                    node.socket),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            with victim_alongside(node):
+                # The attacker holds all it may before the victim goes on.
+                assert node.drip.wait(lambda s: s.active >= node.CAP, 120), (
+                    attacker.poll(), node.log_text()[-3000:])
+            # The victims finished while the attacker's reads were held.
+            assert node.drip.active == node.CAP
+            assert attacker.poll() is None, attacker.communicate()
+        finally:
+            attacker.kill()
+            attacker.communicate()
+        # Its session closed: its reads end now, not in an hour.
+        assert node.drip.wait(lambda s: s.active == 0, 60), node.drip.active
+        assert node.drip.most == node.CAP

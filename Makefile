@@ -76,6 +76,7 @@ bench: deps
 	$(PYTHON) bench/many_nodes.py
 	$(PYTHON) bench/client_decode.py
 	$(PYTHON) bench/gpu_train.py
+	$(PYTHON) bench/reads_in_flight.py
 
 demo: deps
 	$(BAZEL) build //server:stokerd //client/cpp:stokerctl //tests:make_dataset

@@ -6,9 +6,9 @@
 
 namespace stoker {
 
-SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2,
-                             int reader_threads)
-    : l1_(l1), l2_(l2), reader_threads_(reader_threads) {}
+SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads,
+                             MemoryBudget* in_flight)
+    : l1_(l1), l2_(l2), reader_threads_(reader_threads), in_flight_(in_flight) {}
 
 absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                            const std::string& path, int64_t owner,
@@ -111,7 +111,7 @@ absl::StatusOr<Bytes> SampleFetcher::ReadAndKeep(const Dataset& ds, const std::s
                                                  bool* read_source) {
   *read_source = true;
   FileVersion version;
-  absl::StatusOr<Bytes> read = ReadSource(ds, path, id, &version);
+  absl::StatusOr<Bytes> read = ReadSource(ds, path, id, owner, &version);
   if (!read.ok()) return read.status();
   // Cached only under the identity it was read as: a file replaced between
   // the stat and the read is served, not kept.
@@ -129,8 +129,20 @@ void SampleFetcher::Keep(const SourceKey& id, Bytes bytes, int64_t owner, bool l
 
 absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 const std::string& path,
-                                                const SourceKey& id,
+                                                const SourceKey& id, int64_t owner,
                                                 FileVersion* version) {
+  // Charged before a byte is allocated: what reads in flight hold is
+  // bounded by the budget, not by reader threads x the largest file.
+  std::shared_ptr<void> room;
+  if (in_flight_ != nullptr && id.version.size > 0) {
+    room = in_flight_->Wait(owner, id.version.size, kReadRoomWait);
+    if (room == nullptr) {
+      read_errors_.fetch_add(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          path, " (", id.version.size, " bytes) found no room among the reads in flight "
+          "(--max-read-bytes-in-flight; a file larger than it is never read)"));
+    }
+  }
   auto bytes = std::make_shared<std::string>();
   const uint64_t t0 = shm::MonotonicNanos();
   absl::Status s = ds.source->ReadIdentified(id, path, bytes.get(), version);

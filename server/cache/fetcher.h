@@ -26,9 +26,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "proto/stoker.pb.h"
 #include "server/cache/cache.h"
 #include "server/dataset/dataset.h"
+#include "server/access/memory_budget.h"
 #include "server/cache/l2_cache.h"
 #include "server/dataset/sample_source.h"
 
@@ -36,8 +38,14 @@ namespace stoker {
 
 class SampleFetcher {
  public:
-  // `l2` may be null (no L2).
-  SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads);
+  // `l2` may be null (no L2). `in_flight` (may be null: unbounded) is
+  // charged a file's size (as identified) before its source is read, for
+  // the fetching owner (MemoryBudget::Wait: a read waits for room, at most
+  // kReadRoomWait), and given back when the read ends; a file larger than
+  // its total is RESOURCE_EXHAUSTED, unread.
+  static constexpr absl::Duration kReadRoomWait = absl::Minutes(5);
+  SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads,
+                MemoryBudget* in_flight = nullptr);
 
   // The encoded bytes of one of a sample's files (Sample::file(k): a path,
   // or an LMDB key) from ds.source. The file is identified first through the
@@ -86,11 +94,12 @@ class SampleFetcher {
                                     const SourceKey& id, int64_t owner, bool* read_source);
   // The file `id` names, from the descriptor it was identified from.
   absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
-                                   const SourceKey& id, FileVersion* version);
+                                   const SourceKey& id, int64_t owner, FileVersion* version);
 
   ShardedLruCache* const l1_;
   L2Cache* const l2_;
   const int reader_threads_;
+  MemoryBudget* const in_flight_;
 
   std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
   std::atomic<uint64_t> stats_{0}, joined_{0};

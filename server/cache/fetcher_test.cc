@@ -142,6 +142,35 @@ TEST(FetcherTest, L2ServesAfterARestartForVersionedSourcesOnly) {
   EXPECT_EQ((*l2)->Stats().stale(), 1u);
 }
 
+TEST(FetcherTest, ReadsAreChargedBeforeTheyAllocate) {
+  auto src = std::make_shared<MemorySource>("root");
+  src->Put("small", std::string(6, 's'));
+  src->Put("big", std::string(11, 'b'));
+  auto ds = MemoryDataset(src, {{"small"}, {"big"}});
+  ShardedLruCache l1("l1", 1 << 20);
+  MemoryBudget budget(10, 5);
+  SampleFetcher f(&l1, nullptr, 2, &budget);
+  // Larger than all reads in flight may hold: refused, never read.
+  absl::StatusOr<Bytes> big = f.Fetch(*ds, "big", kUid);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
+  EXPECT_NE(big.status().message().find("--max-read-bytes-in-flight"), std::string::npos);
+  EXPECT_EQ(src->reads(), 0);
+  // A read in flight holds its file's size (past the user's half: it holds
+  // nothing else), given back when the read ends.
+  src->Hold();
+  std::thread reader([&] {
+    absl::StatusOr<Bytes> got = f.Fetch(*ds, "small", kUid);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(**got, "ssssss");
+  });
+  src->Holding().WaitForNotification();
+  EXPECT_EQ(budget.used_by(kUid), 6u);
+  src->Release();
+  reader.join();
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(src->reads(), 1);
+}
+
 TEST(FetcherTest, ConcurrentFetchesOfOneFileShareOneRead) {
   OneFile t(4);
   t.src->Hold();

@@ -77,7 +77,9 @@ Engine::Engine(const DaemonOptions& options)
                }),
       array_ram_(options_.l1_bytes, options_.max_array_bytes_per_user),
       list_ram_(UINT64_MAX, options_.max_list_bytes_per_user),
-      held_files_(HeldFilesLimit(), options_.max_open_files_per_user) {}
+      held_files_(HeldFilesLimit(), options_.max_open_files_per_user),
+      reads_in_flight_(options_.max_read_bytes_in_flight,
+                       std::max<uint64_t>(options_.max_read_bytes_in_flight / 2, 1)) {}
 
 Engine::~Engine() {
   Stop();
@@ -140,7 +142,8 @@ absl::Status Engine::Start() {
     o.low_speed_time = options_.object_store_low_speed_time;
     STOKER_ASSIGN_OR_RETURN(objects_, S3Client::Create(std::move(o)));
   }
-  fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(), options_.reader_threads);
+  fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(), options_.reader_threads,
+                                             &reads_in_flight_);
   reader_pool_ = std::make_unique<ThreadPool>("stoker-io", options_.reader_threads);
   // One user's reads blocked on a slow store hold at most this many.
   reader_pool_->SetUserCap(options_.max_reader_threads_per_user > 0

@@ -51,6 +51,11 @@ ABSL_FLAG(int, max_reader_threads_per_user, 0,
           "Reader threads one user's sessions may hold at once, 0..4096 (the "
           "rest of their reads wait queued while other users' run); 0 = half of "
           "--reader-threads, at least 1.");
+ABSL_FLAG(stoker::ByteSize, max_read_bytes_in_flight,
+          stoker::ByteSize{stoker::DaemonOptions().max_read_bytes_in_flight},
+          "Bytes of source files being read at once, in all (half for one "
+          "user; one read larger than that runs alone), charged by each "
+          "file's size before it is read; a larger file is RESOURCE_EXHAUSTED.");
 ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
 ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
@@ -244,6 +249,10 @@ absl::StatusOr<StokerdConfig> Config() {
   options.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.max_reader_threads_per_user = absl::GetFlag(FLAGS_max_reader_threads_per_user);
+  options.max_read_bytes_in_flight = absl::GetFlag(FLAGS_max_read_bytes_in_flight).bytes;
+  if (options.max_read_bytes_in_flight == 0) {
+    return absl::InvalidArgumentError("--max-read-bytes-in-flight must be positive");
+  }
   if (options.max_reader_threads_per_user < 0 || options.max_reader_threads_per_user > 4096) {
     return absl::InvalidArgumentError(
         "--max-reader-threads-per-user must be in 0..4096 (0: half of --reader-threads)");

@@ -37,6 +37,12 @@ struct DaemonOptions {
   // cap; the daemon's own reads are not capped); 0: half of
   // reader_threads, at least 1.
   int max_reader_threads_per_user = 0;
+  // Bytes of source files being read at once, in all (half for one user;
+  // one read larger than that runs alone), charged before each read by the
+  // file's size: what reads in flight hold however large the files users
+  // name and however many reader threads. A file larger than this is
+  // RESOURCE_EXHAUSTED.
+  uint64_t max_read_bytes_in_flight = 2ULL << 30;
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
   uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.

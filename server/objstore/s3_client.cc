@@ -378,9 +378,11 @@ class S3Client::Loop {
         waiting_.push_back(std::move(owned));
         return;
       }
-      reply.status = PastDeadline(reply.status);  // No time is left for another attempt.
+      // No time is left for another attempt.
+      reply.status = PastDeadline(LastWords(*owned, reply.status, now));
     } else if (retry && now >= owned->deadline - kDeadlineSlack) {
-      reply.status = PastDeadline(reply.status);  // The deadline cut the attempt.
+      // The deadline cut the attempt.
+      reply.status = PastDeadline(LastWords(*owned, reply.status, now));
     }
     if (!reply.status.ok()) failures_.fetch_add(1, std::memory_order_relaxed);
     Complete(std::move(owned), std::move(reply));
@@ -390,6 +392,16 @@ class S3Client::Loop {
   void Complete(std::unique_ptr<Job> job, S3Reply reply) {
     if (job->req.cancel != nullptr) job->req.cancel->Unsubscribe(job->cancel_id);
     job->done(std::move(reply));
+  }
+
+  // What a request past its deadline says went wrong: its last attempt's
+  // error, or, where the deadline cut that attempt short (it had only the
+  // time left), the answer of the attempt before it.
+  static absl::Status LastWords(const Job& job, const absl::Status& attempt, absl::Time now) {
+    if (now >= job.deadline - kDeadlineSlack && job.attempt > 1 && !job.last.ok()) {
+      return job.last;
+    }
+    return attempt;
   }
 
   // The request's deadline has passed (or leaves no time for the next

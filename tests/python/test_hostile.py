@@ -821,3 +821,30 @@ def test_a_store_that_drips_holds_only_its_users_reader_threads(users, data_grou
         # Its session closed: its reads end now, not in an hour.
         assert node.drip.wait(lambda s: s.active == 0, 60), node.drip.active
         assert node.drip.most == node.CAP
+
+
+@needs_users
+def test_failed_samples_cost_the_daemon_a_bounded_log(node):
+    """Three sessions of 1,500 missing files each with 2 KiB names: each
+    session logs at most SampleErrorLog's 1,000 paths and one line that it
+    stopped, so what the daemon keeps and writes for them is bounded
+    whatever names and how many a user brings (before: every path, for
+    the daemon's lifetime)."""
+    long_name = "n" * 200
+    for rnd in range(3):
+        manifest = os.path.join(node.mine, f"missing{rnd}.tsv")
+        with open(manifest, "w") as f:
+            for i in range(1500):
+                f.write(f"gone/{long_name}/{long_name}/{rnd}/{i:05d}.JPEG\t0\n")
+        node.give(manifest, ATTACKER)
+    with victim_alongside(node):
+        for rnd in range(3):
+            summary, out = attacker_reads(node, "--dataset",
+                                          os.path.join(node.mine, f"missing{rnd}.tsv"))
+            assert out.returncode == 0, out.stderr
+            assert summary["errors"] == 1500, summary
+    log = node.log_text()
+    failed = [l for l in log.splitlines() if "sample failed (delivered as zeros" in l]
+    stopped = [l for l in log.splitlines() if "samples failed; the rest are counted" in l]
+    assert len(failed) == 3 * 1000, len(failed)
+    assert len(stopped) == 3, stopped

@@ -7,8 +7,12 @@
 namespace stoker {
 
 SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads,
-                             MemoryBudget* in_flight)
-    : l1_(l1), l2_(l2), reader_threads_(reader_threads), in_flight_(in_flight) {}
+                             MemoryBudget* in_flight, uint64_t max_file_bytes)
+    : l1_(l1),
+      l2_(l2),
+      reader_threads_(reader_threads),
+      in_flight_(in_flight),
+      max_file_bytes_(max_file_bytes) {}
 
 absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                            const std::string& path, int64_t owner,
@@ -134,7 +138,7 @@ absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
   // Charged before a byte is allocated: what reads in flight hold is
   // bounded by the budget, not by reader threads x the largest file.
   std::shared_ptr<void> room;
-  if (in_flight_ != nullptr && id.version.size > 0) {
+  if (in_flight_ != nullptr && id.version.size > 0 && id.version.size <= max_file_bytes_) {
     room = in_flight_->Wait(owner, id.version.size, kReadRoomWait);
     if (room == nullptr) {
       read_errors_.fetch_add(1, std::memory_order_relaxed);

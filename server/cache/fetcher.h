@@ -42,10 +42,13 @@ class SampleFetcher {
   // charged a file's size (as identified) before its source is read, for
   // the fetching owner (MemoryBudget::Wait: a read waits for room, at most
   // kReadRoomWait), and given back when the read ends; a file larger than
-  // its total is RESOURCE_EXHAUSTED, unread.
+  // its total, or that finds no room in time, is RESOURCE_EXHAUSTED,
+  // unread. Files over `max_file_bytes` are not charged: their sources
+  // refuse them by that limit before reading (the daemon keeps the budget
+  // at least that large).
   static constexpr absl::Duration kReadRoomWait = absl::Minutes(5);
   SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_threads,
-                MemoryBudget* in_flight = nullptr);
+                MemoryBudget* in_flight = nullptr, uint64_t max_file_bytes = UINT64_MAX);
 
   // The encoded bytes of one of a sample's files (Sample::file(k): a path,
   // or an LMDB key) from ds.source. The file is identified first through the
@@ -100,6 +103,7 @@ class SampleFetcher {
   L2Cache* const l2_;
   const int reader_threads_;
   MemoryBudget* const in_flight_;
+  const uint64_t max_file_bytes_;
 
   std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
   std::atomic<uint64_t> stats_{0}, joined_{0};

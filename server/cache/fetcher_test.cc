@@ -169,6 +169,12 @@ TEST(FetcherTest, ReadsAreChargedBeforeTheyAllocate) {
   reader.join();
   EXPECT_EQ(budget.used(), 0u);
   EXPECT_EQ(src->reads(), 1);
+  // Over the daemon's file limit: not charged, left to the source's own
+  // refusal by that limit (this one has none, so it reads).
+  SampleFetcher limited(&l1, nullptr, 2, &budget, /*max_file_bytes=*/10);
+  big = limited.Fetch(*ds, "big", kUid);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 TEST(FetcherTest, ConcurrentFetchesOfOneFileShareOneRead) {

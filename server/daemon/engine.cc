@@ -143,7 +143,7 @@ absl::Status Engine::Start() {
     STOKER_ASSIGN_OR_RETURN(objects_, S3Client::Create(std::move(o)));
   }
   fetcher_ = std::make_unique<SampleFetcher>(&l1_, l2_.get(), options_.reader_threads,
-                                             &reads_in_flight_);
+                                             &reads_in_flight_, options_.max_file_bytes);
   reader_pool_ = std::make_unique<ThreadPool>("stoker-io", options_.reader_threads);
   // One user's reads blocked on a slow store hold at most this many.
   reader_pool_->SetUserCap(options_.max_reader_threads_per_user > 0

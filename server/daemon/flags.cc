@@ -250,9 +250,6 @@ absl::StatusOr<StokerdConfig> Config() {
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.max_reader_threads_per_user = absl::GetFlag(FLAGS_max_reader_threads_per_user);
   options.max_read_bytes_in_flight = absl::GetFlag(FLAGS_max_read_bytes_in_flight).bytes;
-  if (options.max_read_bytes_in_flight == 0) {
-    return absl::InvalidArgumentError("--max-read-bytes-in-flight must be positive");
-  }
   if (options.max_reader_threads_per_user < 0 || options.max_reader_threads_per_user > 4096) {
     return absl::InvalidArgumentError(
         "--max-reader-threads-per-user must be in 0..4096 (0: half of --reader-threads)");
@@ -319,6 +316,12 @@ absl::StatusOr<StokerdConfig> Config() {
   options.scan_limits.max_files = absl::GetFlag(FLAGS_max_dataset_files);
   options.scan_limits.flat_listing_objects = absl::GetFlag(FLAGS_object_store_flat_listing);
   options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes).bytes;
+  if (options.max_read_bytes_in_flight < options.max_file_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-read-bytes-in-flight (", options.max_read_bytes_in_flight,
+        " bytes) must be at least --max-file-bytes (", options.max_file_bytes,
+        "): every file a source may read must fit among the reads in flight"));
+  }
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
   options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
   options.decode_limits.max_scans = absl::GetFlag(FLAGS_max_progressive_scans);

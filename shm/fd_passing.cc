@@ -330,6 +330,13 @@ absl::Status VerifyServer(int sock, const std::string& path) {
   STOKER_ASSIGN_OR_RETURN(TrustedDaemons trusted, TrustedDaemonsFromEnvironment());
   struct stat st {};
   const std::string folder = FolderOf(path);
+  // Named plainly: lstat of "link/." or "link/" would follow a symlink.
+  const std::string last = folder.substr(folder.rfind('/') + 1);
+  if ((last.empty() && folder != "/") || last == ".." ||
+      (last == "." && folder != ".")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket ", path, " names its folder through '.', '..' or '//': name it plainly"));
+  }
   if (lstat(folder.c_str(), &st) != 0) {
     return ErrnoStatus(errno, absl::StrCat("socket folder ", folder));
   }

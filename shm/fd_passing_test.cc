@@ -4,12 +4,14 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <fcntl.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <filesystem>
@@ -49,6 +51,34 @@ TEST(SocketFolder, ModeIsNeverSetThroughASymlink) {
   struct stat st {};
   ASSERT_EQ(stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::filesystem::remove_all(dir);
+}
+
+// The server's folder is looked at as named: one reached through a
+// symlink, however spelled ("link/.", "link//"), is refused; the folder
+// itself passes (this process's own server, in its own 0700 folder).
+TEST(SocketFolder, TheServersFolderIsNeverReachedThroughASymlink) {
+  const std::string dir = TempDir();
+  const std::string real = dir + "/real";
+  ASSERT_EQ(mkdir(real.c_str(), 0700), 0);
+  std::filesystem::create_directory_symlink(real, dir + "/link");
+  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = real + "/s.sock";
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  absl::StatusOr<int> sock = ConnectUnix(path, absl::Seconds(5));
+  ASSERT_TRUE(sock.ok()) << sock.status();
+  EXPECT_TRUE(VerifyServer(*sock, path).ok()) << VerifyServer(*sock, path);
+  for (const std::string& via : {dir + "/link/s.sock", dir + "/link/./s.sock",
+                                 dir + "/link//s.sock", dir + "/real/link/../s.sock"}) {
+    absl::Status s = VerifyServer(*sock, via);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << via << ": " << s;
+  }
+  close(*sock);
+  close(listener);
   std::filesystem::remove_all(dir);
 }
 

@@ -58,7 +58,9 @@ TestDaemon::TestDaemon(bool subprocess, DaemonOptions options)
     pid_ = Spawn({"server/stokerd", "--socket", socket_, "--threads",
                   std::to_string(options.decode_threads), "--shm-prefix",
                   prefix_, "--metrics-address", "127.0.0.1:0",
-                  "--allow-root"});
+                  // Tests read its /proc/<pid>/maps and fd (Segment::List),
+                  // which a non-dumpable process hides from its own user.
+                  "--allow-root", "--allow-core-dumps"});
     return;
   }
   options.shm_prefix = prefix_;

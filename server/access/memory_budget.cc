@@ -10,6 +10,7 @@ struct MemoryBudget::State {
   const uint64_t total, per_user;
   absl::Mutex mu;
   uint64_t used ABSL_GUARDED_BY(mu) = 0;
+  int waiting ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_map<int64_t, uint64_t> by_uid ABSL_GUARDED_BY(mu);
 
   // used <= total always holds, and a uid's <= per_user unless it was let
@@ -46,18 +47,38 @@ std::shared_ptr<void> MemoryBudget::Charge(int64_t uid, uint64_t bytes) {
   return s->Room(uid, bytes, /*alone=*/false) ? State::Take(s, uid, bytes) : nullptr;
 }
 
-std::shared_ptr<void> MemoryBudget::Wait(int64_t uid, uint64_t bytes, absl::Duration timeout) {
+std::shared_ptr<void> MemoryBudget::Wait(int64_t uid, uint64_t bytes, absl::Duration timeout,
+                                         const Cancellation* cancel) {
   std::shared_ptr<State> s = state_;
   if (bytes > s->total) return nullptr;
-  absl::MutexLock lock(&s->mu);
-  auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->Room(uid, bytes, true); };
-  if (!s->mu.AwaitWithTimeout(absl::Condition(&room), timeout)) return nullptr;
-  return State::Take(s, uid, bytes);
+  // A raised cancellation wakes the wait: taking and releasing mu makes
+  // the waiter look at its condition again. Subscribed before mu is held
+  // (its callback takes mu), and forgotten after it is released.
+  const Cancellation::Id woken =
+      cancel != nullptr ? cancel->Subscribe([s] { absl::MutexLock touch(&s->mu); }) : 0;
+  std::shared_ptr<void> token;
+  {
+    absl::MutexLock lock(&s->mu);
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
+      return (cancel != nullptr && cancel->cancelled()) || s->Room(uid, bytes, true);
+    };
+    ++s->waiting;
+    const bool woke = s->mu.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    --s->waiting;
+    if (woke && !(cancel != nullptr && cancel->cancelled())) token = State::Take(s, uid, bytes);
+  }
+  if (cancel != nullptr) cancel->Unsubscribe(woken);
+  return token;
 }
 
 uint64_t MemoryBudget::used() const {
   absl::MutexLock lock(&state_->mu);
   return state_->used;
+}
+
+int MemoryBudget::waiting() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->waiting;
 }
 
 uint64_t MemoryBudget::used_by(int64_t uid) const {

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "util/cancellation.h"
 
 namespace stoker {
 
@@ -29,9 +30,12 @@ class MemoryBudget {
   // tokens to be given back until both budgets have room. One request of a
   // uid that holds nothing may pass its per-user bound (so a large piece
   // of work is never refused, only run alone); null at once when `bytes`
-  // is over the total, and after `timeout` without room.
-  std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes, absl::Duration timeout);
+  // is over the total, after `timeout` without room, and as soon as
+  // `cancel` (may be null) is raised.
+  std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes, absl::Duration timeout,
+                             const Cancellation* cancel = nullptr);
   uint64_t used() const;
+  int waiting() const;  // Waits in progress (tests).
   uint64_t used_by(int64_t uid) const;
 
  private:

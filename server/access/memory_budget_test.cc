@@ -66,6 +66,21 @@ TEST(MemoryBudgetTest, WaitTakesRoomAsItIsGivenBack) {
   EXPECT_EQ(budget.Wait(3, 1, absl::Milliseconds(1)), nullptr);  // No room: timed out.
 }
 
+TEST(MemoryBudgetTest, ACancelledWaitEndsWithoutRoom) {
+  MemoryBudget b(10, 10);
+  std::shared_ptr<void> full = b.Charge(1, 10);
+  ASSERT_NE(full, nullptr);
+  Cancellation cancel;
+  std::shared_ptr<void> got = std::make_shared<int>(0);
+  std::thread waiter(
+      [&] { got = b.Wait(2, 5, absl::InfiniteDuration(), &cancel); });
+  cancel.Cancel();  // Before or after the wait began: it ends either way.
+  waiter.join();
+  EXPECT_EQ(got, nullptr);
+  EXPECT_EQ(b.used(), 10u);
+  EXPECT_EQ(b.Wait(2, 5, absl::ZeroDuration(), &cancel), nullptr);  // Raised: at once.
+}
+
 TEST(MemoryBudgetTest, TokensMayOutliveTheBudget) {
   std::shared_ptr<void> token;
   {

@@ -47,7 +47,7 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
 
 absl::StatusOr<Bytes> SampleFetcher::Shared(
     const std::string& flight_key, bool cached, const std::string& path, bool* from_source,
-    const std::function<absl::StatusOr<Bytes>(bool* read_source)>& read) {
+    const std::function<absl::StatusOr<Bytes>(bool* read_source)>& read, bool rejoin) {
   std::shared_ptr<Inflight> flight;
   bool leader = false;
   {
@@ -66,6 +66,14 @@ absl::StatusOr<Bytes> SampleFetcher::Shared(
   if (!leader) {
     joined_.fetch_add(1, std::memory_order_relaxed);
     flight->done.WaitForNotification();
+    // A leader whose session closed (CANCELLED), or whose user had no room
+    // (RESOURCE_EXHAUSTED), failed for itself, not for this caller: this
+    // one reads again, once, as itself.
+    const absl::StatusCode code = flight->result.status().code();
+    if (rejoin && (code == absl::StatusCode::kCancelled ||
+                   code == absl::StatusCode::kResourceExhausted)) {
+      return Shared(flight_key, cached, path, from_source, read, /*rejoin=*/false);
+    }
     return flight->result;
   }
   bool read_source = false;
@@ -137,13 +145,19 @@ absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 FileVersion* version) {
   // Charged before a byte is allocated: what reads in flight hold is
   // bounded by the budget, not by reader threads x the largest file.
+  // A shard's member is charged its own bytes, not the shard's.
+  const uint64_t charge = id.read_bytes > 0 ? id.read_bytes : id.version.size;
   std::shared_ptr<void> room;
-  if (in_flight_ != nullptr && id.version.size > 0 && id.version.size <= max_file_bytes_) {
-    room = in_flight_->Wait(owner, id.version.size, kReadRoomWait);
+  if (in_flight_ != nullptr && charge > 0 && charge <= max_file_bytes_) {
+    const Cancellation* cancel = ds.reads_cancel.get();
+    room = in_flight_->Wait(owner, charge, kReadRoomWait, cancel);
     if (room == nullptr) {
       read_errors_.fetch_add(1, std::memory_order_relaxed);
+      if (cancel != nullptr && cancel->cancelled()) {
+        return absl::CancelledError(absl::StrCat(path, ": its session closed"));
+      }
       return absl::ResourceExhaustedError(absl::StrCat(
-          path, " (", id.version.size, " bytes) found no room among the reads in flight "
+          path, " (", charge, " bytes) found no room among the reads in flight "
           "(--max-read-bytes-in-flight; a file larger than it is never read)"));
     }
   }

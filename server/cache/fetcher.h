@@ -43,7 +43,9 @@ class SampleFetcher {
   // the fetching owner (MemoryBudget::Wait: a read waits for room, at most
   // kReadRoomWait), and given back when the read ends; a file larger than
   // its total, or that finds no room in time, is RESOURCE_EXHAUSTED,
-  // unread. Files over `max_file_bytes` are not charged: their sources
+  // unread, and one whose dataset's reads_cancel is raised while it waits
+  // is CANCELLED. A shard's member is charged its own bytes
+  // (SourceKey::read_bytes). Files over `max_file_bytes` are not charged: their sources
   // refuse them by that limit before reading (the daemon keeps the budget
   // at least that large).
   static constexpr absl::Duration kReadRoomWait = absl::Minutes(5);
@@ -85,9 +87,13 @@ class SampleFetcher {
   // The result of `read`, one at a time per `flight_key`: a fetch that
   // finds one in flight waits for it (a joined read). `cached`: L1 first
   // (`flight_key` is the cache key). `*from_source`: the leader's own.
+  // `rejoin`: a joined fetch whose leader's read ended CANCELLED or
+  // RESOURCE_EXHAUSTED (the leader's session or user, not this caller's)
+  // tries once more.
   absl::StatusOr<Bytes> Shared(const std::string& flight_key, bool cached,
                                const std::string& path, bool* from_source,
-                               const std::function<absl::StatusOr<Bytes>(bool*)>& read);
+                               const std::function<absl::StatusOr<Bytes>(bool*)>& read,
+                               bool rejoin = true);
   // L2, else ReadAndKeep.
   absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
                              const SourceKey& id, int64_t owner, bool* read_source);

@@ -169,6 +169,13 @@ TEST(FetcherTest, ReadsAreChargedBeforeTheyAllocate) {
   reader.join();
   EXPECT_EQ(budget.used(), 0u);
   EXPECT_EQ(src->reads(), 1);
+  // A shard's member is charged its own bytes, not the whole file's.
+  absl::StatusOr<SourceKey> member = ds->source->Identify("big");
+  ASSERT_TRUE(member.ok());
+  member->read_bytes = 3;
+  big = f.Fetch(*ds, "big", kUid, nullptr, &*member);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(budget.used(), 0u);
   // Over the daemon's file limit: not charged, left to the source's own
   // refusal by that limit (this one has none, so it reads).
   SampleFetcher limited(&l1, nullptr, 2, &budget, /*max_file_bytes=*/10);
@@ -197,6 +204,35 @@ TEST(FetcherTest, ConcurrentFetchesOfOneFileShareOneRead) {
   }
   EXPECT_EQ(t.src->reads(), 1);
   EXPECT_EQ(t.f.Stats().joined_reads(), uint64_t{kJoiners});
+}
+
+TEST(FetcherTest, AJoinedFetchReadsItselfWhenTheLeadersSessionCloses) {
+  // Two sessions' datasets over one source; the first leads a read that
+  // waits for room, the second joins it, then the first closes.
+  auto src = std::make_shared<MemorySource>("root");
+  src->Put("a", "alpha");
+  std::shared_ptr<Dataset> closing = MemoryDataset(src, {{"a"}});
+  std::shared_ptr<Dataset> staying = MemoryDataset(src, {{"a"}});
+  closing->reads_cancel = std::make_shared<Cancellation>();
+  staying->reads_cancel = std::make_shared<Cancellation>();
+  ShardedLruCache l1("l1", 1 << 20);
+  MemoryBudget budget(10, 10);
+  std::shared_ptr<void> full = budget.Charge(7, 10);  // No room yet.
+  SampleFetcher f(&l1, nullptr, 2, &budget);
+  absl::StatusOr<Bytes> led, joined;
+  std::thread leader([&] { led = f.Fetch(*closing, "a", kUid); });
+  while (budget.waiting() == 0) std::this_thread::yield();  // Its read is in flight.
+  std::thread joiner([&] { joined = f.Fetch(*staying, "a", kUid + 1); });
+  while (f.Stats().joined_reads() == 0) std::this_thread::yield();
+  closing->reads_cancel->Cancel();
+  leader.join();
+  EXPECT_EQ(led.status().code(), absl::StatusCode::kCancelled) << led.status();
+  full.reset();  // Room: the joiner's own read goes on.
+  joiner.join();
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(**joined, "alpha");
+  EXPECT_EQ(src->reads(), 1);
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 TEST(FetcherTest, AnUnprovenFetchJoinsOnlyItsOwnSourcesReadInFlight) {

@@ -148,7 +148,7 @@ absl::Status Engine::Start() {
   // One user's reads blocked on a slow store hold at most this many.
   reader_pool_->SetUserCap(options_.max_reader_threads_per_user > 0
                                ? options_.max_reader_threads_per_user
-                               : std::max(1, options_.reader_threads / 2));
+                               : DefaultReaderCap(options_.reader_threads));
   warmer_ = std::make_unique<CacheWarmer>(
       [pool = reader_pool_.get()](std::function<void()> task) { pool->Schedule(std::move(task)); },
       [fetcher = fetcher_.get()](const Dataset& ds, const std::string& file, bool* from_source) {

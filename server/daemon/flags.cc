@@ -49,7 +49,7 @@ ABSL_FLAG(int, reader_threads, 64,
           "Reader threads: how many source reads may be outstanding.");
 ABSL_FLAG(int, max_reader_threads_per_user, 0,
           "Reader threads one user's sessions may hold at once, 0..4096 (the "
-          "rest of their reads wait queued while other users' run); 0 = half of "
+          "rest of their reads wait queued while other users' run); 0 = all but an eighth of "
           "--reader-threads, at least 1.");
 ABSL_FLAG(stoker::ByteSize, max_read_bytes_in_flight,
           stoker::ByteSize{stoker::DaemonOptions().max_read_bytes_in_flight},
@@ -252,7 +252,8 @@ absl::StatusOr<StokerdConfig> Config() {
   options.max_read_bytes_in_flight = absl::GetFlag(FLAGS_max_read_bytes_in_flight).bytes;
   if (options.max_reader_threads_per_user < 0 || options.max_reader_threads_per_user > 4096) {
     return absl::InvalidArgumentError(
-        "--max-reader-threads-per-user must be in 0..4096 (0: half of --reader-threads)");
+        "--max-reader-threads-per-user must be in 0..4096 (0: all but an eighth of "
+        "--reader-threads)");
   }
   options.l1_bytes = absl::GetFlag(FLAGS_l1_bytes).bytes;
   options.decoded_cache_bytes = absl::GetFlag(FLAGS_decoded_cache_bytes).bytes;

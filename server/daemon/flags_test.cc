@@ -113,6 +113,12 @@ TEST_F(FlagsTest, BadValuesNameTheirFlag) {
   ExpectRefused("--max-reader-threads-per-user");
   absl::SetFlag(&FLAGS_max_reader_threads_per_user, 8);
   EXPECT_EQ(Config()->daemon.max_reader_threads_per_user, 8);
+  // No cap named: all but an eighth of the reader threads, one at least
+  // kept for the other users.
+  EXPECT_EQ(DefaultReaderCap(64), 56);
+  EXPECT_EQ(DefaultReaderCap(8), 7);
+  EXPECT_EQ(DefaultReaderCap(2), 1);
+  EXPECT_EQ(DefaultReaderCap(1), 1);
   // Every file a source may read fits among the reads in flight.
   absl::SetFlag(&FLAGS_max_read_bytes_in_flight, ByteSize{1ULL << 29});
   ExpectRefused("--max-read-bytes-in-flight");

@@ -6,6 +6,7 @@
 #ifndef STOKER_SERVER_DAEMON_OPTIONS_H_
 #define STOKER_SERVER_DAEMON_OPTIONS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -34,8 +35,7 @@ struct DaemonOptions {
   std::string sysfs = "/sys";
   int reader_threads = 64;  // Outstanding source reads.
   // Reader threads one user's sessions may hold at once (ThreadPool's user
-  // cap; the daemon's own reads are not capped); 0: half of
-  // reader_threads, at least 1.
+  // cap; the daemon's own reads are not capped); 0: DefaultReaderCap.
   int max_reader_threads_per_user = 0;
   // Bytes of source files being read at once, in all (half for one user;
   // one read larger than that runs alone), charged before each read by the
@@ -104,6 +104,14 @@ struct DaemonOptions {
   std::string handoff_socket;
   absl::Duration reap_interval = absl::Milliseconds(250);
 };
+
+// The reader threads one user may hold when the operator names no cap:
+// all but an eighth of them (at least one kept for the others), so a user
+// alone on the node reads at nearly full concurrency while reads blocked
+// on its slow store never hold the threads other users' reads need.
+inline int DefaultReaderCap(int reader_threads) {
+  return reader_threads <= 1 ? 1 : reader_threads - std::max(1, reader_threads / 8);
+}
 
 }  // namespace stoker
 

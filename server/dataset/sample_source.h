@@ -40,6 +40,9 @@ struct SourceKey {
   // tier: it is read from the source, whose read is the proof (and its
   // bytes are then kept under this key as usual).
   bool proven = true;
+  // The bytes a read of it takes when it is part of the file (a shard's
+  // member); 0: the whole file (version.size).
+  uint64_t read_bytes = 0;
   // RAM tiers' key: the file at this version.
   std::string key() const;
 };

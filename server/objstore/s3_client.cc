@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <random>
 #include <thread>
@@ -128,8 +129,8 @@ class S3Client::Loop {
  private:
   struct Job;
 
-  // The requests of one credential identity (access key id; none for
-  // anonymous ones) to one endpoint: their in-flight limit, how many run,
+  // The requests of one owner (uid) with one credential identity (access
+  // key id; none for anonymous ones) to one endpoint: their in-flight limit, how many run,
   // and how many wait (in backoff too). By identity, so one user's
   // throttles (its own request rate, its own bucket's prefixes) halve only
   // its own limit, not every user's of that endpoint.
@@ -141,11 +142,24 @@ class S3Client::Loop {
     int waiting = 0;
   };
 
+  // Paths kept while idle; past it, idle ones are forgotten (their limits
+  // start again from `initial`) as new ones come: a user naming ever new
+  // key ids costs the event thread no more than this.
+  static constexpr size_t kMaxPaths = 1024;
+
   Path* PathOf(Job* job) {
     if (job->path == nullptr) {
       const S3Credentials* c = job->req.credentials.get();
-      std::string path = absl::StrCat(job->req.endpoint.ToString(), "\n",
+      // By owner too: a key id is no secret, so another user naming it
+      // does not share (nor cut) its owner's limit.
+      std::string path = absl::StrCat(job->req.endpoint.ToString(), "\n", job->req.owner, "\n",
                                       c != nullptr ? c->access_key_id : "");
+      if (paths_.size() >= kMaxPaths && paths_.find(path) == paths_.end()) {
+        for (auto it = paths_.begin(); it != paths_.end();) {
+          it = it->second.running == 0 && it->second.waiting == 0 ? paths_.erase(it)
+                                                                  : std::next(it);
+        }
+      }
       job->path = &paths_.try_emplace(std::move(path), options_).first->second;
     }
     return job->path;
@@ -571,7 +585,7 @@ class S3Client::Loop {
   // The event thread's own.
   std::deque<std::unique_ptr<Job>> waiting_;
   std::map<Job*, std::unique_ptr<Job>> running_;
-  std::map<std::string, Path> paths_;  // By endpoint and identity.
+  std::map<std::string, Path> paths_;  // By endpoint, owner and identity.
   // When each owner last had a request started (turn_'s value then).
   std::map<int64_t, uint64_t> turns_;
   uint64_t turn_ = 0;

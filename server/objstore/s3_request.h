@@ -29,7 +29,7 @@ namespace stoker {
 struct S3Credentials {
   S3Credentials() = default;
   S3Credentials(const S3Credentials&) = default;
-  S3Credentials& operator=(const S3Credentials&) = default;
+  S3Credentials& operator=(const S3Credentials&) = delete;  // Would free unwiped.
   ~S3Credentials();
 
   std::string access_key_id;

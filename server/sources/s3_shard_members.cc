@@ -1,5 +1,6 @@
 #include "server/sources/s3_shard_members.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -41,8 +42,10 @@ absl::StatusOr<SourceKey> S3ShardMembers::Identify(const std::string& path) cons
   if (!m.ok()) return m.status();
   const ListedShard& shard = shards_[m->shard];
   if (absl::Status s = Prove(m->shard); !s.ok()) return s;
-  return SourceKey{ShardMemberFile(access_, bucket_, shard, m->offset, m->size),
-                   ObjectFileVersion(shard.size, shard.etag), nullptr};
+  SourceKey id{ShardMemberFile(access_, bucket_, shard, m->offset, m->size),
+               ObjectFileVersion(shard.size, shard.etag), nullptr};
+  id.read_bytes = std::max<uint64_t>(m->size, 1);
+  return id;
 }
 
 absl::Status S3ShardMembers::Read(const std::string& path, std::string* out,

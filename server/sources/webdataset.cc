@@ -51,8 +51,9 @@ class WebDatasetFiles : public SampleSource {
           shard.path, " changed since the dataset was opened (its members' offsets are "
                       "those of the shard indexed then): open the dataset again"));
     }
-    return SourceKey{CacheKey({"wds", v.device, v.inode, m->offset, m->size}), v,
-                     std::move(file)};
+    SourceKey id{CacheKey({"wds", v.device, v.inode, m->offset, m->size}), v, std::move(file)};
+    id.read_bytes = std::max<uint64_t>(m->size, 1);
+    return id;
   }
   bool Versioned() const override { return true; }
   absl::Status Read(const std::string& path, std::string* out,

@@ -770,7 +770,8 @@ class DripNode(Node):
     the attacker's reads."""
 
     READERS, CAP = 8, 4
-    daemon_flags = ("--reader-threads", str(READERS), "--object-store-low-speed", "0",
+    daemon_flags = ("--reader-threads", str(READERS), "--max-reader-threads-per-user", str(CAP),
+                    "--object-store-low-speed", "0",
                     "--object-store-deadline", "1h")
 
     def __init__(self, bundle, dataset):  # noqa: F811

@@ -4,12 +4,13 @@
 
 Both trees' `bazel-bin/bench/storage_bench` read the demo data (every
 sample from storage, 0 ms and 20 ms injected per open) in alternating
-rounds of one; medians over ROUNDS (default 3). The older bench reads with
-an in-process client as the daemon's own user, one transform a run (it
-needs a --transform flag: older checkouts lack it, and two lines add it);
-this tree's reads train and val by `stokerctl read` processes of the
-daemon's user (admin) and of uid 65534 (confined). Printed: each rate, new
-/ old, and each row's 20 ms / 0 ms.
+rounds of one; medians over ROUNDS (default 3). This tree's bench reads
+train and val by `stokerctl read` processes of the daemon's user (admin)
+and of uid 65534 (confined); an older tree whose bench does the same is
+paired row by row. An older bench that reads with an in-process client as
+the daemon's own user, one transform a run, needs a --transform flag
+(older checkouts lack it, and two lines add it); each row is then against
+it. Printed: each rate, new / old, and each row's 20 ms / 0 ms.
 """
 
 import os
@@ -22,11 +23,22 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DATA = "/tmp/stoker-demo-data"
 
 
+def bench_of(tree):
+    return os.path.join(tree, "bazel-bin", "bench", "storage_bench")
+
+
+def same_format(tree):
+    """Whether `tree`'s storage_bench reads train and val by stokerctl as
+    this tree's does (it has no --transform flag), so its rows pair with
+    this tree's row by row."""
+    out = subprocess.run([bench_of(tree), "--helpfull"], capture_output=True, text=True)
+    return "-transform" not in out.stdout + out.stderr
+
+
 def run(tree, transform="train"):
     """One round of `tree`'s storage_bench: {(transform, reader): (0 ms, 20 ms)}."""
-    args = [os.path.join(tree, "bazel-bin", "bench", "storage_bench"), "--data", DATA,
-            "--rounds", "1"]
-    if tree != ROOT:
+    args = [bench_of(tree), "--data", DATA, "--rounds", "1"]
+    if transform:
         args.append(f"--transform={transform}")
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     rows = {}
@@ -47,10 +59,14 @@ def main():
         sys.exit("storage_old_new: set STOKER_OLD_TREE to the older checkout")
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     got = {}
+    paired = same_format(old)
+    passes = ((old, ""), (ROOT, "")) if paired else ((old, "train"), (old, "val"), (ROOT, ""))
     for r in range(rounds):
-        for tree, transform in ((old, "train"), (old, "val"), (ROOT, "")):
-            for key, rates in run(tree, transform).items():
-                got.setdefault(key, []).append(rates)
+        for tree, transform in passes:
+            for (t, reader), rates in run(tree, transform).items():
+                if tree == old and paired:
+                    reader = f"old {reader}"
+                got.setdefault((t, reader), []).append(rates)
         print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     med = {k: (statistics.median(v[0] for v in vs), statistics.median(v[1] for v in vs))
            for k, vs in got.items()}
@@ -59,8 +75,8 @@ def main():
           f"{'new/old 20':>10}")
     for (t, reader), (fast, slow) in sorted(med.items()):
         ratio = ""
-        base = med.get((t, "old main, in-process"))
-        if base and "old" not in reader:
+        base = med.get((t, f"old {reader}")) or med.get((t, "old main, in-process"))
+        if base and not reader.startswith("old"):
             ratio = f"{fast / base[0]:10.3f} {slow / base[1]:10.3f}"
         print(f"  {t:6} {reader:<28} {fast:9.1f} {slow:9.1f} {slow / fast:7.3f} {ratio}")
 

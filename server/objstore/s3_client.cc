@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/objstore/in_flight_limit.h"
+#include "server/objstore/s3_attempt.h"
 
 namespace stoker {
 namespace {
@@ -24,13 +25,6 @@ namespace {
 // An attempt that ends this close to its request's deadline was cut by it
 // (curl's timer fires within a millisecond or so of the time set).
 constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(20);
-
-// An error's body (S3's XML) is read to this cap, not the range's.
-constexpr uint64_t kMaxErrorBody = 64 << 10;
-
-// SHA-256 of nothing: the payload hash of every request without a body.
-constexpr char kEmptySha256[] =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 void InitCurlOnce() {
   static const bool ok = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
@@ -43,24 +37,6 @@ bool Cancelled(const S3Request& r) { return r.cancel != nullptr && r.cancel->can
 absl::Status CancelledStatus(const S3Request& r) {
   return absl::CancelledError(absl::StrCat(Named(r), " at ", r.endpoint.ToString(),
                                            ": cancelled by whom it was for"));
-}
-
-bool RetryableCurl(CURLcode c) {
-  switch (c) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-      return true;
-    default:
-      return false;
-  }
 }
 
 }  // namespace
@@ -181,165 +157,24 @@ class S3Client::Loop {
     absl::Time deadline = absl::InfiniteFuture();  // The whole request's.
     absl::Status last;  // The last attempt's, while it waits to retry.
     Cancellation::Id cancel_id = 0;  // Its subscription to req.cancel.
-    // curl's own words for the attempt's failure.
-    char error[CURL_ERROR_SIZE] = {};
-    // The attempt in flight.
-    CURL* easy = nullptr;
-    curl_slist* headers = nullptr;
-    AttemptFacts facts;
+    AttemptWire wire;  // The attempt in flight.
     // Its endpoint's path, and how many of its requests were in flight when
     // this attempt was sent (itself included).
     Path* path = nullptr;
     int sent_with = 0;
   };
 
-  static size_t OnBody(char* data, size_t size, size_t n, void* user) {
-    auto* job = static_cast<Job*>(user);
-    const size_t bytes = size * n;
-    if (job->facts.body.empty()) {
-      // An error's body (S3's XML) is read to its cap, not the range's.
-      long http = 0;
-      curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &http);
-      if (http < 200 || http >= 300) job->facts.cap = kMaxErrorBody;
-      // The body's length is known (and within the cap): one allocation,
-      // not a string doubling through an 8 MiB block (up to 64 MiB: the
-      // store's word, not yet its bytes).
-      if (job->facts.has_length && job->facts.content_length <= job->facts.cap) {
-        job->facts.body.reserve(std::min<uint64_t>(job->facts.content_length, uint64_t{64} << 20));
-      }
-    }
-    if (job->facts.body.size() + bytes > job->facts.cap) {
-      job->facts.over_cap = true;
-      return 0;  // Aborts the transfer (CURLE_WRITE_ERROR).
-    }
-    job->facts.body.append(data, bytes);
-    return bytes;
-  }
-
-  // curl's progress callback: a raised cancellation aborts the transfer
-  // (CURLE_ABORTED_BY_CALLBACK).
-  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-    return Cancelled(static_cast<Job*>(user)->req) ? 1 : 0;
-  }
-
-  static size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-    auto* job = static_cast<Job*>(user);
-    const size_t bytes = size * n;
-    absl::string_view line(data, bytes);
-    const size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) {
-      // A status line: a new response (after a 100 Continue) starts over.
-      if (absl::StartsWith(line, "HTTP/")) {
-        const uint64_t cap = job->facts.cap;
-        const int attempt = job->facts.attempt;
-        job->facts = AttemptFacts{};
-        job->facts.cap = cap;
-        job->facts.attempt = attempt;
-      }
-      return bytes;
-    }
-    const std::string name = absl::AsciiStrToLower(line.substr(0, colon));
-    const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
-    if (value.size() > 1024) return bytes;  // No header we read is this long.
-    if (name == "etag") {
-      job->facts.etag = std::string(absl::StripSuffix(absl::StripPrefix(value, "\""), "\""));
-    } else if (name == "x-amz-version-id") {
-      job->facts.version_id = std::string(value);
-    } else if (name == "content-range") {
-      job->facts.content_range = std::string(value);
-    } else if (name == "content-length") {
-      job->facts.has_length = absl::SimpleAtoi(value, &job->facts.content_length);
-    }
-    return bytes;
-  }
-
-  // Sets up the job's next attempt on a fresh easy handle.
+  // Sets up the job's next attempt on a fresh easy handle, ending by the
+  // request's deadline at the latest.
   absl::Status Prepare(Job* job) {
-    const S3Request& r = job->req;
-    job->facts = AttemptFacts{};
-    job->facts.attempt = job->attempt;
-    job->facts.cap = r.method == S3Request::Method::kGet && r.length > 0
-                   ? std::min(r.length, options_.max_reply_bytes)
-                   : options_.max_reply_bytes;
-    CURL* h = curl_easy_init();
-    if (h == nullptr) return absl::ResourceExhaustedError("curl_easy_init");
-    job->easy = h;
-    std::string url = absl::StrCat(r.endpoint.ToString(), ObjectPath(r.bucket, r.key));
-    if (!r.query.empty()) absl::StrAppend(&url, "?", CanonicalQuery(r.query));
-    const S3Credentials& c = *r.credentials;
-    const std::string sigv4 = absl::StrCat("aws:amz:", c.region, ":s3");
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);  // A key's "../" is the key's.
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                     long(absl::ToInt64Milliseconds(options_.connect_timeout)));
-    // The attempt ends by the request's deadline at the latest.
-    const absl::Duration attempt_time =
-        std::min(options_.request_timeout, job->deadline - absl::Now());
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-                     long(std::max<int64_t>(1, absl::ToInt64Milliseconds(attempt_time))));
-    if (options_.low_speed_bytes > 0) {
-      curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, long(options_.low_speed_bytes));
-      curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-                       long(absl::ToInt64Seconds(options_.low_speed_time)));
-    }
-    job->error[0] = '\0';
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, job->error);
-    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
-    curl_easy_setopt(h, CURLOPT_USERNAME, c.access_key_id.c_str());
-    curl_easy_setopt(h, CURLOPT_PASSWORD, c.secret_access_key.c_str());
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &Loop::OnBody);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, job);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &Loop::OnHeader);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, job);
-    curl_easy_setopt(h, CURLOPT_PRIVATE, job);
-    if (r.cancel != nullptr) {
-      curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &Loop::OnProgress);
-      curl_easy_setopt(h, CURLOPT_XFERINFODATA, job);
-      curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    }
-    curl_slist* hs = nullptr;
-    auto add = [&](const std::string& header) { hs = curl_slist_append(hs, header.c_str()); };
-    add(absl::StrCat("x-amz-content-sha256: ",
-                     r.method == S3Request::Method::kPut ? "UNSIGNED-PAYLOAD" : kEmptySha256));
-    if (!c.session_token.empty()) add(absl::StrCat("x-amz-security-token: ", c.session_token));
-    if (!r.if_match.empty()) add(absl::StrCat("If-Match: \"", r.if_match, "\""));
-    if (r.method == S3Request::Method::kGet && r.length > 0) {
-      add(absl::StrCat("Range: bytes=", r.offset, "-", r.offset + r.length - 1));
-    }
-    switch (r.method) {
-      case S3Request::Method::kHead:
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-        break;
-      case S3Request::Method::kPut:
-        add("Content-Type: application/octet-stream");
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.size()));
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r.body.data());
-        break;
-      case S3Request::Method::kGet:
-        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-        break;
-    }
-    job->headers = hs;
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
-    return absl::OkStatus();
+    return PrepareAttempt(job->req, job->attempt,
+                          std::min(options_.request_timeout, job->deadline - absl::Now()),
+                          attempt_options_, job, &job->wire);
   }
 
   void Release(Job* job) {
-    if (job->easy != nullptr) {
-      curl_multi_remove_handle(multi_, job->easy);
-      curl_easy_cleanup(job->easy);
-      job->easy = nullptr;
-    }
-    curl_slist_free_all(job->headers);
-    job->headers = nullptr;
+    if (job->wire.easy != nullptr) curl_multi_remove_handle(multi_, job->wire.easy);
+    ReleaseAttempt(&job->wire);
   }
 
   absl::Duration Backoff(int attempt) {
@@ -350,17 +185,17 @@ class S3Client::Loop {
   }
 
   void Finish(Job* job, CURLcode code) {
-    AttemptFacts& f = job->facts;
-    curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &f.http);
+    AttemptFacts& f = job->wire.facts;
+    curl_easy_getinfo(job->wire.easy, CURLINFO_RESPONSE_CODE, &f.http);
     // Time to first byte, less connection setup (DNS, connect, TLS).
     curl_off_t first_byte_us = 0, setup_us = 0;
-    curl_easy_getinfo(job->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
-    curl_easy_getinfo(job->easy, CURLINFO_PRETRANSFER_TIME_T, &setup_us);
+    curl_easy_getinfo(job->wire.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
+    curl_easy_getinfo(job->wire.easy, CURLINFO_PRETRANSFER_TIME_T, &setup_us);
     if (code != CURLE_OK) {
       f.transport = code == CURLE_OPERATION_TIMEDOUT ? AttemptFacts::Transport::kTimedOut
                     : RetryableCurl(code)            ? AttemptFacts::Transport::kRetryable
                                                      : AttemptFacts::Transport::kFailed;
-      f.transport_error = job->error[0] != '\0' ? job->error : curl_easy_strerror(code);
+      f.transport_error = job->wire.error[0] != '\0' ? job->wire.error : curl_easy_strerror(code);
     }
     AttemptVerdict verdict = JudgeAttempt(job->req, std::move(f));
     S3Reply& reply = verdict.reply;
@@ -511,7 +346,7 @@ class S3Client::Loop {
         Fail(std::move(job), std::move(s));
         continue;
       }
-      if (curl_multi_add_handle(multi_, job->easy) != CURLM_OK) {
+      if (curl_multi_add_handle(multi_, job->wire.easy) != CURLM_OK) {
         Release(job.get());
         Fail(std::move(job), absl::InternalError("curl_multi_add_handle"));
         continue;
@@ -577,6 +412,9 @@ class S3Client::Loop {
   }
 
   const Options options_;
+  const AttemptOptions attempt_options_{options_.max_reply_bytes, options_.ca_file,
+                                        options_.connect_timeout, options_.low_speed_bytes,
+                                        options_.low_speed_time};
   CURLM* multi_ = nullptr;
   std::thread thread_;
   absl::Mutex mu_;

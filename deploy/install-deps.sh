@@ -22,9 +22,10 @@ PACKAGES=(
   libnuma-dev numactl
   # Caches and the LMDB dataset source.
   liblmdb-dev
-  # Object stores: the S3 client (libcurl's SigV4 signing, multi
-  # interface) and the parser of its XML replies.
-  libcurl4-openssl-dev libexpat1-dev ca-certificates
+  # Object stores: the S3 client (libcurl's multi interface), the parser
+  # of its XML replies, and SigV4's SHA-256 and HMAC (Nettle, also linked
+  # into the client library, which signs its session's requests).
+  libcurl4-openssl-dev libexpat1-dev ca-certificates nettle-dev
   # Metrics, and the real Prometheus server and tmux the tests drive.
   prometheus-cpp-dev prometheus tmux
   # Tests.

@@ -256,15 +256,26 @@ absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path) {
   return ErrorReply(answer.first, socket_path);
 }
 
-absl::StatusOr<std::string> ProveDatasetFolder(const std::string& socket_path,
-                                               int folder_fd, int channel_fd) {
-  STOKER_ASSIGN_OR_RETURN(auto answer,
-                          Exchange(socket_path, "STOKER-ROOT 2\n", {folder_fd, channel_fd}));
+namespace {
+// An exchange whose answer is "OK <token>".
+absl::StatusOr<std::string> HandOver(const std::string& socket_path, const char* request,
+                                     const std::vector<int>& fds) {
+  STOKER_ASSIGN_OR_RETURN(auto answer, Exchange(socket_path, request, fds));
   if (answer.second >= 0) close(answer.second);
   if (absl::StartsWith(answer.first, "OK ") && answer.first.size() > 3) {
     return answer.first.substr(3);
   }
   return ErrorReply(answer.first, socket_path);
+}
+}  // namespace
+
+absl::StatusOr<std::string> ProveDatasetFolder(const std::string& socket_path,
+                                               int folder_fd, int channel_fd) {
+  return HandOver(socket_path, "STOKER-ROOT 2\n", {folder_fd, channel_fd});
+}
+
+absl::StatusOr<std::string> HandOverSigner(const std::string& socket_path, int channel_fd) {
+  return HandOver(socket_path, "STOKER-SIGN 1\n", {channel_fd});
 }
 
 absl::StatusOr<int> RequestRingFd(const std::string& socket_path,

@@ -103,6 +103,13 @@ absl::StatusOr<std::string> RequestCallerToken(const std::string& socket_path);
 absl::StatusOr<std::string> ProveDatasetFolder(const std::string& socket_path,
                                                int folder_fd, int channel_fd);
 
+// A fourth: the client hands the daemon its end of a signer (an opener
+// channel that signs its session's object store requests, and opens
+// nothing): "STOKER-SIGN 1" with it attached; answer "OK <signer token>".
+// Returns the token for ObjectStoreAccess.signer_token; the caller keeps
+// and closes its descriptor.
+absl::StatusOr<std::string> HandOverSigner(const std::string& socket_path, int channel_fd);
+
 // Connects a SOCK_STREAM socket to `path` (caller closes). PERMISSION_DENIED
 // naming the socket when this user may not use it.
 absl::StatusOr<int> ConnectUnix(const std::string& path,

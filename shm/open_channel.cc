@@ -54,8 +54,8 @@ absl::StatusOr<std::pair<int, int>> OpenChannelPair() {
 
 // ------------------------------------------------------------ OpenServer
 
-OpenServer::OpenServer(int sock, int folder_fd, int threads)
-    : sock_(sock), folder_fd_(folder_fd) {
+OpenServer::OpenServer(int sock, int folder_fd, int threads, SignFn sign)
+    : sock_(sock), folder_fd_(folder_fd), sign_(std::move(sign)) {
   for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Serve(); });
 }
 
@@ -63,7 +63,7 @@ OpenServer::~OpenServer() {
   shutdown(sock_, SHUT_RDWR);  // Wakes every thread in recv.
   for (std::thread& t : threads_) t.join();
   close(sock_);
-  close(folder_fd_);
+  if (folder_fd_ >= 0) close(folder_fd_);
 }
 
 uint64_t OpenServer::opened() const {
@@ -86,6 +86,9 @@ void OpenServer::Serve() {
     PutU32(&answer, id);
     PutU32(&answer, count);
     std::vector<int> fds;
+    std::vector<std::string> texts(count);
+    size_t text_bytes = 0;
+    bool signs = false;
     const char* p = buf.data() + kHeader;
     const char* end = buf.data() + n;
     for (uint32_t i = 0; i < count; ++i) {
@@ -98,16 +101,36 @@ void OpenServer::Serve() {
         how.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
         if (op == OpenOp::kOpenFolder) how.flags |= O_DIRECTORY;
         how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-        if (op == OpenOp::kOpenFile || op == OpenOp::kOpenFolder) {
+        if ((op == OpenOp::kOpenFile || op == OpenOp::kOpenFolder) && folder_fd_ < 0) {
+          err = EACCES;
+        } else if (op == OpenOp::kOpenFile || op == OpenOp::kOpenFolder) {
           const long fd = syscall(SYS_openat2, folder_fd_, p + 1, &how, sizeof(how));
           err = fd < 0 ? errno : 0;
           if (fd >= 0) fds.push_back(static_cast<int>(fd));
+        } else if (op == OpenOp::kSign && sign_ != nullptr) {
+          signs = true;
+          absl::StatusOr<std::string> signature = sign_(std::string(p + 1, nul));
+          err = signature.ok() ? 0 : EACCES;
+          texts[i] = signature.ok() ? *std::move(signature)
+                                    : std::string(signature.status().message());
+          // All texts together within kMaxAnswerText: a refusal's words
+          // cut, a signature that does not fit refused.
+          if (text_bytes + texts[i].size() > kMaxAnswerText) {
+            if (err == 0) texts[i].clear();
+            err = err == 0 ? E2BIG : err;
+            texts[i].resize(kMaxAnswerText - text_bytes);
+          }
+          text_bytes += texts[i].size();
         }
         p = nul + 1;
       } else {
         p = end;
       }
       PutU32(&answer, static_cast<uint32_t>(err));
+    }
+    if (signs) {
+      for (const std::string& t : texts) PutU32(&answer, static_cast<uint32_t>(t.size()));
+      for (const std::string& t : texts) answer.append(t);
     }
     {
       // Counted before the answer leaves, so whoever got it sees the count.
@@ -139,6 +162,14 @@ absl::StatusOr<ServedFolder> ServeFolder(const std::string& folder) {
   return served;
 }
 
+absl::StatusOr<ServedSigner> ServeSigner(SignFn sign) {
+  STOKER_ASSIGN_OR_RETURN(auto pair, OpenChannelPair());
+  ServedSigner served;
+  served.channel_fd = pair.second;
+  served.server = std::make_unique<OpenServer>(pair.first, -1, 4, std::move(sign));
+  return served;
+}
+
 // ----------------------------------------------------------- OpenChannel
 
 OpenChannel::OpenChannel(int sock, absl::Duration timeout) : sock_(sock), timeout_(timeout) {}
@@ -167,11 +198,34 @@ absl::StatusOr<int> OpenChannel::OpenOne(OpenOp op, const std::string& path, int
   return fds[0];
 }
 
+absl::StatusOr<std::string> OpenChannel::Sign(const std::string& request) {
+  Pending answer;
+  STOKER_RETURN_IF_ERROR(Exchange({Request{OpenOp::kSign, request}}, &answer));
+  if (answer.texts.empty()) {
+    return absl::UnimplementedError(
+        "the client cannot sign object store requests: it is older than the daemon");
+  }
+  if (answer.errs[0] != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("the client refused: ", answer.texts[0]));
+  }
+  return std::move(answer.texts[0]);
+}
+
 absl::Status OpenChannel::Open(const std::vector<Request>& requests, std::vector<int>* fds,
                                std::vector<int>* errs) {
   fds->assign(requests.size(), -1);
   errs->assign(requests.size(), 0);
   if (requests.empty()) return absl::OkStatus();
+  Pending mine;
+  STOKER_RETURN_IF_ERROR(Exchange(requests, &mine));
+  for (size_t i = 0, k = 0; i < requests.size(); ++i) {
+    (*errs)[i] = mine.errs[i];
+    if (mine.errs[i] == 0 && mine.opens[i] && k < mine.fds.size()) (*fds)[i] = mine.fds[k++];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpenChannel::Exchange(const std::vector<Request>& requests, Pending* answer) {
   if (requests.size() > kMaxOpensPerRequest) {
     return absl::InvalidArgumentError(
         absl::StrCat("at most ", kMaxOpensPerRequest, " files are opened in one request"));
@@ -191,7 +245,7 @@ absl::Status OpenChannel::Open(const std::vector<Request>& requests, std::vector
     return absl::InvalidArgumentError(
         absl::StrCat("paths to open take over ", kMaxRequestBytes, " bytes in one request"));
   }
-  Pending mine;
+  Pending& mine = *answer;
   const absl::Time deadline = absl::Now() + timeout_;
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
@@ -199,6 +253,7 @@ absl::Status OpenChannel::Open(const std::vector<Request>& requests, std::vector
   std::memcpy(payload.data(), &id, 4);
   pending_[id] = &mine;
   mine.errs.resize(requests.size());  // The count its answer must carry.
+  for (const Request& r : requests) mine.opens.push_back(r.op != OpenOp::kSign);
   absl::Status sent = WaitReady(sock_, POLLOUT, deadline);
   if (sent.ok() && send(sock_, payload.data(), payload.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
                        static_cast<ssize_t>(payload.size())) {
@@ -227,16 +282,12 @@ absl::Status OpenChannel::Open(const std::vector<Request>& requests, std::vector
     CloseFds(&mine.fds);
     return broken_;
   }
-  for (size_t i = 0, k = 0; i < requests.size(); ++i) {
-    (*errs)[i] = mine.errs[i];
-    if (mine.errs[i] == 0) (*fds)[i] = mine.fds[k++];
-  }
   return absl::OkStatus();
 }
 
 absl::Status OpenChannel::ReceiveOne(absl::Time deadline) {
   STOKER_RETURN_IF_ERROR(WaitReady(sock_, POLLIN, deadline));
-  std::vector<char> buf(kHeader + 4 * kMaxOpensPerRequest + 1);
+  std::vector<char> buf(kHeader + 8 * kMaxOpensPerRequest + kMaxAnswerText + 1);
   std::vector<char> control(CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage));
   struct iovec iov {buf.data(), buf.size()};
   struct msghdr msg {};
@@ -261,21 +312,45 @@ absl::Status OpenChannel::ReceiveOne(absl::Time deadline) {
   const size_t size = static_cast<size_t>(n);
   if (size < kHeader) return refuse("a malformed answer");
   const uint32_t id = GetU32(buf.data()), count = GetU32(buf.data() + 4);
-  if (count > kMaxOpensPerRequest || size != kHeader + 4 * size_t{count}) {
+  if (count > kMaxOpensPerRequest || size < kHeader + 4 * size_t{count}) {
     return refuse("a malformed answer");
   }
+  // Texts follow the errnos where the request signed: their lengths, then
+  // their bytes, to the answer's end.
+  std::vector<std::string> texts;
+  if (size > kHeader + 4 * size_t{count}) {
+    size_t at = kHeader + 4 * size_t{count};
+    size_t bytes = at + 4 * size_t{count};
+    if (bytes > size) return refuse("a malformed answer");
+    texts.resize(count);
+    for (uint32_t i = 0; i < count; ++i, at += 4) {
+      const size_t len = GetU32(buf.data() + at);
+      if (len > size - bytes) return refuse("a malformed answer");
+      texts[i].assign(buf.data() + bytes, len);
+      bytes += len;
+    }
+    if (bytes != size) return refuse("a malformed answer");
+  }
   std::vector<int> errs(count);
+  // Which entries asked for a descriptor: their request's.
+  std::vector<bool> opens;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it != pending_.end()) opens = it->second->opens;
+  }
+  if (opens.size() != count) return refuse("an answer to no request");
   size_t opened = 0;
   for (uint32_t i = 0; i < count; ++i) {
     errs[i] = static_cast<int>(GetU32(buf.data() + kHeader + 4 * i));
     if (errs[i] < 0) return refuse("a malformed answer");
-    opened += errs[i] == 0;
+    opened += opens[i] && errs[i] == 0;
   }
   if (opened != fds.size()) return refuse("an answer whose descriptors do not match it");
   // Each descriptor must have been opened for reading: an O_PATH one can be
   // had for a file its holder may not read.
   for (size_t i = 0, k = 0; i < count; ++i) {
-    if (errs[i] != 0) continue;
+    if (errs[i] != 0 || !opens[i]) continue;
     const int fl = fcntl(fds[k], F_GETFL);
     if (fl < 0 || (fl & O_PATH) != 0 || (fl & O_ACCMODE) == O_WRONLY) {
       close(fds[k]);
@@ -293,6 +368,7 @@ absl::Status OpenChannel::ReceiveOne(absl::Time deadline) {
   }
   it->second->fds = std::move(fds);
   it->second->errs = std::move(errs);
+  it->second->texts = std::move(texts);
   it->second->done = true;
   return absl::OkStatus();
 }

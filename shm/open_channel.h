@@ -10,11 +10,19 @@
 //
 // Wire format, one datagram each way per request (many paths a request):
 //   request = u32 id, u32 count, then count x (u8 op, path bytes, NUL)
-//   answer  = u32 id, u32 count, then count x i32 errno; the descriptors of
-//             the entries whose errno is 0 follow as SCM_RIGHTS, in order.
+//   answer  = u32 id, u32 count, then count x i32 errno; where the request
+//             held a kSign entry, then count x u32 length and the entries'
+//             texts; the descriptors of the entries whose errno is 0
+//             follow as SCM_RIGHTS, in order.
 // Ops: kOpenFile (O_RDONLY) and kOpenFolder (O_RDONLY | O_DIRECTORY), both
 // O_NONBLOCK | O_NOCTTY | O_CLOEXEC, resolved with openat2 RESOLVE_BENEATH
-// | RESOLVE_NO_MAGICLINKS ("." is the folder itself).
+// | RESOLVE_NO_MAGICLINKS ("." is the folder itself); kSign, whose "path"
+// is a request to sign (server/objstore/s3_signing.h) and whose text is
+// the signature, or, with an errno, the client's reason to refuse.
+//
+// The same channel, with no folder, is the client's signer for a session
+// whose dataset is in an object store (ServeSigner): the daemon has each
+// request signed and never holds the trainer's secret.
 //
 // OpenServer is the client's end: threads of its own (never the trainer's
 // Python thread) serve requests until the daemon closes its end or the
@@ -29,6 +37,7 @@
 #define STOKER_SHM_OPEN_CHANNEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,11 +52,18 @@
 
 namespace stoker::shm {
 
-enum class OpenOp : uint8_t { kOpenFile = 1, kOpenFolder = 2 };
+enum class OpenOp : uint8_t { kOpenFile = 1, kOpenFolder = 2, kSign = 3 };
+
+// The client's signer: a signature for a request to sign, or an error
+// whose message tells the daemon's caller why not. Called on the server's
+// own threads, several at once.
+using SignFn = std::function<absl::StatusOr<std::string>(const std::string& request)>;
 
 // The most paths one request carries, and their bytes in all.
 inline constexpr size_t kMaxOpensPerRequest = 128;
 inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+// The most bytes of text one answer carries, all entries together.
+inline constexpr size_t kMaxAnswerText = 16 * 1024;
 
 // Both ends of a new SOCK_SEQPACKET pair: {the client's, the daemon's}.
 absl::StatusOr<std::pair<int, int>> OpenChannelPair();
@@ -55,8 +71,9 @@ absl::StatusOr<std::pair<int, int>> OpenChannelPair();
 class OpenServer {
  public:
   // Serves requests on `sock` with `threads` threads, opening beneath
-  // `folder_fd`. Takes both descriptors.
-  OpenServer(int sock, int folder_fd, int threads = 4);
+  // `folder_fd` (-1: opens nothing, EACCES) and signing with `sign` (null:
+  // signs nothing, EINVAL). Takes both descriptors.
+  OpenServer(int sock, int folder_fd, int threads = 4, SignFn sign = nullptr);
   ~OpenServer();  // Stops serving: the daemon's next Open is UNAVAILABLE.
   OpenServer(const OpenServer&) = delete;
   OpenServer& operator=(const OpenServer&) = delete;
@@ -66,6 +83,7 @@ class OpenServer {
  private:
   void Serve();
   const int sock_, folder_fd_;
+  const SignFn sign_;
   std::vector<std::thread> threads_;
   mutable absl::Mutex mu_;
   uint64_t opened_ ABSL_GUARDED_BY(mu_) = 0;
@@ -82,6 +100,15 @@ struct ServedFolder {
   std::unique_ptr<OpenServer> server;
 };
 absl::StatusOr<ServedFolder> ServeFolder(const std::string& folder);
+
+// The client's signer: a channel pair whose `server` signs with `sign` and
+// opens nothing; the daemon is handed `channel_fd` (HandOverSigner), which
+// the caller closes once sent.
+struct ServedSigner {
+  int channel_fd = -1;
+  std::unique_ptr<OpenServer> server;
+};
+absl::StatusOr<ServedSigner> ServeSigner(SignFn sign);
 
 class OpenChannel {
  public:
@@ -104,6 +131,10 @@ class OpenChannel {
                     std::vector<int>* errs);
   // One path: its descriptor, or -1 and *err set to the client's errno.
   absl::StatusOr<int> OpenOne(OpenOp op, const std::string& path, int* err);
+  // The client's signature of `request` (no NUL); UNAVAILABLE for a broken
+  // or closed channel, PERMISSION_DENIED with the client's words when it
+  // refuses, UNIMPLEMENTED from a client that cannot sign.
+  absl::StatusOr<std::string> Sign(const std::string& request);
 
   // Why the channel is broken; OK while it works.
   absl::Status broken() const;
@@ -112,7 +143,11 @@ class OpenChannel {
   struct Pending {
     bool done = false;
     std::vector<int> fds, errs;
+    std::vector<std::string> texts;  // Empty when the answer carried none.
+    std::vector<bool> opens;  // Which entries are opens (have a descriptor).
   };
+  // Sends `requests` and waits for their answer into *mine.
+  absl::Status Exchange(const std::vector<Request>& requests, Pending* mine);
   // Receives one answer and hands it to its Pending; breaks the channel on
   // anything malformed. Called by one waiter at a time, without mu_.
   absl::Status ReceiveOne(absl::Time deadline);

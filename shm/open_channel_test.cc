@@ -181,6 +181,79 @@ TEST_F(OpenChannelTest, LyingClientsLeakNothing) {
   EXPECT_EQ(OpenFds(), before);
 }
 
+// A signer: signatures come back for what it accepts, its words for what
+// it refuses, from many threads at once; it opens nothing.
+TEST(SignChannel, SignsRefusesAndOpensNothing) {
+  absl::StatusOr<ServedSigner> served =
+      ServeSigner([](const std::string& r) -> absl::StatusOr<std::string> {
+        if (r.rfind("GET\n", 0) != 0) return absl::PermissionDeniedError("only GET: " + r);
+        return "signed:" + r;
+      });
+  ASSERT_TRUE(served.ok()) << served.status();
+  OpenChannel channel(served->channel_fd);
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const std::string r = "GET\n" + std::to_string(t * 1000 + i);
+        absl::StatusOr<std::string> s = channel.Sign(r);
+        good += s.ok() && *s == "signed:" + r;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(good.load(), 400);
+  absl::StatusOr<std::string> refused = channel.Sign("PUT\nx");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("only GET: PUT"), std::string::npos);
+  int err = 0;
+  absl::StatusOr<int> fd = channel.OpenOne(OpenOp::kOpenFile, "etc/passwd", &err);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_EQ(*fd, -1);
+  EXPECT_EQ(err, EACCES);
+  EXPECT_TRUE(channel.broken().ok());
+}
+
+// An opener that cannot sign (an older client's) says so; a folder's
+// opener signs nothing.
+TEST_F(OpenChannelTest, AnOpenerWithoutASignerCannotSign) {
+  std::unique_ptr<OpenServer> server;
+  auto channel = Serve(&server);
+  EXPECT_EQ(channel->Sign("GET\nx").status().code(), absl::StatusCode::kUnimplemented);
+  int err = 0;
+  EXPECT_TRUE(channel->OpenOne(OpenOp::kOpenFile, "a.txt", &err).ok());
+}
+
+// Texts whose lengths lie break the channel, and nothing else.
+TEST(SignChannel, LyingLengthsBreakTheChannel) {
+  for (uint32_t lie : {uint32_t{5}, uint32_t{1} << 31, uint32_t{0}}) {
+    auto pair = OpenChannelPair();
+    ASSERT_TRUE(pair.ok());
+    OpenChannel channel(pair->second, absl::Seconds(10));
+    std::thread client([fd = pair->first, lie] {
+      char buf[4096];
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n >= 8) {
+        std::string answer(buf, 8);  // Its id, count 1.
+        const uint32_t zero = 0;
+        answer.append(reinterpret_cast<const char*>(&zero), 4);
+        answer.append(reinterpret_cast<const char*>(&lie), 4);
+        answer.append("abc");  // Three bytes, whatever the length says.
+        SendWithFds(fd, answer, {}).IgnoreError();
+      }
+      char more;
+      recv(fd, &more, 1, 0);
+      close(fd);
+    });
+    absl::StatusOr<std::string> s = channel.Sign("GET\nx");
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << lie << " " << s.status();
+    EXPECT_EQ(channel.broken().code(), absl::StatusCode::kUnavailable);
+    shutdown(pair->second, SHUT_RDWR);
+    client.join();
+  }
+}
+
 // The ring socket's exchanges take one descriptor, or two: a message that
 // carries more never leaves one open.
 TEST(FdPassingAccounting, ExtraDescriptorsAreClosed) {

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/cpp/dataset_spec.h"
 #include "client/cpp/object_store_access.h"
+#include "client/cpp/session_signer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/spec_util.h"
@@ -446,10 +447,27 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   std::unique_ptr<shm::OpenServer> opener;
   const std::string folder = DatasetFolder(req.spec().dataset());
   const bool remote = DatasetLocation(req.spec().dataset()).second == std::string("url");
+  std::unique_ptr<shm::OpenServer> signer;
   if (remote) {
     // Named by URL: the data is in an object store, read with this
-    // trainer's own access as its environment gives it.
-    STOKER_ASSIGN_OR_RETURN(*req.mutable_object_store(), ObjectStoreAccessFromEnvironment());
+    // trainer's own access as its environment gives it; the daemon has
+    // each request signed here, and never holds the secret.
+    STOKER_ASSIGN_OR_RETURN(v1::ObjectStoreAccess found, ObjectStoreAccessFromEnvironment());
+    SigningKey key{found.access_key_id(), found.secret_access_key(), found.session_token(), ""};
+    found.clear_secret_access_key();
+    found.clear_session_token();
+    *req.mutable_object_store() = found;
+    if (!key.access_key_id.empty()) {
+      if (impl_->token.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the daemon at ", impl_->socket_path, " has no ring socket, through which this "
+            "client signs its object store requests"));
+      }
+      STOKER_ASSIGN_OR_RETURN(
+          signer, ServeSessionSigner(shm::RingSocketPath(impl_->socket_path),
+                                     req.spec().dataset().s3(), req.mutable_object_store(),
+                                     [key]() -> absl::StatusOr<SigningKey> { return key; }));
+    }
   }
   if (!impl_->token.empty() && !folder.empty()) {
     // Hand the daemon the dataset's folder (an object store dataset's: its
@@ -487,8 +505,9 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     return ring.status();
   }
   // An object store's samples are no files of this machine: its opener
-  // (a local manifest's) served the opening alone.
-  if (remote) opener.reset();
+  // (a local manifest's) served the opening alone; its signer serves the
+  // whole session.
+  if (remote) opener = std::move(signer);
   auto core = std::make_shared<SessionCore>(impl_->stub, impl_->token, resp,
                                             *std::move(ring), std::move(opener));
   if (absl::Status s = core->StartAttach(); !s.ok()) {

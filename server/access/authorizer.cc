@@ -26,7 +26,7 @@ Authorizer::~Authorizer() {
 }
 
 void Authorizer::Close(const Root& root) {
-  close(root.fd);
+  if (root.fd >= 0) close(root.fd);
   if (root.channel_fd >= 0) close(root.channel_fd);
 }
 
@@ -181,6 +181,30 @@ absl::StatusOr<std::shared_ptr<Beneath>> Authorizer::Confine(
   confined->guard = guard;
   if (guard != nullptr) STOKER_RETURN_IF_ERROR(guard->Check(given, dir));
   return confined;
+}
+
+absl::StatusOr<std::shared_ptr<shm::OpenChannel>> Authorizer::TakeSigner(
+    const std::string& token, int64_t uid) {
+  Root root;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = roots_.find(token);
+    if (it != roots_.end() && it->second.fd < 0 && int64_t{it->second.uid} == uid) {
+      root = it->second;
+      roots_.erase(it);
+    }
+  }
+  int type = -1;
+  socklen_t len = sizeof(type);
+  if (root.channel_fd < 0 ||
+      getsockopt(root.channel_fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+      type != SOCK_SEQPACKET) {
+    Close(root);
+    return absl::UnauthenticatedError(
+        "the session brought no signer of its object store requests (the client hands one "
+        "over on the ring socket; this daemon never takes a trainer's secret)");
+  }
+  return std::make_shared<shm::OpenChannel>(root.channel_fd);
 }
 
 absl::Status Authorizer::RequireAdmin(const Caller& caller, const char* what) {

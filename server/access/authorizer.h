@@ -15,6 +15,9 @@
 //   dataset goes through: each file opened by the client with the caller's
 //   own rights (shm/open_channel.h), the daemon's own files refused
 //   (FileGuard). The daemon never opens a confined caller's file itself.
+// - Signers: a client hands over the daemon's end of a signer (an opener
+//   with no folder, RegisterRoot with fd -1) for a session whose dataset
+//   is in an object store; TakeSigner gives it to that session.
 //
 // Without `required` (in-process use, no handoff socket) every caller is
 // the default admin Caller and nothing is confined. Thread-safe.
@@ -34,6 +37,7 @@
 #include "absl/time/time.h"
 #include "proto/stoker.pb.h"
 #include "server/access/file_system.h"
+#include "shm/open_channel.h"
 
 namespace stoker {
 
@@ -73,6 +77,12 @@ class Authorizer {
   // All users together; past it the oldest root of the uid holding the
   // most is closed.
   static constexpr size_t kMaxPendingRoots = 4096;
+
+  // The client's signer `token` names (RegisterRoot with fd -1), taken:
+  // UNAUTHENTICATED when it names none of `uid`'s, or no SOCK_SEQPACKET
+  // socket. Every caller's, admins' too: the daemon signs for nobody.
+  absl::StatusOr<std::shared_ptr<shm::OpenChannel>> TakeSigner(const std::string& token,
+                                                               int64_t uid);
 
   // The daemon's own files, refused to confined callers; set once they
   // exist (after L2 is open), before calls are served.

@@ -110,20 +110,31 @@ namespace {
 
 // The caller's object store access as the request gave it, for a source
 // that names what it reads by URL (null: none given, or a local source;
-// its credentials null when no key came).
+// its credentials null when the trainer has none). Each request is signed
+// by the caller's client, through the signer the request's token names.
 absl::StatusOr<std::shared_ptr<const ObjectStoreAccess>> AccessOf(
-    const v1::DatasetSpec& spec, const v1::ObjectStoreAccess& a) {
+    const v1::DatasetSpec& spec, const v1::ObjectStoreAccess& a, Authorizer& auth,
+    const Caller& caller) {
   if (DatasetLocation(spec).second != std::string("url") || a.endpoint().empty()) {
     return nullptr;
+  }
+  if (!a.secret_access_key().empty() || !a.session_token().empty()) {
+    return absl::FailedPreconditionError(
+        "the client sent its object store secret: this daemon takes none (each request is "
+        "signed in the trainer's process); use a client as new as the daemon");
   }
   auto out = std::make_shared<ObjectStoreAccess>();
   STOKER_ASSIGN_OR_RETURN(out->endpoint, Endpoint::Parse(a.endpoint()));
   if (a.access_key_id().empty()) return std::shared_ptr<const ObjectStoreAccess>(std::move(out));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<shm::OpenChannel> signer,
+                          auth.TakeSigner(a.signer_token(), caller.uid));
   auto c = std::make_shared<S3Credentials>();
   c->access_key_id = a.access_key_id();
-  c->secret_access_key = a.secret_access_key();
-  c->session_token = a.session_token();
   if (!a.region().empty()) c->region = a.region();
+  c->remote = [signer](const SigningRequest& r) -> absl::StatusOr<Signature> {
+    STOKER_ASSIGN_OR_RETURN(std::string answer, signer->Sign(r.Encode()));
+    return Signature::Parse(answer);
+  };
   out->credentials = std::move(c);
   return std::shared_ptr<const ObjectStoreAccess>(std::move(out));
 }
@@ -136,7 +147,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
   STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Beneath> beneath, auth_.Confine(spec, caller));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ObjectStoreAccess> objects,
-                          AccessOf(spec, access));
+                          AccessOf(spec, access, auth_, caller));
   // Shown in GetStats while it runs.
   const std::shared_ptr<OpeningProgress> progress =
       openings_.Begin(caller.uid, pid, DatasetLocation(spec).first);

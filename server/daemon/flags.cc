@@ -75,7 +75,7 @@ ABSL_FLAG(std::string, object_store_endpoints, "",
           "listed here.");
 ABSL_FLAG(absl::Duration, object_store_deadline, stoker::DaemonOptions().object_store_deadline,
           "Longest one object store request may take, its time queued, its "
-          "attempts and their backoff included (e.g. 2m); past it the sample "
+          "attempts and their backoff included (e.g. 2m; at most 10m); past it the sample "
           "read is DEADLINE_EXCEEDED and its reader thread free.");
 ABSL_FLAG(stoker::ByteSize, object_store_low_speed,
           stoker::ByteSize{stoker::DaemonOptions().object_store_low_speed_bytes},
@@ -267,8 +267,11 @@ absl::StatusOr<StokerdConfig> Config() {
         absl::StrCat("--object-store-endpoints: ", e.status().message()));
   }
   options.object_store_deadline = absl::GetFlag(FLAGS_object_store_deadline);
-  if (options.object_store_deadline <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--object-store-deadline must be positive");
+  if (options.object_store_deadline <= absl::ZeroDuration() ||
+      options.object_store_deadline > absl::Minutes(10)) {
+    // Every attempt of a request carries the signature made at its start,
+    // which a store takes for 15 minutes.
+    return absl::InvalidArgumentError("--object-store-deadline must be positive and at most 10m");
   }
   options.object_store_low_speed_bytes = absl::GetFlag(FLAGS_object_store_low_speed).bytes;
   options.object_store_low_speed_time = absl::GetFlag(FLAGS_object_store_low_speed_time);

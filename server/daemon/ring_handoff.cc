@@ -102,12 +102,18 @@ void RingHandoffServer::HandleOne(int sock) {
   absl::StatusOr<shm::PeerCredentials> peer = shm::GetPeerCredentials(sock);
   std::string request;
   // A root exchange carries two descriptors (the folder, the opener's
-  // end); every other none. Whatever else arrives is closed.
+  // end), a signer's one; every other none. Whatever else arrives is closed.
   std::vector<int> fds;
   absl::Status s = peer.status();
   if (s.ok()) s = shm::ReceiveWithFds(sock, 256, 2, &request, &fds, deadline);
   if (s.ok() && request == "STOKER-ROOT 2" && fds.size() == 2) {
     const std::string token = daemon_->authorizer().RegisterRoot(fds[0], fds[1], peer->uid);
+    shm::SendWithFd(sock, absl::StrCat("OK ", token, "\n"), -1).IgnoreError();
+    return;
+  }
+  if (s.ok() && request == "STOKER-SIGN 1" && fds.size() == 1) {
+    // A signer: an opener with no folder.
+    const std::string token = daemon_->authorizer().RegisterRoot(-1, fds[0], peer->uid);
     shm::SendWithFd(sock, absl::StrCat("OK ", token, "\n"), -1).IgnoreError();
     return;
   }

@@ -12,10 +12,6 @@
 namespace stoker {
 namespace {
 
-// SHA-256 of nothing: the payload hash of every request without a body.
-constexpr char kEmptySha256[] =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* w = static_cast<AttemptWire*>(user);
   long http = 0;
@@ -94,8 +90,6 @@ absl::Status PrepareAttempt(const S3Request& r, int attempt, absl::Duration time
   w->easy = h;
   std::string url = absl::StrCat(r.endpoint.ToString(), ObjectPath(r.bucket, r.key));
   if (!r.query.empty()) absl::StrAppend(&url, "?", CanonicalQuery(r.query));
-  const S3Credentials& c = *r.credentials;
-  const std::string sigv4 = absl::StrCat("aws:amz:", c.region, ":s3");
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);  // A key's "../" is the key's.
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -115,9 +109,6 @@ absl::Status PrepareAttempt(const S3Request& r, int attempt, absl::Duration time
   }
   w->error[0] = '\0';
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, w->error);
-  curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
-  curl_easy_setopt(h, CURLOPT_USERNAME, c.access_key_id.c_str());
-  curl_easy_setopt(h, CURLOPT_PASSWORD, c.secret_access_key.c_str());
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, w);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnHeader);
@@ -130,9 +121,15 @@ absl::Status PrepareAttempt(const S3Request& r, int attempt, absl::Duration time
   }
   curl_slist* hs = nullptr;
   auto add = [&](const std::string& header) { hs = curl_slist_append(hs, header.c_str()); };
+  // The headers SignRequest signed, as it signed them.
+  add(absl::StrCat("Host: ", r.host));
+  add(absl::StrCat("x-amz-date: ", r.amz_date));
   add(absl::StrCat("x-amz-content-sha256: ",
-                   r.method == S3Request::Method::kPut ? "UNSIGNED-PAYLOAD" : kEmptySha256));
-  if (!c.session_token.empty()) add(absl::StrCat("x-amz-security-token: ", c.session_token));
+                   PayloadHash(r.method == S3Request::Method::kPut ? "PUT" : "GET")));
+  add(absl::StrCat("Authorization: ", r.signature.authorization));
+  if (!r.signature.session_token.empty()) {
+    add(absl::StrCat("x-amz-security-token: ", r.signature.session_token));
+  }
   if (!r.if_match.empty()) add(absl::StrCat("If-Match: \"", r.if_match, "\""));
   if (r.method == S3Request::Method::kGet && r.length > 0) {
     add(absl::StrCat("Range: bytes=", r.offset, "-", r.offset + r.length - 1));

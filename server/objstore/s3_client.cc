@@ -458,6 +458,9 @@ void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
   absl::Status refused = loop_->options().endpoints.Check(r.endpoint);
   if (refused.ok()) refused = CheckRequest(r);
   if (refused.ok() && Cancelled(r)) refused = CancelledStatus(r);
+  // Signed once, on the caller's thread: a caller's client that is slow to
+  // sign holds its own reader, never the event thread.
+  if (refused.ok()) refused = SignRequest(&r, absl::Now());
   if (!refused.ok()) {
     S3Reply reply;
     reply.status = std::move(refused);

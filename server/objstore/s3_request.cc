@@ -29,14 +29,6 @@ bool AllOf(absl::string_view s, bool (*ok)(unsigned char)) {
   return std::all_of(s.begin(), s.end(),
                      [ok](char c) { return ok(static_cast<unsigned char>(c)); });
 }
-bool KeyIdChar(unsigned char c) { return absl::ascii_isalnum(c); }
-bool RegionChar(unsigned char c) {
-  return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-';
-}
-bool TokenChar(unsigned char c) {
-  return absl::ascii_isalnum(c) || c == '+' || c == '/' || c == '=' || c == '-' || c == '_' ||
-         c == '.';
-}
 bool VisibleChar(unsigned char c) { return c > 0x20 && c < 0x7f; }
 bool EtagChar(unsigned char c) { return VisibleChar(c) && c != '"'; }
 
@@ -104,13 +96,15 @@ absl::Status CheckRequest(const S3Request& r) {
   }
   const S3Credentials& c = *r.credentials;
   const char* bad = nullptr;
-  if (c.access_key_id.size() > 128 || !AllOf(c.access_key_id, KeyIdChar)) {
+  if (c.access_key_id.size() > 128 || !AllOf(c.access_key_id, IsKeyIdChar)) {
     bad = "access key id";
-  } else if (c.secret_access_key.size() > 128 || !AllOf(c.secret_access_key, VisibleChar)) {
+  } else if (c.remote == nullptr && (c.secret_access_key.empty() ||
+                                     c.secret_access_key.size() > 128 ||
+                                     !AllOf(c.secret_access_key, VisibleChar))) {
     bad = "secret access key";
-  } else if (c.session_token.size() > 4096 || !AllOf(c.session_token, TokenChar)) {
+  } else if (c.session_token.size() > 4096 || !AllOf(c.session_token, IsTokenChar)) {
     bad = "session token";
-  } else if (c.region.empty() || c.region.size() > 32 || !AllOf(c.region, RegionChar)) {
+  } else if (c.region.empty() || c.region.size() > 32 || !AllOf(c.region, IsRegionChar)) {
     bad = "region";
   } else if (r.if_match.size() > 256 || !AllOf(r.if_match, EtagChar)) {
     bad = "ETag";
@@ -123,6 +117,30 @@ absl::Status CheckRequest(const S3Request& r) {
   if (r.length > 0 && r.offset > UINT64_MAX - r.length) {
     return absl::InvalidArgumentError(absl::StrCat(Named(r), ": the range's end overflows"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SignRequest(S3Request* r, absl::Time now) {
+  const char* method = r->method == S3Request::Method::kGet    ? "GET"
+                       : r->method == S3Request::Method::kHead ? "HEAD"
+                                                               : "PUT";
+  r->host = HostHeader(r->endpoint);
+  r->amz_date = AmzDate(now);
+  const SigningRequest what{method, r->host, ObjectPath(r->bucket, r->key),
+                            CanonicalQuery(r->query), r->amz_date};
+  const S3Credentials& c = *r->credentials;
+  if (c.remote == nullptr) {
+    r->signature = SignV4(what, SigningKey{c.access_key_id, c.secret_access_key,
+                                           c.session_token, c.region});
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Signature> s = c.remote(what);
+  if (!s.ok()) {
+    return absl::Status(s.status().code(),
+                        absl::StrCat(Named(*r), ": the trainer's client did not sign the request (",
+                                     s.status().message(), ")"));
+  }
+  r->signature = *std::move(s);
   return absl::OkStatus();
 }
 

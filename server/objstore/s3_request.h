@@ -10,6 +10,7 @@
 #define STOKER_SERVER_OBJSTORE_S3_REQUEST_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "server/objstore/s3_address.h"
+#include "server/objstore/s3_signing.h"
 #include "util/cancellation.h"
 
 namespace stoker {
@@ -33,9 +35,13 @@ struct S3Credentials {
   ~S3Credentials();
 
   std::string access_key_id;
-  std::string secret_access_key;
+  std::string secret_access_key;  // Empty where `remote` signs.
   std::string session_token;  // Empty unless temporary credentials.
   std::string region = "us-east-1";
+  // Signs for a caller whose secret the daemon never holds: the caller's
+  // own client, asked for each request (its answer already parsed as
+  // hostile, s3_signing.h). Null: signed here, with the secret.
+  std::function<absl::StatusOr<Signature>(const SigningRequest&)> remote;
 };
 
 // Overwrites all of `s`'s buffer (its capacity, not only its size) with
@@ -79,7 +85,17 @@ struct S3Request {
   // the request ends CANCELLED at once, queued or in flight, and is not
   // tried again. Null: never.
   std::shared_ptr<const Cancellation> cancel;
+  // Set by SignRequest, once: every attempt sends these headers (a
+  // signature holds for 15 minutes; a request's deadline is shorter).
+  std::string host, amz_date;
+  Signature signature;
 };
+
+// Signs `r` as of `now` with its credentials: here with their secret, or by
+// asking their `remote` signer. The signer's error, saying so, when the
+// caller's client does not sign (UNAVAILABLE: it is gone or did not answer
+// in time; PERMISSION_DENIED: it refused, its words given).
+absl::Status SignRequest(S3Request* r, absl::Time now);
 
 struct S3Reply {
   absl::Status status;

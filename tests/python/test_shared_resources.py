@@ -1,6 +1,7 @@
 """Shared resources a hostile user of a node could take from another, with
 the real uids of test_hostile.py: a stand-in for the daemon (a byte relay,
-or the user's own stokerd) gets no secret, a store that drips holds only
+or the user's own stokerd) gets no secret, nor does the node's own daemon
+(each request is signed in the trainer's process), a store that drips holds only
 its user's reader threads, and failed samples cost the daemon a bounded
 log. Each attack overlaps the victim's reads, which keep their checksums.
 Needs root to create the users; skipped with a message otherwise."""
@@ -221,14 +222,14 @@ class DripStore:
 
 class DripNode(Node):
     """A Node whose object store drips. Eight reader threads, so a user may
-    hold four; no low speed and an hour's deadline, so that only the cap
+    hold four; no low speed and ten minutes' deadline, so that only the cap
     keeps reader threads for the victim, and only the session's close ends
     the attacker's reads."""
 
     READERS, CAP = 8, 4
     daemon_flags = ("--reader-threads", str(READERS), "--max-reader-threads-per-user", str(CAP),
                     "--object-store-low-speed", "0",
-                    "--object-store-deadline", "1h")
+                    "--object-store-deadline", "10m")
 
     def __init__(self, bundle, dataset):  # noqa: F811
         self.drip = DripStore()
@@ -278,6 +279,60 @@ def test_a_store_that_drips_holds_only_its_users_reader_threads(users, data_grou
         # Its session closed: its reads end now, not in an hour.
         assert node.drip.wait(lambda s: s.active == 0, 60), node.drip.active
         assert node.drip.most == node.CAP
+
+
+def memory_counts(pid, needles):
+    """How many times each of `needles` (bytes) is in the readable memory of
+    process `pid` (root reads any process's)."""
+    counts = dict.fromkeys(needles, 0)
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("r") or line.rstrip().endswith("[vvar]"):
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            overlap = max(len(n) for n in needles) - 1
+            at, tail = start, b""
+            while at < end:  # In pieces, each joined to the last one's end.
+                try:
+                    mem.seek(at)
+                    piece = mem.read(min(8 << 20, end - at))
+                except OSError:
+                    break
+                data = tail + piece
+                for n in needles:
+                    counts[n] += data.count(n)
+                tail = data[-overlap:]
+                at += len(piece)
+                if not piece:
+                    break
+    return counts
+
+
+@needs_users
+def test_the_node_daemon_reads_a_bucket_without_the_secret(users, data_group, bundle,
+                                                            dataset):  # noqa: F811
+    """The node's own daemon reads a victim's bucket: the listing and the
+    GETs in flight are signed in the victim's process, and the daemon's
+    whole memory holds the key id (the scan finds what is there) but not
+    one copy of the secret, while the reads run."""
+    with running(DripNode, bundle, dataset) as node:
+        py = os.path.join(node.bundle, "lib", "stoker", "python")
+        victim = subprocess.Popen(
+            as_user(VICTIM, "env", f"PYTHONPATH={py}", f"AWS_ENDPOINT_URL={node.store}",
+                    "AWS_ACCESS_KEY_ID=AKIAVICTIMKEYID", "AWS_SECRET_ACCESS_KEY=VICTIMSECRETKEY",
+                    "AWS_DEFAULT_REGION=us-east-1", "/usr/bin/python3", "-c", DRIP_READ_PY,
+                    node.socket),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert node.drip.wait(lambda s: s.active >= 1, 120), (
+                victim.poll(), node.log_text()[-3000:])
+            counts = memory_counts(node.proc.pid, (b"AKIAVICTIMKEYID", b"VICTIMSECRETKEY"))
+        finally:
+            victim.kill()
+            victim.communicate()
+        assert counts[b"AKIAVICTIMKEYID"] > 0, counts
+        assert counts[b"VICTIMSECRETKEY"] == 0, counts
 
 
 @needs_users

@@ -1,6 +1,6 @@
 // A loopback HTTP/1.1 server that stands in for an object store that is
 // slow or failing: it answers every request (any method, any path) with
-// `status`, and a 200's body of `bytes` bytes is sent `chunk` bytes at a
+// `status` (or only the first `errors`, then 200), and a 200's body of `bytes` bytes is sent `chunk` bytes at a
 // time, `interval` apart (a store that drips). It counts the requests
 // that arrived and the answers the client hung up on before their end,
 // and tests wait for either count (never for time).
@@ -33,7 +33,9 @@ namespace drip_testing {
 class DripServer {
  public:
   struct Options {
-    int status = 200;  // 200, or an error answered at once with no body.
+    int status = 200;  // 200, or an error answered at once with `error_body`.
+    std::string error_body;
+    int errors = -1;  // How many requests get `status`, then 200s (-1: all).
     uint64_t bytes = 1 << 20;
     size_t chunk = 1;
     absl::Duration interval = absl::Milliseconds(100);
@@ -84,6 +86,11 @@ class DripServer {
     absl::MutexLock lock(&mu_);
     return requests_;
   }
+  // Each request's head (its request line and headers), in order.
+  std::vector<std::string> heads() const {
+    absl::MutexLock lock(&mu_);
+    return heads_;
+  }
 
  private:
   void Accept() {
@@ -120,7 +127,7 @@ class DripServer {
   void Serve(int fd) {
     std::string in;
     char buf[4096];
-    const std::string body = Body(options_.status == 200 ? options_.bytes : 0);
+    const std::string body = Body(options_.bytes);
     for (;;) {
       const size_t end = in.find("\r\n\r\n");
       if (end == std::string::npos) {
@@ -129,14 +136,18 @@ class DripServer {
         in.append(buf, static_cast<size_t>(n));
         continue;
       }
-      in.erase(0, end + 4);  // No request of the client's has a body.
+      bool error;
       {
         absl::MutexLock lock(&mu_);
+        heads_.push_back(in.substr(0, end));
+        error = options_.status != 200 && (options_.errors < 0 || requests_ < options_.errors);
         ++requests_;
       }
-      if (options_.status != 200) {
-        if (!Send(fd, absl::StrCat("HTTP/1.1 ", options_.status,
-                                   " Error\r\nContent-Length: 0\r\n\r\n"))) {
+      in.erase(0, end + 4);  // No request of the client's has a body.
+      if (error) {
+        if (!Send(fd, absl::StrCat("HTTP/1.1 ", options_.status, " Error\r\nContent-Length: ",
+                                   options_.error_body.size(), "\r\n\r\n",
+                                   options_.error_body))) {
           break;
         }
         continue;
@@ -175,6 +186,7 @@ class DripServer {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> heads_ ABSL_GUARDED_BY(mu_);
   int hang_ups_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int> connections_ ABSL_GUARDED_BY(mu_);
   // Joined by the destructor (started only by Accept, which it joins first).

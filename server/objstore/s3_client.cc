@@ -6,6 +6,7 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -482,23 +483,33 @@ S3Reply S3Client::Run(S3Request r, const std::function<bool()>& stop) {
     absl::Notification got;
     S3Reply reply;
   };
-  auto wait = std::make_shared<Wait>();
-  Start(std::move(r), [wait](S3Reply reply) {
-    wait->reply = std::move(reply);
-    wait->got.Notify();
-  });
-  if (!stop) {
-    wait->got.WaitForNotification();
-    return std::move(wait->reply);
-  }
-  while (!wait->got.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
-    if (stop()) {
-      S3Reply out;
-      out.status = absl::CancelledError("the request's reader stopped");
-      return out;
+  auto once = [this, &stop](S3Request req) {
+    auto wait = std::make_shared<Wait>();
+    Start(std::move(req), [wait](S3Reply reply) {
+      wait->reply = std::move(reply);
+      wait->got.Notify();
+    });
+    if (!stop) {
+      wait->got.WaitForNotification();
+      return std::move(wait->reply);
     }
-  }
-  return std::move(wait->reply);
+    while (!wait->got.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+      if (stop()) {
+        S3Reply out;
+        out.status = absl::CancelledError("the request's reader stopped");
+        return out;
+      }
+    }
+    return std::move(wait->reply);
+  };
+  // A request its caller's client signs is signed once more, and sent
+  // again, if the store finds its token expired: the client had its
+  // credentials refreshed while the request waited or ran.
+  std::optional<S3Request> again;
+  if (r.credentials != nullptr && r.credentials->remote != nullptr) again = r;
+  S3Reply reply = once(std::move(r));
+  if (again.has_value() && reply.expired_token) reply = once(*std::move(again));
+  return reply;
 }
 
 absl::StatusOr<ObjectVersion> S3Client::Head(const Endpoint& e, const S3Url& object,

@@ -185,6 +185,7 @@ AttemptVerdict JudgeAttempt(const S3Request& r, AttemptFacts f) {
       "ExpiredToken", "TokenRefreshRequired"};
   const bool refused =
       std::find(std::begin(kRefused), std::end(kRefused), code) != std::end(kRefused);
+  reply.expired_token = code == "ExpiredToken" || code == "TokenRefreshRequired";
   if (out.retry) {
     reply.status = absl::UnavailableError(absl::StrCat(why, Attempts(f.attempt)));
   } else if (refused || f.http == 401 || f.http == 403) {

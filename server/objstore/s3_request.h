@@ -103,6 +103,9 @@ struct S3Reply {
   std::string body;
   ObjectVersion version;
   int attempts = 0;
+  // The store said the request's session token has expired (its
+  // credentials were refreshed since it was signed, or are being).
+  bool expired_token = false;
 };
 
 // Whether `r` may be sent: UNAUTHENTICATED without credentials (saying

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "util/log.h"
 
@@ -23,8 +24,10 @@ void SampleErrorLog::Report(const std::string& path, const absl::Status& status)
                           " samples failed; the rest are counted (stokerctl stats), not logged");
     } else {
       if (!seen_.insert(absl::Hash<std::string>{}(path)).second) return;
-      line = absl::StrCat(owner_, ": sample failed (delivered as zeros, counted): ", path, ": ",
-                          status.message());
+      // A user's bytes, escaped: a name holding a newline writes no line
+      // of its own into the daemon's log.
+      line = absl::StrCat(owner_, ": sample failed (delivered as zeros, counted): \"",
+                          absl::CHexEscape(path), "\": ", absl::CHexEscape(status.message()));
     }
   }
   if (sink_) {

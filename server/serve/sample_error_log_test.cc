@@ -20,12 +20,24 @@ TEST(SampleErrorLog, EachPathOnceThenOneLineAtTheCap) {
     log.Report("b.jpg", missing);
   }
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[0], "session 7: sample failed (delivered as zeros, counted): a.jpg: no such file");
+  EXPECT_EQ(lines[0],
+            "session 7: sample failed (delivered as zeros, counted): \"a.jpg\": no such file");
   for (int i = 0; i < 10; ++i) log.Report(absl::StrCat("c", i, ".jpg"), missing);
   ASSERT_EQ(lines.size(), 4u);  // c0, then the cap's line; nothing after.
   EXPECT_EQ(lines[3],
             "session 7: over 3 samples failed; the rest are counted (stokerctl stats), not logged");
   EXPECT_EQ(log.kept(), 3u);
+}
+
+TEST(SampleErrorLog, AUsersBytesWriteNoLineOfTheirOwn) {
+  std::vector<std::string> lines;
+  SampleErrorLog log("session 3", 10, [&](const std::string& l) { lines.push_back(l); });
+  log.Report("x.jpg\n[E] stokerd: forged\x1b[2J\"", absl::NotFoundError("gone\r\nagain"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "session 3: sample failed (delivered as zeros, counted): "
+            "\"x.jpg\\n[E] stokerd: forged\\x1b[2J\\\"\": gone\\r\\nagain");
+  EXPECT_EQ(lines[0].find_first_of("\n\r\x1b"), std::string::npos);
 }
 
 TEST(SampleErrorLog, KeepsAHashPerPathNotThePath) {

@@ -1,5 +1,8 @@
 #include "server/access/memory_budget.h"
 
+#include <map>
+#include <utility>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -13,14 +16,34 @@ struct MemoryBudget::State {
   int waiting ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_map<int64_t, uint64_t> by_uid ABSL_GUARDED_BY(mu);
 
+  // Waits in progress, by ticket (their order of arrival): whom for, how
+  // much.
+  uint64_t next_ticket ABSL_GUARDED_BY(mu) = 0;
+  std::map<uint64_t, std::pair<int64_t, uint64_t>> queue ABSL_GUARDED_BY(mu);
+
   // used <= total always holds, and a uid's <= per_user unless it was let
   // past alone (`alone`): no subtraction wraps.
   bool Room(int64_t uid, uint64_t bytes, bool alone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return bytes <= total - used && UserRoom(uid, bytes, alone);
+  }
+  bool UserRoom(int64_t uid, uint64_t bytes, bool alone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = by_uid.find(uid);
     const uint64_t mine = it == by_uid.end() ? 0 : it->second;
-    if (bytes > total - used) return false;
     if (uid < 0 || per_user == 0) return true;
     return mine == 0 ? (alone || bytes <= per_user) : mine <= per_user && bytes <= per_user - mine;
+  }
+  // Whether the wait of `ticket` may take its bytes: room, and no earlier
+  // wait that its own user's share lets through is still waiting (for the
+  // total). Waits take the total in turn, so a large read is never passed
+  // forever by smaller ones; one held back by its own user's share holds
+  // back no one else.
+  bool Turn(uint64_t ticket, int64_t uid, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!Room(uid, bytes, true)) return false;
+    for (const auto& [t, w] : queue) {
+      if (t >= ticket) break;
+      if (UserRoom(w.first, w.second, true)) return false;
+    }
+    return true;
   }
   // Takes `bytes` for `uid` (Room said yes); the token gives them back.
   static std::shared_ptr<void> Take(const std::shared_ptr<State>& s, int64_t uid, uint64_t bytes)
@@ -59,12 +82,15 @@ std::shared_ptr<void> MemoryBudget::Wait(int64_t uid, uint64_t bytes, absl::Dura
   std::shared_ptr<void> token;
   {
     absl::MutexLock lock(&s->mu);
+    const uint64_t ticket = s->next_ticket++;
+    s->queue.emplace(ticket, std::make_pair(uid, bytes));
     auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-      return (cancel != nullptr && cancel->cancelled()) || s->Room(uid, bytes, true);
+      return (cancel != nullptr && cancel->cancelled()) || s->Turn(ticket, uid, bytes);
     };
     ++s->waiting;
     const bool woke = s->mu.AwaitWithTimeout(absl::Condition(&ready), timeout);
     --s->waiting;
+    s->queue.erase(ticket);
     if (woke && !(cancel != nullptr && cancel->cancelled())) token = State::Take(s, uid, bytes);
   }
   if (cancel != nullptr) cancel->Unsubscribe(woken);

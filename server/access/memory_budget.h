@@ -31,7 +31,9 @@ class MemoryBudget {
   // uid that holds nothing may pass its per-user bound (so a large piece
   // of work is never refused, only run alone); null at once when `bytes`
   // is over the total, after `timeout` without room, and as soon as
-  // `cancel` (may be null) is raised.
+  // `cancel` (may be null) is raised. Waits take room in their order of
+  // arrival, except one its own user's share holds back: a large request
+  // is never passed forever by smaller ones of other users.
   std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes, absl::Duration timeout,
                              const Cancellation* cancel = nullptr);
   uint64_t used() const;

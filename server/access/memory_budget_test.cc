@@ -66,6 +66,45 @@ TEST(MemoryBudgetTest, WaitTakesRoomAsItIsGivenBack) {
   EXPECT_EQ(budget.Wait(3, 1, absl::Milliseconds(1)), nullptr);  // No room: timed out.
 }
 
+// Three users: C waits for half the total while A and B hold it all. B
+// gives back and asks again for less than is then free: it waits behind
+// C, which takes its room first once A gives back. Before, B's smaller
+// request passed C's, and C could wait forever behind A's and B's turns.
+TEST(MemoryBudgetTest, WaitsTakeTheTotalInTurn) {
+  MemoryBudget budget(/*total=*/100, /*per_user=*/60);
+  std::shared_ptr<void> a = budget.Charge(1, 60);
+  std::shared_ptr<void> b = budget.Charge(2, 40);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::shared_ptr<void> c_got, b_got;
+  std::thread c([&] { c_got = budget.Wait(3, 50, absl::Seconds(60)); });
+  while (budget.waiting() < 1) std::this_thread::yield();
+  b.reset();  // 40 free: not enough for C's 50.
+  std::thread b2([&] { b_got = budget.Wait(2, 30, absl::Seconds(60)); });
+  while (budget.waiting() < 2 && budget.used() < 90) std::this_thread::yield();
+  // Both wait: B's 30 would fit, but C came first.
+  EXPECT_EQ(budget.used(), 60u);
+  a.reset();
+  c.join();
+  b2.join();
+  ASSERT_NE(c_got, nullptr);
+  ASSERT_NE(b_got, nullptr);
+  EXPECT_EQ(budget.used_by(3), 50u);
+  EXPECT_EQ(budget.used_by(2), 30u);
+  // A wait its own user's share holds back holds back no one else.
+  std::shared_ptr<void> own = budget.Charge(4, 10);  // 90 of 100 used.
+  ASSERT_NE(own, nullptr);
+  std::shared_ptr<void> held;
+  std::thread over([&] { held = budget.Wait(3, 20, absl::Seconds(60)); });  // 70 > 60.
+  while (budget.waiting() < 1) std::this_thread::yield();
+  own.reset();
+  std::shared_ptr<void> other = budget.Wait(5, 10, absl::Seconds(60));
+  EXPECT_NE(other, nullptr);  // Passed uid 3's wait, which its share holds.
+  c_got.reset();
+  over.join();
+  EXPECT_NE(held, nullptr);
+}
+
 TEST(MemoryBudgetTest, ACancelledWaitEndsWithoutRoom) {
   MemoryBudget b(10, 10);
   std::shared_ptr<void> full = b.Charge(1, 10);

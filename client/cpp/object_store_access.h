@@ -6,10 +6,8 @@
 //
 // Credentials, first found wins:
 //   AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
-//   the profile (AWS_PROFILE, else "default") in the shared credentials
-//     file (AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials), then in
-//     the config file (AWS_CONFIG_FILE, else ~/.aws/config; section
-//     "[profile NAME]", or "[default]");
+//   the profile's (aws_profile.h: AWS_PROFILE, else "default", in the
+//     shared credentials file, then in the config file);
 //   none: the access carries no key, and the daemon answers UNAUTHENTICATED
 //     saying where to set one.
 // Region: AWS_REGION, AWS_DEFAULT_REGION, the profile's `region`, else

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/aws_profile.h"
+#include "client/cpp/http_credentials.h"
 #include "client/cpp/process_credentials.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -184,6 +185,9 @@ absl::StatusOr<std::shared_ptr<CredentialSource>> CredentialsFromEnvironment(
     return source;
   }
   if (auto keys = StaticKeys(profile.in_config, name + " (config file)")) return keys;
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<CredentialSource> container,
+                          ContainerCredentialSource::FromEnvironment(getenv, options.clock));
+  if (container != nullptr) return container;
   return std::shared_ptr<CredentialSource>();
 }
 

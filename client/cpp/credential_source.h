@@ -18,6 +18,9 @@
 //   4. The profile's credential_process (process_credentials.h): "profile
 //      NAME credential_process".
 //   5. The same keys in the config file: "profile NAME (config file)".
+//   6. AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, then
+//      AWS_CONTAINER_CREDENTIALS_FULL_URI (http_credentials.h): "container
+//      credentials URL".
 //   None: a null source, not an error (the session then has no
 //   credentials). An AWS_PROFILE in neither file is NOT_FOUND.
 //

@@ -449,7 +449,10 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   if (remote) {
     // Named by URL: the data is in an object store, read with this
     // trainer's own access as its environment gives it.
-    STOKER_ASSIGN_OR_RETURN(*req.mutable_object_store(), ObjectStoreAccessFromEnvironment());
+    STOKER_ASSIGN_OR_RETURN(TrainerObjectStore store, ObjectStoreAccessFromEnvironment());
+    *req.mutable_object_store() = store.access;
+    // What the session's object store requests are to be signed with.
+    std::shared_ptr<CredentialSource> credentials = std::move(store.credentials);
   }
   if (!impl_->token.empty() && !folder.empty()) {
     // Hand the daemon the dataset's folder (an object store dataset's: its

@@ -188,6 +188,11 @@ absl::StatusOr<std::shared_ptr<CredentialSource>> CredentialsFromEnvironment(
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<CredentialSource> container,
                           ContainerCredentialSource::FromEnvironment(getenv, options.clock));
   if (container != nullptr) return container;
+  // Tried last and only if it answers at once, as the SDKs do: elsewhere
+  // than on EC2 it is not there.
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<CredentialSource> instance,
+                          InstanceMetadataSource::FromEnvironment(getenv, options.clock));
+  if (instance != nullptr && instance->Get().ok()) return instance;
   return std::shared_ptr<CredentialSource>();
 }
 

@@ -21,6 +21,9 @@
 //   6. AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, then
 //      AWS_CONTAINER_CREDENTIALS_FULL_URI (http_credentials.h): "container
 //      credentials URL".
+//   7. The instance metadata service, IMDSv2 (http_credentials.h), unless
+//      AWS_EC2_METADATA_DISABLED=true, when it answers with a role's
+//      credentials at once: "instance metadata URL".
 //   None: a null source, not an error (the session then has no
 //   credentials). An AWS_PROFILE in neither file is NOT_FOUND.
 //

@@ -2,11 +2,13 @@
 
 #include <fstream>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "util/status_macros.h"
 
 namespace stoker {
@@ -40,6 +42,18 @@ std::string Excerpt(absl::string_view body) {
   return out;
 }
 
+// The body of `request`'s answer, which must be a 200; errors start with
+// `what`.
+absl::StatusOr<std::string> FetchOk(const HttpRequest& request, absl::string_view what) {
+  absl::StatusOr<HttpResponse> answer = HttpFetch(request);
+  if (!answer.ok()) return Prefixed(what, answer.status());
+  if (answer->status != 200) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": HTTP ", answer->status, ": ", Excerpt(answer->body)));
+  }
+  return std::move(answer->body);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ContainerCredentialSource>>
@@ -66,17 +80,16 @@ ContainerCredentialSource::FromEnvironment(const Getenv& getenv, Clock clock) {
 ContainerCredentialSource::ContainerCredentialSource(std::string url_text, HttpUrl url,
                                                      std::string token, std::string token_file,
                                                      Clock clock)
-    : RefreshingSource(std::move(clock)),
-      url_text_(std::move(url_text)),
-      url_(std::move(url)),
+    : HttpCredentialSource("container credentials", std::move(url_text), std::move(url),
+                           std::move(clock)),
       token_(std::move(token)),
       token_file_(std::move(token_file)) {}
 
 absl::StatusOr<AwsCredentials> ContainerCredentialSource::Fetch() {
   const std::string what = description();
   HttpRequest request;
-  request.url = url_;
-  absl::StatusOr<std::vector<SocketAddress>> addresses = ContainerAddresses(url_);
+  request.url = url();
+  absl::StatusOr<std::vector<SocketAddress>> addresses = ContainerAddresses(url());
   if (!addresses.ok()) return Prefixed(what, addresses.status());
   request.addresses = *std::move(addresses);
   std::string token = token_;
@@ -98,14 +111,63 @@ absl::StatusOr<AwsCredentials> ContainerCredentialSource::Fetch() {
         absl::StrCat(what, ": the authorization token holds a line break"));
   }
   if (!token.empty()) request.headers.emplace_back("Authorization", token);
-  absl::StatusOr<HttpResponse> answer = HttpFetch(request);
-  if (!answer.ok()) return Prefixed(what, answer.status());
-  if (answer->status != 200) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": HTTP ", answer->status, ": ", Excerpt(answer->body)));
-  }
-  absl::StatusOr<AwsCredentials> c = CredentialsFromJson(answer->body, "Token", false);
+  STOKER_ASSIGN_OR_RETURN(const std::string body, FetchOk(request, what));
+  absl::StatusOr<AwsCredentials> c = CredentialsFromJson(body, "Token", false);
   if (!c.ok()) return Prefixed(what, c.status());
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<InstanceMetadataSource>> InstanceMetadataSource::FromEnvironment(
+    const Getenv& getenv, Clock clock) {
+  if (absl::EqualsIgnoreCase(EnvValue(getenv, "AWS_EC2_METADATA_DISABLED"), "true")) {
+    return nullptr;
+  }
+  std::string text = EnvValue(getenv, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  if (text.empty()) {
+    text = absl::EqualsIgnoreCase(EnvValue(getenv, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"),
+                                  "IPv6")
+               ? "http://[fd00:ec2::254]"
+               : "http://169.254.169.254";
+  }
+  while (!text.empty() && text.back() == '/') text.pop_back();
+  absl::StatusOr<HttpUrl> url = ParseHttpUrl(text);
+  if (!url.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("AWS_EC2_METADATA_SERVICE_ENDPOINT ", url.status().message()));
+  }
+  if (url->target == "/") url->target.clear();  // Paths below are appended.
+  return std::unique_ptr<InstanceMetadataSource>(
+      new InstanceMetadataSource("instance metadata", text, *std::move(url), std::move(clock)));
+}
+
+absl::StatusOr<AwsCredentials> InstanceMetadataSource::Fetch() {
+  const std::string what = description();
+  auto call = [&](const char* method, const std::string& path,
+                  std::pair<std::string, std::string> header) {
+    HttpRequest request;
+    request.method = method;
+    request.url = url();
+    request.url.target += path;
+    request.headers.push_back(std::move(header));
+    request.connect_timeout = absl::Seconds(1);
+    request.timeout = absl::Seconds(2);
+    return FetchOk(request, absl::StrCat(what, ": ", method, " ", path));
+  };
+  constexpr char kRoles[] = "/latest/meta-data/iam/security-credentials/";
+  STOKER_ASSIGN_OR_RETURN(std::string token,
+                          call("PUT", "/latest/api/token",
+                               {"X-aws-ec2-metadata-token-ttl-seconds", "21600"}));
+  absl::StripAsciiWhitespace(&token);
+  STOKER_ASSIGN_OR_RETURN(const std::string roles,
+                          call("GET", kRoles, {"X-aws-ec2-metadata-token", token}));
+  const std::string role(absl::StripAsciiWhitespace(roles.substr(0, roles.find('\n'))));
+  if (role.empty()) {
+    return absl::NotFoundError(absl::StrCat(what, ": the instance has no IAM role"));
+  }
+  STOKER_ASSIGN_OR_RETURN(const std::string body,
+                          call("GET", kRoles + role, {"X-aws-ec2-metadata-token", token}));
+  absl::StatusOr<AwsCredentials> c = CredentialsFromJson(body, "Token", false);
+  if (!c.ok()) return Prefixed(absl::StrCat(what, " (role ", role, ")"), c.status());
   return c;
 }
 

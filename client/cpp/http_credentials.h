@@ -13,13 +13,25 @@
 // {"AccessKeyId", "SecretAccessKey", "Token", "Expiration"}. Timeouts:
 // 2 s to connect, 5 s in all.
 //
+// Instance credentials (EC2), IMDSv2 as the SDKs ask it: PUT
+// /latest/api/token (X-aws-ec2-metadata-token-ttl-seconds: 21600), then,
+// with that token, GET /latest/meta-data/iam/security-credentials/ (the
+// instance role's name) and .../<role> ({"Code": "Success", "AccessKeyId",
+// "SecretAccessKey", "Token", "Expiration"}). The service:
+// AWS_EC2_METADATA_SERVICE_ENDPOINT, else http://[fd00:ec2::254] where
+// AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE is IPv6, else
+// http://169.254.169.254; none where AWS_EC2_METADATA_DISABLED is true.
+// Timeouts: 1 s to connect, 2 s a request, so that a host without one
+// finds out fast.
+//
 // Errors name the source and what failed (the HTTP status and the start
-// of the answer's body), never the token. Thread-safe.
+// of the answer's body), never a token. Thread-safe.
 #ifndef STOKER_CLIENT_CPP_HTTP_CREDENTIALS_H_
 #define STOKER_CLIENT_CPP_HTTP_CREDENTIALS_H_
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "client/cpp/aws_profile.h"
@@ -28,13 +40,31 @@
 
 namespace stoker {
 
-class ContainerCredentialSource final : public RefreshingSource {
+// What both share: an endpoint, named in their description ("<kind>
+// <url>").
+class HttpCredentialSource : public RefreshingSource {
+ public:
+  std::string description() const override { return kind_ + " " + url_text_; }
+
+ protected:
+  HttpCredentialSource(std::string kind, std::string url_text, HttpUrl url, Clock clock)
+      : RefreshingSource(std::move(clock)),
+        kind_(std::move(kind)),
+        url_text_(std::move(url_text)),
+        url_(std::move(url)) {}
+  const HttpUrl& url() const { return url_; }
+
+ private:
+  const std::string kind_;
+  const std::string url_text_;
+  const HttpUrl url_;
+};
+
+class ContainerCredentialSource final : public HttpCredentialSource {
  public:
   // Null where neither URI variable is set. Nothing is fetched yet.
   static absl::StatusOr<std::unique_ptr<ContainerCredentialSource>> FromEnvironment(
       const Getenv& getenv, Clock clock = nullptr);
-
-  std::string description() const override { return "container credentials " + url_text_; }
 
  protected:
   absl::StatusOr<AwsCredentials> Fetch() override;
@@ -43,10 +73,22 @@ class ContainerCredentialSource final : public RefreshingSource {
   ContainerCredentialSource(std::string url_text, HttpUrl url, std::string token,
                             std::string token_file, Clock clock);
 
-  const std::string url_text_;
-  const HttpUrl url_;
   const std::string token_;       // From the variable (when no file).
   const std::string token_file_;  // Read at each fetch.
+};
+
+class InstanceMetadataSource final : public HttpCredentialSource {
+ public:
+  // Null where AWS_EC2_METADATA_DISABLED is true; FAILED_PRECONDITION for
+  // an endpoint that is not an http:// URL. Nothing is fetched yet.
+  static absl::StatusOr<std::unique_ptr<InstanceMetadataSource>> FromEnvironment(
+      const Getenv& getenv, Clock clock = nullptr);
+
+ protected:
+  absl::StatusOr<AwsCredentials> Fetch() override;
+
+ private:
+  using HttpCredentialSource::HttpCredentialSource;
 };
 
 }  // namespace stoker

@@ -1,6 +1,7 @@
 #include "client/cpp/http_credentials.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <string>
@@ -126,6 +127,81 @@ TEST_F(ContainerCredentialsTest, OnlyTheHostsTheSdksAllow) {
   env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://[fd00:ec2::23]/v1/credentials";
   env_.erase("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
   EXPECT_NE(Source(), nullptr);
+}
+
+// An instance metadata service: IMDSv2's token, then role `role_` and
+// its credentials, IKEY<n>.
+class InstanceMetadataTest : public AwsTest {
+ protected:
+  void SetUp() override {
+    AwsTest::SetUp();
+    env_.erase("AWS_EC2_METADATA_DISABLED");
+    env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server_.url("/");
+  }
+  std::string Answer(const http_testing::Request& r) {
+    constexpr char kRoles[] = "/latest/meta-data/iam/security-credentials/";
+    if (r.method == "PUT" && r.target == "/latest/api/token") {
+      auto ttl = r.headers.find("x-aws-ec2-metadata-token-ttl-seconds");
+      return ttl == r.headers.end() ? http_testing::Answer(400, "")
+                                    : http_testing::Answer(200, "imds-token");
+    }
+    auto token = r.headers.find("x-aws-ec2-metadata-token");
+    if (token == r.headers.end() || token->second != "imds-token") {
+      return http_testing::Answer(401, "");
+    }
+    if (r.method == "GET" && r.target == kRoles) return http_testing::Answer(200, role_ + "\n");
+    if (r.method == "GET" && r.target == kRoles + role_ && !role_.empty()) {
+      return http_testing::Answer(
+          200, absl::StrCat("{\"Code\": \"Success\", \"Type\": \"AWS-HMAC\", \"AccessKeyId\": "
+                            "\"IKEY", ++answers_, "\", \"SecretAccessKey\": \"is\", \"Token\": "
+                            "\"itok\", \"Expiration\": \"2126-01-01T00:00:00Z\"}"));
+    }
+    return http_testing::Answer(404, "");
+  }
+  std::string Found() {
+    absl::StatusOr<std::shared_ptr<CredentialSource>> s = CredentialsFromEnvironment(getenv());
+    if (!s.ok()) return std::string(s.status().message());
+    return *s == nullptr ? "none" : absl::StrCat((*s)->description(), " ", KeyOrError(s->get()));
+  }
+
+  std::string role_ = "trainer-role";
+  std::atomic<int> answers_{0};
+  http_testing::Server server_{[this](const http_testing::Request& r) { return Answer(r); }};
+};
+
+TEST_F(InstanceMetadataTest, LastInTheChainWhenItAnswers) {
+  EXPECT_EQ(Found(), absl::StrCat("instance metadata ", server_.url(""), " IKEY1"));
+  EXPECT_EQ(server_.requests().size(), 3u);
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = server_.url("/creds");
+  const std::string container = "container credentials " + server_.url("/creds");
+  EXPECT_EQ(Found(), container + " " + container + ": HTTP 401: ");  // Before it, failing.
+  env_.erase("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+  env_["AWS_EC2_METADATA_DISABLED"] = "TRUE";
+  EXPECT_EQ(Found(), "none");
+  EXPECT_EQ(server_.requests().size(), 4u);
+}
+
+TEST_F(InstanceMetadataTest, NoRoleOrNoServiceIsNoCredentials) {
+  role_ = "";
+  EXPECT_EQ(Found(), "none");
+  auto source = InstanceMetadataSource::FromEnvironment(getenv());
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ((*source)->Get().status().message(),
+            absl::StrCat("instance metadata ", server_.url(""), ": the instance has no IAM role"));
+  uint16_t port = 0;
+  ::close(loopback_testing::Listen(&port));  // Nothing listens there.
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = absl::StrCat("http://127.0.0.1:", port);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(Found(), "none");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "https://169.254.169.254";
+  EXPECT_TRUE(Contains(Found(), "AWS_EC2_METADATA_SERVICE_ENDPOINT"));
+  env_.erase("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  EXPECT_EQ((*InstanceMetadataSource::FromEnvironment(getenv()))->description(),
+            "instance metadata http://169.254.169.254");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"] = "IPv6";
+  EXPECT_EQ((*InstanceMetadataSource::FromEnvironment(getenv()))->description(),
+            "instance metadata http://[fd00:ec2::254]");
 }
 
 }  // namespace

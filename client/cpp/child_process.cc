@@ -71,7 +71,11 @@ absl::StatusOr<std::vector<std::string>> SplitCommandLine(absl::string_view line
     const char c = line[i];
     const bool last = i + 1 == line.size();
     if (quote == '\'') {
-      if (c == '\'') quote = 0; else word += c;
+      if (c == '\'') {
+        quote = 0;
+      } else {
+        word += c;
+      }
       continue;
     }
     if (quote == '"') {
@@ -103,7 +107,8 @@ absl::StatusOr<std::vector<std::string>> SplitCommandLine(absl::string_view line
     }
   }
   if (quote != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("no closing quotation (", std::string(1, quote), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no closing quotation (", std::string(1, quote), ")"));
   }
   if (in_word) words.push_back(std::move(word));
   return words;

@@ -110,7 +110,9 @@ absl::StatusOr<AwsCredentials> CredentialsFromJson(absl::string_view json,
   STOKER_ASSIGN_OR_RETURN(const std::string expiration, text("Expiration"));
   if (!expiration.empty()) {
     absl::StatusOr<absl::Time> t = ParseIso8601(expiration);
-    if (!t.ok()) return absl::FailedPreconditionError(absl::StrCat("its Expiration ", t.status().message()));
+    if (!t.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("its Expiration ", t.status().message()));
+    }
     c.expiration = *t;
   }
   return c;
@@ -146,9 +148,9 @@ absl::StatusOr<AwsCredentials> RefreshingSource::Get() {
     ++fetches_;
     const absl::Time at = Now();
     if (fetched.ok() && fetched->expiration <= at) {
-      fetched = absl::UnavailableError(
-          absl::StrCat(description(), ": the credentials it gave expired at ",
-                       absl::FormatTime(absl::RFC3339_sec, fetched->expiration, absl::UTCTimeZone())));
+      fetched = absl::UnavailableError(absl::StrCat(
+          description(), ": the credentials it gave expired at ",
+          absl::FormatTime(absl::RFC3339_sec, fetched->expiration, absl::UTCTimeZone())));
     }
     if (fetched.ok()) {
       current_ = *std::move(fetched);

@@ -213,9 +213,10 @@ TEST_F(CredentialChainTest, HttpsOnlySourcesSayHowToUseThemThroughTheCli) {
     env_["AWS_PROFILE"] = profile;
     absl::Status s = Resolve().status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    EXPECT_TRUE(Contains(s.message(), absl::StrCat("credential_process = aws configure export-credentials "
-                                       "--profile ", profile, " --format process` (AWS CLI v2) "
-                                       "to [profile ", profile, "] in ", home_, "/.aws/config")));
+    EXPECT_TRUE(Contains(s.message(),
+                         absl::StrCat("credential_process = aws configure export-credentials "
+                                      "--profile ", profile, " --format process` (AWS CLI v2) "
+                                      "to [profile ", profile, "] in ", home_, "/.aws/config")));
   }
   env_["AWS_PROFILE"] = "cli";  // Set as the message says.
   EXPECT_EQ(Found(), "profile cli credential_process");
@@ -226,7 +227,8 @@ TEST_F(CredentialChainTest, HttpsOnlySourcesSayHowToUseThemThroughTheCli) {
   absl::Status s = Resolve().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_TRUE(Contains(s.message(), "AWS_WEB_IDENTITY_TOKEN_FILE"));
-  EXPECT_TRUE(Contains(s.message(), "--profile default --format process` (AWS CLI v2) to [default]"));
+  EXPECT_TRUE(
+      Contains(s.message(), "--profile default --format process` (AWS CLI v2) to [default]"));
 }
 
 }  // namespace

@@ -285,7 +285,9 @@ absl::StatusOr<HttpResponse> HttpFetch(const HttpRequest& request) {
     if (!ready) return timed_out();
     const ssize_t n = ::send(s.fd, out.data(), out.size(), MSG_NOSIGNAL);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n < 0) return absl::UnavailableError(absl::StrCat("send to ", where, ": ", std::strerror(errno)));
+    if (n < 0) {
+      return absl::UnavailableError(absl::StrCat("send to ", where, ": ", std::strerror(errno)));
+    }
     out.remove_prefix(static_cast<size_t>(n));
   }
   std::string raw;
@@ -296,7 +298,8 @@ absl::StatusOr<HttpResponse> HttpFetch(const HttpRequest& request) {
     const ssize_t n = ::recv(s.fd, buf, sizeof buf, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
-      return absl::UnavailableError(absl::StrCat("receive from ", where, ": ", std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("receive from ", where, ": ", std::strerror(errno)));
     }
     raw.append(buf, static_cast<size_t>(n));
     if (raw.size() > request.max_response) {

@@ -85,7 +85,8 @@ TEST(ResolveHostTest, LoopbackOrNot) {
 TEST(HttpFetchTest, SendsHeadersAndReadsTheAnswer) {
   http_testing::Server server([](const http_testing::Request& r) {
     if (r.target == "/chunked") {
-      return std::string("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+      return std::string(
+          "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
     }
     if (r.target == "/big") return http_testing::Answer(200, std::string(1000, 'x'));
     return http_testing::Answer(201, "body of " + r.method);

@@ -43,7 +43,8 @@ TEST_F(ProcessCredentialsTest, RunsTheProfilesCommandWithoutAShell) {
   const std::string script = Script(
       "my tools/print creds",
       "printf '{\"Version\": 1, \"AccessKeyId\": \"%s\", \"SecretAccessKey\": \"s\", "
-      "\"SessionToken\": \"%s\", \"Expiration\": \"2126-12-06T15:00:00.5+00:00\"}' \"$1\" \"$2\"\n");
+      "\"SessionToken\": \"%s\", \"Expiration\": \"2126-12-06T15:00:00.5+00:00\"}' "
+      "\"$1\" \"$2\"\n");
   Write("config", "[default]\ncredential_process = \"" + script +
                       "\" 'key id' $HOME;ignored\n");
   absl::StatusOr<std::shared_ptr<CredentialSource>> source = CredentialsFromEnvironment(getenv());
@@ -60,12 +61,14 @@ TEST_F(ProcessCredentialsTest, RunsTheProfilesCommandWithoutAShell) {
 }
 
 TEST_F(ProcessCredentialsTest, FailuresNameTheCommandAndWhatHappened) {
-  const std::string fails = Script("fails", "echo 'token expired: run aws sso login' >&2; exit 1\n");
+  const std::string fails =
+      Script("fails", "echo 'token expired: run aws sso login' >&2; exit 1\n");
   absl::Status s = Run(fails + " --x").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(s.message(), "credential_process `" + fails + " --x` exited 1: "
                          "token expired: run aws sso login");
-  const std::string chatty = Script("chatty", "head -c 100000 /dev/zero | tr '\\0' e >&2; exit 2\n");
+  const std::string chatty =
+      Script("chatty", "head -c 100000 /dev/zero | tr '\\0' e >&2; exit 2\n");
   s = Run(chatty).status();
   const std::string start = "credential_process `" + chatty + "` exited 2: eeee";
   EXPECT_TRUE(Contains(s.message(), start));
@@ -104,7 +107,8 @@ n=$(( $(cat "$dir/count" 2>/dev/null || echo 0) + 1 ))
 echo $n > "$dir/count"
 if [ "$n" -gt 1 ] && [ -p "$dir/gate" ]; then read line < "$dir/gate"; fi
 expires=$(date -u -d "@$(( $(date +%s) + 20 ))" +%Y-%m-%dT%H:%M:%SZ)
-printf '{"Version": 1, "AccessKeyId": "KEY%s", "SecretAccessKey": "s", "Expiration": "%s"}' $n $expires
+printf '{"Version": 1, "AccessKeyId": "KEY%s", "SecretAccessKey": "s", ' $n
+printf '"Expiration": "%s"}' $expires
 )sh";
 
 std::unique_ptr<ProcessCredentialSource> ProcessCredentialsTest::Counting() {

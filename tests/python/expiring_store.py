@@ -226,8 +226,8 @@ class ExpiringStore(http.server.ThreadingHTTPServer):
         otherwise. `headers` maps lower-cased names to lists of values."""
         auth = (headers.get("authorization") or [""])[0]
         m = re.fullmatch(r"AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/]+)/([^/]+)"
-                         r"/aws4_request,\s*SignedHeaders=([a-z0-9;\-]+),\s*Signature=([0-9a-f]{64})",
-                         auth.strip())
+                         r"/aws4_request,\s*SignedHeaders=([a-z0-9;\-]+),"
+                         r"\s*Signature=([0-9a-f]{64})", auth.strip())
         if not m:
             raise Refused(403, "AccessDenied", "no AWS4-HMAC-SHA256 Authorization header")
         key_id, date, region, service, signed, got = m.groups()

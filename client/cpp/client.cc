@@ -451,13 +451,11 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   if (remote) {
     // Named by URL: the data is in an object store, read with this
     // trainer's own access as its environment gives it; the daemon has
-    // each request signed here, and never holds the secret.
-    STOKER_ASSIGN_OR_RETURN(v1::ObjectStoreAccess found, ObjectStoreAccessFromEnvironment());
-    SigningKey key{found.access_key_id(), found.secret_access_key(), found.session_token(), ""};
-    found.clear_secret_access_key();
-    found.clear_session_token();
-    *req.mutable_object_store() = found;
-    if (!key.access_key_id.empty()) {
+    // each request signed here, and never holds the secret. Each signature
+    // takes the credentials as they are then (refreshed before they expire).
+    STOKER_ASSIGN_OR_RETURN(TrainerObjectStore store, ObjectStoreAccessFromEnvironment());
+    *req.mutable_object_store() = store.access;
+    if (store.credentials != nullptr) {
       if (impl_->token.empty()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "the daemon at ", impl_->socket_path, " has no ring socket, through which this "
@@ -466,7 +464,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
       STOKER_ASSIGN_OR_RETURN(
           signer, ServeSessionSigner(shm::RingSocketPath(impl_->socket_path),
                                      req.spec().dataset().s3(), req.mutable_object_store(),
-                                     [key]() -> absl::StatusOr<SigningKey> { return key; }));
+                                     std::move(store.credentials)));
     }
   }
   if (!impl_->token.empty() && !folder.empty()) {

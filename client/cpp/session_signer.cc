@@ -155,9 +155,14 @@ absl::StatusOr<std::string> SessionSigner::Sign(const std::string& text) const {
 
 absl::StatusOr<std::unique_ptr<shm::OpenServer>> ServeSessionSigner(
     const std::string& ring_socket, const v1::S3Source& source, v1::ObjectStoreAccess* access,
-    SessionSigner::Credentials credentials) {
-  absl::StatusOr<std::unique_ptr<SessionSigner>> made =
-      SessionSigner::Create(source, access->endpoint(), access->region(), std::move(credentials));
+    std::shared_ptr<CredentialSource> credentials) {
+  absl::StatusOr<std::unique_ptr<SessionSigner>> made = SessionSigner::Create(
+      source, access->endpoint(), access->region(),
+      [credentials]() -> absl::StatusOr<SigningKey> {
+        absl::StatusOr<AwsCredentials> c = credentials->Get();
+        if (!c.ok()) return c.status();
+        return SigningKey{c->access_key_id, c->secret_access_key, c->session_token, ""};
+      });
   if (!made.ok()) return made.status();
   std::shared_ptr<const SessionSigner> signer = *std::move(made);
   absl::StatusOr<shm::ServedSigner> served = shm::ServeSigner(

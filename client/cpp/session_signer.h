@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/cpp/credential_source.h"
 #include "proto/stoker.pb.h"
 #include "server/objstore/s3_signing.h"
 #include "shm/open_channel.h"
@@ -72,11 +73,12 @@ class SessionSigner {
 // Serves a SessionSigner of `source` for `access` (its endpoint and
 // region) on a signer channel of its own (shm/open_channel.h's
 // ServeSigner) and hands that to the daemon at `ring_socket`
-// (shm::HandOverSigner), setting access->signer_token. The server signs
-// for as long as it lives.
+// (shm::HandOverSigner), setting access->signer_token. Each signature
+// takes `credentials` as they are then (credential_source.h refreshes
+// them). The server signs for as long as it lives.
 absl::StatusOr<std::unique_ptr<shm::OpenServer>> ServeSessionSigner(
     const std::string& ring_socket, const v1::S3Source& source, v1::ObjectStoreAccess* access,
-    SessionSigner::Credentials credentials);
+    std::shared_ptr<CredentialSource> credentials);
 
 }  // namespace stoker
 

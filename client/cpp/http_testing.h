@@ -90,11 +90,7 @@ class Server {
         requests_.push_back(r);
       }
       const std::string answer = handler_(r);
-      for (size_t at = 0; at < answer.size();) {
-        const ssize_t sent = ::send(fd, answer.data() + at, answer.size() - at, MSG_NOSIGNAL);
-        if (sent <= 0) break;
-        at += static_cast<size_t>(sent);
-      }
+      loopback_testing::SendAll(fd, answer);
       ::close(fd);
     }
   }

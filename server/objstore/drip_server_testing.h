@@ -115,13 +115,8 @@ class DripServer {
     return ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
   }
 
-  bool Send(int fd, absl::string_view s) {
-    while (!s.empty()) {
-      const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      s.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
+  static bool Send(int fd, absl::string_view s) {
+    return loopback_testing::SendAll(fd, std::string_view(s.data(), s.size()));
   }
 
   void Serve(int fd) {

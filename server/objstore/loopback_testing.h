@@ -1,6 +1,7 @@
 // A TCP listener on 127.0.0.1 at a free port, for the tests' own servers
 // (a canned upstream, a store that misbehaves): the listening socket, or
-// -1 with a test failure where the system refused one.
+// -1 with a test failure where the system refused one; and a send of all
+// of an answer.
 #ifndef STOKER_SERVER_OBJSTORE_LOOPBACK_TESTING_H_
 #define STOKER_SERVER_OBJSTORE_LOOPBACK_TESTING_H_
 
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <string_view>
 
 #include "gtest/gtest.h"
 
@@ -30,6 +32,16 @@ inline int Listen(uint16_t* port) {
   }
   *port = ntohs(a.sin_port);
   return fd;
+}
+
+// Sends all of `s` on `fd`: false once the peer is gone.
+inline bool SendAll(int fd, std::string_view s) {
+  while (!s.empty()) {
+    const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
 }
 
 }  // namespace loopback_testing

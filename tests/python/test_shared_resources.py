@@ -250,6 +250,15 @@ for b in ld.batches():
 """
 
 
+def drip_reader(node, user, key_id, secret):
+    """`user` reading the drip store's bucket with its own key, started."""
+    return subprocess.Popen(
+        python_as(user, node, DRIP_READ_PY, node.socket,
+                  env=(f"AWS_ENDPOINT_URL={node.store}", f"AWS_ACCESS_KEY_ID={key_id}",
+                       f"AWS_SECRET_ACCESS_KEY={secret}", "AWS_DEFAULT_REGION=us-east-1")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 @needs_users
 def test_a_store_that_drips_holds_only_its_users_reader_threads(users, data_group, bundle,
                                                                  dataset):  # noqa: F811
@@ -258,13 +267,7 @@ def test_a_store_that_drips_holds_only_its_users_reader_threads(users, data_grou
     their epochs on the others, undisturbed, while the attacker's are still
     held; and once the attacker's session closes, its reads end."""
     with running(DripNode, bundle, dataset) as node:
-        py = os.path.join(node.bundle, "lib", "stoker", "python")
-        attacker = subprocess.Popen(
-            as_user(ATTACKER, "env", f"PYTHONPATH={py}", f"AWS_ENDPOINT_URL={node.store}",
-                    "AWS_ACCESS_KEY_ID=AKIAATTACKER", "AWS_SECRET_ACCESS_KEY=attacker-secret",
-                    "AWS_DEFAULT_REGION=us-east-1", "/usr/bin/python3", "-c", DRIP_READ_PY,
-                    node.socket),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        attacker = drip_reader(node, ATTACKER, "AKIAATTACKER", "attacker-secret")
         try:
             with victim_alongside(node):
                 # The attacker holds all it may before the victim goes on.
@@ -317,13 +320,7 @@ def test_the_node_daemon_reads_a_bucket_without_the_secret(users, data_group, bu
     whole memory holds the key id (the scan finds what is there) but not
     one copy of the secret, while the reads run."""
     with running(DripNode, bundle, dataset) as node:
-        py = os.path.join(node.bundle, "lib", "stoker", "python")
-        victim = subprocess.Popen(
-            as_user(VICTIM, "env", f"PYTHONPATH={py}", f"AWS_ENDPOINT_URL={node.store}",
-                    "AWS_ACCESS_KEY_ID=AKIAVICTIMKEYID", "AWS_SECRET_ACCESS_KEY=VICTIMSECRETKEY",
-                    "AWS_DEFAULT_REGION=us-east-1", "/usr/bin/python3", "-c", DRIP_READ_PY,
-                    node.socket),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        victim = drip_reader(node, VICTIM, "AKIAVICTIMKEYID", "VICTIMSECRETKEY")
         try:
             assert node.drip.wait(lambda s: s.active >= 1, 120), (
                 victim.poll(), node.log_text()[-3000:])

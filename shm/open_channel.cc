@@ -206,7 +206,9 @@ absl::StatusOr<std::string> OpenChannel::Sign(const std::string& request) {
         "the client cannot sign object store requests: it is older than the daemon");
   }
   if (answer.errs[0] != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("the client refused: ", answer.texts[0]));
+    // Its words, cut: they reach logs and other messages.
+    return absl::PermissionDeniedError(
+        absl::StrCat("the client refused: ", answer.texts[0].substr(0, kMaxRefusalShown)));
   }
   return std::move(answer.texts[0]);
 }

@@ -62,8 +62,10 @@ using SignFn = std::function<absl::StatusOr<std::string>(const std::string& requ
 // The most paths one request carries, and their bytes in all.
 inline constexpr size_t kMaxOpensPerRequest = 128;
 inline constexpr size_t kMaxRequestBytes = 64 * 1024;
-// The most bytes of text one answer carries, all entries together.
+// The most bytes of text one answer carries, all entries together, and of
+// a refusal's words kept in Sign's error.
 inline constexpr size_t kMaxAnswerText = 16 * 1024;
+inline constexpr size_t kMaxRefusalShown = 512;
 
 // Both ends of a new SOCK_SEQPACKET pair: {the client's, the daemon's}.
 absl::StatusOr<std::pair<int, int>> OpenChannelPair();
@@ -132,8 +134,9 @@ class OpenChannel {
   // One path: its descriptor, or -1 and *err set to the client's errno.
   absl::StatusOr<int> OpenOne(OpenOp op, const std::string& path, int* err);
   // The client's signature of `request` (no NUL); UNAVAILABLE for a broken
-  // or closed channel, PERMISSION_DENIED with the client's words when it
-  // refuses, UNIMPLEMENTED from a client that cannot sign.
+  // or closed channel, PERMISSION_DENIED with the client's words (their
+  // first kMaxRefusalShown bytes) when it refuses, UNIMPLEMENTED from a
+  // client that cannot sign.
   absl::StatusOr<std::string> Sign(const std::string& request);
 
   // Why the channel is broken; OK while it works.

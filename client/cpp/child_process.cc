@@ -128,6 +128,12 @@ std::string ChildResult::Describe(const ChildLimits& limits) const {
   return "ended";
 }
 
+std::vector<std::string> EnvironmentNow() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
 absl::StatusOr<ChildResult> RunChild(const std::vector<std::string>& argv,
                                      const ChildLimits& limits) {
   if (argv.empty()) return absl::InvalidArgumentError("no program to run");
@@ -154,8 +160,14 @@ absl::StatusOr<ChildResult> RunChild(const std::vector<std::string>& argv,
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> env;
+  if (limits.environment.has_value()) {
+    for (const std::string& e : *limits.environment) env.push_back(const_cast<char*>(e.c_str()));
+    env.push_back(nullptr);
+  }
   pid_t pid = -1;
-  const int spawned = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  const int spawned = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(),
+                                     limits.environment.has_value() ? env.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   Fds::Close(fds.fd[1]);

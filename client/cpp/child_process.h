@@ -15,6 +15,7 @@
 #define STOKER_CLIENT_CPP_CHILD_PROCESS_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,13 @@ struct ChildLimits {
   absl::Duration timeout = absl::Seconds(60);
   size_t max_stdout = 1 << 20;
   size_t max_stderr = 4096;
+  // The child's environment ("NAME=value" each); unset: the caller's as
+  // the child starts (which another thread's setenv may change under it).
+  std::optional<std::vector<std::string>> environment;
 };
+
+// This process's environment now, for ChildLimits::environment.
+std::vector<std::string> EnvironmentNow();
 
 struct ChildResult {
   enum class End { kExited, kSignalled, kTimedOut, kStdoutTooLarge };

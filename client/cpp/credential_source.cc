@@ -132,6 +132,9 @@ absl::StatusOr<AwsCredentials> RefreshingSource::Get() {
     const absl::Time now = Now();
     const bool valid = have_ && now < current_.expiration;
     if (valid && (now < refresh_at_ || fetching_ || now < retry_at_)) return current_;
+    // Gone, and the last fetch failed a moment ago: its error, not a
+    // fetch for every request meanwhile.
+    if (!valid && !fetching_ && now < retry_at_ && !last_error_.ok()) return last_error_;
     if (fetching_) {  // They are gone: wait for the fetch under way.
       const uint64_t seen = fetches_;
       auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return fetches_ != seen; };

@@ -110,12 +110,16 @@ TEST(RefreshingSourceTest, FailedRefreshKeepsTheCurrentOnesWhileTheyLast) {
   clock.Set(start + absl::Seconds(15));
   EXPECT_EQ(source.Get()->access_key_id, "K1");  // Not retried yet.
   EXPECT_EQ(source.fetches(), 2);
-  clock.Set(start + absl::Seconds(20));  // Expired: every call tries again.
+  clock.Set(start + absl::Seconds(20));  // Expired: the last error, not a fetch a call.
+  EXPECT_EQ(source.Get().status().message(), "scripted: down");
+  EXPECT_EQ(source.fetches(), 2);
+  clock.Set(start + absl::Seconds(21));  // 10 s after the failure: tried again, once.
   EXPECT_EQ(source.Get().status().message(), "scripted: down");
   EXPECT_EQ(source.Get().status().message(), "scripted: down");
-  EXPECT_EQ(source.fetches(), 4);
+  EXPECT_EQ(source.fetches(), 3);
   source.Fail(absl::OkStatus());
-  EXPECT_EQ(source.Get()->access_key_id, "K5");
+  clock.Set(start + absl::Seconds(31));
+  EXPECT_EQ(source.Get()->access_key_id, "K4");
 
   ScriptedSource stale(&clock, absl::ZeroDuration());  // Expired when given.
   absl::Status s = stale.Get().status();

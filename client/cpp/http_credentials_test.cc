@@ -101,6 +101,7 @@ TEST_F(ContainerCredentialsTest, ReadsTheTokenFileAtEachFetch) {
   EXPECT_TRUE(Contains(s.message(), "the authorization token holds a line break"));
   EXPECT_FALSE(Contains(s.message(), "lines"));
   std::remove(env_["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"].c_str());
+  clock.Set(start + absl::Seconds(70));  // Tried again 10 s after a failure.
   EXPECT_TRUE(Contains(source->Get().status().message(),
                        "cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
 }

@@ -26,6 +26,9 @@ ProcessCredentialSource::ProcessCredentialSource(std::string profile, std::strin
       command_(std::move(command)),
       argv_(std::move(argv)) {
   limits_.timeout = timeout;
+  // The environment as the session opens, on the caller's thread: signer
+  // threads never read `environ` while a trainer's thread may set it.
+  limits_.environment = EnvironmentNow();
 }
 
 std::string ProcessCredentialSource::description() const {

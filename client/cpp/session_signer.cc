@@ -2,13 +2,19 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <map>
 #include <utility>
+#include <vector>
 
+#include "absl/base/const_init.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/civil_time.h"
 #include "server/objstore/s3_address.h"
 #include "shm/fd_passing.h"
@@ -25,8 +31,11 @@ bool UriDecode(absl::string_view s, std::string* out) {
       continue;
     }
     int v = 0;
-    if (i + 2 >= s.size()) return false;
-    if (!absl::SimpleHexAtoi(s.substr(i + 1, 2), &v)) return false;
+    if (i + 2 >= s.size() || !absl::ascii_isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !absl::ascii_isxdigit(static_cast<unsigned char>(s[i + 2])) ||
+        !absl::SimpleHexAtoi(s.substr(i + 1, 2), &v)) {
+      return false;
+    }
     out->push_back(static_cast<char>(v));
     i += 2;
   }
@@ -39,6 +48,19 @@ bool KeyOf(absl::string_view path, const std::string& bucket, std::string* key) 
   const std::string head = absl::StrCat("/", bucket, "/");
   if (!absl::StartsWith(path, head)) return false;
   return UriDecode(path.substr(head.size()), key);
+}
+
+// Writes `s` to this process's stderr unless it was the last written.
+void ReportOnce(const absl::Status& s) {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::string* last = new std::string;
+  const std::string line = absl::StrCat("stoker: object store credentials: ", s.message());
+  {
+    absl::MutexLock lock(&mu);
+    if (*last == line) return;
+    *last = line;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 bool HasDotSegment(absl::string_view key) {
@@ -127,28 +149,40 @@ absl::StatusOr<std::string> SessionSigner::Sign(const std::string& text) const {
     if (r->query.empty() && KeyOf(r->path, reach.bucket, &key)) {
       within = Reaches(reach.bucket, key, false);
     } else if (r->method == "GET" && r->path == absl::StrCat("/", reach.bucket)) {
-      // A listing: ListObjectsV2 of a prefix within reach, nothing else.
-      bool list_type = false, prefix_ok = false, other = false;
+      // A listing: ListObjectsV2 of a prefix within reach, nothing else;
+      // each parameter once (a store may read the first of two, the
+      // signature cover both), and the query exactly as CanonicalQuery
+      // writes it.
+      std::map<std::string, std::string> params;
+      bool well_formed = true;
       for (absl::string_view param : absl::StrSplit(r->query, '&')) {
         std::pair<std::string, std::string> nv = absl::StrSplit(param, absl::MaxSplits('=', 1));
         std::string value;
-        if (!UriDecode(nv.second, &value)) other = true;
-        if (nv.first == "list-type") {
-          list_type = value == "2";
-        } else if (nv.first == "prefix") {
-          prefix_ok = Reaches(reach.bucket, value, true);
-        } else if (nv.first != "delimiter" && nv.first != "continuation-token" &&
-                   nv.first != "max-keys") {
-          other = true;
-        }
+        well_formed = well_formed && UriDecode(nv.second, &value) &&
+                      params.emplace(nv.first, std::move(value)).second;
       }
-      within = list_type && prefix_ok && !other;
+      std::vector<std::pair<std::string, std::string>> pairs(params.begin(), params.end());
+      well_formed = well_formed && CanonicalQuery(pairs) == r->query;
+      for (const auto& [name, value] : params) {
+        well_formed = well_formed && (name == "list-type" || name == "prefix" ||
+                                      name == "delimiter" || name == "continuation-token" ||
+                                      name == "max-keys");
+      }
+      within = well_formed && params.count("list-type") && params["list-type"] == "2" &&
+               params.count("prefix") && Reaches(reach.bucket, params["prefix"], true);
     }
     if (within) break;
   }
   if (!within) return refuse("outside the session's dataset");
   absl::StatusOr<SigningKey> key_now = credentials_();
-  if (!key_now.ok()) return key_now.status();
+  if (!key_now.ok()) {
+    // Its words (a command line, a helper's stderr) stay on the trainer's
+    // side, once each: the daemon, and its log, get only that it failed.
+    ReportOnce(key_now.status());
+    return absl::Status(key_now.status().code(),
+                        "the trainer's credentials could not be had; the trainer's stderr says "
+                        "why (stoker: object store credentials ...)");
+  }
   key_now->region = region_;
   return SignV4(*r, *key_now).Encode();
 }

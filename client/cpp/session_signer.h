@@ -16,8 +16,14 @@
 //   - or it lists the dataset's bucket (ListObjectsV2: list-type=2, a
 //     prefix below the dataset's, delimiter, continuation-token, max-keys,
 //     nothing else).
-// Anything else is PERMISSION_DENIED saying what was asked and what the
-// session may reach; the daemon hands that to its caller.
+// A listing's parameters each once, in CanonicalQuery's form. Anything
+// else is PERMISSION_DENIED saying what was asked and what the session may
+// reach; the daemon hands that to its caller.
+//
+// Credentials that cannot be had are the source's status code with a
+// message that says only so: their words (a credential_process's command
+// line and stderr may hold secrets) go to this process's stderr, once
+// each, never to the daemon.
 //
 // Credentials come from `credentials` at each signature (the source
 // refreshes them). Thread-safe: Sign runs on the signer's own threads.

@@ -82,6 +82,14 @@ TEST_F(SessionSignerTest, RefusesEverythingElse) {
       Request("GET", "photos", "",
               {{"list-type", "2"}, {"prefix", "train/"}, {"versions", ""}}),
       Request("GET", "photos", "", {{"list-type", "2"}, {"prefix", "train/../"}}),
+      // A parameter twice: a store may read the first.
+      "GET\n127.0.0.1:9000\n/photos\nlist-type=2&prefix=&prefix=train%2F\n" + AmzDate(kNow),
+      "GET\n127.0.0.1:9000\n/photos\nlist-type=2&prefix=secret%2F&prefix=train%2F\n" +
+          AmzDate(kNow),
+      "GET\n127.0.0.1:9000\n/photos\nlist-type=2&list-type=1&prefix=train%2F\n" + AmzDate(kNow),
+      // Out of canonical order, or an escape that is no hex pair.
+      "GET\n127.0.0.1:9000\n/photos\nprefix=train%2F&list-type=2\n" + AmzDate(kNow),
+      "GET\n127.0.0.1:9000\n/photos/train/%-1\n\n" + AmzDate(kNow),
       "GET\n127.0.0.1:9000\n/photos/train/x\n\n20261206T101010Z\r\nX-Evil: 1",
   };
   for (const std::string& r : refused) {
@@ -124,7 +132,9 @@ TEST_F(SessionSignerTest, ACredentialErrorIsTheSigners) {
   ASSERT_TRUE(s.ok());
   absl::StatusOr<std::string> got = (*s)->Sign(Request("GET", "photos", "train/x.jpg"));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_TRUE(absl::StrContains(got.status().message(), "exited 1"));
+  // The source's words stay here: the daemon gets only that it failed.
+  EXPECT_FALSE(absl::StrContains(got.status().message(), "exited 1"));
+  EXPECT_TRUE(absl::StrContains(got.status().message(), "trainer's stderr"));
 }
 
 }  // namespace

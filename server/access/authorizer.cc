@@ -194,17 +194,20 @@ absl::StatusOr<std::shared_ptr<shm::OpenChannel>> Authorizer::TakeSigner(
       roots_.erase(it);
     }
   }
-  int type = -1;
-  socklen_t len = sizeof(type);
-  if (root.channel_fd < 0 ||
-      getsockopt(root.channel_fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-      type != SOCK_SEQPACKET) {
+  auto option = [fd = root.channel_fd](int name) {
+    int value = -1;
+    socklen_t len = sizeof(value);
+    return fd >= 0 && getsockopt(fd, SOL_SOCKET, name, &value, &len) == 0 ? value : -1;
+  };
+  if (option(SO_TYPE) != SOCK_SEQPACKET || option(SO_DOMAIN) != AF_UNIX) {
     Close(root);
     return absl::UnauthenticatedError(
         "the session brought no signer of its object store requests (the client hands one "
         "over on the ring socket; this daemon never takes a trainer's secret)");
   }
-  return std::make_shared<shm::OpenChannel>(root.channel_fd);
+  // Longer than the client may take to refresh its credentials (a
+  // credential_process runs up to 60 s) while it signs.
+  return std::make_shared<shm::OpenChannel>(root.channel_fd, kSignerTimeout);
 }
 
 absl::Status Authorizer::RequireAdmin(const Caller& caller, const char* what) {

@@ -79,10 +79,12 @@ class Authorizer {
   static constexpr size_t kMaxPendingRoots = 4096;
 
   // The client's signer `token` names (RegisterRoot with fd -1), taken:
-  // UNAUTHENTICATED when it names none of `uid`'s, or no SOCK_SEQPACKET
-  // socket. Every caller's, admins' too: the daemon signs for nobody.
+  // UNAUTHENTICATED when it names none of `uid`'s, or no Unix
+  // SOCK_SEQPACKET socket. Every caller's, admins' too: the daemon signs for nobody.
   absl::StatusOr<std::shared_ptr<shm::OpenChannel>> TakeSigner(const std::string& token,
                                                                int64_t uid);
+  // How long a signer may take to answer before its channel is broken.
+  static constexpr absl::Duration kSignerTimeout = absl::Seconds(90);
 
   // The daemon's own files, refused to confined callers; set once they
   // exist (after L2 is open), before calls are served.

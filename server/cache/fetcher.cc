@@ -66,12 +66,11 @@ absl::StatusOr<Bytes> SampleFetcher::Shared(
   if (!leader) {
     joined_.fetch_add(1, std::memory_order_relaxed);
     flight->done.WaitForNotification();
-    // A leader whose session closed (CANCELLED), or whose user had no room
-    // (RESOURCE_EXHAUSTED), failed for itself, not for this caller: this
+    // A leader that failed may have failed for itself, not for this
+    // caller (its session closed, its user had no room, its rights or its
+    // client's signature were refused, its client did not answer): this
     // one reads again, once, as itself.
-    const absl::StatusCode code = flight->result.status().code();
-    if (rejoin && (code == absl::StatusCode::kCancelled ||
-                   code == absl::StatusCode::kResourceExhausted)) {
+    if (rejoin && !flight->result.ok()) {
       return Shared(flight_key, cached, path, from_source, read, /*rejoin=*/false);
     }
     return flight->result;

@@ -87,9 +87,9 @@ class SampleFetcher {
   // The result of `read`, one at a time per `flight_key`: a fetch that
   // finds one in flight waits for it (a joined read). `cached`: L1 first
   // (`flight_key` is the cache key). `*from_source`: the leader's own.
-  // `rejoin`: a joined fetch whose leader's read ended CANCELLED or
-  // RESOURCE_EXHAUSTED (the leader's session or user, not this caller's)
-  // tries once more.
+  // `rejoin`: a joined fetch whose leader's read failed (perhaps for the
+  // leader's own session, user, rights or client, not this caller's)
+  // tries once more, as itself.
   absl::StatusOr<Bytes> Shared(const std::string& flight_key, bool cached,
                                const std::string& path, bool* from_source,
                                const std::function<absl::StatusOr<Bytes>(bool*)>& read,

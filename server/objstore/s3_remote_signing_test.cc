@@ -126,5 +126,37 @@ TEST_F(RemoteSigningStoreTest, AnExpiredTokenIsSignedAfreshOnce) {
   EXPECT_EQ(store_->requests(), 2);
 }
 
+TEST_F(RemoteSigningStoreTest, AHeadRefusedWithNoWordsIsSignedAfreshOnce) {
+  drip_testing::DripServer::Options d;
+  d.status = 403;
+  d.errors = 1;  // A HEAD's refusal has no body: perhaps an expired token.
+  Serve(d);
+  std::atomic<int> asked{0};
+  auto remote = Remote(SigningKey{"AKIDEXAMPLE", "s", "tok", "us-east-1"}, &asked);
+  absl::StatusOr<ObjectVersion> v = client_->Head(endpoint_, S3Url{"bkt", "k"}, remote);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ(store_->requests(), 2);
+}
+
+// A proof for what is kept under a key id must be signed by that key id:
+// a client that names one and signs with another is ABORTED before
+// anything is sent.
+TEST_F(RemoteSigningStoreTest, AProofSignedAsAnotherKeyIdIsNone) {
+  Serve({});
+  std::atomic<int> asked{0};
+  auto named = Remote(SigningKey{"AKIDOTHER", "s", "", "us-east-1"}, &asked);
+  named->access_key_id = "AKIDNAMED";
+  absl::StatusOr<ListPage> page = client_->List(endpoint_, "bkt", "p/", "/", "", named, 1);
+  EXPECT_TRUE(page.ok() || page.status().code() != absl::StatusCode::kAborted);
+  named->signed_as_named = true;
+  page = client_->List(endpoint_, "bkt", "p/", "/", "", named, 1);
+  EXPECT_EQ(page.status().code(), absl::StatusCode::kAborted) << page.status();
+  EXPECT_EQ(store_->requests(), 1);  // The first only.
+  named->access_key_id = "AKIDOTHER";
+  std::string got;
+  EXPECT_TRUE(client_->Get(endpoint_, S3Url{"bkt", "k"}, 0, 0, "", named, &got).ok());
+}
+
 }  // namespace
 }  // namespace stoker

@@ -140,6 +140,10 @@ absl::Status SignRequest(S3Request* r, absl::Time now) {
                         absl::StrCat(Named(*r), ": the trainer's client did not sign the request (",
                                      s.status().message(), ")"));
   }
+  if (c.signed_as_named && KeyIdOf(*s) != c.access_key_id) {
+    return absl::AbortedError(absl::StrCat(
+        Named(*r), ": the trainer's client signed as another key id than the one it named"));
+  }
   r->signature = *std::move(s);
   return absl::OkStatus();
 }
@@ -185,7 +189,12 @@ AttemptVerdict JudgeAttempt(const S3Request& r, AttemptFacts f) {
       "ExpiredToken", "TokenRefreshRequired"};
   const bool refused =
       std::find(std::begin(kRefused), std::end(kRefused), code) != std::end(kRefused);
-  reply.expired_token = code == "ExpiredToken" || code == "TokenRefreshRequired";
+  // A HEAD's answer has no body to name its code: one its caller's client
+  // signed, refused, may have carried an expired token too.
+  const bool remote = r.credentials != nullptr && r.credentials->remote != nullptr;
+  reply.expired_token = code == "ExpiredToken" || code == "TokenRefreshRequired" ||
+                        (remote && r.method == S3Request::Method::kHead && code.empty() &&
+                         (f.http == 400 || f.http == 403));
   if (out.retry) {
     reply.status = absl::UnavailableError(absl::StrCat(why, Attempts(f.attempt)));
   } else if (refused || f.http == 401 || f.http == 403) {

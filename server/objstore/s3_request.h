@@ -42,6 +42,9 @@ struct S3Credentials {
   // own client, asked for each request (its answer already parsed as
   // hostile, s3_signing.h). Null: signed here, with the secret.
   std::function<absl::StatusOr<Signature>(const SigningRequest&)> remote;
+  // Every signature `remote` makes must be by `access_key_id` (a proof
+  // for what is kept under that key id): ABORTED otherwise.
+  bool signed_as_named = false;
 };
 
 // Overwrites all of `s`'s buffer (its capacity, not only its size) with
@@ -104,7 +107,8 @@ struct S3Reply {
   ObjectVersion version;
   int attempts = 0;
   // The store said the request's session token has expired (its
-  // credentials were refreshed since it was signed, or are being).
+  // credentials were refreshed since it was signed, or are being); for a
+  // HEAD its caller's client signed, any 400 or 403 (no body names why).
   bool expired_token = false;
 };
 

@@ -145,6 +145,14 @@ absl::StatusOr<SigningRequest> SigningRequest::Parse(absl::string_view text) {
   return r;
 }
 
+std::string KeyIdOf(const Signature& s) {
+  const absl::string_view prefix = "AWS4-HMAC-SHA256 Credential=";
+  absl::string_view a = s.authorization;
+  if (!absl::StartsWith(a, prefix)) return "";
+  a.remove_prefix(prefix.size());
+  return std::string(a.substr(0, a.find('/')));
+}
+
 std::string Signature::Encode() const { return absl::StrCat(authorization, "\n", session_token); }
 
 absl::StatusOr<Signature> Signature::Parse(absl::string_view text) {

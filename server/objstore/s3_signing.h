@@ -59,6 +59,9 @@ struct Signature {
   static absl::StatusOr<Signature> Parse(absl::string_view text);
 };
 
+// The key id a signature names ("Credential=<id>/..."); empty for none.
+std::string KeyIdOf(const Signature& s);
+
 // Whom a signature is made with (never logged, never in an error).
 struct SigningKey {
   std::string access_key_id;

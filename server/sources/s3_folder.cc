@@ -464,16 +464,25 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
       parsed = held != nullptr && value.size() <= INT_MAX &&
                listing.ParseFromArray(value.data(), static_cast<int>(value.size()));
     });
-    const bool fits =
+    bool fits =
         parsed && absl::FromUnixSeconds(listing.listed_unix_seconds()) + kKeptFor > absl::Now() &&
         TakeKept(root, listing, limits, &charge);
     held.reset();
     if (fits) {
       // The caller's own proof, at this moment, that it may list the
-      // prefix: one request.
+      // prefix: one request, signed as the key id the listing is kept
+      // under (a client that names one key id and signs with another is
+      // no proof: the listing is made afresh, with what it signs).
+      auto as_named = std::make_shared<S3Credentials>(*access.credentials);
+      as_named->signed_as_named = true;
       absl::StatusOr<ListPage> proof = client->List(access.endpoint, root.bucket, root.key, "/",
-                                                    "", access.credentials, 1, access.owner);
-      if (!proof.ok()) return proof.status();
+                                                    "", as_named, 1, access.owner);
+      if (!proof.ok() && proof.status().code() != absl::StatusCode::kAborted) {
+        return proof.status();
+      }
+      fits = proof.ok();
+    }
+    if (fits) {
       classes.resize(listing.class_names_size());
       for (int c = 0; c < listing.class_names_size(); ++c) {
         classes[c].name = std::move(*listing.mutable_class_names(c));

@@ -88,6 +88,10 @@ def test_epochs_outlive_many_tokens(store, trainer, tmp_path, provider):
 
 
 def test_a_failing_credential_process_is_named(store, trainer, tmp_path):
+    """At the session's opening, in the trainer's own process: the error
+    names the command and its words (which never reach the daemon; a
+    later refresh's failure goes to the trainer's stderr, and the daemon
+    hears only that it failed: session_signer_test)."""
     script = tmp_path / "broken-credentials"
     script.write_text("#!/bin/sh\necho 'token service unreachable' >&2\nexit 3\n")
     script.chmod(0o755)

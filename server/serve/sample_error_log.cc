@@ -3,11 +3,38 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "util/log.h"
 
 namespace stoker {
+namespace {
+
+// `s` with its control bytes, backslashes and double quotes escaped (\n,
+// \xNN, ...), all else as it is: readable, and one line.
+std::string Escaped(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(ch);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 SampleErrorLog::SampleErrorLog(std::string owner, size_t max_logged,
                                std::function<void(const std::string&)> sink)
@@ -27,7 +54,7 @@ void SampleErrorLog::Report(const std::string& path, const absl::Status& status)
       // A user's bytes, escaped: a name holding a newline writes no line
       // of its own into the daemon's log.
       line = absl::StrCat(owner_, ": sample failed (delivered as zeros, counted): \"",
-                          absl::CHexEscape(path), "\": ", absl::CHexEscape(status.message()));
+                          Escaped(path), "\": ", Escaped(status.message()));
     }
   }
   if (sink_) {

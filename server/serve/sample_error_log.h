@@ -2,8 +2,9 @@
 // (a bad file read every epoch does not flood the log), at most
 // `max_logged` paths; past that, one line says that the rest are counted
 // (stokerctl stats, the session's error counters), not logged. A path and
-// its error are written C-escaped, quoted: a user's name that holds a
-// newline or a terminal's escape writes no line, nor control, of its own.
+// its error are written quoted, their control bytes, backslashes and
+// quotes escaped (\n, \x1b, \"): a user's name that holds a newline or a
+// terminal's escape writes no line, nor control, of its own.
 //
 // What it keeps is bounded and is the session's own: a 64-bit hash per
 // path logged (never the path: a user's 4 KiB names cost the daemon 8

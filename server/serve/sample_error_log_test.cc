@@ -32,11 +32,11 @@ TEST(SampleErrorLog, EachPathOnceThenOneLineAtTheCap) {
 TEST(SampleErrorLog, AUsersBytesWriteNoLineOfTheirOwn) {
   std::vector<std::string> lines;
   SampleErrorLog log("session 3", 10, [&](const std::string& l) { lines.push_back(l); });
-  log.Report("x.jpg\n[E] stokerd: forged\x1b[2J\"", absl::NotFoundError("gone\r\nagain"));
+  log.Report("x.jpg\n[E] stokerd: forged\x1b[2J\"\\", absl::NotFoundError("isn't\r\nthere"));
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0],
             "session 3: sample failed (delivered as zeros, counted): "
-            "\"x.jpg\\n[E] stokerd: forged\\x1b[2J\\\"\": gone\\r\\nagain");
+            "\"x.jpg\\n[E] stokerd: forged\\x1b[2J\\\"\\\\\": isn't\\r\\nthere");
   EXPECT_EQ(lines[0].find_first_of("\n\r\x1b"), std::string::npos);
 }
 

@@ -172,6 +172,12 @@ absl::StatusOr<AwsCredentials> RefreshingSource::Get() {
 absl::StatusOr<std::shared_ptr<CredentialSource>> CredentialsFromEnvironment(
     const std::function<const char*(const char*)>& getenv, const CredentialOptions& options) {
   STOKER_ASSIGN_OR_RETURN(const AwsProfile profile, LoadAwsProfile(getenv));
+  return CredentialsFromProfile(profile, getenv, options);
+}
+
+absl::StatusOr<std::shared_ptr<CredentialSource>> CredentialsFromProfile(
+    const AwsProfile& profile, const std::function<const char*(const char*)>& getenv,
+    const CredentialOptions& options) {
   auto env = [&](const char* name) { return EnvValue(getenv, name); };
   if (!env("AWS_ACCESS_KEY_ID").empty() && !env("AWS_SECRET_ACCESS_KEY").empty()) {
     return std::shared_ptr<CredentialSource>(std::make_shared<StaticCredentialSource>(

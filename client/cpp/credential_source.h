@@ -47,6 +47,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/cpp/aws_profile.h"
 
 namespace stoker {
 
@@ -142,6 +143,10 @@ struct CredentialOptions {
 
 absl::StatusOr<std::shared_ptr<CredentialSource>> CredentialsFromEnvironment(
     const std::function<const char*(const char*)>& getenv = nullptr,
+    const CredentialOptions& options = {});
+// The same with the profile already read (LoadAwsProfile with `getenv`).
+absl::StatusOr<std::shared_ptr<CredentialSource>> CredentialsFromProfile(
+    const AwsProfile& profile, const std::function<const char*(const char*)>& getenv = nullptr,
     const CredentialOptions& options = {});
 
 }  // namespace stoker

@@ -11,7 +11,7 @@ absl::StatusOr<TrainerObjectStore> ObjectStoreAccessFromEnvironment(
   STOKER_ASSIGN_OR_RETURN(const AwsProfile profile, LoadAwsProfile(getenv_fn));
   auto env = [&](const char* name) { return EnvValue(getenv_fn, name); };
   TrainerObjectStore out;
-  STOKER_ASSIGN_OR_RETURN(out.credentials, CredentialsFromEnvironment(getenv_fn));
+  STOKER_ASSIGN_OR_RETURN(out.credentials, CredentialsFromProfile(profile, getenv_fn));
   if (out.credentials != nullptr) {
     STOKER_ASSIGN_OR_RETURN(const AwsCredentials first, out.credentials->Get());
     out.access.set_access_key_id(first.access_key_id);

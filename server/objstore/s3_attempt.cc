@@ -125,7 +125,7 @@ absl::Status PrepareAttempt(const S3Request& r, int attempt, absl::Duration time
   add(absl::StrCat("Host: ", r.host));
   add(absl::StrCat("x-amz-date: ", r.amz_date));
   add(absl::StrCat("x-amz-content-sha256: ",
-                   PayloadHash(r.method == S3Request::Method::kPut ? "PUT" : "GET")));
+                   PayloadHash(MethodName(r.method))));
   add(absl::StrCat("Authorization: ", r.signature.authorization));
   if (!r.signature.session_token.empty()) {
     add(absl::StrCat("x-amz-security-token: ", r.signature.session_token));

@@ -120,10 +120,20 @@ absl::Status CheckRequest(const S3Request& r) {
   return absl::OkStatus();
 }
 
+const char* MethodName(S3Request::Method m) {
+  switch (m) {
+    case S3Request::Method::kGet:
+      return "GET";
+    case S3Request::Method::kHead:
+      return "HEAD";
+    case S3Request::Method::kPut:
+      return "PUT";
+  }
+  return "GET";
+}
+
 absl::Status SignRequest(S3Request* r, absl::Time now) {
-  const char* method = r->method == S3Request::Method::kGet    ? "GET"
-                       : r->method == S3Request::Method::kHead ? "HEAD"
-                                                               : "PUT";
+  const char* method = MethodName(r->method);
   r->host = HostHeader(r->endpoint);
   r->amz_date = AmzDate(now);
   const SigningRequest what{method, r->host, ObjectPath(r->bucket, r->key),

@@ -94,6 +94,9 @@ struct S3Request {
   Signature signature;
 };
 
+// "GET", "HEAD" or "PUT".
+const char* MethodName(S3Request::Method m);
+
 // Signs `r` as of `now` with its credentials: here with their secret, or by
 // asking their `remote` signer. The signer's error, saying so, when the
 // caller's client does not sign (UNAVAILABLE: it is gone or did not answer

@@ -15,6 +15,7 @@ most, and in all (503s included)."""
 
 import http.server
 import os
+import select
 import sys
 import threading
 import time
@@ -73,7 +74,8 @@ class Folder(Bucket):
 
 
 class Drip(Bucket):
-    """Objects of `size` bytes sent a byte a second."""
+    """Objects of `size` bytes sent a byte a second, until the client
+    hangs up (seen at once, not at the next byte)."""
 
     def __init__(self, keys, size):
         super().__init__({k: size for k in keys})
@@ -82,7 +84,9 @@ class Drip(Bucket):
         for _ in range(length):
             handler.wfile.write(b"x")
             handler.wfile.flush()
-            if store.closing.wait(1):
+            # Readable while a response is unfinished: the client closed.
+            gone, _, _ = select.select([handler.connection], [], [], 1)
+            if gone or store.closing.is_set():
                 break
 
 

@@ -432,7 +432,9 @@ def report(got, targets, modes, args, conns):
             gs = got[(target, mode)]
             rate = median(target, mode, "rate")
             if mode == "none":  # The baselines' spread.
-                cells = [f"{rate:,.0f}", "1.00", ", ".join(f"{g['rate'] / base:.2f}" for g in gs)]
+                spread = [g["rate"] / base for g in gs]
+                cells = [f"{rate:,.0f}", "1.00",
+                         f"{min(spread):.2f}-{max(spread):.2f} ({len(gs)} baselines)"]
             else:
                 cells = [f"{rate:,.0f}", f"{median(target, mode, 'ratio'):.2f}",
                          ", ".join(f"{g['ratio']:.2f}" for g in gs)]
@@ -445,7 +447,8 @@ def report(got, targets, modes, args, conns):
             print(f"| {names[target]} | {mode} | " + " | ".join(cells) + " |")
     print(f"\nsamples/s: medians; x baseline: the median over runs of each run's rate over "
           f"the mean of the baselines measured just before and after it (baseline row: "
-          f"each of its runs over their median); ceiling: a threaded Python GET loop, {conns} "
+          f"the least and most of them over their median); ceiling: a threaded Python GET "
+          f"loop, {conns} "
           f"kept-alive connection(s), run after the victim with the attacker still at it; "
           f"GETs end: the most of any run")
     print("\nwhile the victim's measured epochs ran (medians): cores each used, the "

@@ -77,6 +77,7 @@ bench: deps
 	$(PYTHON) bench/client_decode.py
 	$(PYTHON) bench/gpu_train.py
 	$(PYTHON) bench/reads_in_flight.py
+	$(PYTHON) bench/shared_store.py
 
 demo: deps
 	$(BAZEL) build //server:stokerd //client/cpp:stokerctl //tests:make_dataset

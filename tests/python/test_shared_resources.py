@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from conftest import wait_for_socket
+from s3_stores import Drip, LoopbackStore, image_folder_keys
 from test_dist import bundle  # noqa: F401 (fixture)
 from test_hostile import (ATTACKER, NO_STORE, VICTIM, Node, attacker_reads,  # noqa: F401
                           data_group, node, python_as, running, victim_alongside)
@@ -118,106 +119,19 @@ def test_a_daemon_of_another_user_gets_no_secret(node, stand_in):
             proc.wait(timeout=20)
 
 
-class DripStore:
+class DripStore(LoopbackStore):
     """An S3 API store on loopback whose listings answer at once and whose
     objects drip, a byte a second, for as long as the client stays: the
-    attacker's slow store. It counts the GETs in flight, and their most."""
+    attacker's slow store (bucket "drip"). It counts the GETs in flight,
+    and their most."""
 
     CLASSES = ("cat", "dog")
     PER_CLASS = 16
     SIZE = 100000
 
     def __init__(self):
-        import http.server
-        import threading
-        store = self
-        self.cond = threading.Condition()
-        self.active = self.most = self.gets = 0
-        self.closing = threading.Event()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_HEAD(self):
-                self.send_response(200)
-                self.send_header("Content-Length", str(store.SIZE))
-                self.send_header("ETag", '"drip"')
-                self.end_headers()
-
-            def do_GET(self):
-                from urllib.parse import parse_qs, urlsplit
-                url = urlsplit(self.path)
-                query = parse_qs(url.query)
-                if "list-type" in query:
-                    body = store.listing(query.get("prefix", [""])[0],
-                                         "delimiter" in query).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(store.SIZE))
-                self.send_header("ETag", '"drip"')
-                self.end_headers()
-                with store.cond:
-                    store.gets += 1
-                    store.active += 1
-                    store.most = max(store.most, store.active)
-                    store.cond.notify_all()
-                try:
-                    for _ in range(store.SIZE):
-                        self.wfile.write(b"x")
-                        self.wfile.flush()
-                        if store.closing.wait(1):
-                            break
-                except OSError:
-                    pass  # The client hung up.
-                finally:
-                    with store.cond:
-                        store.active -= 1
-                        store.cond.notify_all()
-                self.close_connection = True
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def listing(self, prefix, delimited):
-        keys = [f"train/{c}/{i}.jpg" for c in self.CLASSES for i in range(self.PER_CLASS)]
-        objects, prefixes = [], []
-        for k in keys:
-            if not k.startswith(prefix):
-                continue
-            rest = k[len(prefix):]
-            if delimited and "/" in rest:
-                p = prefix + rest.split("/", 1)[0] + "/"
-                if p not in prefixes:
-                    prefixes.append(p)
-            else:
-                objects.append(k)
-        entries = "".join(f"<Contents><Key>{k}</Key><Size>{self.SIZE}</Size>"
-                          "<ETag>&quot;drip&quot;</ETag></Contents>" for k in objects)
-        entries += "".join(f"<CommonPrefixes><Prefix>{p}</Prefix></CommonPrefixes>"
-                           for p in prefixes)
-        return ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
-                f"<Prefix>{prefix}</Prefix><IsTruncated>false</IsTruncated>{entries}"
-                "</ListBucketResult>")
-
-    def wait(self, predicate, timeout):
-        with self.cond:
-            return self.cond.wait_for(lambda: predicate(self), timeout)
-
-    def close(self):
-        self.closing.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__({"drip": Drip(image_folder_keys("train", self.CLASSES, self.PER_CLASS),
+                                       self.SIZE)})
 
 
 class DripNode(Node):

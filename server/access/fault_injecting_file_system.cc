@@ -25,6 +25,12 @@ void FaultInjectingFileSystem::Shorten(std::string* contents) const {
   }
 }
 
+void FaultInjectingFileSystem::Hold(const std::string& path) {
+  if (hold_substring.empty() || !absl::StrContains(path, hold_substring)) return;
+  if (!held_.exchange(true)) holding.Notify();
+  released_.WaitForNotification();
+}
+
 absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
                                                 std::string* contents,
                                                 FileVersion* version,
@@ -32,6 +38,7 @@ absl::Status FaultInjectingFileSystem::ReadFile(const std::string& path,
                                                 uint64_t max_bytes) {
   reads.fetch_add(1, std::memory_order_relaxed);
   if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
+  Hold(path);
   STOKER_RETURN_IF_ERROR(Inject(path));
   absl::Status s = base_->ReadFile(path, contents, version, beneath, max_bytes);
   if (s.ok()) Shorten(contents);
@@ -50,6 +57,7 @@ absl::Status FaultInjectingFileSystem::ReadOpened(const OpenFile& file,
                                                   std::string* contents,
                                                   uint64_t max_bytes) {
   reads.fetch_add(1, std::memory_order_relaxed);
+  Hold(path);
   STOKER_RETURN_IF_ERROR(Inject(path));
   absl::Status s = base_->ReadOpened(file, path, contents, max_bytes);
   if (s.ok()) Shorten(contents);

@@ -1,7 +1,7 @@
 // A FileSystem for tests and benchmarks: it wraps another, counts calls,
 // and injects what storage does to a reader: latency per open (the round
 // trip a NAS or an object store pays per file), failed or throwing reads,
-// short reads. Thread-safe; the options may be changed between (not
+// short reads, reads that hang (NFS, FUSE) until released. Thread-safe; the options may be changed between (not
 // during) reads.
 #ifndef STOKER_SERVER_ACCESS_FAULT_INJECTING_FILE_SYSTEM_H_
 #define STOKER_SERVER_ACCESS_FAULT_INJECTING_FILE_SYSTEM_H_
@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/access/file_system.h"
 
@@ -38,6 +39,11 @@ class FaultInjectingFileSystem : public FileSystem {
   std::string fail_substring;   // Empty: never fail.
   std::string throw_substring;  // Empty: never throw.
   int64_t short_read_bytes = -1;
+  // Reads of paths containing `hold_substring` (empty: none) wait until
+  // Release(); `holding` is notified when the first has begun.
+  std::string hold_substring;
+  absl::Notification holding;
+  void Release() { released_.Notify(); }
 
   std::atomic<uint64_t> reads{0};  // ReadFile and ReadOpened calls.
   std::atomic<uint64_t> opens{0};  // Open calls.
@@ -46,8 +52,11 @@ class FaultInjectingFileSystem : public FileSystem {
   // The injected failures of a read of `path`, and its short read.
   absl::Status Inject(const std::string& path) const;
   void Shorten(std::string* contents) const;
+  void Hold(const std::string& path);
 
   FileSystem* const base_;
+  std::atomic<bool> held_{false};
+  absl::Notification released_;
 };
 
 }  // namespace stoker

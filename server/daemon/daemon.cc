@@ -102,6 +102,7 @@ void Daemon::Stop() {
   }
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
+  closing_.Stop();  // Reclaims begun.
   for (Entry& e : entries) Finish(std::move(e), shm::kClosedByShutdown);
   engine_.Stop();
 }
@@ -319,10 +320,7 @@ absl::Status Daemon::Attach(uint64_t session_id,
 
 void Daemon::Detach(uint64_t session_id, bool client_gone) {
   if (client_gone) {
-    if (Close(session_id, shm::kClosedBySession, /*reclaimed=*/true)) {
-      LogInfo(absl::StrCat("session ", session_id,
-                           ": client disconnected, ring reclaimed"));
-    }
+    Reclaim(session_id, "client disconnected");
     return;
   }
   absl::MutexLock lock(&mu_);
@@ -349,19 +347,22 @@ absl::Status Daemon::CloseSession(uint64_t session_id, const Caller& caller) {
 
 bool Daemon::Close(uint64_t session_id, shm::CloseReason reason,
                    bool reclaimed) {
-  Entry entry;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(session_id);
-    if (it == sessions_.end()) return false;
-    entry = std::move(it->second);
-    sessions_.erase(it);
-    quota_.Release(session_id);
-    ++closed_;
-    if (reclaimed) ++reclaimed_;
-  }
-  Finish(std::move(entry), reason, /*discard=*/reclaimed);
+  std::optional<Entry> entry = Take(session_id, reclaimed);
+  if (!entry) return false;
+  Finish(*std::move(entry), reason, /*discard=*/reclaimed);
   return true;
+}
+
+std::optional<Daemon::Entry> Daemon::Take(uint64_t session_id, bool reclaimed) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return std::nullopt;
+  Entry entry = std::move(it->second);
+  sessions_.erase(it);
+  quota_.Release(session_id);
+  ++closed_;
+  if (reclaimed) ++reclaimed_;
+  return entry;
 }
 
 void Daemon::Finish(Entry entry, shm::CloseReason reason, bool discard) {
@@ -371,6 +372,16 @@ void Daemon::Finish(Entry entry, shm::CloseReason reason, bool discard) {
   if (discard) entry.session->DiscardRing();
   if (entry.on_close) entry.on_close();
   entry.session.reset();  // Unmaps the ring; the client's mapping may stay.
+}
+
+void Daemon::Reclaim(uint64_t session_id, const std::string& why) {
+  std::optional<Entry> entry = Take(session_id, /*reclaimed=*/true);
+  if (!entry) return;
+  auto finish = [this, e = std::make_shared<Entry>(*std::move(entry)), session_id, why] {
+    Finish(std::move(*e), shm::kClosedBySession, /*discard=*/true);
+    LogInfo(absl::StrCat("session ", session_id, ": ", why, ", ring reclaimed"));
+  };
+  if (!closing_.Start(finish)) finish();
 }
 
 void Daemon::ReapLoop() {
@@ -392,11 +403,7 @@ void Daemon::ReapLoop() {
         }
       }
     }
-    for (const auto& [id, why] : gone) {
-      if (Close(id, shm::kClosedBySession, /*reclaimed=*/true)) {
-        LogInfo(absl::StrCat("session ", id, ": ", why, ", ring reclaimed"));
-      }
-    }
+    for (const auto& [id, why] : gone) Reclaim(id, why);
   }
 }
 

@@ -8,7 +8,9 @@
 // Lifecycle: construct, Start(), serve calls from any thread, Stop() (which
 // refuses new sessions, closes every session with kClosedByShutdown and
 // joins the reaper). Every public method is thread-safe. Sessions are closed
-// outside mu_ because ServingSession::Stop waits for in-flight decode tasks.
+// outside mu_ because ServingSession::Stop waits for its tasks in flight;
+// a reclaim (the client is gone) closes on a thread of its own, so one
+// session whose reads hang delays no other's.
 #ifndef STOKER_SERVER_DAEMON_DAEMON_H_
 #define STOKER_SERVER_DAEMON_DAEMON_H_
 
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +39,7 @@
 #include "server/daemon/openings.h"
 #include "server/daemon/options.h"
 #include "server/dataset/dataset.h"
+#include "server/pool/background_work.h"
 #include "server/pool/node_pools.h"
 #include "server/serve/session.h"
 
@@ -133,6 +137,12 @@ class Daemon {
       uint32_t pid = 0, bool streamed = false);
   // Removes the entry (if present) and closes it; returns false if absent.
   bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
+  // Removes the entry and counts it closed (and reclaimed); none if absent.
+  std::optional<Entry> Take(uint64_t session_id, bool reclaimed);
+  // Takes the session of a client that is gone (`why`) and closes it on a
+  // thread of its own: a close waits for the session's reads in flight (a
+  // hung NFS read), and no other reclaim, nor the caller, waits for it.
+  void Reclaim(uint64_t session_id, const std::string& why);
   // `discard`: the client is gone; the ring's pages go back at once.
   void Finish(Entry entry, shm::CloseReason reason, bool discard = false);
   void ReapLoop();
@@ -153,6 +163,7 @@ class Daemon {
   RingQuota quota_;
   std::thread reaper_;
   absl::Notification stop_reaper_;
+  BackgroundWork closing_;  // Reclaims, each on a thread of its own.
 
   mutable absl::Mutex mu_;
   bool started_flag_ ABSL_GUARDED_BY(mu_) = false;  // Start() was called.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/daemon/ring_testing.h"
+#include "server/access/fault_injecting_file_system.h"
 #include "server/access/root_testing.h"
 #include "shm/ring.h"
 #include "tests/testdata.h"
@@ -177,7 +178,11 @@ TEST_F(DaemonTest, ClientGoneReclaimsRing) {
   auto resp = daemon_->OpenSession(Request());
   ASSERT_TRUE(resp.ok());
   ASSERT_TRUE(daemon_->Attach(resp->session_id(), nullptr).ok());
-  daemon_->Detach(resp->session_id(), /*client_gone=*/true);
+  daemon_->Detach(resp->session_id(), /*client_gone=*/true);  // Closed on a thread of its own.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!shm::Segment::List(prefix_).empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));  // Polling for the ring's removal.
+  }
   EXPECT_TRUE(shm::Segment::List(prefix_).empty());
   v1::DaemonStats stats = daemon_->GetStats();
   EXPECT_EQ(stats.sessions_reclaimed(), 1u);
@@ -342,6 +347,43 @@ TEST(DaemonQuotaTest, PerUserRingBytesAndSessionsThatNeverAttach) {
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(left[0].session_id(), kept->session_id());
   d.Stop();
+  std::filesystem::remove_all(root);
+}
+
+// A reclaim closes its session on a thread of its own: while one whose
+// read hangs (NFS, FUSE) waits for it, another's ring is reclaimed.
+TEST(DaemonReapTest, AHungReadDelaysNoOtherReclaim) {
+  std::string root = testdata::MakeTempDir("reap");
+  ASSERT_TRUE(MakeTinyDataset(root + "/hung").ok());
+  ASSERT_TRUE(MakeTinyDataset(root + "/fine").ok());
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.hold_substring = "/hung/";
+  DaemonOptions o;
+  o.decode_threads = 1;
+  o.fs = &fs;
+  o.shm_prefix = absl::StrCat("stoker-dr", getpid(), ".");
+  o.attach_timeout = absl::Milliseconds(100);
+  o.reap_interval = absl::Milliseconds(10);
+  Daemon d(o);
+  ASSERT_TRUE(d.Start().ok());
+  auto reclaimed = [&](uint64_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (d.GetStats().sessions_reclaimed() < n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));  // Polling the counter.
+    }
+    return d.GetStats().sessions_reclaimed();
+  };
+  // Never attached, so reaped; its read hangs, so its close waits.
+  ASSERT_TRUE(d.OpenSession(TinyRequest(root + "/hung", 32), Caller()).ok());
+  fs.holding.WaitForNotification();
+  ASSERT_EQ(reclaimed(1), 1u);
+  auto fine = d.OpenSession(TinyRequest(root + "/fine", 32), Caller());
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(reclaimed(2), 2u);
+  EXPECT_TRUE(d.ListSessions().empty());
+  fs.Release();
+  d.Stop();
+  EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
   std::filesystem::remove_all(root);
 }
 

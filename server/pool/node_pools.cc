@@ -76,6 +76,14 @@ int NodePools::Schedule(int node, std::function<void()> task, uint64_t group,
   return target;
 }
 
+std::deque<std::function<void()>> NodePools::TakeQueued(uint64_t group) {
+  std::deque<std::function<void()>> all;
+  for (auto& pool : pools_) {
+    for (auto& task : pool->TakeQueued(group)) all.push_back(std::move(task));
+  }
+  return all;
+}
+
 void NodePools::RunOn(int node, const std::function<void()>& fn) const {
   if (pinned_) {
     topology_.RunOn(node, fn);

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +46,8 @@ class NodePools {
   // that got it.
   int Schedule(int node, std::function<void()> task, uint64_t group, int weight,
                int64_t user = -1);
+  // ThreadPool::TakeQueued over every node's pool.
+  std::deque<std::function<void()>> TakeQueued(uint64_t group);
   // Runs `fn` on a thread pinned to `node` (Topology::RunOn) when the pools
   // are pinned, else right here; returns when it has.
   void RunOn(int node, const std::function<void()>& fn) const;

@@ -91,6 +91,25 @@ void ThreadPool::SetUserCap(int threads) {
   user_cap_ = std::max(0, threads);
 }
 
+std::deque<std::function<void()>> ThreadPool::TakeQueued(uint64_t group) {
+  absl::MutexLock lock(&mu_);
+  auto it = queues_.find(group);
+  if (it == queues_.end()) return {};
+  std::deque<std::function<void()>> tasks = std::move(it->second.tasks);
+  const uint64_t user = it->second.user;
+  queued_ -= tasks.size();
+  queues_.erase(it);
+  // A user is in turns_ exactly while it has groups with tasks.
+  auto u = users_.find(user);
+  std::deque<uint64_t>& groups = u->second;
+  groups.erase(std::find(groups.begin(), groups.end(), group));
+  if (groups.empty()) {
+    users_.erase(u);
+    turns_.erase(std::find(turns_.begin(), turns_.end(), user));
+  }
+  return tasks;
+}
+
 bool ThreadPool::UnderCap(uint64_t user) const {
   if (user_cap_ == 0 || user == kNoUser) return true;
   auto h = held_.find(user);

@@ -54,6 +54,11 @@ class ThreadPool {
   void Resize(int threads);
   // At most `threads` workers run one user's tasks at once; 0: no cap.
   void SetUserCap(int threads);
+  // Takes `group`'s queued tasks out of the pool, in their order, for the
+  // caller to run or drop: a closing session's tasks, which would
+  // otherwise wait for turns (and its user's cap) only to do nothing.
+  // Tasks already running are not among them.
+  std::deque<std::function<void()>> TakeQueued(uint64_t group);
 
   const std::string& name() const { return name_; }
   int size() const;  // Target number of workers.

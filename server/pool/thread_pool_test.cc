@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <new>
 #include <stdexcept>
 #include <thread>
@@ -252,6 +254,54 @@ TEST(ThreadPoolTest, NoCapBindsTheDaemonsOwnTasks) {
     mu.Await(absl::Condition(+[](int* n) { return *n == kThreads; }, &holding));
   }
   release.Notify();
+}
+
+// A closing session takes its queued tasks back while its user is at its
+// cap: they come out in order, the pool never runs them, and the rest of
+// the user's work (and another user's) runs as before.
+TEST(ThreadPoolTest, TakeQueuedRemovesOneGroupsWaitingTasks) {
+  ThreadPool pool("t", 2);
+  pool.SetUserCap(1);
+  absl::Mutex mu;
+  std::vector<int> ran;
+  absl::Notification started, release;
+  pool.Schedule([&] { started.Notify(); release.WaitForNotification(); },
+                /*group=*/1, /*weight=*/1, /*user=*/1000);
+  started.WaitForNotification();  // User 1000 is at its cap.
+  auto record = [&](int v) {
+    return [&, v] {
+      absl::MutexLock lock(&mu);
+      ran.push_back(v);
+    };
+  };
+  for (int i = 0; i < 3; ++i) pool.Schedule(record(20 + i), /*group=*/2, 1, /*user=*/1000);
+  pool.Schedule(record(30), /*group=*/3, 1, /*user=*/1000);
+  for (int i = 0; i < 2; ++i) pool.Schedule(record(40 + i), /*group=*/4, 1, /*user=*/1001);
+  {
+    absl::MutexLock lock(&mu);  // The other user runs past the capped one.
+    mu.Await(absl::Condition(+[](std::vector<int>* r) { return r->size() == 2; }, &ran));
+  }
+  std::deque<std::function<void()>> taken = pool.TakeQueued(2);
+  EXPECT_EQ(taken.size(), 3u);
+  EXPECT_EQ(pool.queued(), 1u);  // Group 3's task.
+  EXPECT_TRUE(pool.TakeQueued(2).empty());
+  EXPECT_TRUE(pool.TakeQueued(99).empty());
+  for (auto& t : taken) t();  // In their order, here.
+  // A group that was its user's only one: the user leaves the turns.
+  pool.Schedule(record(50), /*group=*/5, 1, /*user=*/1002);
+  release.Notify();
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](std::vector<int>* r) { return r->size() == 7; }, &ran));
+    EXPECT_EQ(std::vector<int>(ran.begin() + 2, ran.begin() + 5),
+              (std::vector<int>{20, 21, 22}));
+  }
+  pool.Schedule(record(60), /*group=*/2, 1, /*user=*/1000);  // The group may come back.
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(+[](std::vector<int>* r) { return r->size() == 8; }, &ran));
+  std::vector<int> sorted = ran;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<int>{20, 21, 22, 30, 40, 41, 50, 60}));
 }
 
 TEST(ParallelForTest, RunsEveryItemOnceOnTheCallerAndHelpers) {

@@ -196,6 +196,9 @@ void ServingSession::Stop(shm::CloseReason reason) {
   // threads, and this Stop, until their deadline).
   if (dataset_->reads_cancel != nullptr) dataset_->reads_cancel->Cancel();
   if (producer.joinable()) producer.join();
+  // What is queued would wait for turns (and its user's cap) to do nothing.
+  for (auto& task : ctx_.reader_pool->TakeQueued(id_)) task();
+  for (auto& task : ctx_.decode_pools->TakeQueued(id_)) task();
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
@@ -267,18 +270,13 @@ void ServingSession::Produce() {
     // A task per sample, or per run of samples when they are array rows
     // too small to be worth a task each (SamplesPerTask).
     const uint32_t run = SamplesPerTask();
-    {
-      absl::MutexLock lock(&mu_);
-      tasks_in_flight_ += job->count + (job->count + run - 1) / run;
-    }
     for (uint32_t i = 0; i < job->count; i += run) {
       const uint32_t end = std::min(job->count, i + run);
-      ctx_.reader_pool->Schedule(
-          [this, job, i, indices = std::vector<uint64_t>(next.samples.begin() + i,
-                                                         next.samples.begin() + end)] {
-            ReadRun(job, i, indices);
-          },
-          id_, Weight(), ctx_.uid);
+      Hand(-1, end - i + 1,  // Its samples and itself.
+           [this, job, i, indices = std::vector<uint64_t>(next.samples.begin() + i,
+                                                          next.samples.begin() + end)] {
+             ReadRun(job, i, indices);
+           });
     }
   }
 }
@@ -299,6 +297,22 @@ void ServingSession::PublishOpening() {
     }
     ring_->SetBatchesPerEpoch(shm::kOpeningFailed);
   }
+}
+
+int ServingSession::Hand(int node, uint64_t tasks, std::function<void()> task) {
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_in_flight_ += tasks;
+    if (!stopped_ && node < 0) {
+      ctx_.reader_pool->Schedule(std::move(task), id_, Weight(), ctx_.uid);
+      return node;
+    }
+    if (!stopped_) {
+      return ctx_.decode_pools->Schedule(node, std::move(task), id_, Weight(), ctx_.uid);
+    }
+  }
+  task();  // Stopped (Stop took back the queues): it only counts itself done.
+  return node;
 }
 
 void ServingSession::Fail(const absl::Status& s) {
@@ -408,18 +422,15 @@ void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
     case SampleReader::Result::kDecode:
       break;
   }
-  const int node = ctx_.decode_pools->Schedule(
-      ctx_.node,
-      [this, job, t, in = std::move(in)] {
-        // A throw from the decode stage is that sample's error, never the
-        // process's end (or a batch that never completes).
-        absl::Status s = Guarded("decoding a sample", [&] {
-          DecodeSample(job, t, in);
-          return absl::OkStatus();
-        });
-        if (!s.ok()) FinishSample(job, t, shm::kSampleDecodeError, s);
-      },
-      id_, Weight(), ctx_.uid);
+  const int node = Hand(ctx_.node, 0, [this, job, t, in = std::move(in)] {
+    // A throw from the decode stage is that sample's error, never the
+    // process's end (or a batch that never completes).
+    absl::Status s = Guarded("decoding a sample", [&] {
+      DecodeSample(job, t, in);
+      return absl::OkStatus();
+    });
+    if (!s.ok()) FinishSample(job, t, shm::kSampleDecodeError, s);
+  });
   if (node != ctx_.node) spilled_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -485,18 +496,12 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
         // Another deterministic sample stands in; the batch waits for it.
         SampleTask next{i, 0, t.original, t.attempt + 1};
         next.index = ReplacementFor(*job, t);
-        {
-          absl::MutexLock lock(&mu_);
-          ++tasks_in_flight_;
-        }
-        ctx_.reader_pool->Schedule(
-            [this, job, next] {
-              RunTally replaced;
-              FetchSampleGuarded(job, next, &replaced);
-              replaced.tasks = 1;
-              Done(job, replaced);
-            },
-            id_, Weight(), ctx_.uid);
+        Hand(-1, 1, [this, job, next] {
+          RunTally replaced;
+          FetchSampleGuarded(job, next, &replaced);
+          replaced.tasks = 1;
+          Done(job, replaced);
+        });
         return;
       }
     }

@@ -175,6 +175,10 @@ class ServingSession {
   void PublishOpening();
   // Stops on `s`: failure_, the batches begun published, the ring closed.
   void Fail(const absl::Status& s);
+  // Counts `tasks` more in flight and runs `task` on the reader pool (node
+  // < 0) or on `node`'s decode pool, where it may spill (the node that got
+  // it is returned); on this thread once the session is stopped.
+  int Hand(int node, uint64_t tasks, std::function<void()> task);
   // The dataset sample that stands in for failed `t` (never t.original).
   uint64_t ReplacementFor(const BatchJob& job, const SampleTask& t) const;
   static constexpr int kMaxReplacements = 8;

@@ -1,7 +1,8 @@
 // ServingSession over in-memory sources and its own ring, read the way a
 // client reads it: batches in plan order across epochs, the same bytes for
 // any pool size, failed samples replaced or zeroed as the spec says, the
-// admission check before any allocation, and Stop with reads in flight.
+// admission check before any allocation, and Stop with reads in flight
+// or queued behind its user's cap.
 // (Its pixel cache: session_pixels_test.)
 #include "server/serve/session.h"
 
@@ -242,6 +243,47 @@ TEST(ServingSessionTest, StopWaitsForReadsInFlightAndTellsTheClient) {
   EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
   EXPECT_EQ(client.close_reason(), shm::kClosedByShutdown);
   EXPECT_EQ(src->reads(), reads);  // Nothing runs after Stop returned.
+}
+
+// A session of a user whose reader threads are all held (here by its
+// other session's read) stops at once: its queued reads, which would wait
+// for the cap only to do nothing, are taken back, and none of them reads.
+TEST(ServingSessionTest, StopDoesNotWaitForItsUsersCappedThreads) {
+  Shared shared(2);
+  shared.reader.SetUserCap(1);
+  constexpr int64_t kUid = 1000;
+  auto held = Photos(8);
+  auto a = Open(kVal, MemoryDataset(held, Files(8)), &shared, 1, nullptr, kUid);
+  ASSERT_TRUE(a.ok()) << a.status();
+  Client client_a(**a);
+  held->Hold();
+  (*a)->Start();
+  held->Holding().WaitForNotification();  // The user's one thread is held.
+  auto other = Photos(8);
+  auto b = Open(kVal, MemoryDataset(other, Files(8)), &shared, 2, nullptr, kUid);
+  ASSERT_TRUE(b.ok()) << b.status();
+  Client client_b(**b);
+  (*b)->Start();
+  // Both rings' slots claimed, a read a sample each, all queued but the one held.
+  const size_t queued =
+      4 * ((*a)->ring().layout().slot_count + (*b)->ring().layout().slot_count) - 1;
+  for (int i = 0; i < 6000 && shared.reader.queued() < queued; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(shared.reader.queued(), queued);
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    (*b)->Stop(shm::kClosedBySession);
+    stopped.Notify();
+  });
+  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  held->Release();
+  stopper.join();
+  EXPECT_EQ(other->reads(), 0);
+  EXPECT_EQ(client_b.Read(absl::Seconds(5)).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client_b.close_reason(), shm::kClosedBySession);
+  absl::StatusOr<Batch> first = client_a.Read();  // A goes on.
+  EXPECT_TRUE(first.ok()) << first.status();
 }
 
 }  // namespace

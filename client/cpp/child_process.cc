@@ -148,9 +148,14 @@ absl::StatusOr<ChildResult> RunChild(const std::vector<std::string>& argv,
   posix_spawn_file_actions_adddup2(&actions, fds.fd[3], 2);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
+  // A session of its own (so a group of its own): no terminal to stop it
+  // on (a prompt fails at once, in its own words, instead of hanging).
+  if (posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                          POSIX_SPAWN_SETSIGDEF) != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    return absl::InternalError("this C library cannot start a helper in a session of its own");
+  }
   sigset_t signals;
   sigemptyset(&signals);
   posix_spawnattr_setsigmask(&attr, &signals);

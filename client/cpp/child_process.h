@@ -5,8 +5,9 @@
 // \" and \\; a backslash outside quotes keeps the next character) and run
 // without a shell by posix_spawnp (PATH searched, no fork of the caller),
 // with the caller's environment, stdin from /dev/null, SIGPIPE and SIGXFSZ
-// back to their defaults, no signal blocked, in a process group of its
-// own. Its stdout is collected up to a cap, its stderr up to a smaller one
+// back to their defaults, no signal blocked, in a session (and process
+// group) of its own, with no controlling terminal: a helper that prompts
+// on /dev/tty fails at once in its own words instead of being stopped. Its stdout is collected up to a cap, its stderr up to a smaller one
 // (the rest read and dropped); past the timeout, or past the stdout cap,
 // its whole group is killed with SIGKILL.
 //

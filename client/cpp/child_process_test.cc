@@ -1,9 +1,12 @@
 #include "client/cpp/child_process.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_split.h"
 
 namespace stoker {
 namespace {
@@ -66,6 +69,19 @@ TEST(RunChildTest, CapsOutputs) {
   EXPECT_EQ(r->end, ChildResult::End::kStdoutTooLarge);
   EXPECT_EQ(r->out.size(), 1000u);
   EXPECT_EQ(r->Describe(limits), "wrote more than 1000 bytes to stdout and was killed");
+}
+
+// A session of its own: no terminal of the trainer's to read (and be
+// stopped on), and the trainer's session untouched.
+TEST(RunChildTest, RunsInASessionOfItsOwn) {
+  absl::StatusOr<ChildResult> r =
+      RunChild({"sh", "-c", "echo $$; cut -d' ' -f6 /proc/$$/stat"}, ChildLimits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->succeeded()) << r->err;
+  const std::vector<std::string> lines = absl::StrSplit(r->out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << r->out;
+  EXPECT_EQ(lines[1], lines[0]);  // It leads its session.
+  EXPECT_NE(lines[1], std::to_string(getsid(0)));
 }
 
 TEST(RunChildTest, KillsItsGroupAtTheTimeout) {

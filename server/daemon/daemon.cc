@@ -93,17 +93,14 @@ void Daemon::Stop() {
     absl::MutexLock lock(&mu_);
     if (!started_flag_ || stopping_) return;
     stopping_ = true;
-    for (auto& [id, e] : sessions_) {
-      quota_.Release(id);
-      entries.push_back(std::move(e));
-    }
+    for (auto& [id, e] : sessions_) entries.push_back(std::move(e));
     sessions_.clear();
     closed_ += entries.size();
   }
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
-  closing_.Stop();  // Reclaims begun.
   for (Entry& e : entries) Finish(std::move(e), shm::kClosedByShutdown);
+  closing_.Stop();  // Reclaims begun (one may wait for a hung read).
   engine_.Stop();
 }
 
@@ -338,50 +335,63 @@ absl::Status Daemon::CloseSession(uint64_t session_id, const Caller& caller) {
           "or an admin may close it"));
     }
   }
-  if (!Close(session_id, shm::kClosedBySession, /*reclaimed=*/false)) {
+  if (!Close(session_id, shm::kClosedBySession)) {
     return absl::NotFoundError(absl::StrCat("no session ", session_id));
   }
   LogInfo(absl::StrCat("session ", session_id, " closed"));
   return absl::OkStatus();
 }
 
-bool Daemon::Close(uint64_t session_id, shm::CloseReason reason,
-                   bool reclaimed) {
-  std::optional<Entry> entry = Take(session_id, reclaimed);
+bool Daemon::Close(uint64_t session_id, shm::CloseReason reason) {
+  std::optional<Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    entry = Take(session_id);
+  }
   if (!entry) return false;
-  Finish(*std::move(entry), reason, /*discard=*/reclaimed);
+  Finish(*std::move(entry), reason);
   return true;
 }
 
-std::optional<Daemon::Entry> Daemon::Take(uint64_t session_id, bool reclaimed) {
-  absl::MutexLock lock(&mu_);
+std::optional<Daemon::Entry> Daemon::Take(uint64_t session_id) {
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return std::nullopt;
   Entry entry = std::move(it->second);
   sessions_.erase(it);
-  quota_.Release(session_id);
   ++closed_;
-  if (reclaimed) ++reclaimed_;
   return entry;
 }
 
 void Daemon::Finish(Entry entry, shm::CloseReason reason, bool discard) {
+  const uint64_t id = entry.session->id();
   entry.session->Stop(reason);  // The producer has stopped writing.
   // A client that is gone reads nothing more, and whatever still holds its
   // ring (a child it handed the descriptor to) must not pin our memory.
   if (discard) entry.session->DiscardRing();
   if (entry.on_close) entry.on_close();
   entry.session.reset();  // Unmaps the ring; the client's mapping may stay.
+  // Only now: a session still closing (its reads in flight) keeps its
+  // ring's bytes and its place among its user's sessions.
+  quota_.Release(id);
 }
 
 void Daemon::Reclaim(uint64_t session_id, const std::string& why) {
-  std::optional<Entry> entry = Take(session_id, /*reclaimed=*/true);
-  if (!entry) return;
-  auto finish = [this, e = std::make_shared<Entry>(*std::move(entry)), session_id, why] {
-    Finish(std::move(*e), shm::kClosedBySession, /*discard=*/true);
-    LogInfo(absl::StrCat("session ", session_id, ": ", why, ", ring reclaimed"));
-  };
-  if (!closing_.Start(finish)) finish();
+  std::function<void()> finish;
+  {
+    // Taken and handed to a thread at once: a Stop that comes after finds
+    // neither the session nor the thread's work unbegun (it waits for it).
+    absl::MutexLock lock(&mu_);
+    std::optional<Entry> entry = Take(session_id);
+    if (!entry) return;
+    finish = [this, e = std::make_shared<Entry>(*std::move(entry)), session_id, why] {
+      Finish(std::move(*e), shm::kClosedBySession, /*discard=*/true);
+      LogInfo(absl::StrCat("session ", session_id, ": ", why, ", ring reclaimed"));
+      absl::MutexLock lock(&mu_);
+      ++reclaimed_;  // Counted once its ring and quota are back.
+    };
+    if (closing_.Start(finish)) return;
+  }
+  finish();  // No thread to be had (logged): here, then.
 }
 
 void Daemon::ReapLoop() {

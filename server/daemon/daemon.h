@@ -136,9 +136,10 @@ class Daemon {
       const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access,
       uint32_t pid = 0, bool streamed = false);
   // Removes the entry (if present) and closes it; returns false if absent.
-  bool Close(uint64_t session_id, shm::CloseReason reason, bool reclaimed);
-  // Removes the entry and counts it closed (and reclaimed); none if absent.
-  std::optional<Entry> Take(uint64_t session_id, bool reclaimed);
+  bool Close(uint64_t session_id, shm::CloseReason reason);
+  // Removes the entry and counts it closed; none if absent. Its ring quota
+  // stays reserved until Finish.
+  std::optional<Entry> Take(uint64_t session_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the session of a client that is gone (`why`) and closes it on a
   // thread of its own: a close waits for the session's reads in flight (a
   // hung NFS read), and no other reclaim, nor the caller, waits for it.
@@ -173,7 +174,7 @@ class Daemon {
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
   uint64_t opened_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t closed_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reclaimed_ ABSL_GUARDED_BY(mu_) = 0;  // Closed, ring and quota back.
   Controller controller_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> metrics_port_{0};
 };

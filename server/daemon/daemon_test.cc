@@ -180,8 +180,8 @@ TEST_F(DaemonTest, ClientGoneReclaimsRing) {
   ASSERT_TRUE(daemon_->Attach(resp->session_id(), nullptr).ok());
   daemon_->Detach(resp->session_id(), /*client_gone=*/true);  // Closed on a thread of its own.
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!shm::Segment::List(prefix_).empty() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));  // Polling for the ring's removal.
+  while (daemon_->GetStats().sessions_reclaimed() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));  // Polling the counter: its ring is gone then.
   }
   EXPECT_TRUE(shm::Segment::List(prefix_).empty());
   v1::DaemonStats stats = daemon_->GetStats();
@@ -374,14 +374,21 @@ TEST(DaemonReapTest, AHungReadDelaysNoOtherReclaim) {
     return d.GetStats().sessions_reclaimed();
   };
   // Never attached, so reaped; its read hangs, so its close waits.
-  ASSERT_TRUE(d.OpenSession(TinyRequest(root + "/hung", 32), Caller()).ok());
+  auto hung = d.OpenSession(TinyRequest(root + "/hung", 32), Caller());
+  ASSERT_TRUE(hung.ok()) << hung.status();
   fs.holding.WaitForNotification();
-  ASSERT_EQ(reclaimed(1), 1u);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!d.ListSessions().empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));  // Polling: taken to be closed.
+  }
+  ASSERT_TRUE(d.ListSessions().empty());
   auto fine = d.OpenSession(TinyRequest(root + "/fine", 32), Caller());
   ASSERT_TRUE(fine.ok()) << fine.status();
-  EXPECT_EQ(reclaimed(2), 2u);
-  EXPECT_TRUE(d.ListSessions().empty());
+  EXPECT_EQ(reclaimed(1), 1u);  // The fine one, while the hung one still closes.
+  std::vector<std::string> rings = shm::Segment::List(o.shm_prefix);
+  EXPECT_EQ(rings.size(), 1u);  // The hung one's, still held.
   fs.Release();
+  EXPECT_EQ(reclaimed(2), 2u);
   d.Stop();
   EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
   std::filesystem::remove_all(root);

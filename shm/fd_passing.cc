@@ -337,9 +337,7 @@ absl::Status SetSocketMode(const std::string& path, mode_t mode) {
   return absl::OkStatus();
 }
 
-absl::Status VerifyServer(int sock, const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(TrustedDaemons trusted, TrustedDaemonsFromEnvironment());
-  struct stat st {};
+absl::StatusOr<std::string> PlainSocketFolder(const std::string& path) {
   const std::string folder = FolderOf(path);
   // Named plainly: lstat of "link/." or "link/" would follow a symlink.
   const std::string last = folder.substr(folder.rfind('/') + 1);
@@ -348,15 +346,26 @@ absl::Status VerifyServer(int sock, const std::string& path) {
     return absl::FailedPreconditionError(absl::StrCat(
         "socket ", path, " names its folder through '.', '..' or '//': name it plainly"));
   }
+  return folder;
+}
+
+absl::Status VerifyServerIn(int sock, const std::string& path, const struct stat& folder) {
+  if (!S_ISDIR(folder.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("socket folder ", FolderOf(path), " is not a folder (a symlink?)"));
+  }
+  STOKER_ASSIGN_OR_RETURN(TrustedDaemons trusted, TrustedDaemonsFromEnvironment());
+  STOKER_ASSIGN_OR_RETURN(PeerCredentials peer, GetPeerCredentials(sock));
+  return CheckServer(path, folder.st_uid, folder.st_mode, peer.uid, trusted);
+}
+
+absl::Status VerifyServer(int sock, const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(const std::string folder, PlainSocketFolder(path));
+  struct stat st {};
   if (lstat(folder.c_str(), &st) != 0) {
     return ErrnoStatus(errno, absl::StrCat("socket folder ", folder));
   }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("socket folder ", folder, " is not a folder (a symlink?)"));
-  }
-  STOKER_ASSIGN_OR_RETURN(PeerCredentials peer, GetPeerCredentials(sock));
-  return CheckServer(path, st.st_uid, st.st_mode, peer.uid, trusted);
+  return VerifyServerIn(sock, path, st);
 }
 
 absl::Status ClaimSocketPath(const std::string& path) {

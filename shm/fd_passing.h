@@ -21,6 +21,7 @@
 #define STOKER_SHM_FD_PASSING_H_
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -135,6 +136,12 @@ absl::Status SetSocketMode(const std::string& path, mode_t mode);
 // this connection (SO_PEERCRED) must be root's, this process's or the node
 // service's user's. FAILED_PRECONDITION / PERMISSION_DENIED otherwise.
 absl::Status VerifyServer(int sock, const std::string& path);
+// The same, given what the folder of `path` is (its stat, taken by the
+// caller: of a folder it holds open, shm/pinned_socket.h).
+absl::Status VerifyServerIn(int sock, const std::string& path, const struct stat& folder);
+// The folder of socket `path`, named plainly (not through '.', '..' or
+// '//', which would follow a symlink); FAILED_PRECONDITION otherwise.
+absl::StatusOr<std::string> PlainSocketFolder(const std::string& path);
 
 }  // namespace stoker::shm
 

@@ -324,16 +324,17 @@ TEST_P(E2ETest, KilledClientsRingIsReclaimedAndDaemonServesOn) {
   kill(reader, SIGKILL);
   EXPECT_EQ(WaitExit(reader), 128 + SIGKILL);
   const absl::Time killed = absl::Now();
-  while (!shm::Segment::List(d.prefix(), d.pid()).empty() &&
-         absl::Now() - killed < absl::Seconds(5)) {
+  // Counted once the ring is gone (closed on a thread of its own).
+  absl::StatusOr<v1::DaemonStats> stats;
+  while ((stats = client->GetStats()).ok() && stats->sessions_reclaimed() == 0 &&
+         absl::Now() - killed < absl::Seconds(30)) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   const absl::Duration took = absl::Now() - killed;
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->sessions_reclaimed(), 1u);
   EXPECT_TRUE(shm::Segment::List(d.prefix(), d.pid()).empty());
   EXPECT_LT(took, absl::Seconds(2)) << "ring reclaimed after " << took;
-  auto stats = client->GetStats();
-  ASSERT_TRUE(stats.ok());
-  EXPECT_EQ(stats->sessions_reclaimed(), 1u);
   EXPECT_EQ(stats->sessions_size(), 0);
   // Still serving.
   auto session = client->OpenSession(Spec(v1::TRANSFORM_VAL, 4, 32, false));
@@ -342,6 +343,33 @@ TEST_P(E2ETest, KilledClientsRingIsReclaimedAndDaemonServesOn) {
   ASSERT_TRUE(sum.ok()) << sum.status();
   EXPECT_EQ(sum->samples, 22u);
   EXPECT_EQ(sum->errors, 4u);
+}
+
+// A client outlives its daemon: one restarted in a new folder of the same
+// name (systemd's RuntimeDirectory), which knows none of its tokens, is
+// connected to afresh, checked again, by the same Client object.
+TEST_P(E2ETest, AClientGoesOnWithADaemonRestartedInANewFolder) {
+  const std::string dir = testdata::MakeTempDir("e2e-restart");
+  DaemonOptions o;
+  o.decode_threads = 2;
+  std::unique_ptr<Client> client;
+  {
+    TestDaemon first(GetParam(), o, dir);
+    client = first.Connect();
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(client->GetStats().ok());
+  }  // Stopped, its folder removed.
+  ASSERT_FALSE(fs::exists(dir));
+  TestDaemon second(GetParam(), o, dir);
+  ASSERT_NE(second.Connect(), nullptr);  // It serves.
+  auto session = client->OpenSession(Spec(v1::TRANSFORM_VAL, 4, 32, false));
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto sum = ReadBatches(**session, (*session)->batches_per_epoch());
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(sum->samples, 22u);
+  absl::StatusOr<v1::DaemonStats> stats = client->GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->sessions_opened(), 1u);  // The second daemon's.
 }
 
 TEST_P(E2ETest, HeldBatchesStayIntactAndClosedSessionFailsFast) {

@@ -1,6 +1,7 @@
 #include "tests/harness.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,10 +49,11 @@ TestDaemon::TestDaemon(bool subprocess, int threads)
         return o;
       }()) {}
 
-TestDaemon::TestDaemon(bool subprocess, DaemonOptions options)
+TestDaemon::TestDaemon(bool subprocess, DaemonOptions options, const std::string& dir)
     : subprocess_(subprocess) {
   static int counter = 0;
-  dir_ = testdata::MakeTempDir("td");
+  dir_ = dir.empty() ? testdata::MakeTempDir("td") : dir;
+  if (!dir.empty()) mkdir(dir.c_str(), 0700);
   socket_ = dir_ + "/s.sock";
   prefix_ = absl::StrCat("stoker-td", getpid(), "-", counter++, ".");
   if (subprocess) {

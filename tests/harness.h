@@ -33,8 +33,9 @@ int WaitExit(pid_t pid);
 class TestDaemon {
  public:
   // `options.shm_prefix` is replaced by a private one. For a subprocess
-  // only decode_threads is used, passed as --threads.
-  TestDaemon(bool subprocess, DaemonOptions options);
+  // only decode_threads is used, passed as --threads. It serves in `dir`
+  // (made if missing; removed when it stops), else in a folder of its own.
+  TestDaemon(bool subprocess, DaemonOptions options, const std::string& dir = "");
   TestDaemon(bool subprocess, int threads);
   ~TestDaemon();
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/synchronization/mutex.h"
+#include "client/cpp/daemon_connection.h"
 #include "client/cpp/dataset_spec.h"
 #include "client/cpp/object_store_access.h"
 #include "client/cpp/session_signer.h"
@@ -386,12 +387,41 @@ absl::Status Session::Close() {
 
 // ----------------------------------------------------------------- Client
 
+// A daemon's connection, made afresh when the daemon restarted (see
+// DaemonConnection::Stale): a long-lived client (a Loader's, across epochs)
+// goes on with the new daemon.
 struct Client::Impl {
-  std::string socket_path;
-  std::string token;  // Caller token; empty for a daemon without a ring socket.
-  std::shared_ptr<grpc::Channel> channel;
-  std::shared_ptr<v1::Stoker::Stub> stub;
-  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+  explicit Impl(std::shared_ptr<const DaemonConnection> c)
+      : socket_path(c->socket_path()), conn(std::move(c)) {}
+
+  std::shared_ptr<const DaemonConnection> Now() {
+    absl::MutexLock lock(&mu);
+    return conn;
+  }
+  // `fn(connection)`, and once more on a fresh connection where its error
+  // says the daemon is gone or restarted and a fresh one can be had.
+  template <typename Fn>
+  auto Retrying(Fn fn) -> decltype(fn(std::declval<const DaemonConnection&>())) {
+    std::shared_ptr<const DaemonConnection> c = Now();
+    auto r = fn(*c);
+    if (r.ok() || !c->Stale(StatusOf(r))) return r;
+    absl::StatusOr<std::shared_ptr<const DaemonConnection>> fresh =
+        DaemonConnection::Connect(socket_path, kReconnectTimeout);
+    if (!fresh.ok()) return r;  // The first error says more.
+    {
+      absl::MutexLock lock(&mu);
+      if (conn == c) conn = *fresh;
+    }
+    return fn(**fresh);
+  }
+  static const absl::Status& StatusOf(const absl::Status& s) { return s; }
+  template <typename T>
+  static absl::Status StatusOf(const absl::StatusOr<T>& r) { return r.status(); }
+
+  static constexpr absl::Duration kReconnectTimeout = absl::Seconds(2);
+  const std::string socket_path;
+  absl::Mutex mu;
+  std::shared_ptr<const DaemonConnection> conn ABSL_GUARDED_BY(mu);
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -401,46 +431,17 @@ const std::string& Client::socket_path() const { return impl_->socket_path; }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& socket_path, absl::Duration timeout) {
-  // A plain connect first, so a socket this user may not use reads as
-  // PERMISSION_DENIED naming it, not as a daemon that does not answer.
-  // Who serves there: the socket's folder must be writable only by its
-  // owner, and the server must run as that owner (or root). Checked now if
-  // something listens already, and again once the daemon answers.
-  absl::StatusOr<int> probe = shm::ConnectUnix(socket_path, timeout);
-  if (!probe.ok() && probe.status().code() == absl::StatusCode::kPermissionDenied) {
-    return probe.status();
-  }
-  if (probe.ok()) {
-    absl::Status verified = shm::VerifyServer(*probe, socket_path);
-    close(*probe);
-    STOKER_RETURN_IF_ERROR(verified);
-  }
-  auto impl = std::make_unique<Impl>();
-  impl->socket_path = socket_path;
-  impl->channel = grpc::CreateChannel("unix:" + socket_path,
-                                      grpc::InsecureChannelCredentials());
-  if (!impl->channel->WaitForConnected(Deadline(timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "no stokerd answering on unix:", socket_path, " within ",
-        absl::FormatDuration(timeout)));
-  }
-  // Then this process's caller token, from the ring socket the daemon opens
-  // before its control socket (none: a daemon that asks for none).
-  STOKER_ASSIGN_OR_RETURN(int sock, shm::ConnectUnix(socket_path, timeout));
-  absl::Status verified = shm::VerifyServer(sock, socket_path);
-  close(sock);
-  STOKER_RETURN_IF_ERROR(verified);
-  const std::string ring_socket = shm::RingSocketPath(socket_path);
-  if (access(ring_socket.c_str(), F_OK) == 0) {
-    STOKER_ASSIGN_OR_RETURN(impl->token, shm::RequestCallerToken(ring_socket));
-  }
-  impl->stub = v1::Stoker::NewStub(impl->channel);
-  impl->health = grpc::health::v1::Health::NewStub(impl->channel);
-  return std::unique_ptr<Client>(new Client(std::move(impl)));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const DaemonConnection> c,
+                          DaemonConnection::Connect(socket_path, timeout));
+  return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(std::move(c))));
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
-    const v1::SessionSpec& spec) {
+absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(const v1::SessionSpec& spec) {
+  return impl_->Retrying([&](const DaemonConnection& c) { return OpenOn(c, spec); });
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Client::OpenOn(const DaemonConnection& c,
+                                                         const v1::SessionSpec& spec) {
   v1::OpenSessionRequest req;
   *req.mutable_spec() = spec;
   MakeDatasetPathsAbsolute(req.mutable_spec()->mutable_dataset());
@@ -456,24 +457,24 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
     STOKER_ASSIGN_OR_RETURN(TrainerObjectStore store, ObjectStoreAccessFromEnvironment());
     *req.mutable_object_store() = store.access;
     if (store.credentials != nullptr) {
-      if (impl_->token.empty()) {
+      if (c.token().empty()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "the daemon at ", impl_->socket_path, " has no ring socket, through which this "
+            "the daemon at ", c.socket_path(), " has no ring socket, through which this "
             "client signs its object store requests"));
       }
       STOKER_ASSIGN_OR_RETURN(
-          signer, ServeSessionSigner(shm::RingSocketPath(impl_->socket_path),
+          signer, ServeSessionSigner(c.ring_socket(),
                                      req.spec().dataset().s3(), req.mutable_object_store(),
                                      std::move(store.credentials)));
     }
   }
-  if (!impl_->token.empty() && !folder.empty()) {
+  if (!c.token().empty() && !folder.empty()) {
     // Hand the daemon the dataset's folder (an object store dataset's: its
     // local manifest's, if any) and an opener: it reads only what this
     // process opens for it beneath that folder, with its rights.
     STOKER_ASSIGN_OR_RETURN(shm::ServedFolder served, shm::ServeFolder(folder));
     absl::StatusOr<std::string> root_token = shm::ProveDatasetFolder(
-        shm::RingSocketPath(impl_->socket_path), served.folder_fd, served.channel_fd);
+        c.ring_socket(), served.folder_fd, served.channel_fd);
     close(served.folder_fd);
     close(served.channel_fd);
     if (!root_token.ok()) return root_token.status();
@@ -495,44 +496,51 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   v1::OpenSessionResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(kOpenTimeout));
-  Identify(&ctx, impl_->token);
-  STOKER_RETURN_IF_ERROR(FromGrpc(impl_->stub->OpenSession(&ctx, req, &resp)));
+  Identify(&ctx, c.token());
+  const std::shared_ptr<v1::Stoker::Stub> stub = c.Stub();
+  STOKER_RETURN_IF_ERROR(FromGrpc(stub->OpenSession(&ctx, req, &resp)));
   auto ring = MapRing(resp);
   if (!ring.ok()) {
-    CloseSession(resp.session_id()).IgnoreError();
+    CloseOn(c, resp.session_id()).IgnoreError();
     return ring.status();
   }
   // An object store's samples are no files of this machine: its opener
   // (a local manifest's) served the opening alone; its signer serves the
   // whole session.
   if (remote) opener = std::move(signer);
-  auto core = std::make_shared<SessionCore>(impl_->stub, impl_->token, resp,
+  auto core = std::make_shared<SessionCore>(stub, c.token(), resp,
                                             *std::move(ring), std::move(opener));
   if (absl::Status s = core->StartAttach(); !s.ok()) {
-    CloseSession(resp.session_id()).IgnoreError();
+    CloseOn(c, resp.session_id()).IgnoreError();
     return s;
   }
   return std::unique_ptr<Session>(
-      new Session(std::move(core), impl_->socket_path, spec));
+      new Session(std::move(core), c.socket_path(), spec));
+}
+
+absl::Status Client::CloseOn(const DaemonConnection& c, uint64_t session_id) {
+  v1::CloseSessionRequest req;
+  req.set_session_id(session_id);
+  return Call(c.Stub().get(), c.token(), &v1::Stoker::Stub::CloseSession, req).status();
 }
 
 absl::StatusOr<v1::DaemonStats> Client::GetStats() {
-  absl::StatusOr<v1::GetStatsResponse> r =
-      Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::GetStats,
-           v1::GetStatsRequest());
+  absl::StatusOr<v1::GetStatsResponse> r = impl_->Retrying([](const DaemonConnection& c) {
+    return Call(c.Stub().get(), c.token(), &v1::Stoker::Stub::GetStats, v1::GetStatsRequest());
+  });
   if (!r.ok()) return r.status();
   return std::move(*r->mutable_daemon());
 }
 
 absl::StatusOr<v1::WarmCacheResponse> Client::WarmCache(
     const v1::WarmCacheRequest& request) {
-  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::WarmCache, request);
+  return impl_->Retrying([&](const DaemonConnection& c) {
+    return Call(c.Stub().get(), c.token(), &v1::Stoker::Stub::WarmCache, request);
+  });
 }
 
 absl::Status Client::CloseSession(uint64_t session_id) {
-  v1::CloseSessionRequest req;
-  req.set_session_id(session_id);
-  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::CloseSession, req).status();
+  return CloseOn(*impl_->Now(), session_id);  // A restarted daemon has no such session.
 }
 
 absl::StatusOr<v1::ResizePoolResponse> Client::ResizePool(
@@ -541,20 +549,25 @@ absl::StatusOr<v1::ResizePoolResponse> Client::ResizePool(
   req.set_pool(pool);
   req.set_threads(threads);
   if (node >= 0) req.set_node(node);
-  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::ResizePool, req);
+  return impl_->Retrying([&](const DaemonConnection& c) {
+    return Call(c.Stub().get(), c.token(), &v1::Stoker::Stub::ResizePool, req);
+  });
 }
 
 absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
-  return Call(impl_->stub.get(), impl_->token, &v1::Stoker::Stub::ListSessions,
-              v1::ListSessionsRequest());
+  return impl_->Retrying([](const DaemonConnection& c) {
+    return Call(c.Stub().get(), c.token(), &v1::Stoker::Stub::ListSessions,
+                v1::ListSessionsRequest());
+  });
 }
 
 absl::Status Client::CheckHealth() {
+  std::shared_ptr<const DaemonConnection> c = impl_->Now();
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(absl::Seconds(5)));
   grpc::health::v1::HealthCheckRequest req;
   grpc::health::v1::HealthCheckResponse resp;
-  STOKER_RETURN_IF_ERROR(FromGrpc(impl_->health->Check(&ctx, req, &resp)));
+  STOKER_RETURN_IF_ERROR(FromGrpc(c->health().Check(&ctx, req, &resp)));
   if (resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
     return absl::UnavailableError(
         absl::StrCat("daemon health is ", resp.status()));

@@ -28,6 +28,7 @@
 namespace stoker {
 
 class SessionCore;  // Ring mapping + attach stream; defined in client.cc.
+class DaemonConnection;  // client/cpp/daemon_connection.h
 class Session;
 
 // One named field of a batch: samples() x shape elements of dtype.
@@ -168,9 +169,12 @@ class Session {
 
 class Client {
  public:
-  // Connects to unix:`socket_path`, waiting up to `timeout` for the daemon.
-  // PERMISSION_DENIED (naming the socket) when this user may not use it,
-  // UNAVAILABLE when nothing answers.
+  // Connects to unix:`socket_path`, waiting up to `timeout` for the daemon
+  // (client/cpp/daemon_connection.h: the checks). PERMISSION_DENIED (naming
+  // the socket) when this user may not use it, UNAVAILABLE when nothing
+  // answers. A later call that finds the daemon gone or restarted (in a
+  // new folder, or with its tokens forgotten) connects afresh, checked
+  // again, and is made once more.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& socket_path,
       absl::Duration timeout = absl::Seconds(5));
@@ -198,6 +202,9 @@ class Client {
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  static absl::StatusOr<std::unique_ptr<Session>> OpenOn(const DaemonConnection& c,
+                                                         const v1::SessionSpec& spec);
+  static absl::Status CloseOn(const DaemonConnection& c, uint64_t session_id);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,82 @@
+#include "client/cpp/daemon_connection.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "shm/fd_passing.h"
+#include "util/status_macros.h"
+
+namespace stoker {
+
+absl::StatusOr<std::shared_ptr<const DaemonConnection>> DaemonConnection::Connect(
+    const std::string& socket_path, absl::Duration timeout) {
+  const auto deadline =
+      std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
+  // Who serves there: the socket's folder must be writable only by its
+  // owner, and the server must run as a user this process trusts. Checked
+  // now if something listens already (a plain connect first, so a socket
+  // this user may not use reads as PERMISSION_DENIED naming it, not as a
+  // daemon that does not answer), and again once the daemon answers.
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const shm::PinnedSocket> at,
+                          shm::PinnedSocket::Pin(socket_path));
+  absl::StatusOr<int> probe = shm::ConnectUnix(at->pinned(), timeout);
+  if (!probe.ok() && probe.status().code() == absl::StatusCode::kPermissionDenied) {
+    return absl::PermissionDeniedError(
+        absl::StrReplaceAll(probe.status().message(), {{at->pinned(), socket_path}}));
+  }
+  if (probe.ok()) {
+    absl::Status verified = shm::VerifyServer(*probe, *at);
+    close(*probe);
+    STOKER_RETURN_IF_ERROR(verified);
+  }
+  std::shared_ptr<DaemonConnection> c(new DaemonConnection);
+  c->at_ = at;
+  grpc::ChannelArguments args;
+  // Its own subchannels: none shared by address with another channel, so
+  // nothing connects through this pin's path once the pin is gone.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  c->channel_ = grpc::CreateCustomChannel("unix:" + at->pinned(),
+                                          grpc::InsecureChannelCredentials(), args);
+  if (!c->channel_->WaitForConnected(deadline)) {
+    return absl::UnavailableError(absl::StrCat("no stokerd answering on unix:", socket_path,
+                                               " within ", absl::FormatDuration(timeout)));
+  }
+  // Then this process's caller token, from the ring socket the daemon opens
+  // before its control socket (none: a daemon that asks for none).
+  absl::StatusOr<int> sock = shm::ConnectUnix(at->pinned(), timeout);
+  if (!sock.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("no stokerd answering on unix:", socket_path, ": ", sock.status().message()));
+  }
+  absl::Status verified = shm::VerifyServer(*sock, *at);
+  close(*sock);
+  STOKER_RETURN_IF_ERROR(verified);
+  const std::string ring = c->ring_socket();
+  if (access(ring.c_str(), F_OK) == 0) {
+    STOKER_ASSIGN_OR_RETURN(c->token_, shm::RequestCallerToken(ring));
+  }
+  c->stub_ = v1::Stoker::NewStub(c->channel_);
+  c->health_ = grpc::health::v1::Health::NewStub(c->channel_);
+  c->self_ = c;
+  return std::shared_ptr<const DaemonConnection>(std::move(c));
+}
+
+std::string DaemonConnection::ring_socket() const { return shm::RingSocketPath(at_->path()); }
+
+std::shared_ptr<v1::Stoker::Stub> DaemonConnection::Stub() const {
+  return std::shared_ptr<v1::Stoker::Stub>(self_.lock(), stub_.get());
+}
+
+bool DaemonConnection::Stale(const absl::Status& error) const {
+  if (error.code() == absl::StatusCode::kUnauthenticated) return true;
+  if (error.code() != absl::StatusCode::kUnavailable &&
+      error.code() != absl::StatusCode::kNotFound) {  // Its ring socket gone.
+    return false;
+  }
+  return channel_->GetState(false) != GRPC_CHANNEL_READY || !at_->Current();
+}
+
+}  // namespace stoker

@@ -55,6 +55,8 @@ bool PinnedSocket::Current() const {
 }
 
 absl::Status VerifyServer(int sock, const PinnedSocket& at) {
+  // Not pinned (no /proc): `sock` went by path; check what the path names.
+  if (at.pinned() == at.path()) return VerifyServer(sock, at.path());
   struct stat st {};
   if (fstat(at.folder_fd(), &st) != 0) {
     return ErrnoStatus(errno, absl::StrCat("socket folder of ", at.path()));

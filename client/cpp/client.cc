@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -404,19 +405,30 @@ struct Client::Impl {
   auto Retrying(Fn fn) -> decltype(fn(std::declval<const DaemonConnection&>())) {
     std::shared_ptr<const DaemonConnection> c = Now();
     auto r = fn(*c);
-    if (r.ok() || !c->Stale(StatusOf(r))) return r;
+    if (r.ok() || !c->Stale(StatusOf(r))) return Named(*c, std::move(r));
     absl::StatusOr<std::shared_ptr<const DaemonConnection>> fresh =
         DaemonConnection::Connect(socket_path, kReconnectTimeout);
-    if (!fresh.ok()) return r;  // The first error says more.
+    if (!fresh.ok()) {  // The first error says more; this one why it stays.
+      std::fprintf(stderr, "stoker: reconnecting to %s: %s\n", socket_path.c_str(),
+                   fresh.status().ToString().c_str());
+      return Named(*c, std::move(r));
+    }
     {
       absl::MutexLock lock(&mu);
       if (conn == c) conn = *fresh;
     }
-    return fn(**fresh);
+    return Named(**fresh, fn(**fresh));
   }
   static const absl::Status& StatusOf(const absl::Status& s) { return s; }
   template <typename T>
   static absl::Status StatusOf(const absl::StatusOr<T>& r) { return r.status(); }
+  // Errors name the socket as the user named it, not its pinned path.
+  static absl::Status Named(const DaemonConnection& c, absl::Status s) { return c.Named(s); }
+  template <typename T>
+  static absl::StatusOr<T> Named(const DaemonConnection& c, absl::StatusOr<T> r) {
+    if (r.ok()) return r;
+    return c.Named(r.status());
+  }
 
   static constexpr absl::Duration kReconnectTimeout = absl::Seconds(2);
   const std::string socket_path;
@@ -562,17 +574,17 @@ absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
 }
 
 absl::Status Client::CheckHealth() {
-  std::shared_ptr<const DaemonConnection> c = impl_->Now();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(absl::Seconds(5)));
-  grpc::health::v1::HealthCheckRequest req;
-  grpc::health::v1::HealthCheckResponse resp;
-  STOKER_RETURN_IF_ERROR(FromGrpc(c->health().Check(&ctx, req, &resp)));
-  if (resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-    return absl::UnavailableError(
-        absl::StrCat("daemon health is ", resp.status()));
-  }
-  return absl::OkStatus();
+  return impl_->Retrying([](const DaemonConnection& c) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(absl::Seconds(5)));
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    STOKER_RETURN_IF_ERROR(FromGrpc(c.health().Check(&ctx, req, &resp)));
+    if (resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::UnavailableError(absl::StrCat("daemon health is ", resp.status()));
+    }
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace stoker

@@ -47,10 +47,7 @@ absl::StatusOr<std::shared_ptr<const DaemonConnection>> DaemonConnection::Connec
   // Then this process's caller token, from the ring socket the daemon opens
   // before its control socket (none: a daemon that asks for none).
   absl::StatusOr<int> sock = shm::ConnectUnix(at->pinned(), timeout);
-  if (!sock.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("no stokerd answering on unix:", socket_path, ": ", sock.status().message()));
-  }
+  if (!sock.ok()) return c->Named(sock.status());
   absl::Status verified = shm::VerifyServer(*sock, *at);
   close(*sock);
   STOKER_RETURN_IF_ERROR(verified);
@@ -60,23 +57,55 @@ absl::StatusOr<std::shared_ptr<const DaemonConnection>> DaemonConnection::Connec
   }
   c->stub_ = v1::Stoker::NewStub(c->channel_);
   c->health_ = grpc::health::v1::Health::NewStub(c->channel_);
-  c->self_ = c;
+  c->met_ = c->Answering().value_or(Daemon{});
   return std::shared_ptr<const DaemonConnection>(std::move(c));
+}
+
+std::optional<DaemonConnection::Daemon> DaemonConnection::Answering(
+    absl::Status* error) const {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (!token_.empty()) ctx.AddMetadata(shm::kCallerTokenMetadata, token_);
+  v1::GetStatsResponse resp;
+  const grpc::Status s = stub_->GetStats(&ctx, v1::GetStatsRequest(), &resp);
+  if (!s.ok()) {
+    if (error != nullptr) {
+      *error = absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    }
+    return std::nullopt;
+  }
+  return Daemon{resp.daemon().pid(),
+                absl::Now() - absl::Seconds(resp.daemon().uptime_seconds())};
 }
 
 std::string DaemonConnection::ring_socket() const { return shm::RingSocketPath(at_->path()); }
 
 std::shared_ptr<v1::Stoker::Stub> DaemonConnection::Stub() const {
-  return std::shared_ptr<v1::Stoker::Stub>(self_.lock(), stub_.get());
+  return std::shared_ptr<v1::Stoker::Stub>(shared_from_this(), stub_.get());
 }
 
 bool DaemonConnection::Stale(const absl::Status& error) const {
-  if (error.code() == absl::StatusCode::kUnauthenticated) return true;
-  if (error.code() != absl::StatusCode::kUnavailable &&
+  if (error.code() != absl::StatusCode::kUnauthenticated &&
+      error.code() != absl::StatusCode::kUnavailable &&
       error.code() != absl::StatusCode::kNotFound) {  // Its ring socket gone.
     return false;
   }
-  return channel_->GetState(false) != GRPC_CHANNEL_READY || !at_->Current();
+  if (!at_->Current()) return true;
+  // Asked, not guessed from the error (a daemon answers UNAUTHENTICATED
+  // for a session without credentials, NOT_FOUND for a missing dataset).
+  absl::Status asked;
+  const std::optional<Daemon> now = Answering(&asked);
+  if (!now.has_value()) {
+    return asked.code() == absl::StatusCode::kUnavailable ||       // Gone.
+           asked.code() == absl::StatusCode::kUnauthenticated ||   // Forgot us.
+           asked.code() == absl::StatusCode::kDeadlineExceeded;
+  }
+  return now->pid != met_.pid || absl::AbsDuration(now->started - met_.started) > absl::Seconds(5);
+}
+
+absl::Status DaemonConnection::Named(const absl::Status& s) const {
+  if (s.ok() || at_->pinned() == at_->path()) return s;
+  return absl::Status(s.code(), absl::StrReplaceAll(s.message(), {{at_->pinned(), at_->path()}}));
 }
 
 }  // namespace stoker

@@ -15,11 +15,14 @@
 #ifndef STOKER_CLIENT_CPP_DAEMON_CONNECTION_H_
 #define STOKER_CLIENT_CPP_DAEMON_CONNECTION_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -28,7 +31,7 @@
 
 namespace stoker {
 
-class DaemonConnection {
+class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
  public:
   // Connects to unix:`socket_path`, waiting up to `timeout` for the
   // daemon. PERMISSION_DENIED (naming the socket) when this user may not
@@ -47,21 +50,32 @@ class DaemonConnection {
   std::shared_ptr<v1::Stoker::Stub> Stub() const;
   grpc::health::v1::Health::Stub& health() const { return *health_; }
 
-  // Whether `error`, from a call on this connection, says the daemon is
-  // gone or restarted: its token unknown (UNAUTHENTICATED), or no daemon
-  // there (UNAVAILABLE, or NOT_FOUND for its ring socket, while the channel
-  // is not connected or the folder is no longer the one pinned). What the
-  // daemon itself answered (a store that is down) is not.
+  // Whether a call's UNAVAILABLE, NOT_FOUND (its ring socket gone) or
+  // UNAUTHENTICATED `error` means the daemon met at Connect is gone or was
+  // restarted: the folder is no longer the one pinned, or the daemon on
+  // this connection, asked (a GetStats, at most 2 s), does not answer,
+  // knows this process's token no more, or is another process or started
+  // at another time. What that daemon itself answered (a store that is
+  // down, a dataset that is missing) is not. Other codes: false at once.
   bool Stale(const absl::Status& error) const;
+  // `s` with the pinned path put back as the user named it.
+  absl::Status Named(const absl::Status& s) const;
 
  private:
+  struct Daemon {  // Who answers: its pid and when it started.
+    uint32_t pid = 0;
+    absl::Time started = absl::InfinitePast();
+  };
   DaemonConnection() = default;
+  // Who answers on this connection now; none (and why) if none does.
+  std::optional<Daemon> Answering(absl::Status* error = nullptr) const;
+
   std::shared_ptr<const shm::PinnedSocket> at_;
   std::string token_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Stoker::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
-  std::weak_ptr<const DaemonConnection> self_;
+  Daemon met_;  // At Connect.
 };
 
 }  // namespace stoker

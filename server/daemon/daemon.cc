@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "proto/spec_util.h"
 #include "server/access/token.h"
@@ -363,16 +364,16 @@ std::optional<Daemon::Entry> Daemon::Take(uint64_t session_id) {
 }
 
 void Daemon::Finish(Entry entry, shm::CloseReason reason, bool discard) {
-  const uint64_t id = entry.session->id();
+  // Only once the ring is gone (or this throws): a session still closing
+  // (its reads in flight) keeps its ring's bytes and its place among its
+  // user's sessions.
+  absl::Cleanup release = [this, id = entry.session->id()] { quota_.Release(id); };
   entry.session->Stop(reason);  // The producer has stopped writing.
   // A client that is gone reads nothing more, and whatever still holds its
   // ring (a child it handed the descriptor to) must not pin our memory.
   if (discard) entry.session->DiscardRing();
   if (entry.on_close) entry.on_close();
   entry.session.reset();  // Unmaps the ring; the client's mapping may stay.
-  // Only now: a session still closing (its reads in flight) keeps its
-  // ring's bytes and its place among its user's sessions.
-  quota_.Release(id);
 }
 
 void Daemon::Reclaim(uint64_t session_id, const std::string& why) {

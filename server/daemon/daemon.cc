@@ -336,22 +336,14 @@ absl::Status Daemon::CloseSession(uint64_t session_id, const Caller& caller) {
           "or an admin may close it"));
     }
   }
-  if (!Close(session_id, shm::kClosedBySession)) {
-    return absl::NotFoundError(absl::StrCat("no session ", session_id));
-  }
-  LogInfo(absl::StrCat("session ", session_id, " closed"));
+  std::shared_ptr<absl::Notification> closed = CloseApart(session_id, false, [session_id] {
+    LogInfo(absl::StrCat("session ", session_id, " closed"));
+  });
+  if (closed == nullptr) return absl::NotFoundError(absl::StrCat("no session ", session_id));
+  // Answered once closed, or once it has waited its while: the caller's
+  // thread (gRPC's) is not held by a read that hangs.
+  closed->WaitForNotificationWithTimeout(options_.close_wait);
   return absl::OkStatus();
-}
-
-bool Daemon::Close(uint64_t session_id, shm::CloseReason reason) {
-  std::optional<Entry> entry;
-  {
-    absl::MutexLock lock(&mu_);
-    entry = Take(session_id);
-  }
-  if (!entry) return false;
-  Finish(*std::move(entry), reason);
-  return true;
 }
 
 std::optional<Daemon::Entry> Daemon::Take(uint64_t session_id) {
@@ -377,22 +369,33 @@ void Daemon::Finish(Entry entry, shm::CloseReason reason, bool discard) {
 }
 
 void Daemon::Reclaim(uint64_t session_id, const std::string& why) {
+  CloseApart(session_id, /*discard=*/true, [this, session_id, why] {
+    LogInfo(absl::StrCat("session ", session_id, ": ", why, ", ring reclaimed"));
+    absl::MutexLock lock(&mu_);
+    ++reclaimed_;  // Counted once its ring and quota are back.
+  });
+}
+
+std::shared_ptr<absl::Notification> Daemon::CloseApart(uint64_t session_id, bool discard,
+                                                       std::function<void()> then) {
+  auto closed = std::make_shared<absl::Notification>();
   std::function<void()> finish;
   {
     // Taken and handed to a thread at once: a Stop that comes after finds
     // neither the session nor the thread's work unbegun (it waits for it).
     absl::MutexLock lock(&mu_);
     std::optional<Entry> entry = Take(session_id);
-    if (!entry) return;
-    finish = [this, e = std::make_shared<Entry>(*std::move(entry)), session_id, why] {
-      Finish(std::move(*e), shm::kClosedBySession, /*discard=*/true);
-      LogInfo(absl::StrCat("session ", session_id, ": ", why, ", ring reclaimed"));
-      absl::MutexLock lock(&mu_);
-      ++reclaimed_;  // Counted once its ring and quota are back.
+    if (!entry) return nullptr;
+    finish = [this, e = std::make_shared<Entry>(*std::move(entry)), discard, closed,
+              then = std::move(then)] {
+      Finish(std::move(*e), shm::kClosedBySession, discard);
+      if (then) then();
+      closed->Notify();
     };
-    if (closing_.Start(finish)) return;
+    if (closing_.Start(finish)) return closed;
   }
   finish();  // No thread to be had (logged): here, then.
+  return closed;
 }
 
 void Daemon::ReapLoop() {

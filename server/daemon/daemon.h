@@ -9,8 +9,9 @@
 // refuses new sessions, closes every session with kClosedByShutdown and
 // joins the reaper). Every public method is thread-safe. Sessions are closed
 // outside mu_ because ServingSession::Stop waits for its tasks in flight;
-// a reclaim (the client is gone) closes on a thread of its own, so one
-// session whose reads hang delays no other's.
+// each session closes on a thread of its own (CloseSession waits for it
+// at most DaemonOptions::close_wait), so one whose reads hang delays no
+// other's close, and holds no gRPC thread long.
 #ifndef STOKER_SERVER_DAEMON_DAEMON_H_
 #define STOKER_SERVER_DAEMON_DAEMON_H_
 
@@ -135,15 +136,17 @@ class Daemon {
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadDataset(
       const v1::DatasetSpec& spec, const Caller& caller, const v1::ObjectStoreAccess& access,
       uint32_t pid = 0, bool streamed = false);
-  // Removes the entry (if present) and closes it; returns false if absent.
-  bool Close(uint64_t session_id, shm::CloseReason reason);
   // Removes the entry and counts it closed; none if absent. Its ring quota
   // stays reserved until Finish.
   std::optional<Entry> Take(uint64_t session_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes the session of a client that is gone (`why`) and closes it on a
-  // thread of its own: a close waits for the session's reads in flight (a
-  // hung NFS read), and no other reclaim, nor the caller, waits for it.
+  // Takes the session of a client that is gone (`why`) and closes it apart.
   void Reclaim(uint64_t session_id, const std::string& why);
+  // Takes the session and closes it (kClosedBySession; `discard`: its
+  // ring's pages too) on a thread of its own, then runs `then` there: a
+  // close waits for the session's reads in flight (a hung NFS read), and
+  // nothing else need wait for it. Notified once closed; null if absent.
+  std::shared_ptr<absl::Notification> CloseApart(uint64_t session_id, bool discard,
+                                                 std::function<void()> then);
   // `discard`: the client is gone; the ring's pages go back at once.
   void Finish(Entry entry, shm::CloseReason reason, bool discard = false);
   void ReapLoop();

@@ -394,6 +394,45 @@ TEST(DaemonReapTest, AHungReadDelaysNoOtherReclaim) {
   std::filesystem::remove_all(root);
 }
 
+// A close that waits for a hung read answers after its while, and the
+// session keeps its user's place until its ring is really gone.
+TEST(DaemonReapTest, AHungCloseAnswersAndKeepsItsPlace) {
+  std::string root = testdata::MakeTempDir("close");
+  ASSERT_TRUE(MakeTinyDataset(root + "/hung").ok());
+  ASSERT_TRUE(MakeTinyDataset(root + "/fine").ok());
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.hold_substring = "/hung/";
+  DaemonOptions o;
+  o.decode_threads = 1;
+  o.fs = &fs;
+  o.shm_prefix = absl::StrCat("stoker-dc", getpid(), ".");
+  o.attach_timeout = absl::ZeroDuration();
+  o.max_sessions_per_user = 1;
+  o.close_wait = absl::Milliseconds(50);
+  Daemon d(o);
+  ASSERT_TRUE(d.Start().ok());
+  const Caller alice = Caller::User(7301, false);
+  auto hung = d.OpenSession(TinyRequest(root + "/hung", 32), alice);
+  ASSERT_TRUE(hung.ok()) << hung.status();
+  fs.holding.WaitForNotification();
+  EXPECT_TRUE(d.CloseSession(hung->session_id(), alice).ok());  // While its read hangs.
+  EXPECT_TRUE(d.ListSessions().empty());
+  EXPECT_EQ(shm::Segment::List(o.shm_prefix).size(), 1u);  // Still closing.
+  auto refused = d.OpenSession(TinyRequest(root + "/fine", 32), alice);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  fs.Release();
+  absl::StatusOr<v1::OpenSessionResponse> next;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!(next = d.OpenSession(TinyRequest(root + "/fine", 32), alice)).ok() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));  // Polling: its place comes back with its ring.
+  }
+  EXPECT_TRUE(next.ok()) << next.status();
+  d.Stop();
+  EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
+  std::filesystem::remove_all(root);
+}
+
 // A non-admin caller's dataset is read only beneath a folder its client
 // handed over: no token, a token for another folder or another uid, and
 // files that lead outside the folder are all refused.

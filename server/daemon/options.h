@@ -103,6 +103,9 @@ struct DaemonOptions {
   // rings (HandOffRing), as in-process tests do.
   std::string handoff_socket;
   absl::Duration reap_interval = absl::Milliseconds(250);
+  // How long CloseSession waits for its session's close (its reads in
+  // flight) before it answers and the close goes on by itself.
+  absl::Duration close_wait = absl::Seconds(10);
 };
 
 // The reader threads one user may hold when the operator names no cap:

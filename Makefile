@@ -46,7 +46,8 @@ test: deps
 SANITIZED_TESTS := //server/access/... //server/pool/... //server/imaging/... \
 	//server/dataset/... //server/cache/... //server/sources/... //server/ops/... \
 	//server/pipeline/... //server/serve/... //server/objstore/... //server/h5probe:protocol_test \
-	//shm:ring_test //shm:fd_passing_test //shm:open_channel_test \
+	//shm:ring_test //shm:fd_passing_test //shm:open_channel_test //shm:pinned_socket_test \
+	//server/daemon:daemon_test \
 	//util:util_test //util:mapped_read_test //util:buffer_test
 sanitize: deps
 	$(BAZEL) test --config=sanitize $(SANITIZED_TESTS)

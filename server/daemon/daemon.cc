@@ -28,6 +28,13 @@ uint64_t RandomGeneration() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
+// Session ids begin at a point of their own in each daemon (below 2^53,
+// exact in a double): an id kept from before a restart names no session of
+// the new daemon, whose clients reconnect by themselves.
+uint64_t FirstSessionId(uint64_t generation) {
+  return 1 + (generation % 1'000'000) * 1'000'000;
+}
+
 DaemonOptions WithMachineDefaults(DaemonOptions options) {
   const int cores = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   if (options.decode_threads <= 0) options.decode_threads = cores;
@@ -66,7 +73,10 @@ Daemon::Daemon(DaemonOptions options)
       engine_(options_),
       quota_(RingLimits{options_.max_ring_bytes, options_.max_ring_bytes_per_user,
                         options_.max_sessions_per_user}),
-      controller_(options_) {}
+      controller_(options_) {
+  absl::MutexLock lock(&mu_);
+  next_id_ = FirstSessionId(generation_);
+}
 
 Daemon::~Daemon() { Stop(); }
 

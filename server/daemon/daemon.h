@@ -173,7 +173,7 @@ class Daemon {
   bool started_flag_ ABSL_GUARDED_BY(mu_) = false;  // Start() was called.
   bool serving_ ABSL_GUARDED_BY(mu_) = false;       // Start() completed.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // From FirstSessionId.
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
   uint64_t opened_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t closed_ ABSL_GUARDED_BY(mu_) = 0;

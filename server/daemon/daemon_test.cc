@@ -350,6 +350,31 @@ TEST(DaemonQuotaTest, PerUserRingBytesAndSessionsThatNeverAttach) {
   std::filesystem::remove_all(root);
 }
 
+// An id kept from before a restart names no session of the new daemon.
+TEST(DaemonIdTest, EachDaemonNumbersItsSessionsFromAPointOfItsOwn) {
+  std::string root = testdata::MakeTempDir("ids");
+  ASSERT_TRUE(MakeTinyDataset(root).ok());
+  std::vector<uint64_t> first;
+  for (int k = 0; k < 3; ++k) {
+    DaemonOptions o;
+    o.decode_threads = 1;
+    o.shm_prefix = absl::StrCat("stoker-di", getpid(), ".");
+    Daemon d(o);
+    ASSERT_TRUE(d.Start().ok());
+    auto a = d.OpenSession(TinyRequest(root, 32), Caller());
+    auto b = d.OpenSession(TinyRequest(root, 32), Caller());
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(b->session_id(), a->session_id() + 1);
+    EXPECT_LT(a->session_id(), uint64_t{1} << 53);
+    first.push_back(a->session_id());
+    d.Stop();
+  }
+  // Three daemons, three starting points (the same twice: one in 10^6).
+  EXPECT_NE(first[0], first[1]);
+  EXPECT_NE(first[1], first[2]);
+  std::filesystem::remove_all(root);
+}
+
 // A reclaim closes its session on a thread of its own: while one whose
 // read hangs (NFS, FUSE) waits for it, another's ring is reclaimed.
 TEST(DaemonReapTest, AHungReadDelaysNoOtherReclaim) {

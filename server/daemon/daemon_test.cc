@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -454,6 +455,52 @@ TEST(DaemonReapTest, AHungCloseAnswersAndKeepsItsPlace) {
   }
   EXPECT_TRUE(next.ok()) << next.status();
   d.Stop();
+  EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
+  std::filesystem::remove_all(root);
+}
+
+// A shutdown closes every session apart: a client whose session waits for
+// a hung read does not hold up another's word of the shutdown.
+TEST(DaemonReapTest, AHungSessionDelaysNoOtherShutdown) {
+  std::string root = testdata::MakeTempDir("shutdown");
+  ASSERT_TRUE(MakeTinyDataset(root + "/hung").ok());
+  ASSERT_TRUE(MakeTinyDataset(root + "/fine").ok());
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.hold_substring = "/hung/";
+  DaemonOptions o;
+  o.decode_threads = 1;
+  o.fs = &fs;
+  o.shm_prefix = absl::StrCat("stoker-ds", getpid(), ".");
+  o.attach_timeout = absl::ZeroDuration();
+  Daemon d(o);
+  ASSERT_TRUE(d.Start().ok());
+  std::vector<std::unique_ptr<shm::RingConsumer>> fine;
+  for (int k = 0; k < 8; ++k) {  // Around the hung one in the table's order.
+    auto r = d.OpenSession(TinyRequest(root + "/fine", 32), Caller());
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto ring = TakeRing(d, *r);
+    ASSERT_TRUE(ring.ok()) << ring.status();
+    fine.push_back(*std::move(ring));
+    if (k == 3) {
+      ASSERT_TRUE(d.OpenSession(TinyRequest(root + "/hung", 32), Caller()).ok());
+      fs.holding.WaitForNotification();
+    }
+  }
+  std::thread stopper([&] { d.Stop(); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  auto all_told = [&] {
+    for (const auto& ring : fine) {
+      if (ring->close_reason() != shm::kClosedByShutdown) return false;
+    }
+    return true;
+  };
+  while (!all_told() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));  // Polling the rings' headers.
+  }
+  EXPECT_TRUE(all_told());  // While the hung session still closes.
+  fs.Release();
+  stopper.join();
+  fine.clear();
   EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
   std::filesystem::remove_all(root);
 }

@@ -7,8 +7,9 @@
 //
 // Lifecycle: construct, Start(), serve calls from any thread, Stop() (which
 // refuses new sessions, closes every session with kClosedByShutdown, each
-// on a thread of its own, and joins the reaper). Every public method is thread-safe. Sessions are closed
-// outside mu_ because ServingSession::Stop waits for its tasks in flight;
+// on a thread of its own, and joins the reaper). Every public method is
+// thread-safe. Sessions are closed outside mu_ because
+// ServingSession::Stop waits for its tasks in flight;
 // each session closes on a thread of its own (CloseSession waits for it
 // at most DaemonOptions::close_wait), so one whose reads hang delays no
 // other's close, and holds no gRPC thread long.

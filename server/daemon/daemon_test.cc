@@ -376,18 +376,32 @@ TEST(DaemonIdTest, EachDaemonNumbersItsSessionsFromAPointOfItsOwn) {
   std::filesystem::remove_all(root);
 }
 
+// Beside root/fine/, root/hung/, whose reads hang until fs.Release(): a
+// daemon's options reading through them (fs outlives the daemon: declare
+// this first).
+struct HungReads {
+  explicit HungReads(const std::string& name) : root(testdata::MakeTempDir(name)) {
+    EXPECT_TRUE(MakeTinyDataset(root + "/hung").ok());
+    EXPECT_TRUE(MakeTinyDataset(root + "/fine").ok());
+    fs.hold_substring = "/hung/";
+    options.decode_threads = 1;
+    options.fs = &fs;
+    options.shm_prefix = absl::StrCat("stoker-", name, getpid(), ".");
+  }
+  ~HungReads() { std::filesystem::remove_all(root); }
+  std::string hung() const { return root + "/hung"; }
+  std::string fine() const { return root + "/fine"; }
+
+  const std::string root;
+  FaultInjectingFileSystem fs{FileSystem::Default()};
+  DaemonOptions options;
+};
+
 // A reclaim closes its session on a thread of its own: while one whose
 // read hangs (NFS, FUSE) waits for it, another's ring is reclaimed.
 TEST(DaemonReapTest, AHungReadDelaysNoOtherReclaim) {
-  std::string root = testdata::MakeTempDir("reap");
-  ASSERT_TRUE(MakeTinyDataset(root + "/hung").ok());
-  ASSERT_TRUE(MakeTinyDataset(root + "/fine").ok());
-  FaultInjectingFileSystem fs(FileSystem::Default());
-  fs.hold_substring = "/hung/";
-  DaemonOptions o;
-  o.decode_threads = 1;
-  o.fs = &fs;
-  o.shm_prefix = absl::StrCat("stoker-dr", getpid(), ".");
+  HungReads h("reap");
+  DaemonOptions& o = h.options;
   o.attach_timeout = absl::Milliseconds(100);
   o.reap_interval = absl::Milliseconds(10);
   Daemon d(o);
@@ -400,90 +414,74 @@ TEST(DaemonReapTest, AHungReadDelaysNoOtherReclaim) {
     return d.GetStats().sessions_reclaimed();
   };
   // Never attached, so reaped; its read hangs, so its close waits.
-  auto hung = d.OpenSession(TinyRequest(root + "/hung", 32), Caller());
+  auto hung = d.OpenSession(TinyRequest(h.hung(), 32), Caller());
   ASSERT_TRUE(hung.ok()) << hung.status();
-  fs.holding.WaitForNotification();
+  h.fs.holding.WaitForNotification();
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (!d.ListSessions().empty() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));  // Polling: taken to be closed.
   }
   ASSERT_TRUE(d.ListSessions().empty());
-  auto fine = d.OpenSession(TinyRequest(root + "/fine", 32), Caller());
+  auto fine = d.OpenSession(TinyRequest(h.fine(), 32), Caller());
   ASSERT_TRUE(fine.ok()) << fine.status();
   EXPECT_EQ(reclaimed(1), 1u);  // The fine one, while the hung one still closes.
   std::vector<std::string> rings = shm::Segment::List(o.shm_prefix);
   EXPECT_EQ(rings.size(), 1u);  // The hung one's, still held.
-  fs.Release();
+  h.fs.Release();
   EXPECT_EQ(reclaimed(2), 2u);
   d.Stop();
   EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
-  std::filesystem::remove_all(root);
 }
 
 // A close that waits for a hung read answers after its while, and the
 // session keeps its user's place until its ring is really gone.
 TEST(DaemonReapTest, AHungCloseAnswersAndKeepsItsPlace) {
-  std::string root = testdata::MakeTempDir("close");
-  ASSERT_TRUE(MakeTinyDataset(root + "/hung").ok());
-  ASSERT_TRUE(MakeTinyDataset(root + "/fine").ok());
-  FaultInjectingFileSystem fs(FileSystem::Default());
-  fs.hold_substring = "/hung/";
-  DaemonOptions o;
-  o.decode_threads = 1;
-  o.fs = &fs;
-  o.shm_prefix = absl::StrCat("stoker-dc", getpid(), ".");
+  HungReads h("close");
+  DaemonOptions& o = h.options;
   o.attach_timeout = absl::ZeroDuration();
   o.max_sessions_per_user = 1;
   o.close_wait = absl::Milliseconds(50);
   Daemon d(o);
   ASSERT_TRUE(d.Start().ok());
   const Caller alice = Caller::User(7301, false);
-  auto hung = d.OpenSession(TinyRequest(root + "/hung", 32), alice);
+  auto hung = d.OpenSession(TinyRequest(h.hung(), 32), alice);
   ASSERT_TRUE(hung.ok()) << hung.status();
-  fs.holding.WaitForNotification();
+  h.fs.holding.WaitForNotification();
   EXPECT_TRUE(d.CloseSession(hung->session_id(), alice).ok());  // While its read hangs.
   EXPECT_TRUE(d.ListSessions().empty());
   EXPECT_EQ(shm::Segment::List(o.shm_prefix).size(), 1u);  // Still closing.
-  auto refused = d.OpenSession(TinyRequest(root + "/fine", 32), alice);
+  auto refused = d.OpenSession(TinyRequest(h.fine(), 32), alice);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
-  fs.Release();
+  h.fs.Release();
   absl::StatusOr<v1::OpenSessionResponse> next;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!(next = d.OpenSession(TinyRequest(root + "/fine", 32), alice)).ok() &&
+  while (!(next = d.OpenSession(TinyRequest(h.fine(), 32), alice)).ok() &&
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));  // Polling: its place comes back with its ring.
   }
   EXPECT_TRUE(next.ok()) << next.status();
   d.Stop();
   EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
-  std::filesystem::remove_all(root);
 }
 
 // A shutdown closes every session apart: a client whose session waits for
 // a hung read does not hold up another's word of the shutdown.
 TEST(DaemonReapTest, AHungSessionDelaysNoOtherShutdown) {
-  std::string root = testdata::MakeTempDir("shutdown");
-  ASSERT_TRUE(MakeTinyDataset(root + "/hung").ok());
-  ASSERT_TRUE(MakeTinyDataset(root + "/fine").ok());
-  FaultInjectingFileSystem fs(FileSystem::Default());
-  fs.hold_substring = "/hung/";
-  DaemonOptions o;
-  o.decode_threads = 1;
-  o.fs = &fs;
-  o.shm_prefix = absl::StrCat("stoker-ds", getpid(), ".");
+  HungReads h("shutdown");
+  DaemonOptions& o = h.options;
   o.attach_timeout = absl::ZeroDuration();
   Daemon d(o);
   ASSERT_TRUE(d.Start().ok());
   std::vector<std::unique_ptr<shm::RingConsumer>> fine;
   for (int k = 0; k < 8; ++k) {  // Around the hung one in the table's order.
-    auto r = d.OpenSession(TinyRequest(root + "/fine", 32), Caller());
+    auto r = d.OpenSession(TinyRequest(h.fine(), 32), Caller());
     ASSERT_TRUE(r.ok()) << r.status();
     auto ring = TakeRing(d, *r);
     ASSERT_TRUE(ring.ok()) << ring.status();
     fine.push_back(*std::move(ring));
     if (k == 3) {
-      ASSERT_TRUE(d.OpenSession(TinyRequest(root + "/hung", 32), Caller()).ok());
-      fs.holding.WaitForNotification();
+      ASSERT_TRUE(d.OpenSession(TinyRequest(h.hung(), 32), Caller()).ok());
+      h.fs.holding.WaitForNotification();
     }
   }
   std::thread stopper([&] { d.Stop(); });
@@ -498,11 +496,10 @@ TEST(DaemonReapTest, AHungSessionDelaysNoOtherShutdown) {
     absl::SleepFor(absl::Milliseconds(5));  // Polling the rings' headers.
   }
   EXPECT_TRUE(all_told());  // While the hung session still closes.
-  fs.Release();
+  h.fs.Release();
   stopper.join();
   fine.clear();
   EXPECT_TRUE(shm::Segment::List(o.shm_prefix).empty());
-  std::filesystem::remove_all(root);
 }
 
 // A non-admin caller's dataset is read only beneath a folder its client

@@ -32,26 +32,12 @@
 namespace stoker {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
-}
-
-std::chrono::system_clock::time_point Deadline(absl::Duration d) {
-  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
-}
-
 constexpr absl::Duration kRpcTimeout = absl::Seconds(60);
 // OpenSession waits for the dataset's opening (a bucket's listing, shards
 // read to index them), which the daemon bounds (--dataset-scan-timeout,
 // 10 min by default): minutes, not seconds.
 constexpr absl::Duration kOpenTimeout = absl::Hours(1);
 
-// Who this process is, for the daemon: the token its ring socket gave.
-void Identify(grpc::ClientContext* ctx, const std::string& token) {
-  if (!token.empty()) ctx->AddMetadata(shm::kCallerTokenMetadata, token);
-}
 
 // One unary call on the stub with the standard deadline.
 template <typename Req, typename Resp>

@@ -11,29 +11,39 @@
 
 namespace stoker {
 
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+std::chrono::system_clock::time_point Deadline(absl::Duration d) {
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
+}
+
+void Identify(grpc::ClientContext* ctx, const std::string& token) {
+  if (!token.empty()) ctx->AddMetadata(shm::kCallerTokenMetadata, token);
+}
+
 absl::StatusOr<std::shared_ptr<const DaemonConnection>> DaemonConnection::Connect(
     const std::string& socket_path, absl::Duration timeout) {
-  const auto deadline =
-      std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
+  const auto deadline = Deadline(timeout);
   // Who serves there: the socket's folder must be writable only by its
   // owner, and the server must run as a user this process trusts. Checked
   // now if something listens already (a plain connect first, so a socket
   // this user may not use reads as PERMISSION_DENIED naming it, not as a
   // daemon that does not answer), and again once the daemon answers.
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const shm::PinnedSocket> at,
-                          shm::PinnedSocket::Pin(socket_path));
+  std::shared_ptr<DaemonConnection> c(new DaemonConnection);
+  STOKER_ASSIGN_OR_RETURN(c->at_, shm::PinnedSocket::Pin(socket_path));
+  const std::shared_ptr<const shm::PinnedSocket>& at = c->at_;
   absl::StatusOr<int> probe = shm::ConnectUnix(at->pinned(), timeout);
   if (!probe.ok() && probe.status().code() == absl::StatusCode::kPermissionDenied) {
-    return absl::PermissionDeniedError(
-        absl::StrReplaceAll(probe.status().message(), {{at->pinned(), socket_path}}));
+    return c->Named(probe.status());
   }
   if (probe.ok()) {
     absl::Status verified = shm::VerifyServer(*probe, *at);
     close(*probe);
     STOKER_RETURN_IF_ERROR(verified);
   }
-  std::shared_ptr<DaemonConnection> c(new DaemonConnection);
-  c->at_ = at;
   grpc::ChannelArguments args;
   // Its own subchannels: none shared by address with another channel, so
   // nothing connects through this pin's path once the pin is gone.
@@ -64,14 +74,12 @@ absl::StatusOr<std::shared_ptr<const DaemonConnection>> DaemonConnection::Connec
 std::optional<DaemonConnection::Daemon> DaemonConnection::Answering(
     absl::Status* error) const {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (!token_.empty()) ctx.AddMetadata(shm::kCallerTokenMetadata, token_);
+  ctx.set_deadline(Deadline(absl::Seconds(2)));
+  Identify(&ctx, token_);
   v1::GetStatsResponse resp;
-  const grpc::Status s = stub_->GetStats(&ctx, v1::GetStatsRequest(), &resp);
+  const absl::Status s = FromGrpc(stub_->GetStats(&ctx, v1::GetStatsRequest(), &resp));
   if (!s.ok()) {
-    if (error != nullptr) {
-      *error = absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-    }
+    if (error != nullptr) *error = s;
     return std::nullopt;
   }
   return Daemon{resp.daemon().pid(),

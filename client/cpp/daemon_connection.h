@@ -15,6 +15,7 @@
 #ifndef STOKER_CLIENT_CPP_DAEMON_CONNECTION_H_
 #define STOKER_CLIENT_CPP_DAEMON_CONNECTION_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -30,6 +31,13 @@
 #include "shm/pinned_socket.h"
 
 namespace stoker {
+
+// The client's gRPC adapters: a call's status as absl's, a deadline `d`
+// from now, and who this process is for the daemon (the caller token its
+// ring socket gave; none: nothing sent).
+absl::Status FromGrpc(const grpc::Status& s);
+std::chrono::system_clock::time_point Deadline(absl::Duration d);
+void Identify(grpc::ClientContext* ctx, const std::string& token);
 
 class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
  public:

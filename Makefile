@@ -78,6 +78,7 @@ bench: deps
 	$(PYTHON) bench/client_decode.py
 	$(PYTHON) bench/gpu_train.py
 	$(PYTHON) bench/reads_in_flight.py
+	bazel-bin/bench/volume_bench
 	$(PYTHON) bench/shared_store.py
 
 demo: deps

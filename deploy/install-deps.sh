@@ -13,9 +13,9 @@ PACKAGES=(
   libabsl-dev
   # Shared memory, decode (JPEG, PNG), array sources (HDF5).
   libboost-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libhdf5-dev
-  # Inflate outside libhdf5 (compressed volumes, feature files, .nii.gz);
-  # zlib streams the first bytes of a .nii.gz (its header).
-  libdeflate-dev zlib1g-dev
+  # Inflate outside libhdf5: libdeflate whole buffers (HDF5 chunks,
+  # feature files), ISA-L streams (.nii.gz, slab by slab), zlib for tests.
+  libdeflate-dev libisal-dev zlib1g-dev
   # The HDF5 reader's system-call allow-list (server/h5probe).
   libseccomp-dev
   # NUMA topology and placement (numactl: checking it by hand).

@@ -311,8 +311,8 @@ std::string NiftiBytes(int version, const std::vector<int64_t>& dims, int dataty
   return s + voxels;
 }
 
-std::string Gzip(const std::string& plain) {
-  libdeflate_compressor* c = libdeflate_alloc_compressor(6);
+std::string Gzip(const std::string& plain, int level) {
+  libdeflate_compressor* c = libdeflate_alloc_compressor(level);
   std::string out(libdeflate_gzip_compress_bound(c, plain.size()), '\0');
   out.resize(libdeflate_gzip_compress(c, plain.data(), plain.size(), out.data(), out.size()));
   libdeflate_free_compressor(c);

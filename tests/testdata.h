@@ -95,8 +95,9 @@ absl::StatusOr<std::vector<std::string>> MakeBadFiles(const std::string& dir,
 std::string NiftiBytes(int version, const std::vector<int64_t>& dims, int datatype,
                        const std::string& voxels, double slope = 0, double inter = 0);
 
-// `plain` as a gzip stream (one member).
-std::string Gzip(const std::string& plain);
+// `plain` as a gzip stream (one member), at libdeflate's `level` (nibabel
+// writes .nii.gz at zlib's 1).
+std::string Gzip(const std::string& plain, int level = 6);
 
 // A fresh, unique directory under /tmp (short enough for socket paths).
 std::string MakeTempDir(const std::string& tag);

@@ -1,17 +1,17 @@
 #include "server/sources/nifti_file.h"
 
 #include <fcntl.h>
-#include <libdeflate.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "server/sources/gzip_stream.h"
 #include "util/checked_math.h"
 #include "util/file_kinds.h"
 #include "util/status_macros.h"
@@ -174,43 +174,47 @@ struct Convert {
   }
 };
 
-// Fortran-order `shape` at src to C order at out: items are (middle index
-// combination, block of x), each a tiled 2-D transpose between x (the
-// source's contiguous axis) and the last axis (the output's).
+// Fortran-order `shape` at src into out, element (i0, ..., in-1) at
+// sum(i_k * dst[k]): items are (middle index combination, block of x), each
+// a tiled 2-D transpose between x (the source's contiguous axis) and the
+// last axis (the output's, when the strides are a whole volume's C order).
 template <typename S, typename D, bool kScaled>
-void ReorderTyped(const uint8_t* src, const std::vector<uint64_t>& shape, const Header& h,
+void ReorderTyped(const uint8_t* src, const std::vector<uint64_t>& shape,
+                  const std::vector<uint64_t>& dst, const Header& h,
                   const VolumeCache::Parallel& parallel, uint8_t* out_bytes) {
   const Convert<S, D, kScaled> conv{h.slope, h.inter};
   D* out = reinterpret_cast<D*>(out_bytes);
   const size_t n = shape.size();
-  if (n <= 1 || std::count_if(shape.begin(), shape.end(), [](uint64_t d) { return d > 1; }) <= 1) {
-    uint64_t total = 1;
-    for (uint64_t d : shape) total *= d;
+  const auto longer = std::count_if(shape.begin(), shape.end(), [](uint64_t d) { return d > 1; });
+  if (n <= 1 || longer <= 1) {  // One axis: a (strided) copy.
+    uint64_t total = 1, stride = 1;
+    for (size_t k = 0; k < n; ++k) {
+      total *= shape[k];
+      if (shape[k] > 1) stride = dst[k];
+    }
     constexpr uint64_t kBlock = 1 << 20;
     parallel((total + kBlock - 1) / kBlock, [&](size_t b) {
       const uint64_t end = std::min<uint64_t>(total, (b + 1) * kBlock);
-      for (uint64_t i = b * kBlock; i < end; ++i) out[i] = conv(src + i * sizeof(S));
+      for (uint64_t i = b * kBlock; i < end; ++i) out[i * stride] = conv(src + i * sizeof(S));
     });
     return;
   }
-  std::vector<uint64_t> src_stride(n), dst_stride(n);
+  std::vector<uint64_t> src_stride(n);
   src_stride[0] = 1;
   for (size_t k = 1; k < n; ++k) src_stride[k] = src_stride[k - 1] * shape[k - 1];
-  dst_stride[n - 1] = 1;
-  for (size_t k = n - 1; k-- > 0;) dst_stride[k] = dst_stride[k + 1] * shape[k + 1];
   uint64_t middles = 1;
   for (size_t k = 1; k + 1 < n; ++k) middles *= shape[k];
   constexpr uint64_t kXBlock = 64, kTile = 16;
   const uint64_t nx = shape[0], nz = shape[n - 1];
   const uint64_t x_blocks = (nx + kXBlock - 1) / kXBlock;
-  const uint64_t sz = src_stride[n - 1], dx = dst_stride[0];
+  const uint64_t sz = src_stride[n - 1], dx = dst[0], dz = dst[n - 1];
   parallel(middles * x_blocks, [&](size_t item) {
     uint64_t m = item / x_blocks, s0 = 0, d0 = 0;
     for (size_t k = n - 1; k-- > 1;) {  // Middle axes, the last varying fastest.
       const uint64_t i = m % shape[k];
       m /= shape[k];
       s0 += i * src_stride[k];
-      d0 += i * dst_stride[k];
+      d0 += i * dst[k];
     }
     const uint64_t x0 = (item % x_blocks) * kXBlock, x1 = std::min(nx, x0 + kXBlock);
     for (uint64_t z0 = 0; z0 < nz; z0 += kTile) {
@@ -220,7 +224,11 @@ void ReorderTyped(const uint8_t* src, const std::vector<uint64_t>& shape, const 
         for (uint64_t x = xt; x < xe; ++x) {
           D* o = out + d0 + x * dx;
           const uint8_t* s = src + (s0 + x) * sizeof(S);
-          for (uint64_t z = z0; z < z1; ++z) o[z] = conv(s + z * sz * sizeof(S));
+          if (dz == 1) {
+            for (uint64_t z = z0; z < z1; ++z) o[z] = conv(s + z * sz * sizeof(S));
+          } else {
+            for (uint64_t z = z0; z < z1; ++z) o[z * dz] = conv(s + z * sz * sizeof(S));
+          }
         }
       }
     }
@@ -228,39 +236,98 @@ void ReorderTyped(const uint8_t* src, const std::vector<uint64_t>& shape, const 
 }
 
 template <typename S>
-void ReorderFrom(const uint8_t* src, const std::vector<uint64_t>& shape, const Header& h,
+void ReorderFrom(const uint8_t* src, const std::vector<uint64_t>& shape,
+                 const std::vector<uint64_t>& dst, const Header& h,
                  const VolumeCache::Parallel& parallel, uint8_t* out) {
-  if (!h.scaled) return ReorderTyped<S, S, false>(src, shape, h, parallel, out);
-  if (h.type == ElemType::kFloat64) return ReorderTyped<S, double, true>(src, shape, h, parallel, out);
-  return ReorderTyped<S, float, true>(src, shape, h, parallel, out);
+  if (!h.scaled) return ReorderTyped<S, S, false>(src, shape, dst, h, parallel, out);
+  if (h.type == ElemType::kFloat64)
+    return ReorderTyped<S, double, true>(src, shape, dst, h, parallel, out);
+  return ReorderTyped<S, float, true>(src, shape, dst, h, parallel, out);
 }
+
+// ReorderFrom for h.stored.
+void ReorderStored(const uint8_t* src, const std::vector<uint64_t>& shape,
+                   const std::vector<uint64_t>& dst, const Header& h,
+                   const VolumeCache::Parallel& parallel, uint8_t* out) {
+  switch (h.stored) {
+    case ElemType::kUint8: return ReorderFrom<uint8_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kInt8: return ReorderFrom<int8_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kInt16: return ReorderFrom<int16_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kUint16: return ReorderFrom<uint16_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kInt32: return ReorderFrom<int32_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kUint32: return ReorderFrom<uint32_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kInt64: return ReorderFrom<int64_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kUint64: return ReorderFrom<uint64_t>(src, shape, dst, h, parallel, out);
+    case ElemType::kFloat32: return ReorderFrom<float>(src, shape, dst, h, parallel, out);
+    case ElemType::kFloat64: return ReorderFrom<double>(src, shape, dst, h, parallel, out);
+    default: return;  // ParseHeader gives no other type.
+  }
+}
+
+// C-order strides (in elements) of `shape`.
+std::vector<uint64_t> RowMajorStrides(const std::vector<uint64_t>& shape) {
+  std::vector<uint64_t> dst(shape.size(), 1);
+  for (size_t k = shape.size(); k-- > 1;) dst[k - 1] = dst[k] * shape[k];
+  return dst;
+}
+
+// A volume's stored voxels as slabs, in the file's order: whole rows of
+// `axis`, the slowest axis one of whose rows (one index of it, every index
+// of the faster axes) fits kSlabBytes; `rows` of them a slab (fewer at the
+// axis's end). Each slab is reordered into its place as it comes, so a
+// decode holds one slab besides the volume.
+class Slabs {
+ public:
+  static constexpr uint64_t kSlabBytes = 4 << 20;
+
+  explicit Slabs(const Header& h) : h_(h), dst_(RowMajorStrides(h.shape)) {
+    const size_t n = h.shape.size();
+    elem_ = ElemBytes(h.stored);
+    axis_ = n - 1;
+    row_ = 1;
+    for (size_t k = 0; k + 1 < n; ++k) row_ *= h.shape[k];
+    while (axis_ > 0 && row_ * elem_ > kSlabBytes) row_ /= h.shape[--axis_];
+    rows_ = std::clamp<uint64_t>(kSlabBytes / (row_ * elem_), 1, h.shape[axis_]);
+  }
+  uint64_t most_bytes() const { return rows_ * row_ * elem_; }
+
+  // Calls fill(buffer, bytes) for each slab in turn (the next `bytes` of
+  // the stored voxels into `buffer`), then reorders it into `out`.
+  absl::Status Each(const VolumeCache::Parallel& parallel, uint8_t* out,
+                    const std::function<absl::Status(uint8_t*, uint64_t)>& fill) const {
+    const std::vector<uint64_t>& shape = h_.shape;
+    const size_t n = shape.size();
+    std::unique_ptr<uint8_t[]> slab(new uint8_t[most_bytes()]);
+    std::vector<uint64_t> outer(n, 0);  // Indices of the axes past axis_.
+    std::vector<uint64_t> sub(shape.begin(), shape.begin() + axis_ + 1);
+    const std::vector<uint64_t> dst(dst_.begin(), dst_.begin() + axis_ + 1);
+    const uint64_t out_elem = ElemBytes(h_.type);
+    for (;;) {
+      uint64_t base = 0;
+      for (size_t k = axis_ + 1; k < n; ++k) base += outer[k] * dst_[k];
+      for (uint64_t j = 0; j < shape[axis_]; j += rows_) {
+        sub[axis_] = std::min(rows_, shape[axis_] - j);
+        STOKER_RETURN_IF_ERROR(fill(slab.get(), sub[axis_] * row_ * elem_));
+        ReorderStored(slab.get(), sub, dst, h_, parallel,
+                      out + (base + j * dst_[axis_]) * out_elem);
+      }
+      size_t k = axis_ + 1;  // The next outer index, Fortran order.
+      for (; k < n && ++outer[k] == shape[k]; ++k) outer[k] = 0;
+      if (k >= n) return absl::OkStatus();
+    }
+  }
+
+ private:
+  const Header& h_;
+  const std::vector<uint64_t> dst_;
+  uint64_t elem_ = 1, row_ = 1, rows_ = 1;
+  size_t axis_ = 0;
+};
 
 struct Fd {
   int fd;
   ~Fd() { close(fd); }
 };
-
-// Inflates the start of a gzip stream (every member in turn) into up to
-// `want` bytes of `out`; how many it got.
-size_t InflateHead(const uint8_t* in, size_t in_size, uint8_t* out, size_t want) {
-  z_stream zs{};
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return 0;
-  zs.next_in = const_cast<uint8_t*>(in);
-  zs.avail_in = static_cast<uInt>(in_size);
-  zs.next_out = out;
-  zs.avail_out = static_cast<uInt>(want);
-  while (zs.avail_out > 0) {
-    const int r = inflate(&zs, Z_SYNC_FLUSH);
-    if (r == Z_STREAM_END && zs.avail_in > 0) {
-      inflateReset(&zs);  // The next member.
-      continue;
-    }
-    if (r != Z_OK) break;
-  }
-  const size_t got = want - zs.avail_out;
-  inflateEnd(&zs);
-  return got;
-}
 
 // The most a gzip of `bytes` bytes can hold: deflate's stored blocks (5
 // bytes per 65,535) and generous room for members' headers.
@@ -339,8 +406,10 @@ absl::StatusOr<Header> ReadHeader(const std::string& path, const Beneath* beneat
   absl::StatusOr<Header> h;
   if (IsGzip(head.data(), head.size())) {
     uint8_t inflated[kHeader2];
-    const size_t got = InflateHead(head.data(), head.size(), inflated, sizeof(inflated));
-    h = ParseHeader(inflated, got);
+    GzipStream gz(fd.fd, static_cast<uint64_t>(st.st_size), path);
+    absl::StatusOr<size_t> got = gz.Read(inflated, sizeof(inflated));
+    if (!got.ok()) return Bad(std::string(got.status().message()));
+    h = ParseHeader(inflated, *got);
     if (h.ok() && MostGzipBytes(h->data_offset + h->data_bytes) < static_cast<uint64_t>(st.st_size))
       return Bad(absl::StrCat(path, ": ", st.st_size, " bytes, more than a gzip of its ",
                               h->data_offset + h->data_bytes, "-byte volume can be"));
@@ -358,19 +427,7 @@ absl::StatusOr<Header> ReadHeader(const std::string& path, const Beneath* beneat
 
 void Reorder(const uint8_t* src, const std::vector<uint64_t>& shape, const Header& h,
              const VolumeCache::Parallel& parallel, uint8_t* out) {
-  switch (h.stored) {
-    case ElemType::kUint8: return ReorderFrom<uint8_t>(src, shape, h, parallel, out);
-    case ElemType::kInt8: return ReorderFrom<int8_t>(src, shape, h, parallel, out);
-    case ElemType::kInt16: return ReorderFrom<int16_t>(src, shape, h, parallel, out);
-    case ElemType::kUint16: return ReorderFrom<uint16_t>(src, shape, h, parallel, out);
-    case ElemType::kInt32: return ReorderFrom<int32_t>(src, shape, h, parallel, out);
-    case ElemType::kUint32: return ReorderFrom<uint32_t>(src, shape, h, parallel, out);
-    case ElemType::kInt64: return ReorderFrom<int64_t>(src, shape, h, parallel, out);
-    case ElemType::kUint64: return ReorderFrom<uint64_t>(src, shape, h, parallel, out);
-    case ElemType::kFloat32: return ReorderFrom<float>(src, shape, h, parallel, out);
-    case ElemType::kFloat64: return ReorderFrom<double>(src, shape, h, parallel, out);
-    default: return;  // ParseHeader gives no other type.
-  }
+  ReorderStored(src, shape, RowMajorStrides(shape), h, parallel, out);
 }
 
 absl::Status Decode(const std::string& path, const Beneath* beneath, const Header& h,
@@ -386,43 +443,43 @@ absl::Status Decode(const std::string& path, const Beneath* beneath, const Heade
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   const uint64_t want = h.data_offset + h.data_bytes;
   int err = 0;
+  const Slabs slabs(h);
   if (!h.gzip) {
-    std::unique_ptr<uint8_t[]> stored(new uint8_t[h.data_bytes]);
-    if (!ReadAt(fd.fd, h.data_offset, h.data_bytes, stored.get(), &err)) return changed();
-    Reorder(stored.get(), h.shape, h, parallel, out);
-    return absl::OkStatus();
+    uint64_t at = h.data_offset;
+    return slabs.Each(parallel, out, [&](uint8_t* slab, uint64_t n) {
+      if (!ReadAt(fd.fd, at, n, slab, &err)) return changed();
+      at += n;
+      return absl::OkStatus();
+    });
   }
   if (size > MostGzipBytes(want))
     return absl::ResourceExhaustedError(absl::StrCat(
         path, ": ", size, " bytes, more than a gzip of its ", want, "-byte volume can be"));
-  std::unique_ptr<uint8_t[]> packed(new uint8_t[size]);
-  if (!ReadAt(fd.fd, 0, size, packed.get(), &err)) return changed();
-  std::unique_ptr<uint8_t[]> plain(new uint8_t[want]);
-  thread_local struct Inflater {
-    libdeflate_decompressor* d = libdeflate_alloc_decompressor();
-    ~Inflater() { libdeflate_free_decompressor(d); }
-  } z;
-  size_t in_at = 0, out_at = 0;
-  while (out_at < want && in_at < size) {  // Member by member.
-    size_t used = 0, got = 0;
-    const libdeflate_result r = libdeflate_gzip_decompress_ex(
-        z.d, packed.get() + in_at, size - in_at, plain.get() + out_at, want - out_at, &used, &got);
-    if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
-      return absl::DataLossError(absl::StrCat(
-          path, ": inflates to more than the ", want, " bytes its header declares"));
-    if (r != LIBDEFLATE_SUCCESS)
-      return absl::DataLossError(absl::StrCat(path, ": not a valid gzip stream at byte ", in_at));
-    in_at += used;
-    out_at += got;
-  }
-  if (out_at != want)
-    return absl::DataLossError(absl::StrCat(path, ": inflates to ", out_at, " bytes, its header "
+  GzipStream gz(fd.fd, size, path);
+  auto short_at = [&](uint64_t got) {
+    return absl::DataLossError(absl::StrCat(path, ": inflates to ", got, " bytes, its header "
                                             "declares ", want));
-  absl::StatusOr<Header> again = ParseHeader(plain.get(), want);
+  };
+  const size_t header_bytes = h.version == 1 ? kHeader1 : kHeader2;
+  uint8_t head[kHeader2];
+  STOKER_ASSIGN_OR_RETURN(const size_t got, gz.Read(head, header_bytes));
+  if (got < header_bytes) return short_at(got);
+  absl::StatusOr<Header> again = ParseHeader(head, header_bytes);
   if (!again.ok() || again->shape != h.shape || again->stored != h.stored ||
       again->data_offset != h.data_offset || again->slope != h.slope || again->inter != h.inter)
     return changed();
-  Reorder(plain.get() + h.data_offset, h.shape, h, parallel, out);
+  STOKER_ASSIGN_OR_RETURN(const uint64_t skipped, gz.Skip(h.data_offset - header_bytes));
+  uint64_t at = header_bytes + skipped;
+  if (at < h.data_offset) return short_at(at);
+  STOKER_RETURN_IF_ERROR(slabs.Each(parallel, out, [&](uint8_t* slab, uint64_t n) {
+    STOKER_ASSIGN_OR_RETURN(const size_t read, gz.Read(slab, n));
+    at += read;
+    return read < n ? short_at(at) : absl::OkStatus();
+  }));
+  STOKER_ASSIGN_OR_RETURN(const bool ends, gz.MemberEndsHere());
+  if (!ends)
+    return absl::DataLossError(absl::StrCat(path, ": inflates to more than the ", want,
+                                            " bytes its header declares"));
   return absl::OkStatus();
 }
 

@@ -81,11 +81,15 @@ absl::StatusOr<Header> ReadHeader(const std::string& path, const Beneath* beneat
                                   FileVersion* version);
 
 // Reads `path` (beneath `beneath`): an uncompressed file's voxels, or a
-// gzip file (h.gzip) whole, inflated; and writes its volume into `out`
-// (h.volume_bytes), reordered to nibabel's axes and scaled as above, the
-// reorder spread over `parallel`. DATA_LOSS naming the file when it is not
-// `version` any more (or its header is not `h`), or when a gzip stream
-// does not inflate to exactly its header's size.
+// gzip file (h.gzip) inflated as it is read (server/sources/gzip_stream.h);
+// and writes its volume into `out` (h.volume_bytes), reordered to
+// nibabel's axes and scaled as above, the reorder spread over `parallel`.
+// The voxels come slab by slab (at most 4 MiB of them, in the file's
+// order), each reordered into its place: a decode holds that slab and a
+// 256 KiB input buffer besides `out`, never the file or its voxels whole.
+// DATA_LOSS naming the file when it is not `version` any more (or its
+// header is not `h`), or when a gzip stream does not inflate to exactly
+// its header's size.
 absl::Status Decode(const std::string& path, const Beneath* beneath, const Header& h,
                     const FileVersion& version, const VolumeCache::Parallel& parallel,
                     uint8_t* out);

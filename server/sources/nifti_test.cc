@@ -330,3 +330,79 @@ TEST_F(NiftiSourceTest, HostileFilesAreRefusedByName) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// Volumes larger than a slab decode as a whole reorder would: across
+// slabs of several rows, of one row, and of part of a row (a strided
+// copy), plain and compressed (two members split mid-slab), scaled or not.
+TEST(NiftiDecodeTest, VolumesLargerThanASlabDecodeSlabBySlab) {
+  const std::string dir = testdata::MakeTempDir("nslab");
+  struct Case {
+    int version;
+    std::vector<int64_t> dims;
+    int datatype;  // 2 uint8, 4 int16.
+    float slope, inter;
+  } cases[] = {
+      {1, {300, 200, 40}, 4, 0, 0},          // Slabs of 34 rows of z.
+      {1, {1100, 1000, 3, 2}, 4, 0.5f, 7},   // A row of z per slab, scaled.
+      {2, {4500000, 1, 2}, 2, 0, 0},         // Part of a row of x per slab.
+  };
+  for (const Case& c : cases) {
+    std::vector<uint64_t> shape(c.dims.begin(), c.dims.end());
+    uint64_t total = 1;
+    for (uint64_t d : shape) total *= d;
+    const size_t elem = c.datatype == 4 ? 2 : 1;
+    std::string raw(total * elem, '\0');
+    for (uint64_t i = 0; i < total; ++i) {
+      const int v = static_cast<int>(std::sin(i * 0.001) * 100 + (i * 2654435761u % 13));
+      if (elem == 2) {
+        Put<int16_t>(&raw, i * 2, static_cast<int16_t>(v));
+      } else {
+        raw[i] = static_cast<char>(v);
+      }
+    }
+    // The reference: file element i (x fastest) at its C-order place.
+    const bool scaled = c.slope != 0;
+    const size_t out_elem = scaled ? 4 : elem;
+    std::string want(total * out_elem, '\0');
+    const size_t n = shape.size();
+    for (uint64_t i = 0; i < total; ++i) {
+      uint64_t rest = i, at = 0;
+      std::vector<uint64_t> idx(n);
+      for (size_t k = 0; k < n; ++k) {
+        idx[k] = rest % shape[k];
+        rest /= shape[k];
+      }
+      for (size_t k = 0; k < n; ++k) at = at * shape[k] + idx[k];
+      if (scaled) {
+        int16_t s;
+        std::memcpy(&s, &raw[i * 2], 2);
+        Put<float>(&want, at * 4, static_cast<float>(s * 0.5 + 7));
+      } else {
+        std::memcpy(&want[at * elem], &raw[i * elem], elem);
+      }
+    }
+    std::string file = testdata::NiftiBytes(c.version, c.dims, c.datatype, raw, c.slope, c.inter);
+    const std::string cut = file.substr(0, 5 << 20);
+    const std::string rest = file.size() > cut.size() ? file.substr(cut.size()) : "";
+    ASSERT_TRUE(testdata::WriteFile(dir + "/v.nii", file).ok());
+    ASSERT_TRUE(testdata::WriteFile(dir + "/v.nii.gz", Gzip(cut) + Gzip(rest)).ok());
+    for (const char* name : {"/v.nii", "/v.nii.gz"}) {
+      FileVersion version;
+      absl::StatusOr<nifti::Header> h = nifti::ReadHeader(dir + name, nullptr, &version);
+      ASSERT_TRUE(h.ok()) << h.status();
+      ASSERT_EQ(h->volume_bytes, want.size());
+      std::string out(want.size(), '\x55');
+      absl::Status s = nifti::Decode(dir + name, nullptr, *h, version, &VolumeCache::Serial,
+                                     reinterpret_cast<uint8_t*>(out.data()));
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_TRUE(out == want) << name << " " << c.dims[0];
+    }
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -138,6 +138,20 @@ void SampleFetcher::Keep(const SourceKey& id, Bytes bytes, int64_t owner, bool l
   if (l2 && l2_ != nullptr) l2_->Put(id.file, id.version, std::move(bytes), owner);
 }
 
+absl::StatusOr<std::shared_ptr<void>> SampleFetcher::RoomInFlight(const Dataset& ds,
+                                                                  int64_t owner, uint64_t bytes,
+                                                                  absl::string_view what) {
+  if (in_flight_ == nullptr || bytes == 0) return nullptr;
+  const Cancellation* cancel = ds.reads_cancel.get();
+  std::shared_ptr<void> room = in_flight_->Wait(owner, bytes, kReadRoomWait, cancel);
+  if (room != nullptr) return room;
+  if (cancel != nullptr && cancel->cancelled())
+    return absl::CancelledError(absl::StrCat(what, ": its session closed"));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " (", bytes, " bytes) found no room among the bytes in flight "
+      "(--max-read-bytes-in-flight; more than it is never taken)"));
+}
+
 absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 const std::string& path,
                                                 const SourceKey& id, int64_t owner,
@@ -147,18 +161,13 @@ absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
   // A shard's member is charged its own bytes, not the shard's.
   const uint64_t charge = id.read_bytes > 0 ? id.read_bytes : id.version.size;
   std::shared_ptr<void> room;
-  if (in_flight_ != nullptr && charge > 0 && charge <= max_file_bytes_) {
-    const Cancellation* cancel = ds.reads_cancel.get();
-    room = in_flight_->Wait(owner, charge, kReadRoomWait, cancel);
-    if (room == nullptr) {
+  if (charge <= max_file_bytes_) {
+    absl::StatusOr<std::shared_ptr<void>> waited = RoomInFlight(ds, owner, charge, path);
+    if (!waited.ok()) {
       read_errors_.fetch_add(1, std::memory_order_relaxed);
-      if (cancel != nullptr && cancel->cancelled()) {
-        return absl::CancelledError(absl::StrCat(path, ": its session closed"));
-      }
-      return absl::ResourceExhaustedError(absl::StrCat(
-          path, " (", charge, " bytes) found no room among the reads in flight "
-          "(--max-read-bytes-in-flight; a file larger than it is never read)"));
+      return waited.status();
     }
+    room = std::move(*waited);
   }
   auto bytes = std::make_shared<std::string>();
   const uint64_t t0 = shm::MonotonicNanos();

@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -72,6 +73,13 @@ class SampleFetcher {
   // they read; a source keeps what it read ahead of any fetch (a shard
   // read whole to index it).
   void Keep(const SourceKey& id, Bytes bytes, int64_t owner, bool l2 = true);
+
+  // Room for `bytes` of `owner`'s work in flight besides reads (a large
+  // picture's decode), from the budget reads are charged to, waited for
+  // as a read waits: a token (null without a budget), else CANCELLED or
+  // RESOURCE_EXHAUSTED naming `what`.
+  absl::StatusOr<std::shared_ptr<void>> RoomInFlight(const Dataset& ds, int64_t owner,
+                                                     uint64_t bytes, absl::string_view what);
 
   // ds.source->Identify(path), counted in the reader's stats (an open, or
   // a read error when it fails); a miss then reads from the same open.

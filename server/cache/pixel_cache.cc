@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
 #include "util/cache_key.h"
@@ -57,6 +58,7 @@ absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
                                     const ImageRequest& request, int max_side,
                                     Filter filter, int eighths) {
   thread_local Image image;
+  absl::Cleanup done_with = [] { DoneWith(&image); };
   int out_w = 0, out_h = 0, source_w = 0, source_h = 0;
   const bool jpeg = SniffImageFormat(data, size) == ImageFormat::kJpeg;
   eighths = jpeg && max_side <= 0 ? std::clamp(eighths, 1, 8) : 8;

@@ -55,7 +55,9 @@ ABSL_FLAG(stoker::ByteSize, max_read_bytes_in_flight,
           stoker::ByteSize{stoker::DaemonOptions().max_read_bytes_in_flight},
           "Bytes of source files being read at once, in all (half for one "
           "user; one read larger than that runs alone), charged by each "
-          "file's size before it is read; a larger file is RESOURCE_EXHAUSTED.");
+          "file's size before it is read; a larger file is RESOURCE_EXHAUSTED. "
+          "A picture whose decode needs over 16 MiB is charged here too, "
+          "until it is used.");
 ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
 ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
@@ -336,6 +338,12 @@ absl::StatusOr<StokerdConfig> Config() {
     return absl::InvalidArgumentError(
         "--max-image-pixels and --max-progressive-scans must be >= 1, "
         "--max-decode-bytes >= 1M");
+  }
+  if (options.max_read_bytes_in_flight < uint64_t(options.decode_limits.max_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-read-bytes-in-flight (", options.max_read_bytes_in_flight,
+        " bytes) must be at least --max-decode-bytes (", options.decode_limits.max_bytes,
+        "): large decodes are charged among the bytes in flight"));
   }
   // Rings reach clients as descriptors over this socket (next to the
   // control socket, same mode): segments stay 0600 and the daemon's.

@@ -6,12 +6,18 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace stoker {
 namespace {
 
 constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+// Frees a thread's reused buffer once it has grown past what a thread keeps.
+void TrimKept(std::vector<uint8_t>* v) {
+  if (static_cast<int64_t>(v->capacity()) > kKeptDecodeBytes) std::vector<uint8_t>().swap(*v);
+}
 
 // PIL's ITU-R 601-2 luma ("L" from "RGB"), in its fixed point.
 inline uint8_t Luma(const uint8_t* rgb) {
@@ -97,9 +103,17 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
     return absl::ResourceExhaustedError(absl::StrCat(
         "PNG needs ", bytes, " bytes, over the limit of ", r.limits.max_bytes));
   }
+  // Its rows, and the converted picture when it is not decoded directly.
+  const int64_t converted =
+      direct_bytes == r.elem_bytes ? 0 : int64_t{w} * h * r.channels * r.elem_bytes;
+  if (absl::Status s = ReserveDecode(r.limits, static_cast<int64_t>(bytes) + converted,
+                                     &out->reserved);
+      !s.ok())
+    return s;
   const size_t row_bytes = bytes / h;
   const int flags = fmt == SPNG_FMT_RGBA8 ? SPNG_DECODE_TRNS : 0;
   thread_local std::vector<uint8_t> buf;
+  absl::Cleanup trim_buf = [] { TrimKept(&buf); };
   buf.resize(row_bytes * (y1 - y0));
   if (y0 == 0 && y1 == h) {
     rc = spng_decode_image(ctx.get(), buf.data(), buf.size(), fmt, flags);
@@ -108,6 +122,7 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
     rc = spng_decode_image(ctx.get(), nullptr, 0, fmt, flags | SPNG_DECODE_PROGRESSIVE);
     if (rc != 0) return PngError("data", rc);
     thread_local std::vector<uint8_t> skip;
+    absl::Cleanup trim_skip = [] { TrimKept(&skip); };
     skip.resize(row_bytes);
     for (int y = 0; y < y1; ++y) {
       rc = spng_decode_row(ctx.get(), y < y0 ? skip.data() : &buf[(y - y0) * row_bytes],
@@ -168,6 +183,11 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   return ImageFormat::kUnknown;
 }
 
+void DoneWith(Image* image) {
+  image->reserved.reset();
+  TrimKept(&image->pixels);
+}
+
 absl::Status DecodeImage(
     const uint8_t* data, size_t size, const ImageRequest& request,
     const std::function<RegionRequest(int width, int height)>& plan,
@@ -179,13 +199,21 @@ absl::Status DecodeImage(
   }
   switch (SniffImageFormat(data, size)) {
     case ImageFormat::kPng:
-      return DecodePng(data, size, request, plan, out);
+    {
+      absl::Status s = DecodePng(data, size, request, plan, out);
+      if (!s.ok()) DoneWith(out);
+      return s;
+    }
     case ImageFormat::kJpeg: {
       thread_local DecodedRegion region;
       JpegDecoder& decoder = ThreadLocalDecoder();
       decoder.set_limits(request.limits);
       absl::Status s = decoder.Decode(data, size, plan, &region);
-      if (!s.ok()) return s;
+      out->reserved = std::move(region.reserved);
+      if (!s.ok()) {
+        DoneWith(out);
+        return s;
+      }
       out->width = region.image.width;
       out->height = region.image.height;
       out->x = region.x;
@@ -202,6 +230,7 @@ absl::Status DecodeImage(
         ConvertFromRgb(region.image.pixels, 3, out->width * out->height,
                        request, &out->pixels);
       }
+      TrimKept(&region.image.pixels);
       return absl::OkStatus();
     }
     case ImageFormat::kUnknown:
@@ -224,6 +253,7 @@ absl::Status DecodeForCrop(
     *box = plan.box;
     return RegionRequest{plan.eighths, plan.need, crop};
   }, region);
+  if (!s.ok()) region->reserved.reset();
   box->x -= region->x;  // Into the decoded region's coordinates.
   box->y -= region->y;
   return s;

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,6 +52,9 @@ struct Image {
   int align = 1;  // A JPEG's iMCU column width (DecodedRegion's); else 1.
   bool region_dependent = false;  // A JPEG's (DecodedRegion's).
   std::vector<uint8_t> pixels;  // Packed, row-major.
+  // What the decode reserved (DecodeLimits::reserve; null: nothing), held
+  // until DoneWith.
+  std::shared_ptr<void> reserved;
   ImageView view() const {
     return {pixels.data(), width, height, channels, elem_bytes,
             x, y, scaled_width, scaled_height};
@@ -82,6 +86,11 @@ absl::Status DecodeImage(
     const uint8_t* data, size_t size, const ImageRequest& request,
     const std::function<RegionRequest(int width, int height)>& plan,
     Image* out);
+
+// Once `image`'s picture is used: gives back what its decode reserved,
+// and frees its pixels if they are over kKeptDecodeBytes (so a thread's
+// reused Image keeps no large picture). DecodeImage calls it on error.
+void DoneWith(Image* image);
 
 // Decodes what an out_size x out_size crop needs: one header read, then
 // `box_for(width, height)` chooses the crop, PlanDecode the scale and

@@ -144,11 +144,22 @@ absl::Status JpegDecoder::ReadInfo(const uint8_t* data, size_t size,
   return s;
 }
 
+absl::Status ReserveDecode(const DecodeLimits& limits, int64_t bytes,
+                           std::shared_ptr<void>* token) {
+  token->reset();
+  if (bytes <= kKeptDecodeBytes || !limits.reserve) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<void>> held = limits.reserve(bytes);
+  if (!held.ok()) return held.status();
+  *token = std::move(*held);
+  return absl::OkStatus();
+}
+
 absl::Status JpegDecoder::Decode(
     const uint8_t* data, size_t size,
     const std::function<RegionRequest(int width, int height)>& plan,
     DecodedRegion* out) {
   if (size == 0) return absl::InvalidArgumentError("empty file");
+  if (out != nullptr) out->reserved.reset();
   jpeg_decompress_struct& cinfo = state_->cinfo;
   // A fresh decompressor per image: libjpeg keeps the tables of earlier
   // images (by design, for abbreviated streams), and a damaged file lacking
@@ -164,6 +175,7 @@ absl::Status JpegDecoder::Decode(
   bool started = false;
   if (setjmp(err.jump)) {
     jpeg_abort_decompress(&cinfo);
+    if (out != nullptr) out->reserved.reset();
     if (err.over_limit) return absl::ResourceExhaustedError(err.message);
     return absl::DataLossError(
         absl::StrCat(started ? "corrupt JPEG: " : "not a JPEG: ", err.message));
@@ -191,6 +203,13 @@ absl::Status JpegDecoder::Decode(
   if (req.eighths == 0) {  // The header was all the caller wanted.
     jpeg_abort_decompress(&cinfo);
     return absl::OkStatus();
+  }
+  // Charged before libjpeg allocates; the token lives in *out, not in this
+  // frame, which libjpeg's errors leave by longjmp.
+  if (absl::Status held = ReserveDecode(limits_, EstimatedBytes(cinfo), &out->reserved);
+      !held.ok()) {
+    jpeg_abort_decompress(&cinfo);
+    return held;
   }
   const int eighths = req.eighths;
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK ||

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace stoker {
 
@@ -62,6 +63,8 @@ struct DecodedRegion {
   // well inside the region (its first block columns), so a whole decode
   // stands only for itself.
   bool region_dependent = false;
+  // What DecodeLimits::reserve gave for this decode (null: nothing).
+  std::shared_ptr<void> reserved;
 };
 
 // The part of a w x h scaled image, whose iMCU columns are `align` wide,
@@ -72,13 +75,30 @@ struct DecodedRegion {
 // same scale gives the same pixels through it.
 PixelRect RegionWindow(const RegionRequest& req, int w, int h, int align);
 
+// A decode needing more than this (its output, and a progressive JPEG's
+// coefficients) is charged through DecodeLimits::reserve before it
+// allocates, and the buffers it grew are freed once it is used
+// (DoneWith in decode.h): what a decode thread keeps between pictures
+// stays below it per buffer.
+inline constexpr int64_t kKeptDecodeBytes = int64_t{16} << 20;
+
 struct DecodeLimits {
   int64_t max_pixels = 100'000'000;  // width x height of the source.
   int max_scans = 100;               // Progressive scans per image.
   // Memory libjpeg may need for one image: the whole-image coefficient
   // buffer of a progressive (or region-decoded) file plus the output.
   int64_t max_bytes = int64_t{1} << 30;
+  // Asked, with the bytes a decode over kKeptDecodeBytes needs, after its
+  // header is read and before it allocates: a token held until the
+  // picture is done with (Image::reserved), or the error the decode then
+  // ends with. Null: nothing is charged.
+  std::function<absl::StatusOr<std::shared_ptr<void>>(int64_t bytes)> reserve;
 };
+
+// For a decode needing `bytes`: *token from limits.reserve when it is set
+// and `bytes` is over kKeptDecodeBytes (else null), or its error.
+absl::Status ReserveDecode(const DecodeLimits& limits, int64_t bytes,
+                           std::shared_ptr<void>* token);
 
 // What a JPEG's header says.
 struct JpegInfo {

@@ -12,6 +12,15 @@
 
 namespace stoker {
 
+ReaderCaches SampleReader::Charged(ReaderCaches caches, const Dataset& dataset) {
+  if (caches.fetcher == nullptr) return caches;
+  caches.decode_limits.reserve = [fetcher = caches.fetcher, &dataset,
+                                  owner = caches.owner](int64_t bytes) {
+    return fetcher->RoomInFlight(dataset, owner, static_cast<uint64_t>(bytes), "its decode");
+  };
+  return caches;
+}
+
 SampleReader::SampleReader(const Dataset& dataset, const Pipeline& pipeline,
                            uint64_t seed, int max_side, std::vector<uint64_t> field_bytes,
                            ReaderCaches caches, PixelKeeper* keeper)
@@ -21,7 +30,7 @@ SampleReader::SampleReader(const Dataset& dataset, const Pipeline& pipeline,
       max_side_(max_side),
       keeper_(keeper),
       field_bytes_(std::move(field_bytes)),
-      caches_(caches),
+      caches_(Charged(std::move(caches), dataset)),
       decoded_key_prefix_(absl::StrCat(pipeline.fingerprint(), "|px", max_side)) {
   for (size_t f = 0; f < pipeline_.fields().size(); ++f) {
     if (pipeline_.fields()[f].spatial()) decoded_bytes_ += field_bytes_[f];

@@ -128,6 +128,11 @@ class SampleReader {
   // it back (KeepDecoded); then DecodedBytes() is its size: the spatial
   // fields, one after another.
   bool KeepsDecoded() const { return keeps_decoded_; }
+  // The limits its decodes and the decode stage's run under: the caches'
+  // decode_limits, a decode over kKeptDecodeBytes (server/imaging/jpeg.h)
+  // charged to the owner in the fetcher's budget of bytes in flight
+  // (SampleFetcher::RoomInFlight) before it allocates.
+  const DecodeLimits& decode_limits() const { return caches_.decode_limits; }
   uint64_t DecodedBytes() const { return decoded_bytes_; }
   // Copies `value` (as KeepsDecoded describes) into `out` and keeps it.
   void KeepDecoded(const FetchedSample& in, std::shared_ptr<std::string> value,
@@ -177,6 +182,10 @@ class SampleReader {
   const int max_side_;
   PixelKeeper* const keeper_;
   const std::vector<uint64_t> field_bytes_;
+  // `caches` with its decodes charged: decode_limits.reserve set to wait
+  // for room in the fetcher's bytes in flight, for `owner`, as reads do.
+  static ReaderCaches Charged(ReaderCaches caches, const Dataset& dataset);
+
   const ReaderCaches caches_;
   // Everything but the files that identifies this session's finished
   // samples in the decoded cache (built once, not per sample).

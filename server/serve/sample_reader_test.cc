@@ -25,14 +25,21 @@ std::string Jpeg(int w, int h, uint64_t seed) {
 
 // The daemon's caches, small: L1 keeps nothing, so every fetch that
 // reaches the fetcher reads the source.
+// `in_flight` (may be null) is the budget of bytes in flight, and `owner`
+// whose the session's reads and decodes are.
 struct Caches {
-  explicit Caches(uint64_t decoded_bytes = 64 << 20) : decoded("decoded", decoded_bytes) {}
+  explicit Caches(uint64_t decoded_bytes = 64 << 20, MemoryBudget* in_flight = nullptr,
+                  int64_t owner = L2Cache::kNobody)
+      : decoded("decoded", decoded_bytes), fetcher(&l1, nullptr, 1, in_flight), owner(owner) {}
   ShardedLruCache l1{"l1", 0};
   ShardedLruCache decoded;
   ShardedLruCache ram{"pixels", 64 << 20};
-  SampleFetcher fetcher{&l1, nullptr, 1};
+  SampleFetcher fetcher;
   PixelCache pixels{&ram, nullptr};
-  ReaderCaches caches() { return {&fetcher, &decoded, &pixels, nullptr, DecodeLimits{}}; }
+  int64_t owner;
+  ReaderCaches caches() {
+    return {&fetcher, &decoded, &pixels, nullptr, DecodeLimits{}, owner};
+  }
 };
 
 struct Reader {
@@ -237,6 +244,39 @@ TEST(SampleReaderTest, WithoutAPixelCachePicturesAreDecodedAsPlanned) {
   EXPECT_EQ(view.scaled_width, 50);
   EXPECT_EQ(view.scaled_height, 38);
   EXPECT_EQ(c.pixels.decodes(), 0u);
+}
+
+// A picture whose decode needs more than a thread keeps is charged to the
+// session's user among the bytes in flight until it is done with; one
+// larger than the whole budget fails by name, and nothing stays charged.
+TEST(SampleReaderTest, ALargePictureIsChargedToItsUserAmongTheBytesInFlight) {
+  auto src = std::make_shared<MemorySource>("root");
+  src->Put("big.jpg", Jpeg(2600, 2400, 3));  // 18.7 MB of pixels.
+  for (const uint64_t total : {uint64_t{64} << 20, uint64_t{8} << 20}) {
+    MemoryBudget in_flight(total, total / 2);
+    Caches c(64 << 20, &in_flight, 1001);
+    Reader r(kVal, MemoryDataset(src, {{"big.jpg"}}), &c);
+    MemorySlot slot(r.bytes);
+    FetchedSample in;
+    ASSERT_EQ(r.reader.Read(0, 0, slot.out, &in).kind, SampleReader::Result::kDecode);
+    EXPECT_EQ(in_flight.used(), 0u);  // The read gave its bytes back.
+    Image image;
+    Bytes entry;
+    ImageView view;
+    absl::Status s = r.reader.Picture(
+        0, in, [](int w, int h) { return RegionRequest{8, PixelRect{0, 0, w, h}, false}; },
+        &image, &entry, &view);
+    if (total == (uint64_t{8} << 20)) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+      EXPECT_NE(s.message().find("its decode"), std::string::npos) << s;
+      EXPECT_NE(s.message().find("--max-read-bytes-in-flight"), std::string::npos) << s;
+    } else {
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_GE(in_flight.used_by(1001), uint64_t{2600} * 2400 * 3);
+      DoneWith(&image);
+    }
+    EXPECT_EQ(in_flight.used(), 0u);
+  }
 }
 
 TEST(SampleReaderTest, ArraysAreCopiedIntoTheSlotWithoutADecodeStage) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "server/imaging/decode.h"
 #include "server/imaging/jpeg.h"
@@ -94,6 +95,7 @@ absl::Status SampleRenderer::Render(uint64_t index, uint64_t epoch, bool hand_ov
     }
     Bytes entry;
     ImageView view;
+    absl::Cleanup done_with = [] { DoneWith(&image); };  // After the field's writes.
     bool same = true;
     absl::Status s = reader_.Picture(
         f, in,

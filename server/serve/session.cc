@@ -158,7 +158,7 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
                            ctx.decode_limits, ctx.uid},
               keeper_.get()),
       renderer_(*dataset_, pipeline_, reader_, spec_.seed(), field_bytes_,
-                ctx.decode_limits),
+                reader_.decode_limits()),
       errors_(ctx.uid >= 0 ? absl::StrCat("session ", id, " (uid ", ctx.uid, ")")
                            : absl::StrCat("session ", id)) {
   ring_->SetConsumerShare(pipeline_.client_decode().share);

@@ -79,6 +79,7 @@ bench: deps
 	$(PYTHON) bench/gpu_train.py
 	$(PYTHON) bench/reads_in_flight.py
 	bazel-bin/bench/volume_bench
+	$(PYTHON) bench/large_pictures.py
 	$(PYTHON) bench/shared_store.py
 
 demo: deps

@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 namespace stoker {
@@ -96,6 +97,20 @@ std::shared_ptr<void> MemoryBudget::Wait(int64_t uid, uint64_t bytes, absl::Dura
   if (cancel != nullptr) cancel->Unsubscribe(woken);
   return token;
 }
+
+absl::StatusOr<std::shared_ptr<void>> MemoryBudget::WaitNamed(
+    int64_t uid, uint64_t bytes, absl::Duration timeout, const Cancellation* cancel,
+    absl::string_view what, absl::string_view flag) {
+  std::shared_ptr<void> room = Wait(uid, bytes, timeout, cancel);
+  if (room != nullptr) return room;
+  if (cancel != nullptr && cancel->cancelled())
+    return absl::CancelledError(absl::StrCat(what, ": its session closed"));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " (", bytes, " bytes) found no room among the bytes in flight (", flag,
+      "; more than it is never taken)"));
+}
+
+uint64_t MemoryBudget::total() const { return state_->total; }
 
 uint64_t MemoryBudget::used() const {
   absl::MutexLock lock(&state_->mu);

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "util/cancellation.h"
 
@@ -36,7 +38,17 @@ class MemoryBudget {
   // is never passed forever by smaller ones of other users.
   std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes, absl::Duration timeout,
                              const Cancellation* cancel = nullptr);
+  // Wait, its refusals in words for `what` (a file, or a decode of one):
+  // CANCELLED "<what>: its session closed" when `cancel` was raised, else
+  // RESOURCE_EXHAUSTED naming `what`, `bytes` and `flag` (the operator's
+  // flag that sets this budget).
+  absl::StatusOr<std::shared_ptr<void>> WaitNamed(int64_t uid, uint64_t bytes,
+                                                  absl::Duration timeout,
+                                                  const Cancellation* cancel,
+                                                  absl::string_view what,
+                                                  absl::string_view flag);
   uint64_t used() const;
+  uint64_t total() const;
   int waiting() const;  // Waits in progress (tests).
   uint64_t used_by(int64_t uid) const;
 

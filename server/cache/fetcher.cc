@@ -17,7 +17,7 @@ SampleFetcher::SampleFetcher(ShardedLruCache* l1, L2Cache* l2, int reader_thread
 absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                            const std::string& path, int64_t owner,
                                            bool* from_source,
-                                           const SourceKey* known) {
+                                           const SourceKey* known, bool charged) {
   if (from_source != nullptr) *from_source = false;
   if (ds.source == nullptr) {
     return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
@@ -37,11 +37,11 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
                                reinterpret_cast<uintptr_t>(ds.source.get())),
                   false, path, from_source,
                   [&](bool* read_source) {
-                    return ReadAndKeep(ds, path, *known, owner, read_source);
+                    return ReadAndKeep(ds, path, *known, owner, read_source, charged);
                   });
   }
   return Shared(key, true, path, from_source, [&](bool* read_source) {
-    return Load(ds, path, *known, owner, read_source);
+    return Load(ds, path, *known, owner, read_source, charged);
   });
 }
 
@@ -101,7 +101,7 @@ absl::StatusOr<SourceKey> SampleFetcher::Identify(const Dataset& ds,
 absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
                                           const std::string& path,
                                           const SourceKey& id, int64_t owner,
-                                          bool* read_source) {
+                                          bool* read_source, bool charged) {
   // Files can change between runs, so an L2 entry is checked against the
   // file's current size and mtime. Unversioned sources (LMDB) are local
   // already: no L2.
@@ -114,15 +114,15 @@ absl::StatusOr<Bytes> SampleFetcher::Load(const Dataset& ds,
       return Bytes(value);
     }
   }
-  return ReadAndKeep(ds, path, id, owner, read_source);
+  return ReadAndKeep(ds, path, id, owner, read_source, charged);
 }
 
 absl::StatusOr<Bytes> SampleFetcher::ReadAndKeep(const Dataset& ds, const std::string& path,
                                                  const SourceKey& id, int64_t owner,
-                                                 bool* read_source) {
+                                                 bool* read_source, bool charged) {
   *read_source = true;
   FileVersion version;
-  absl::StatusOr<Bytes> read = ReadSource(ds, path, id, owner, &version);
+  absl::StatusOr<Bytes> read = ReadSource(ds, path, id, owner, &version, charged);
   if (!read.ok()) return read.status();
   // Cached only under the identity it was read as: a file replaced between
   // the stat and the read is served, not kept.
@@ -138,31 +138,30 @@ void SampleFetcher::Keep(const SourceKey& id, Bytes bytes, int64_t owner, bool l
   if (l2 && l2_ != nullptr) l2_->Put(id.file, id.version, std::move(bytes), owner);
 }
 
-absl::StatusOr<std::shared_ptr<void>> SampleFetcher::RoomInFlight(const Dataset& ds,
-                                                                  int64_t owner, uint64_t bytes,
-                                                                  absl::string_view what) {
-  if (in_flight_ == nullptr || bytes == 0) return nullptr;
-  const Cancellation* cancel = ds.reads_cancel.get();
-  std::shared_ptr<void> room = in_flight_->Wait(owner, bytes, kReadRoomWait, cancel);
-  if (room != nullptr) return room;
-  if (cancel != nullptr && cancel->cancelled())
-    return absl::CancelledError(absl::StrCat(what, ": its session closed"));
-  return absl::ResourceExhaustedError(absl::StrCat(
-      what, " (", bytes, " bytes) found no room among the bytes in flight "
-      "(--max-read-bytes-in-flight; more than it is never taken)"));
+absl::StatusOr<std::shared_ptr<void>> SampleFetcher::Charge(const Dataset& ds, int64_t owner,
+                                                            const std::vector<SourceKey>& ids,
+                                                            absl::string_view what) {
+  if (in_flight_ == nullptr) return nullptr;
+  uint64_t bytes = 0;
+  for (const SourceKey& id : ids)
+    if (id.read_size() <= max_file_bytes_) bytes += id.read_size();
+  if (bytes == 0) return nullptr;
+  // Several files together never ask more than the whole (each fits it).
+  if (ids.size() > 1) bytes = std::min(bytes, in_flight_->total());
+  return in_flight_->WaitNamed(owner, bytes, kReadRoomWait, ds.reads_cancel.get(), what,
+                               "--max-read-bytes-in-flight");
 }
 
 absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
                                                 const std::string& path,
                                                 const SourceKey& id, int64_t owner,
-                                                FileVersion* version) {
+                                                FileVersion* version, bool charged) {
   // Charged before a byte is allocated: what reads in flight hold is
   // bounded by the budget, not by reader threads x the largest file.
   // A shard's member is charged its own bytes, not the shard's.
-  const uint64_t charge = id.read_bytes > 0 ? id.read_bytes : id.version.size;
   std::shared_ptr<void> room;
-  if (charge <= max_file_bytes_) {
-    absl::StatusOr<std::shared_ptr<void>> waited = RoomInFlight(ds, owner, charge, path);
+  if (!charged) {
+    absl::StatusOr<std::shared_ptr<void>> waited = Charge(ds, owner, {id}, path);
     if (!waited.ok()) {
       read_errors_.fetch_add(1, std::memory_order_relaxed);
       return waited.status();

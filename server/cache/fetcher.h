@@ -63,10 +63,12 @@ class SampleFetcher {
   // concurrent fetches sharing one read, the one that reads is charged.
   // Errors are the source's (NOT_FOUND, ...); an empty source file is
   // DATA_LOSS "file is empty". Nothing failed is cached. `*from_source`
-  // (optional) tells whether the source was read.
+  // (optional) tells whether the source was read. `charged`: the caller
+  // holds the file's room among the bytes in flight already (Charge), so
+  // a read takes none of its own.
   absl::StatusOr<Bytes> Fetch(const Dataset& ds, const std::string& path, int64_t owner,
                               bool* from_source = nullptr,
-                              const SourceKey* known = nullptr);
+                              const SourceKey* known = nullptr, bool charged = false);
 
   // Keeps the bytes of `id` as a read is kept: in L1, and (`l2`: a
   // versioned source's) queued for L2 charged to `owner`. Reads keep what
@@ -74,12 +76,17 @@ class SampleFetcher {
   // read whole to index it).
   void Keep(const SourceKey& id, Bytes bytes, int64_t owner, bool l2 = true);
 
-  // Room for `bytes` of `owner`'s work in flight besides reads (a large
-  // picture's decode), from the budget reads are charged to, waited for
-  // as a read waits: a token (null without a budget), else CANCELLED or
-  // RESOURCE_EXHAUSTED naming `what`.
-  absl::StatusOr<std::shared_ptr<void>> RoomInFlight(const Dataset& ds, int64_t owner,
-                                                     uint64_t bytes, absl::string_view what);
+  // Room among the bytes in flight for `owner`'s files `ids`, read (or
+  // from a cache) and held until the caller drops the token (the decode
+  // stage: what waits for it is bounded as reads are), waited for as a
+  // read waits: one request for their sum (several files: at most the
+  // whole budget), so a sample larger than its user's share runs alone
+  // rather than waiting for itself. A file over `max_file_bytes` is not
+  // charged (its source refuses it). A token (null without a budget), else CANCELLED or
+  // RESOURCE_EXHAUSTED naming `what`. Fetch them with `charged`.
+  absl::StatusOr<std::shared_ptr<void>> Charge(const Dataset& ds, int64_t owner,
+                                               const std::vector<SourceKey>& ids,
+                                               absl::string_view what);
 
   // ds.source->Identify(path), counted in the reader's stats (an open, or
   // a read error when it fails); a miss then reads from the same open.
@@ -104,14 +111,18 @@ class SampleFetcher {
                                bool rejoin = true);
   // L2, else ReadAndKeep.
   absl::StatusOr<Bytes> Load(const Dataset& ds, const std::string& path,
-                             const SourceKey& id, int64_t owner, bool* read_source);
+                             const SourceKey& id, int64_t owner, bool* read_source,
+                             bool charged);
   // The source's bytes, then kept in L1 and L2 under `id` when still that
   // version.
   absl::StatusOr<Bytes> ReadAndKeep(const Dataset& ds, const std::string& path,
-                                    const SourceKey& id, int64_t owner, bool* read_source);
-  // The file `id` names, from the descriptor it was identified from.
+                                    const SourceKey& id, int64_t owner, bool* read_source,
+                                    bool charged);
+  // The file `id` names, from the descriptor it was identified from;
+  // charged for its read unless `charged`.
   absl::StatusOr<Bytes> ReadSource(const Dataset& ds, const std::string& path,
-                                   const SourceKey& id, int64_t owner, FileVersion* version);
+                                   const SourceKey& id, int64_t owner, FileVersion* version,
+                                   bool charged);
 
   ShardedLruCache* const l1_;
   L2Cache* const l2_;

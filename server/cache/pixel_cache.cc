@@ -57,7 +57,7 @@ void BoundedSize(int w, int h, int max_side, int* out_w, int* out_h) {
 absl::StatusOr<Bytes> DecodeBounded(const uint8_t* data, size_t size,
                                     const ImageRequest& request, int max_side,
                                     Filter filter, int eighths) {
-  thread_local Image image;
+  thread_local ScratchImage image;
   absl::Cleanup done_with = [] { DoneWith(&image); };
   int out_w = 0, out_h = 0, source_w = 0, source_h = 0;
   const bool jpeg = SniffImageFormat(data, size) == ImageFormat::kJpeg;

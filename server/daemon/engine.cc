@@ -79,7 +79,9 @@ Engine::Engine(const DaemonOptions& options)
       list_ram_(UINT64_MAX, options_.max_list_bytes_per_user),
       held_files_(HeldFilesLimit(), options_.max_open_files_per_user),
       reads_in_flight_(options_.max_read_bytes_in_flight,
-                       std::max<uint64_t>(options_.max_read_bytes_in_flight / 2, 1)) {}
+                       std::max<uint64_t>(options_.max_read_bytes_in_flight / 2, 1)),
+      decodes_in_flight_(options_.max_decode_bytes_in_flight,
+                         std::max<uint64_t>(options_.max_decode_bytes_in_flight / 2, 1)) {}
 
 Engine::~Engine() {
   Stop();
@@ -157,8 +159,9 @@ absl::Status Engine::Start() {
       });
   const int threads = options_.decode_threads > 0 ? options_.decode_threads
                                                  : topology.total_cpus();
-  decode_pools_ = std::make_unique<NodePools>("stoker-dec", topology, pinned,
-                                              threads, options_.numa_spill);
+  // A decode thread out of work gives back the large buffers it kept.
+  decode_pools_ = std::make_unique<NodePools>("stoker-dec", topology, pinned, threads,
+                                              options_.numa_spill, &TrimDecodeScratch);
   // Volumes filled chunk by chunk fill the rest on producers whose rings
   // are full (server/pool/idle_work.h).
   volumes_.set_background([this](std::function<void()> task) { idle_.Post(std::move(task)); });
@@ -183,7 +186,7 @@ PipelineContext Engine::Context(int node, int64_t uid, uint64_t generation) {
   return PipelineContext{reader_pool_.get(), decode_pools_.get(), node,
                          fetcher_.get(), &decoded_cache_, pixels_.get(), &counters_,
                          generation, options_.decode_limits, &idle_, uid,
-                         &pixel_shares_};
+                         &pixel_shares_, &decodes_in_flight_};
 }
 
 ScanLimits Engine::ScanLimitsNow() {

@@ -101,7 +101,8 @@ class Engine {
   MemoryBudget array_ram_;   // Array sources' RAM, per user.
   MemoryBudget list_ram_;    // Sample lists' RAM, per user.
   MemoryBudget held_files_;  // Files sources keep open or mapped, per user.
-  MemoryBudget reads_in_flight_;  // Bytes being read from sources, per user.
+  MemoryBudget reads_in_flight_;  // Bytes being read, or waiting for decodes, per user.
+  MemoryBudget decodes_in_flight_;  // Large pictures being decoded, per user.
   std::unique_ptr<L2Cache> l2_;
   std::unique_ptr<KeptValues> kept_;  // Sources' kept values, in l2_.
   std::unique_ptr<PixelCache> pixels_;

@@ -55,9 +55,12 @@ ABSL_FLAG(stoker::ByteSize, max_read_bytes_in_flight,
           stoker::ByteSize{stoker::DaemonOptions().max_read_bytes_in_flight},
           "Bytes of source files being read at once, in all (half for one "
           "user; one read larger than that runs alone), charged by each "
-          "file's size before it is read; a larger file is RESOURCE_EXHAUSTED. "
-          "A picture whose decode needs over 16 MiB is charged here too, "
-          "until it is used.");
+          "file's size before it is read, until its decode is done; a larger "
+          "file is RESOURCE_EXHAUSTED.");
+ABSL_FLAG(stoker::ByteSize, max_decode_bytes_in_flight,
+          stoker::ByteSize{stoker::DaemonOptions().max_decode_bytes_in_flight},
+          "Bytes of pictures being decoded whose decode needs over 16 MiB, in all "
+          "(half for one user), charged before the decode allocates.");
 ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
 ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
@@ -252,6 +255,7 @@ absl::StatusOr<StokerdConfig> Config() {
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.max_reader_threads_per_user = absl::GetFlag(FLAGS_max_reader_threads_per_user);
   options.max_read_bytes_in_flight = absl::GetFlag(FLAGS_max_read_bytes_in_flight).bytes;
+  options.max_decode_bytes_in_flight = absl::GetFlag(FLAGS_max_decode_bytes_in_flight).bytes;
   if (options.max_reader_threads_per_user < 0 || options.max_reader_threads_per_user > 4096) {
     return absl::InvalidArgumentError(
         "--max-reader-threads-per-user must be in 0..4096 (0: all but an eighth of "
@@ -339,11 +343,11 @@ absl::StatusOr<StokerdConfig> Config() {
         "--max-image-pixels and --max-progressive-scans must be >= 1, "
         "--max-decode-bytes >= 1M");
   }
-  if (options.max_read_bytes_in_flight < uint64_t(options.decode_limits.max_bytes)) {
+  if (options.max_decode_bytes_in_flight < uint64_t(options.decode_limits.max_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--max-read-bytes-in-flight (", options.max_read_bytes_in_flight,
+        "--max-decode-bytes-in-flight (", options.max_decode_bytes_in_flight,
         " bytes) must be at least --max-decode-bytes (", options.decode_limits.max_bytes,
-        "): large decodes are charged among the bytes in flight"));
+        "): every decode must fit among the decodes in flight"));
   }
   // Rings reach clients as descriptors over this socket (next to the
   // control socket, same mode): segments stay 0600 and the daemon's.

@@ -19,6 +19,7 @@ ABSL_DECLARE_FLAG(int, reader_threads);
 ABSL_DECLARE_FLAG(int, max_reader_threads_per_user);
 ABSL_DECLARE_FLAG(stoker::ByteSize, max_read_bytes_in_flight);
 ABSL_DECLARE_FLAG(stoker::ByteSize, max_decode_bytes);
+ABSL_DECLARE_FLAG(stoker::ByteSize, max_decode_bytes_in_flight);
 ABSL_DECLARE_FLAG(stoker::ByteSize, max_file_bytes);
 ABSL_DECLARE_FLAG(uint64_t, object_store_flat_listing);
 ABSL_DECLARE_FLAG(absl::Duration, object_store_deadline);
@@ -124,12 +125,15 @@ TEST_F(FlagsTest, BadValuesNameTheirFlag) {
   absl::SetFlag(&FLAGS_max_read_bytes_in_flight, ByteSize{1ULL << 29});
   ExpectRefused("--max-read-bytes-in-flight");
   absl::SetFlag(&FLAGS_max_file_bytes, ByteSize{1ULL << 29});
-  // And every decode, which large pictures' decodes are charged among.
-  ExpectRefused("--max-decode-bytes");
-  absl::SetFlag(&FLAGS_max_decode_bytes, ByteSize{1ULL << 29});
   EXPECT_EQ(Config()->daemon.max_read_bytes_in_flight, 1ULL << 29);
   absl::SetFlag(&FLAGS_max_read_bytes_in_flight, ByteSize{2ULL << 30});
   absl::SetFlag(&FLAGS_max_file_bytes, ByteSize{1ULL << 30});
+  // And every decode among the decodes in flight.
+  absl::SetFlag(&FLAGS_max_decode_bytes_in_flight, ByteSize{1ULL << 29});
+  ExpectRefused("--max-decode-bytes-in-flight");
+  absl::SetFlag(&FLAGS_max_decode_bytes, ByteSize{1ULL << 29});
+  EXPECT_EQ(Config()->daemon.max_decode_bytes_in_flight, 1ULL << 29);
+  absl::SetFlag(&FLAGS_max_decode_bytes_in_flight, ByteSize{2ULL << 30});
   absl::SetFlag(&FLAGS_max_decode_bytes, ByteSize{1ULL << 30});
   absl::SetFlag(&FLAGS_object_store_flat_listing, 100'001);
   ExpectRefused("--object-store-flat-listing");

@@ -37,12 +37,16 @@ struct DaemonOptions {
   // Reader threads one user's sessions may hold at once (ThreadPool's user
   // cap; the daemon's own reads are not capped); 0: DefaultReaderCap.
   int max_reader_threads_per_user = 0;
-  // Bytes of source files being read at once, in all (half for one user;
-  // one read larger than that runs alone), charged before each read by the
-  // file's size: what reads in flight hold however large the files users
-  // name and however many reader threads. A file larger than this is
-  // RESOURCE_EXHAUSTED.
+  // Bytes of source files being read at once, or read and waiting for
+  // their decode, in all (half for one user; one read larger than that
+  // runs alone), charged before each read by the file's size: what reads
+  // hold however large the files users name and however many reader
+  // threads. A file larger than this is RESOURCE_EXHAUSTED.
   uint64_t max_read_bytes_in_flight = 2ULL << 30;
+  // Bytes of pictures being decoded whose decode needs over
+  // kKeptDecodeBytes (server/imaging/jpeg.h), in all (half for one user),
+  // charged before the decode allocates.
+  uint64_t max_decode_bytes_in_flight = 2ULL << 30;
   uint64_t l1_bytes = 2ULL << 30;
   uint64_t decoded_cache_bytes = 1ULL << 30;
   uint64_t pixel_cache_bytes = 2ULL << 30;  // SessionSpec.pixel_cache's RAM.

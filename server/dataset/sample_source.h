@@ -45,6 +45,8 @@ struct SourceKey {
   uint64_t read_bytes = 0;
   // RAM tiers' key: the file at this version.
   std::string key() const;
+  // The bytes a read of it holds: read_bytes, else the file's size.
+  uint64_t read_size() const { return read_bytes > 0 ? read_bytes : version.size; }
 };
 
 class SampleSource {

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <memory>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace stoker {
@@ -14,10 +13,13 @@ namespace {
 
 constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
-// Frees a thread's reused buffer once it has grown past what a thread keeps.
-void TrimKept(std::vector<uint8_t>* v) {
-  if (static_cast<int64_t>(v->capacity()) > kKeptDecodeBytes) std::vector<uint8_t>().swap(*v);
-}
+// A DecodedRegion for one thread's reuse, its pixels decode scratch.
+struct ScratchRegion : DecodedRegion {
+  ScratchRegion() { RegisterDecodeScratch(&image.pixels); }
+  ~ScratchRegion() { ForgetDecodeScratch(&image.pixels); }
+  ScratchRegion(const ScratchRegion&) = delete;
+  ScratchRegion& operator=(const ScratchRegion&) = delete;
+};
 
 // PIL's ITU-R 601-2 luma ("L" from "RGB"), in its fixed point.
 inline uint8_t Luma(const uint8_t* rgb) {
@@ -112,8 +114,8 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
     return s;
   const size_t row_bytes = bytes / h;
   const int flags = fmt == SPNG_FMT_RGBA8 ? SPNG_DECODE_TRNS : 0;
-  thread_local std::vector<uint8_t> buf;
-  absl::Cleanup trim_buf = [] { TrimKept(&buf); };
+  thread_local ScratchBuffer scratch;
+  std::vector<uint8_t>& buf = scratch.bytes;
   buf.resize(row_bytes * (y1 - y0));
   if (y0 == 0 && y1 == h) {
     rc = spng_decode_image(ctx.get(), buf.data(), buf.size(), fmt, flags);
@@ -121,8 +123,8 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
   } else {
     rc = spng_decode_image(ctx.get(), nullptr, 0, fmt, flags | SPNG_DECODE_PROGRESSIVE);
     if (rc != 0) return PngError("data", rc);
-    thread_local std::vector<uint8_t> skip;
-    absl::Cleanup trim_skip = [] { TrimKept(&skip); };
+    thread_local ScratchBuffer skip_scratch;
+    std::vector<uint8_t>& skip = skip_scratch.bytes;
     skip.resize(row_bytes);
     for (int y = 0; y < y1; ++y) {
       rc = spng_decode_row(ctx.get(), y < y0 ? skip.data() : &buf[(y - y0) * row_bytes],
@@ -183,10 +185,7 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   return ImageFormat::kUnknown;
 }
 
-void DoneWith(Image* image) {
-  image->reserved.reset();
-  TrimKept(&image->pixels);
-}
+void DoneWith(Image* image) { image->reserved.reset(); }
 
 absl::Status DecodeImage(
     const uint8_t* data, size_t size, const ImageRequest& request,
@@ -205,7 +204,7 @@ absl::Status DecodeImage(
       return s;
     }
     case ImageFormat::kJpeg: {
-      thread_local DecodedRegion region;
+      thread_local ScratchRegion region;
       JpegDecoder& decoder = ThreadLocalDecoder();
       decoder.set_limits(request.limits);
       absl::Status s = decoder.Decode(data, size, plan, &region);
@@ -230,7 +229,6 @@ absl::Status DecodeImage(
         ConvertFromRgb(region.image.pixels, 3, out->width * out->height,
                        request, &out->pixels);
       }
-      TrimKept(&region.image.pixels);
       return absl::OkStatus();
     }
     case ImageFormat::kUnknown:

@@ -87,10 +87,19 @@ absl::Status DecodeImage(
     const std::function<RegionRequest(int width, int height)>& plan,
     Image* out);
 
-// Once `image`'s picture is used: gives back what its decode reserved,
-// and frees its pixels if they are over kKeptDecodeBytes (so a thread's
-// reused Image keeps no large picture). DecodeImage calls it on error.
+// Once `image`'s picture is used: gives back what its decode reserved.
+// DecodeImage calls it on error.
 void DoneWith(Image* image);
+
+// An Image for one thread's reuse (a thread_local), its pixels decode
+// scratch (server/imaging/jpeg.h): kept for the thread's next picture,
+// freed when over kKeptDecodeBytes and no longer needed that large.
+struct ScratchImage : Image {
+  ScratchImage() { RegisterDecodeScratch(&pixels); }
+  ~ScratchImage() { ForgetDecodeScratch(&pixels); }
+  ScratchImage(const ScratchImage&) = delete;
+  ScratchImage& operator=(const ScratchImage&) = delete;
+};
 
 // Decodes what an out_size x out_size crop needs: one header read, then
 // `box_for(width, height)` chooses the crop, PlanDecode the scale and

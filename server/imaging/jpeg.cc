@@ -144,11 +144,38 @@ absl::Status JpegDecoder::ReadInfo(const uint8_t* data, size_t size,
   return s;
 }
 
+namespace {
+std::vector<std::vector<uint8_t>*>& ThreadScratch() {
+  thread_local std::vector<std::vector<uint8_t>*> buffers;
+  return buffers;
+}
+}  // namespace
+
+void RegisterDecodeScratch(std::vector<uint8_t>* buffer) { ThreadScratch().push_back(buffer); }
+
+void ForgetDecodeScratch(std::vector<uint8_t>* buffer) {
+  std::vector<std::vector<uint8_t>*>& buffers = ThreadScratch();
+  buffers.erase(std::remove(buffers.begin(), buffers.end(), buffer), buffers.end());
+}
+
+void TrimDecodeScratch() {
+  for (std::vector<uint8_t>* b : ThreadScratch())
+    if (static_cast<int64_t>(b->capacity()) > kKeptDecodeBytes) std::vector<uint8_t>().swap(*b);
+}
+
 absl::Status ReserveDecode(const DecodeLimits& limits, int64_t bytes,
                            std::shared_ptr<void>* token) {
   token->reset();
-  if (bytes <= kKeptDecodeBytes || !limits.reserve) return absl::OkStatus();
-  absl::StatusOr<std::shared_ptr<void>> held = limits.reserve(bytes);
+  if (bytes <= kKeptDecodeBytes) {
+    TrimDecodeScratch();
+    return absl::OkStatus();
+  }
+  if (!limits.reserve) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<void>> held = limits.reserve(bytes, false);
+  if (held.ok() && *held == nullptr) {
+    TrimDecodeScratch();
+    held = limits.reserve(bytes, true);
+  }
   if (!held.ok()) return held.status();
   *token = std::move(*held);
   return absl::OkStatus();

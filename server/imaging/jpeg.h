@@ -77,10 +77,30 @@ PixelRect RegionWindow(const RegionRequest& req, int w, int h, int align);
 
 // A decode needing more than this (its output, and a progressive JPEG's
 // coefficients) is charged through DecodeLimits::reserve before it
-// allocates, and the buffers it grew are freed once it is used
-// (DoneWith in decode.h): what a decode thread keeps between pictures
-// stays below it per buffer.
+// allocates. A thread's reused decode buffers (decode scratch, below) stay
+// larger than this only while the thread decodes such pictures one after
+// another: they are freed when it decodes a smaller one (ReserveDecode) or
+// runs out of work (TrimDecodeScratch).
 inline constexpr int64_t kKeptDecodeBytes = int64_t{16} << 20;
+
+// Registers `buffer` (a thread_local's, or an object's while it lives on
+// this thread) as this thread's decode scratch; Forget before it is
+// destroyed (ScratchBuffer does both).
+void RegisterDecodeScratch(std::vector<uint8_t>* buffer);
+void ForgetDecodeScratch(std::vector<uint8_t>* buffer);
+// Frees this thread's decode scratch buffers over kKeptDecodeBytes: the
+// decode pools call it when a worker finds no work.
+void TrimDecodeScratch();
+
+// A byte buffer registered as decode scratch for its lifetime; make it
+// thread_local (or use it on one thread only).
+struct ScratchBuffer {
+  ScratchBuffer() { RegisterDecodeScratch(&bytes); }
+  ~ScratchBuffer() { ForgetDecodeScratch(&bytes); }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  std::vector<uint8_t> bytes;
+};
 
 struct DecodeLimits {
   int64_t max_pixels = 100'000'000;  // width x height of the source.
@@ -91,12 +111,16 @@ struct DecodeLimits {
   // Asked, with the bytes a decode over kKeptDecodeBytes needs, after its
   // header is read and before it allocates: a token held until the
   // picture is done with (Image::reserved), or the error the decode then
-  // ends with. Null: nothing is charged.
-  std::function<absl::StatusOr<std::shared_ptr<void>>(int64_t bytes)> reserve;
+  // ends with. With `wait` false it answers at once: a token, or null when
+  // there is no room now. Null: nothing is charged.
+  std::function<absl::StatusOr<std::shared_ptr<void>>(int64_t bytes, bool wait)> reserve;
 };
 
 // For a decode needing `bytes`: *token from limits.reserve when it is set
-// and `bytes` is over kKeptDecodeBytes (else null), or its error.
+// and `bytes` is over kKeptDecodeBytes (else null), or its error. A decode
+// of kKeptDecodeBytes or less first trims this thread's decode scratch,
+// and so does one that must wait for room (nothing uncharged is kept
+// while it waits).
 absl::Status ReserveDecode(const DecodeLimits& limits, int64_t bytes,
                            std::shared_ptr<void>* token);
 

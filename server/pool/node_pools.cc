@@ -8,7 +8,7 @@
 namespace stoker {
 
 NodePools::NodePools(std::string name, const Topology& topology, bool pinned,
-                     int threads, bool spill)
+                     int threads, bool spill, std::function<void()> worker_idle)
     : topology_(topology), pinned_(pinned), spill_(spill) {
   const std::vector<int> split = Split(threads);
   for (int n = 0; n < topology_.size(); ++n) {
@@ -19,7 +19,7 @@ NodePools::NodePools(std::string name, const Topology& topology, bool pinned,
                                 ? name
                                 : absl::StrCat(name, n, "-");
     pools_.push_back(std::make_unique<ThreadPool>(std::move(pool_name), split[n],
-                                                  std::move(init)));
+                                                  std::move(init), worker_idle));
     spilled_in_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
   }
 }

@@ -28,9 +28,10 @@ namespace stoker {
 class NodePools {
  public:
   // `threads` (>= 1 per node) split over the nodes by their CPU counts;
-  // `pinned`: the workers keep to their node's CPUs.
+  // `pinned`: the workers keep to their node's CPUs. `worker_idle`: as
+  // ThreadPool's, for every pool.
   NodePools(std::string name, const Topology& topology, bool pinned, int threads,
-            bool spill = true);
+            bool spill = true, std::function<void()> worker_idle = nullptr);
 
   int size() const { return static_cast<int>(pools_.size()); }
   bool pinned() const { return pinned_; }

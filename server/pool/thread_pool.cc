@@ -17,8 +17,11 @@ constexpr uint64_t kNoUser = uint64_t{1} << 63;
 }  // namespace
 
 ThreadPool::ThreadPool(std::string name, int threads,
-                       std::function<void()> worker_init)
-    : name_(std::move(name)), worker_init_(std::move(worker_init)) {
+                       std::function<void()> worker_init,
+                       std::function<void()> worker_idle)
+    : name_(std::move(name)),
+      worker_init_(std::move(worker_init)),
+      worker_idle_(std::move(worker_idle)) {
   Resize(threads);
 }
 
@@ -144,6 +147,11 @@ void ThreadPool::WorkerLoop() {
         return (running_ > target_ && !stopping_) || (stopping_ && queued_ == 0) ||
                (queued_ > 0 && NextTurn() != turns_.end());
       };
+      if (worker_idle_ && !ready()) {  // Out of work: idle, then wait.
+        mu_.Unlock();
+        worker_idle_();
+        mu_.Lock();
+      }
       mu_.Await(absl::Condition(&ready));
       if (running_ > target_ && !stopping_) {
         --running_;  // Retire; joined by the next Resize or the destructor.

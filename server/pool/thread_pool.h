@@ -40,8 +40,12 @@ namespace stoker {
 class ThreadPool {
  public:
   // `worker_init`, if set, runs first on every worker thread (pinning).
+  // `worker_idle`, if set, runs on a worker each time it finds no task it
+  // may run, before it waits (a thread gives back what it kept for its
+  // tasks).
   ThreadPool(std::string name, int threads,
-             std::function<void()> worker_init = nullptr);
+             std::function<void()> worker_init = nullptr,
+             std::function<void()> worker_idle = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -82,6 +86,7 @@ class ThreadPool {
 
   const std::string name_;
   const std::function<void()> worker_init_;
+  const std::function<void()> worker_idle_;
   mutable absl::Mutex busy_mu_;  // Taken twice per task, briefly.
   uint64_t busy_settled_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;
   uint64_t busy_since_ns_ ABSL_GUARDED_BY(busy_mu_) = 0;

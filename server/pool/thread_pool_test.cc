@@ -304,6 +304,41 @@ TEST(ThreadPoolTest, TakeQueuedRemovesOneGroupsWaitingTasks) {
   EXPECT_EQ(sorted, (std::vector<int>{20, 21, 22, 30, 40, 41, 50, 60}));
 }
 
+// The idle hook runs on the worker that ran out of work, after its task,
+// each time it runs out.
+TEST(ThreadPoolTest, AWorkerOutOfWorkRunsTheIdleHook) {
+  absl::Mutex mu;
+  std::vector<std::thread::id> idle_on;
+  std::thread::id ran_on;
+  ThreadPool pool("idle", 1, nullptr, [&] {
+    absl::MutexLock lock(&mu);
+    idle_on.push_back(std::this_thread::get_id());
+  });
+  auto idles = [&](size_t n) {
+    absl::MutexLock lock(&mu);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return idle_on.size() >= n; };
+    mu.Await(absl::Condition(&reached));
+    return idle_on.size();
+  };
+  idles(1);  // Idle from the start.
+  for (int round = 0; round < 3; ++round) {
+    absl::Notification done;
+    size_t before;
+    {
+      absl::MutexLock lock(&mu);
+      before = idle_on.size();
+    }
+    pool.Schedule([&] {
+      ran_on = std::this_thread::get_id();
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_GE(idles(before + 1), before + 1);
+  }
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(idle_on.back(), ran_on);
+}
+
 TEST(ParallelForTest, RunsEveryItemOnceOnTheCallerAndHelpers) {
   ThreadPool pool("t", 3);
   std::vector<std::atomic<int>> runs(1000);

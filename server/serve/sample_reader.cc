@@ -13,10 +13,14 @@
 namespace stoker {
 
 ReaderCaches SampleReader::Charged(ReaderCaches caches, const Dataset& dataset) {
-  if (caches.fetcher == nullptr) return caches;
-  caches.decode_limits.reserve = [fetcher = caches.fetcher, &dataset,
-                                  owner = caches.owner](int64_t bytes) {
-    return fetcher->RoomInFlight(dataset, owner, static_cast<uint64_t>(bytes), "its decode");
+  if (caches.decode_room == nullptr) return caches;
+  caches.decode_limits.reserve = [room = caches.decode_room, &dataset, owner = caches.owner](
+                                     int64_t bytes,
+                                     bool wait) -> absl::StatusOr<std::shared_ptr<void>> {
+    const Cancellation* cancel = dataset.reads_cancel.get();
+    if (!wait) return room->Wait(owner, static_cast<uint64_t>(bytes), absl::ZeroDuration(), cancel);
+    return room->WaitNamed(owner, static_cast<uint64_t>(bytes), SampleFetcher::kReadRoomWait,
+                           cancel, "its decode", "--max-decode-bytes-in-flight");
   };
   return caches;
 }
@@ -94,11 +98,18 @@ SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const Sa
       !pipeline_.has_encoded()) {
     return Result{Result::kDecode, absl::OkStatus()};
   }
+  // The files' room among the bytes in flight, taken before any is read
+  // and held until the decode stage drops the sample: what waits for
+  // decoding is bounded as what is being read is.
+  absl::StatusOr<std::shared_ptr<void>> room =
+      caches_.fetcher->Charge(dataset_, caches_.owner, ids, sample.file(0));
+  if (!room.ok()) return failed(0, room.status());
+  in->held = *std::move(room);
   for (uint32_t k = 0; k < pipeline_.files(); ++k) {
     const uint64_t t0 = shm::MonotonicNanos();
     bool from_source = false;
-    absl::StatusOr<Bytes> bytes =
-        caches_.fetcher->Fetch(dataset_, sample.file(k), caches_.owner, &from_source, &ids[k]);
+    absl::StatusOr<Bytes> bytes = caches_.fetcher->Fetch(dataset_, sample.file(k), caches_.owner,
+                                                         &from_source, &ids[k], true);
     Count(t0);
     if (from_source && dataset_.source->remote()) {
       remote_.Add(epoch, bytes.ok() ? (*bytes)->size() : 0);

@@ -62,6 +62,8 @@ struct ReaderCaches {
   LatencyHistogram* fetch_latency = nullptr;  // Optional: time per sample read.
   DecodeLimits decode_limits;
   int64_t owner = L2Cache::kNobody;  // The session's uid.
+  // Where decodes over kKeptDecodeBytes are charged (null: nowhere).
+  MemoryBudget* decode_room = nullptr;
 };
 
 // One spatial field's picture as the pixel cache had it.
@@ -81,6 +83,9 @@ struct FetchedSample {
   std::vector<Bytes> files;  // Encoded, per file of the sample; empty when
                              // every picture came from the pixel cache.
   std::vector<CachedPicture> pictures;  // Per field (spatial ones used).
+  // The files' room among the bytes in flight (SampleFetcher::Charge),
+  // held until the decode stage drops the sample.
+  std::shared_ptr<void> held;
 };
 
 class SampleReader {
@@ -130,8 +135,9 @@ class SampleReader {
   bool KeepsDecoded() const { return keeps_decoded_; }
   // The limits its decodes and the decode stage's run under: the caches'
   // decode_limits, a decode over kKeptDecodeBytes (server/imaging/jpeg.h)
-  // charged to the owner in the fetcher's budget of bytes in flight
-  // (SampleFetcher::RoomInFlight) before it allocates.
+  // charged to the owner in the caches' decode_room before it allocates
+  // (apart from reads, whose bytes wait for decodes: a decode never waits
+  // for them).
   const DecodeLimits& decode_limits() const { return caches_.decode_limits; }
   uint64_t DecodedBytes() const { return decoded_bytes_; }
   // Copies `value` (as KeepsDecoded describes) into `out` and keeps it.
@@ -183,7 +189,7 @@ class SampleReader {
   PixelKeeper* const keeper_;
   const std::vector<uint64_t> field_bytes_;
   // `caches` with its decodes charged: decode_limits.reserve set to wait
-  // for room in the fetcher's bytes in flight, for `owner`, as reads do.
+  // for room in `decode_room`, for `owner`, as reads wait for theirs.
   static ReaderCaches Charged(ReaderCaches caches, const Dataset& dataset);
 
   const ReaderCaches caches_;

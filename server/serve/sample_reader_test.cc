@@ -25,20 +25,25 @@ std::string Jpeg(int w, int h, uint64_t seed) {
 
 // The daemon's caches, small: L1 keeps nothing, so every fetch that
 // reaches the fetcher reads the source.
-// `in_flight` (may be null) is the budget of bytes in flight, and `owner`
-// whose the session's reads and decodes are.
+// `in_flight` and `decode_room` (may be null) are the budgets of bytes read
+// and of large decodes in flight, and `owner` whose the session's reads and
+// decodes are.
 struct Caches {
   explicit Caches(uint64_t decoded_bytes = 64 << 20, MemoryBudget* in_flight = nullptr,
-                  int64_t owner = L2Cache::kNobody)
-      : decoded("decoded", decoded_bytes), fetcher(&l1, nullptr, 1, in_flight), owner(owner) {}
+                  int64_t owner = L2Cache::kNobody, MemoryBudget* decode_room = nullptr)
+      : decoded("decoded", decoded_bytes),
+        fetcher(&l1, nullptr, 1, in_flight),
+        owner(owner),
+        decode_room(decode_room) {}
   ShardedLruCache l1{"l1", 0};
   ShardedLruCache decoded;
   ShardedLruCache ram{"pixels", 64 << 20};
   SampleFetcher fetcher;
   PixelCache pixels{&ram, nullptr};
   int64_t owner;
+  MemoryBudget* decode_room;
   ReaderCaches caches() {
-    return {&fetcher, &decoded, &pixels, nullptr, DecodeLimits{}, owner};
+    return {&fetcher, &decoded, &pixels, nullptr, DecodeLimits{}, owner, decode_room};
   }
 };
 
@@ -246,35 +251,40 @@ TEST(SampleReaderTest, WithoutAPixelCachePicturesAreDecodedAsPlanned) {
   EXPECT_EQ(c.pixels.decodes(), 0u);
 }
 
-// A picture whose decode needs more than a thread keeps is charged to the
-// session's user among the bytes in flight until it is done with; one
-// larger than the whole budget fails by name, and nothing stays charged.
-TEST(SampleReaderTest, ALargePictureIsChargedToItsUserAmongTheBytesInFlight) {
+// A read file's bytes stay charged to the session's user among the bytes
+// in flight until the decode stage drops them. A picture whose decode needs
+// more than a thread keeps is charged among the decodes in flight until it
+// is done with; one larger than that whole budget fails by name, and
+// nothing stays charged.
+TEST(SampleReaderTest, ReadBytesAndLargeDecodesAreChargedToTheirUser) {
   auto src = std::make_shared<MemorySource>("root");
-  src->Put("big.jpg", Jpeg(2600, 2400, 3));  // 18.7 MB of pixels.
+  const std::string big = Jpeg(2600, 2400, 3);  // 18.7 MB of pixels.
+  src->Put("big.jpg", big);
   for (const uint64_t total : {uint64_t{64} << 20, uint64_t{8} << 20}) {
-    MemoryBudget in_flight(total, total / 2);
-    Caches c(64 << 20, &in_flight, 1001);
+    MemoryBudget in_flight(64 << 20, 32 << 20), decodes(total, total / 2);
+    Caches c(64 << 20, &in_flight, 1001, &decodes);
     Reader r(kVal, MemoryDataset(src, {{"big.jpg"}}), &c);
     MemorySlot slot(r.bytes);
-    FetchedSample in;
-    ASSERT_EQ(r.reader.Read(0, 0, slot.out, &in).kind, SampleReader::Result::kDecode);
-    EXPECT_EQ(in_flight.used(), 0u);  // The read gave its bytes back.
+    auto in = std::make_unique<FetchedSample>();
+    ASSERT_EQ(r.reader.Read(0, 0, slot.out, in.get()).kind, SampleReader::Result::kDecode);
+    EXPECT_EQ(in_flight.used_by(1001), big.size());  // Waiting for its decode.
     Image image;
     Bytes entry;
     ImageView view;
     absl::Status s = r.reader.Picture(
-        0, in, [](int w, int h) { return RegionRequest{8, PixelRect{0, 0, w, h}, false}; },
+        0, *in, [](int w, int h) { return RegionRequest{8, PixelRect{0, 0, w, h}, false}; },
         &image, &entry, &view);
     if (total == (uint64_t{8} << 20)) {
       EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
       EXPECT_NE(s.message().find("its decode"), std::string::npos) << s;
-      EXPECT_NE(s.message().find("--max-read-bytes-in-flight"), std::string::npos) << s;
+      EXPECT_NE(s.message().find("--max-decode-bytes-in-flight"), std::string::npos) << s;
     } else {
       ASSERT_TRUE(s.ok()) << s;
-      EXPECT_GE(in_flight.used_by(1001), uint64_t{2600} * 2400 * 3);
+      EXPECT_GE(decodes.used_by(1001), uint64_t{2600} * 2400 * 3);
       DoneWith(&image);
     }
+    EXPECT_EQ(decodes.used(), 0u);
+    in.reset();  // The decode stage is done with the sample.
     EXPECT_EQ(in_flight.used(), 0u);
   }
 }

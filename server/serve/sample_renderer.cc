@@ -53,7 +53,7 @@ absl::Status SampleRenderer::Render(uint64_t index, uint64_t epoch, bool hand_ov
                                     const FetchedSample& in, const SampleOut& out,
                                     uint8_t* spatial_out, RenderCost* cost) const {
   const std::vector<FieldPlan>& fields = pipeline_.fields();
-  thread_local Image image;
+  thread_local ScratchImage image;
   std::vector<Canvas> canvases;
   std::vector<Effects> effects;
   int width = 0, height = 0;

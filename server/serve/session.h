@@ -86,6 +86,8 @@ struct PipelineContext {
   int64_t uid = -1;
   // Who keeps exact pictures in `pixels` (null: nobody, automatically).
   PixelShares* pixel_shares = nullptr;
+  // Where decodes over kKeptDecodeBytes are charged (null: nowhere).
+  MemoryBudget* decode_room = nullptr;
 };
 
 class ServingSession {

@@ -108,8 +108,10 @@ absl::Status DecodePng(const uint8_t* data, size_t size, const ImageRequest& r,
   // Its rows, and the converted picture when it is not decoded directly.
   const int64_t converted =
       direct_bytes == r.elem_bytes ? 0 : int64_t{w} * h * r.channels * r.elem_bytes;
-  if (absl::Status s = ReserveDecode(r.limits, static_cast<int64_t>(bytes) + converted,
-                                     &out->reserved);
+  // At most --max-decode-bytes, which the decode budget holds whole.
+  if (absl::Status s = ReserveDecode(
+          r.limits, std::min(static_cast<int64_t>(bytes) + converted, r.limits.max_bytes),
+          &out->reserved);
       !s.ok())
     return s;
   const size_t row_bytes = bytes / h;

@@ -92,8 +92,9 @@ void ForgetDecodeScratch(std::vector<uint8_t>* buffer);
 // decode pools call it when a worker finds no work.
 void TrimDecodeScratch();
 
-// A byte buffer registered as decode scratch for its lifetime; make it
-// thread_local (or use it on one thread only).
+// A byte buffer registered as decode scratch for its lifetime: a
+// thread_local, or an object made and destroyed on one thread (its
+// registration is that thread's).
 struct ScratchBuffer {
   ScratchBuffer() { RegisterDecodeScratch(&bytes); }
   ~ScratchBuffer() { ForgetDecodeScratch(&bytes); }

@@ -51,24 +51,28 @@ absl::StatusOr<size_t> GzipStream::Inflate(uint8_t* out, size_t n) {
   inflate_state& z = state_->z;
   size_t got = 0;
   while (got < n && !member_done_) {
-    if (z.avail_in == 0) {
-      if (read_ == size_)
-        return absl::DataLossError(absl::StrCat(what_, ": the gzip stream ends inside a member, "
-                                                "at byte ", size_));
+    if (z.avail_in == 0 && read_ < size_) {
       if (absl::Status s = Refill(); !s.ok()) return s;
     }
+    // At the file's end the inflater may still hold bits of its own (the
+    // block's end, the trailer): it is asked until it makes no progress.
     const size_t want = std::min<size_t>(n - got, UINT32_MAX);
     z.next_out = out + got;
     z.avail_out = static_cast<uint32_t>(want);
     const uint32_t in_before = z.avail_in;
+    const int state_before = z.block_state;
     const int r = isal_inflate(&z);
     if (r < 0) return Corrupt();
     const size_t made = want - z.avail_out;
     got += made;
     if (z.block_state == ISAL_BLOCK_FINISH) {
       member_done_ = true;
-    } else if (made == 0 && z.avail_in == in_before && read_ == size_ && z.avail_in > 0) {
-      return Corrupt();  // No progress on the file's last bytes.
+    } else if (made == 0 && z.avail_in == in_before && z.block_state == state_before &&
+               (z.avail_in == 0 || read_ == size_)) {
+      if (z.avail_in == 0)
+        return absl::DataLossError(absl::StrCat(what_, ": the gzip stream ends inside a member, "
+                                                "at byte ", size_));
+      return Corrupt();  // Bytes it cannot go on from.
     }
   }
   return got;

@@ -34,15 +34,17 @@ struct MemoryBudget::State {
     return mine == 0 ? (alone || bytes <= per_user) : mine <= per_user && bytes <= per_user - mine;
   }
   // Whether the wait of `ticket` may take its bytes: room, and no earlier
-  // wait that its own user's share lets through is still waiting (for the
-  // total). Waits take the total in turn, so a large read is never passed
-  // forever by smaller ones; one held back by its own user's share holds
-  // back no one else.
+  // wait that its own user's share lets through, nor any earlier wait of
+  // the same user, is still waiting. Waits take the total in turn, so a
+  // large read is never passed forever by smaller ones; one held back by
+  // its own user's share holds back that user's later waits (so a request
+  // larger than the share runs as soon as its user's bytes drain) and no
+  // one else's.
   bool Turn(uint64_t ticket, int64_t uid, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (!Room(uid, bytes, true)) return false;
     for (const auto& [t, w] : queue) {
       if (t >= ticket) break;
-      if (UserRoom(w.first, w.second, true)) return false;
+      if (w.first == uid || UserRoom(w.first, w.second, true)) return false;
     }
     return true;
   }

@@ -34,8 +34,9 @@ class MemoryBudget {
   // of work is never refused, only run alone); null at once when `bytes`
   // is over the total, after `timeout` without room, and as soon as
   // `cancel` (may be null) is raised. Waits take room in their order of
-  // arrival, except one its own user's share holds back: a large request
-  // is never passed forever by smaller ones of other users.
+  // arrival, except that one its own user's share holds back holds back
+  // only that user's later waits: a large request is never passed forever
+  // by smaller ones, its own user's or others'.
   std::shared_ptr<void> Wait(int64_t uid, uint64_t bytes, absl::Duration timeout,
                              const Cancellation* cancel = nullptr);
   // Wait, its refusals in words for `what` (a file, or a decode of one):

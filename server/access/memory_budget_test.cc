@@ -105,6 +105,29 @@ TEST(MemoryBudgetTest, WaitsTakeTheTotalInTurn) {
   EXPECT_NE(held, nullptr);
 }
 
+// A request larger than its user's share runs once that user holds
+// nothing. Its user's later, smaller waits queue behind it, so steady
+// traffic of the same user cannot keep it from ever reaching zero; other
+// users pass it.
+TEST(MemoryBudgetTest, ARequestOverItsSharePassesItsOwnUsersLaterWaits) {
+  MemoryBudget budget(/*total=*/1000, /*per_user=*/100);
+  std::shared_ptr<void> held = budget.Charge(1, 60);
+  ASSERT_NE(held, nullptr);
+  std::shared_ptr<void> big;
+  std::thread large([&] { big = budget.Wait(1, 150, absl::Seconds(60)); });
+  while (budget.waiting() < 1) std::this_thread::yield();
+  // 60 + 10 fits uid 1's share, but its large request came first.
+  EXPECT_EQ(budget.Wait(1, 10, absl::ZeroDuration()), nullptr);
+  EXPECT_NE(budget.Wait(2, 10, absl::ZeroDuration()), nullptr);  // Another user's.
+  held.reset();
+  large.join();
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(budget.used_by(1), 150u);
+  EXPECT_EQ(budget.Wait(1, 10, absl::ZeroDuration()), nullptr);  // Over its share now.
+  big.reset();
+  EXPECT_NE(budget.Wait(1, 10, absl::ZeroDuration()), nullptr);
+}
+
 TEST(MemoryBudgetTest, ACancelledWaitEndsWithoutRoom) {
   MemoryBudget b(10, 10);
   std::shared_ptr<void> full = b.Charge(1, 10);

@@ -45,6 +45,18 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
   });
 }
 
+absl::Status SampleFetcher::Warm(const Dataset& ds, const std::string& path, int64_t owner,
+                                 bool* from_source) {
+  if (from_source != nullptr) *from_source = false;
+  STOKER_ASSIGN_OR_RETURN(SourceKey id, Identify(ds, path));
+  absl::StatusOr<std::shared_ptr<void>> room = Charge(ds, owner, {id}, path);
+  if (!room.ok()) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    return room.status();
+  }
+  return Fetch(ds, path, owner, from_source, &id, /*charged=*/true).status();
+}
+
 absl::StatusOr<Bytes> SampleFetcher::Shared(
     const std::string& flight_key, bool cached, const std::string& path, bool* from_source,
     const std::function<absl::StatusOr<Bytes>(bool* read_source)>& read, bool rejoin) {

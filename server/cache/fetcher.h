@@ -70,6 +70,13 @@ class SampleFetcher {
                               bool* from_source = nullptr,
                               const SourceKey* known = nullptr, bool charged = false);
 
+  // A read ahead of any session's (the cache warmer's): `path` fetched as
+  // `owner`, its room among the bytes in flight taken before it may lead a
+  // read. A session's fetch that joins it (holding its own sample's room)
+  // then never waits on a leader that waits for room that fetch holds.
+  absl::Status Warm(const Dataset& ds, const std::string& path, int64_t owner,
+                    bool* from_source);
+
   // Keeps the bytes of `id` as a read is kept: in L1, and (`l2`: a
   // versioned source's) queued for L2 charged to `owner`. Reads keep what
   // they read; a source keeps what it read ahead of any fetch (a shard

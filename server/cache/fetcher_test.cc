@@ -235,6 +235,35 @@ TEST(FetcherTest, AJoinedFetchReadsItselfWhenTheLeadersSessionCloses) {
   EXPECT_EQ(budget.used(), 0u);
 }
 
+// A session's reader holds its sample's room, and a warm-up of the same
+// file finds none left: the warm-up waits before it leads a read, so the
+// reader reads on its own instead of joining a read that waits for the
+// room the reader holds (which, before, stalled both for minutes).
+TEST(FetcherTest, AWarmUpTakesItsRoomBeforeItLeadsARead) {
+  auto src = std::make_shared<MemorySource>("root");
+  src->Put("a", "alpha!");
+  std::shared_ptr<Dataset> ds = MemoryDataset(src, {{"a"}});
+  ShardedLruCache l1("l1", 1 << 20);
+  MemoryBudget budget(/*total=*/10, /*per_user=*/10);
+  SampleFetcher f(&l1, nullptr, 2, &budget);
+  absl::StatusOr<SourceKey> id = f.Identify(*ds, "a");
+  ASSERT_TRUE(id.ok()) << id.status();
+  absl::StatusOr<std::shared_ptr<void>> room = f.Charge(*ds, kUid, {*id}, "a");
+  ASSERT_TRUE(room.ok()) << room.status();
+  EXPECT_EQ(budget.used(), 6u);
+  absl::Status warmed = absl::UnknownError("not run");
+  std::thread warm([&] { warmed = f.Warm(*ds, "a", L2Cache::kNobody, nullptr); });
+  while (budget.waiting() == 0) std::this_thread::yield();  // 6 + 6 > 10.
+  absl::StatusOr<Bytes> got = f.Fetch(*ds, "a", kUid, nullptr, &*id, /*charged=*/true);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(**got, "alpha!");
+  EXPECT_EQ(f.Stats().joined_reads(), 0u);
+  room->reset();  // The reader's sample is decoded: the warm-up's turn.
+  warm.join();
+  EXPECT_TRUE(warmed.ok()) << warmed;
+  EXPECT_EQ(budget.used(), 0u);
+}
+
 TEST(FetcherTest, AnUnprovenFetchJoinsOnlyItsOwnSourcesReadInFlight) {
   // Two sessions' sources of one file (one cache key), neither proven yet.
   OneFile t(4);

@@ -155,7 +155,7 @@ absl::Status Engine::Start() {
       [pool = reader_pool_.get()](std::function<void()> task) { pool->Schedule(std::move(task)); },
       [fetcher = fetcher_.get()](const Dataset& ds, const std::string& file, bool* from_source) {
         // Warm-ups are admins': their entries are the daemon's own.
-        return fetcher->Fetch(ds, file, L2Cache::kNobody, from_source).status();
+        return fetcher->Warm(ds, file, L2Cache::kNobody, from_source);
       });
   const int threads = options_.decode_threads > 0 ? options_.decode_threads
                                                  : topology.total_cpus();

@@ -135,10 +135,11 @@ absl::Status Engine::Start() {
         }});
   }
   pixels_ = std::make_unique<PixelCache>(&pixel_ram_, l2_.get());
-  if (!options_.object_store_endpoints.empty()) {
+  if (!options_.object_store_endpoints.empty() || options_.object_store_own_endpoints) {
     S3Client::Options o;
     STOKER_ASSIGN_OR_RETURN(o.endpoints,
                             EndpointAllowList::Parse(options_.object_store_endpoints));
+    if (options_.object_store_own_endpoints) o.endpoints.AllowAdmins();
     o.deadline = options_.object_store_deadline;
     o.low_speed_bytes = options_.object_store_low_speed_bytes;
     o.low_speed_time = options_.object_store_low_speed_time;

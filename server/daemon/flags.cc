@@ -75,9 +75,16 @@ ABSL_FLAG(stoker::ByteSize, volume_cache_bytes, stoker::ByteSize{4ULL << 30},
           "larger than it is read by region (a warning says so).");
 ABSL_FLAG(std::string, object_store_endpoints, "",
           "Object store endpoints (S3 API) sessions may reach, comma-separated "
-          "http[s]://host[:port]; empty: none. Only these are ever contacted, with "
+          "http[s]://host[:port], and 'aws' for AWS's own S3 endpoints of every "
+          "region (https only); empty: none. Only these are ever contacted, with "
           "each trainer's own credentials; a loopback or intranet endpoint only if "
           "listed here.");
+ABSL_FLAG(bool, object_store_own_endpoints, false,
+          "Sessions of the daemon's own user (and root) reach the endpoint their "
+          "client resolved from that user's own configuration (AWS_ENDPOINT_URL, "
+          "a profile's endpoint_url, the region's), listed or not. For a daemon "
+          "that serves one user: the embedded daemon a trainer starts sets it; a "
+          "node service never should.");
 ABSL_FLAG(absl::Duration, object_store_deadline, stoker::DaemonOptions().object_store_deadline,
           "Longest one object store request may take, its time queued, its "
           "attempts and their backoff included (e.g. 2m; at most 10m); past it the sample "
@@ -266,6 +273,7 @@ absl::StatusOr<StokerdConfig> Config() {
   options.pixel_cache_bytes = absl::GetFlag(FLAGS_pixel_cache_bytes).bytes;
   options.volume_cache_bytes = absl::GetFlag(FLAGS_volume_cache_bytes).bytes;
   options.object_store_endpoints = absl::GetFlag(FLAGS_object_store_endpoints);
+  options.object_store_own_endpoints = absl::GetFlag(FLAGS_object_store_own_endpoints);
   if (absl::StatusOr<EndpointAllowList> e =
           EndpointAllowList::Parse(options.object_store_endpoints);
       !e.ok()) {

@@ -53,8 +53,13 @@ struct DaemonOptions {
   // Decoded chunked or compressed volumes (HDF5 volume folders), shared.
   uint64_t volume_cache_bytes = 4ULL << 30;
   // The object store endpoints sessions may reach ("https://host[:port]",
-  // comma-separated); empty: none, and s3 sources are refused.
+  // comma-separated, and "aws": AWS's own); empty: none, and s3 sources
+  // are refused unless the next allows them.
   std::string object_store_endpoints;
+  // Admins' sessions (the daemon's own user, root) reach whatever endpoint
+  // their client resolved, listed or not: for a daemon that serves one
+  // user (the embedded one), never a node service.
+  bool object_store_own_endpoints = false;
   // Each object store request's deadline (its time queued, its attempts
   // and their backoff included), and the speed below which an attempt is
   // abandoned as too slow once it has kept below it for

@@ -98,25 +98,53 @@ std::string Endpoint::ToString() const {
 absl::StatusOr<EndpointAllowList> EndpointAllowList::Parse(absl::string_view list) {
   EndpointAllowList out;
   for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    absl::StatusOr<Endpoint> e = Endpoint::Parse(absl::StripAsciiWhitespace(part));
+    part = absl::StripAsciiWhitespace(part);
+    if (part == "aws") {
+      out.aws_ = true;
+      continue;
+    }
+    absl::StatusOr<Endpoint> e = Endpoint::Parse(part);
     if (!e.ok()) return e.status();
     out.endpoints_.push_back(*std::move(e));
   }
   return out;
 }
 
-absl::Status EndpointAllowList::Check(const Endpoint& e) const {
-  if (std::find(endpoints_.begin(), endpoints_.end(), e) != endpoints_.end()) {
+namespace {
+
+// One of AWS's S3 endpoints: https on 443, s3.amazonaws.com[.cn] or
+// s3[-fips][.dualstack].<region>.amazonaws.com[.cn], a region being a
+// lower-case label of letters, digits and '-'.
+bool AwsS3Endpoint(const Endpoint& e) {
+  if (!e.tls || e.port != 443) return false;
+  absl::string_view h = e.host;
+  if (!absl::ConsumeSuffix(&h, ".amazonaws.com") && !absl::ConsumeSuffix(&h, ".amazonaws.com.cn"))
+    return false;
+  if (h == "s3") return true;
+  if (!absl::ConsumePrefix(&h, "s3-fips.") && !absl::ConsumePrefix(&h, "s3.")) return false;
+  absl::ConsumePrefix(&h, "dualstack.");
+  return !h.empty() && h.size() <= 32 && absl::ascii_islower(static_cast<unsigned char>(h[0])) &&
+         std::all_of(h.begin(), h.end(), [](char c) {
+           return absl::ascii_islower(static_cast<unsigned char>(c)) ||
+                  absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-';
+         });
+}
+
+}  // namespace
+
+absl::Status EndpointAllowList::Check(const Endpoint& e, bool admin) const {
+  if (std::find(endpoints_.begin(), endpoints_.end(), e) != endpoints_.end() ||
+      (aws_ && AwsS3Endpoint(e)) || (admins_ && admin)) {
     return absl::OkStatus();
   }
+  std::string listed;
+  for (const Endpoint& x : endpoints_) absl::StrAppend(&listed, listed.empty() ? "" : ", ",
+                                                       x.ToString());
+  if (aws_) absl::StrAppend(&listed, listed.empty() ? "" : ", ", "aws");
   return absl::PermissionDeniedError(absl::StrCat(
       "object store endpoint ", e.ToString(),
       " is not one this daemon may reach (its --object-store-endpoints: ",
-      endpoints_.empty() ? "none" : "", [&] {
-        std::string s;
-        for (const Endpoint& x : endpoints_) absl::StrAppend(&s, s.empty() ? "" : ", ", x.ToString());
-        return s;
-      }(), ")"));
+      listed.empty() ? "none" : listed, ")"));
 }
 
 bool IsS3Url(absl::string_view s) { return absl::StartsWith(s, "s3://"); }

@@ -45,16 +45,27 @@ struct Endpoint {
 class EndpointAllowList {
  public:
   EndpointAllowList() = default;
-  // A comma-separated list of endpoint URLs (the flag's value); empty
-  // allows none.
+  // A comma-separated list (the flag's value) of endpoint URLs and `aws`:
+  // AWS's own S3 endpoints, https on 443 only (s3.amazonaws.com and
+  // s3[-fips][.dualstack].<region>.amazonaws.com[.cn]). Empty allows none.
   static absl::StatusOr<EndpointAllowList> Parse(absl::string_view list);
-  // OK for a listed endpoint, else PERMISSION_DENIED naming it and the flag.
-  absl::Status Check(const Endpoint& e) const;
+  // Admins' sessions (the daemon's own user, root) may reach whatever
+  // endpoint their client resolved: for a daemon that serves one user
+  // (the embedded one), whose requests then go only where that user's
+  // own configuration sends them.
+  void AllowAdmins() { admins_ = true; }
+  // OK for a listed endpoint, one of AWS's where `aws` is listed, or any
+  // for an `admin` session's where admins are allowed; else
+  // PERMISSION_DENIED naming the endpoint and the flag.
+  absl::Status Check(const Endpoint& e, bool admin) const;
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
-  bool empty() const { return endpoints_.empty(); }
+  // Whether it allows no endpoint to anyone.
+  bool empty() const { return endpoints_.empty() && !aws_ && !admins_; }
 
  private:
   std::vector<Endpoint> endpoints_;
+  bool aws_ = false;
+  bool admins_ = false;
 };
 
 struct S3Url {

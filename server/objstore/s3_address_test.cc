@@ -29,7 +29,7 @@ TEST(EndpointAllowListTest, OnlyListedEndpointsAndExactly) {
       EndpointAllowList::Parse("https://s3.example.com, http://127.0.0.1:9000");
   ASSERT_TRUE(list.ok()) << list.status();
   auto check = [&](const char* url) {
-    return list->Check(*Endpoint::Parse(url)).code();
+    return list->Check(*Endpoint::Parse(url), /*admin=*/false).code();
   };
   EXPECT_EQ(check("https://s3.example.com:443"), absl::StatusCode::kOk);
   EXPECT_EQ(check("http://127.0.0.1:9000"), absl::StatusCode::kOk);
@@ -38,14 +38,58 @@ TEST(EndpointAllowListTest, OnlyListedEndpointsAndExactly) {
   EXPECT_EQ(check("http://127.0.0.1:9001"), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(check("http://169.254.169.254"), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(check("http://localhost:9000"), absl::StatusCode::kPermissionDenied);
-  const absl::Status s = list->Check(*Endpoint::Parse("http://10.0.0.1:80"));
+  const absl::Status s = list->Check(*Endpoint::Parse("http://10.0.0.1:80"), false);
   EXPECT_NE(s.message().find("http://10.0.0.1:80"), std::string::npos) << s;
   EXPECT_NE(s.message().find("--object-store-endpoints"), std::string::npos) << s;
   // An empty list allows nothing.
-  EXPECT_EQ(EndpointAllowList().Check(*Endpoint::Parse("https://s3.example.com")).code(),
+  EXPECT_EQ(EndpointAllowList().Check(*Endpoint::Parse("https://s3.example.com"), true).code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(EndpointAllowList::Parse("https://ok.com,gopher://x").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// `aws` lets AWS's own S3 endpoints through, over https on 443 only, and
+// no host that merely ends like one.
+TEST(EndpointAllowListTest, AwsNamesAwsOwnS3Endpoints) {
+  absl::StatusOr<EndpointAllowList> list = EndpointAllowList::Parse("aws, http://127.0.0.1:9000");
+  ASSERT_TRUE(list.ok()) << list.status();
+  auto code = [&](const char* url) {
+    absl::StatusOr<Endpoint> e = Endpoint::Parse(url);
+    EXPECT_TRUE(e.ok()) << url;
+    return list->Check(*e, /*admin=*/false).code();
+  };
+  for (const char* ok :
+       {"https://s3.amazonaws.com", "https://s3.us-east-1.amazonaws.com",
+        "https://s3.eu-central-2.amazonaws.com:443", "https://s3.dualstack.ap-south-1.amazonaws.com",
+        "https://s3-fips.us-gov-west-1.amazonaws.com", "https://s3.cn-north-1.amazonaws.com.cn",
+        "http://127.0.0.1:9000"}) {
+    EXPECT_EQ(code(ok), absl::StatusCode::kOk) << ok;
+  }
+  for (const char* no :
+       {"http://s3.us-east-1.amazonaws.com", "https://s3.us-east-1.amazonaws.com:8443",
+        "https://s3.amazonaws.com.evil.example", "https://evil-s3.us-east-1.amazonaws.com",
+        "https://sts.us-east-1.amazonaws.com", "https://ec2.us-east-1.amazonaws.com",
+        "https://s3.us-east-1.evil.amazonaws.com", "https://s3..amazonaws.com",
+        "https://s3.1a.amazonaws.com", "https://s3.x.y.amazonaws.com",
+        "https://169.254.169.254", "https://s3.example.com"}) {
+    EXPECT_EQ(code(no), absl::StatusCode::kPermissionDenied) << no;
+  }
+  const absl::Status s = list->Check(*Endpoint::Parse("https://s3.example.com"), false);
+  EXPECT_NE(s.message().find("http://127.0.0.1:9000, aws"), std::string::npos) << s;
+}
+
+// A daemon that allows admins: its own user's (and root's) sessions reach
+// the endpoint their client resolved, any other user's only a listed one.
+TEST(EndpointAllowListTest, AdminsReachTheirOwnEndpointsWhereAllowed) {
+  EndpointAllowList list;
+  const Endpoint own = *Endpoint::Parse("http://127.0.0.1:5000");
+  EXPECT_EQ(list.Check(own, /*admin=*/true).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(list.empty());
+  list.AllowAdmins();
+  EXPECT_FALSE(list.empty());
+  EXPECT_TRUE(list.Check(own, /*admin=*/true).ok());
+  EXPECT_TRUE(list.Check(*Endpoint::Parse("http://169.254.169.254"), true).ok());
+  EXPECT_EQ(list.Check(own, /*admin=*/false).code(), absl::StatusCode::kPermissionDenied);
 }
 
 TEST(S3UrlTest, BucketsFollowS3sRules) {

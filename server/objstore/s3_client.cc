@@ -456,7 +456,7 @@ S3Client::S3Client(std::unique_ptr<Loop> loop) : loop_(std::move(loop)) {}
 S3Client::~S3Client() = default;
 
 void S3Client::Start(S3Request r, std::function<void(S3Reply)> done) {
-  absl::Status refused = loop_->options().endpoints.Check(r.endpoint);
+  absl::Status refused = loop_->options().endpoints.Check(r.endpoint, /*admin=*/r.owner < 0);
   if (refused.ok()) refused = CheckRequest(r);
   if (refused.ok() && Cancelled(r)) refused = CancelledStatus(r);
   // Signed once, on the caller's thread: a caller's client that is slow to

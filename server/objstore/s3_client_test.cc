@@ -196,6 +196,26 @@ TEST_F(S3ClientTest, OnlyAllowedEndpointsAreReached) {
   EXPECT_EQ(client_->stats().requests, sent);
 }
 
+// A daemon of one user (--object-store-own-endpoints): an admin's request
+// (owner -1) reaches the endpoint its client resolved, unlisted; another
+// user's is refused before anything is sent.
+TEST_F(S3ClientTest, AdminsReachTheirOwnEndpointsWhereAllowed) {
+  S3Client::Options o;
+  o.endpoints.AllowAdmins();
+  absl::StatusOr<std::unique_ptr<S3Client>> own = S3Client::Create(std::move(o));
+  ASSERT_TRUE(own.ok()) << own.status();
+  std::string got;
+  absl::Status s = (*own)->Get(moto_->endpoint(), Object("train/cat/c_d-e~f.jpg"), 0, 0, "",
+                               moto_->credentials(), &got, nullptr, /*owner=*/-1);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(got, objects_["train/cat/c_d-e~f.jpg"]);
+  const uint64_t sent = (*own)->stats().requests;
+  s = (*own)->Get(moto_->endpoint(), Object("train/cat/c_d-e~f.jpg"), 0, 0, "",
+                  moto_->credentials(), &got, nullptr, /*owner=*/1000);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_EQ((*own)->stats().requests, sent);
+}
+
 TEST_F(S3ClientTest, ThrottlesAndResetsAreRetriedWithinTheBudget) {
   const std::string key = "train/cat/c_d-e~f.jpg";
   FaultProxy::Options po;

@@ -82,7 +82,8 @@ struct S3Request {
   std::string if_match;
   std::string body;  // PUT only.
   std::shared_ptr<const S3Credentials> credentials;
-  // Whom it is for (a uid; -1: the daemon's own): owners take turns.
+  // Whom it is for (a uid; -1: an admin session's or the daemon's own): owners
+  // take turns.
   int64_t owner = -1;
   // Raised when whom it is for no longer wants it (its session closed):
   // the request ends CANCELLED at once, queued or in flight, and is not

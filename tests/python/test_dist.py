@@ -15,6 +15,7 @@ import tempfile
 
 import pytest
 
+import s3_server
 from conftest import ROOT, ROOT_FLAG, STOKERCTL, Daemon, wait_for_socket
 
 DIST = os.path.join(ROOT, "dist")
@@ -170,10 +171,10 @@ def venv_with_wheel(python, *venv_flags):
     return folder
 
 
-def run_in(venv, dataset, socket, order=()):
+def run_in(venv, dataset, socket, order=(), env=None):
     env = {"PATH": os.path.join(venv, "bin") + ":/usr/bin:/bin",
            "HOME": venv, "STOKER_SOCKET": "/nonexistent/stoker.sock",
-           "STOKER_EMBEDDED_DIR": os.path.join(venv, "embedded")}
+           "STOKER_EMBEDDED_DIR": os.path.join(venv, "embedded"), **(env or {})}
     out = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
                           LOADER_SCRIPT, dataset, ",".join(order), socket],
                          env=env, capture_output=True, text=True, timeout=300)
@@ -222,6 +223,28 @@ def test_wheel_in_a_venv_of_another_interpreter(daemon, dataset, version, python
                               "--socket", daemon.socket, "health"],
                              capture_output=True, text=True, env={})
         assert out.returncode == 0, out.stderr
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+@pytest.mark.skipif(not s3_server.available(), reason="moto_server not found (make test sets "
+                    "STOKER_MOTO_SERVER)")
+def test_a_plain_install_reads_a_bucket_its_user_names(daemon, dataset):
+    """pip install, then s3:// with nothing but the user's AWS_* variables:
+    the embedded daemon reaches the endpoint they name (a loopback one, that
+    no operator listed), and reads what the local folder holds."""
+    python = OTHER_PYTHONS[0][1] if OTHER_PYTHONS else "/usr/bin/python3"
+    venv = venv_with_wheel(python)
+    try:
+        with s3_server.MotoServer() as moto:
+            moto.upload_folder(dataset, "photos", "train")
+            aws = {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "AKIAPLAIN",
+                   "AWS_SECRET_ACCESS_KEY": "plain-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+            got = run_in(venv, "s3://photos/train/", "embedded", env=aws)
+        assert got["checksum"] == read_checksum(daemon.socket, dataset)
+        assert got["stokerd"].startswith(venv)
+        log = open(os.path.join(venv, "embedded", "stokerd.log")).read()
+        assert "plain-secret" not in log
     finally:
         shutil.rmtree(venv, ignore_errors=True)
 

@@ -89,7 +89,10 @@ def _start(folder, socket_path, threads):
     log_path = os.path.join(folder, "stokerd.log")
     args = [find_stokerd(), "--socket", socket_path,
             "--owners-dir", os.path.join(folder, "owners"),
-            "--metrics-address", "127.0.0.1:0"]
+            "--metrics-address", "127.0.0.1:0",
+            # Its one user's sessions reach the object store endpoint that
+            # user's own configuration names.
+            "--object-store-own-endpoints"]
     if threads:
         args += ["--threads", str(int(threads))]
     with open(log_path, "wb") as log:

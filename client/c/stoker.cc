@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/cpp/client.h"
+#include "client/cpp/daemon_locator.h"
 #include "client/cpp/dataset_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -122,6 +123,21 @@ int stoker_open_session(stoker_client* client, const char* spec_json,
   if (!s.ok()) return Report(s.status(), err);
   *out = new stoker_session{*std::move(s)};
   return STOKER_OK;
+}
+
+int stoker_locate_daemon(char** json_out, stoker_error* err) {
+  if (json_out == nullptr) return NullArgument("json_out", err);
+  absl::StatusOr<stoker::DaemonLocation> at = stoker::LocateDaemon();
+  if (!at.ok()) return Report(at.status(), err);
+  nlohmann::json j = {{"socket", at->socket}, {"embedded", at->embedded},
+                      {"described", at->Describe()}};
+  if (at->embedded) j["log"] = at->log;
+  *json_out = CopyString(j.dump());
+  return STOKER_OK;
+}
+
+int stoker_socket_answers(const char* path) {
+  return path != nullptr && stoker::SocketAnswers(path) ? 1 : 0;
 }
 
 int stoker_check_spec(const char* spec_json, stoker_error* err) {

@@ -111,6 +111,16 @@ int stoker_connect(const char* socket_path, double timeout_seconds,
                    stoker_client** out, stoker_error* err);
 void stoker_client_free(stoker_client* client);
 
+/* The daemon to use when none is named (client/cpp/daemon_locator.h), as
+ * JSON: {"socket": path, "embedded": bool, "log": path (embedded only),
+ * "described": words for messages}. "embedded": this user's embedded
+ * daemon, whether it runs or not (the caller starts it). UNAVAILABLE when
+ * $STOKER_SOCKET names a socket where nothing answers. */
+int stoker_locate_daemon(char** json_out, stoker_error* err);
+/* 1 when something accepts a connection on the Unix socket at `path`
+ * within half a second, else 0. */
+int stoker_socket_answers(const char* path);
+
 /* Opens a session. `spec_json` is a stoker.v1.SessionSpec in protobuf's JSON
  * mapping (proto/spec.proto is the schema), e.g.
  *   {"dataset": {"folder": {"path": "/data/train"}},

@@ -37,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
+#include "client/cpp/daemon_locator.h"
 #include "client/cpp/dataset_spec.h"
 #include "client/cpp/stats_text.h"
 #include "client/cpp/read_summary.h"
@@ -159,7 +160,8 @@ int Parse(int argc, char** argv, Args* out) {
                        absl::StrCat("stokerctl ", kVersion, " (", kBuildType, ")"));
   app.add_option("--socket", out->socket,
                  "the daemon's socket (default $STOKER_SOCKET, else "
-                 "/run/stoker/stoker.sock)");
+                 "/run/stoker/stoker.sock if a daemon answers there, else this "
+                 "user's embedded daemon; STOKER_SOCKET=embedded: that one)");
   app.require_subcommand(1);
   std::map<std::string, std::string> values;
   std::map<std::string, CLI::Option*> given;
@@ -424,8 +426,17 @@ int Main(int argc, char** argv) {
   if (int code = Parse(argc, argv, &args); code >= 0) return code;
   std::string socket = args.socket;
   if (socket.empty()) {
-    const char* env = std::getenv("STOKER_SOCKET");
-    socket = env ? env : "/run/stoker/stoker.sock";
+    absl::StatusOr<DaemonLocation> at = LocateDaemon();
+    if (!at.ok()) return Fail(at.status());
+    if (at->embedded) {
+      if (!SocketAnswers(at->socket)) {
+        return Fail(absl::UnavailableError(absl::StrCat(
+            "no daemon answers at ", kNodeSocket, ", and this user's embedded daemon (",
+            at->socket, ") is not running: a Loader starts it; its last log is ", at->log)));
+      }
+      std::fprintf(stderr, "stokerctl: %s\n", at->Describe().c_str());
+    }
+    socket = at->socket;
   }
   auto client = Client::Connect(socket);
   if (!client.ok()) return Fail(client.status());

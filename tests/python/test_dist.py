@@ -173,7 +173,7 @@ def venv_with_wheel(python, *venv_flags):
 
 def run_in(venv, dataset, socket, order=(), env=None):
     env = {"PATH": os.path.join(venv, "bin") + ":/usr/bin:/bin",
-           "HOME": venv, "STOKER_SOCKET": "/nonexistent/stoker.sock",
+           "HOME": venv, "STOKER_SOCKET": "embedded",
            "STOKER_EMBEDDED_DIR": os.path.join(venv, "embedded"), **(env or {})}
     out = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
                           LOADER_SCRIPT, dataset, ",".join(order), socket],

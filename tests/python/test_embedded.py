@@ -1,13 +1,19 @@
 """The embedded daemon: started when none answers, shared by the Loaders of
-a process and by the ranks of a job, gone when the last of them exits."""
+a process and by the ranks of a job, gone when the last of them exits;
+started again when it dies, its sessions going on where they were; found
+by stokerctl without flags. A named socket where nothing answers is an
+error, not a reason to start one."""
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 
-from conftest import ROOT
+import pytest
+
+from conftest import ROOT, STOKERCTL
 
 SCRIPT = r"""
 import os, sys
@@ -23,9 +29,8 @@ if len(sys.argv) > 2:
 
 
 def env_for(folder, **extra):
-    return dict(os.environ, STOKER_SOCKET="/nonexistent/stoker.sock",
-                STOKER_EMBEDDED_DIR=folder,
-                PYTHONPATH=os.path.join(ROOT, "client", "python"), **extra)
+    return dict(os.environ, **{"STOKER_SOCKET": "embedded", "STOKER_EMBEDDED_DIR": folder,
+                               "PYTHONPATH": os.path.join(ROOT, "client", "python"), **extra})
 
 
 def run(dataset, *extra):
@@ -114,16 +119,108 @@ def test_ranks_share_one_embedded_daemon_and_cover_the_epoch_once(dataset):
     assert gone(int(pids.pop()), 10), detail  # Gone with the last rank.
 
 
+REFUSED_SCRIPT = r"""
+import sys, stoker
+try:
+    next(iter(stoker.Loader(sys.argv[1], batch_size=4, threads=int(sys.argv[2]) or None)))
+except stoker.StokerError as e:
+    print(e.code, str(e))
+"""
+
+
+def refusal(dataset, threads=0, **env):
+    """What a Loader's first batch is refused with (code and message), its
+    embedded folder (not made unless a daemon was started)."""
+    folder = os.path.join(tempfile.mkdtemp(prefix="stoker-emb-"), "d")
+    r = subprocess.run([sys.executable, "-c", REFUSED_SCRIPT, dataset, str(threads)],
+                       env=env_for(folder, **env), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, folder
+
+
 def test_embedded_daemon_refuses_threads_out_of_its_range_in_its_words(dataset):
     # The range is the daemon's (--threads 0..4096); the Loader restates none.
-    script = ("import sys, stoker\n"
-              "try:\n"
-              "    next(iter(stoker.Loader(sys.argv[1], batch_size=4, threads=5000)))\n"
-              "except stoker.StokerError as e:\n"
-              "    print(e.code, str(e))\n")
+    said, _ = refusal(dataset, threads=5000)
+    assert said.startswith("UNAVAILABLE"), said
+    assert "--threads must be in 0..4096" in said, said
+
+
+def test_a_named_socket_where_nothing_answers_is_an_error(dataset):
+    said, folder = refusal(dataset, STOKER_SOCKET="/nonexistent/stoker.sock")
+    assert said.startswith("UNAVAILABLE"), said
+    assert "STOKER_SOCKET names /nonexistent/stoker.sock" in said, said
+    assert not os.path.exists(folder)  # No embedded daemon was started.
+
+
+KILL_SCRIPT = r"""
+import json, os, signal, sys, time, warnings
+import stoker, stoker._daemon as d
+from stoker._native import lib
+
+def run(kill_at):
+    ld = stoker.Loader(sys.argv[1], batch_size=2, transform="train", image_size=32,
+                       shuffle=True, seed=5, ring_slots=2)
+    sums, longest, killed = [], 0.0, None
+    for epoch in range(2):
+        last = time.monotonic()
+        for i, b in enumerate(ld.batches()):
+            now = time.monotonic()
+            if killed is not None:
+                longest = max(longest, now - last)
+            last = now
+            c = lib.Checksum()
+            c.update(b.images)
+            c.update(b.labels)
+            sums.append(c.hex)
+            if epoch == 0 and i == kill_at:
+                killed = d.embedded_daemon_pid()
+                os.kill(killed, signal.SIGKILL)
+    return sums, longest, killed, ld._session.reconnects
+
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    want, _, _, _ = run(-1)
+    got, longest, killed, reconnects = run(3)
+print(json.dumps({"want": want, "got": got, "longest": longest, "killed": killed,
+                  "now": d.embedded_daemon_pid(), "reconnects": reconnects,
+                  "said": [str(w.message) for w in said]}), flush=True)
+sys.stdin.readline()  # stokerctl looks at the daemon meanwhile.
+"""
+
+
+def test_a_killed_embedded_daemon_starts_again_and_the_epoch_goes_on(dataset):
     folder = os.path.join(tempfile.mkdtemp(prefix="stoker-emb-"), "d")
-    r = subprocess.run([sys.executable, "-c", script, dataset], env=env_for(folder),
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("UNAVAILABLE"), r.stdout
-    assert "--threads must be in 0..4096" in r.stdout, r.stdout
+    env = env_for(folder)
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, dataset], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(proc.communicate(timeout=30)[1][-3000:])
+        out = json.loads(line)
+        log = os.path.join(folder, "stokerd.log")
+        # The same batches as the undisturbed epochs, in order, none lost.
+        assert out["got"] == out["want"] and len(out["want"]) == 24, out
+        assert out["longest"] < 10, out
+        assert out["reconnects"] >= 1, out
+        assert out["now"] != out["killed"], out
+        assert any("started it again" in m and f"{log}.1" in m for m in out["said"]), out
+        assert os.path.exists(f"{log}.1") and os.path.exists(log)  # The killed run's log kept.
+        # stokerctl finds the running embedded daemon without a flag, and
+        # says which it is.
+        top = subprocess.run([STOKERCTL, "top", "--frames", "1"], env=env,
+                             capture_output=True, text=True, timeout=30)
+        assert top.returncode == 0, top.stderr
+        assert f"pid {out['now']}" in top.stdout, top.stdout
+        assert os.path.join(folder, "stoker.sock") in top.stdout, top.stdout
+        assert "embedded daemon" in top.stderr and log in top.stderr, top.stderr
+    finally:
+        _, err = proc.communicate("\n" if proc.poll() is None else None, timeout=60)
+    assert proc.returncode == 0, err
+    # Its last user gone, it stops; stokerctl then says there is none.
+    assert gone(int(out["now"]), 10)
+    top = subprocess.run([STOKERCTL, "stats"], env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert top.returncode == 1, top.stdout
+    assert "embedded daemon" in top.stderr and "not running" in top.stderr, top.stderr

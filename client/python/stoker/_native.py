@@ -116,6 +116,8 @@ def _declare(dll):
         "stoker_connect": (c_int, [ctypes.c_char_p, c_double,
                                    ctypes.POINTER(p), err]),
         "stoker_client_free": (None, [p]),
+        "stoker_locate_daemon": (c_int, [ctypes.POINTER(p), err]),
+        "stoker_socket_answers": (c_int, [ctypes.c_char_p]),
         "stoker_dtypes_json": (ctypes.c_char_p, []),
         "stoker_op_defaults_json": (ctypes.c_char_p, []),
         "stoker_source_kinds_json": (ctypes.c_char_p, []),
@@ -457,6 +459,17 @@ def check_spec(spec):
     not depend on the data): StokerError INVALID_ARGUMENT in its words."""
     err = _Error()
     _check(_dll.stoker_check_spec(json.dumps(spec).encode(), ctypes.byref(err)), err)
+
+
+def locate_daemon():
+    """The daemon to use when none is named: {"socket", "embedded", "log",
+    "described"} (stoker_locate_daemon), or StokerError UNAVAILABLE."""
+    return _take_json(_dll.stoker_locate_daemon)
+
+
+def socket_answers(path):
+    """Whether something accepts a connection at the Unix socket `path`."""
+    return bool(_dll.stoker_socket_answers(os.fsencode(path)))
 
 
 def dataset_json(dataset, root=""):

@@ -7,6 +7,7 @@ totals are the caller's); best effort where it says so."""
 import os
 import warnings
 
+from stoker import _daemon
 from stoker.errors import SampleErrorWarning, StarvationWarning
 
 
@@ -95,7 +96,7 @@ def starvation_hint(client, session, waits):
             and mine.get("pixel_mode") == "PIXEL_MODE_NOT_KEPT"):
         # Later epochs would not decode if the pictures were kept.
         advice += f"; its decoded pictures are not kept: {mine.get('pixel_cache_why')}"
-    return f"Daemon's diagnosis: {diagnosis}: {advice}."
+    return f"Daemon's diagnosis: {diagnosis}: {advice} ({_daemon.described(client.socket)})."
 
 
 def account(totals, epoch, waits, compute, images, threshold, client, session):
@@ -126,12 +127,14 @@ def names(session, indices):
         return [f"sample {i}" for i in indices[:5]]
 
 
-def failures(session, epoch, failed, on_error, what=None):
-    """The one warning of a pass whose samples `failed`."""
+def failures(session, epoch, failed, on_error, what=None, socket=None):
+    """The one warning of a pass whose samples `failed` (read through the
+    daemon at `socket`)."""
     more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
     what = what or ("could not be read or decoded and " +
                     ("were replaced by other samples" if on_error == "replace"
-                     else "are zero images") + " (the daemon's log says why)")
+                     else "are zero images") +
+                    f" (the log of {_daemon.described(socket)} says why)")
     warnings.warn(SampleErrorWarning(
         f"stoker: {len(failed)} sample(s) of epoch {epoch} {what}: "
         f"{', '.join(names(session, failed))}{more}"), stacklevel=4)

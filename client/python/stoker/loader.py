@@ -402,7 +402,8 @@ class Loader:
         return _report.names(self._session, indices)
 
     def _report_failures(self, epoch, failed, what=None):
-        _report.failures(self._session, epoch, failed, self.on_error, what)
+        _report.failures(self._session, epoch, failed, self.on_error, what,
+                         self._client.socket if self._client is not None else None)
 
     # ------------------------------------------------------------ internals
     def _open(self, epoch, start, batch):

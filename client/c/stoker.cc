@@ -132,7 +132,12 @@ int stoker_locate_daemon(char** json_out, stoker_error* err) {
   nlohmann::json j = {{"socket", at->socket}, {"embedded", at->embedded},
                       {"described", at->Describe()}};
   if (at->embedded) j["log"] = at->log;
-  *json_out = CopyString(j.dump());
+  try {
+    *json_out = CopyString(j.dump());
+  } catch (const nlohmann::json::exception&) {
+    return Report(absl::InvalidArgumentError(
+                      "STOKER_SOCKET or STOKER_EMBEDDED_DIR is not UTF-8 text"), err);
+  }
   return STOKER_OK;
 }
 

@@ -117,8 +117,8 @@ void stoker_client_free(stoker_client* client);
  * daemon, whether it runs or not (the caller starts it). UNAVAILABLE when
  * $STOKER_SOCKET names a socket where nothing answers. */
 int stoker_locate_daemon(char** json_out, stoker_error* err);
-/* 1 when something accepts a connection on the Unix socket at `path`
- * within half a second, else 0. */
+/* 1 when something listens on the Unix socket at `path` (a full backlog
+ * included), else 0. Never waits. */
 int stoker_socket_answers(const char* path);
 
 /* Opens a session. `spec_json` is a stoker.v1.SessionSpec in protobuf's JSON

@@ -31,8 +31,8 @@ struct DaemonLocation {
   std::string Describe() const;  // In words, for messages.
 };
 
-// Whether something accepts a connection on the Unix socket at `path`
-// within half a second.
+// Whether something listens on the Unix socket at `path` (one whose
+// backlog is full counts: a busy daemon). Never waits.
 bool SocketAnswers(const std::string& path);
 
 // The rule above; `getenv` (null: the process's), `answers` (null:

@@ -430,9 +430,13 @@ int Main(int argc, char** argv) {
     if (!at.ok()) return Fail(at.status());
     if (at->embedded) {
       if (!SocketAnswers(at->socket)) {
+        const char* named = std::getenv("STOKER_SOCKET");
         return Fail(absl::UnavailableError(absl::StrCat(
-            "no daemon answers at ", kNodeSocket, ", and this user's embedded daemon (",
-            at->socket, ") is not running: a Loader starts it; its last log is ", at->log)));
+            named != nullptr && named == std::string(kEmbeddedName)
+                ? "STOKER_SOCKET=embedded"
+                : absl::StrCat("no daemon answers at ", kNodeSocket),
+            ", and this user's embedded daemon (", at->socket,
+            ") is not running: a Loader starts it; its last log is ", at->log)));
       }
       std::fprintf(stderr, "stokerctl: %s\n", at->Describe().c_str());
     }

@@ -49,6 +49,7 @@ absl::Status SampleFetcher::Warm(const Dataset& ds, const std::string& path, int
                                  bool* from_source) {
   if (from_source != nullptr) *from_source = false;
   STOKER_ASSIGN_OR_RETURN(SourceKey id, Identify(ds, path));
+  if (id.proven && l1_->Lookup(id.key()) != nullptr) return absl::OkStatus();  // Warm.
   absl::StatusOr<std::shared_ptr<void>> room = Charge(ds, owner, {id}, path);
   if (!room.ok()) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);

@@ -71,8 +71,8 @@ class SampleFetcher {
                               const SourceKey* known = nullptr, bool charged = false);
 
   // A read ahead of any session's (the cache warmer's): `path` fetched as
-  // `owner`, its room among the bytes in flight taken before it may lead a
-  // read. A session's fetch that joins it (holding its own sample's room)
+  // `owner` unless L1 holds it, its room among the bytes in flight taken
+  // before it may lead a read. A session's fetch that joins it (holding its own sample's room)
   // then never waits on a leader that waits for room that fetch holds.
   absl::Status Warm(const Dataset& ds, const std::string& path, int64_t owner,
                     bool* from_source);

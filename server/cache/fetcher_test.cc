@@ -255,11 +255,11 @@ TEST(FetcherTest, AWarmUpTakesItsRoomBeforeItLeadsARead) {
   std::thread warm([&] { warmed = f.Warm(*ds, "a", L2Cache::kNobody, nullptr); });
   while (budget.waiting() == 0) std::this_thread::yield();  // 6 + 6 > 10.
   absl::StatusOr<Bytes> got = f.Fetch(*ds, "a", kUid, nullptr, &*id, /*charged=*/true);
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(**got, "alpha!");
   EXPECT_EQ(f.Stats().joined_reads(), 0u);
   room->reset();  // The reader's sample is decoded: the warm-up's turn.
   warm.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(**got, "alpha!");
   EXPECT_TRUE(warmed.ok()) << warmed;
   EXPECT_EQ(budget.used(), 0u);
 }

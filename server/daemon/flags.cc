@@ -80,11 +80,11 @@ ABSL_FLAG(std::string, object_store_endpoints, "",
           "each trainer's own credentials; a loopback or intranet endpoint only if "
           "listed here.");
 ABSL_FLAG(bool, object_store_own_endpoints, false,
-          "Sessions of the daemon's own user (and root) reach the endpoint their "
-          "client resolved from that user's own configuration (AWS_ENDPOINT_URL, "
-          "a profile's endpoint_url, the region's), listed or not. For a daemon "
-          "that serves one user: the embedded daemon a trainer starts sets it; a "
-          "node service never should.");
+          "Sessions of the daemon's own user reach the endpoint their client "
+          "resolved from that user's own configuration (AWS_ENDPOINT_URL, a "
+          "profile's endpoint_url, the region's), listed or not. Only for a daemon "
+          "that serves one user (--owners-dir or --exit-with-pid, no "
+          "--admin-group): the embedded daemon a trainer starts sets it.");
 ABSL_FLAG(absl::Duration, object_store_deadline, stoker::DaemonOptions().object_store_deadline,
           "Longest one object store request may take, its time queued, its "
           "attempts and their backoff included (e.g. 2m; at most 10m); past it the sample "
@@ -274,6 +274,16 @@ absl::StatusOr<StokerdConfig> Config() {
   options.volume_cache_bytes = absl::GetFlag(FLAGS_volume_cache_bytes).bytes;
   options.object_store_endpoints = absl::GetFlag(FLAGS_object_store_endpoints);
   options.object_store_own_endpoints = absl::GetFlag(FLAGS_object_store_own_endpoints);
+  if (options.object_store_own_endpoints &&
+      ((config.exit_with_pid <= 0 && config.owners_dir.empty()) ||
+       !absl::GetFlag(FLAGS_admin_group).empty())) {
+    // Its admins are then its own user alone: no one else's session may
+    // reach what that user's configuration names.
+    return absl::InvalidArgumentError(
+        "--object-store-own-endpoints is for a daemon that serves one user "
+        "(--owners-dir or --exit-with-pid, and no --admin-group); a node service lists "
+        "its endpoints with --object-store-endpoints");
+  }
   if (absl::StatusOr<EndpointAllowList> e =
           EndpointAllowList::Parse(options.object_store_endpoints);
       !e.ok()) {

@@ -33,6 +33,8 @@ ABSL_DECLARE_FLAG(std::string, admin_group);
 ABSL_DECLARE_FLAG(int64_t, max_image_pixels);
 ABSL_DECLARE_FLAG(bool, allow_root);
 ABSL_DECLARE_FLAG(int, exit_with_pid);
+ABSL_DECLARE_FLAG(std::string, owners_dir);
+ABSL_DECLARE_FLAG(bool, object_store_own_endpoints);
 
 namespace stoker {
 namespace {
@@ -94,6 +96,18 @@ TEST_F(FlagsTest, SizesAndModesAreTaken) {
   EXPECT_EQ(c->daemon.l1_bytes, 512u << 20);
   EXPECT_EQ(c->daemon.max_ring_bytes_per_user, 2ULL << 30);
   EXPECT_EQ(c->daemon.max_array_bytes_per_user, 128u << 20);
+}
+
+// Its own user's endpoints only where that user is the daemon's one admin.
+TEST_F(FlagsTest, OwnEndpointsOnlyForADaemonOfOneUser) {
+  absl::SetFlag(&FLAGS_object_store_own_endpoints, true);
+  ExpectRefused("--object-store-own-endpoints");  // A shared daemon.
+  absl::SetFlag(&FLAGS_owners_dir, "/tmp/stoker-embedded-test/owners");
+  absl::StatusOr<StokerdConfig> c = Config();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->daemon.object_store_own_endpoints);
+  absl::SetFlag(&FLAGS_admin_group, "root");  // Other admins: refused again.
+  ExpectRefused("--object-store-own-endpoints");
 }
 
 TEST_F(FlagsTest, BadValuesNameTheirFlag) {

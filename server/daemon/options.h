@@ -56,9 +56,9 @@ struct DaemonOptions {
   // comma-separated, and "aws": AWS's own); empty: none, and s3 sources
   // are refused unless the next allows them.
   std::string object_store_endpoints;
-  // Admins' sessions (the daemon's own user, root) reach whatever endpoint
-  // their client resolved, listed or not: for a daemon that serves one
-  // user (the embedded one), never a node service.
+  // Admins' sessions reach whatever endpoint their client resolved, listed
+  // or not: only for a daemon that serves one user (the embedded one, whose
+  // one admin is that user; flags.cc refuses it elsewhere).
   bool object_store_own_endpoints = false;
   // Each object store request's deadline (its time queued, its attempts
   // and their backoff included), and the speed below which an attempt is

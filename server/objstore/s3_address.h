@@ -49,10 +49,10 @@ class EndpointAllowList {
   // AWS's own S3 endpoints, https on 443 only (s3.amazonaws.com and
   // s3[-fips][.dualstack].<region>.amazonaws.com[.cn]). Empty allows none.
   static absl::StatusOr<EndpointAllowList> Parse(absl::string_view list);
-  // Admins' sessions (the daemon's own user, root) may reach whatever
-  // endpoint their client resolved: for a daemon that serves one user
-  // (the embedded one), whose requests then go only where that user's
-  // own configuration sends them.
+  // Admins' sessions may reach whatever endpoint their client resolved:
+  // for a daemon that serves one user (the embedded one, whose one admin
+  // is that user), whose requests then go only where that user's own
+  // configuration sends them.
   void AllowAdmins() { admins_ = true; }
   // OK for a listed endpoint, one of AWS's where `aws` is listed, or any
   // for an `admin` session's where admins are allowed; else

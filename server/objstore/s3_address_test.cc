@@ -55,7 +55,7 @@ TEST(EndpointAllowListTest, AwsNamesAwsOwnS3Endpoints) {
   ASSERT_TRUE(list.ok()) << list.status();
   auto code = [&](const char* url) {
     absl::StatusOr<Endpoint> e = Endpoint::Parse(url);
-    EXPECT_TRUE(e.ok()) << url;
+    if (!e.ok()) return e.status().code();
     return list->Check(*e, /*admin=*/false).code();
   };
   for (const char* ok :

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, STOKERCTL
+from conftest import ROOT, STOKERCTL, STOKERD
 
 SCRIPT = r"""
 import os, sys
@@ -205,7 +205,7 @@ def test_a_killed_embedded_daemon_starts_again_and_the_epoch_goes_on(dataset):
         assert out["longest"] < 10, out
         assert out["reconnects"] >= 1, out
         assert out["now"] != out["killed"], out
-        assert any("started it again" in m and f"{log}.1" in m for m in out["said"]), out
+        assert any("starting it again" in m and f"{log}.1" in m for m in out["said"]), out
         assert os.path.exists(f"{log}.1") and os.path.exists(log)  # The killed run's log kept.
         # stokerctl finds the running embedded daemon without a flag, and
         # says which it is.
@@ -224,3 +224,50 @@ def test_a_killed_embedded_daemon_starts_again_and_the_epoch_goes_on(dataset):
                          timeout=30)
     assert top.returncode == 1, top.stdout
     assert "embedded daemon" in top.stderr and "not running" in top.stderr, top.stderr
+
+
+HOLD_SCRIPT = r"""
+import sys, warnings
+import stoker, stoker._daemon as d
+warnings.simplefilter("always")
+try:
+    ld = stoker.Loader(sys.argv[1], batch_size=4, threads=int(sys.argv[2]))
+    print(sum(b.samples for b in ld.batches()), d.embedded_daemon_pid(), flush=True)
+except stoker.StokerError as e:
+    print(e.code, str(e), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_loader_of_another_build_does_not_attach_and_other_threads_are_named(dataset,
+                                                                               tmp_path):
+    """The daemon of one install (threads=2) runs; a second process of that
+    build asking for 1 thread is served and told its threads are not
+    applied; one whose stokerd is another build is refused, saying why."""
+    folder = os.path.join(tempfile.mkdtemp(prefix="stoker-emb-"), "d")
+    other = tmp_path / "stokerd"
+    with open(STOKERD, "rb") as src, open(other, "wb") as dst:
+        dst.write(src.read() + b"another build")
+    other.chmod(0o755)
+
+    def start(threads, **env):
+        return subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, dataset, str(threads)],
+                                env=env_for(folder, **env), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = start(2)
+    try:
+        samples, pid = first.stdout.readline().split()
+        assert samples == "24"
+        second = start(1)
+        said, warned = second.communicate("\n", timeout=60)
+        assert said.split() == ["24", pid], (said, warned)  # The same daemon.
+        assert "threads=1 is not applied" in warned and "threads=2" in warned, warned
+        third = start(2, STOKERD=str(other))
+        said, _ = third.communicate("\n", timeout=60)
+        assert said.startswith("FAILED_PRECONDITION"), said
+        assert f"(pid {pid}) runs another build of stokerd" in said, said
+        assert str(other) in said, said
+    finally:
+        first.communicate("\n", timeout=60)
+    assert first.returncode == 0
+    assert gone(int(pid), 10)

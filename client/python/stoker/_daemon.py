@@ -9,13 +9,18 @@ torchrun job started together start one); every process using it registers
 its pid in the folder's owners/ list, and the daemon exits when the last
 of them is gone (a killed trainer included: the daemon checks the pids).
 Its log is stokerd.log there, the logs of its last three runs beside it
-(.1 the newest). A process using it starts it again when it dies (at most
-5 times in 10 minutes), and its sessions go on where they were (the
-Loader's resume_timeout).
+(.1 the newest), and stokerd.json says which build and threads it runs
+with: a process of another build does not attach to it (it says why), one
+asking for other threads is told they are not applied. A process using it
+starts it again when it dies (at most 5 times in 10 minutes), and its
+sessions go on where they were (the Loader's resume_timeout).
 """
 
 import atexit
+import contextlib
 import fcntl
+import hashlib
+import json
 import os
 import shutil
 import stat
@@ -33,6 +38,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _lock = threading.Lock()
 _embedded = None  # (socket path, owner file) once this process registered
 _described = {}  # Socket: the daemon in words, as located.
+_build_id = None  # _build()'s, once computed.
+_watcher = None  # The thread that starts the embedded daemon again (_watch).
 
 
 def _answers(path):
@@ -106,14 +113,62 @@ def _identity(pid):
     return f"{pid} {fields[19]}"
 
 
-def _running(folder):
-    """Whether the embedded daemon `folder` records still runs."""
+def _build():
+    """This install's stokerd, by content: two installs of one build share
+    an embedded daemon, two builds do not."""
+    global _build_id
+    if _build_id is None:
+        h = hashlib.blake2b(digest_size=16)
+        with open(find_stokerd(), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _build_id = h.hexdigest()
+    return _build_id
+
+
+def _record(folder):
+    """What the process that started the embedded daemon in `folder` wrote
+    of it (stokerd.json: process, binary, build, threads), or None."""
     try:
-        with open(os.path.join(folder, "stokerd.pid")) as f:
-            recorded = f.read().strip()
-        return _identity(int(recorded.split()[0])) == recorded
-    except (OSError, ValueError, IndexError):
+        with open(os.path.join(folder, "stokerd.json")) as f:
+            record = json.load(f)
+        return record if isinstance(record, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _running(folder, record=None):
+    """Whether the embedded daemon `folder` records still runs."""
+    record = record or _record(folder)
+    try:
+        return _identity(int(str(record["process"]).split()[0])) == record["process"]
+    except (TypeError, KeyError, ValueError, IndexError):
         return False
+
+
+def _same_build(folder, socket_path, threads):
+    """Checks that the running embedded daemon this process did not start
+    is this install's build (StokerError FAILED_PRECONDITION saying why
+    not), and warns when it runs with other threads than asked for."""
+    record = _record(folder)
+    owners = os.path.join(folder, "owners")
+    if record is None or not _running(folder, record):
+        raise StokerError(
+            "FAILED_PRECONDITION", f"an embedded daemon that no stoker of this version started "
+            f"answers at {socket_path}; it exits when the processes using it do (their pids "
+            f"are in {owners}), or set STOKER_EMBEDDED_DIR to a folder of this install's own")
+    if record.get("build") != _build():
+        raise StokerError(
+            "FAILED_PRECONDITION", f"this user's embedded daemon at {socket_path} (pid "
+            f"{str(record['process']).split()[0]}) runs another build of stokerd "
+            f"({record.get('binary')}) than this install's ({find_stokerd()}); it exits when "
+            f"the processes using it do (their pids are in {owners}), or set "
+            "STOKER_EMBEDDED_DIR to a folder of this install's own")
+    if threads and int(threads) != record.get("threads"):
+        running = record.get("threads") or "every core"
+        warnings.warn(f"stoker: threads={threads} is not applied: this user's embedded daemon "
+                      f"(started by another process) runs with threads={running}; `stokerctl "
+                      "resize --threads N` changes it for all its sessions", RuntimeWarning)
 
 
 def _start(folder, socket_path, threads):
@@ -133,8 +188,11 @@ def _start(folder, socket_path, threads):
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, close_fds=True,
                                 start_new_session=True)
-    with open(os.path.join(folder, "stokerd.pid"), "w") as f:
-        f.write(_identity(proc.pid) or "")
+    record = {"process": _identity(proc.pid), "binary": find_stokerd(), "build": _build(),
+              "threads": int(threads or 0)}
+    with open(os.path.join(folder, "stokerd.json.new"), "w") as f:
+        json.dump(record, f)
+    os.replace(os.path.join(folder, "stokerd.json.new"), os.path.join(folder, "stokerd.json"))
     deadline = time.monotonic() + 20
     while not _answers(socket_path):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -146,13 +204,16 @@ def _start(folder, socket_path, threads):
         time.sleep(0.02)
 
 
-def _start_unless_running(folder, socket_path, threads):
+def _start_unless_running(folder, socket_path, threads, say=None):
     """Starts the embedded daemon under the folder's lock unless one runs
-    (or an older one without a pid file answers). Whether it started one."""
+    (or an older one without a record answers), warning `say` (if given)
+    first. Whether it started one."""
     with open(os.path.join(folder, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _running(folder) or _answers(socket_path):
             return False
+        if say:
+            warnings.warn(say, RuntimeWarning)
         _start(folder, socket_path, threads)
         return True
 
@@ -166,7 +227,7 @@ def _watch(folder, socket_path, threads):
         time.sleep(0.25)
         with _lock:
             if _embedded is None or _embedded[0] != socket_path:
-                return
+                return  # Left (a later daemon_socket starts a watcher of its own).
         if _running(folder) or _answers(socket_path):
             continue
         now = time.monotonic()
@@ -177,22 +238,25 @@ def _watch(folder, socket_path, threads):
                           f"in {RESTART_SPAN:.0f} s); not starting it again. Its logs: {log}, "
                           f"{log}.1 ...", RuntimeWarning)
             return
+        # The threads it ran with, whoever started it.
+        threads = (_record(folder) or {}).get("threads") or threads
         try:
-            started = _start_unless_running(folder, socket_path, threads)
+            # Said before it starts, so before any session goes on.
+            if _start_unless_running(folder, socket_path, threads,
+                                     say=f"stoker: the embedded daemon stopped (its log: "
+                                     f"{log}.1); starting it again, sessions go on where "
+                                     "they were"):
+                restarts.append(now)
         except (OSError, StokerError) as e:
             warnings.warn(f"stoker: the embedded daemon stopped and did not start again: {e}",
                           RuntimeWarning)
             return
-        if started:
-            restarts.append(now)
-            warnings.warn(f"stoker: the embedded daemon stopped (its log: {log}.1); "
-                          "started it again, sessions go on where they were", RuntimeWarning)
 
 
 def daemon_socket(threads=None):
     """The socket of the daemon to use, starting the embedded one if needed."""
     from stoker._native import lib
-    global _embedded
+    global _embedded, _watcher
     with _lock:
         if _embedded is not None and _answers(_embedded[0]):
             return _embedded[0]
@@ -206,12 +270,19 @@ def daemon_socket(threads=None):
         owner = os.path.join(folder, "owners", str(os.getpid()))
         # Registered before the daemon looks, so it never sees no owner.
         open(owner, "w").close()
-        _start_unless_running(folder, socket_path, threads)
-        first = _embedded is None
+        try:
+            if not _start_unless_running(folder, socket_path, threads):
+                _same_build(folder, socket_path, threads)
+        except BaseException:
+            _embedded = None  # Not this process's to use: unregistered.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(owner)
+            raise
         _embedded = (socket_path, owner)
-        if first:
-            threading.Thread(target=_watch, args=(folder, socket_path, threads),
-                             name="stoker-embedded-watch", daemon=True).start()
+        if _watcher is None or not _watcher.is_alive():
+            _watcher = threading.Thread(target=_watch, args=(folder, socket_path, threads),
+                                        name="stoker-embedded-watch", daemon=True)
+            _watcher.start()
         return socket_path
 
 

@@ -94,9 +94,10 @@ class Loader:
       device: None (CPU tensors viewing the ring) or "cuda[:N]" (the ring is
         pinned once; batches are copied with non_blocking=True and the slot
         is released after the copy completes).
-      socket: the daemon's Unix socket. None: $STOKER_SOCKET or
-        /run/stoker/stoker.sock if a daemon answers there, else an embedded
-        daemon private to this process.
+      socket: the daemon's Unix socket. None: $STOKER_SOCKET (which must
+        answer), else /run/stoker/stoker.sock if a daemon answers there,
+        else this user's embedded daemon, shared by its processes on this
+        node (started if needed).
       ring_slots: batches prefetched by the daemon (unset: the daemon's
         default).
       threads: decode threads of an embedded daemon (ignored otherwise).

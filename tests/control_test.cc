@@ -123,8 +123,13 @@ std::pair<uint64_t, uint64_t> DecodedSplit(TestDaemon& d, const v1::SessionSpec&
 
 // Two fast readers share one decode thread. The first queues four times the
 // work (batches of 16 against 4, 8 slots each); by turns they still get
-// equal samples. With priority 3 (and slots enough to keep 3x the work
-// queued) the second gets three times the first's.
+// about equal samples (without turns: a quarter). With priority 3 (and
+// slots enough to keep 3x the work queued) the second gets about three
+// times the first's (without weights: the same). The bounds leave room for
+// what a loaded machine does to a count this short: a reader, or a session's
+// reads, held back for a while leave their turns to the other session, as
+// they should. The exact shares are ThreadPoolTest's
+// (UsersShareFirstThenTheirSessionsByWeight), counted task by task.
 TEST_F(ControlTest, SessionsShareASaturatedPoolByPriority) {
   for (uint32_t priority : {0u, 3u}) {
     TestDaemon d(false, Options(1));
@@ -137,8 +142,8 @@ TEST_F(ControlTest, SessionsShareASaturatedPoolByPriority) {
     auto [na, nb] = DecodedSplit(d, a, b, absl::ZeroDuration());
     const double ratio = static_cast<double>(nb) / na;
     const double want = priority == 0 ? 1.0 : 3.0;
-    EXPECT_GT(ratio, want * 0.85) << "priority " << priority;
-    EXPECT_LT(ratio, want * 1.15) << "priority " << priority;
+    EXPECT_GT(ratio, want * 0.6) << "priority " << priority;
+    EXPECT_LT(ratio, want * 1.6) << "priority " << priority;
   }
 }
 

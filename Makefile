@@ -27,9 +27,12 @@ build: deps
 	$(BAZEL) build //...
 
 # Release artifacts (deploy/package.py): dist/stoker-<v>-linux-<arch>.tar.gz
-# and dist/stoker-<v>-py3-none-manylinux_2_<N>_<arch>.whl.
+# and dist/stoker-<v>-py3-none-manylinux_2_<N>_<arch>.whl; then the node
+# service's OCI image, dist/stokerd-<v>-oci.tar (deploy/image.py, from
+# Debian's archive and the tarball).
 dist: build
 	$(PYTHON) deploy/package.py dist
+	$(PYTHON) deploy/image.py
 
 install: build
 	$(PYTHON) deploy/package.py install "$(PREFIX)"
@@ -37,6 +40,7 @@ install: build
 test: deps
 	$(BAZEL) test //...
 	$(PYTHON) deploy/package.py dist
+	$(PYTHON) deploy/image.py
 	$(MAKE) --no-print-directory pytest
 
 # AddressSanitizer + UBSan: the unit tests of the decode path, the pipeline,

@@ -25,7 +25,7 @@ PACKAGES=(
   # Object stores: the S3 client (libcurl's multi interface), the parser
   # of its XML replies, and SigV4's SHA-256 and HMAC (Nettle, also linked
   # into the client library, which signs its session's requests).
-  libcurl4-openssl-dev libexpat1-dev ca-certificates nettle-dev
+  libcurl4-openssl-dev libssl-dev libexpat1-dev ca-certificates nettle-dev
   # Metrics, and the real Prometheus server and tmux the tests drive.
   prometheus-cpp-dev prometheus tmux
   # Tests.
@@ -36,71 +36,13 @@ PACKAGES=(
   python3-grpcio python3-venv python3-h5py python3-nibabel
   # Packaging: the release bundle (RPATHs, symbol checks), the node service.
   patchelf binutils dpkg-dev systemd nlohmann-json3-dev libcli11-dev
+  # Root file systems from Debian's archive: the node service's OCI image,
+  # and Debian 11 (glibc 2.31) to run the wheel on; skopeo reads the image,
+  # python3-yaml the Kubernetes manifests.
+  mmdebstrap skopeo python3-yaml
   # Real photographs for the sanitizer's decode fuzzing (make sanitize).
   mate-backgrounds
 )
-
-# libstoker.so links gRPC, protobuf and abseil statically with hidden
-# symbols. Debian's archives are built as PIE, and five of their objects use
-# the local-exec TLS model, which a shared library cannot hold; those five
-# files are compiled again with -fPIC from Debian's own source packages, at
-# exactly the installed versions (third_party/debian_src.BUILD).
-SRC_DIR=/usr/local/src/stoker-debian-src
-PIC_FILES=(
-  abseil:absl/base/internal/sysinfo.cc
-  abseil:absl/container/internal/raw_hash_set.cc
-  abseil:absl/random/internal/pool_urbg.cc
-  abseil:absl/strings/internal/cordz_functions.cc
-  protobuf:src/google/protobuf/arena.cc
-)
-fetch_sources() {
-  local need=()
-  for pair in abseil:libabsl-dev protobuf:libprotobuf-dev; do
-    local src=${pair%%:*} bin=${pair#*:} ver
-    ver=$(dpkg-query -W -f='${source:Version}' "$bin")
-    if [ "$(cat "$SRC_DIR/$src.version" 2>/dev/null)" != "$ver" ]; then
-      need+=("$src=$ver")
-    fi
-  done
-  [ ${#need[@]} -eq 0 ] && return 0
-  local list=/etc/apt/sources.list.d/stoker-debian-src.sources
-  if [ ! -f "$list" ]; then
-    echo "install-deps: adding Debian's source archive ($list)"
-    $SUDO tee "$list" >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-    $SUDO apt-get update -qq
-  fi
-  local tmp
-  tmp=$(mktemp -d)
-  chmod 755 "$tmp"
-  for spec in "${need[@]}"; do
-    local src=${spec%%=*} ver=${spec#*=}
-    echo "install-deps: fetching Debian source $src $ver"
-    (cd "$tmp" && apt-get source -qq "$spec" >/dev/null 2>&1) || {
-      echo "install-deps: apt-get source $spec failed" >&2; exit 1; }
-    local tree
-    tree=$(find "$tmp" -maxdepth 1 -type d -name "$src-*" | head -1)
-    $SUDO mkdir -p "$SRC_DIR"
-    for entry in "${PIC_FILES[@]}"; do
-      [ "${entry%%:*}" = "$src" ] || continue
-      $SUDO cp "$tree/${entry#*:}" "$SRC_DIR/$src-$(basename "${entry#*:}")"
-    done
-    rm -rf "$tree"
-    echo "$ver" | $SUDO tee "$SRC_DIR/$src.version" >/dev/null
-  done
-  rm -rf "$tmp"
-}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -120,7 +62,9 @@ else
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-fetch_sources
+# What the shipped files link beyond Debian's packages: sources at the
+# installed versions, an HTTP-only libcurl.a and glibc 2.28 link stubs.
+SUDO=$SUDO bash "$(dirname "$0")/debian-src.sh"
 
 # The object store tests run against a real S3 API server, moto_server.
 # Debian ships it as python3-moto from Debian 13 on; on Debian 12 it comes

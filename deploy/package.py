@@ -8,8 +8,9 @@
 Bundle layout (the same under an install PREFIX):
     bin/stokerd, bin/stokerctl      RUNPATH $ORIGIN/../lib/stoker
     bin/stoker-h5probe              the HDF5 reader stokerd runs
-    lib/libstoker.so                the C ABI; needs only glibc and libgcc_s
+    lib/libstoker.so                the C ABI
     lib/stoker/                     private shared libraries of the binaries
+                                    (ISA-L: the rest is linked in)
     lib/stoker/python/stoker/       the Python package (finds ../../../)
     include/stoker.h                the C ABI's header and manual
     share/stoker/                   systemd unit, Prometheus, Grafana,
@@ -18,8 +19,11 @@ Bundle layout (the same under an install PREFIX):
 The binaries' libraries are private (lib/stoker, not lib/) so an install
 into /usr/local never puts a second libstdc++ or libprotobuf on the system's
 search path. The wheel carries the package with libstoker.so and the
-libraries in stoker/_lib and the binaries in stoker/_bin. Its platform tag
-is computed from the newest glibc symbol version any bundled file needs.
+libraries in stoker/_lib and the binaries in stoker/_bin.
+
+Every ELF file needs only glibc 2.28 and libgcc_s (third_party/shipped.bzl
+links them so); `dist` scans each file's symbol versions, fails above
+FLOOR, and tags the wheel with the newest glibc version found.
 Only the standard library is used; any python3 runs it.
 """
 
@@ -44,18 +48,20 @@ BINARIES = {"stokerd": os.path.join(BIN, "server", "stokerd"),
             "stokerctl": os.path.join(BIN, "client", "cpp", "stokerctl")}
 LIBSTOKER = os.path.join(BIN, "client", "c", "libstoker.so")
 PACKAGE = os.path.join(ROOT, "client", "python", "stoker")
-# Provided by the system; never bundled. glibc's libraries, and the C++
-# runtime: a libstdc++ built on Debian 12 needs glibc 2.36 (arc4random),
-# while the system's own libstdc++ serves the daemon on glibc 2.34 and newer
-# (the GLIBCXX_ version it needs is computed below and written to
-# share/stoker/REQUIRES).
-# libstoker.so carries its C++ runtime inside and needs neither.
+# Provided by the system; never bundled. glibc's libraries and the C++
+# runtime (Debian 12's libstdc++ needs glibc 2.36; the shipped files carry
+# theirs inside, and FLOOR bounds what they may need of a host's).
 SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|librt|libpthread|libutil|"
                          r"libresolv|libanl|libstdc\+\+|libgcc_s|"
                          r"ld-linux[-\w]*)\.so")
 SHARE = {  # share/stoker/<dest> <- deploy/<src>
     "systemd": "systemd", "prometheus": "prometheus", "grafana": "grafana",
-    "kubernetes": "kubernetes", "docker": "docker", "config": "config"}
+    "kubernetes": "kubernetes", "config": "config"}
+# The newest symbol version a bundled file may need, per versioned library:
+# glibc 2.28 (RHEL 8, manylinux_2_28), and no newer C++ runtime or libgcc_s
+# than such hosts have (the shipped files carry their libstdc++ inside).
+FLOOR = {"GLIBC_": (2, 28), "GLIBCXX_": (3, 4, 24), "CXXABI_": (1, 3, 11),
+         "GCC_": (7, 0, 0)}
 UNIT = os.path.join("share", "stoker", "systemd", "stokerd.service")
 
 
@@ -120,23 +126,36 @@ def stage(dest):
                       os.path.join(dest, "share", "doc", "stoker", "docs", name), 0o644)
 
 
-def newest_version(folder, prefix):
-    """The newest `prefix`x.y[.z] symbol version (GLIBC_, GLIBCXX_) any ELF
-    file under `folder` needs, as a tuple of ints."""
-    best = (0,)
+def needed_versions(folder):
+    """{path: {(prefix, version tuple)}}: the symbol versions (GLIBC_2.17,
+    GCC_3.0, ...) each ELF file under `folder` needs of the host."""
+    out = {}
     for base, _, files in os.walk(folder):
         for f in files:
             path = os.path.join(base, f)
             with open(path, "rb") as fh:
-                if fh.read(4) != b"\x7fELF":
+                if os.path.islink(path) or fh.read(4) != b"\x7fELF":
                     continue
             text = run("readelf", "-V", "-W", path)
             # Only what the file needs (verneed), not what it defines.
             needs = text.split("Version needs section")[-1] \
                 if "Version needs section" in text else ""
-            for v in re.findall(r"Name: " + prefix + r"([\d.]+)", needs):
-                best = max(best, tuple(int(x) for x in v.split(".")))
-    return best
+            out[path] = {(p, tuple(int(x) for x in v.split(".")))
+                         for p, v in re.findall(r"Name: ([A-Z]+_)([\d.]+)", needs)}
+    return out
+
+
+def over_floor(folder):
+    """'file needs GLIBC_2.34' for each version above FLOOR, sorted."""
+    return sorted(f"{os.path.relpath(path, folder)} needs {p}{'.'.join(map(str, v))}"
+                  for path, versions in needed_versions(folder).items()
+                  for p, v in versions if p in FLOOR and v > FLOOR[p])
+
+
+def newest_version(folder, prefix):
+    """The newest `prefix` version any ELF file under `folder` needs."""
+    return max([v for versions in needed_versions(folder).values()
+                for p, v in versions if p == prefix] or [(0,)])
 
 
 def arch():
@@ -236,11 +255,16 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         staged = os.path.join(tmp, name)
         stage(staged)
+        too_new = over_floor(staged)
+        if too_new:
+            sys.exit("package: above the shipping floor (" + ", ".join(
+                f"{p}{'.'.join(map(str, v))}" for p, v in FLOOR.items()) +
+                "):\n  " + "\n  ".join(too_new))
         major, minor = newest_version(staged, "GLIBC_")[:2]
-        cxx = ".".join(map(str, newest_version(staged, "GLIBCXX_")))
+        gcc = ".".join(map(str, newest_version(staged, "GCC_")))
         plat = f"manylinux_{major}_{minor}_{arch()}"
         with open(os.path.join(staged, "share", "stoker", "REQUIRES"), "w") as f:
-            f.write(f"glibc {major}.{minor}\nlibstdc++ GLIBCXX_{cxx}\n")
+            f.write(f"glibc {major}.{minor}\nlibgcc_s GCC_{gcc}\n")
         for old in os.listdir(out_dir):
             if old.startswith("stoker-"):
                 os.remove(os.path.join(out_dir, old))
@@ -249,8 +273,7 @@ def main(argv):
     for p in (tar, whl):
         print(f"package: {os.path.relpath(p, ROOT)} "
               f"({os.path.getsize(p) / 2**20:.1f} MiB)")
-    print(f"package: needs glibc >= {major}.{minor} ({plat}); the daemon "
-          f"also the system's libstdc++ with GLIBCXX_{cxx}")
+    print(f"package: needs glibc >= {major}.{minor} ({plat}) and libgcc_s")
 
 
 if __name__ == "__main__":

@@ -54,15 +54,22 @@ absl::StatusOr<Resp> Call(
 }
 
 // Maps the session's ring from the descriptor the daemon hands over (a
-// sealed memory file with no name anywhere).
+// sealed memory file with no name anywhere). The daemon names its handoff
+// socket as it sees it; where that is the ring socket beside its control
+// socket, this process reaches it as `ring_socket`, beside the socket it
+// connected: a trainer's container may mount the socket folder elsewhere.
 absl::StatusOr<std::unique_ptr<shm::RingConsumer>> MapRing(
-    const v1::OpenSessionResponse& resp) {
+    const v1::OpenSessionResponse& resp, const std::string& ring_socket) {
   const v1::RingInfo& info = resp.ring();
   if (info.handoff_socket().empty()) {
     return absl::FailedPreconditionError(
         "the daemon names no ring handoff socket (an older stokerd)");
   }
-  STOKER_ASSIGN_OR_RETURN(int fd, shm::RequestRingFd(info.handoff_socket(),
+  auto name = [](absl::string_view path) { return path.substr(path.rfind('/') + 1); };
+  const std::string& handoff = name(info.handoff_socket()) == name(ring_socket)
+                                   ? ring_socket
+                                   : info.handoff_socket();
+  STOKER_ASSIGN_OR_RETURN(int fd, shm::RequestRingFd(handoff,
                                                      resp.session_id(),
                                                      info.handoff_token()));
   auto ring = shm::RingConsumer::Open(fd, info.shm_name(), resp.session_id());
@@ -497,7 +504,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenOn(const DaemonConnection& 
   Identify(&ctx, c.token());
   const std::shared_ptr<v1::Stoker::Stub> stub = c.Stub();
   STOKER_RETURN_IF_ERROR(FromGrpc(stub->OpenSession(&ctx, req, &resp)));
-  auto ring = MapRing(resp);
+  auto ring = MapRing(resp, c.ring_socket());
   if (!ring.ok()) {
     CloseOn(c, resp.session_id()).IgnoreError();
     return ring.status();

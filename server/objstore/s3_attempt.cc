@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/objstore/ca_bundle.h"
 #include "server/objstore/s3_address.h"
 
 namespace stoker {
@@ -98,7 +99,8 @@ absl::Status PrepareAttempt(const S3Request& r, int attempt, absl::Duration time
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-  if (!o.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, o.ca_file.c_str());
+  const std::string& ca = o.ca_file.empty() ? SystemCaBundle() : o.ca_file;
+  if (!ca.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, ca.c_str());
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    long(absl::ToInt64Milliseconds(o.connect_timeout)));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,

@@ -26,7 +26,7 @@ inline constexpr uint64_t kMaxErrorBody = 64 << 10;
 // What every attempt of a client is set up with.
 struct AttemptOptions {
   uint64_t max_reply_bytes = 0;
-  std::string ca_file;  // Empty: the system's.
+  std::string ca_file;  // Empty: the system's (SystemCaBundle).
   absl::Duration connect_timeout;
   uint64_t low_speed_bytes = 0;  // 0: no low-speed limit.
   absl::Duration low_speed_time;

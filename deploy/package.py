@@ -140,14 +140,18 @@ def needed_versions(folder):
             # Only what the file needs (verneed), not what it defines.
             needs = text.split("Version needs section")[-1] \
                 if "Version needs section" in text else ""
-            out[path] = {(p, tuple(int(x) for x in v.split(".")))
-                         for p, v in re.findall(r"Name: ([A-Z]+_)([\d.]+)", needs)}
+            # A name with no number (GLIBC_PRIVATE) sorts above every floor.
+            out[path] = {(p, tuple(int(x) for x in v.split(".")) if v[0].isdigit()
+                          else (10**6, v))
+                         for p, v in re.findall(r"Name: ([A-Z]+_)([\w.]+)", needs)}
     return out
 
 
 def over_floor(folder):
     """'file needs GLIBC_2.34' for each version above FLOOR, sorted."""
-    return sorted(f"{os.path.relpath(path, folder)} needs {p}{'.'.join(map(str, v))}"
+    def name(v):
+        return v[1] if v[0] == 10**6 else ".".join(map(str, v))
+    return sorted(f"{os.path.relpath(path, folder)} needs {p}{name(v)}"
                   for path, versions in needed_versions(folder).items()
                   for p, v in versions if p in FLOOR and v > FLOOR[p])
 

@@ -8,6 +8,14 @@
 
 namespace stoker {
 inline constexpr char kVersion[] = STOKER_VERSION_STRING;
+// The session protocol between clients and stokerd, exchanged at connect
+// (DaemonStats.protocol, OpenSessionRequest.client_protocol). Raised when a
+// client needs what an older daemon lacks; a client refuses a daemon below
+// kMinDaemonProtocol, naming both versions (client/cpp/daemon_connection.h).
+// Protocol 1 adds the exchange itself; this client serves with daemons of
+// every protocol so far.
+inline constexpr int kProtocol = 1;
+inline constexpr int kMinDaemonProtocol = 0;
 // How this binary was compiled, for --version.
 inline constexpr char kBuildType[] =
 #ifdef NDEBUG

@@ -5,9 +5,11 @@ chroot. pip installs the wheel into a fresh venv there, the wheel's stokerd
 answers --version, and a Loader reads an epoch through the embedded daemon
 with the checksum the node daemon gives here."""
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import shutil
 import subprocess
 import tarfile
@@ -57,9 +59,16 @@ def in_chroot(root, script, env):
     inner = f"env -i {exports} /bin/sh -ec {shlex.quote(script)}"
     outer = (f"mount -t proc proc {root}/proc && mount --rbind /dev {root}/dev && "
              f"exec chroot {root} /bin/sh -c {shlex.quote(inner)}")
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
-                           "/bin/sh", "-c", outer],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
+                             "/bin/sh", "-c", outer], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        # Whatever it started (the embedded daemon too) ends with it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_the_wheel_reads_an_epoch_on_glibc_2_31(old_root, daemon, dataset):

@@ -1,0 +1,75 @@
+/* The shims of util/glibc_compat.c, linked as the shipped files link them
+ * (against glibc 2.28's stubs, third_party/shipped.bzl) and run on this
+ * host's glibc. Exits non-zero, saying which check failed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+uint32_t arc4random(void);
+void arc4random_buf(void* out, size_t n);
+uint32_t arc4random_uniform(uint32_t bound);
+pid_t gettid(void);
+
+static int failures = 0;
+#define CHECK(cond)                                              \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                \
+    }                                                            \
+  } while (0)
+
+int main(void) {
+  struct stat st;
+  struct stat64 st64;
+  /* A failure sets glibc's own errno (each call starts from another). */
+  errno = 0;
+  CHECK(stat("/nonexistent/stoker", &st) == -1 && errno == ENOENT);
+  errno = 0;
+  CHECK(lstat("/nonexistent/stoker", &st) == -1 && errno == ENOENT);
+  errno = 0;
+  CHECK(fstat(-1, &st) == -1 && errno == EBADF);
+  errno = 0;
+  CHECK(fstatat(AT_FDCWD, "", &st, 0) == -1 && errno == ENOENT);
+  errno = 0;
+  CHECK(stat64("/nonexistent/stoker", &st64) == -1 && errno == ENOENT);
+  errno = 0;
+  CHECK(fstat64(-1, &st64) == -1 && errno == EBADF);
+  /* And success fills the struct as the kernel says. */
+  CHECK(stat("/proc/self/exe", &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0);
+  CHECK(lstat("/proc/self/exe", &st) == 0 && S_ISLNK(st.st_mode));
+  CHECK(fstatat(AT_FDCWD, "/proc", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
+  int fd = open("/proc/self/exe", O_RDONLY);
+  CHECK(fd >= 0 && fstat64(fd, &st64) == 0 && S_ISREG(st64.st_mode));
+  CHECK(lstat64("/proc/self/exe", &st64) == 0 && S_ISLNK(st64.st_mode));
+  CHECK(fstatat64(AT_FDCWD, "/proc", &st64, 0) == 0 && S_ISDIR(st64.st_mode));
+  close(fd);
+
+  CHECK(gettid() == (pid_t)syscall(SYS_gettid));
+
+  unsigned char buf[4096];
+  memset(buf, 0, sizeof(buf));
+  arc4random_buf(buf, sizeof(buf));
+  int zeros = 0;
+  for (int i = sizeof(buf) - 32; i < (int)sizeof(buf); ++i) zeros += buf[i] == 0;
+  CHECK(zeros < 32); /* The whole buffer is filled: all zero is 2^-256. */
+  CHECK(arc4random() != arc4random() || arc4random() != arc4random());
+  CHECK(arc4random_uniform(0) == 0 && arc4random_uniform(1) == 0);
+  int seen[7] = {0};
+  for (int i = 0; i < 2000; ++i) {
+    uint32_t v = arc4random_uniform(7);
+    CHECK(v < 7);
+    if (v < 7) seen[v] = 1;
+  }
+  for (int i = 0; i < 7; ++i) CHECK(seen[i]);
+  for (int i = 0; i < 1000; ++i) CHECK(arc4random_uniform(0x80000001u) < 0x80000001u);
+
+  if (failures == 0) printf("glibc_compat_test: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}

@@ -28,6 +28,7 @@
 #include "shm/open_channel.h"
 #include "shm/ring.h"
 #include "util/status_macros.h"
+#include "util/version.h"
 
 namespace stoker {
 namespace {
@@ -487,6 +488,8 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenOn(const DaemonConnection& 
     opener = std::move(served.server);
   }
   req.set_client_pid(static_cast<uint32_t>(getpid()));
+  req.set_client_version(kVersion);
+  req.set_client_protocol(kProtocol);
   v1::Placement* where = req.mutable_spec()->mutable_placement();
   if (where->cpus_size() == 0 && !where->has_node()) {
     // The daemon decodes on the NUMA node of the CPUs this process runs on.

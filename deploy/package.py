@@ -143,7 +143,8 @@ def needed_versions(folder):
             # A name with no number (GLIBC_PRIVATE) sorts above every floor.
             out[path] = {(p, tuple(int(x) for x in v.split(".")) if v[0].isdigit()
                           else (10**6, v))
-                         for p, v in re.findall(r"Name: ([A-Z]+_)([\w.]+)", needs)}
+                         for p, v in re.findall(
+                             r"Name: ((?:GLIBC|GLIBCXX|CXXABI|GCC)_)(\S+)", needs)}
     return out
 
 

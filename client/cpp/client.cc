@@ -448,6 +448,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(const v1::SessionSp
 
 absl::StatusOr<std::unique_ptr<Session>> Client::OpenOn(const DaemonConnection& c,
                                                          const v1::SessionSpec& spec) {
+  STOKER_RETURN_IF_ERROR(c.CheckProtocol());
   v1::OpenSessionRequest req;
   *req.mutable_spec() = spec;
   MakeDatasetPathsAbsolute(req.mutable_spec()->mutable_dataset());

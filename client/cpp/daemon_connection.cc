@@ -69,11 +69,6 @@ absl::StatusOr<std::shared_ptr<const DaemonConnection>> DaemonConnection::Connec
   c->stub_ = v1::Stoker::NewStub(c->channel_);
   c->health_ = grpc::health::v1::Health::NewStub(c->channel_);
   c->met_ = c->Answering().value_or(Daemon{});
-  // Versions, exchanged: the daemon's in its GetStats, this client's in
-  // each OpenSession. A daemon that did not answer is judged by its calls.
-  if (c->met_.pid != 0) {
-    STOKER_RETURN_IF_ERROR(CheckDaemonProtocol(c->met_.version, c->met_.protocol, socket_path));
-  }
   return std::shared_ptr<const DaemonConnection>(std::move(c));
 }
 
@@ -91,6 +86,11 @@ std::optional<DaemonConnection::Daemon> DaemonConnection::Answering(
   return Daemon{resp.daemon().pid(),
                 absl::Now() - absl::Seconds(resp.daemon().uptime_seconds()),
                 resp.daemon().version(), resp.daemon().protocol()};
+}
+
+absl::Status DaemonConnection::CheckProtocol() const {
+  if (met_.pid == 0) return absl::OkStatus();  // It did not say at Connect.
+  return CheckDaemonProtocol(met_.version, met_.protocol, at_->path());
 }
 
 std::string DaemonConnection::ring_socket() const { return shm::RingSocketPath(at_->path()); }
@@ -130,8 +130,8 @@ absl::Status CheckDaemonProtocol(absl::string_view version, uint32_t protocol,
       "stokerd ", version.empty() ? "(release unknown)" : version, " at ", socket_path,
       " speaks session protocol ", protocol, "; this client (stoker ", kVersion,
       ") needs ", min_protocol,
-      " or newer: update the node service, or set STOKER_SOCKET=embedded to use "
-      "this package's own daemon"));
+      " or newer: update the node service, or (from Python) set "
+      "STOKER_SOCKET=embedded to use that package's own daemon"));
 }
 
 }  // namespace stoker

@@ -68,6 +68,11 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   // at another time. What that daemon itself answered (a store that is
   // down, a dataset that is missing) is not. Other codes: false at once.
   bool Stale(const absl::Status& error) const;
+  // Whether the daemon met at Connect (its GetStats: release and session
+  // protocol) serves this client's sessions (CheckDaemonProtocol). Checked
+  // before each session, not at Connect: stokerctl's stats, health and
+  // stop reach a daemon of any release.
+  absl::Status CheckProtocol() const;
   // `s` with the pinned path put back as the user named it.
   absl::Status Named(const absl::Status& s) const;
 

@@ -24,8 +24,8 @@ TEST(CheckDaemonProtocol, AnOlderDaemonIsNamedWithTheWaysOut) {
             std::string("stokerd (release unknown) at /run/stoker/stoker.sock speaks session "
                         "protocol 0; this client (stoker ") +
                 kVersion +
-                ") needs 1 or newer: update the node service, or set "
-                "STOKER_SOCKET=embedded to use this package's own daemon");
+                ") needs 1 or newer: update the node service, or (from Python) set "
+                "STOKER_SOCKET=embedded to use that package's own daemon");
   s = CheckDaemonProtocol("0.1.0", 1, "/s.sock", 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("stokerd 0.1.0 at /s.sock speaks session protocol 1"),

@@ -113,13 +113,14 @@ def test_the_scan_names_each_file_above_the_floor():
     folder = tempfile.mkdtemp(prefix="stoker-floor-")
     try:
         lib = "/usr/lib/x86_64-linux-gnu"
-        for name in ("libexpat.so.1", "libgrpc++.so.1.51"):
+        for name in ("libexpat.so.1", "libgrpc++.so.1.51", "libc.so.6"):
             shutil.copy(os.path.join(lib, name), folder)
         os.symlink("libexpat.so.1", os.path.join(folder, "libexpat.so"))
         found = over_floor(folder)
         assert "libexpat.so.1 needs GLIBC_2.36" in found
         assert "libgrpc++.so.1.51 needs GLIBCXX_3.4.29" in found
-        assert all(line.split()[0] in ("libexpat.so.1", "libgrpc++.so.1.51")
+        assert "libc.so.6 needs GLIBC_PRIVATE" in found  # No number: never allowed.
+        assert all(line.split()[0] in ("libexpat.so.1", "libgrpc++.so.1.51", "libc.so.6")
                    for line in found), found
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -144,15 +145,22 @@ def test_the_images_stokerd_serves_a_trainer_through_the_socket_folder(image, da
     (init,) = pod["initContainers"]
     (c,) = pod["containers"]
     args = [a.replace("$(POD_IP)", "127.0.0.1") for a in c["args"]]
-    # The init container, as root in the image, makes the host folder the
-    # daemon's.
+    # The init container, as root in the image with only the capabilities
+    # it asks for, its root read-only, makes the host folder the daemon's.
     assert init["image"] == c["image"]
+    caps = ",".join(f"+{cap.lower()}" for cap in
+                    init["securityContext"]["capabilities"]["add"])
     out = subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
-                          "/bin/sh", "-c", f"mount --bind {run_dir} {root}/run/stoker && "
-                          f"exec chroot {root} " + shlex.join(init["command"])],
+                          "/bin/sh", "-c", " && ".join([
+                              f"mount --bind {root} {root}", f"mount -o remount,bind,ro {root}",
+                              f"mount --bind {run_dir} {root}/run/stoker",
+                              f"exec chroot {root} setpriv --bounding-set=-all,{caps} "
+                              "--inh-caps=-all --no-new-privs -- "
+                              + shlex.join(init["command"])])],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert (os.stat(run_dir).st_uid, os.stat(run_dir).st_gid) == (UID, UID)
+    st = os.stat(run_dir)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (UID, UID, 0o755)
     # As the kubelet would: the root read-only, the socket folder and the
     # cache writable, /proc and /dev mounted, the image's user.
     setup = " && ".join([
@@ -163,9 +171,9 @@ def test_the_images_stokerd_serves_a_trainer_through_the_socket_folder(image, da
         f"chown {UID}:{UID} {root}/var/cache/stoker",
         f"exec chroot --userspec={UID}:{UID} {root} "
         + shlex.join(c.get("command", ["/opt/stoker/bin/stokerd"]) + args)])
-    proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
-                             "/bin/sh", "-c", setup],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    with open(log, "w") as err:
+        proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
+                                 "/bin/sh", "-c", setup], stdout=subprocess.DEVNULL, stderr=err)
     sock = os.path.join(run_dir, "stoker.sock")
     try:
         deadline = time.monotonic() + 30

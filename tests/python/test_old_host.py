@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import shutil
 import subprocess
 import tarfile
@@ -53,21 +52,23 @@ def old_root():
 
 
 def in_chroot(root, script, env):
-    """Runs `script` under /bin/sh in `root`, with /proc and /dev mounted in a
-    mount namespace of its own (gone when it exits)."""
+    """Runs `script` under /bin/sh in `root`, in mount and process
+    namespaces of its own: /proc and /dev mounted there, and every process
+    it starts (the embedded daemon too) ends with it."""
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     inner = f"env -i {exports} /bin/sh -ec {shlex.quote(script)}"
     outer = (f"mount -t proc proc {root}/proc && mount --rbind /dev {root}/dev && "
              f"exec chroot {root} /bin/sh -c {shlex.quote(inner)}")
-    proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
-                             "/bin/sh", "-c", outer], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--pid",
+                             "--fork", "--kill-child", "--", "/bin/sh", "-c", outer],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=600)
     finally:
-        # Whatever it started (the embedded daemon too) ends with it.
+        # The namespace's first process dies with unshare, and all in it.
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
+        proc.wait()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

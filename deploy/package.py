@@ -148,18 +148,19 @@ def needed_versions(folder):
     return out
 
 
-def over_floor(folder):
-    """'file needs GLIBC_2.34' for each version above FLOOR, sorted."""
+def over_floor(folder, needed=None):
+    """'file needs GLIBC_2.34' for each version above FLOOR, sorted
+    (`needed`: needed_versions(folder), if already read)."""
     def name(v):
         return v[1] if v[0] == 10**6 else ".".join(map(str, v))
     return sorted(f"{os.path.relpath(path, folder)} needs {p}{name(v)}"
-                  for path, versions in needed_versions(folder).items()
+                  for path, versions in (needed or needed_versions(folder)).items()
                   for p, v in versions if p in FLOOR and v > FLOOR[p])
 
 
-def newest_version(folder, prefix):
-    """The newest `prefix` version any ELF file under `folder` needs."""
-    return max([v for versions in needed_versions(folder).values()
+def newest_version(needed, prefix):
+    """The newest `prefix` version in needed_versions' `needed`."""
+    return max([v for versions in needed.values()
                 for p, v in versions if p == prefix] or [(0,)])
 
 
@@ -260,13 +261,14 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         staged = os.path.join(tmp, name)
         stage(staged)
-        too_new = over_floor(staged)
+        needed = needed_versions(staged)  # Read once: the check and the tag.
+        too_new = over_floor(staged, needed)
         if too_new:
             sys.exit("package: above the shipping floor (" + ", ".join(
                 f"{p}{'.'.join(map(str, v))}" for p, v in FLOOR.items()) +
                 "):\n  " + "\n  ".join(too_new))
-        major, minor = newest_version(staged, "GLIBC_")[:2]
-        gcc = ".".join(map(str, newest_version(staged, "GCC_")))
+        major, minor = newest_version(needed, "GLIBC_")[:2]
+        gcc = ".".join(map(str, newest_version(needed, "GCC_")))
         plat = f"manylinux_{major}_{minor}_{arch()}"
         with open(os.path.join(staged, "share", "stoker", "REQUIRES"), "w") as f:
             f.write(f"glibc {major}.{minor}\nlibgcc_s GCC_{gcc}\n")

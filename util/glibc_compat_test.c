@@ -31,22 +31,19 @@ int main(void) {
   struct stat64 st64;
   CHECK(__libc_single_threaded == 0); /* libstdc++'s counts stay atomic. */
   /* A failure sets glibc's own errno (each call starts from another). */
-  errno = 0;
-  CHECK(stat("/nonexistent/stoker", &st) == -1 && errno == ENOENT);
-  errno = 0;
-  CHECK(lstat("/nonexistent/stoker", &st) == -1 && errno == ENOENT);
-  errno = 0;
-  CHECK(fstat(-1, &st) == -1 && errno == EBADF);
-  errno = 0;
-  CHECK(fstatat(AT_FDCWD, "", &st, 0) == -1 && errno == ENOENT);
-  errno = 0;
-  CHECK(stat64("/nonexistent/stoker", &st64) == -1 && errno == ENOENT);
-  errno = 0;
-  CHECK(lstat64("/nonexistent/stoker", &st64) == -1 && errno == ENOENT);
-  errno = 0;
-  CHECK(fstat64(-1, &st64) == -1 && errno == EBADF);
-  errno = 0;
-  CHECK(fstatat64(-1, "relative", &st64, 0) == -1 && errno == EBADF);
+#define CHECK_FAILS_WITH(call, code) \
+  do {                               \
+    errno = 0;                       \
+    CHECK((call) == -1 && errno == (code)); \
+  } while (0)
+  CHECK_FAILS_WITH(stat("/nonexistent/stoker", &st), ENOENT);
+  CHECK_FAILS_WITH(lstat("/nonexistent/stoker", &st), ENOENT);
+  CHECK_FAILS_WITH(fstat(-1, &st), EBADF);
+  CHECK_FAILS_WITH(fstatat(AT_FDCWD, "", &st, 0), ENOENT);
+  CHECK_FAILS_WITH(stat64("/nonexistent/stoker", &st64), ENOENT);
+  CHECK_FAILS_WITH(lstat64("/nonexistent/stoker", &st64), ENOENT);
+  CHECK_FAILS_WITH(fstat64(-1, &st64), EBADF);
+  CHECK_FAILS_WITH(fstatat64(-1, "relative", &st64, 0), EBADF);
   /* And success fills the struct as the kernel says. */
   CHECK(stat("/proc/self/exe", &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0);
   CHECK(lstat("/proc/self/exe", &st) == 0 && S_ISLNK(st.st_mode));

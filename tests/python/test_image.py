@@ -17,11 +17,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, wait_for_socket
 from test_dist import LOADER_SCRIPT, artifact, read_checksum
 
 import yaml  # Debian's python3-yaml (deploy/install-deps.sh).
@@ -176,11 +175,10 @@ def test_the_images_stokerd_serves_a_trainer_through_the_socket_folder(image, da
                                  "/bin/sh", "-c", setup], stdout=subprocess.DEVNULL, stderr=err)
     sock = os.path.join(run_dir, "stoker.sock")
     try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(sock):
-            assert proc.poll() is None, open(log).read()
-            assert time.monotonic() < deadline, "no socket after 30 s"
-            time.sleep(0.05)
+        try:
+            wait_for_socket(sock, proc, seconds=30)  # Until it answers there.
+        except RuntimeError as e:
+            raise AssertionError(f"{e}: {open(log).read()}") from None
         # The probe runs in the container: its mounts, its user.
         probe = c["readinessProbe"]["exec"]["command"]
         out = subprocess.run(["nsenter", f"--target={proc.pid}", "--mount", "--",

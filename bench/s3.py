@@ -3,8 +3,10 @@ disk, in one run on the same cores: real photographs (bench/pixels.py's
 photo tiles cut from Debian's mate-backgrounds; its photo-like JPEGs where
 that package is missing), each class folder there COPIES times (so a cold
 epoch is long beside the session's start: 1,920 objects of 500x375 and
-375x500 JPEGs), the train preset at 224, batch 64, decoding every epoch
-(pixel_cache=None, so later epochs show what the caches give).
+375x500 JPEGs), the train preset at 224, batch 64, each table with the
+default settings (the pixel cache automatic: a cold epoch keeps the
+pictures, so a later epoch's rate is the cached one) and then with
+pixel_cache=None (decoding every epoch; CACHES=default,none picks them).
 The server is moto_server on loopback ($STOKER_MOTO_SERVER, as `make test`
 finds it), direct and behind bench's s3_proxy adding 20 and 50 ms per
 request. A store is another machine: moto and the latency proxy (the network
@@ -16,10 +18,12 @@ First moto's own ceiling: GETs/s and MB/s of those objects, the best of
 (their mean: moto's rate drifts), direct and through that run's path
 (the proxy shares the store's core, so moto serves fewer GETs behind it;
 the best of 32 and 64 connections, as a path of 20 or 50 ms needs that
-many to keep moto busy; LATENCIES=0,20,50 picks the paths, FLAT=0 lists
+many to keep moto busy; LATENCIES=0,20,50 picks the paths of both tables
+(boto3's row needs 50), FLAT=0 lists
 the folder class by class). Epoch 1 and later epochs
-(EPOCHS after the first), images/s, medians over RUNS fresh daemons; epoch
-1 also split at its first batch, as for the shards below.
+(EPOCHS after the first), images/s, medians over RUNS fresh daemons, the
+later epochs also over the local folder's later ones; epoch 1 also split
+at its first batch, as for the shards below.
 
 Then the same photos as WebDataset shards (PER_SHARD pictures each, in a
 seeded random order, a .jpg and a .cls per sample): local, in moto direct
@@ -71,6 +75,9 @@ PARTS = os.environ.get("PARTS", "folder,shards,boto3").split(",")
 # small; 0: class by class).
 LATENCIES = [int(ms) for ms in os.environ.get("LATENCIES", "0,20,50").split(",")]
 FLAT = os.environ.get("FLAT")
+# The Loader's pixel cache in each table: its default, and None.
+CACHES = os.environ.get("CACHES", "default,none").split(",")
+CACHE = CACHES[0]
 
 
 def ceiling_at(url, keys, connections, seconds):
@@ -264,30 +271,32 @@ def with_proxy(moto, latency, run):
 
 def shard_table(moto, folder):
     shards, names = shard_corpus(folder)
-    for name in names:
-        with open(os.path.join(shards, name), "rb") as f:
-            moto.put(f"photos/shards/{name}", f.read())
+    if not getattr(moto, "has_shards", False):  # Once: moto signs only its first puts.
+        for name in names:
+            with open(os.path.join(shards, name), "rb") as f:
+                moto.put(f"photos/shards/{name}", f.read())
+        moto.has_shards = True
     size = sum(os.path.getsize(os.path.join(shards, n)) for n in names)
     print(f"\nshards: {len(names)} of {PER_SHARD} pictures, {size / 1e6:,.1f} MB; images/s, "
           f"medians of {RUNS} runs; epoch 1 against the local shards' epoch 1")
     print(f"{'feed':32} {'epoch 1':>8} {'later':>8} {'x local':>8} {'1st batch':>10} "
-          f"{'after it':>9} {'x local':>8}")
+          f"{'after it':>9} {'x local':>8} {'later x local':>14}")
     local = shard_runs(lambda: loader(shards), ())
     print(f"{'local shards':32} {local[0]:8,.0f} {local[1]:8,.0f} {'':>8} {local[2]:9.3f}s "
           f"{local[3]:9,.0f}", flush=True)
     pattern = f"s3://photos/shards/train-{{000000..{len(names) - 1:06d}}}.tar"
     for url, form in (("s3://photos/shards/", "s3 shards"), (pattern, "s3 shards by pattern")):
-        for latency in (0, 20, 50):
+        for latency in LATENCIES:
             def run(endpoint):
                 os.environ["AWS_ENDPOINT_URL"] = endpoint
                 return shard_runs(lambda: loader(url), ("--object-store-endpoints", endpoint))
             r = with_proxy(moto, latency, run)
             name = f"{form}, {latency} ms" if latency else f"{form}, moto direct"
             print(f"{name:32} {r[0]:8,.0f} {r[1]:8,.0f} {r[0] / local[0]:8.2f} {r[2]:9.3f}s "
-                  f"{r[3]:9,.0f} {r[3] / local[3]:8.2f}", flush=True)
+                  f"{r[3]:9,.0f} {r[3] / local[3]:8.2f} {r[1] / local[1]:14.2f}", flush=True)
             if latency == 50 and url != pattern:
                 at_50 = r[0]
-    if "boto3" not in PARTS:
+    if "boto3" not in PARTS or 50 not in LATENCIES:
         return
     sys.path.append(boto3_path())
     keys = [f"shards/{n}" for n in names]
@@ -314,11 +323,13 @@ def shard_runs(make, flags):
 
 
 def loader(data):
+    cache = {"pixel_cache": None} if CACHE == "none" else {}
     return lambda sock: stoker.Loader(data, batch_size=64, image_size=224, socket=sock,
-                                      pixel_cache=None)
+                                      **cache)
 
 
 def main():
+    global STORE_CPUS, CACHE
     warnings.simplefilter("ignore")
     if not s3_server.available():
         print("bench/s3.py: no moto_server (set STOKER_MOTO_SERVER); skipped")
@@ -336,7 +347,6 @@ def main():
         store = node = None
     else:
         os.sched_setaffinity(0, node)  # The daemons and the Loader inherit it.
-        global STORE_CPUS
         STORE_CPUS = store
     with s3_server.MotoServer(cpus=store) as moto:
         moto.upload_folder(folder, "photos", "train")
@@ -347,60 +357,68 @@ def main():
                            "AWS_DEFAULT_REGION": "us-east-1"})
         print(f"images/s, medians of {RUNS} runs; later = mean of epochs 2-{1 + EPOCHS}; "
               f"the node on {len(node or ()) or os.cpu_count()} of {os.cpu_count()} cores.")
-        if "shards" in PARTS:
-            shard_table(moto, folder)
-        if "folder" not in PARTS:
-            return
-        print(f"\nthe folder: before and after each s3 run, moto's ceiling again (their "
-              f"mean), direct ({conns} connections) and through the run's path (the proxy, on "
-              "the store's core: the best of 32 and 64 connections); then the medians of each "
-              "run's epoch 1 over min(local, that ceiling), the seconds to its first batch "
-              "(the opening included) and its rate after it over min(the local folder's "
-              "after its first batch, the path's ceiling)")
-        print(f"{'feed':28} {'epoch 1':>8} {'later':>8} {'x local':>8} {'direct':>8} "
-              f"{'path':>8} {'x min(l, path)':>15} {'x min(l, direct)':>17} {'1st batch':>10} "
-              f"{'after it x min(l, path)':>24}")
-        local = shard_runs(lambda: loader(folder), ())
-        print(f"{'local folder':28} {local[0]:8,.0f} {local[1]:8,.0f} {'':>8} {'':>8} {'':>8} "
-              f"{'':>15} {'':>17} {local[2]:9.3f}s", flush=True)
-        for latency in LATENCIES:
-            proxy = None
-            endpoint = moto.url
-            if latency:
-                proxy, endpoint = start_proxy(moto, latency)
-            os.environ["AWS_ENDPOINT_URL"] = endpoint
-            # (epoch 1, later, direct ceiling, path ceiling, to the 1st batch, after it)
-            runs = []
-            def ceilings():
-                direct = ceiling_at(moto.url, sorted(keys), conns, 2.0)[0]
-                return direct, direct if not latency else max(
-                    ceiling_at(endpoint, sorted(keys), n, 2.0)[0] for n in (32, 64))
-            for _ in range(RUNS):
-                before = ceilings()
-                first_batch = {}
-                listing = ("--object-store-flat-listing", FLAT) if FLAT else ()
-                with Stokerd("--object-store-endpoints", endpoint, *listing) as d:
-                    first, later, _ = passes(lambda: loader("s3://photos/train/")(d.sock),
-                                             first_batch)
-                # moto's rate drifts: its ceiling during the run, as the mean
-                # of one before and one after it.
-                direct, path = [(b + a) / 2 for b, a in zip(before, ceilings())]
-                runs.append((first, later, direct, path, first_batch["seconds"],
-                             first_batch["rate"]))
-            name = f"s3, {latency} ms per request" if latency else "s3, moto direct"
-            name += ", by class" if FLAT == "0" else ""
-            med = [statistics.median(r[k] for r in runs) for k in range(4)]
-            over_path = statistics.median(r[0] / min(local[0], r[3]) for r in runs)
-            over_direct = statistics.median(r[0] / min(local[0], r[2]) for r in runs)
-            to_first = statistics.median(r[4] for r in runs)
-            after = statistics.median(r[5] / min(local[3], r[3]) for r in runs)
-            print(f"{name:28} {med[0]:8,.0f} {med[1]:8,.0f} {med[0] / local[0]:8.2f} "
-                  f"{med[2]:8,.0f} {med[3]:8,.0f} {over_path:15.2f} {over_direct:17.2f} "
-                  f"{to_first:9.3f}s {after:24.2f}", flush=True)
-            print("  each run's x min(l, path): " +
-                  " ".join(f"{r[0] / min(local[0], r[3]):.2f}" for r in runs), flush=True)
-            if proxy is not None:
-                stop_proxy(proxy)
+        for cache in CACHES:
+            CACHE = cache
+            print("\n== the Loader's " + ("default settings (pixel cache automatic)"
+                                          if cache == "default" else "pixel_cache=None"))
+            if "shards" in PARTS:
+                shard_table(moto, folder)
+            if "folder" in PARTS:
+                folder_table(moto, folder, keys, conns)
+
+
+def folder_table(moto, folder, keys, conns):
+    """The folder's table: local, then in moto at each of LATENCIES."""
+    print(f"\nthe folder: before and after each s3 run, moto's ceiling again (their "
+          f"mean), direct ({conns} connections) and through the run's path (the proxy, on "
+          "the store's core: the best of 32 and 64 connections); then the medians of each "
+          "run's epoch 1 over min(local, that ceiling), the seconds to its first batch "
+          "(the opening included) and its rate after it over min(the local folder's "
+          "after its first batch, the path's ceiling)")
+    print(f"{'feed':28} {'epoch 1':>8} {'later':>8} {'x local':>8} {'direct':>8} "
+          f"{'path':>8} {'x min(l, path)':>15} {'x min(l, direct)':>17} {'1st batch':>10} "
+          f"{'after it x min(l, path)':>24} {'later x local':>14}")
+    local = shard_runs(lambda: loader(folder), ())
+    print(f"{'local folder':28} {local[0]:8,.0f} {local[1]:8,.0f} {'':>8} {'':>8} {'':>8} "
+          f"{'':>15} {'':>17} {local[2]:9.3f}s", flush=True)
+    for latency in LATENCIES:
+        proxy = None
+        endpoint = moto.url
+        if latency:
+            proxy, endpoint = start_proxy(moto, latency)
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        # (epoch 1, later, direct ceiling, path ceiling, to the 1st batch, after it)
+        runs = []
+        def ceilings():
+            direct = ceiling_at(moto.url, sorted(keys), conns, 2.0)[0]
+            return direct, direct if not latency else max(
+                ceiling_at(endpoint, sorted(keys), n, 2.0)[0] for n in (32, 64))
+        for _ in range(RUNS):
+            before = ceilings()
+            first_batch = {}
+            listing = ("--object-store-flat-listing", FLAT) if FLAT else ()
+            with Stokerd("--object-store-endpoints", endpoint, *listing) as d:
+                first, later, _ = passes(lambda: loader("s3://photos/train/")(d.sock),
+                                         first_batch)
+            # moto's rate drifts: its ceiling during the run, as the mean
+            # of one before and one after it.
+            direct, path = [(b + a) / 2 for b, a in zip(before, ceilings())]
+            runs.append((first, later, direct, path, first_batch["seconds"],
+                         first_batch["rate"]))
+        name = f"s3, {latency} ms per request" if latency else "s3, moto direct"
+        name += ", by class" if FLAT == "0" else ""
+        med = [statistics.median(r[k] for r in runs) for k in range(4)]
+        over_path = statistics.median(r[0] / min(local[0], r[3]) for r in runs)
+        over_direct = statistics.median(r[0] / min(local[0], r[2]) for r in runs)
+        to_first = statistics.median(r[4] for r in runs)
+        after = statistics.median(r[5] / min(local[3], r[3]) for r in runs)
+        print(f"{name:28} {med[0]:8,.0f} {med[1]:8,.0f} {med[0] / local[0]:8.2f} "
+              f"{med[2]:8,.0f} {med[3]:8,.0f} {over_path:15.2f} {over_direct:17.2f} "
+              f"{to_first:9.3f}s {after:24.2f} {med[1] / local[1]:14.2f}", flush=True)
+        print("  each run's x min(l, path): " +
+              " ".join(f"{r[0] / min(local[0], r[3]):.2f}" for r in runs), flush=True)
+        if proxy is not None:
+            stop_proxy(proxy)
 
 
 if __name__ == "__main__":

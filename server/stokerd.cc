@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,8 +16,11 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/daemon/daemon.h"
 #include "server/daemon/flags.h"
 #include "server/daemon/grpc_service.h"
@@ -42,6 +46,32 @@ void MakeSocketFolder(const std::string& socket) {
   if (parent.empty() || std::filesystem::exists(parent, ec)) return;
   std::filesystem::create_directories(parent, ec);
   if (!ec) chmod(parent.c_str(), 0755);
+}
+
+// What a stop may take at most after the signal. Every wait on a client,
+// an opener, a store or a scan is cancelled by Daemon::Stop; what cannot be
+// (a read stuck in the kernel on a hung NFS mount) is left behind: past
+// this the process exits anyway, with kStopForced (its rings are memfds
+// and go with it; L2 is a transactional LMDB file; its sockets are
+// replaced by the next daemon).
+constexpr absl::Duration kStopWithin = absl::Milliseconds(1800);
+constexpr int kStopForced = 3;
+// In-flight calls the control plane still lets finish once every session
+// has been closed.
+constexpr absl::Duration kCallsGrace = absl::Milliseconds(250);
+
+// What the stop is doing; null once it is done.
+std::atomic<const char*> g_stop_stage{"closing sessions"};
+
+void ExitIfStopHangs() {
+  std::thread([] {
+    absl::SleepFor(kStopWithin);
+    const char* stage = g_stop_stage.load();
+    if (stage == nullptr) return;  // Stopped: main is returning.
+    stoker::LogWarning(absl::StrCat("stop still ", stage, " after ",
+                                    absl::FormatDuration(kStopWithin), ": exiting now"));
+    _exit(kStopForced);
+  }).detach();
 }
 
 }  // namespace
@@ -98,10 +128,15 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &sig);
   stoker::LogInfo(absl::StrCat("signal ", sig, ": shutting down"));
   stoker::NotifySystemd("STOPPING=1");
+  ExitIfStopHangs();
   daemon.Stop();
-  (*server)->Shutdown();
+  g_stop_stage = "ending control calls";
+  (*server)->Shutdown(kCallsGrace);
+  g_stop_stage = "ending ring socket exchanges";
   (*handoff)->Shutdown();
+  g_stop_stage = "ending metrics";
   metrics.reset();
+  g_stop_stage = nullptr;
   stoker::LogInfo("stopped");
   return 0;
 }

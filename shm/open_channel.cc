@@ -12,10 +12,25 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "shm/fd_passing.h"
 #include "util/status_macros.h"
 
 namespace stoker::shm {
+
+int OpenInFolder(int folder_fd, const char* relative, uint64_t flags) {
+  const absl::string_view path(relative);
+  bool up = !path.empty() && path[0] == '/';
+  for (absl::string_view part : absl::StrSplit(path, '/')) up = up || part == "..";
+  if (up) {
+    errno = EXDEV;
+    return -1;
+  }
+  struct open_how how {};
+  how.flags = flags;
+  how.resolve = RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(syscall(SYS_openat2, folder_fd, relative, &how, sizeof(how)));
+}
 namespace {
 
 constexpr size_t kHeader = 8;  // u32 id, u32 count.
@@ -97,14 +112,12 @@ void OpenServer::Serve() {
                                 : nullptr;
       if (nul != nullptr) {
         const auto op = static_cast<OpenOp>(*p);
-        struct open_how how {};
-        how.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
-        if (op == OpenOp::kOpenFolder) how.flags |= O_DIRECTORY;
-        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+        uint64_t flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+        if (op == OpenOp::kOpenFolder) flags |= O_DIRECTORY;
         if ((op == OpenOp::kOpenFile || op == OpenOp::kOpenFolder) && folder_fd_ < 0) {
           err = EACCES;
         } else if (op == OpenOp::kOpenFile || op == OpenOp::kOpenFolder) {
-          const long fd = syscall(SYS_openat2, folder_fd_, p + 1, &how, sizeof(how));
+          const int fd = OpenInFolder(folder_fd_, p + 1, flags);
           err = fd < 0 ? errno : 0;
           if (fd >= 0) fds.push_back(static_cast<int>(fd));
         } else if (op == OpenOp::kSign && sign_ != nullptr) {
@@ -189,6 +202,13 @@ void OpenChannel::Break(absl::Status why) {
   broken_ = absl::UnavailableError(
       absl::StrCat("the client's file opener is gone (", why.message(), ")"));
   shutdown(sock_, SHUT_RDWR);
+}
+
+void OpenChannel::Cancel(absl::string_view why) {
+  absl::MutexLock lock(&mu_);
+  if (!broken_.ok()) return;
+  broken_ = absl::CancelledError(why);
+  shutdown(sock_, SHUT_RDWR);  // Wakes the waiter in ReceiveOne; the rest see broken_.
 }
 
 absl::StatusOr<int> OpenChannel::OpenOne(OpenOp op, const std::string& path, int* err) {

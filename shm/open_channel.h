@@ -6,7 +6,8 @@
 // descriptor of the dataset's folder, and hands the other end to the daemon
 // with that folder (the ring socket's "STOKER-ROOT 2" exchange,
 // shm/fd_passing.h). The daemon sends the paths it needs, relative to the
-// folder; the client opens them beneath it and answers with descriptors.
+// folder; the client opens them in it (OpenInFolder) and answers with
+// descriptors.
 //
 // Wire format, one datagram each way per request (many paths a request):
 //   request = u32 id, u32 count, then count x (u8 op, path bytes, NUL)
@@ -15,8 +16,8 @@
 //             texts; the descriptors of the entries whose errno is 0
 //             follow as SCM_RIGHTS, in order.
 // Ops: kOpenFile (O_RDONLY) and kOpenFolder (O_RDONLY | O_DIRECTORY), both
-// O_NONBLOCK | O_NOCTTY | O_CLOEXEC, resolved with openat2 RESOLVE_BENEATH
-// | RESOLVE_NO_MAGICLINKS ("." is the folder itself); kSign, whose "path"
+// O_NONBLOCK | O_NOCTTY | O_CLOEXEC, opened by OpenInFolder ("." is the
+// folder itself); kSign, whose "path"
 // is a request to sign (server/objstore/s3_signing.h) and whose text is
 // the signature, or, with an errno, the client's reason to refuse.
 //
@@ -53,6 +54,15 @@
 namespace stoker::shm {
 
 enum class OpenOp : uint8_t { kOpenFile = 1, kOpenFolder = 2, kSign = 3 };
+
+// How a dataset's path is opened in its folder, on either side of the
+// channel: `relative` to `folder_fd` with openat2 and `flags`, following
+// symlinks wherever they lead, as the caller's own open would (the kernel
+// checks the caller's rights; the daemon checks what it is handed), but
+// never through a magic link (/proc/<pid>/fd/N); an absolute path or one
+// with a ".." component is EXDEV, unopened. A descriptor, or -1 with errno
+// set.
+int OpenInFolder(int folder_fd, const char* relative, uint64_t flags);
 
 // The client's signer: a signature for a request to sign, or an error
 // whose message tells the daemon's caller why not. Called on the server's
@@ -93,7 +103,7 @@ class OpenServer {
 
 // The client's side of a proof of `folder`: opens it (O_RDONLY |
 // O_DIRECTORY; NOT_FOUND / PERMISSION_DENIED naming it when this user
-// cannot), makes a channel pair and serves it beneath the folder. The
+// cannot), makes a channel pair and serves the folder's paths. The
 // daemon is handed `folder_fd` and `channel_fd`, which the caller closes
 // once sent; `server` serves for as long as it lives.
 struct ServedFolder {
@@ -116,7 +126,8 @@ class OpenChannel {
  public:
   // Takes `sock` (the daemon's end). `timeout`: how long one request may
   // wait for its answer before the channel is broken.
-  explicit OpenChannel(int sock, absl::Duration timeout = absl::Seconds(30));
+  static constexpr absl::Duration kDefaultTimeout = absl::Seconds(30);
+  explicit OpenChannel(int sock, absl::Duration timeout = kDefaultTimeout);
   ~OpenChannel();
   OpenChannel(const OpenChannel&) = delete;
   OpenChannel& operator=(const OpenChannel&) = delete;
@@ -141,6 +152,9 @@ class OpenChannel {
 
   // Why the channel is broken; OK while it works.
   absl::Status broken() const;
+  // Breaks the channel for good (the daemon stops): every request waiting
+  // and every later one is CANCELLED with `why`, at once.
+  void Cancel(absl::string_view why);
 
  private:
   struct Pending {

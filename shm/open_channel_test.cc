@@ -88,8 +88,10 @@ TEST_F(OpenChannelTest, PathsComeBackAsDescriptorsInOneRequest) {
   EXPECT_EQ(errs[1], ENOENT);
   EXPECT_EQ(fds[1], -1);
   EXPECT_EQ(ReadAll(fds[2]), "beta");
-  EXPECT_EQ(errs[3], EXDEV);  // A symlink out of the folder.
-  EXPECT_EQ(errs[4], EXDEV);  // ".." out of it.
+  // A symlink out of the folder leads where it leads, as the caller's
+  // own open follows it; ".." is refused.
+  EXPECT_EQ(ReadAll(fds[3]), "secret");
+  EXPECT_EQ(errs[4], EXDEV);
   struct stat st {};
   ASSERT_GE(fds[5], 0);
   ASSERT_EQ(fstat(fds[5], &st), 0);
@@ -98,7 +100,30 @@ TEST_F(OpenChannelTest, PathsComeBackAsDescriptorsInOneRequest) {
   for (int fd : fds) {
     if (fd >= 0) close(fd);
   }
-  EXPECT_EQ(server->opened(), 3u);
+  EXPECT_EQ(server->opened(), 4u);
+}
+
+// Paths on either side are opened alike: no "..", no absolute path, no
+// magic link; symlinks followed.
+TEST_F(OpenChannelTest, OpenInFolderRefusesOnlyDotDotAbsoluteAndMagicLinks) {
+  const int folder = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(folder, 0);
+  const uint64_t flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+  for (const char* up : {"..", "../x", "sub/../a.txt", "sub/..", "/etc/hostname"}) {
+    errno = 0;
+    EXPECT_EQ(OpenInFolder(folder, up, flags), -1) << up;
+    EXPECT_EQ(errno, EXDEV) << up;
+  }
+  for (const char* fine : {"a.txt", "./a.txt", "sub//b.txt", "escape", "..a", "sub/..b"}) {
+    const int fd = OpenInFolder(folder, fine, flags);
+    EXPECT_TRUE(fd >= 0 || errno == ENOENT) << fine << " " << errno;
+    if (fd >= 0) close(fd);
+  }
+  std::filesystem::create_symlink("/proc/self/fd/0", dir_ + "/magic");
+  errno = 0;
+  EXPECT_EQ(OpenInFolder(folder, "magic", flags), -1);
+  EXPECT_EQ(errno, ELOOP);
+  close(folder);
 }
 
 TEST_F(OpenChannelTest, ManyThreadsShareOneChannel) {

@@ -115,7 +115,16 @@ absl::StatusOr<std::string> Recognise(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) return "list";  // The daemon names what it is.
   if (absl::EndsWithIgnoreCase(path, ".tar")) return "webdataset";
-  const std::string kind = ArrayKind(path, Head(path, kKindHeadBytes), /*gzip_nifti=*/true);
+  const std::string head = Head(path, kKindHeadBytes);
+  if (absl::StartsWith(head, "\xff\xd8\xff") || absl::StartsWith(head, "\x89PNG\r\n") ||
+      absl::EndsWithIgnoreCase(path, ".jpg") || absl::EndsWithIgnoreCase(path, ".jpeg") ||
+      absl::EndsWithIgnoreCase(path, ".png")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is one picture, not a dataset: name the folder of class folders it lies in "
+              "(<folder>/<class>/<picture>, as ImageFolder reads it), or a manifest of "
+              "path<TAB>label lines"));
+  }
+  const std::string kind = ArrayKind(path, head, /*gzip_nifti=*/true);
   if (kind == "hdf5") return NameTheHdf5Dataset(path, "is an HDF5 file");
   if (!kind.empty()) return kind;
   return NiftiManifest(path) ? "nifti" : "list";

@@ -26,6 +26,8 @@ namespace stoker {
 //         *.nii.gz, or a manifest whose first file is one:      nifti
 //       a file with HDF5's signature, or named *.h5/*.hdf5:   INVALID_ARGUMENT
 //         (an HDF5 source needs its dataset's name: give it as JSON)
+//       a picture (JPEG or PNG, by content or name):           INVALID_ARGUMENT
+//         (saying what to name instead)
 //       a file named *.tar:                                     webdataset
 //       a path whose last part holds {first..last} ranges and
 //         ends in .tar ("shards/train-{000000..000146}.tar"):   webdataset

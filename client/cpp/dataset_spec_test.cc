@@ -42,6 +42,16 @@ TEST(NameDatasetTest, PathsAreRecognisedByContentThenSuffixInAnyCase) {
     EXPECT_NE(ds.status().message().find("\"hdf5\": {\"path\""), std::string::npos)
         << ds.status();
   }
+  // One picture, by name or by content: said to be no dataset.
+  ASSERT_TRUE(testdata::WriteFile(dir + "/cat.JPG", "anything").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/photo", "\xff\xd8\xff\xe0 jfif").ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/mask", "\x89PNG\r\n\x1a\n").ok());
+  for (const char* picture : {"/cat.JPG", "/photo", "/mask"}) {
+    auto ds = NameDataset(dir + picture, "");
+    EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument) << picture;
+    EXPECT_NE(ds.status().message().find("is one picture, not a dataset"), std::string::npos)
+        << ds.status();
+  }
   // Folders by their first file that names or starts as an array kind.
   fs::create_directories(dir + "/arrays");
   ASSERT_TRUE(testdata::WriteFile(dir + "/arrays/README", "rows of features").ok());

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -146,8 +147,8 @@ absl::StatusOr<std::shared_ptr<Beneath>> Authorizer::Confine(
   }
   auto confined = std::make_shared<Beneath>();
   confined->dir_fd = root.fd;  // Both closed with `confined` from here on.
-  confined->opener = root.channel_fd >= 0 ? std::make_shared<shm::OpenChannel>(root.channel_fd)
-                                          : nullptr;
+  confined->opener =
+      root.channel_fd >= 0 ? Channel(root.channel_fd, shm::OpenChannel::kDefaultTimeout) : nullptr;
   confined->prefix = dir;
   if (root.fd < 0) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -177,7 +178,7 @@ absl::StatusOr<std::shared_ptr<Beneath>> Authorizer::Confine(
   // The folder itself may not be one of the daemon's (/dev/shm, its cache
   // or socket folder); what lies beneath is checked at every open. Which
   // folder the client opened is its own business: every path is resolved
-  // beneath it, by the client, with the client's rights.
+  // in it (shm::OpenInFolder), by the client, with the client's rights.
   confined->guard = guard;
   if (guard != nullptr) STOKER_RETURN_IF_ERROR(guard->Check(given, dir));
   return confined;
@@ -207,7 +208,37 @@ absl::StatusOr<std::shared_ptr<shm::OpenChannel>> Authorizer::TakeSigner(
   }
   // Longer than the client may take to refresh its credentials (a
   // credential_process runs up to 60 s) while it signs.
-  return std::make_shared<shm::OpenChannel>(root.channel_fd, kSignerTimeout);
+  return Channel(root.channel_fd, kSignerTimeout);
+}
+
+std::shared_ptr<shm::OpenChannel> Authorizer::Channel(int fd, absl::Duration timeout) {
+  auto channel = std::make_shared<shm::OpenChannel>(fd, timeout);
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    channel->Cancel("the daemon is stopping");
+    return channel;
+  }
+  if (channels_.size() == channels_.capacity()) {  // Those gone go first.
+    channels_.erase(std::remove_if(channels_.begin(), channels_.end(),
+                                   [](const auto& c) { return c.expired(); }),
+                    channels_.end());
+  }
+  channels_.push_back(channel);
+  return channel;
+}
+
+void Authorizer::Stop() {
+  std::vector<std::weak_ptr<shm::OpenChannel>> channels;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    channels.swap(channels_);
+  }
+  for (const auto& c : channels) {
+    if (std::shared_ptr<shm::OpenChannel> channel = c.lock()) {
+      channel->Cancel("the daemon is stopping");
+    }
+  }
 }
 
 absl::Status Authorizer::RequireAdmin(const Caller& caller, const char* what) {

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -98,6 +99,11 @@ class Authorizer {
   absl::StatusOr<std::shared_ptr<Beneath>> Confine(const v1::DatasetSpec& spec,
                                                    const Caller& caller);
 
+  // The daemon stops: every opener and signer channel handed out (and any
+  // handed out from now on) is cancelled (OpenChannel::Cancel), so no read,
+  // listing or signature waits on a client that does not answer.
+  void Stop();
+
   // PERMISSION_DENIED "`what` is for admins ..." unless `caller` is one.
   static absl::Status RequireAdmin(const Caller& caller, const char* what);
   bool IsAdmin(uid_t uid) const;
@@ -114,12 +120,16 @@ class Authorizer {
     absl::Time expires;
   };
   static void Close(const Root& root);
+  // A channel over `fd`, cancelled by Stop().
+  std::shared_ptr<shm::OpenChannel> Channel(int fd, absl::Duration timeout);
   const bool required_;
   const int64_t admin_gid_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const FileGuard> guard_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uid_t, Token> tokens_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Root> roots_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::weak_ptr<shm::OpenChannel>> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

@@ -2,9 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,7 +82,7 @@ absl::Status OpenError(int err, const std::string& path, const Beneath* beneath)
 }
 
 // open(2) or, confined, the caller's own open: by its opener (the kernel
-// checks the caller's rights), or openat2(2) beneath the folder. A
+// checks the caller's rights), or shm::OpenInFolder in the folder. A
 // descriptor, or -1 and *err; an error only when the opener is gone.
 absl::StatusOr<int> OpenOrErrno(const std::string& path, uint64_t flags, const Beneath* beneath,
                                 int* err) {
@@ -100,11 +98,7 @@ absl::StatusOr<int> OpenOrErrno(const std::string& path, uint64_t flags, const B
                                                                 : shm::OpenOp::kOpenFile,
                                     Relative(path, *beneath), err);
   } else {
-    struct open_how how {};
-    how.flags = flags;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    fd = syscall(SYS_openat2, beneath->dir_fd, Relative(path, *beneath).c_str(), &how,
-                 sizeof(how));
+    fd = shm::OpenInFolder(beneath->dir_fd, Relative(path, *beneath).c_str(), flags);
   }
   *err = fd < 0 ? errno : 0;
   return static_cast<int>(fd);
@@ -136,14 +130,18 @@ absl::Status CheckBeneath(const std::string& path, const Beneath* beneath) {
 }
 
 // What a symlink (or an entry of unknown type) named `name` in `folder`
-// is, opened as a dataset's file is opened: one leading out of the
-// confinement, or that cannot be opened, is kOther.
+// is, opened as a dataset's file is opened: one an earlier client refused
+// as leading out of its folder is kOutside; one the caller may not open,
+// kFile (its read is refused); one broken, kOther.
 FolderEntry::Kind ResolveKind(const std::string& folder, const std::string& name,
                               const Beneath* beneath) {
   int err = 0;
   absl::StatusOr<int> fd = OpenOrErrno(InFolder(folder, name),
                                        O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, beneath, &err);
   if (fd.ok() && *fd < 0 && err == EXDEV && beneath != nullptr) return FolderEntry::kOutside;
+  // One the caller may not open is listed, as ImageFolder lists it: its
+  // read is refused, naming it.
+  if (fd.ok() && *fd < 0 && (err == EACCES || err == EPERM)) return FolderEntry::kFile;
   if (!fd.ok() || *fd < 0) return FolderEntry::kOther;
   struct stat st {};
   const bool ok = fstat(*fd, &st) == 0;

@@ -1,7 +1,8 @@
 // The confined file environment: the only way any source reaches a file
 // (LevelDB's Env). Every open goes through OpenConfined, which
-//   - resolves a confined caller's path beneath the folder it proved it can
-//     open (openat2 RESOLVE_BENEATH, no magic links);
+//   - resolves a confined caller's path in the folder it proved it can open
+//     (shm::OpenInFolder: no ".." and no magic links; symlinks are followed
+//     as the caller's own open follows them);
 //   - opens non-blocking and accepts regular files only (a FIFO, a device
 //     or a socket is FAILED_PRECONDITION, never a blocked thread);
 //   - refuses, for confined callers, the daemon's own files (FileGuard:
@@ -53,13 +54,16 @@ struct FileGuard {
 };
 
 // A dataset's confinement: paths below `prefix` are opened relative to the
-// folder the client opened and may not leave it, through `..` or symlinks
-// (openat2 RESOLVE_BENEATH). With an `opener` (the daemon's confinements
+// folder the client opened, never through `..`; a symlink leads where it
+// leads, as in the caller's own open (shm::OpenInFolder), and the file it
+// reaches is checked as any other. With an `opener` (the daemon's confinements
 // always have one) every open is the caller's own: its client opens the
 // file with its own rights and hands the descriptor over
 // (shm/open_channel.h), so the kernel decides what the caller may read.
 // Without one (in-process tests of the rules) files are opened beneath
-// `dir_fd` with this process's rights. Owns dir_fd.
+// `dir_fd` with this process's rights, as a client would open them
+// (Authorizer::Confine never makes a confinement without an opener).
+// Owns dir_fd.
 struct Beneath {
   int dir_fd = -1;
   std::string prefix;  // The folder's path as the dataset names it.
@@ -107,8 +111,8 @@ inline constexpr uint64_t kDefaultMaxFileBytes = 1ULL << 30;
 // Opens `path` with `flags` (O_RDONLY or O_PATH; O_CLOEXEC, and O_NONBLOCK
 // and O_NOCTTY for reads, are added), confined to `beneath` if set, and
 // checks the file (rules above); `*st` (may be null) receives its stat.
-// PERMISSION_DENIED for a path outside its folder or leading out of it, or
-// a guarded file; FAILED_PRECONDITION for a file that is not regular. The
+// PERMISSION_DENIED for a path outside its folder (lexically, or through
+// "..") or a guarded file; FAILED_PRECONDITION for a file that is not regular. The
 // caller closes the descriptor.
 absl::StatusOr<int> OpenConfined(const std::string& path, uint64_t flags,
                                  const Beneath* beneath,
@@ -124,9 +128,11 @@ absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& path,
                                                     uint64_t max_entries);
 // One entry of a folder, and what it is: a symlink (or an entry whose type
 // the file system does not say) is what it leads to, opened as the
-// caller's files are opened: kOutside when it leads outside the
-// confinement (reading it is refused), kOther when broken or something
-// else.
+// caller's files are opened: kOutside when the opener refused it as
+// leading outside (a client of an earlier release, which resolves beneath
+// the folder), kFile when the caller may not open it (listed, as
+// ImageFolder lists it; its read is refused), kOther when broken or
+// something else.
 struct FolderEntry {
   enum Kind { kFile, kFolder, kOutside, kOther };
   std::string name;

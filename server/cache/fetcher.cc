@@ -105,9 +105,12 @@ absl::StatusOr<SourceKey> SampleFetcher::Identify(const Dataset& ds,
   if (ds.source == nullptr) {
     return absl::InternalError(absl::StrCat(ds.description, " has no file source"));
   }
-  if (ds.source->Versioned()) stats_.fetch_add(1, std::memory_order_relaxed);
   absl::StatusOr<SourceKey> id = ds.source->Identify(path);
-  if (!id.ok()) read_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (!id.ok()) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+  } else if (id->opened != nullptr) {
+    stats_.fetch_add(1, std::memory_order_relaxed);  // Opened now, not proven before.
+  }
   return id;
 }
 

@@ -95,8 +95,9 @@ class SampleFetcher {
                                                const std::vector<SourceKey>& ids,
                                                absl::string_view what);
 
-  // ds.source->Identify(path), counted in the reader's stats (an open, or
-  // a read error when it fails); a miss then reads from the same open.
+  // ds.source->Identify(path), counted in the reader's stats (an open when
+  // it opened the file, not for one the session proved lately; a read
+  // error when it fails); a miss then reads from the same open.
   absl::StatusOr<SourceKey> Identify(const Dataset& ds, const std::string& path);
 
   v1::ReaderStats Stats() const;

@@ -99,7 +99,11 @@ absl::Status Daemon::Start() {
 }
 
 void Daemon::Stop() {
+  // Nothing waits on a client, a store or a scan from here on: sessions
+  // first see their datasets' reads cancelled (they publish and count
+  // nothing more), then every client's opener and signer is cut.
   engine_.CancelScans();
+  auth_.Stop();
   std::vector<Entry> entries;
   {
     absl::MutexLock lock(&mu_);

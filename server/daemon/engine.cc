@@ -190,6 +190,18 @@ PipelineContext Engine::Context(int node, int64_t uid, uint64_t generation) {
                          &pixel_shares_, &decodes_in_flight_};
 }
 
+void Engine::CancelScans() {
+  stopping_.store(true);
+  std::vector<std::weak_ptr<Cancellation>> cancels;
+  {
+    absl::MutexLock lock(&cancels_mu_);
+    cancels.swap(cancels_);
+  }
+  for (const auto& c : cancels) {
+    if (std::shared_ptr<Cancellation> cancel = c.lock()) cancel->Cancel();
+  }
+}
+
 ScanLimits Engine::ScanLimitsNow() {
   ScanLimits limits = options_.scan_limits;
   limits.cancel = &stopping_;
@@ -208,8 +220,19 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   if (beneath != nullptr) {
     beneath->charge_held = [this, uid](uint64_t n) { return held_files_.Charge(uid, n); };
   }
-  // The session's object reads end with it (Dataset::reads_cancel).
+  // The session's object reads end with it (Dataset::reads_cancel), or
+  // when the daemon stops.
   auto reads_cancel = std::make_shared<Cancellation>();
+  {
+    absl::MutexLock lock(&cancels_mu_);
+    if (cancels_.size() == cancels_.capacity()) {  // Those gone go first.
+      cancels_.erase(std::remove_if(cancels_.begin(), cancels_.end(),
+                                    [](const auto& c) { return c.expired(); }),
+                     cancels_.end());
+    }
+    cancels_.push_back(reads_cancel);
+  }
+  if (stopping_.load()) reads_cancel->Cancel();
   if (access != nullptr) {
     auto cancellable = std::make_shared<ObjectStoreAccess>(*access);
     cancellable->cancel = reads_cancel;

@@ -16,8 +16,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/stoker.pb.h"
 #include "server/access/file_system.h"
 #include "server/access/memory_budget.h"
@@ -36,6 +39,7 @@
 #include "server/pool/node_pools.h"
 #include "server/pool/thread_pool.h"
 #include "server/serve/session.h"
+#include "util/cancellation.h"
 
 namespace stoker {
 
@@ -51,8 +55,11 @@ class Engine {
   // pool), L2, the reader pool and the warmer. INVALID_ARGUMENT for a bad
   // numa_topology; L2's error when it cannot be opened.
   absl::Status Start();
-  // Folder scans in progress give up (the daemon is stopping).
-  void CancelScans() { stopping_.store(true); }
+  // The daemon is stopping: scans in progress give up, and every dataset's
+  // reads_cancel is raised (a session's, and an opening's in progress, whose
+  // object store requests and waits for room then end at once), as is that
+  // of every dataset opened from now on.
+  void CancelScans();
   // Ends background work (idle volume fills, warm-ups) once no session is
   // left to run it. Idempotent.
   void Stop();
@@ -116,6 +123,9 @@ class Engine {
   std::unique_ptr<S3Client> objects_;
   std::string numa_;
   std::atomic<bool> stopping_{false};  // Folder scans in progress give up.
+  absl::Mutex cancels_mu_;
+  // Every dataset's reads_cancel (CancelScans raises them).
+  std::vector<std::weak_ptr<Cancellation>> cancels_ ABSL_GUARDED_BY(cancels_mu_);
 };
 
 }  // namespace stoker

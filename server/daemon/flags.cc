@@ -142,6 +142,10 @@ ABSL_FLAG(stoker::ByteSize, max_file_bytes, stoker::ByteSize{stoker::kDefaultMax
 ABSL_FLAG(absl::Duration, dataset_scan_timeout, stoker::ScanLimits().max_time,
           "Longest a dataset's scan or listing may take, and longest object "
           "store shards being indexed may complete no block (e.g. 10m, 90s).");
+ABSL_FLAG(absl::Duration, proof_lifetime, stoker::ScanLimits().proof_lifetime,
+          "How long a file a session's own open proved it may read is served from "
+          "the caches without being opened again (a revocation bites within it); "
+          "0 = every read opens the file.");
 ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
           "Most memory all sessions' rings may take together; 0 = half of "
           "the node's memory.");
@@ -351,6 +355,12 @@ absl::StatusOr<StokerdConfig> Config() {
         "): every file a source may read must fit among the reads in flight"));
   }
   options.scan_limits.max_time = absl::GetFlag(FLAGS_dataset_scan_timeout);
+  options.scan_limits.proof_lifetime = absl::GetFlag(FLAGS_proof_lifetime);
+  if (options.scan_limits.proof_lifetime < absl::ZeroDuration() ||
+      options.scan_limits.proof_lifetime > absl::Hours(24)) {
+    return absl::InvalidArgumentError(
+        "--proof-lifetime must be 0..24h: past it a revocation would never bite");
+  }
   options.decode_limits.max_pixels = absl::GetFlag(FLAGS_max_image_pixels);
   options.decode_limits.max_scans = absl::GetFlag(FLAGS_max_progressive_scans);
   options.decode_limits.max_bytes =

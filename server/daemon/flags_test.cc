@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(std::string, socket_mode);
 ABSL_DECLARE_FLAG(std::string, numa);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int, reader_threads);
+ABSL_DECLARE_FLAG(absl::Duration, proof_lifetime);
 ABSL_DECLARE_FLAG(int, max_reader_threads_per_user);
 ABSL_DECLARE_FLAG(stoker::ByteSize, max_read_bytes_in_flight);
 ABSL_DECLARE_FLAG(stoker::ByteSize, max_decode_bytes);
@@ -129,6 +130,11 @@ TEST_F(FlagsTest, BadValuesNameTheirFlag) {
   ExpectRefused("--max-reader-threads-per-user");
   absl::SetFlag(&FLAGS_max_reader_threads_per_user, 8);
   EXPECT_EQ(Config()->daemon.max_reader_threads_per_user, 8);
+  absl::SetFlag(&FLAGS_proof_lifetime, absl::Hours(25));
+  ExpectRefused("--proof-lifetime");
+  absl::SetFlag(&FLAGS_proof_lifetime, absl::ZeroDuration());
+  EXPECT_EQ(Config()->daemon.scan_limits.proof_lifetime, absl::ZeroDuration());
+  absl::SetFlag(&FLAGS_proof_lifetime, absl::Minutes(10));
   // No cap named: all but an eighth of the reader threads, one at least
   // kept for the other users.
   EXPECT_EQ(DefaultReaderCap(64), 56);

@@ -81,17 +81,21 @@ void RingHandoffServer::Serve() {
         continue;
       }
       ++active_;
+      open_.insert(sock);
     }
     // Each exchange on its own thread (bounded by its 2 s socket timeout),
     // so one stalled peer does not hold up the others.
     std::thread([this, sock] {
       RunLoggingExceptions("ring handoff", [&] { HandleOne(sock); });
-      close(sock);
       absl::MutexLock lock(&mu_);
+      open_.erase(sock);
+      close(sock);
       --active_;
     }).detach();
   }
   absl::MutexLock lock(&mu_);
+  // A stop cuts the exchanges still waiting on their peers.
+  for (int sock : open_) shutdown(sock, SHUT_RDWR);
   mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &active_));
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/daemon/daemon.h"
@@ -52,6 +53,7 @@ class RingHandoffServer {
   const int listen_fd_;
   absl::Mutex mu_;
   int active_ ABSL_GUARDED_BY(mu_) = 0;  // Exchanges in progress.
+  absl::flat_hash_set<int> open_ ABSL_GUARDED_BY(mu_);  // Their sockets.
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> handed_off_{0}, refused_{0};

@@ -109,6 +109,9 @@ struct ScanLimits {
   const Beneath* within = nullptr;
   uint64_t max_file_bytes = kDefaultMaxFileBytes;
   uint64_t max_line_bytes = 64 * 1024;
+  // How long a file the caller's own open proved is served from the caches
+  // without another open (server/dataset/proofs.h); zero: every read opens.
+  absl::Duration proof_lifetime = absl::Minutes(10);
   // The caller's budget for sample lists (paths and names as the dataset
   // keeps them); null: not charged.
   ChargeRam charge_list;

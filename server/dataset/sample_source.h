@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/access/file_system.h"
+#include "server/dataset/proofs.h"
 
 namespace stoker {
 
@@ -33,7 +34,8 @@ struct SourceKey {
   std::string file;
   FileVersion version;  // Zero for unversioned sources.
   // The descriptor the file was identified from (file sources; null for
-  // others): a miss reads these bytes, not another open's.
+  // others, and for a file the session proved before: Proofs): a miss
+  // reads these bytes, not another open's.
   std::shared_ptr<const OpenFile> opened;
   // False: the caller has not yet shown it may read this file (an object a
   // session has not read yet). No cached copy is served for it, in any
@@ -67,6 +69,9 @@ class SampleSource {
                             FileVersion* version) const = 0;
   // Read() of the file `id` (from Identify) names: from its open
   // descriptor when it holds one, so an identified file is opened once.
+  // One identified by an earlier proof (no descriptor) is opened again and
+  // read only if it is still that file: else ABORTED, its proof renewed,
+  // and Identify names it as it is now.
   virtual absl::Status ReadIdentified(const SourceKey& id, const std::string& path,
                                       std::string* out, FileVersion* version) const {
     return Read(path, out, version);
@@ -90,9 +95,13 @@ class SampleSource {
 
 // Files through `fs` (not owned; outlives the source), read beneath
 // `beneath` when it is set; a file over `max_bytes` is RESOURCE_EXHAUSTED.
+// A file identified once is not opened again for `proofs.lifetime`
+// (server/dataset/proofs.h): Identify answers with the proven identity and
+// no descriptor, and a read of it (a miss in every cache) opens it again
+// and proves it anew.
 std::shared_ptr<const SampleSource> MakeFileSource(
     FileSystem* fs, std::shared_ptr<const Beneath> beneath,
-    uint64_t max_bytes = kDefaultMaxFileBytes);
+    uint64_t max_bytes = kDefaultMaxFileBytes, ProofLimits proofs = {});
 
 // Whether `ds`'s source lists its files' sizes (SampleSource::lists_bytes).
 bool ListsBytes(const Dataset& ds);

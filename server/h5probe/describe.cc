@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -196,10 +197,38 @@ void DescribeType(hid_t type, Dataset* d) {
   }
 }
 
+// The first few datasets the file holds ("'images', 'labels'", escaped
+// and cut short), for a message naming what the caller could ask for.
+std::string SomeDatasets(hid_t file) {
+  struct Found {
+    std::string names;
+    int count = 0;
+  } found;
+  constexpr int kMost = 8;
+  H5Ovisit2(
+      file, H5_INDEX_NAME, H5_ITER_INC,
+      +[](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+        auto* f = static_cast<Found*>(data);
+        if (info->type != H5O_TYPE_DATASET) return 0;
+        if (f->count == kMost) {
+          f->names += ", ...";
+          return 1;  // Enough.
+        }
+        const std::string n = absl::CHexEscape(absl::string_view(name).substr(0, 64));
+        absl::StrAppend(&f->names, f->count++ == 0 ? "" : ", ", "'", n, "'");
+        return 0;
+      },
+      &found, H5O_INFO_BASIC);
+  return found.count == 0 ? "none" : found.names;
+}
+
 absl::StatusOr<Dataset> DescribeSet(hid_t file, const std::string& name) {
   if (absl::Status links = CheckLinks(file, name); !links.ok()) return links;
   Id set(H5Dopen2(file, name.c_str(), g_dapl), H5Dclose);
-  if (!set.ok()) return Failed(absl::StrCat("has no dataset '", name, "'"));
+  if (!set.ok()) {
+    return Failed(absl::StrCat("has no dataset '", name, "' (its datasets: ", SomeDatasets(file),
+                               ")"));
+  }
   Id create(H5Dget_create_plist(set.get()), H5Pclose);
   Id space(H5Dget_space(set.get()), H5Sclose);
   Id type(H5Dget_type(set.get()), H5Tclose);

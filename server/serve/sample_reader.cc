@@ -65,6 +65,17 @@ size_t SampleReader::ReadRows(const uint64_t* indices, size_t n, const SampleOut
 
 SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const SampleOut& out,
                                         FetchedSample* in) const {
+  Result r = ReadOnce(index, epoch, out, in);
+  // A file replaced since the session proved it: identified afresh, once.
+  if (r.kind == Result::kReadError && r.error.code() == absl::StatusCode::kAborted) {
+    *in = FetchedSample();
+    r = ReadOnce(index, epoch, out, in);
+  }
+  return r;
+}
+
+SampleReader::Result SampleReader::ReadOnce(uint64_t index, uint64_t epoch,
+                                            const SampleOut& out, FetchedSample* in) const {
   if (dataset_.source->arrays() != nullptr) return ReadArrays(index, epoch, out);
   const Sample& sample = dataset_.sample(index);
   auto failed = [&](uint32_t k, const absl::Status& s) {
@@ -116,6 +127,15 @@ SampleReader::Result SampleReader::Read(uint64_t index, uint64_t epoch, const Sa
     }
     if (!bytes.ok()) return failed(k, bytes.status());
     in->files.push_back(*std::move(bytes));
+  }
+  // Every file not proven was just read from its source by this session
+  // itself (SampleFetcher::Fetch never serves such a key from a cache),
+  // which proves it: its pictures are looked up now, and filled by the
+  // decode stage on a miss, so a cold epoch keeps an object store's
+  // pictures as it keeps a local folder's.
+  if (!proven && UsesPixels()) {
+    for (SourceKey& id : ids) id.proven = true;
+    LookupPixels(ids, index, epoch, in);
   }
   return Result{Result::kDecode, absl::OkStatus()};
 }

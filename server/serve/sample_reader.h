@@ -109,6 +109,8 @@ class SampleReader {
   };
   // Reads sample `index` for `epoch` (an array field's patch is drawn from
   // them and the seed).
+  // A file the session proved before that is no longer at its path
+  // (ABORTED from its source) is identified afresh, once.
   Result Read(uint64_t index, uint64_t epoch, const SampleOut& out, FetchedSample* in) const;
 
   // Copies the whole array fields of samples indices[0..n) into positions
@@ -151,6 +153,8 @@ class SampleReader {
   EpochTally& remote_reads() const { return remote_; }
 
  private:
+  Result ReadOnce(uint64_t index, uint64_t epoch, const SampleOut& out,
+                  FetchedSample* in) const;
   Result ReadArrays(uint64_t index, uint64_t epoch, const SampleOut& out) const;
   absl::Status CopyArrays(uint64_t index, uint64_t epoch, const SampleOut& out) const;
   // One array field of sample `index` at `start` into dst: read (converted

@@ -403,7 +403,7 @@ void ServingSession::FetchSampleGuarded(const std::shared_ptr<BatchJob>& job,
 
 void ServingSession::FetchSample(const std::shared_ptr<BatchJob>& job,
                                  const SampleTask& t, RunTally* run) {
-  if (stopping_.load(std::memory_order_relaxed)) {
+  if (Ending()) {
     FinishSample(job, t, shm::kSampleOk, absl::OkStatus(), run);
     return;
   }
@@ -481,7 +481,7 @@ void ServingSession::FinishSample(const std::shared_ptr<BatchJob>& job,
   const uint32_t i = t.i;
   RunTally one;
   RunTally& tally = run != nullptr ? *run : one;
-  if (!stopping_.load(std::memory_order_relaxed)) {
+  if (!Ending()) {
     const Sample& sample = dataset_->sample(t.index);
     shm::SlotView view = ring_->Slot(job->slot);
     if (status != shm::kSampleOk) {
@@ -536,7 +536,7 @@ void ServingSession::Done(const std::shared_ptr<BatchJob>& job, const RunTally& 
   // before publishing it.
   if (run.finished > 0 &&
       job->remaining.fetch_sub(run.finished, std::memory_order_acq_rel) == run.finished &&
-      !stopping_.load(std::memory_order_relaxed)) {
+      !Ending()) {
     // Counted first, so a consumer that sees the batch also sees the count.
     published_.fetch_add(1, std::memory_order_relaxed);
     ctx_.counters->batches_published.fetch_add(1, std::memory_order_relaxed);

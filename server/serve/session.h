@@ -245,6 +245,13 @@ class ServingSession {
   SampleErrorLog errors_;              // Its failed samples' log lines.
 
   std::atomic<bool> stopping_{false};  // relaxed: a hint polled by tasks.
+  // Stop() has begun, or the daemon's stop has cancelled the dataset's
+  // reads (before it stops each session): what fails now is not counted,
+  // and no batch is published.
+  bool Ending() const {
+    return stopping_.load(std::memory_order_relaxed) ||
+           (dataset_->reads_cancel != nullptr && dataset_->reads_cancel->cancelled());
+  }
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> decoded_{0};
   std::atomic<uint64_t> failed_{0};

@@ -61,6 +61,38 @@ TEST(ServingSessionTest, AutomaticPixelsGiveTheBatchesOfDecodingEachEpoch) {
   }
 }
 
+// An object store's files are proven only by the session's own read of
+// them (SourceKey::proven): that read fills their pictures in the cold
+// epoch as a local file's does, with the batches of decoding each epoch.
+TEST(ServingSessionTest, PicturesOfFilesProvenByReadingAreKeptInTheColdEpoch) {
+  constexpr int kSamples = 20, kEpochs = 3;
+  for (const char* suffix : {".jpg", ".png"}) {
+    SCOPED_TRACE(suffix);
+    auto src = std::string(suffix) == ".png" ? Pngs(kSamples) : Photos(kSamples);
+    const std::string train =
+        R"({"transform": "TRANSFORM_TRAIN", "image_size": 24, "dtype": "DTYPE_UINT8",
+            "batch_size": 4, "shuffle": true, "seed": 5, "decode": "DECODE_FULL")";
+    Shared off_shared(2), cold_shared(2), auto_shared(2);
+    v1::SessionStats off_stats, cold_stats, auto_stats;
+    const std::vector<uint64_t> want =
+        Epochs(train + R"(, "pixel_cache": {"off": true}})", src, suffix, kSamples, kEpochs,
+               &off_shared, &off_stats);
+    src->ProveByReading();
+    const int before = src->reads();
+    Epochs(train + "}", src, suffix, kSamples, 1, &cold_shared, &cold_stats);
+    // Each picture decoded once, by the fill of the epoch that read it.
+    EXPECT_EQ(cold_shared.pixels.decodes(), uint64_t{kSamples});
+    EXPECT_EQ(src->reads() - before, kSamples);
+
+    src->ProveByReading();
+    const std::vector<uint64_t> got =
+        Epochs(train + "}", src, suffix, kSamples, kEpochs, &auto_shared, &auto_stats);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(auto_stats.pixel_mode(), v1::PIXEL_MODE_KEPT) << auto_stats.pixel_cache_why();
+    EXPECT_EQ(auto_shared.pixels.decodes(), uint64_t{kSamples});
+  }
+}
+
 // JPEGs as cameras and encoders write them (every chroma layout, gray,
 // progressive, Adobe CMYK, and progressive files cut short after a few
 // scans, whose regions libjpeg smooths otherwise than their whole), larger

@@ -59,9 +59,9 @@ class Walk {
   }
   void Leave() { ancestors_.pop_back(); }
 
-  // Regular files below `dir` (following symlinks that stay inside a
-  // confined dataset; one leading out is listed, and its read refused),
-  // sorted by path.
+  // Regular files below `dir`, symlinks followed as the caller's own opens
+  // follow them (one an earlier client refused as leading out is listed,
+  // and its read refused).
   absl::Status FilesBelow(const std::string& dir, std::vector<std::string>* out) {
     STOKER_ASSIGN_OR_RETURN(std::vector<FolderEntry> entries, Enter(dir));
     for (const FolderEntry& e : entries) {
@@ -133,16 +133,26 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
   ListCharge charge(limits);
   Walk walk(limits);
   STOKER_ASSIGN_OR_RETURN(std::vector<FolderEntry> top, walk.Enter(root));
+  uint64_t top_images = 0;  // Image files beside the class folders.
   for (const FolderEntry& e : top) {
     if (e.kind != FolderEntry::kFolder) {
       ++ds.skipped_files;
+      if (e.kind == FolderEntry::kFile && HasImageExtension(e.name)) ++top_images;
       continue;
     }
     const int32_t label = static_cast<int32_t>(ds.class_names.size());
     ds.class_names.push_back(e.name);
     std::vector<std::string> files;
     STOKER_RETURN_IF_ERROR(walk.FilesBelow(InFolder(root, e.name), &files));
-    std::sort(files.begin(), files.end());
+    // As ImageFolder orders them: by folder, then by name in it.
+    std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+      auto split = [](const std::string& p) {
+        const size_t slash = std::min(p.rfind('/'), p.size());
+        return std::make_pair(absl::string_view(p).substr(0, slash),
+                              absl::string_view(p).substr(slash));
+      };
+      return split(a) < split(b);
+    });
     for (std::string& f : files) {
       if (HasImageExtension(f)) {
         Sample sample{std::move(f), label};
@@ -155,6 +165,13 @@ absl::StatusOr<Dataset> LoadFolderDataset(const std::string& root,
   }
   ds.num_classes = static_cast<uint32_t>(ds.class_names.size());
   STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
+  if (ds.samples.empty() && ds.num_classes == 0 && top_images > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset ", root, " has no class folders but ", top_images,
+        " images at its top: a folder dataset is read as ImageFolder reads one, ", root,
+        "/<class>/<image>; put unlabeled images in one folder below it, or list them in a "
+        "manifest (path<TAB>label lines: the `list` source)"));
+  }
   if (ds.samples.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dataset ", root, " holds no JPEG samples (", ds.num_classes,

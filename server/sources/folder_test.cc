@@ -1,5 +1,6 @@
 #include "server/sources/folder.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,7 +32,9 @@ TEST(FolderDatasetTest, SortedClassesLabelsAndSkippedFiles) {
   EXPECT_EQ(ds->samples[0].path, root + "/a_cat/1.JPEG");
   EXPECT_EQ(ds->samples[1].path, root + "/a_cat/2.jpg");
   EXPECT_EQ(ds->samples[0].label, 0);
-  EXPECT_EQ(ds->samples[2].path, root + "/b_dog/nested/y.jpg");
+  // ImageFolder's order: a folder's own files before its sub-folders'.
+  EXPECT_EQ(ds->samples[2].path, root + "/b_dog/x.jpeg");
+  EXPECT_EQ(ds->samples[3].path, root + "/b_dog/nested/y.jpg");
   EXPECT_EQ(ds->samples[3].label, 1);
   EXPECT_EQ(ds->skipped_files, 2u);  // readme.txt and top.txt
   fs::remove_all(root);
@@ -49,6 +52,42 @@ TEST(FolderDatasetTest, MissingAndEmptyAreDistinctErrors) {
   ASSERT_TRUE(testdata::WriteFile(root + "/file", "x").ok());
   EXPECT_EQ(LoadFolderDataset(root + "/file").status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // Pictures with no class folder: the message says what a folder is.
+  fs::remove(root + "/cls");
+  for (auto p : {"/1.jpg", "/2.JPG", "/3.png"}) {
+    ASSERT_TRUE(testdata::WriteFile(root + p, "x").ok());
+  }
+  absl::Status flat = LoadFolderDataset(root).status();
+  EXPECT_EQ(flat.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(flat.message().find("has no class folders but 3 images at its top"),
+            std::string::npos) << flat;
+  EXPECT_NE(flat.message().find("/<class>/<image>"), std::string::npos) << flat;
+  fs::remove_all(root);
+}
+
+// Class folders that are symlinks out of a confined dataset's folder, as a
+// subset is assembled: followed, with their files' labels.
+TEST(FolderDatasetTest, SymlinkedClassFoldersOutOfTheFolderAreFollowed) {
+  std::string root = testdata::MakeTempDir("linked");
+  for (auto p : {"/store/ant/1.jpg", "/store/ant/2.jpg", "/store/bee/3.jpg"}) {
+    fs::create_directories(fs::path(root + p).parent_path());
+    ASSERT_TRUE(testdata::WriteFile(root + p, "x").ok());
+  }
+  fs::create_directories(root + "/subset");
+  fs::create_directory_symlink(root + "/store/ant", root + "/subset/a");
+  fs::create_directory_symlink("../store/bee", root + "/subset/b");
+  Beneath in;
+  in.dir_fd = open((root + "/subset").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  in.prefix = root + "/subset";
+  ScanLimits limits;
+  limits.within = &in;
+  auto ds = LoadFolderDataset(root + "/subset", limits);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->class_names, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(ds->samples.size(), 3u);
+  EXPECT_EQ(ds->samples[1].path, root + "/subset/a/2.jpg");
+  EXPECT_EQ(ds->samples[2].path, root + "/subset/b/3.jpg");
+  EXPECT_EQ(ds->samples[2].label, 1);
   fs::remove_all(root);
 }
 

@@ -288,7 +288,8 @@ TEST(Hdf5SourceTest, AFolderOfFeatureFilesIsRowsAcrossFiles) {
   WriteH5(dir + "/d.h5", "x", data[0], rows[0], 16, true);
   absl::Status missing = OpenHdf5Source(dir, "x", "labels", nullptr, nullptr).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(missing.message(), dir + "/d.h5: has no dataset 'labels'");
+  // The message names what the file holds.
+  EXPECT_EQ(missing.message(), dir + "/d.h5: has no dataset 'labels' (its datasets: 'x')");
   fs::remove_all(dir);
 }
 

@@ -88,9 +88,13 @@ struct SourceContext {
 
   FileSystem* fs() const { return limits.fs != nullptr ? limits.fs : FileSystem::Default(); }
   // The caller's files, whole, through fs() beneath `beneath` and capped
-  // at limits.max_file_bytes: the source of the kinds that list files.
+  // at limits.max_file_bytes, each proven for limits.proof_lifetime: the
+  // source of the kinds that list files.
+  // How long a file opened is proven (limits.proof_lifetime), its RAM
+  // charged as the caller's lists are.
+  ProofLimits Proofs() const { return ProofLimits{limits.proof_lifetime, limits.charge_list}; }
   std::shared_ptr<const SampleSource> Files() const {
-    return MakeFileSource(fs(), beneath, limits.max_file_bytes);
+    return MakeFileSource(fs(), beneath, limits.max_file_bytes, Proofs());
   }
 };
 

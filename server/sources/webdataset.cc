@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "server/dataset/proofs.h"
 #include "server/dataset/sample_source.h"
 #include "server/sources/source.h"
 #include "server/sources/tar_index.h"
@@ -33,32 +34,27 @@ class WebDatasetFiles : public SampleSource {
   };
 
   WebDatasetFiles(FileSystem* fs, std::shared_ptr<const Beneath> beneath, uint64_t max_bytes,
-                  std::vector<Shard> shards, std::vector<Member> members)
+                  ProofLimits proofs, std::vector<Shard> shards, std::vector<Member> members)
       : fs_(fs),
         beneath_(std::move(beneath)),
         max_bytes_(max_bytes),
         shards_(std::move(shards)),
-        members_(std::move(members)) {}
+        members_(std::move(members)),
+        proofs_(std::move(proofs)) {}
 
+  // A shard this session opened lately is not opened again (Proofs).
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override {
     STOKER_ASSIGN_OR_RETURN(const Member* m, Find(path));
-    const Shard& shard = shards_[m->shard];
-    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFile> file,
-                            fs_->Open(shard.path, beneath_.get()));
-    const FileVersion v = file->version();
-    if (!v.SameFileAs(shard.version)) {
-      return absl::DataLossError(absl::StrCat(
-          shard.path, " changed since the dataset was opened (its members' offsets are "
-                      "those of the shard indexed then): open the dataset again"));
+    if (std::optional<FileVersion> v = proofs_.Find(shards_[m->shard].path)) {
+      return KeyOf(*m, *v, nullptr);
     }
-    SourceKey id{CacheKey({"wds", v.device, v.inode, m->offset, m->size}), v, std::move(file)};
-    id.read_bytes = std::max<uint64_t>(m->size, 1);
-    return id;
+    return Opened(*m);
   }
   bool Versioned() const override { return true; }
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override {
-    STOKER_ASSIGN_OR_RETURN(SourceKey id, Identify(path));
+    STOKER_ASSIGN_OR_RETURN(const Member* m, Find(path));
+    STOKER_ASSIGN_OR_RETURN(SourceKey id, Opened(*m));
     return ReadIdentified(id, path, out, version);
   }
   absl::Status ReadIdentified(const SourceKey& id, const std::string& path, std::string* out,
@@ -96,11 +92,33 @@ class WebDatasetFiles : public SampleSource {
     return &members_[n];
   }
 
+  static SourceKey KeyOf(const Member& m, const FileVersion& v,
+                         std::shared_ptr<const OpenFile> opened) {
+    SourceKey id{CacheKey({"wds", v.device, v.inode, m.offset, m.size}), v, std::move(opened)};
+    id.read_bytes = std::max<uint64_t>(m.size, 1);
+    return id;
+  }
+  // m's shard opened now, checked to be the one indexed, and proven.
+  absl::StatusOr<SourceKey> Opened(const Member& m) const {
+    const Shard& shard = shards_[m.shard];
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFile> file,
+                            fs_->Open(shard.path, beneath_.get()));
+    const FileVersion v = file->version();
+    if (!v.SameFileAs(shard.version)) {
+      return absl::DataLossError(absl::StrCat(
+          shard.path, " changed since the dataset was opened (its members' offsets are "
+                      "those of the shard indexed then): open the dataset again"));
+    }
+    proofs_.Add(shard.path, v);
+    return KeyOf(m, v, std::move(file));
+  }
+
   FileSystem* const fs_;
   const std::shared_ptr<const Beneath> beneath_;
   const uint64_t max_bytes_;
   const std::vector<Shard> shards_;
   const std::vector<Member> members_;
+  mutable Proofs proofs_;
 };
 
 // The shards the spec names, made one at a time: count() of them, path(i).
@@ -264,7 +282,8 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
       FinishShardDataset(absl::StrCat("WebDataset ", ds.description), per_shard, masks, &ds));
   STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   ds.source = std::make_shared<WebDatasetFiles>(ctx.fs(), ctx.beneath, limits.max_file_bytes,
-                                                std::move(shards), std::move(members));
+                                                ctx.Proofs(), std::move(shards),
+                                                std::move(members));
   return ds;
 }
 

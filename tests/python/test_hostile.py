@@ -16,6 +16,7 @@ import grp
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -78,6 +79,7 @@ class Node:
     its log in a file; the victim's dataset and the attacker's folder."""
 
     daemon_user = DAEMON_USER
+    victims = True  # The victim's baseline reads are made.
     # The object store endpoint the daemon may reach, and flags of its own.
     store = NO_STORE
     daemon_flags = ()
@@ -116,7 +118,8 @@ class Node:
         shutil.copytree(self.data, self.mine)
         self.give(self.mine, ATTACKER)
         # Each victim's checksum with nothing beside it.
-        self.baseline = {t: Victim(self, t).resume() for t in VICTIM_TRANSFORMS}
+        self.baseline = ({t: Victim(self, t).resume() for t in VICTIM_TRANSFORMS}
+                         if self.victims else {})
 
     def give(self, path, user):
         pw = pwd.getpwnam(user)
@@ -140,6 +143,7 @@ class Node:
     def stop(self):
         """SIGTERM stops the daemon within its drain time."""
         if self.proc.poll() is None:
+            began = time.monotonic()
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=DRAIN_S)
@@ -147,6 +151,8 @@ class Node:
                 self.proc.kill()
                 self.proc.wait()
                 raise AssertionError(f"stokerd ignored SIGTERM for {DRAIN_S} s")
+            self.stop_seconds = time.monotonic() - began
+            print(f"stokerd stopped {self.stop_seconds:.2f} s after SIGTERM")
         self.log.close()
 
     def remove(self):

@@ -198,6 +198,27 @@ def test_a_store_that_drips_holds_only_its_users_reader_threads(users, data_grou
         assert node.drip.most == node.CAP
 
 
+@needs_users
+def test_sigterm_ends_the_daemon_while_a_store_drips(users, data_group, bundle,
+                                                     dataset):  # noqa: F811
+    """SIGTERM while the attacker's reads hang on a store that sends a byte
+    a second (ten minutes' deadline): the daemon ends its reads and stops
+    within the drain time, not when the store lets go."""
+    node = DripNode(bundle, dataset)
+    attacker = drip_reader(node, ATTACKER, "AKIAATTACKER", "attacker-secret")
+    try:
+        assert node.drip.wait(lambda s: s.active >= node.CAP, 120), (
+            attacker.poll(), node.log_text()[-3000:])
+        node.stop()  # Within DRAIN_S, or this fails.
+        assert node.proc.returncode == 0, node.log_text()[-3000:]
+        assert node.drip.wait(lambda s: s.active == 0, 60), node.drip.active
+    finally:
+        attacker.kill()
+        attacker.communicate()
+        node.stop()
+        node.remove()
+
+
 def memory_counts(pid, needles):
     """How many times each of `needles` (bytes) is in the readable memory of
     process `pid` (root reads any process's)."""

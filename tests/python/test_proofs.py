@@ -12,14 +12,15 @@ import shutil
 import signal
 import subprocess
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from test_dist import bundle  # noqa: F401 (fixture)
 from test_hostile import (ATTACKER, Node, data_group, needs_users,  # noqa: F401
                           python_as, running)
 from test_service import DAEMON_USER, users  # noqa: F401 (fixture)
+
+np = pytest.importorskip("numpy")
+Image = pytest.importorskip("PIL.Image")
 
 
 class Quiet(Node):

@@ -103,6 +103,10 @@ def test_a_session_opens_each_file_once_and_a_second_reads_no_byte(quiet):
     assert again["source_reads"] == after["source_reads"]
     assert again["source_bytes"] == after["source_bytes"]
     assert n <= again["source_stats"] - after["source_stats"] <= 1.1 * n
+    reads = after["source_reads"] - before.get("source_reads", 0)
+    print(f"{n} files: 3 epochs, {opens} opens, {reads} reads; a second session, "
+          f"{again['source_stats'] - after['source_stats']} opens, "
+          f"{again['source_bytes'] - after['source_bytes']} bytes read")
 
 
 def revoke_after_the_first_epoch(node, folder):

@@ -150,7 +150,12 @@ TEST_F(NumaTest, PlacesBesideTheGpu) {
 // is left out.
 std::multimap<std::string, std::pair<std::string, int>> Threads() {
   std::multimap<std::string, std::pair<std::string, int>> out;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+  // No throwing calls: an exception here would unwind past the reading
+  // threads of the caller.
+  std::error_code error;
+  for (std::filesystem::directory_iterator it("/proc/self/task", error), end;
+       !error && it != end; it.increment(error)) {
+    const auto& task = *it;
     std::ifstream comm(task.path() / "comm");
     std::string name, line, allowed;
     std::getline(comm, name);
@@ -173,7 +178,7 @@ std::multimap<std::string, std::pair<std::string, int>> Threads() {
     int cpu = -1;
     for (int f = 3; rest >> field; ++f) {
       if (f == 39) {
-        cpu = std::stoi(field);
+        cpu = static_cast<int>(std::strtol(field.c_str(), nullptr, 10));
         break;
       }
     }
@@ -194,6 +199,17 @@ TEST_F(NumaTest, DecodeThreadsRunOnlyOnTheirNode) {
     }
   };
   std::thread t0([&] { read(**s0); }), t1([&] { read(**s1); });
+  // Whatever ends this scope, the readers are stopped and joined.
+  struct Joiner {
+    std::atomic<bool>& done;
+    std::thread& a;
+    std::thread& b;
+    ~Joiner() {
+      done = true;
+      if (a.joinable()) a.join();
+      if (b.joinable()) b.join();
+    }
+  } joiner{done, t0, t1};
   // Sample the decode threads while both sessions decode.
   std::map<int, std::set<int>> ran_on;
   std::map<int, std::set<std::string>> allowed;

@@ -36,7 +36,15 @@ absl::StatusOr<Bytes> SampleFetcher::Fetch(const Dataset& ds,
     return Shared(absl::StrCat(key, std::string(1, '\0'),
                                reinterpret_cast<uintptr_t>(ds.source.get())),
                   false, path, from_source,
-                  [&](bool* read_source) {
+                  [&](bool* read_source) -> absl::StatusOr<Bytes> {
+                    // This session's read of it that ended since `known`
+                    // was identified (an epoch's last reads overlap the
+                    // next one's first) proved it and kept its bytes.
+                    absl::StatusOr<SourceKey> now = ds.source->Identify(path);
+                    if (now.ok() && now->proven && now->key() == key) {
+                      if (Bytes hit = l1_->Lookup(key)) return hit;
+                      return Load(ds, path, *now, owner, read_source, charged);
+                    }
                     return ReadAndKeep(ds, path, *known, owner, read_source, charged);
                   });
   }

@@ -6,7 +6,9 @@
 // A key not `proven` (SourceKey) is never served from a cache: it is read
 // from the source, which proves it, and kept as any read is; a fetch of it
 // through the same source (one per session: the same proof) while such a
-// read is in flight joins that read.
+// read is in flight joins that read, and one that finds the source proven
+// by a read that ended since its key was identified is served as a proven
+// key is.
 //
 // Fetch blocks on I/O, so it runs on the reader pool, never on decode
 // threads. Concurrent fetches of one key share a single source read

@@ -52,17 +52,24 @@ TEST(FetcherTest, ReadsOnceThenServesFromRam) {
 TEST(FetcherTest, AKeyNotProvenIsReadNeverServedFromACache) {
   OneFile t(2);
   ASSERT_TRUE(t.f.Fetch(*t.ds, "a", kUid).ok());  // In L1 now.
+  t.src->ProveByReading();  // A session that has not read it yet.
   absl::StatusOr<SourceKey> id = t.ds->source->Identify("a");
   ASSERT_TRUE(id.ok());
-  id->proven = false;  // A session that has not read it yet.
+  ASSERT_FALSE(id->proven);
   bool from_source = false;
   absl::StatusOr<Bytes> got = t.f.Fetch(*t.ds, "a", kUid, &from_source, &*id);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(**got, "alpha");
   EXPECT_TRUE(from_source);
   EXPECT_EQ(t.src->reads(), 2);
-  // Proven, it is served from L1 again.
-  id->proven = true;
+  // Proven by that read, it is served from L1 again, even to a fetch that
+  // identified it before the read ended (an epoch's last reads overlap
+  // the next one's first).
+  ASSERT_TRUE(t.f.Fetch(*t.ds, "a", kUid, &from_source, &*id).ok());
+  EXPECT_FALSE(from_source);
+  EXPECT_EQ(t.src->reads(), 2);
+  id = t.ds->source->Identify("a");
+  ASSERT_TRUE(id.ok() && id->proven);
   ASSERT_TRUE(t.f.Fetch(*t.ds, "a", kUid, &from_source, &*id).ok());
   EXPECT_FALSE(from_source);
   EXPECT_EQ(t.src->reads(), 2);

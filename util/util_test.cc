@@ -1,7 +1,9 @@
 #include <map>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "util/checked_math.h"
@@ -9,6 +11,7 @@
 #include "util/log.h"
 #include "util/rng.h"
 #include "util/status_macros.h"
+#include "util/weak_list.h"
 
 namespace stoker {
 namespace {
@@ -123,6 +126,24 @@ TEST(GuardedTest, ExceptionsBecomeStatusesNamingWhere) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
   EXPECT_EQ(bad.status().message(), "a call: vector::reserve");
   EXPECT_EQ(Guarded("x", []() -> absl::StatusOr<int> { return 7; }).value(), 7);
+}
+
+TEST(WeakListTest, HoldsNothingAliveAndStaysBoundedByTheLive) {
+  WeakList<int> list;
+  std::vector<std::shared_ptr<int>> alive;
+  for (int i = 0; i < 1000; ++i) {
+    auto item = std::make_shared<int>(i);
+    list.Add(item);
+    if (i % 100 == 0) alive.push_back(item);  // The rest expire at once.
+  }
+  EXPECT_EQ(alive[1].use_count(), 1);  // The list holds it weakly.
+  // Each growth dropped those expired: about twice the live, not 1000.
+  EXPECT_LE(list.size(), 2 * alive.size() + 2);
+  std::vector<std::shared_ptr<int>> live = list.TakeLive();
+  ASSERT_EQ(live.size(), alive.size());
+  for (size_t i = 0; i < live.size(); ++i) EXPECT_EQ(*live[i], static_cast<int>(100 * i));
+  EXPECT_EQ(list.size(), 0u);
+  EXPECT_TRUE(list.TakeLive().empty());
 }
 
 }  // namespace

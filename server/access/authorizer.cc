@@ -218,27 +218,18 @@ std::shared_ptr<shm::OpenChannel> Authorizer::Channel(int fd, absl::Duration tim
     channel->Cancel("the daemon is stopping");
     return channel;
   }
-  if (channels_.size() == channels_.capacity()) {  // Those gone go first.
-    channels_.erase(std::remove_if(channels_.begin(), channels_.end(),
-                                   [](const auto& c) { return c.expired(); }),
-                    channels_.end());
-  }
-  channels_.push_back(channel);
+  channels_.Add(channel);
   return channel;
 }
 
 void Authorizer::Stop() {
-  std::vector<std::weak_ptr<shm::OpenChannel>> channels;
+  std::vector<std::shared_ptr<shm::OpenChannel>> channels;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    channels.swap(channels_);
+    channels = channels_.TakeLive();
   }
-  for (const auto& c : channels) {
-    if (std::shared_ptr<shm::OpenChannel> channel = c.lock()) {
-      channel->Cancel("the daemon is stopping");
-    }
-  }
+  for (const auto& channel : channels) channel->Cancel("the daemon is stopping");
 }
 
 absl::Status Authorizer::RequireAdmin(const Caller& caller, const char* what) {

@@ -39,6 +39,7 @@
 #include "proto/stoker.pb.h"
 #include "server/access/file_system.h"
 #include "shm/open_channel.h"
+#include "util/weak_list.h"
 
 namespace stoker {
 
@@ -129,7 +130,7 @@ class Authorizer {
   absl::flat_hash_map<uid_t, Token> tokens_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Root> roots_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::weak_ptr<shm::OpenChannel>> channels_ ABSL_GUARDED_BY(mu_);
+  WeakList<shm::OpenChannel> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

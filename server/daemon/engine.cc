@@ -192,14 +192,12 @@ PipelineContext Engine::Context(int node, int64_t uid, uint64_t generation) {
 
 void Engine::CancelScans() {
   stopping_.store(true);
-  std::vector<std::weak_ptr<Cancellation>> cancels;
+  std::vector<std::shared_ptr<Cancellation>> cancels;
   {
     absl::MutexLock lock(&cancels_mu_);
-    cancels.swap(cancels_);
+    cancels = cancels_.TakeLive();
   }
-  for (const auto& c : cancels) {
-    if (std::shared_ptr<Cancellation> cancel = c.lock()) cancel->Cancel();
-  }
+  for (const auto& cancel : cancels) cancel->Cancel();
 }
 
 ScanLimits Engine::ScanLimitsNow() {
@@ -225,12 +223,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Engine::OpenDataset(
   auto reads_cancel = std::make_shared<Cancellation>();
   {
     absl::MutexLock lock(&cancels_mu_);
-    if (cancels_.size() == cancels_.capacity()) {  // Those gone go first.
-      cancels_.erase(std::remove_if(cancels_.begin(), cancels_.end(),
-                                    [](const auto& c) { return c.expired(); }),
-                     cancels_.end());
-    }
-    cancels_.push_back(reads_cancel);
+    cancels_.Add(reads_cancel);
   }
   if (stopping_.load()) reads_cancel->Cancel();
   if (access != nullptr) {

@@ -40,6 +40,7 @@
 #include "server/pool/thread_pool.h"
 #include "server/serve/session.h"
 #include "util/cancellation.h"
+#include "util/weak_list.h"
 
 namespace stoker {
 
@@ -125,7 +126,7 @@ class Engine {
   std::atomic<bool> stopping_{false};  // Folder scans in progress give up.
   absl::Mutex cancels_mu_;
   // Every dataset's reads_cancel (CancelScans raises them).
-  std::vector<std::weak_ptr<Cancellation>> cancels_ ABSL_GUARDED_BY(cancels_mu_);
+  WeakList<Cancellation> cancels_ ABSL_GUARDED_BY(cancels_mu_);
 };
 
 }  // namespace stoker

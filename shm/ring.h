@@ -189,6 +189,8 @@ class RingConsumer {
 
   // Returns a HELD slot to the producer.
   void Release(int index);
+  // Slots this consumer holds now.
+  uint32_t held() const { return held_.load(std::memory_order_relaxed); }
 
   SlotView Slot(int index) const;
   const RingLayout& layout() const { return layout_; }

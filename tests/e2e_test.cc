@@ -372,6 +372,57 @@ TEST_P(E2ETest, AClientGoesOnWithADaemonRestartedInANewFolder) {
   EXPECT_EQ(stats->sessions_opened(), 1u);  // The second daemon's.
 }
 
+// Every field, status and index of a batch's valid samples.
+uint64_t BatchSum(const Batch& b) {
+  Checksum c;
+  for (int f = 0; f < b.field_count(); ++f) c.Update(b.field(f).data, b.field(f).size_bytes);
+  c.Update(b.status(), b.samples() * sizeof(uint32_t));
+  c.Update(b.indices(), b.samples() * sizeof(uint64_t));
+  return c.value();
+}
+
+// An application that keeps every batch (a list of whole epochs) is
+// never stalled: once it holds all slots but the one taken, each batch
+// comes as a private copy, equal to the ring's, and the ring goes on.
+TEST_P(E2ETest, BatchesHeldPastTheRingComeAsPrivateCopies) {
+  TestDaemon d(GetParam(), 2);
+  auto client = d.Connect();
+  v1::SessionSpec s = Spec(v1::TRANSFORM_VAL, 2, 24, false);
+  s.set_ring_slots(4);
+  std::vector<uint64_t> reference;
+  {
+    auto session = client->OpenSession(s);
+    ASSERT_TRUE(session.ok()) << session.status();
+    for (uint64_t i = 0; i < 2 * (*session)->batches_per_epoch(); ++i) {
+      auto b = (*session)->Next(absl::Seconds(30));
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_FALSE(b->copied());
+      reference.push_back(BatchSum(*b));
+    }
+  }
+  auto session = client->OpenSession(s);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ::testing::internal::CaptureStderr();
+  std::vector<Batch> kept;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    auto b = (*session)->Next(absl::Seconds(30));
+    ASSERT_TRUE(b.ok()) << i << ": " << b.status();
+    EXPECT_EQ(b->copied(), i >= 3) << i;  // 3 held, the 4th slot is the last.
+    kept.push_back(*std::move(b));
+  }
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(BatchSum(kept[i]), reference[i]) << i;
+  EXPECT_NE(warned.find("holds 3 of its 4 ring slots"), std::string::npos) << warned;
+  EXPECT_EQ(warned.find("stoker:"), warned.rfind("stoker:")) << "one warning: " << warned;
+  EXPECT_EQ(kept[5].mapping_size() % 4096, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(kept[5].data()) % 64, 0u);
+  // Let go, the ring's own slots serve again.
+  kept.clear();
+  auto b = (*session)->Next(absl::Seconds(30));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(b->copied());
+}
+
 TEST_P(E2ETest, HeldBatchesStayIntactAndClosedSessionFailsFast) {
   TestDaemon d(GetParam(), 2);
   auto client = d.Connect();

@@ -293,6 +293,7 @@ int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info,
   full.sequence = b.sequence();
   full.mapping_base = b.mapping_base();
   full.mapping_size = b.mapping_size();
+  full.copied = b.copied() ? 1 : 0;
   std::memcpy(info, &full, std::min(struct_size, sizeof(full)));
   return STOKER_OK;
 }

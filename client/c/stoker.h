@@ -95,8 +95,11 @@ typedef struct stoker_batch_info {
   uint64_t epoch;
   uint64_t batch_index;    /* Within the epoch. */
   uint64_t sequence;       /* Counted from the session's start. */
-  const void* mapping_base; /* The whole ring mapping (pin it once). */
+  const void* mapping_base; /* The whole ring mapping (pin it once), or a
+                             * private copy's own memory. */
   uint64_t mapping_size;
+  uint32_t copied;          /* 1: a private copy, holding no ring slot. */
+  uint32_t reserved0;
 } stoker_batch_info;
 
 /* STOKER_ABI_VERSION of the loaded library. */
@@ -224,8 +227,11 @@ int stoker_session_daemon_decode(const stoker_session* session,
 /* Waits for the next batch in order; `timeout_seconds` < 0 waits without a
  * limit. With the spec's on_error ON_ERROR_RAISE, a batch holding a failed
  * sample is DATA_LOSS naming its file (the next call goes on). UNAVAILABLE when the daemon went away or closed the session,
- * DEADLINE_EXCEEDED after the timeout, FAILED_PRECONDITION when the caller
- * holds every ring slot. */
+ * DEADLINE_EXCEEDED after the timeout. A batch taken while the caller holds
+ * every other ring slot is a private copy (stoker_batch_info.copied) that
+ * holds no slot; the session's first one writes a warning to stderr.
+ * FAILED_PRECONDITION when every slot is held all the same (no memory for
+ * the copy). */
 int stoker_next(stoker_session* session, double timeout_seconds,
                 stoker_batch** out, stoker_error* err);
 /* stoker_next within one pass over `epoch`: OUT_OF_RANGE (11), taking

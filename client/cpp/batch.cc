@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -5,6 +6,32 @@
 #include "client/cpp/client.h"
 
 namespace stoker {
+
+std::shared_ptr<const Batch::Lease> Batch::Lease::Copy(std::shared_ptr<const void> k,
+                                                       shm::RingConsumer* r, int s,
+                                                       const shm::SlotSnapshot& snap) {
+  auto lease = std::make_shared<Lease>(std::move(k), r, s, snap);
+  const shm::RingLayout& l = r->layout();
+  void* memory = nullptr;
+  if (posix_memalign(&memory, 4096, l.slot_stride) != 0) return lease;
+  lease->copy.reset(static_cast<uint8_t*>(memory), std::free);
+  // The layout was validated against the mapping, and the counts against
+  // the batch size (RingConsumer::Open, Acquire): every range fits.
+  const shm::SlotView from = lease->view;
+  uint8_t* to = lease->copy.get();
+  const uint64_t n = snap.sample_count;
+  lease->view = shm::SlotView{nullptr, reinterpret_cast<uint32_t*>(to + l.status_offset),
+                              reinterpret_cast<uint64_t*>(to + l.index_offset), {}};
+  std::memcpy(lease->view.status, from.status, n * sizeof(uint32_t));
+  std::memcpy(lease->view.indices, from.indices, n * sizeof(uint64_t));
+  for (uint32_t f = 0; f < l.field_count; ++f) {
+    lease->view.fields[f] = to + l.fields[f].offset;
+    std::memcpy(lease->view.fields[f], from.fields[f], n * l.fields[f].sample_bytes);
+  }
+  lease->slot = -1;
+  r->Release(s);
+  return lease;
+}
 
 int Batch::field_count() const {
   return static_cast<int>(lease_->layout().field_count);
@@ -49,7 +76,12 @@ uint32_t Batch::error_count() const { return lease_->snapshot.error_count; }
 uint64_t Batch::epoch() const { return lease_->snapshot.epoch; }
 uint64_t Batch::batch_index() const { return lease_->snapshot.batch_index; }
 uint64_t Batch::sequence() const { return lease_->snapshot.sequence; }
-const void* Batch::mapping_base() const { return lease_->ring->base(); }
-uint64_t Batch::mapping_size() const { return lease_->ring->size(); }
+const void* Batch::mapping_base() const {
+  return lease_->copy != nullptr ? lease_->copy.get() : lease_->ring->base();
+}
+uint64_t Batch::mapping_size() const {
+  return lease_->copy != nullptr ? lease_->layout().slot_stride : lease_->ring->size();
+}
+bool Batch::copied() const { return lease_->copy != nullptr; }
 
 }  // namespace stoker

@@ -1,7 +1,9 @@
 // A Batch's hold on its ring slot (client.h): the slot goes back to the
 // producer when the last copy of the Batch goes. `keep` holds the
 // session's ring mapping (and its control stream) as long as any batch of
-// it is alive. Private to the client library.
+// it is alive. A private copy (Copy) holds no slot: its valid samples'
+// bytes were copied out of the slot, which went back at once. Private to
+// the client library.
 #ifndef STOKER_CLIENT_CPP_BATCH_LEASE_H_
 #define STOKER_CLIENT_CPP_BATCH_LEASE_H_
 
@@ -16,14 +18,22 @@ namespace stoker {
 struct Batch::Lease {
   Lease(std::shared_ptr<const void> k, shm::RingConsumer* r, int s, const shm::SlotSnapshot& snap)
       : keep(std::move(k)), ring(r), slot(s), view(r->Slot(s)), snapshot(snap) {}
-  ~Lease() { ring->Release(slot); }
+  ~Lease() {
+    if (slot >= 0) ring->Release(slot);
+  }
+  // Slot `s`'s valid samples copied to memory of the batch's own (laid
+  // out as a slot, 4096-aligned), and the slot released. Where that
+  // memory cannot be had, the slot is held as by the constructor.
+  static std::shared_ptr<const Lease> Copy(std::shared_ptr<const void> k, shm::RingConsumer* r,
+                                           int s, const shm::SlotSnapshot& snap);
   const shm::RingLayout& layout() const { return ring->layout(); }
 
   std::shared_ptr<const void> keep;
   shm::RingConsumer* ring;
-  int slot;
+  int slot;  // -1 for a private copy.
   shm::SlotView view;
   shm::SlotSnapshot snapshot;  // Counts as validated when the slot was taken.
+  std::shared_ptr<uint8_t> copy;  // A private copy's memory, else null.
 };
 
 }  // namespace stoker

@@ -66,9 +66,12 @@ class Batch {
   uint64_t epoch() const;
   uint64_t batch_index() const;  // Within the epoch.
   uint64_t sequence() const;     // Counted from the session's start.
-  // Start and length of the whole ring mapping (for pinning once).
+  // Start and length of the whole ring mapping (for pinning once), or of
+  // a private copy's own memory.
   const void* mapping_base() const;
   uint64_t mapping_size() const;
+  // A private copy (Session::Next): holds no ring slot.
+  bool copied() const;
 
   explicit operator bool() const { return lease_ != nullptr; }
 
@@ -90,8 +93,12 @@ class Session {
   // returned: DATA_LOSS names the sample's file (the next call goes on with
   // the next batch). UNAVAILABLE when the daemon closed the session or did
   // not come back,
-  // DEADLINE_EXCEEDED after `timeout`, FAILED_PRECONDITION when the
-  // application holds every ring slot.
+  // DEADLINE_EXCEEDED after `timeout`. A batch taken while the application
+  // holds every other ring slot comes as a private copy (Batch::copied()):
+  // its slot goes back at once, so batches held for long (a list of a
+  // whole epoch) never stall the ring. The session's first such copy
+  // writes one warning to stderr. FAILED_PRECONDITION when every slot is
+  // held all the same (a copy's memory could not be had).
   absl::StatusOr<Batch> Next(absl::Duration timeout = absl::InfiniteDuration());
   // Next() within one pass over `epoch`: OUT_OF_RANGE, taking nothing, when
   // the next batch is of a later epoch. A pass ends so where the batches
@@ -161,6 +168,7 @@ class Session {
   uint64_t next_sequence_ = 0;
   bool closed_ = false;
   bool delivered_any_ = false;
+  bool copy_warned_ = false;
   uint64_t last_epoch_ = 0, last_batch_ = 0;  // Of the last batch delivered.
   absl::Duration resume_window_ = absl::Seconds(60);
   uint64_t reconnects_ = 0;

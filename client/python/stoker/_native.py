@@ -85,7 +85,9 @@ class _BatchInfo(ctypes.Structure):
                 ("batch_index", ctypes.c_uint64),
                 ("sequence", ctypes.c_uint64),
                 ("mapping_base", ctypes.c_void_p),
-                ("mapping_size", ctypes.c_uint64)]
+                ("mapping_size", ctypes.c_uint64),
+                ("copied", ctypes.c_uint32),
+                ("reserved0", ctypes.c_uint32)]
 
 
 class _FieldInfo(ctypes.Structure):
@@ -250,6 +252,8 @@ class Batch(_Owned):
         self.data_ptr = info.data or 0
         self.mapping_base = info.mapping_base or 0
         self.mapping_size = info.mapping_size
+        # A private copy holds no ring slot (the application held the rest).
+        self.copied = bool(info.copied)
         self.dtype = DTYPE_NAMES[info.dtype]
         self._specs = None
 

@@ -99,7 +99,7 @@ class Loader:
         else this user's embedded daemon, shared by its processes on this
         node (started if needed).
       ring_slots: batches prefetched by the daemon (unset: the daemon's
-        default).
+        default); more of them keep more held batches without copies.
       threads: decode threads of an embedded daemon (ignored otherwise).
       timeout: seconds to wait for one batch before raising (None: no limit;
         a vanished daemon is reported within a few seconds regardless).
@@ -143,7 +143,9 @@ class Loader:
 
     Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor (or a
     float [B, 3, S, S] one) that views the ring slot (no copy); the slot stays reserved while any view of it is
-    alive. labels an int64 [B] tensor. Without torch, numpy arrays. With
+    alive. Once the application holds every slot but one, the next
+    batches are private copies (one warning on stderr), so keeping
+    batches (``list(loader)``) never stalls. labels an int64 [B] tensor. Without torch, numpy arrays. With
     fields=, a dict {name: tensor} of ring views instead.
     Each full pass advances the epoch; set_epoch(e) picks one explicitly.
     """

@@ -1,6 +1,9 @@
 // normalize: (x / 255 - mean) / std per channel for float images (1 or C
 // values), folded into the field's conversion; (x - mean) / std for float
 // arrays (1 value), in their value stage in op order. Nothing is drawn.
+// An image's mean and std are on the 0..1 scale (mean in 0..1, std in
+// (0, 1]), as torchvision's after ToTensor: values on the 0..255 scale
+// would leave every pixel near -2, so they are refused naming the scale.
 #include "absl/strings/str_cat.h"
 #include "server/ops/op.h"
 
@@ -39,6 +42,13 @@ class NormalizeKind : public AffineValuesOp {
         const float m = n.mean(n.mean_size() == 1 ? 0 : ch);
         const float s = n.std(n.std_size() == 1 ? 0 : ch);
         if (absl::Status st = positive(s); !st.ok()) return st;
+        if (!(m >= 0 && m <= 1) || s > 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "mean and std of image field '", f->name, "' are on the 0..1 scale of "
+              "pixels / 255 (as torchvision's Normalize after ToTensor), got mean ", m,
+              " and std ", s, "; divide values on the 0..255 scale by 255 (", m, " -> ",
+              m / 255, ")"));
+        }
         f->norm.scale[ch] = 1.0f / (255.0f * s);
         f->norm.offset[ch] = -m / s;
       }

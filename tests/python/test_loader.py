@@ -397,6 +397,8 @@ def test_the_daemons_rules_are_checked_when_the_loader_is_made(dataset, tmp_path
                       (dict(decode="fast"), "decode must be one of auto, full, crop, scale_crop"),
                       (dict(dtype="int64"), "dtype of the preset's image must be uint8"),
                       (dict(mean=[0.5, 0.5]), "mean and std must each have 3 values"),
+                      (dict(dtype="float32", mean=[123.7, 116.3, 103.5],
+                            std=[58.4, 57.1, 57.4]), r"on the 0\.\.1 scale of pixels / 255"),
                       (dict(priority=17), "priority 17 must be in 0..16"),
                       (dict(ring_slots=300), "ring_slots 300 must be at most 256"),
                       (dict(pipeline=[stoker.flip()]), "pipeline needs fields"),

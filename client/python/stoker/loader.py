@@ -90,7 +90,9 @@ class Loader:
         GPU), or a float dtype, "float32" / "float16" / "bfloat16" (NCHW,
         normalized on the CPU as (x/255 - mean) / std, rounded to nearest
         even into 16-bit floats as torch does).
-      mean, std: 3 values each for float dtypes; default ImageNet's.
+      mean, std: 3 values each for float dtypes, on the 0..1 scale of
+        pixels / 255 as torchvision's (ValueError otherwise); default
+        ImageNet's.
       device: None (CPU tensors viewing the ring) or "cuda[:N]" (the ring is
         pinned once; batches are copied with non_blocking=True and the slot
         is released after the copy completes).

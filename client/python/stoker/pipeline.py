@@ -168,8 +168,9 @@ def window(low, high, out=None, fields=None):
 
 
 def normalize(mean, std, fields=None):
-    """(x / 255 - mean) / std for float image fields (1 or C values each);
-    (x - mean) / std for float array fields (1 value each)."""
+    """(x / 255 - mean) / std for float image fields (1 or C values each,
+    on the 0..1 scale as torchvision's); (x - mean) / std for float array
+    fields (1 value each, on the array's own scale)."""
     return _op("normalize", fields, mean=[float(m) for m in mean],
                std=[float(s) for s in std])
 

@@ -420,7 +420,7 @@ def after_steps(source, fields, patch, step):
     d = Stokerd()
     try:
         ld = stoker.Loader(source, batch_size=2, socket=d.sock, ring_slots=8,
-                           fields=fields, pipeline=[patch])
+                           fields=fields, pipeline=[patch], shuffle=True)
         for _ in ld:
             time.sleep(step)  # The trainer's step.
         stats = d.stats()
@@ -436,7 +436,7 @@ def first_epoch(daemon, source, fields, patch):
     """Patches/s of a new Loader's first epoch (4 x PER_VOLUME patches of
     op `patch`, batch 2) on `daemon`, and the Loader."""
     ld = stoker.Loader(source, batch_size=2, socket=daemon.sock, ring_slots=8,
-                       fields=fields, pipeline=[patch])
+                       fields=fields, pipeline=[patch], shuffle=True)
     t0 = time.perf_counter()
     for _ in ld:
         pass
@@ -488,7 +488,7 @@ def main():
                                          "dataset": "x", "labels": "y"}},
                                batch_size=batch, socket=sock,
                                fields=[stoker.array((128,), "x"), stoker.label()],
-                               pipeline=[])
+                               pipeline=[], shuffle=True)
             s = stoker_rate(ld, n)
             ld.close()
             t, w = dataloader_best(Features(os.path.join(DATA, "features.h5")), batch, n)
@@ -500,7 +500,7 @@ def main():
             ld = stoker.Loader({"hdf5": {"path": STORE, "dataset": "x", "labels": "y"}},
                                batch_size=batch, socket=sock,
                                fields=[stoker.array((128,), "x"), stoker.label()],
-                               pipeline=[])
+                               pipeline=[], shuffle=True)
             s = stoker_rate(ld, n)
             ld.close()
             # h5py reads each row through its gzip chunks (about 300 rows/s
@@ -522,7 +522,7 @@ def main():
                 break
             ld = stoker.Loader(src, batch_size=2, socket=sock, ring_slots=8,
                                fields=[stoker.array(PATCH, "patch")],
-                               pipeline=[stoker.random_patch(PATCH)])
+                               pipeline=[stoker.random_patch(PATCH)], shuffle=True)
             s = stoker_rate(ld, 4, epochs=100)
             ld.close()
             t, w = dataloader_best(Volumes(kind, 100), 2, 100)
@@ -580,7 +580,7 @@ def main():
             ld = stoker.Loader(os.path.join(DATA, "seg", "pairs.tsv"), batch_size=32,
                                socket=sock,
                                fields=[stoker.image(384, 384), stoker.mask(384, 384, file=1)],
-                               pipeline=[stoker.random_crop(384), stoker.flip()])
+                               pipeline=[stoker.random_crop(384), stoker.flip()], shuffle=True)
             s = stoker_rate(ld, 256)
             ld.close()
             t, w = dataloader_best(Pairs(), 32, 256)

@@ -47,7 +47,7 @@ case, sock, data, runs, patch, per_volume = (sys.argv[1], sys.argv[2], sys.argv[
                                              int(sys.argv[6]))
 if case == "store":
     ld = stoker.Loader({"hdf5": {"path": data, "dataset": "x", "labels": "y"}},
-                       batch_size=8192, socket=sock,
+                       batch_size=8192, shuffle=True, socket=sock,
                        fields=[stoker.array((128,), "x"), stoker.label()], pipeline=[])
     times = []
     for k in range(runs + 1):  # A pass: 10 epochs (2M rows), not one 30 ms epoch.
@@ -59,7 +59,7 @@ if case == "store":
 else:
     ld = stoker.Loader({"hdf5": {"path": data, "dataset": "vol"},
                         "samples_per_volume": per_volume},
-                       batch_size=2, socket=sock, ring_slots=8,
+                       batch_size=2, shuffle=True, socket=sock, ring_slots=8,
                        fields=[stoker.array(tuple(patch), "patch")],
                        pipeline=[stoker.random_patch(tuple(patch))])
     t = time.perf_counter()

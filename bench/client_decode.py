@@ -50,7 +50,7 @@ def epoch(loader):
 
 def tolerance(root, sock, transform, device):
     kw = dict(batch_size=BATCH, image_size=224, socket=sock, seed=5, decode="full",
-              transform=transform)
+              transform=transform, shuffle=True)
     ref = epoch(stoker.Loader(root, **kw))
     got = epoch(stoker.Loader(root, client_decode=stoker.ClientDecode(device, 0), **kw))
     by_layout = {}
@@ -68,7 +68,7 @@ def tolerance(root, sock, transform, device):
 
 def rate(root, sock, **kw):
     loader = stoker.Loader(root, batch_size=BATCH, image_size=224, socket=sock, seed=5,
-                           transform="train", **kw)
+                           transform="train", shuffle=True, **kw)
     epoch(loader)  # Warm: L1 filled, the automatic split settled.
     runs = []
     for _ in range(RUNS):

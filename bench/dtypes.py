@@ -78,7 +78,7 @@ def passes(source, field_dtype, tree):
         with Stokerd(**({"tree": tree} if tree else {})) as d:
             ld = stoker.Loader(source, batch_size=BATCH, socket=d.sock, drop_last=False,
                                fields=[stoker.array((COLS,), "x", dtype=field_dtype),
-                                       stoker.label()], pipeline=[])
+                                       stoker.label()], pipeline=[], shuffle=True)
             for out, count in ((first, 1), (later, LATER)):
                 t0, n = time.perf_counter(), 0
                 for _ in range(count):

@@ -131,7 +131,8 @@ def dataloader(device):
 
 
 def stoker_loader(sock, device, **kw):
-    loader = stoker.Loader(DATA, BATCH, image_size=SIZE, socket=sock, drop_last=True,
+    loader = stoker.Loader(DATA, BATCH, transform="train", shuffle=True, image_size=SIZE,
+                           socket=sock, drop_last=True,
                            device=device if device.type == "cuda" else None, **kw)
     return forever(lambda: iter(loader)), loader
 

@@ -95,11 +95,13 @@ def photo_data():
 def jpeg_rows(name, data):
     """The train path at 224 on `data`: pixel_cache=None, then kept."""
     none = medians(lambda sock: stoker.Loader(
-        data, batch_size=64, image_size=224, socket=sock, pixel_cache=None))
+        data, batch_size=64, transform="train", shuffle=True, image_size=224, socket=sock,
+        pixel_cache=None))
     row(f"{name}: default decode, pixel_cache=None", none, none[0])
     for decode in ("full", "auto"):
         r = medians(lambda sock, d=decode: stoker.Loader(
-            data, batch_size=64, image_size=224, socket=sock, decode=d))
+            data, batch_size=64, transform="train", shuffle=True, image_size=224,
+            socket=sock, decode=d))
         row(f"{name}: decode={decode}, later/epoch 1", r, r[0])
         print(f"  {name} decode={decode}, automatic over pixel_cache=None: epoch 1 "
               f"{r[0] / none[0]:.2f}x, later {r[1] / none[1]:.2f}x", flush=True)
@@ -149,7 +151,7 @@ def medians(make, flags=()):
 
 def ddpm_loader(data, **kw):
     return lambda sock: stoker.Loader(
-        data, batch_size=128, socket=sock,
+        data, batch_size=128, socket=sock, shuffle=True,
         fields=[stoker.image(40, 40, dtype="float32", chw=True)],
         pipeline=[stoker.resize(width=40, height=40), stoker.flip(),
                   stoker.normalize([0.5], [0.5])], **kw)

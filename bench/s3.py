@@ -324,8 +324,8 @@ def shard_runs(make, flags):
 
 def loader(data):
     cache = {"pixel_cache": None} if CACHE == "none" else {}
-    return lambda sock: stoker.Loader(data, batch_size=64, image_size=224, socket=sock,
-                                      **cache)
+    return lambda sock: stoker.Loader(data, batch_size=64, transform="train", shuffle=True,
+                                      image_size=224, socket=sock, **cache)
 
 
 def main():

@@ -104,7 +104,7 @@ if role == "attacker":
     while True:
         try:
             ld = stoker.Loader(dataset, batch_size=32, transform="val", image_size=64,
-                               socket=sock, on_error="zeros", resume_timeout=0)
+                               shuffle=True, socket=sock, on_error="zeros", resume_timeout=0)
             while True:
                 for b in ld.batches():
                     pass

@@ -51,7 +51,8 @@ def shard_data(folder, per_shard=64):
 def rates(data, **kw):
     """Median (epoch 1, later epochs) images/s of a Loader over `data`."""
     first, later, _ = medians(lambda sock: stoker.Loader(
-        data, batch_size=64, image_size=224, socket=sock, **kw))
+        data, batch_size=64, transform="train", shuffle=True, image_size=224, socket=sock,
+        **kw))
     return first, later
 
 

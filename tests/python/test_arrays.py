@@ -330,7 +330,8 @@ def test_compressed_volumes_are_decoded_once_and_give_several_patches(daemon, tm
     # On a source whose samples are not volumes it is refused by name.
     with pytest.raises(stoker.StokerError, match="samples_per_volume applies to array sources"):
         len(stoker.Loader({"folder": {"path": dataset}, "samples_per_volume": 2},
-                          batch_size=4, image_size=32, socket=daemon.socket))
+                          batch_size=4, transform="train", shuffle=True, image_size=32,
+                          socket=daemon.socket))
 
 
 def test_dataset_names_never_share_a_cache_entry(daemon, tmp_path):

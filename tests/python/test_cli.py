@@ -57,7 +57,8 @@ def test_useless_values_are_refused_with_a_reason(daemon, dataset, tmp_path):
     assert out.returncode == 1
     assert "INVALID_ARGUMENT" in out.stderr and "ring_slots 1" in out.stderr
     with pytest.raises(ValueError, match="ring_slots"):
-        stoker.Loader(dataset, batch_size=4, ring_slots=1, socket=daemon.socket)
+        stoker.Loader(dataset, batch_size=4, transform="train", ring_slots=1,
+                      socket=daemon.socket)
     out = run(STOKERCTL, "--socket", daemon.socket, "read", "--dataset", dataset,
               "--batch-size", "4", "--first-epoch", "whole")
     assert out.returncode == 2 and "--first-epoch must be canonical or windows" in out.stderr

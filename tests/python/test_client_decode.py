@@ -33,8 +33,8 @@ def layouts(dataset):
 
 
 def _loader(root, daemon, **kw):
-    args = dict(batch_size=5, image_size=64, socket=daemon.socket, seed=7,
-                decode="full")
+    args = dict(batch_size=5, shuffle=True, image_size=64, socket=daemon.socket, seed=7,
+                decode="full", **({} if "fields" in kw else {"transform": "train"}))
     args.update(kw)
     return stoker.Loader(root, **args)
 
@@ -316,7 +316,8 @@ def test_a_daemon_restart_changes_nothing(layouts):
     procs = []
     try:
         procs.append(start(sock, prefix))
-        kw = dict(batch_size=3, image_size=48, seed=9, socket=sock, decode="full",
+        kw = dict(batch_size=3, transform="train", shuffle=True, image_size=48, seed=9,
+                  socket=sock, decode="full",
                   client_decode=stoker.ClientDecode("cpu", 0.4))
         want = _epochs(stoker.Loader(layouts, **kw), 3)
         loader = stoker.Loader(layouts, **kw)

@@ -14,4 +14,4 @@ import stoker
 def test_decode_device_without_torch_is_a_clear_error(dataset):
     with pytest.raises(ValueError, match="client_decode= needs torch and torchvision"):
         stoker.Loader(dataset, 4, client_decode=stoker.ClientDecode("cpu"),
-                      socket="/nonexistent/s.sock")
+                      socket="/nonexistent/s.sock", transform="train", shuffle=True)

@@ -173,7 +173,7 @@ import stoker
 from stoker._native import lib
 numpy = sys.modules.get("numpy")
 socket = None if sys.argv[3] == "embedded" else sys.argv[3]
-ld = stoker.Loader(sys.argv[1], batch_size=5, transform="train",
+ld = stoker.Loader(sys.argv[1], batch_size=5, transform="train", shuffle=True,
                    image_size=40, seed=11, socket=socket)
 c = lib.Checksum()
 for b in ld.batches():

@@ -18,8 +18,8 @@ from conftest import ROOT, STOKERCTL, STOKERD
 SCRIPT = r"""
 import os, sys
 import stoker, stoker._daemon as d
-a = stoker.Loader(sys.argv[1], batch_size=4, transform="val", image_size=32)
-b = stoker.Loader(sys.argv[1], batch_size=3, transform="train", image_size=32)
+a = stoker.Loader(sys.argv[1], batch_size=4, transform="val", shuffle=True, image_size=32)
+b = stoker.Loader(sys.argv[1], batch_size=3, transform="train", shuffle=True, image_size=32)
 na = sum(x.shape[0] for x, _ in a)
 nb = sum(x.shape[0] for x, _ in b)
 print(d.embedded_daemon_pid(), d.daemon_socket(), na, nb, flush=True)
@@ -83,7 +83,8 @@ indices = [int(i) for b in ld.batches() for i in b.indices]
 print(d.embedded_daemon_pid(), ld.rank, ld.world_size,
       ",".join(map(str, indices)), flush=True)
 sys.stdin.readline()  # The test lets rank 0 go first; rank 1 reads after it left.
-ld2 = stoker.Loader(sys.argv[1], batch_size=4, transform="val", image_size=32)
+ld2 = stoker.Loader(sys.argv[1], batch_size=4, transform="val", shuffle=True,
+                    image_size=32)
 print(sum(b.samples for b in ld2.batches()), flush=True)
 """
 
@@ -122,7 +123,8 @@ def test_ranks_share_one_embedded_daemon_and_cover_the_epoch_once(dataset):
 REFUSED_SCRIPT = r"""
 import sys, stoker
 try:
-    next(iter(stoker.Loader(sys.argv[1], batch_size=4, threads=int(sys.argv[2]) or None)))
+    next(iter(stoker.Loader(sys.argv[1], batch_size=4, transform="train", shuffle=True,
+                       threads=int(sys.argv[2]) or None)))
 except stoker.StokerError as e:
     print(e.code, str(e))
 """
@@ -243,7 +245,8 @@ import sys, warnings
 import stoker, stoker._daemon as d
 warnings.simplefilter("always")
 try:
-    ld = stoker.Loader(sys.argv[1], batch_size=4, threads=int(sys.argv[2]))
+    ld = stoker.Loader(sys.argv[1], batch_size=4, transform="train", shuffle=True,
+                       threads=int(sys.argv[2]))
     print(sum(b.samples for b in ld.batches()), d.embedded_daemon_pid(), flush=True)
 except stoker.StokerError as e:
     print(e.code, str(e), flush=True)

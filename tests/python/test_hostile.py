@@ -38,7 +38,7 @@ NO_STORE = "http://127.0.0.1:9"
 VICTIM_READ_PY = r"""
 import hashlib, sys, stoker
 data, sock, transform = sys.argv[1], sys.argv[2], sys.argv[3]
-ld = stoker.Loader(data, batch_size=5, transform=transform, image_size=40, seed=11,
+ld = stoker.Loader(data, batch_size=5, transform=transform, shuffle=True, image_size=40, seed=11,
                    socket=sock, timeout=60, resume_timeout=0)
 digest = hashlib.sha256()
 for epoch in range(3):
@@ -232,7 +232,7 @@ def attacker_reads(node, *args, errors_ok=True):
 SCRIBBLE = r"""
 import ctypes, sys, stoker
 ld = stoker.Loader(sys.argv[1], batch_size=2, transform="val", image_size=16,
-                   socket=sys.argv[2], timeout=5)
+                   shuffle=True, socket=sys.argv[2], timeout=5)
 it = iter(ld)
 next(it)
 rings = [l.split()[0] for l in open("/proc/self/maps") if "stoker-hostile." in l]
@@ -362,7 +362,7 @@ import sys, stoker
 for path in sys.argv[2:]:
     try:
         ld = stoker.Loader({"hdf5": {"path": path, "dataset": "x"}}, batch_size=1,
-                           socket=sys.argv[1], timeout=10,
+                           shuffle=True, socket=sys.argv[1], timeout=10,
                            fields=[stoker.array((16,), "x", dtype="uint8")])
         for b in ld.batches():
             print("DATA", bytes(memoryview(b.field("x")).cast("B")), flush=True)
@@ -415,7 +415,7 @@ HOSTILE_HDF5 = r"""
 import sys, warnings, stoker
 warnings.simplefilter("ignore")
 ld = stoker.Loader({"hdf5": {"path": sys.argv[2], "dataset": "x"}}, batch_size=50,
-                   socket=sys.argv[1], timeout=300, on_error="zeros",
+                   shuffle=True, socket=sys.argv[1], timeout=300, on_error="zeros",
                    fields=[stoker.array((8, 16, 16), "x")])
 batches = sum(1 for _ in ld.batches())
 print("BATCHES", batches, len(ld), flush=True)
@@ -482,7 +482,7 @@ import sys, stoker
 for path in sys.argv[2:]:
     try:
         ld = stoker.Loader({"npy": {"path": path}}, batch_size=1, socket=sys.argv[1],
-                           timeout=10, fields=[stoker.array((8,), "x")])
+                           shuffle=True, timeout=10, fields=[stoker.array((8,), "x")])
         for b in ld.batches():
             print("DATA", flush=True)
             break

@@ -136,7 +136,7 @@ def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_
     def world(size, epoch=1):
         lds = [stoker.Loader(small_photos, batch_size=12 // size, transform="train",
                              image_size=16, seed=7, rank=r, world_size=size,
-                             socket=daemon.socket) for r in range(size)]
+                             socket=daemon.socket, shuffle=True) for r in range(size)]
         for ld in lds:
             ld.set_epoch(epoch)
         return lds
@@ -160,7 +160,8 @@ def test_a_run_resumed_at_another_world_size_reads_the_same_steps(daemon, small_
         ld.close()
     # Another exchange is another order: refused at the first batch.
     other = stoker.Loader(small_photos, batch_size=2, transform="train", image_size=16,
-                          seed=7, rank=0, world_size=6, socket=daemon.socket, exchange=0)
+                          seed=7, rank=0, world_size=6, socket=daemon.socket, exchange=0,
+                          shuffle=True)
     _load_as_a_checkpoint_does(other, states[0])
     with pytest.raises(ValueError, match="another order"):
         next(iter(other))
@@ -180,7 +181,7 @@ def test_a_world_size_off_the_partitions_is_named_once(daemon, small_photos):
     # 120 samples: 6 partitions of 20. 3 ranks divide them; 4 do not.
     def first_batches(world):
         ld = stoker.Loader(small_photos, batch_size=2, transform="val", image_size=16,
-                           rank=0, world_size=world, socket=daemon.socket)
+                           rank=0, world_size=world, socket=daemon.socket, shuffle=True)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             for _ in range(2):
@@ -197,7 +198,7 @@ def test_a_state_taken_at_the_end_of_a_resumed_epoch_goes_on_into_the_next(
         daemon, small_photos):
     def make():
         return stoker.Loader(small_photos, batch_size=2, transform="val", image_size=16,
-                             seed=3, rank=0, world_size=7, socket=daemon.socket)
+                             seed=3, rank=0, world_size=7, socket=daemon.socket, shuffle=True)
     ld = make()
     ld.load_state_dict({"epoch": 2, "consumed": 100, "seed": 3, "shuffle": True,
                         "drop_last": False})
@@ -317,18 +318,18 @@ def test_numpy_interface(daemon, dataset):
     (dict(dtype="float64"), ValueError, "dtype"),
     (dict(ring_slots=1000), ValueError, "ring_slots"),
     (dict(device="tpu"), ValueError, "device"),
-    (dict(timeout=0), ValueError, "timeout"),
+    (dict(timeout=-1), ValueError, "timeout"),
     (dict(partitions=70000), ValueError, "partitions 70000 must be in 0..65536"),
     (dict(exchange=1.5), ValueError, "exchange 1.5 must be in 0..1"),
     (dict(exchange="0.1"), TypeError, "exchange"),
 ])
 def test_bad_arguments_raise_before_any_rpc(dataset, kwargs, error, words):
-    args = dict(batch_size=4, socket="/nonexistent/stoker.sock")
+    args = dict(batch_size=4, transform="train", socket="/nonexistent/stoker.sock")
     args.update(kwargs)
     with pytest.raises(error, match=words):
         stoker.Loader(dataset, **args)
     with pytest.raises(TypeError, match="dataset"):
-        stoker.Loader(42, batch_size=4)
+        stoker.Loader(42, batch_size=4, transform="train", shuffle=True)
 
 
 def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatch):
@@ -381,9 +382,10 @@ def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatc
                        ({"npy": {"path": "a"}, "hdf5": {"path": "b"}}, "one source"),
                        ({"folder": {"pth": "a"}}, "pth")):
         with pytest.raises(ValueError, match=words):
-            stoker.Loader(bad, batch_size=4, socket=daemon.socket)
+            stoker.Loader(bad, batch_size=4, socket=daemon.socket, transform="train", shuffle=True)
     with pytest.raises(ValueError, match="root applies to a manifest"):
-        stoker.Loader(dataset, batch_size=4, socket=daemon.socket, root=str(tmp_path))
+        stoker.Loader(dataset, batch_size=4, transform="train", socket=daemon.socket,
+                      root=str(tmp_path))
 
 
 def test_the_daemons_rules_are_checked_when_the_loader_is_made(dataset, tmp_path):
@@ -406,16 +408,17 @@ def test_the_daemons_rules_are_checked_when_the_loader_is_made(dataset, tmp_path
                        "fields/pipeline replace the preset"),
                       (dict(fields=[stoker.image(8, 8)], pipeline=[stoker.flip(fields=["mask"])]),
                        r"pipeline\[0\] \(flip\): no field named 'mask'")):
-        args = {"batch_size": 4, "socket": gone, **kw}
+        preset = {} if "fields" in kw else {"transform": "train"}
+        args = {"batch_size": 4, "socket": gone, **preset, **kw}
         with pytest.raises(ValueError, match=words):
             stoker.Loader(dataset, **args)
     # Python's own: types and the option objects.
     with pytest.raises(TypeError, match="batch_size must be an int"):
-        stoker.Loader(dataset, batch_size="4", socket=gone)
+        stoker.Loader(dataset, batch_size="4", socket=gone, transform="train", shuffle=True)
     with pytest.raises(TypeError, match="placement must be None or a stoker.Placement"):
-        stoker.Loader(dataset, batch_size=4, socket=gone, placement=1)
+        stoker.Loader(dataset, batch_size=4, transform="train", socket=gone, placement=1)
     with pytest.raises(TypeError, match=r"numa_node= is now placement=stoker\.Placement"):
-        stoker.Loader(dataset, batch_size=4, socket=gone, numa_node=1)
+        stoker.Loader(dataset, batch_size=4, transform="train", socket=gone, numa_node=1)
     # The same checker straight from the library, on a whole spec.
     lib.check_spec({"dataset": {"folder": {"path": dataset}}, "batch_size": 4,
                     "transform": "val", "image_size": 32})
@@ -428,17 +431,18 @@ def test_the_daemons_rules_are_checked_when_the_loader_is_made(dataset, tmp_path
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
 def test_cuda_without_cuda_is_a_clear_error(dataset):
     with pytest.raises(ValueError, match="CUDA is not available"):
-        stoker.Loader(dataset, batch_size=4, device="cuda")
+        stoker.Loader(dataset, batch_size=4, device="cuda", transform="train", shuffle=True)
 
 
 def test_daemon_errors_carry_code_and_message(daemon, tmp_path):
     with pytest.raises(stoker.StokerError) as e:
         len(stoker.Loader(str(tmp_path / "missing"), batch_size=4,
-                          socket=daemon.socket))
+                          socket=daemon.socket, transform="train", shuffle=True))
     assert e.value.code == "NOT_FOUND"
     assert str(tmp_path / "missing") in e.value.message
     with pytest.raises(stoker.StokerError) as e:
-        len(stoker.Loader(str(tmp_path), batch_size=4, socket=daemon.socket))
+        len(stoker.Loader(str(tmp_path), batch_size=4, transform="train",
+                          socket=daemon.socket))
     assert e.value.code == "FAILED_PRECONDITION"
 
 

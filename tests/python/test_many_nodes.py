@@ -183,7 +183,7 @@ def test_a_worlds_first_batch_shows_the_listing_it_waits_for(bucket, capsys, mon
                             "--object-store-flat-listing", "0"])
         ld = stoker.Loader("s3://nodes/train/", batch_size=4, transform="val", image_size=16,
                            seed=5, rank=0, world_size=2, socket=daemons[0].socket,
-                           pixel_cache=None)
+                           pixel_cache=None, shuffle=True)
         ld.describe([0])  # Opens the session; the open call shows its own wait.
         capsys.readouterr()
         assert len(next(iter(ld.batches())).indices) == 4
@@ -201,7 +201,7 @@ def measure_split(socket, dataset, rank_pid):
     `rank_pid`: the samples the daemon decoded for each, (neighbour, rank),
     once both read and then 1,200 later."""
     neighbour = stoker.Loader(dataset, batch_size=12, transform="val", image_size=48,
-                              socket=socket, pixel_cache=None)
+                              socket=socket, pixel_cache=None, shuffle=True)
     node = lib.Client(socket)
     counts = []
     measured = threading.Event()

@@ -223,7 +223,7 @@ def test_bad_volumes_are_named(daemon, tmp_path):
         ld = stoker.Loader({"nifti": {"path": str(tmp_path / path)}}, batch_size=1,
                            socket=daemon.socket, on_error="raise",
                            fields=[stoker.array(PATCH, "image")],
-                           pipeline=[stoker.random_patch(PATCH)])
+                           pipeline=[stoker.random_patch(PATCH)], shuffle=True)
         try:
             next(iter(ld.batches()))
         finally:
@@ -238,4 +238,4 @@ def test_bad_volumes_are_named(daemon, tmp_path):
     (tmp_path / "docs" / "notes.txt").write_text("not a volume\n")
     with pytest.raises(stoker.StokerError, match="holds no NIfTI volumes"):
         len(stoker.Loader({"nifti": {"path": str(tmp_path / "docs")}}, batch_size=1,
-                          socket=daemon.socket, fields=[stoker.array(PATCH)]))
+                          socket=daemon.socket, fields=[stoker.array(PATCH)], shuffle=True))

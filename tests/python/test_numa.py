@@ -38,7 +38,8 @@ import os, sys
 os.sched_setaffinity(0, {int(sys.argv[2])})
 sys.path.insert(0, sys.argv[3])
 import stoker
-loader = stoker.Loader(sys.argv[4], batch_size=4, image_size=32, socket=sys.argv[1])
+loader = stoker.Loader(sys.argv[4], batch_size=4, transform="train", shuffle=True,
+                   image_size=32, socket=sys.argv[1])
 it = iter(loader)
 next(it)
 print("open", flush=True)
@@ -48,7 +49,8 @@ sys.stdin.readline()
 
 def test_loaders_are_placed_by_request_and_cpus(two_nodes, dataset):
     asked = stoker.Loader(dataset, batch_size=4, image_size=32,
-                          socket=two_nodes.socket, placement=stoker.Placement(node=1))
+                          socket=two_nodes.socket, placement=stoker.Placement(node=1),
+                          transform="train", shuffle=True)
     it = iter(asked)
     next(it)
     child = subprocess.Popen(
@@ -70,7 +72,8 @@ def test_loaders_are_placed_by_request_and_cpus(two_nodes, dataset):
         del it
     with pytest.raises(stoker.StokerError) as e:
         next(iter(stoker.Loader(dataset, batch_size=4, image_size=32,
-                                socket=two_nodes.socket, placement=stoker.Placement(node=2))))
+                                socket=two_nodes.socket, placement=stoker.Placement(node=2),
+                                transform="train")))
     assert e.value.code == "INVALID_ARGUMENT"
     assert "placement.node 2 is not a node of this daemon (0..1)" in str(e.value)
 

@@ -66,7 +66,7 @@ def prometheus(daemon):
 
 def test_prometheus_scrapes_stoker_series(daemon, dataset, prometheus):
     ld = stoker.Loader(dataset, batch_size=4, transform="val", image_size=32,
-                       socket=daemon.socket)
+                       socket=daemon.socket, shuffle=True)
     it = iter(ld)
     for _ in range(3):
         next(it)  # Keep the session open while Prometheus scrapes.
@@ -91,7 +91,7 @@ def test_prometheus_scrapes_stoker_series(daemon, dataset, prometheus):
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_top_in_tmux_shows_the_session_and_quits_on_q(daemon, dataset):
     ld = stoker.Loader(dataset, batch_size=4, transform="val", image_size=32,
-                       socket=daemon.socket)
+                       socket=daemon.socket, shuffle=True)
     it = iter(ld)
     next(it)
     name = f"stoker-top-{os.getpid()}"
@@ -126,7 +126,7 @@ def test_deploy_configs_are_valid_and_name_real_series(daemon, dataset):
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     ld = stoker.Loader(dataset, batch_size=4, transform="val", image_size=32,
-                       socket=daemon.socket)
+                       socket=daemon.socket, shuffle=True)
     next(iter(ld))  # A live session, so per-session series exist.
     port = lib.Client(daemon.socket).stats()["metrics_port"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
@@ -149,7 +149,7 @@ def test_the_daemon_says_how_well_the_epoch_mixes(daemon, small_photos):
     # 2 ranks in global steps of 12 over 6 partitions of 20, no exchange:
     # every step holds two of each partition.
     lds = [stoker.Loader(small_photos, batch_size=6, transform="val", image_size=16, seed=3,
-                         rank=r, world_size=2, exchange=0, socket=daemon.socket)
+                         rank=r, world_size=2, exchange=0, socket=daemon.socket, shuffle=True)
            for r in range(2)]
     for ld in lds:
         ld.set_epoch(2)

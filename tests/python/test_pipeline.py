@@ -172,14 +172,14 @@ def test_bad_specs_are_refused_when_the_loader_is_made(dataset, fields, pipeline
     # The daemon's checker, linked into the library: no daemon needed.
     with pytest.raises(ValueError) as e:
         stoker.Loader(dataset, batch_size=2, fields=fields, pipeline=pipeline,
-                      socket="/nonexistent/stoker.sock")
+                      socket="/nonexistent/stoker.sock", shuffle=True)
     assert words in str(e.value)
 
 
 def test_what_the_data_decides_is_invalid_argument_from_the_daemon(daemon, dataset):
     ld = stoker.Loader(dataset, batch_size=2, socket=daemon.socket,
                        fields=[stoker.image(8, 8), stoker.mask(8, 8, file=3)],
-                       pipeline=[stoker.center_crop(8)])
+                       pipeline=[stoker.center_crop(8)], shuffle=True)
     with pytest.raises(stoker.StokerError) as e:
         next(iter(ld))
     assert e.value.code == "INVALID_ARGUMENT"
@@ -189,4 +189,4 @@ def test_what_the_data_decides_is_invalid_argument_from_the_daemon(daemon, datas
 def test_presets_and_fields_do_not_mix(dataset):
     with pytest.raises(ValueError, match="leave transform"):
         stoker.Loader(dataset, batch_size=2, transform="val",
-                      fields=[stoker.label()], pipeline=[])
+                      fields=[stoker.label()], pipeline=[], shuffle=True)

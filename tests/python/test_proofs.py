@@ -45,7 +45,7 @@ def stats(node):
 EPOCHS_PY = r"""
 import json, sys, stoker
 data, sock, epochs, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "pause"
-ld = stoker.Loader(data, batch_size=10, image_size=32, socket=sock, timeout=60,
+ld = stoker.Loader(data, batch_size=10, transform="train", image_size=32, socket=sock, timeout=60,
                    resume_timeout=0, on_error="zeros", shuffle=False)
 for epoch in range(epochs):
     failed = sum(sum(1 for s in b.status if s != 0) for b in ld.batches())
@@ -200,7 +200,8 @@ def test_symlinked_class_folders_read_as_imagefolder_reads_them(quiet):
 # its opener stops answering while the daemon opens the next batches.
 STALLED_PY = r"""
 import sys, stoker
-ld = stoker.Loader(sys.argv[1], batch_size=400, image_size=16, socket=sys.argv[2],
+ld = stoker.Loader(sys.argv[1], batch_size=400, transform="train", image_size=16,
+                   socket=sys.argv[2],
                    timeout=60, resume_timeout=0, on_error="zeros", shuffle=False)
 for b in ld.batches():
     print("first", flush=True)

@@ -119,7 +119,7 @@ def test_clients_resume_across_a_daemon_restart(large_dataset):
         proc = start(sock, prefix)
         ld = stoker.Loader(large_dataset, batch_size=2, transform="train",
                            image_size=64, seed=21, socket=sock,
-                           starvation_threshold=1.0, pixel_cache=None)
+                           starvation_threshold=1.0, pixel_cache=None, shuffle=True)
         restart = Restarter(sock, prefix, proc)
         got = checksum_epochs(ld, 3, restart)
         reconnects = ld._session.reconnects

@@ -169,7 +169,8 @@ def test_a_folder_past_its_first_window_streams_the_batches_of_the_kept_and_flat
                         "--min_side", "60", "--max_side", "90", "--seed", "9")
     flags = ["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2"),
              "--object-store-flat-listing", "0"]
-    args = dict(batch_size=4, transform="train", image_size=32, seed=3, pixel_cache=None)
+    args = dict(batch_size=4, transform="train", shuffle=True, image_size=32, seed=3,
+                pixel_cache=None)
     try:
         for dirpath, _, names in os.walk(folder):
             for name in names:
@@ -312,8 +313,8 @@ def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shard
         flags = ["--object-store-endpoints", endpoint]
         sock = os.path.join(folder, "s.sock")
         prefix = f"stoker-s3-resume{os.getpid()}."
-        args = dict(batch_size=2, transform="train", image_size=48, seed=21, socket=sock,
-                    starvation_threshold=1.0, pixel_cache=None)
+        args = dict(batch_size=2, transform="train", shuffle=True, image_size=48, seed=21,
+                    socket=sock, starvation_threshold=1.0, pixel_cache=None)
 
         # Its own daemon (the restarter sees one session), the store direct.
         reference = Daemon(extra=["--object-store-endpoints", bucket])

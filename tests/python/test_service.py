@@ -139,7 +139,7 @@ def test_group_member_reads_and_outsider_is_refused(service):
     script = (
         "import stoker; from stoker._native import lib\n"
         f"ld = stoker.Loader({service['data']!r}, batch_size=5, "
-        f"transform='train', image_size=40, seed=11, "
+        f"transform='train', shuffle=True, image_size=40, seed=11, "
         f"socket={service['socket']!r})\n"
         "c = lib.Checksum()\n"
         "for b in ld.batches():\n"
@@ -180,7 +180,7 @@ HOLD = r"""
 import sys, time
 import stoker
 ld = stoker.Loader(sys.argv[1], batch_size=2, transform="val", image_size=16,
-                   socket=sys.argv[2])
+                   shuffle=True, socket=sys.argv[2])
 it = iter(ld)
 next(it)
 print("holding", flush=True)

@@ -66,7 +66,7 @@ VICTIM_S3 = r"""
 import sys, stoker
 try:
     ld = stoker.Loader("s3://photos/train/", batch_size=2, transform="val", image_size=16,
-                       socket=sys.argv[1], timeout=20, resume_timeout=0)
+                       shuffle=True, socket=sys.argv[1], timeout=20, resume_timeout=0)
     next(iter(ld))
 except Exception as e:
     print(e, flush=True)
@@ -158,7 +158,7 @@ class DripNode(Node):
 DRIP_READ_PY = r"""
 import sys, stoker
 ld = stoker.Loader("s3://drip/train/", batch_size=8, transform="val", image_size=16,
-                   socket=sys.argv[1], on_error="zeros")
+                   shuffle=True, socket=sys.argv[1], on_error="zeros")
 for b in ld.batches():
     pass
 """

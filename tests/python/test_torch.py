@@ -17,7 +17,7 @@ import stoker
 def test_resnet18_trains_from_uint8_batches(daemon, dataset):
     torch.manual_seed(0)
     ld = stoker.Loader(dataset, batch_size=6, transform="train",
-                       image_size=64, seed=1, socket=daemon.socket)
+                       image_size=64, seed=1, socket=daemon.socket, shuffle=True)
     model = torchvision.models.resnet18(num_classes=3)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255

@@ -33,7 +33,7 @@ if os.getppid() != agent:
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 ld = stoker.Loader(data, batch_size=%(step)d // world, transform="val", image_size=16,
-                   seed=5, socket=socks[rank * len(socks) // world], pixel_cache=None)
+                   shuffle=True, seed=5, socket=socks[rank * len(socks) // world], pixel_cache=None)
 state_file = os.path.join(out, "state.json")
 if attempt == 1:
     with open(state_file) as f:

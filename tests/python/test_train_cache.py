@@ -30,7 +30,8 @@ def psnr(a, b):
 
 
 def test_cached_batches_repeat_and_match_the_full_path(daemon, dataset):
-    kw = dict(batch_size=4, image_size=64, socket=daemon.socket, seed=7, decode="full")
+    kw = dict(batch_size=4, transform="train", shuffle=True, image_size=64,
+              socket=daemon.socket, seed=7, decode="full")
     full = epochs(stoker.Loader(dataset, **kw), 2)
     unscaled = epochs(stoker.Loader(dataset, pixel_cache=stoker.PixelCache(16384), **kw), 2)
     assert all(torch.equal(x, y) for x, y in zip(full, unscaled))
@@ -67,11 +68,12 @@ def test_masks_keep_their_values_through_the_cache(daemon, tmp_path):
 
 def test_bad_arguments_are_refused(dataset):
     with pytest.raises(TypeError, match='pixel_cache must be "auto", None or a stoker.PixelCache'):
-        stoker.Loader(dataset, batch_size=2, pixel_cache="decoded")
+        stoker.Loader(dataset, batch_size=2, pixel_cache="decoded", transform="train", shuffle=True)
     with pytest.raises(TypeError, match=r"train_cache= is now pixel_cache=stoker\.PixelCache"):
-        stoker.Loader(dataset, batch_size=2, train_cache="decoded")
+        stoker.Loader(dataset, batch_size=2, train_cache="decoded", transform="train", shuffle=True)
     with pytest.raises(ValueError, match=r"pixel_cache.max_side 8 must be 0 \(automatic\) or 16..16384"):
-        stoker.Loader(dataset, batch_size=2, pixel_cache=stoker.PixelCache(8))
+        stoker.Loader(dataset, batch_size=2, transform="train",
+                      pixel_cache=stoker.PixelCache(8))
 
 
 def test_the_automatic_cache_keeps_pngs_exactly_and_says_so(daemon, tmp_path):
@@ -80,7 +82,8 @@ def test_the_automatic_cache_keeps_pngs_exactly_and_says_so(daemon, tmp_path):
         (tmp_path / f"class_{c}").mkdir()
         for i in range(12):
             Image.fromarray(noise(rng, 48, 48, 3)).save(tmp_path / f"class_{c}" / f"{i}.PNG")
-    kw = dict(batch_size=8, image_size=40, socket=daemon.socket, seed=3)
+    kw = dict(batch_size=8, transform="train", shuffle=True, image_size=40,
+              socket=daemon.socket, seed=3)
     decoded = stoker.Loader(str(tmp_path), pixel_cache=None, **kw)
     want = epochs(decoded, 3)
     assert decoded.stats()["pixel_cache"]["mode"] == "off"

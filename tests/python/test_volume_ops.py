@@ -123,4 +123,4 @@ def test_bad_3d_ops_are_named(daemon, scans):
     for fields, pipeline, message in cases:
         with pytest.raises(ValueError, match=message):
             stoker.Loader(src, batch_size=1, socket=daemon.socket, fields=fields,
-                          pipeline=pipeline)
+                          pipeline=pipeline, shuffle=True)

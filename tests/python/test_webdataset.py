@@ -75,5 +75,6 @@ def test_a_shard_that_lies_is_refused_naming_it(daemon, tmp_path):
     bad = tmp_path / "bad.tar"
     bad.write_bytes(bytes(data))
     with pytest.raises(stoker.StokerError, match="bad.tar.*past the end") as e:
-        next(iter(stoker.Loader(str(bad), batch_size=1, socket=daemon.socket)))
+        next(iter(stoker.Loader(str(bad), batch_size=1, transform="train",
+                                socket=daemon.socket)))
     assert e.value.code == "DATA_LOSS"

@@ -23,7 +23,8 @@ import json, sys, time
 import stoker
 a = json.loads(sys.argv[1])
 ld = stoker.Loader(a["data"], batch_size=a["batch"], transform=a["transform"],
-                   image_size=a["size"], seed=5, rank=a["rank"], world_size=a["world"],
+                   image_size=a["size"], shuffle=True, seed=5, rank=a["rank"],
+                   world_size=a["world"],
                    socket=a["socket"], exchange=a["exchange"], pixel_cache=None,
                    **({} if a["partitions"] is None else {"partitions": a["partitions"]}))
 if a["state"] is not None:

@@ -1,7 +1,7 @@
 """Stoker: batches from the stokerd daemon, zero-copy, as a DataLoader drop-in.
 
     import stoker
-    loader = stoker.Loader("/data/train", batch_size=256, transform="train")
+    loader = stoker.Loader("/data/train", batch_size=256, transform="train", shuffle=True)
     for images, labels in loader:      # uint8 NHWC torch tensors (ring views)
         ...
 

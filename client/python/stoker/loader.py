@@ -11,14 +11,12 @@ from stoker._args import (_check_bool, _check_device, _check_int, _check_numbers
                           _source_spec, check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
                             pixel_cache_spec)
-from stoker._cuda_ring import PinnedRing
-from stoker._native import DTYPES, lib
+from stoker._dataloader import DatasetView, SamplerView, Words
+from stoker._native import lib
+from stoker._output import Output
+from stoker._torchvision import answer as _torchvision_answer
 from stoker.errors import StokerError
 
-try:
-    import numpy as np
-except ImportError:  # Batches come as memoryviews.
-    np = None
 try:
     import torch
 except ImportError:  # numpy-only users
@@ -52,16 +50,22 @@ class Loader:
         samples of an epoch: 8 random patches). An opening that takes
         longer than 5 s (a large bucket's listing, shards read to index
         them) prints the daemon's progress of it to stderr every 5 s.
-      batch_size: samples per batch (1..65536).
-      transform: the preset: "train" (RandomResizedCrop + flip, the
-        default) or "val" (Resize + CenterCrop), both to image_size x
-        image_size (unset: the schema's default; stokerctl read --help shows it).
+      batch_size: samples per batch (1..65536; 1 unset, as DataLoader's).
+        Every other argument is keyword-only.
+      transform: the preset, to be named: "train" (RandomResizedCrop +
+        flip) or "val" (Resize + CenterCrop), both to image_size x
+        image_size (unset: the schema's default; stokerctl read --help
+        shows it). No default: a DataLoader's transform lives in its
+        dataset, so a swapped validation loader must not become random
+        crops unasked. A torchvision transform is a ValueError that spells
+        out the fields= and pipeline= doing the same.
       fields, pipeline: instead of a preset, the batch's fields and the ops
         applied to each sample (stoker.image/mask/label/array and
         stoker.resize, center_crop, random_resized_crop, random_crop, flip,
         random_patch, normalize, or the dicts they return). Batches are then dicts of tensors by field
         name.
-      shuffle, seed: each epoch's order is a function of (seed, epoch,
+      shuffle, seed: shuffle False and seed 0 unset, as DataLoader's.
+        Each epoch's order is a function of (seed, epoch,
         partitions) alone, the same global order at any world size. WebDataset
         shards (local or in a bucket) are read in windows of 16 shards in
         the first epoch (epoch 0); an ImageFolder in a bucket, read by one
@@ -103,7 +107,7 @@ class Loader:
       ring_slots: batches prefetched by the daemon (unset: the daemon's
         default); more of them keep more held batches without copies.
       threads: decode threads of an embedded daemon (ignored otherwise).
-      timeout: seconds to wait for one batch before raising (None: no limit;
+      timeout: seconds to wait for one batch before raising (None or 0: no limit;
         a vanished daemon is reported within a few seconds regardless).
       decode: "auto" (= "scale_crop": decode at the smallest DCT scale
         that keeps the crop at least image_size, and only the crop's
@@ -138,38 +142,58 @@ class Loader:
       client_decode: a stoker.ClientDecode: the JPEGs of image fields are
         decoded in this process on its device (torchvision's nvJPEG), and
         batches come on that device.
+      DataLoader's other arguments (sampler, batch_sampler, generator,
+        pin_memory, collate_fn, num_workers, prefetch_factor,
+        persistent_workers, worker_init_fn, ...) mean what they can here:
+        a DistributedSampler's rank, world size, shuffle, seed and
+        set_epoch; pinned copies; collate_fn over each batch's samples.
+        What has no meaning (the workers: the daemon decodes) is said in
+        one warning (stoker/_dataloader.py lists each). loader.dataset and
+        loader.sampler answer len() as DataLoader's do.
 
     The spec these arguments make is checked with the daemon's own rules
     (the library links them) when the Loader is made: a bad value raises
     ValueError in the daemon's words before any daemon is reached.
 
     Yields `(images, labels)`: images a uint8 [B, S, S, 3] tensor (or a
-    float [B, 3, S, S] one) that views the ring slot (no copy); the slot stays reserved while any view of it is
-    alive. Once the application holds every slot but one, the next
-    batches are private copies (one warning on stderr), so keeping
-    batches (``list(loader)``) never stalls. labels an int64 [B] tensor. Without torch, numpy arrays. With
+    float [B, 3, S, S] one) that views the ring slot (no copy); the slot
+    stays reserved while any view of it is alive. Once the application
+    holds every slot but one, the next batches are private copies (one
+    warning on stderr), so keeping batches (``list(loader)``) never
+    stalls. labels an int64 [B] tensor. Without torch, numpy arrays. With
     fields=, a dict {name: tensor} of ring views instead.
     Each full pass advances the epoch; set_epoch(e) picks one explicitly.
     """
 
-    def __init__(self, dataset, batch_size, transform=None, image_size=None,
-                 shuffle=True, seed=0, rank=None, world_size=None, drop_last=False,
+    def __init__(self, dataset, batch_size=None, *, transform=None, image_size=None,
+                 shuffle=None, seed=None, rank=None, world_size=None, drop_last=None,
                  dtype=None, device=None, socket=None, ring_slots=None,
                  threads=None, root=None, timeout=None,
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
                  pipeline=None, priority=None, placement=None, pixel_cache="auto",
-                 client_decode=None, partitions=None, exchange=None, **renamed):
-        check_renamed(renamed)
+                 client_decode=None, partitions=None, exchange=None, **dataloader):
+        words = Words(dataloader)
+        check_renamed(words.rest)
         if root is not None and not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a path, got {type(root).__name__}")
         self._root = os.fspath(root) if root is not None else ""
         self._source = _source_spec(dataset, self._root)
+        given = words.settings(dict(batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                    rank=rank, world_size=world_size, drop_last=drop_last))
+        batch_size, shuffle, seed, drop_last = (given[k] for k in
+                                                ("batch_size", "shuffle", "seed", "drop_last"))
+        rank, world_size = given["rank"], given["world_size"]
         self.batch_size = _check_int("batch_size", batch_size)
         self._fields = None if fields is None else [dict(f) for f in fields]
         self._pipeline = [dict(op) for op in (pipeline or [])]
-        if self._fields is None:  # The preset's defaults.
-            transform = "train" if transform is None else transform
+        if transform is not None and not isinstance(transform, str):
+            raise ValueError(_torchvision_answer(transform))
+        if self._fields is None:  # The preset: which one is the caller's to say.
+            if transform is None:
+                raise ValueError('transform= is needed with the preset: "train" (random '
+                                 'resized crops and flips) or "val" (resize and center '
+                                 'crop); or give fields= and pipeline=')
             dtype = "uint8" if dtype is None else dtype
         self.transform = transform
         self.image_size = None if image_size is None else _check_int("image_size", image_size)
@@ -194,8 +218,9 @@ class Loader:
             _check_int("threads", threads)  # Its range is the daemon's.
         if socket is not None and not isinstance(socket, (str, os.PathLike)):
             raise TypeError(f"socket must be a path, got {type(socket).__name__}")
-        if timeout is not None and (not isinstance(timeout, numbers.Real) or timeout <= 0):
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if timeout is not None and (not isinstance(timeout, numbers.Real) or timeout < 0):
+            raise ValueError(f"timeout must be a number of seconds >= 0 (0: no limit, as "
+                             f"DataLoader's), got {timeout!r}")
         if not isinstance(starvation_threshold, numbers.Real) or not 0 < starvation_threshold <= 1:
             raise ValueError("starvation_threshold must be in (0, 1]")
         self.decode = decode
@@ -218,7 +243,7 @@ class Loader:
                 raise
             raise ValueError(e.message) from None
         self._decoder = None
-        self._timeout = None if timeout is None else float(timeout)
+        self._timeout = float(timeout) if timeout else None
         self._threshold = float(starvation_threshold)
         self._socket = os.fspath(socket) if socket is not None else None
         self._threads = threads
@@ -231,7 +256,18 @@ class Loader:
         self._epoch = 0           # Epoch of the next pass.
         self._resume = (0, 0)     # (from, batch) the next pass starts at.
         self._position = (0, 0, 0)  # Next undelivered.
-        self._ring = PinnedRing()  # The ring as a GPU reads it.
+        self._words = words
+        self._out = Output(self._fields, self._device, self._decode_device,
+                           words.warn(self._device), words.collate_fn)
+        self._ring = self._out.ring  # The ring as a GPU reads it.
+        # DataLoader's attributes, as frameworks read them.
+        self.pin_memory = self._out.pin_memory
+        self.collate_fn = words.collate_fn
+        self.num_workers = 0
+        self.timeout = self._timeout or 0
+        self.dataset = DatasetView(self, dataset)
+        self.sampler = SamplerView(self)
+        self._sampler_epoch = None  # The last epoch a DistributedSampler chose.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
         self._totals = {"batches": 0, "images": 0, "wait_seconds": 0.0,
@@ -286,7 +322,7 @@ class Loader:
     def __iter__(self):
         if self._decode_device is None:
             for batch in self.batches():
-                yield self._to_output(batch)
+                yield self._out.of_batch(batch)
             return
         from stoker import client_decode
         # The next batch decodes while this one trains; the position moves
@@ -294,17 +330,14 @@ class Loader:
         epoch, undecodable = self._epoch, []
         self._close_prefetch()  # An iterator left behind still decodes.
         pipeline = self._prefetch = client_decode.prefetched(
-            self._positioned(), self._client_tensors, lambda: self._decoder)
+            self._positioned(), self._out.client_tensors, lambda: self._decoder)
         for out, position, failed in pipeline:
             self._position = position
             if failed and self.on_error == "raise":
                 raise StokerError("DATA_LOSS", "could not decode in this process: " +
                                   ", ".join(self._names(failed)))
             undecodable += failed
-            if self._fields is not None:
-                yield out
-            else:
-                yield out["image"], out["label"].to(torch.int64)
+            yield self._out.of_tensors(out)
         if self._stopped is pipeline:
             raise StokerError("CANCELLED", "this pass was stopped before its end "
                                            "(Loader.close(), or a new pass began)")
@@ -322,8 +355,18 @@ class Loader:
             self._position = position
             yield batch
 
+    def _opened(self):
+        """The session, opened for the next pass if none is."""
+        if self._session is not None:
+            return self._session
+        return self._open(self._epoch, *self._resume)
+
     def _positioned(self):
         """batches(), each with the resume position after it."""
+        chosen = self._words.epoch()  # sampler=DistributedSampler's set_epoch.
+        if chosen is not None and chosen != self._sampler_epoch:
+            self._sampler_epoch = chosen
+            self.set_epoch(chosen)
         epoch, (start_from, start) = self._epoch, self._resume
         self._resume = (0, 0)
         session = self._open(epoch, start_from, start)
@@ -500,54 +543,6 @@ class Loader:
         if not all(isinstance(p, int) for p in parts):
             return {}
         return {"gpu_bus_id": "%04x:%02x:%02x.0" % tuple(parts)}
-
-    def _tensors(self, batch):
-        """{field: tensor} viewing the slot (no copy)."""
-        views = batch.fields
-        out = {}
-        for name, dtype, _, _ in batch.field_specs():
-            view = views[name]
-            want = getattr(torch, DTYPES[dtype]["torch"], None)
-            if want is not None and DTYPES[dtype]["numpy"] != dtype:
-                # bfloat16: numpy sees raw patterns, torch the values.
-                out[name] = torch.frombuffer(view, dtype=want).reshape(tuple(view.shape))
-            elif want is None:
-                # uint16 before torch 2.3: widened to int32 (a copy).
-                flat = (np.asarray(view, dtype=np.int32) if np is not None
-                        else list(view.cast("B").cast("H")))
-                out[name] = torch.tensor(flat, dtype=torch.int32).reshape(
-                    tuple(view.shape))
-            elif np is not None:
-                out[name] = torch.from_numpy(view)
-            else:
-                t = torch.frombuffer(view, dtype=want)
-                out[name] = t.reshape(view.shape)
-        return out
-
-    def _client_tensors(self, batch):
-        """Ring views for the decoder (the ring pinned once for a GPU)."""
-        if self._decode_device.type == "cuda":
-            self._ring.pin(batch)
-        return self._tensors(batch)
-
-    def _upload(self, batch, tensors):
-        """With device=, asynchronous copies of `tensors`; the slot stays
-        held until they complete."""
-        if self._device is None:
-            return tensors
-        return self._ring.copy(batch, tensors, self._device)
-
-    def _to_output(self, batch):
-        if torch is None:  # numpy arrays, or memoryviews of the slot
-            views = batch.fields
-            if self._fields is not None:
-                return views
-            labels = views["label"]
-            return views["image"], labels if np is None else labels.astype(np.int64)
-        out = self._upload(batch, self._tensors(batch))
-        if self._fields is not None:
-            return out
-        return out["image"], out["label"].to(torch.int64)
 
     def _close_prefetch(self):
         """Stops the pipeline of an iterator that was left mid-epoch: its

@@ -1,0 +1,91 @@
+"""What a Loader yields for a native batch: tensors viewing the ring slot
+(numpy arrays or memoryviews without torch), copied to device= or into
+pinned memory (pin_memory=), and passed through collate_fn= as DataLoader
+passes a batch's samples."""
+
+from stoker._cuda_ring import PinnedRing
+from stoker._native import DTYPES
+
+try:
+    import numpy as np
+except ImportError:  # Batches come as memoryviews.
+    np = None
+try:
+    import torch
+except ImportError:  # numpy-only users
+    torch = None
+
+
+class Output:
+    def __init__(self, fields, device, decode_device, pin_memory, collate_fn):
+        self.fields = fields            # The Loader's fields= (None: a preset).
+        self.device = device            # torch.device of device=, or None.
+        self.decode_device = decode_device
+        self.pin_memory = pin_memory    # Copies into pinned memory (no device=).
+        self.collate_fn = collate_fn
+        self.ring = PinnedRing()        # The ring as a GPU reads it.
+
+    def tensors(self, batch):
+        """{field: tensor} viewing the slot (no copy)."""
+        views = batch.fields
+        out = {}
+        for name, dtype, _, _ in batch.field_specs():
+            view = views[name]
+            want = getattr(torch, DTYPES[dtype]["torch"], None)
+            if want is not None and DTYPES[dtype]["numpy"] != dtype:
+                # bfloat16: numpy sees raw patterns, torch the values.
+                out[name] = torch.frombuffer(view, dtype=want).reshape(tuple(view.shape))
+            elif want is None:
+                # uint16 before torch 2.3: widened to int32 (a copy).
+                flat = (np.asarray(view, dtype=np.int32) if np is not None
+                        else list(view.cast("B").cast("H")))
+                out[name] = torch.tensor(flat, dtype=torch.int32).reshape(
+                    tuple(view.shape))
+            elif np is not None:
+                out[name] = torch.from_numpy(view)
+            else:
+                t = torch.frombuffer(view, dtype=want)
+                out[name] = t.reshape(view.shape)
+        return out
+
+    def client_tensors(self, batch):
+        """Ring views for the decoder (the ring pinned once for a GPU)."""
+        if self.decode_device.type == "cuda":
+            self.ring.pin(batch)
+        return self.tensors(batch)
+
+    def _moved(self, batch, tensors):
+        """With device=, asynchronous copies of `tensors` (the slot stays
+        held until they complete); with pin_memory=, copies in pinned
+        memory (the slot goes with the views)."""
+        if self.device is not None:
+            return self.ring.copy(batch, tensors, self.device)
+        if self.pin_memory:
+            return {n: t.pin_memory() for n, t in tensors.items()}
+        return tensors
+
+    def of_batch(self, batch):
+        """The value a pass yields for a native batch."""
+        if torch is None:  # numpy arrays, or memoryviews of the slot
+            views = batch.fields
+            if self.fields is None:
+                labels = views["label"]
+                views = (views["image"], labels if np is None else labels.astype(np.int64))
+            return self.collated(views)
+        return self.of_tensors(self._moved(batch, self.tensors(batch)))
+
+    def of_tensors(self, out):
+        """A preset's (images, int64 labels), or the fields' dict, collated."""
+        if self.fields is None:
+            out = (out["image"], out["label"].to(torch.int64))
+        return self.collated(out)
+
+    def collated(self, out):
+        """collate_fn(list of the batch's samples), as DataLoader calls it:
+        a sample is (image, label), or {field: value} with fields=."""
+        if self.collate_fn is None:
+            return out
+        if isinstance(out, dict):
+            n = len(next(iter(out.values())))
+            return self.collate_fn([{k: v[i] for k, v in out.items()} for i in range(n)])
+        return self.collate_fn(list(zip(*out)))

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/folder_suite.h"
 #include "tests/harness.h"
+#include "tests/poll.h"
 #include "tests/testdata.h"
 
 namespace stoker {
@@ -111,8 +112,9 @@ std::pair<uint64_t, uint64_t> DecodedSplit(TestDaemon& d, const v1::SessionSpec&
     return *da + *db;
   };
   uint64_t a0, b0, a1, b1;
-  while (decoded(&a0, &b0) < 200) absl::SleepFor(absl::Milliseconds(10));
-  while (decoded(&a1, &b1) < 1400) absl::SleepFor(absl::Milliseconds(10));
+  const absl::Duration limit = absl::Seconds(120), every = absl::Milliseconds(10);
+  EXPECT_TRUE(testing::PollUntil([&] { return decoded(&a0, &b0) >= 200; }, limit, every));
+  EXPECT_TRUE(testing::PollUntil([&] { return decoded(&a1, &b1) >= 1400; }, limit, every));
   done = true;
   (*sa)->Close().IgnoreError();
   (*sb)->Close().IgnoreError();

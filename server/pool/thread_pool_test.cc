@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tests/poll.h"
 
 namespace stoker {
 namespace {
@@ -154,23 +155,22 @@ TEST(ThreadPoolTest, ResizingWhileBusyLosesAndRepeatsNothing) {
   }
   pool.Resize(3);
   EXPECT_EQ(pool.size(), 3);
-  while (ran.load() < 5000) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(testing::PollUntil([&] { return ran.load() == 5000; })) << ran.load();
   for (auto& s : seen) ASSERT_EQ(s.load(), 1);
 }
 
 TEST(ThreadPoolTest, CountsBusyTime) {
+  const absl::Time start = absl::Now();
   ThreadPool pool("t", 2);
-  std::atomic<int> done{0};
   for (int i = 0; i < 4; ++i) {
-    pool.Schedule([&] {
-      absl::SleepFor(absl::Milliseconds(20));
-      done.fetch_add(1);
-    });
+    pool.Schedule([&] { absl::SleepFor(absl::Milliseconds(20)); });
   }
-  while (done.load() < 4) absl::SleepFor(absl::Milliseconds(1));
-  absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_GE(pool.busy_ns(), 80'000'000u);
-  EXPECT_LT(pool.busy_ns(), 400'000'000u);
+  // Four tasks of at least 20 ms each, counted as each ends.
+  EXPECT_TRUE(testing::PollUntil([&] { return pool.busy_ns() >= 80'000'000u; }))
+      << pool.busy_ns();
+  // Never more than its 2 threads' wall time since the pool began.
+  const int64_t wall = absl::ToInt64Nanoseconds(absl::Now() - start);
+  EXPECT_LE(pool.busy_ns(), static_cast<uint64_t>(2 * wall));
 }
 
 // A pool saturated by long tasks reads busy while they run, not only when
@@ -185,7 +185,7 @@ TEST(ThreadPoolTest, CountsBusyTimeOfRunningTasks) {
       release.WaitForNotification();
     });
   }
-  while (started.load() < 2) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(testing::PollUntil([&] { return started.load() == 2; }));
   const uint64_t before = pool.busy_ns();
   absl::SleepFor(absl::Milliseconds(100));
   // Two workers busy for at least the 100 ms slept, none of it finished.

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/dataset/dataset_growth.h"
@@ -226,16 +227,20 @@ TEST(ServingSessionTest, StopWaitsForReadsInFlightAndTellsTheClient) {
   src->Hold();  // Every read waits until Release.
   (*s)->Start();
   src->Holding().WaitForNotification();  // A read is in flight.
-  std::atomic<bool> stopped{false};
+  std::atomic<bool> released{false}, released_when_stopped{false};
+  absl::Notification stopped;
   std::thread stopper([&] {
     (*s)->Stop(shm::kClosedByShutdown);
-    stopped = true;
+    released_when_stopped = released.load();
+    stopped.Notify();
   });
-  // Stop cannot return while the read it waits for is held.
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_FALSE(stopped.load());
+  // Stop cannot return while the read it waits for is held: not within
+  // a while (a correct Stop never does), and never before the release.
+  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  released = true;
   src->Release();
   stopper.join();
+  EXPECT_TRUE(released_when_stopped.load());
   const int reads = src->reads();
   absl::StatusOr<Batch> b;
   while ((b = client.Read(absl::Seconds(5))).ok()) {

@@ -95,10 +95,11 @@ typedef struct stoker_batch_info {
   uint64_t epoch;
   uint64_t batch_index;    /* Within the epoch. */
   uint64_t sequence;       /* Counted from the session's start. */
-  const void* mapping_base; /* The whole ring mapping (pin it once), or a
-                             * private copy's own memory. */
+  const void* mapping_base; /* The whole ring mapping (pin it once). */
   uint64_t mapping_size;
-  uint32_t copied;          /* 1: a private copy, holding no ring slot. */
+  uint32_t copied;          /* 1: a private copy, holding no ring slot: its
+                             * data lie outside the mapping, in pageable
+                             * memory that stoker_batch_release frees. */
   uint32_t reserved0;
 } stoker_batch_info;
 

@@ -76,12 +76,8 @@ uint32_t Batch::error_count() const { return lease_->snapshot.error_count; }
 uint64_t Batch::epoch() const { return lease_->snapshot.epoch; }
 uint64_t Batch::batch_index() const { return lease_->snapshot.batch_index; }
 uint64_t Batch::sequence() const { return lease_->snapshot.sequence; }
-const void* Batch::mapping_base() const {
-  return lease_->copy != nullptr ? lease_->copy.get() : lease_->ring->base();
-}
-uint64_t Batch::mapping_size() const {
-  return lease_->copy != nullptr ? lease_->layout().slot_stride : lease_->ring->size();
-}
+const void* Batch::mapping_base() const { return lease_->ring->base(); }
+uint64_t Batch::mapping_size() const { return lease_->ring->size(); }
 bool Batch::copied() const { return lease_->copy != nullptr; }
 
 }  // namespace stoker

@@ -384,8 +384,8 @@ absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout, uint64_t las
     std::fprintf(stderr,
                  "stoker: session %llu: the application holds %u of its %u ring slots; a "
                  "batch taken then is copied out of the ring (a copy per batch). Let "
-                 "batches go sooner (or copy the few kept), or open the session with "
-                 "more ring slots.\n",
+                 "batches go sooner (a loop holds the batch it took last while it takes "
+                 "the next), or open the session with more ring slots.\n",
                  static_cast<unsigned long long>(id()), slots - 1, slots);
   }
   return b;

@@ -66,8 +66,8 @@ class Batch {
   uint64_t epoch() const;
   uint64_t batch_index() const;  // Within the epoch.
   uint64_t sequence() const;     // Counted from the session's start.
-  // Start and length of the whole ring mapping (for pinning once), or of
-  // a private copy's own memory.
+  // Start and length of the whole ring mapping (for pinning once). A
+  // private copy's data lie outside it, in pageable memory of its own.
   const void* mapping_base() const;
   uint64_t mapping_size() const;
   // A private copy (Session::Next): holds no ring slot.

@@ -4,6 +4,8 @@
 // An image's mean and std are on the 0..1 scale (mean in 0..1, std in
 // (0, 1]), as torchvision's after ToTensor: values on the 0..255 scale
 // would leave every pixel near -2, so they are refused naming the scale.
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "server/ops/op.h"
 
@@ -43,11 +45,17 @@ class NormalizeKind : public AffineValuesOp {
         const float s = n.std(n.std_size() == 1 ? 0 : ch);
         if (absl::Status st = positive(s); !st.ok()) return st;
         if (!(m >= 0 && m <= 1) || s > 1) {
+          // What to do: the value that is on the 0..255 scale, divided.
+          const bool mean_high = m > 1;
+          const std::string fix =
+              mean_high || s > 1
+                  ? absl::StrCat("; divide values on the 0..255 scale by 255 (",
+                                 mean_high ? m : s, " -> ", (mean_high ? m : s) / 255, ")")
+                  : "; a mean is a level within 0..1";
           return absl::InvalidArgumentError(absl::StrCat(
               "mean and std of image field '", f->name, "' are on the 0..1 scale of "
               "pixels / 255 (as torchvision's Normalize after ToTensor), got mean ", m,
-              " and std ", s, "; divide values on the 0..255 scale by 255 (", m, " -> ",
-              m / 255, ")"));
+              " and std ", s, fix));
         }
         f->norm.scale[ch] = 1.0f / (255.0f * s);
         f->norm.offset[ch] = -m / s;

@@ -42,9 +42,14 @@ TEST(NormalizeTest, ValuesOnTheWrongScaleNameTheScale) {
             std::string::npos) << wrong.status();
   EXPECT_NE(wrong.status().message().find("(123.7 -> 0.485"), std::string::npos)
       << wrong.status();
-  // A std alone on the wrong scale, or a negative mean, is refused as well.
-  EXPECT_FALSE(CompileJson(ImageSpec(R"({"mean": [0.5], "std": [58.4]})")).ok());
-  EXPECT_FALSE(CompileJson(ImageSpec(R"({"mean": [-0.1], "std": [0.5]})")).ok());
+  // A std alone on the wrong scale, or a negative mean, is refused as well,
+  // each with its own advice.
+  auto std_only = CompileJson(ImageSpec(R"({"mean": [0.5], "std": [58.4]})"));
+  EXPECT_NE(std_only.status().message().find("(58.4 -> 0.229"), std::string::npos)
+      << std_only.status();
+  auto negative = CompileJson(ImageSpec(R"({"mean": [-0.1], "std": [0.5]})"));
+  EXPECT_NE(negative.status().message().find("a mean is a level within 0..1"),
+            std::string::npos) << negative.status();
   EXPECT_FALSE(CompileJson(ImageSpec(R"({"mean": [0.5], "std": [0]})")).ok());
   EXPECT_TRUE(CompileJson(ImageSpec(R"({"mean": [0, 1, 0.5], "std": [1, 1, 1]})")).ok());
   // The presets take the same rule.

@@ -42,15 +42,21 @@ def test_a_torchvision_transform_is_answered_with_the_ops_doing_the_same(dataset
                   "stoker.flip(p=0.5)", "stoker.color_jitter(brightness=(0.6, 1.4)",
                   "stoker.normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])"):
         assert words in text, text
-    # What it says runs, as written.
-    fields = [stoker.image(224, 224, dtype="float32", chw=True), stoker.label()]
-    pipeline = [stoker.random_resized_crop(224, 224, scale=(0.35, 1), ratio=(0.75, 4 / 3)),
-                stoker.flip(p=0.5), stoker.color_jitter(brightness=(0.6, 1.4)),
-                stoker.normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]
-    stoker.Loader(dataset, batch_size=4, fields=fields, pipeline=pipeline,
-                  socket="/nonexistent/stoker.sock")
-    with pytest.raises(ValueError, match=r"stoker.center_crop\(224, 224\)"):
-        stoker.Loader(dataset, batch_size=4, transform=transforms.CenterCrop(224))
+    # What it says is accepted as written, by the daemon's own checker.
+    written = eval("dict(" + text.split("It reads as:", 1)[1] + ")", {"stoker": stoker})
+    assert len(written["pipeline"]) == 4
+    stoker.Loader(dataset, batch_size=4, socket="/nonexistent/stoker.sock", **written)
+    val = transforms.Compose([transforms.Resize(256, interpolation=transforms.InterpolationMode
+                                                .BICUBIC), transforms.CenterCrop(224),
+                              transforms.PILToTensor()])
+    with pytest.raises(ValueError) as e:
+        stoker.Loader(dataset, batch_size=4, transform=val)
+    written = eval("dict(" + str(e.value).split("It reads as:", 1)[1] + ")", {"stoker": stoker})
+    assert written["fields"][0]["chw"] and written["pipeline"][0]["resize"]["interpolation"]
+    stoker.Loader(dataset, batch_size=4, socket="/nonexistent/stoker.sock", **written)
+    # What has no op is said, not dropped.
+    with pytest.raises(ValueError, match=r"padding=4 has no stoker op"):
+        stoker.Loader(dataset, batch_size=4, transform=transforms.RandomCrop(32, padding=4))
 
 
 def test_dataloader_words_give_behaviour_or_one_warning(daemon, dataset):
@@ -85,8 +91,12 @@ def test_samplers_and_generators_set_the_order(daemon, dataset):
     base = dict(batch_size=4, transform="val", image_size=32, socket=daemon.socket)
     n = 24
     dist = DistributedSampler(range(n), num_replicas=2, rank=1, shuffle=True, seed=5)
-    ld = stoker.Loader(dataset, sampler=dist, **base)
+    # The sampler decides, shuffle=False being DataLoader's default.
+    ld = stoker.Loader(dataset, sampler=dist, shuffle=False, **base)
     assert (ld.rank, ld.world_size, ld.shuffle, ld.seed) == (1, 2, True, 5)
+    # A sampler nobody told of an epoch leaves the Loader's own.
+    ld.set_epoch(2)
+    assert {b.epoch for b in ld.batches()} == {2}
     explicit = stoker.Loader(dataset, rank=1, world_size=2, shuffle=True, seed=5, **base)
     # The sampler's set_epoch chooses the pass's epoch, as for a DataLoader.
     dist.set_epoch(3)
@@ -102,13 +112,31 @@ def test_samplers_and_generators_set_the_order(daemon, dataset):
     g = torch.Generator().manual_seed(7)
     assert stoker.Loader(dataset, sampler=RandomSampler(range(n), generator=g), **base).seed == 7
     assert stoker.Loader(dataset, generator=g, shuffle=True, **base).seed == 7
-    assert not stoker.Loader(dataset, sampler=SequentialSampler(range(n)), **base).shuffle
     # A BatchSampler gives the batch size and drop_last.
-    bs = BatchSampler(SequentialSampler(range(n)), batch_size=6, drop_last=True)
+    bs = BatchSampler(SequentialSampler(range(n)), batch_size=5, drop_last=True)
     ld = stoker.Loader(dataset, batch_sampler=bs, transform="val", image_size=32,
                        socket=daemon.socket)
-    assert (ld.batch_size, ld.drop_last, len(ld)) == (6, True, 4)
-    # Another sampler is not used, and the warning says so.
-    with pytest.warns(UserWarning, match="sampler=WeightedRandomSampler is not used"):
-        from torch.utils.data import WeightedRandomSampler
-        stoker.Loader(dataset, sampler=WeightedRandomSampler([1.0] * n, n), **base)
+    assert (ld.batch_size, ld.drop_last, len(ld)) == (5, True, 4)  # Not 5: the tail dropped.
+    # A sampler that picks or weighs samples would read what it leaves out.
+    from torch.utils.data import SubsetRandomSampler, WeightedRandomSampler
+    for sampler in (SubsetRandomSampler(range(12)), WeightedRandomSampler([1.0] * n, n)):
+        with pytest.raises(ValueError, match="name its files in a manifest"):
+            stoker.Loader(dataset, sampler=sampler, **base)
+
+
+def test_a_streamed_datasets_length_is_not_guessed(daemon, dataset, tmp_path):
+    from test_webdataset import pictures, write_shards
+    write_shards(str(tmp_path / "shards"), pictures(dataset), per_shard=5)
+    ld = stoker.Loader(str(tmp_path / "shards"), batch_size=4, transform="val", image_size=32,
+                       socket=daemon.socket)
+    assert len(ld) == 6  # 24 pictures, batches of 4: known once the shards are indexed.
+    # The count the opening answered, or none (a TypeError, as an
+    # IterableDataset's), never a guess such as 0.
+    for view in (ld.dataset, ld.sampler):
+        try:
+            assert len(view) == 24
+        except TypeError as e:
+            assert "opened as a stream" in str(e)
+    from stoker._dataloader import _known
+    with pytest.raises(TypeError, match="opened as a stream"):
+        _known(0)

@@ -12,9 +12,10 @@ class PinnedRing:
 
     def pin(self, batch):
         """Registers batch's ring mapping with CUDA unless it already is
-        (a new mapping: the old one is unregistered first). A private copy
-        (batch.copied) is not pinned: it goes up from pageable memory."""
-        if batch.copied or self._base == batch.mapping_base:
+        (a new mapping: the old one is unregistered first). A private
+        copy's data (batch.copied) lie outside it and go up from pageable
+        memory."""
+        if self._base == batch.mapping_base:
             return
         import torch
         self.unpin()

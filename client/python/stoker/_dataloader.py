@@ -2,10 +2,12 @@
 Each one means something here or is explained in the Loader's one
 warning; none is a TypeError:
 
-- sampler: a DistributedSampler gives num_replicas, rank, shuffle, seed
-  and drop_last, and its set_epoch is read at each pass; a RandomSampler
-  shuffles (with its generator's seed), a SequentialSampler does not. Any
-  other sampler is not used (the daemon orders the samples): a warning.
+- sampler: a DistributedSampler gives num_replicas, rank, shuffle and
+  seed (its drop_last or the Loader's), and its set_epoch, once called, is
+  read at each pass; a RandomSampler shuffles (with its generator's seed),
+  a SequentialSampler does not. A sampler that picks or weighs samples
+  (SubsetRandomSampler, WeightedRandomSampler, one of your own) is a
+  ValueError: ignored, it would read samples it was meant to leave out.
 - batch_sampler: a BatchSampler's batch_size, drop_last and sampler.
 - generator: its initial_seed() seeds the order.
 - timeout: 0 is no limit, as DataLoader's.
@@ -32,6 +34,8 @@ WORKER_DEFAULTS = {"num_workers": 0, "prefetch_factor": None, "persistent_worker
                    "worker_init_fn": None, "multiprocessing_context": None,
                    "pin_memory_device": "", "in_order": True}
 # What the Loader's own arguments are when neither they nor a sampler say.
+# seed 0 as DistributedSampler's: a seed drawn per process (as a bare
+# RandomSampler draws one) would give each rank of a job another order.
 DEFAULTS = {"batch_size": 1, "shuffle": False, "seed": 0, "drop_last": False}
 
 
@@ -55,7 +59,8 @@ class Words:
                             f"{type(self.collate_fn).__name__}")
         self.pin_memory = bool(take("pin_memory", False))
         self.workers = {k: take(k) for k in WORKER_DEFAULTS if k in self.rest}
-        self.epochs = None  # A DistributedSampler whose set_epoch a pass reads.
+        self.epochs = None  # A DistributedSampler whose set_epoch a pass reads,
+        self.epoch_seen = None  # and its epoch when last read.
         self.notes = []
 
     def settings(self, given):
@@ -86,12 +91,13 @@ class Words:
         if out["shuffle"]:  # As DataLoader.
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if isinstance(s, _sampler_class("DistributedSampler") or ()):
-            for ours, theirs in (("world_size", "num_replicas"), ("rank", "rank"),
-                                 ("shuffle", "shuffle"), ("seed", "seed"),
-                                 ("drop_last", "drop_last")):
-                if out.get(ours) is None:
-                    out[ours] = getattr(s, theirs)
-            self.epochs = s
+            # The sampler decides, as it does for a DataLoader.
+            out.update(world_size=s.num_replicas, rank=s.rank, shuffle=s.shuffle, seed=s.seed,
+                       drop_last=bool(out["drop_last"]) or s.drop_last)
+            self.epochs, self.epoch_seen = s, s.epoch
+            if type(s) is not _sampler_class("DistributedSampler"):
+                self.notes.append(f"{type(s).__name__}'s own order is not used, only its "
+                                  "settings (the daemon orders the samples)")
         elif isinstance(s, _sampler_class("RandomSampler") or ()):
             out["shuffle"] = True
             if s.generator is not None and self.generator is None:
@@ -102,9 +108,10 @@ class Words:
         elif isinstance(s, _sampler_class("SequentialSampler") or ()):
             out["shuffle"] = False
         else:
-            self.notes.append(
-                f"sampler={type(s).__name__} is not used: the daemon orders the samples "
-                "(shuffle=, seed=, rank=, world_size=, partitions=)")
+            raise ValueError(
+                f"sampler={type(s).__name__}: the daemon orders the samples (shuffle=, seed=, "
+                "rank=, world_size=), and a sampler that picks or weighs them cannot be sent; "
+                "for a subset, name its files in a manifest and pass that as the dataset")
 
     def warn(self, device):
         """The one warning, where something given has no effect here;
@@ -126,8 +133,13 @@ class Words:
         return pin
 
     def epoch(self):
-        """The epoch a DistributedSampler's set_epoch chose, or None."""
-        return None if self.epochs is None else int(self.epochs.epoch)
+        """The epoch a DistributedSampler's set_epoch chose since it was
+        last read, or None (an untouched sampler leaves the Loader's own,
+        a loaded state's included)."""
+        if self.epochs is None or self.epochs.epoch == self.epoch_seen:
+            return None
+        self.epoch_seen = self.epochs.epoch
+        return int(self.epoch_seen)
 
 
 class DatasetView:
@@ -139,7 +151,7 @@ class DatasetView:
         self.source = given
 
     def __len__(self):
-        return self._loader._opened().dataset_samples
+        return _known(self._loader._opened().dataset_samples)
 
     def __repr__(self):
         return f"stoker dataset {self.source!r}"
@@ -165,4 +177,13 @@ class SamplerView:
         self._loader.set_epoch(epoch)
 
     def __len__(self):
-        return self._loader._opened().samples_per_epoch
+        return _known(self._loader._opened().samples_per_epoch)
+
+
+def _known(n):
+    """A count the session's opening answered; a dataset opened as a stream
+    (shards, a bucket) answered none, as an IterableDataset has no len()."""
+    if n == 0:
+        raise TypeError("this dataset was opened as a stream (shards or a bucket): its "
+                        "sample count is not known here; len(loader) gives its batches")
+    return n

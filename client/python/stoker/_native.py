@@ -321,8 +321,11 @@ class Batch(_Owned):
         return self._view(self._info.indices, "uint64", (self.samples,))
 
     def release(self):
-        """Returns the slot now; views taken earlier must not be used."""
-        self._release_handle()
+        """Returns the slot now; views taken earlier must not be used. A
+        private copy (copied) holds no slot: its memory goes with its last
+        view."""
+        if not self.copied:
+            self._release_handle()
 
 
 class Session(_Owned):

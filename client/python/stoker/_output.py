@@ -56,12 +56,9 @@ class Output:
 
     def _moved(self, batch, tensors):
         """With device=, asynchronous copies of `tensors` (the slot stays
-        held until they complete); with pin_memory=, copies in pinned
-        memory (the slot goes with the views)."""
+        held until they complete)."""
         if self.device is not None:
             return self.ring.copy(batch, tensors, self.device)
-        if self.pin_memory:
-            return {n: t.pin_memory() for n, t in tensors.items()}
         return tensors
 
     def of_batch(self, batch):
@@ -75,10 +72,13 @@ class Output:
         return self.of_tensors(self._moved(batch, self.tensors(batch)))
 
     def of_tensors(self, out):
-        """A preset's (images, int64 labels), or the fields' dict, collated."""
+        """A preset's (images, int64 labels), or the fields' dict, collated,
+        then with pin_memory= copied into pinned memory (as DataLoader
+        pins what its collate_fn made)."""
         if self.fields is None:
             out = (out["image"], out["label"].to(torch.int64))
-        return self.collated(out)
+        out = self.collated(out)
+        return _pinned(out) if self.pin_memory else out
 
     def collated(self, out):
         """collate_fn(list of the batch's samples), as DataLoader calls it:
@@ -89,3 +89,14 @@ class Output:
             n = len(next(iter(out.values())))
             return self.collate_fn([{k: v[i] for k, v in out.items()} for i in range(n)])
         return self.collate_fn(list(zip(*out)))
+
+
+def _pinned(value):
+    """Tensors in pinned memory, through tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return value.pin_memory()
+    if isinstance(value, dict):
+        return {k: _pinned(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_pinned(v) for v in value)
+    return value

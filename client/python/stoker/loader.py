@@ -64,7 +64,8 @@ class Loader:
         stoker.resize, center_crop, random_resized_crop, random_crop, flip,
         random_patch, normalize, or the dicts they return). Batches are then dicts of tensors by field
         name.
-      shuffle, seed: shuffle False and seed 0 unset, as DataLoader's.
+      shuffle, seed: shuffle False unset, as DataLoader's; seed 0, as
+        DistributedSampler's (the same order on every rank).
         Each epoch's order is a function of (seed, epoch,
         partitions) alone, the same global order at any world size. WebDataset
         shards (local or in a bucket) are read in windows of 16 shards in
@@ -267,7 +268,6 @@ class Loader:
         self.timeout = self._timeout or 0
         self.dataset = DatasetView(self, dataset)
         self.sampler = SamplerView(self)
-        self._sampler_epoch = None  # The last epoch a DistributedSampler chose.
         self._prefetch = None     # The client-decode pipeline of the last iterator.
         self._stopped = None      # One _close_prefetch stopped mid-pass.
         self._totals = {"batches": 0, "images": 0, "wait_seconds": 0.0,
@@ -325,6 +325,7 @@ class Loader:
                 yield self._out.of_batch(batch)
             return
         from stoker import client_decode
+        self._follow_sampler()
         # The next batch decodes while this one trains; the position moves
         # as each is handed out, not as it is read from the ring.
         epoch, undecodable = self._epoch, []
@@ -355,6 +356,12 @@ class Loader:
             self._position = position
             yield batch
 
+    def _follow_sampler(self):
+        """The epoch a sampler=DistributedSampler's set_epoch chose."""
+        chosen = self._words.epoch()
+        if chosen is not None:
+            self.set_epoch(chosen)
+
     def _opened(self):
         """The session, opened for the next pass if none is."""
         if self._session is not None:
@@ -363,10 +370,7 @@ class Loader:
 
     def _positioned(self):
         """batches(), each with the resume position after it."""
-        chosen = self._words.epoch()  # sampler=DistributedSampler's set_epoch.
-        if chosen is not None and chosen != self._sampler_epoch:
-            self._sampler_epoch = chosen
-            self.set_epoch(chosen)
+        self._follow_sampler()
         epoch, (start_from, start) = self._epoch, self._resume
         self._resume = (0, 0)
         session = self._open(epoch, start_from, start)

@@ -49,6 +49,40 @@ inline std::vector<uint8_t> RunPixels(const Pipeline& p, int f, std::vector<uint
   return hwc;
 }
 
+// Image field `f` (uint8) of the sample (seed, epoch, index) of a whole
+// picture `hwc`, width x height x channels: its canvas and effects drawn
+// and written as the decode stage writes them.
+inline std::vector<uint8_t> Render(const Pipeline& p, int f, const std::vector<uint8_t>& hwc,
+                                   int width, int height, int channels, uint64_t seed,
+                                   uint64_t epoch, uint64_t index) {
+  std::vector<Effects> effects;
+  const std::vector<Canvas> canvases = p.Plan(width, height, seed, epoch, index, &effects);
+  ImageView view;
+  view.pixels = hwc.data();
+  view.width = view.scaled_width = width;
+  view.height = view.scaled_height = height;
+  view.channels = channels;
+  const FieldPlan& field = p.fields()[f];
+  std::vector<uint8_t> out(static_cast<size_t>(field.width) * field.height * field.channels);
+  p.Write(field, canvases[f], view, width, height, out.data(), &effects[f]);
+  return out;
+}
+
+// A picture whose pixel (x, y) is (x, y, x + y): where an output pixel
+// came from can be read off it (width and height below 256).
+inline std::vector<uint8_t> Coordinates(int width, int height) {
+  std::vector<uint8_t> px(static_cast<size_t>(width) * height * 3);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = &px[(static_cast<size_t>(y) * width + x) * 3];
+      p[0] = static_cast<uint8_t>(x);
+      p[1] = static_cast<uint8_t>(y);
+      p[2] = static_cast<uint8_t>(x + y);
+    }
+  }
+  return px;
+}
+
 // Runs array field `f`'s value stage (float fields: T is float) and then
 // its per-pixel stage for that sample over `values` (the field's elements,
 // as written), for a sample the field's shape, as the reader does.

@@ -39,6 +39,7 @@
 #include "server/sources/hdf5.h"
 #include "server/sources/list.h"
 #include "server/sources/npy.h"
+#include "server/sources/npy_testing.h"
 #include "tests/fuzz_nifti.h"
 #include "server/imaging/decode.h"
 #include "server/imaging/jpeg.h"

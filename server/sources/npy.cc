@@ -199,25 +199,6 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* data, size_t size) {
   return h;
 }
 
-std::string NpyBytes(ElemType type, const std::vector<uint64_t>& shape,
-                     const void* data) {
-  static const char* kDescr[] = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4",
-                                 "<u4", "<i8", "<u8", "<f2", "<f4", "<f8"};
-  std::string dims;
-  for (uint64_t d : shape) absl::StrAppend(&dims, d, ",");
-  if (shape.size() > 1) dims.pop_back();
-  std::string dict = absl::StrCat("{'descr': '", kDescr[static_cast<int>(type)],
-                                  "', 'fortran_order': False, 'shape': (", dims, "), }");
-  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
-  dict += '\n';
-  std::string out("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(dict.size() & 0xff);
-  out += static_cast<char>(dict.size() >> 8);
-  out += dict;
-  out.append(static_cast<const char*>(data), Elements(shape) * ElemBytes(type));
-  return out;
-}
-
 absl::StatusOr<std::shared_ptr<const ArraySource>> OpenNpySource(
     const std::string& path, const std::string& labels,
     std::shared_ptr<const Beneath> beneath, const ChargeRam& charge,

@@ -36,10 +36,6 @@ struct NpyHeader {
 };
 absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* data, size_t size);
 
-// A .npy file's bytes for an array (tests and benchmarks).
-std::string NpyBytes(ElemType type, const std::vector<uint64_t>& shape,
-                     const void* data);
-
 }  // namespace stoker
 
 #endif  // STOKER_SERVER_SOURCES_NPY_H_

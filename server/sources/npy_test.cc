@@ -1,4 +1,5 @@
 #include "server/sources/npy.h"
+#include "server/sources/npy_testing.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

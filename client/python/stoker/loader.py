@@ -106,7 +106,9 @@ class Loader:
         else this user's embedded daemon, shared by its processes on this
         node (started if needed).
       ring_slots: batches prefetched by the daemon (unset: the daemon's
-        default); more of them keep more held batches without copies.
+        default); more of them keep more held batches without copies (a
+        loop holds the batch it took last while it takes the next: with 2,
+        every batch after the first is a copy).
       threads: decode threads of an embedded daemon (ignored otherwise).
       timeout: seconds to wait for one batch before raising (None or 0: no limit;
         a vanished daemon is reported within a few seconds regardless).

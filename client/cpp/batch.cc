@@ -2,16 +2,18 @@
 #include <cstring>
 #include <string_view>
 
+#include "absl/strings/str_cat.h"
 #include "client/cpp/batch_lease.h"
 #include "client/cpp/client.h"
 
 namespace stoker {
 
-std::shared_ptr<const Batch::Lease> Batch::Lease::Copy(std::shared_ptr<const void> k,
+std::shared_ptr<const Batch::Lease> Batch::Lease::Take(std::shared_ptr<const void> k,
                                                        shm::RingConsumer* r, int s,
                                                        const shm::SlotSnapshot& snap) {
   auto lease = std::make_shared<Lease>(std::move(k), r, s, snap);
   const shm::RingLayout& l = r->layout();
+  if (r->held() < l.slot_count) return lease;
   void* memory = nullptr;
   if (posix_memalign(&memory, 4096, l.slot_stride) != 0) return lease;
   lease->copy.reset(static_cast<uint8_t*>(memory), std::free);
@@ -31,6 +33,15 @@ std::shared_ptr<const Batch::Lease> Batch::Lease::Copy(std::shared_ptr<const voi
   lease->slot = -1;
   r->Release(s);
   return lease;
+}
+
+std::string Batch::Lease::CopyWarning(uint64_t session_id, const shm::RingConsumer& ring) {
+  const uint32_t slots = ring.layout().slot_count;
+  return absl::StrCat("stoker: session ", session_id, ": the application holds ", slots - 1,
+                      " of its ", slots, " ring slots; a batch taken then is copied out of the "
+                      "ring (a copy per batch). Let batches go sooner (a loop holds the batch "
+                      "it took last while it takes the next), or open the session with more "
+                      "ring slots.");
 }
 
 int Batch::field_count() const {

@@ -7,7 +7,9 @@
 #ifndef STOKER_CLIENT_CPP_BATCH_LEASE_H_
 #define STOKER_CLIENT_CPP_BATCH_LEASE_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "client/cpp/client.h"
@@ -21,11 +23,16 @@ struct Batch::Lease {
   ~Lease() {
     if (slot >= 0) ring->Release(slot);
   }
-  // Slot `s`'s valid samples copied to memory of the batch's own (laid
-  // out as a slot, 4096-aligned), and the slot released. Where that
-  // memory cannot be had, the slot is held as by the constructor.
-  static std::shared_ptr<const Lease> Copy(std::shared_ptr<const void> k, shm::RingConsumer* r,
+  // Slot `s`, just acquired, as a batch: held, or, when it is the last
+  // slot the application does not hold (kept, it would leave the daemon
+  // none to fill), its valid samples copied to memory of the batch's own
+  // (laid out as a slot, 4096-aligned) and the slot released. Where that
+  // memory cannot be had, the slot is held.
+  static std::shared_ptr<const Lease> Take(std::shared_ptr<const void> k, shm::RingConsumer* r,
                                            int s, const shm::SlotSnapshot& snap);
+  // The warning a session gives at its first copy: what it holds, and how
+  // to avoid copies.
+  static std::string CopyWarning(uint64_t session_id, const shm::RingConsumer& ring);
   const shm::RingLayout& layout() const { return ring->layout(); }
 
   std::shared_ptr<const void> keep;

@@ -371,22 +371,10 @@ absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout, uint64_t las
   ring.CountBatch();
   ++next_sequence_;
   Batch b;
-  const uint32_t slots = ring.layout().slot_count;
-  if (ring.held() < slots) {
-    b.lease_ = std::make_shared<const Batch::Lease>(core_, &ring, *slot, snapshot);
-    return b;
-  }
-  // This slot is the last the application does not hold: kept, it would
-  // leave the daemon none to fill.
-  b.lease_ = Batch::Lease::Copy(core_, &ring, *slot, snapshot);
+  b.lease_ = Batch::Lease::Take(core_, &ring, *slot, snapshot);
   if (b.copied() && !copy_warned_) {
     copy_warned_ = true;
-    std::fprintf(stderr,
-                 "stoker: session %llu: the application holds %u of its %u ring slots; a "
-                 "batch taken then is copied out of the ring (a copy per batch). Let "
-                 "batches go sooner (a loop holds the batch it took last while it takes "
-                 "the next), or open the session with more ring slots.\n",
-                 static_cast<unsigned long long>(id()), slots - 1, slots);
+    std::fprintf(stderr, "%s\n", Batch::Lease::CopyWarning(id(), ring).c_str());
   }
   return b;
 }

@@ -93,8 +93,8 @@ absl::StatusOr<RingLayout> ComputeLayout(const RingGeometry& g) {
   };
   if (g.slots == 0 || g.slots > kMaxRingSlots)
     return bad("slots", g.slots, "must be in 1..256");
-  if (g.batch_size == 0 || g.batch_size > 65536)
-    return bad("batch_size", g.batch_size, "must be in 1..65536");
+  if (g.batch_size == 0 || g.batch_size > kMaxRingBatch)
+    return bad("batch_size", g.batch_size, absl::StrCat("must be in 1..", kMaxRingBatch).c_str());
   if (g.fields.empty() || g.fields.size() > kMaxFields)
     return bad("field count", g.fields.size(), "must be in 1..16");
   RingLayout h{};

@@ -61,6 +61,7 @@ RingGeometry ImageLabelGeometry(uint32_t slots, uint32_t batch_size,
 int FindField(const RingLayout& layout, const char* name);
 
 inline constexpr uint32_t kMaxRingSlots = 256;
+inline constexpr uint32_t kMaxRingBatch = 65536;  // Samples per slot.
 inline constexpr uint64_t kMaxRingBytes = 16ULL << 30;
 // Of one dimension of a field (an encoded field's bytes are one).
 inline constexpr uint64_t kMaxDimension = 1ULL << 27;

@@ -82,10 +82,11 @@ class ClientDecodeTest : public ::testing::Test {
     s.set_decode(v1::DECODE_FULL);
     return s;
   }
+  // `max_bytes` 0: unset (the schema's default).
   static v1::SessionSpec ClientSpec(float share, uint32_t max_bytes = 0) {
     v1::SessionSpec s = Spec();
     s.mutable_client_decode()->set_cpu_share(share);
-    s.mutable_client_decode()->set_max_bytes(max_bytes);
+    if (max_bytes != 0) s.mutable_client_decode()->set_max_bytes(max_bytes);
     return s;
   }
 

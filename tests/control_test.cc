@@ -133,17 +133,17 @@ std::pair<uint64_t, uint64_t> DecodedSplit(TestDaemon& d, const v1::SessionSpec&
 // they should. The exact shares are ThreadPoolTest's
 // (UsersShareFirstThenTheirSessionsByWeight), counted task by task.
 TEST_F(ControlTest, SessionsShareASaturatedPoolByPriority) {
-  for (uint32_t priority : {0u, 3u}) {
+  for (uint32_t priority : {1u, 3u}) {
     TestDaemon d(false, Options(1));
     v1::SessionSpec a = Spec(), b = Spec();
     a.set_batch_size(16);
     a.set_ring_slots(8);
     b.set_batch_size(4);
-    b.set_ring_slots(priority == 0 ? 8 : 64);
+    b.set_ring_slots(priority == 1 ? 8 : 64);
     b.set_priority(priority);
     auto [na, nb] = DecodedSplit(d, a, b, absl::ZeroDuration());
     const double ratio = static_cast<double>(nb) / na;
-    const double want = priority == 0 ? 1.0 : 3.0;
+    const double want = priority;
     EXPECT_GT(ratio, want * 0.6) << "priority " << priority;
     EXPECT_LT(ratio, want * 1.6) << "priority " << priority;
   }

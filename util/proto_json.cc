@@ -55,8 +55,7 @@ nlohmann::json ToJson(const Message& m) {
       nlohmann::json arr = nlohmann::json::array();
       for (int i = 0; i < r->FieldSize(m, f); ++i) arr.push_back(Value(m, f, i));
       out[f->name()] = std::move(arr);
-    } else if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE ||
-               r->HasField(m, f)) {
+    } else if (!f->has_presence() || r->HasField(m, f)) {
       out[f->name()] = Value(m, f, 0);
     }
   }

@@ -15,7 +15,9 @@
 
 namespace stoker {
 
-// Every set field (and every scalar of a proto3 message, default or not).
+// Every set field, and every scalar of a proto3 message that has no
+// presence, default or not (a field with presence, `optional`, left unset
+// is absent: the one way to say so).
 std::string ProtoToJson(const google::protobuf::Message& message,
                         int indent = -1);
 

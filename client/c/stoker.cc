@@ -150,7 +150,7 @@ int stoker_check_spec(const char* spec_json, stoker_error* err) {
   stoker::v1::SessionSpec spec;
   absl::Status parsed = stoker::JsonToProto(spec_json, &spec);
   if (!parsed.ok()) return Report(parsed, err);
-  absl::Status checked = stoker::CheckSessionSpec(spec).status();
+  absl::Status checked = stoker::CheckSessionSpec(&spec).status();
   if (!checked.ok()) return Report(checked, err);
   return STOKER_OK;
 }
@@ -171,6 +171,9 @@ const char* stoker_dtypes_json(void) {
 
 const char* stoker_op_defaults_json(void) { return stoker::OpDefaultsJson().c_str(); }
 const char* stoker_source_kinds_json(void) { return stoker::SourceKindsJson().c_str(); }
+const char* stoker_session_settings_json(void) {
+  return stoker::SessionSettingsJson().c_str();
+}
 
 int stoker_dataset_json(const char* dataset, const char* root, char** json_out,
                         stoker_error* err) {

@@ -164,6 +164,16 @@ const char* stoker_op_defaults_json(void);
  * freed. */
 const char* stoker_source_kinds_json(void);
 
+/* The session's settings that have a default or a range, by their spec
+ * paths, as the schema (spec.proto's default_value, min_value and
+ * max_value options) writes them and the daemon applies and checks them:
+ * {"ring_slots": {"default": 4, "min": 2, "max": 256}, "batch_size":
+ * {"min": 1, "max": 65536}, "image_size": {"default": 224, "min": 1, "max":
+ * 4096, "preset": true}, "client_decode.max_bytes": {...}, ...}. A setting
+ * left unset takes its default; one set is checked against its range. Static
+ * storage: not freed. */
+const char* stoker_session_settings_json(void);
+
 /* How a client names a dataset, as the "dataset" of a spec: `dataset` is a
  * source as JSON under its kind's key, one of
  * "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"|"s3"

@@ -168,7 +168,7 @@ absl::StatusOr<v1::DatasetSpec> NameDataset(absl::string_view dataset, const std
     if (j.is_object()) {
       for (const auto& item : j.items()) {
         const FieldDescriptor* f = v1::DatasetSpec::descriptor()->FindFieldByName(item.key());
-        if (f != nullptr && f->containing_oneof() != nullptr) sources.push_back(item.key());
+        if (f != nullptr && f->real_containing_oneof() != nullptr) sources.push_back(item.key());
       }
     }
     if (sources.size() != 1) {

@@ -22,12 +22,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -71,11 +73,23 @@ constexpr OptionSpec kDatasetOptions[] = {
     {"root", false, "folder a manifest's paths are relative to"},
 };
 
-// The presets' side, from the schema's default.
-const char* PresetSizeHelp() {
-  static const std::string* help = new std::string(absl::StrCat(
-      "output side in pixels (default ", PresetImageSize(v1::SessionSpec()), ")"));
-  return help->c_str();
+// The options that set one SessionSpec field each, by the field's name.
+constexpr std::pair<const char*, const char*> kSettingOptions[] = {
+    {"batch-size", "batch_size"},   {"size", "image_size"},
+    {"seed", "seed"},               {"rank", "rank"},
+    {"world-size", "world_size"},   {"ring-slots", "ring_slots"},
+    {"partitions", "partitions"},   {"exchange", "exchange"},
+    {"start-epoch", "start_epoch"}, {"start-position", "start_position"},
+    {"start-batch", "start_batch"},
+};
+
+// `words` and the field's range and default as the schema states them:
+// "batches prefetched (2..256; default 4)".
+const char* SettingHelp(const char* words, const std::string& field) {
+  static auto* texts = new std::deque<std::string>;
+  const std::string range = SettingText(field);
+  texts->push_back(range.empty() ? words : absl::StrCat(words, " (", range, ")"));
+  return texts->back().c_str();
 }
 
 // The preset image's dtypes, from the dtype table.
@@ -94,24 +108,26 @@ Commands() {
             {{"spec", false,
               "a SessionSpec in JSON (a file, or - for stdin): any source, "
               "fields and pipeline; then only --epochs applies"},
-             {"batch-size", false, "samples per batch (required)"},
+             {"batch-size", false, SettingHelp("samples per batch, required", "batch_size")},
              {"epochs", false, "epochs to read (default 1)"},
              {"transform", false, "val (default) or train"},
-             {"size", false, PresetSizeHelp()},
+             {"size", false, SettingHelp("output side in pixels", "image_size")},
              {"seed", false, "shuffle and augmentation seed"},
              {"shuffle", true, "shuffle (train's default)"},
              {"no-shuffle", true, "do not shuffle"},
              {"rank", false, "this reader's rank"},
-             {"world-size", false, "number of ranks"},
+             {"world-size", false, SettingHelp("number of ranks", "world_size")},
              {"drop-last", true, "drop the last incomplete batch"},
-             {"ring-slots", false, "batches prefetched (2..256; default 4)"},
+             {"ring-slots", false, SettingHelp("batches prefetched", "ring_slots")},
              {"max-side", false,
               "train from the daemon's pixel cache: pictures kept with their "
               "longer side at most this (16..16384)"},
              {"no-pixel-cache", true, "decode every epoch (pixel_cache.off)"},
-             {"partitions", false, "canonical partitions of the order (default 120)"},
+             {"partitions", false,
+              SettingHelp("canonical partitions of the order", "partitions")},
              {"exchange", false,
-              "fraction of each partition exchanged per epoch after the first (default 0.05)"},
+              SettingHelp("fraction of each partition exchanged per epoch after the first",
+                          "exchange")},
              {"first-epoch", false,
               "a bucket's folder: canonical (after the whole listing; a world's default) "
               "or windows (one rank's); a resume within the first epoch gives the run's"},
@@ -220,6 +236,36 @@ bool UintFlag(const Args& a, const std::string& name, uint64_t def,
   return true;
 }
 
+// Sets the number field `name` of `m` from `text` (an unsigned integer
+// that fits the field, or a number for a float); false with *error.
+bool SetField(google::protobuf::Message* m, const std::string& name, const std::string& text,
+              std::string* error) {
+  const auto* f = m->GetDescriptor()->FindFieldByName(name);
+  const auto* r = m->GetReflection();
+  uint64_t u;
+  float x;
+  switch (f->cpp_type()) {
+    case google::protobuf::FieldDescriptor::CPPTYPE_FLOAT:
+      if (!absl::SimpleAtof(text, &x)) break;
+      r->SetFloat(m, f, x);
+      return true;
+    case google::protobuf::FieldDescriptor::CPPTYPE_UINT32:
+      if (!absl::SimpleAtoi(text, &u) || u > UINT32_MAX) break;
+      r->SetUInt32(m, f, static_cast<uint32_t>(u));
+      return true;
+    case google::protobuf::FieldDescriptor::CPPTYPE_UINT64:
+      if (!absl::SimpleAtoi(text, &u)) break;
+      r->SetUInt64(m, f, u);
+      return true;
+    default:
+      break;
+  }
+  const std::string range = SettingText(name);
+  *error = absl::StrCat("must be a number", range.empty() ? "" : absl::StrCat(" (", range, ")"),
+                        ", got '", text, "'");
+  return false;
+}
+
 std::string Flag(const Args& a, const std::string& name) {
   auto it = a.flags.find(name);
   return it == a.flags.end() ? "" : it->second;
@@ -292,45 +338,18 @@ int Read(Client& client, const Args& a) {
       !set_enum("on-error", "replace", "on_error")) {
     return Usage(err);
   }
-  uint64_t batch_size, epochs, size, seed, rank, world, slots, se, sb, max_side, sp, parts;
+  uint64_t epochs, max_side;
   if (!a.flags.count("batch-size")) return Usage("read needs --batch-size");
-  if (!UintFlag(a, "batch-size", 0, &batch_size, &err) ||
-      !UintFlag(a, "epochs", 1, &epochs, &err) ||
-      !UintFlag(a, "size", 0, &size, &err) ||
-      !UintFlag(a, "seed", 0, &seed, &err) ||
-      !UintFlag(a, "rank", 0, &rank, &err) ||
-      !UintFlag(a, "world-size", 1, &world, &err) ||
-      !UintFlag(a, "ring-slots", 0, &slots, &err) ||
-      !UintFlag(a, "max-side", 0, &max_side, &err) ||
-      !UintFlag(a, "start-epoch", 0, &se, &err) ||
-      !UintFlag(a, "start-batch", 0, &sb, &err) ||
-      !UintFlag(a, "start-position", 0, &sp, &err) ||
-      !UintFlag(a, "partitions", 0, &parts, &err)) {
+  if (!UintFlag(a, "epochs", 1, &epochs, &err) || !UintFlag(a, "max-side", 0, &max_side, &err))
     return Usage(err);
+  if (max_side > UINT32_MAX) return Usage("--max-side is out of range");
+  // Given settings only: the daemon applies the schema's defaults to the rest.
+  for (const auto& [flag, field] : kSettingOptions) {
+    if (a.flags.count(flag) && !SetField(&spec, field, a.flags.at(flag), &err))
+      return Usage(absl::StrCat("--", flag, " ", err));
   }
-  if (batch_size > UINT32_MAX || size > UINT32_MAX || rank > UINT32_MAX ||
-      world > UINT32_MAX || slots > UINT32_MAX || max_side > UINT32_MAX ||
-      parts > UINT32_MAX)
-    return Usage("a numeric flag is out of range");
-  spec.set_batch_size(static_cast<uint32_t>(batch_size));
-  if (a.flags.count("size")) spec.set_image_size(static_cast<uint32_t>(size));
-  spec.set_seed(seed);
-  spec.set_rank(static_cast<uint32_t>(rank));
-  spec.set_world_size(static_cast<uint32_t>(world));
-  spec.set_ring_slots(static_cast<uint32_t>(slots));
   if (max_side > 0) spec.mutable_pixel_cache()->set_max_side(static_cast<uint32_t>(max_side));
   if (a.flags.count("no-pixel-cache")) spec.mutable_pixel_cache()->set_off(true);
-  spec.set_start_epoch(se);
-  spec.set_start_position(sp);
-  spec.set_start_batch(sb);
-  spec.set_partitions(static_cast<uint32_t>(parts));
-  if (a.flags.count("exchange")) {
-    float q;
-    if (!absl::SimpleAtof(a.flags.at("exchange"), &q)) {
-      return Usage("--exchange must be a number in 0..1");
-    }
-    spec.set_exchange(q);
-  }
   if (a.flags.count("first-epoch")) {
     const std::string& f = a.flags.at("first-epoch");
     if (f != "canonical" && f != "windows") {

@@ -182,8 +182,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> Daemon::LoadDataset(
 
 absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     const v1::OpenSessionRequest& request, const Caller& caller) {
-  const v1::SessionSpec& spec = request.spec();
-  STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, CheckSessionSpec(spec));
+  v1::SessionSpec spec = request.spec();  // Completed with the schema's defaults.
+  STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, CheckSessionSpec(&spec));
   uint64_t id;
   {
     absl::MutexLock lock(&mu_);

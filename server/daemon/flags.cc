@@ -24,7 +24,7 @@
 ABSL_FLAG(std::string, socket, "/run/stoker/stoker.sock",
           "Unix socket to serve the control plane on; its folder is created "
           "if missing.");
-ABSL_FLAG(int, threads, 0,
+ABSL_FLAG(int, threads, stoker::DaemonOptions().decode_threads,
           "Decode threads over all NUMA nodes, 0..4096; 0 = one per CPU this process "
           "may run on.");
 ABSL_FLAG(std::string, numa, "auto",
@@ -34,20 +34,20 @@ ABSL_FLAG(std::string, numa, "auto",
 ABSL_FLAG(std::string, numa_topology, "",
           "Nodes by hand instead of the machine's: CPU lists separated by "
           "';', e.g. 0-3;4-7 (to test or to split a node).");
-ABSL_FLAG(bool, numa_spill, true,
+ABSL_FLAG(bool, numa_spill, stoker::DaemonOptions().numa_spill,
           "Let a session whose node's decode pool is saturated use other "
           "nodes' idle decode threads.");
 ABSL_FLAG(std::string, socket_mode, "0660",
           "Octal mode of the socket file: who may open sessions (owner and "
           "group by default).");
-ABSL_FLAG(std::string, shm_prefix, "stoker.",
+ABSL_FLAG(std::string, shm_prefix, stoker::DaemonOptions().shm_prefix,
           "Prefix of ring names (as /proc/<pid>/maps shows them: /memfd:<prefix>...).");
 ABSL_FLAG(std::string, hdf5_reader, "",
           "The HDF5 reader program (stoker-h5probe), which parses HDF5 files in a "
           "sandbox; default: $STOKER_H5PROBE, else stoker-h5probe beside stokerd.");
-ABSL_FLAG(int, reader_threads, 64,
+ABSL_FLAG(int, reader_threads, stoker::DaemonOptions().reader_threads,
           "Reader threads: how many source reads may be outstanding.");
-ABSL_FLAG(int, max_reader_threads_per_user, 0,
+ABSL_FLAG(int, max_reader_threads_per_user, stoker::DaemonOptions().max_reader_threads_per_user,
           "Reader threads one user's sessions may hold at once, 0..4096 (the "
           "rest of their reads wait queued while other users' run); 0 = all but an eighth of "
           "--reader-threads, at least 1.");
@@ -61,15 +61,18 @@ ABSL_FLAG(stoker::ByteSize, max_decode_bytes_in_flight,
           stoker::ByteSize{stoker::DaemonOptions().max_decode_bytes_in_flight},
           "Bytes of pictures being decoded whose decode needs over 16 MiB, in all "
           "(half for one user), charged before the decode allocates.");
-ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{2ULL << 30},
+ABSL_FLAG(stoker::ByteSize, l1_bytes, stoker::ByteSize{stoker::DaemonOptions().l1_bytes},
           "L1 (RAM) cache of encoded samples, in bytes; 0 disables it.");
-ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes, stoker::ByteSize{1ULL << 30},
+ABSL_FLAG(stoker::ByteSize, decoded_cache_bytes,
+          stoker::ByteSize{stoker::DaemonOptions().decoded_cache_bytes},
           "RAM cache of finished val samples, in bytes; 0 disables it.");
-ABSL_FLAG(stoker::ByteSize, pixel_cache_bytes, stoker::ByteSize{2ULL << 30},
+ABSL_FLAG(stoker::ByteSize, pixel_cache_bytes,
+          stoker::ByteSize{stoker::DaemonOptions().pixel_cache_bytes},
           "RAM cache of decoded pictures, in bytes: sessions keep their pictures "
           "exactly when they fit the user's share of it (automatic), or scaled "
           "to pixel_cache.max_side (those spill to L2 too when L2 is on).");
-ABSL_FLAG(stoker::ByteSize, volume_cache_bytes, stoker::ByteSize{4ULL << 30},
+ABSL_FLAG(stoker::ByteSize, volume_cache_bytes,
+          stoker::ByteSize{stoker::DaemonOptions().volume_cache_bytes},
           "RAM cache of chunked or compressed volumes (HDF5 volume folders), "
           "decoded whole once and shared by every session, in bytes; a volume "
           "larger than it is read by region (a warning says so).");
@@ -79,7 +82,7 @@ ABSL_FLAG(std::string, object_store_endpoints, "",
           "region (https only); empty: none. Only these are ever contacted, with "
           "each trainer's own credentials; a loopback or intranet endpoint only if "
           "listed here.");
-ABSL_FLAG(bool, object_store_own_endpoints, false,
+ABSL_FLAG(bool, object_store_own_endpoints, stoker::DaemonOptions().object_store_own_endpoints,
           "Sessions of the daemon's own user reach the endpoint their client "
           "resolved from that user's own configuration (AWS_ENDPOINT_URL, a "
           "profile's endpoint_url, the region's), listed or not. Only for a daemon "
@@ -106,10 +109,10 @@ ABSL_FLAG(uint64_t, object_store_flat_listing, stoker::ScanLimits().flat_listing
           "(0: always class by class).");
 ABSL_FLAG(std::string, l2_path, "",
           "Folder of the L2 LMDB cache on local disk; empty disables L2.");
-ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{64ULL << 30},
+ABSL_FLAG(stoker::ByteSize, l2_max_bytes, stoker::ByteSize{stoker::L2Options().max_bytes},
           "L2 map size (its maximum), e.g. 64G.");
-ABSL_FLAG(uint32_t, l2_max_readers, 256, "L2 LMDB reader slots.");
-ABSL_FLAG(uint64_t, l2_writer_queue, 0,
+ABSL_FLAG(uint32_t, l2_max_readers, stoker::L2Options().max_readers, "L2 LMDB reader slots.");
+ABSL_FLAG(uint64_t, l2_writer_queue, stoker::L2Options().writer_queue,
           "Bounded L2 write queue; 0 = $L2_WRITER_QUEUE_MAX, else 4096. "
           "Writes beyond it are dropped and counted, never waited for.");
 ABSL_FLAG(stoker::ByteSize, l2_writer_queue_bytes,
@@ -119,9 +122,9 @@ ABSL_FLAG(stoker::ByteSize, l2_writer_queue_bytes,
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "host:port for Prometheus /metrics (loopback by default; port 0 "
           "picks a free one, shown in stats); empty disables it.");
-ABSL_FLAG(bool, autotune, false,
+ABSL_FLAG(bool, autotune, stoker::DaemonOptions().autotune,
           "Resize the decode and reader pools from the sessions' diagnoses.");
-ABSL_FLAG(int, max_decode_threads, 0,
+ABSL_FLAG(int, max_decode_threads, stoker::DaemonOptions().max_decode_threads,
           "Upper bound for autotune's decode pool; 0 = online cores.");
 ABSL_FLAG(int64_t, max_image_pixels, stoker::DecodeLimits().max_pixels,
           "Largest image decoded (width x height, from its header); larger "
@@ -146,16 +149,19 @@ ABSL_FLAG(absl::Duration, proof_lifetime, stoker::ScanLimits().proof_lifetime,
           "How long a file a session's own open proved it may read is served from "
           "the caches without being opened again (a revocation bites within it); "
           "0 = every read opens the file.");
-ABSL_FLAG(stoker::ByteSize, max_ring_bytes, stoker::ByteSize{0},
+ABSL_FLAG(stoker::ByteSize, max_ring_bytes,
+          stoker::ByteSize{stoker::DaemonOptions().max_ring_bytes},
           "Most memory all sessions' rings may take together; 0 = half of "
           "the node's memory.");
-ABSL_FLAG(stoker::ByteSize, max_ring_bytes_per_user, stoker::ByteSize{0},
+ABSL_FLAG(stoker::ByteSize, max_ring_bytes_per_user,
+          stoker::ByteSize{stoker::DaemonOptions().max_ring_bytes_per_user},
           "Most memory one user's rings may take together (admins are not "
           "limited); 0 = a quarter of --max-ring-bytes.");
-ABSL_FLAG(absl::Duration, attach_timeout, absl::Seconds(60),
+ABSL_FLAG(absl::Duration, attach_timeout, stoker::DaemonOptions().attach_timeout,
           "A session whose client has not attached within this is closed "
           "and its ring reclaimed; 0 = never.");
-ABSL_FLAG(stoker::ByteSize, max_array_bytes_per_user, stoker::ByteSize{0},
+ABSL_FLAG(stoker::ByteSize, max_array_bytes_per_user,
+          stoker::ByteSize{stoker::DaemonOptions().max_array_bytes_per_user},
           "Most RAM one user's npy/HDF5 sources may hold (RAM copies, "
           "datasets read whole; all users together: --l1-bytes); past it "
           "they read from their files; 0 = a quarter of --l1-bytes.");
@@ -169,7 +175,7 @@ ABSL_FLAG(uint64_t, max_open_files_per_user, stoker::DaemonOptions().max_open_fi
           "folder of .npy or HDF5 files holds one each); past it the next "
           "is RESOURCE_EXHAUSTED. All users together: three quarters of the "
           "descriptor limit and of vm.max_map_count, whichever is lower.");
-ABSL_FLAG(uint32_t, max_sessions_per_user, 64,
+ABSL_FLAG(uint32_t, max_sessions_per_user, stoker::DaemonOptions().max_sessions_per_user,
           "Most open sessions per user (admins are not limited); 0 = no "
           "limit.");
 ABSL_FLAG(std::string, admin_group, "",

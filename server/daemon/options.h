@@ -97,10 +97,11 @@ struct DaemonOptions {
   ScanLimits scan_limits;      // Per folder scan (cancel: set by Stop()).
   // All rings together (bytes; 0: no limit), one non-admin user's rings
   // (0: no limit) and sessions per non-admin user (0: no limit), opening
-  // ones included; checked before a ring is allocated.
+  // ones included; checked before a ring is allocated. (stokerd's flags
+  // make a 0 of the first two a share of the node's memory.)
   uint64_t max_ring_bytes = 0;
   uint64_t max_ring_bytes_per_user = 0;
-  uint32_t max_sessions_per_user = 0;
+  uint32_t max_sessions_per_user = 64;
   // A session whose client never attaches (Attach) within this is closed
   // and its ring reclaimed; zero: never.
   absl::Duration attach_timeout = absl::Seconds(60);

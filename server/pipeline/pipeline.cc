@@ -23,7 +23,7 @@ using v1::FieldSpec;
 // The presets as the fields and ops they stand for.
 void PresetOps(const v1::SessionSpec& spec, std::vector<FieldSpec>* fields,
                std::vector<v1::Op>* ops) {
-  const uint32_t s = PresetImageSize(spec);
+  const uint32_t s = spec.image_size();
   const bool fl = spec.dtype() != v1::DTYPE_UINT8;
   FieldSpec image;
   image.set_name("image");
@@ -55,12 +55,8 @@ void PresetOps(const v1::SessionSpec& spec, std::vector<FieldSpec>* fields,
   }
   if (fl) {
     v1::NormalizeOp* n = ops->emplace_back().mutable_normalize();
-    const float mean[3] = {0.485f, 0.456f, 0.406f};
-    const float std[3] = {0.229f, 0.224f, 0.225f};
-    for (int c = 0; c < 3; ++c) {
-      n->add_mean(spec.mean_size() == 3 ? spec.mean(c) : mean[c]);
-      n->add_std(spec.std_size() == 3 ? spec.std(c) : std[c]);
-    }
+    *n->mutable_mean() = spec.mean();
+    *n->mutable_std() = spec.std();
   }
 }
 
@@ -180,7 +176,11 @@ std::string CanonicalBytes(const google::protobuf::Message& m) {
 
 }  // namespace
 
-absl::StatusOr<Pipeline> Pipeline::Compile(const v1::SessionSpec& spec) {
+absl::StatusOr<Pipeline> Pipeline::Compile(const v1::SessionSpec& given) {
+  // What an unset setting means is the schema's (a checked spec has them
+  // all already).
+  v1::SessionSpec spec = given;
+  if (absl::Status s = ApplySessionDefaults(&spec); !s.ok()) return s;
   if (spec.fields_size() == 0) {
     if (spec.pipeline_size() > 0)
       return absl::InvalidArgumentError("pipeline needs fields: declare the "

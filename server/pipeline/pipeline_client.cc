@@ -15,15 +15,12 @@ absl::Status Pipeline::AddClientFields(const v1::ClientDecode& c) {
   auto bad = [](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("client_decode: ", why));
   };
-  if (!(c.cpu_share() >= 0 && c.cpu_share() <= 1))
-    return bad(absl::StrCat("cpu_share ", c.cpu_share(), " must be in 0..1"));
-  if (c.max_bytes() != 0 && (c.max_bytes() < 1024 || c.max_bytes() > (64u << 20)))
-    return bad(absl::StrCat("max_bytes ", c.max_bytes(), " must be 0 (256 KiB) or 1024..",
-                            64u << 20));
+  // In range and complete: CheckSessionSpec's CheckRanges, and Compile's
+  // defaults.
   client_.on = true;
   client_.share = static_cast<uint32_t>(std::lround(c.cpu_share() * shm::kShareOne));
-  client_.max_bytes = c.max_bytes() == 0 ? 256u << 10 : c.max_bytes();
-  client_.max_pixels = c.max_pixels() == 0 ? uint64_t{16} << 20 : c.max_pixels();
+  client_.max_bytes = c.max_bytes();
+  client_.max_pixels = c.max_pixels();
   const size_t declared = fields_.size();
   for (size_t i = 0; i < declared; ++i) {
     if (fields_[i].kind != FieldSpec::KIND_IMAGE) continue;

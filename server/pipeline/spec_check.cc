@@ -45,9 +45,6 @@ absl::Status CheckEnums(const pb::Message& m, const std::string& prefix) {
 
 }  // namespace
 
-// Most DatasetSpec.samples_per_volume.
-constexpr uint32_t kMaxSamplesPerVolume = 65536;
-
 absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
   if (ds.source_case() == v1::DatasetSpec::SOURCE_NOT_SET)
     return absl::InvalidArgumentError(
@@ -56,23 +53,21 @@ absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(), ".",
         field, " is empty"));
-  if (ds.samples_per_volume() > kMaxSamplesPerVolume)
-    return absl::InvalidArgumentError(absl::StrCat("dataset.samples_per_volume ",
-                                                   ds.samples_per_volume(), " must be in 0..",
-                                                   kMaxSamplesPerVolume));
-  return absl::OkStatus();
+  return CheckRanges(ds, "dataset.");
 }
 
-absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
+absl::StatusOr<Pipeline> CheckSessionSpec(v1::SessionSpec* completed) {
   auto bad = [](const std::string& msg) {
     return absl::InvalidArgumentError(msg);
   };
-  const v1::DatasetSpec& ds = spec.dataset();
-  STOKER_RETURN_IF_ERROR(CheckDatasetSpec(ds));
+  STOKER_RETURN_IF_ERROR(ApplySessionDefaults(completed));
+  const v1::SessionSpec& spec = *completed;
+  STOKER_RETURN_IF_ERROR(CheckDatasetSpec(spec.dataset()));
   STOKER_RETURN_IF_ERROR(CheckEnums(spec, ""));
-  if (spec.batch_size() == 0 || spec.batch_size() > 65536)
-    return bad(absl::StrCat("batch_size ", spec.batch_size(),
-                            " must be in 1..65536"));
+  STOKER_RETURN_IF_ERROR(CheckRanges(spec));
+  if (spec.ring_slots() > shm::kMaxRingSlots)  // The schema's range is the ring's.
+    return absl::InternalError(absl::StrCat("ring_slots ", spec.ring_slots(),
+                                            " is more than a ring holds"));
   if (const uint32_t side = spec.pixel_cache().max_side(); side != 0) {
     if (side < 16 || side > kMaxSide)
       return bad(absl::StrCat("pixel_cache.max_side ", side, " must be 0 (automatic) or 16..",
@@ -89,35 +84,16 @@ absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec) {
       return bad("transform must be val or train (or give fields and a pipeline)");
     if (!ImageDTypeOk(spec.dtype()))
       return bad(absl::StrCat("dtype of the preset's image must be ", ImageDTypeNames()));
-    if (PresetImageSize(spec) == 0 || PresetImageSize(spec) > 4096)
-      return bad(absl::StrCat("image_size ", PresetImageSize(spec),
-                              " must be in 1..4096"));
-    if ((spec.mean_size() != 0 && spec.mean_size() != 3) ||
-        (spec.std_size() != 0 && spec.std_size() != 3))
+    if (spec.mean_size() != 3 || spec.std_size() != 3)
       return bad("mean and std must each have 3 values (or none for ImageNet's)");
     for (float s : spec.std()) {
       if (!(s > 0)) return bad(absl::StrCat("std values must be > 0, got ", s));
     }
   }
   STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
-  const uint32_t world = std::max<uint32_t>(spec.world_size(), 1);
-  if (spec.rank() >= world)
+  if (spec.rank() >= spec.world_size())
     return bad(absl::StrCat("rank ", spec.rank(),
-                            " must be less than world_size ", world));
-  if (spec.start_epoch() > (uint64_t{1} << 62) || spec.start_batch() > (uint64_t{1} << 62))
-    return bad("start_epoch and start_batch must be at most 2^62");
-  if (spec.partitions() > 65536)
-    return bad(absl::StrCat("partitions ", spec.partitions(), " must be in 0..65536"));
-  if (spec.has_exchange() && !(spec.exchange() >= 0 && spec.exchange() <= 1))
-    return bad(absl::StrCat("exchange ", spec.exchange(), " must be in 0..1"));
-  if (spec.priority() > 16)
-    return bad(absl::StrCat("priority ", spec.priority(), " must be in 0..16"));
-  if (spec.ring_slots() > shm::kMaxRingSlots)
-    return bad(absl::StrCat("ring_slots ", spec.ring_slots(),
-                            " must be at most ", shm::kMaxRingSlots));
-  if (spec.ring_slots() == 1)
-    return bad("ring_slots 1 leaves no slot to fill while the client holds "
-               "its batch: use 2..256 (0: the default, 4)");
+                            " must be less than world_size ", spec.world_size()));
   return pipeline;
 }
 

@@ -17,12 +17,14 @@
 
 namespace stoker {
 
-// A source is named and its path is not empty.
+// A source is named, its path is not empty and its settings are in their
+// ranges (the daemon's WarmCache checks a dataset with this alone).
 absl::Status CheckDatasetSpec(const v1::DatasetSpec& spec);
 
-// The whole spec; its compiled pipeline when it is valid (the one the
-// session then runs: a spec is compiled once).
-absl::StatusOr<Pipeline> CheckSessionSpec(const v1::SessionSpec& spec);
+// Completes `spec` with the schema's defaults (ApplySessionDefaults), then
+// checks the whole of it; its compiled pipeline when it is valid (the one
+// the session then runs: a spec is compiled once).
+absl::StatusOr<Pipeline> CheckSessionSpec(v1::SessionSpec* spec);
 
 }  // namespace stoker
 

@@ -3,7 +3,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "proto/schema.h"
 #include "proto/spec_util.h"
+#include "shm/ring.h"
 #include "util/proto_json.h"
 
 namespace stoker {
@@ -21,8 +23,10 @@ v1::SessionSpec Spec(const std::string& extra) {
   return spec;
 }
 
+absl::StatusOr<Pipeline> Check(v1::SessionSpec spec) { return CheckSessionSpec(&spec); }
+
 TEST(SpecCheck, AValidPresetCompilesToItsFields) {
-  auto p = CheckSessionSpec(Spec(""));
+  auto p = Check(Spec(""));
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->fields().size(), 2u);
   EXPECT_EQ(p->fields()[0].name, "image");
@@ -35,7 +39,7 @@ TEST(SpecCheck, AValidFieldSpecCompilesItsPipeline) {
   ASSERT_TRUE(JsonToProto(R"({"dataset": {"npy": {"path": "/d/x.npy"}},
       "batch_size": 4, "fields": [{"name": "x", "kind": "array",
       "dtype": "float32", "shape": [8]}], "pipeline": []})", &spec).ok());
-  auto p = CheckSessionSpec(spec);
+  auto p = Check(spec);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->has_arrays());
   EXPECT_FALSE(p->has_spatial());
@@ -67,19 +71,24 @@ TEST(SpecCheck, EachRuleNamesTheField) {
       {R"("rank": 2, "world_size": 2)", "rank 2 must be less than world_size 2"},
       {R"("rank": 1)", "rank 1 must be less than world_size 1"},
       {R"("start_batch": "18446744073709551615")",
-       "start_epoch and start_batch must be at most 2^62"},
-      {R"("partitions": 65537)", "partitions 65537 must be in 0..65536"},
+       "start_batch 18446744073709551615 must be at most 4611686018427387904"},
+      {R"("partitions": 65537)", "partitions 65537 must be in 1..65536"},
       {R"("exchange": 1.5)", "exchange 1.5 must be in 0..1"},
       {R"("exchange": "NaN")", "exchange nan must be in 0..1"},
       {R"("exchange": -0.25)", "exchange -0.25 must be in 0..1"},
-      {R"("priority": 17)", "priority 17 must be in 0..16"},
-      {R"("ring_slots": 257)", "ring_slots 257 must be at most 256"},
-      {R"("ring_slots": 1)", "ring_slots 1 leaves no slot"},
+      {R"("partitions": 0)", "partitions 0 must be in 1..65536"},
+      {R"("priority": 17)", "priority 17 must be in 1..16"},
+      {R"("priority": 0)", "priority 0 must be in 1..16"},
+      {R"("ring_slots": 257)", "ring_slots 257 must be in 2..256"},
+      {R"("ring_slots": 1)", "ring_slots 1 must be in 2..256"},
+      {R"("world_size": 0)", "world_size 0 must be at least 1"},
       {R"("pipeline": [{"flip": {}}])", "pipeline needs fields"},
-      {R"("client_decode": {"cpu_share": 1.5})", "client_decode: cpu_share 1.5 must be in 0..1"},
+      {R"("client_decode": {"cpu_share": 1.5})", "client_decode.cpu_share 1.5 must be in 0..1"},
+      {R"("client_decode": {"max_bytes": 0})",
+       "client_decode.max_bytes 0 must be in 1024..67108864"},
   };
   for (const Case& c : cases) {
-    auto p = CheckSessionSpec(Spec(c.extra));
+    auto p = Check(Spec(c.extra));
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << c.extra;
     EXPECT_NE(p.status().message().find(c.words), std::string::npos)
         << c.extra << " -> " << p.status();
@@ -89,14 +98,14 @@ TEST(SpecCheck, EachRuleNamesTheField) {
 TEST(SpecCheck, APresetNeedsItsTransform) {
   v1::SessionSpec spec = Spec("");
   spec.set_transform(v1::TRANSFORM_UNSPECIFIED);
-  EXPECT_EQ(CheckSessionSpec(spec).status().message(),
+  EXPECT_EQ(Check(spec).status().message(),
             "transform must be val or train (or give fields and a pipeline)");
 }
 
 TEST(SpecCheck, FieldsAndThePresetExcludeEachOther) {
   v1::SessionSpec spec = Spec(
       R"("fields": [{"name": "image", "kind": "image", "shape": [8, 8, 3]}])");
-  auto p = CheckSessionSpec(spec);
+  auto p = Check(spec);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(p.status().message().find("fields/pipeline replace the preset"),
             std::string::npos) << p.status();
@@ -105,20 +114,50 @@ TEST(SpecCheck, FieldsAndThePresetExcludeEachOther) {
 TEST(SpecCheck, TheDatasetNeedsASourceAndAPath) {
   v1::SessionSpec spec = Spec("");
   spec.mutable_dataset()->clear_source();
-  EXPECT_EQ(CheckSessionSpec(spec).status().message(),
+  EXPECT_EQ(Check(spec).status().message(),
             "dataset needs a source: " + DatasetSourceNames());
   EXPECT_NE(DatasetSourceNames().find("folder, "), std::string::npos);
   spec = Spec("");
   spec.mutable_dataset()->mutable_lmdb()->set_path("");
-  auto p = CheckSessionSpec(spec);
+  auto p = Check(spec);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(p.status().message(), "dataset.lmdb.path is empty");
   spec = Spec("");
   spec.mutable_dataset()->set_samples_per_volume(65536);
-  EXPECT_TRUE(CheckSessionSpec(spec).ok());
+  EXPECT_TRUE(Check(spec).ok());
   spec.mutable_dataset()->set_samples_per_volume(65537);
-  EXPECT_EQ(CheckSessionSpec(spec).status().message(),
-            "dataset.samples_per_volume 65537 must be in 0..65536");
+  EXPECT_EQ(Check(spec).status().message(),
+            "dataset.samples_per_volume 65537 must be in 1..65536");
+}
+
+// The daemon completes a spec with the schema's defaults: what a session
+// runs with is what the schema says, written nowhere else.
+TEST(SpecCheck, ASpecIsCompletedWithTheSchemasDefaults) {
+  v1::SessionSpec spec = Spec("");
+  ASSERT_TRUE(CheckSessionSpec(&spec).ok());
+  const v1::SessionSpec& d = SessionDefaults();
+  EXPECT_EQ(spec.ring_slots(), d.ring_slots());
+  EXPECT_EQ(spec.partitions(), d.partitions());
+  EXPECT_EQ(spec.exchange(), d.exchange());
+  EXPECT_EQ(spec.world_size(), d.world_size());
+  EXPECT_EQ(spec.priority(), d.priority());
+  EXPECT_EQ(spec.image_size(), 32u);  // Given.
+  EXPECT_EQ(spec.mean_size(), 3);
+  // The ring's own bound is the schema's (a ring of more slots cannot be).
+  const v1::SessionSpec most = Spec(R"("ring_slots": 256)");
+  EXPECT_TRUE(Check(most).ok());
+  EXPECT_EQ(shm::kMaxRingSlots, 256u);
+  EXPECT_EQ(shm::kMaxRingBatch, 65536u);
+  EXPECT_TRUE(Check(Spec(R"("batch_size": 65536)")).ok());
+  // A custom pipeline leaves the preset's settings unset.
+  spec.Clear();
+  ASSERT_TRUE(JsonToProto(R"({"dataset": {"npy": {"path": "/d/x.npy"}}, "batch_size": 4,
+      "fields": [{"name": "x", "kind": "array", "dtype": "float32", "shape": [8]}]})",
+                          &spec).ok());
+  ASSERT_TRUE(CheckSessionSpec(&spec).ok());
+  EXPECT_FALSE(spec.has_image_size());
+  EXPECT_EQ(spec.mean_size(), 0);
+  EXPECT_EQ(spec.ring_slots(), d.ring_slots());
 }
 
 }  // namespace

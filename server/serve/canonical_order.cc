@@ -14,7 +14,6 @@ constexpr uint64_t kPairing = 0x50414952ULL;      // "PAIR"
 }  // namespace
 
 uint32_t CanonicalOrder::PartitionsFor(uint64_t num_samples, uint32_t partitions) {
-  if (partitions == 0) partitions = kDefaultPartitions;
   for (uint32_t c = partitions; c > 1; --c) {
     if (partitions % c == 0 && num_samples / c >= kLeastPerPartition) return c;
   }

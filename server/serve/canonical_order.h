@@ -48,14 +48,13 @@ namespace stoker {
 
 class CanonicalOrder {
  public:
-  static constexpr uint32_t kDefaultPartitions = 120;
   static constexpr uint64_t kLeastPerPartition = 16;
-  static constexpr float kDefaultExchange = 0.05f;
 
-  // `partitions` 0: kDefaultPartitions; `exchange` in [0, 1]; `bytes`
-  // (may be empty): each sample's size, to weigh the exchange by.
-  CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions,
-                 float exchange = 0, ExchangeSplits::SampleBytes bytes = nullptr);
+  // `partitions`: C asked for (0 and 1: one); `exchange` in [0, 1]; `bytes`
+  // (may be empty): each sample's size, to weigh the exchange by. The
+  // session's defaults are the schema's (SessionSpec.partitions, exchange).
+  CanonicalOrder(uint64_t num_samples, uint64_t seed, uint32_t partitions, float exchange,
+                 ExchangeSplits::SampleBytes bytes = nullptr);
 
   // C in effect (at least 1).
   uint32_t partitions() const { return partitions_; }

@@ -20,7 +20,7 @@ std::vector<uint64_t> Epoch(const CanonicalOrder& o, uint64_t epoch) {
 
 TEST(CanonicalOrderTest, EachEpochIsAPermutationOfItsOwn) {
   for (uint64_t n : {1u, 2u, 15u, 16u, 17u, 1000u, 1921u, 4096u}) {
-    const CanonicalOrder o(n, 7, 0);
+    const CanonicalOrder o(n, 7, 120, 0);
     std::vector<uint64_t> e0 = Epoch(o, 0), e1 = Epoch(o, 1);
     if (n > 2) {
       EXPECT_NE(e0, e1) << n;
@@ -29,21 +29,21 @@ TEST(CanonicalOrderTest, EachEpochIsAPermutationOfItsOwn) {
     std::sort(e0.begin(), e0.end());
     for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(e0[i], i) << n;
     if (n > 2) {
-      EXPECT_NE(Epoch(CanonicalOrder(n, 8, 0), 1), e1) << n;
+      EXPECT_NE(Epoch(CanonicalOrder(n, 8, 120, 0), 1), e1) << n;
     }
   }
 }
 
 TEST(CanonicalOrderTest, PartitionsKeepSixteenSamplesEachAndDivideTheAskedCount) {
-  EXPECT_EQ(CanonicalOrder::PartitionsFor(1920, 0), 120u);
-  EXPECT_EQ(CanonicalOrder::PartitionsFor(1919, 0), 60u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(1920, 120), 120u);
+  EXPECT_EQ(CanonicalOrder::PartitionsFor(1919, 120), 60u);
   EXPECT_EQ(CanonicalOrder::PartitionsFor(1000, 120), 60u);
   EXPECT_EQ(CanonicalOrder::PartitionsFor(100, 120), 6u);
   EXPECT_EQ(CanonicalOrder::PartitionsFor(31, 120), 1u);
   EXPECT_EQ(CanonicalOrder::PartitionsFor(1000, 7), 7u);
   EXPECT_EQ(CanonicalOrder::PartitionsFor(uint64_t{1} << 40, 65536), 65536u);
   // Round-robin: position i is partition i mod C, the tail's first ones.
-  const CanonicalOrder o(1930, 1, 0);
+  const CanonicalOrder o(1930, 1, 120, 0);
   ASSERT_EQ(o.partitions(), 120u);
   EXPECT_EQ(o.PartitionAt(0), 0u);
   EXPECT_EQ(o.PartitionAt(121), 1u);
@@ -59,7 +59,7 @@ std::set<uint64_t> RankShare(const CanonicalOrder& o, uint64_t epoch, uint32_t r
 }
 
 TEST(CanonicalOrderTest, ARankOfAWorldSizeDividingCReadsTheSameSamplesEveryEpoch) {
-  const CanonicalOrder o(2400, 3, 0);  // 120 partitions of 20.
+  const CanonicalOrder o(2400, 3, 120, 0);  // 120 partitions of 20.
   for (uint32_t w : {2u, 3u, 8u, 12u, 120u}) {
     for (uint32_t r : {0u, w - 1}) {
       const std::set<uint64_t> e0 = RankShare(o, 0, r, w);
@@ -73,9 +73,9 @@ TEST(CanonicalOrderTest, ARankOfAWorldSizeDividingCReadsTheSameSamplesEveryEpoch
 }
 
 TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachLaterEpochAndKeepsEachSampleOnce) {
-  const CanonicalOrder none(2400, 3, 0, 0);
+  const CanonicalOrder none(2400, 3, 120, 0);
   for (float q : {0.05f, 0.25f, 1.0f}) {
-    const CanonicalOrder o(2400, 3, 0, q);  // 120 partitions of 20.
+    const CanonicalOrder o(2400, 3, 120, q);  // 120 partitions of 20.
     EXPECT_EQ(o.exchanged(), static_cast<uint64_t>(std::lround(20 * q)));
     for (uint64_t epoch : {1u, 2u, 5u}) {
       std::vector<uint64_t> e = Epoch(o, epoch);
@@ -115,7 +115,7 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachLaterEpochAndKee
   // exchange of all but what the larger ones keep: still each sample once.
   for (uint64_t n : {1921u, 2401u, 2519u}) {
     for (float q : {0.05f, 0.5f, 1.0f}) {
-      const CanonicalOrder o(n, 4, 0, q);
+      const CanonicalOrder o(n, 4, 120, q);
       ASSERT_GT(o.exchanged(), 0u);
       std::vector<uint32_t> placed(n);
       for (uint64_t i = 0; i < n; ++i) placed[o.At(0, i)] = o.PartitionAt(i);
@@ -132,9 +132,9 @@ TEST(CanonicalOrderTest, AnExchangeMovesThatFractionOfAShareEachLaterEpochAndKee
     }
   }
   // Too small to exchange: one partition. Rounded to nearest: 0.05 of 16.
-  EXPECT_EQ(CanonicalOrder(20, 3, 0, 0.5f).exchanged(), 0u);
-  EXPECT_EQ(CanonicalOrder(1920, 3, 0, 0.05f).exchanged(), 1u);
-  EXPECT_EQ(CanonicalOrder(1920, 3, 0, 0.02f).exchanged(), 0u);
+  EXPECT_EQ(CanonicalOrder(20, 3, 120, 0.5f).exchanged(), 0u);
+  EXPECT_EQ(CanonicalOrder(1920, 3, 120, 0.05f).exchanged(), 1u);
+  EXPECT_EQ(CanonicalOrder(1920, 3, 120, 0.02f).exchanged(), 0u);
 }
 
 TEST(CanonicalOrderTest, GivenSizesANodeReadsWithinQOfItsShareInBytesFromOthers) {
@@ -206,7 +206,7 @@ TEST(CanonicalOrderTest, ABatchMixesTheWholeDatasetNotItsIndexRanges) {
   // 10 "classes" of 1,200 consecutive indices (an ImageFolder): the first
   // 120 positions of every epoch hold each class at least once, and no
   // class more than a third of them.
-  const CanonicalOrder o(12000, 5, 0);
+  const CanonicalOrder o(12000, 5, 120, 0);
   for (uint64_t epoch : {0u, 1u, 2u}) {
     std::vector<int> per_class(10);
     for (uint64_t i = 0; i < 120; ++i) per_class[o.At(epoch, i) / 1200]++;
@@ -236,7 +236,7 @@ TEST(CanonicalOrderTest, ThePermutationIsOneToOneAtEveryDomainEdge) {
 
 TEST(CanonicalOrderTest, AnOrderOfATrillionSamplesCostsNothingUpFront) {
   const uint64_t n = uint64_t{1} << 40;
-  const CanonicalOrder o(n, 1, 0);
+  const CanonicalOrder o(n, 1, 120, 0);
   EXPECT_EQ(o.partitions(), 120u);
   std::set<uint64_t> seen;
   for (uint64_t i : {uint64_t{0}, uint64_t{1}, n / 2, n - 1}) {

@@ -69,12 +69,12 @@ TEST(OrderQualityTest, AStepCoversItsPositionsPartitionsAndTheOrderSpreadsAsAUni
 }
 
 TEST(OrderQualityTest, MeasuresAtMostItsStepsAndPositionsAndAnOrderShorterThanAStep) {
-  const CanonicalOrder big(uint64_t{1} << 40, 5, 0);
+  const CanonicalOrder big(uint64_t{1} << 40, 5, 120, 0);
   const OrderQuality q = MeasureOrder(big, 2, 4096);
   EXPECT_EQ(q.steps, kMeasuredPositions / 4096);
   EXPECT_EQ(q.partitions_per_step, 120.0);
   EXPECT_EQ(MeasureOrder(big, 2, 1u << 20).steps, 1u);  // Its first 65,536.
-  const OrderQuality small = MeasureOrder(CanonicalOrder(20, 5, 0), 1, 64);
+  const OrderQuality small = MeasureOrder(CanonicalOrder(20, 5, 120, 0), 1, 64);
   EXPECT_EQ(small.steps, 1u);
   EXPECT_EQ(small.partitions_per_step, 1.0);  // 20 samples: one partition.
   EXPECT_GT(small.spread, 0.0);

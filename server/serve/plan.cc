@@ -68,7 +68,7 @@ void AppendWindowOrder(const PlanSpec& spec, size_t w, uint64_t first, uint64_t 
   // window reads it as its canonical first epoch, streamed or not.
   const uint64_t seed =
       w == 0 ? spec.seed : MixSeed({spec.seed, 0x57494e444f57ULL /* "WINDOW" */, w});
-  const CanonicalOrder window(size, seed, spec.partitions);  // Epoch 0: no exchange.
+  const CanonicalOrder window(size, seed, spec.partitions, 0);  // Epoch 0: no exchange.
   for (uint64_t i = 0; i < size; ++i) order->push_back(first + window.At(0, i));
 }
 
@@ -76,8 +76,7 @@ uint64_t OrderKey(const PlanSpec& spec, const std::string& pipeline, bool listed
   const float q = spec.exchange == 0 ? 0.0f : spec.exchange;  // -0 is 0.
   uint32_t exchange;
   std::memcpy(&exchange, &q, sizeof exchange);
-  const uint32_t partitions =
-      spec.partitions == 0 ? CanonicalOrder::kDefaultPartitions : spec.partitions;
+  const uint32_t partitions = spec.partitions;  // As asked (the order's C may be fewer).
   // An exchange is weighed by the samples' listed bytes where their source
   // lists them (exchange_split.h): that rule is part of the key, so a
   // position saved under the rule by count is refused, not read in

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/schema.h"
 #include "server/serve/canonical_order.h"
 
 namespace stoker {
@@ -42,11 +43,11 @@ struct PlanSpec {
   // Samples per window, consecutive in index order and summing to
   // num_samples (Dataset::first_epoch_windows); empty: one window.
   std::vector<uint64_t> first_epoch_windows;
-  // The canonical partition count asked for (CanonicalOrder); 0: its default.
-  uint32_t partitions = 0;
-  // The fraction of each partition read in another's place each epoch
-  // after epoch 0.
-  float exchange = CanonicalOrder::kDefaultExchange;
+  // The canonical partition count asked for (CanonicalOrder), and the
+  // fraction of each partition read in another's place each epoch after
+  // epoch 0: unset, the session's (the schema's defaults).
+  uint32_t partitions = SessionDefaults().partitions();
+  float exchange = SessionDefaults().exchange();
   // A first epoch over windows that are only a listing's
   // (Dataset::windows_for_listing_only) reads the canonical order instead.
   // EpochPlan does not read it: BatchOrder makes the plan without those

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/schema.h"
 #include "proto/spec_util.h"
 #include "server/dataset/array_source.h"
 #include "server/dataset/dataset_growth.h"
@@ -94,11 +95,12 @@ std::vector<uint64_t> FieldBytes(const shm::RingLayout& layout) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
-    uint64_t id, const v1::SessionSpec& spec, Pipeline pipeline,
+    uint64_t id, v1::SessionSpec spec, Pipeline pipeline,
     uint32_t client_pid, std::shared_ptr<const Dataset> dataset,
     const std::string& shm_name,
     const PipelineContext& ctx,
     const std::function<absl::Status(uint64_t)>& admit) {
+  STOKER_RETURN_IF_ERROR(ApplySessionDefaults(&spec));
   STOKER_RETURN_IF_ERROR(CheckSource(spec, pipeline, *dataset));
   if (pipeline.files() > dataset->files_per_sample) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -111,10 +113,10 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
   ps.shuffle = spec.shuffle();
   ps.seed = spec.seed();
   ps.rank = spec.rank();
-  ps.world_size = std::max<uint32_t>(spec.world_size(), 1);
+  ps.world_size = spec.world_size();
   ps.drop_last = spec.drop_last();
   ps.partitions = spec.partitions();
-  if (spec.has_exchange()) ps.exchange = spec.exchange();
+  ps.exchange = spec.exchange();
   ps.canonical_first_epoch =
       spec.has_canonical_first_epoch() ? spec.canonical_first_epoch() : ps.world_size > 1;
   STOKER_ASSIGN_OR_RETURN(
@@ -122,7 +124,7 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
       BatchOrder::Create(ps, dataset,
                          {spec.start_epoch(), spec.start_position(), spec.start_batch()}));
   const shm::RingGeometry g = pipeline.Geometry(
-      spec.ring_slots() == 0 ? 4 : spec.ring_slots(), spec.batch_size());
+      spec.ring_slots(), spec.batch_size());
   if (admit) {
     STOKER_ASSIGN_OR_RETURN(const shm::RingLayout layout, shm::ComputeLayout(g));
     STOKER_RETURN_IF_ERROR(admit(layout.segment_bytes));

@@ -93,14 +93,15 @@ struct PipelineContext {
 class ServingSession {
  public:
   // Creates the ring (RESOURCE_EXHAUSTED when /dev/shm is full) for a
-  // spec CheckSessionSpec accepted, running the `pipeline` it compiled,
+  // spec CheckSessionSpec accepted (completed with the schema's defaults
+  // here too, for callers that made it by hand), running the `pipeline` it compiled,
   // over `dataset` in the spec's order (BatchOrder: its errors);
   // INVALID_ARGUMENT when the pipeline reads
   // more files per sample than the dataset has. `admit` (may be null) is
   // asked with the ring's size before anything is allocated; its error is
   // returned. Call Start() to begin filling it.
   static absl::StatusOr<std::unique_ptr<ServingSession>> Create(
-      uint64_t id, const v1::SessionSpec& spec, Pipeline pipeline,
+      uint64_t id, v1::SessionSpec spec, Pipeline pipeline,
       uint32_t client_pid, std::shared_ptr<const Dataset> dataset,
       const std::string& shm_name, const PipelineContext& ctx,
       const std::function<absl::Status(uint64_t ring_bytes)>& admit = nullptr);
@@ -123,8 +124,9 @@ class ServingSession {
   uint64_t order_key() const {
     return OrderKey(order_->asked(), pipeline_.order_fingerprint(), ListsBytes(*dataset_));
   }
-  // The session's share weight in the pools (its spec's priority, >= 1).
-  int Weight() const { return std::max<int>(1, spec_.priority()); }
+  // The session's share weight in the pools (its spec's priority, >= 1:
+  // completed and checked).
+  int Weight() const { return static_cast<int>(spec_.priority()); }
   const Dataset& dataset() const { return *dataset_; }
   std::shared_ptr<const Dataset> shared_dataset() const { return dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }

@@ -222,10 +222,9 @@ def test_bad_arguments_are_refused(layouts, daemon):
     with pytest.raises(ValueError, match="client_decode and pixel_cache exclude each other"):
         _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu"),
                 pixel_cache=stoker.PixelCache())
-    with pytest.raises(ValueError, match=r"client_decode: cpu_share 1.5 must be in 0..1"):
+    with pytest.raises(ValueError, match=r"client_decode.cpu_share 1.5 must be in 0..1"):
         _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu", cpu_share=1.5))
-    with pytest.raises(ValueError, match=r"client_decode: max_bytes 10 must be 0 \(256 KiB\) "
-                       r"or 1024\.\."):
+    with pytest.raises(ValueError, match=r"client_decode\.max_bytes 10 must be in 1024\.\."):
         _loader(layouts, daemon, client_decode=stoker.ClientDecode("cpu", max_bytes=10))
     # The client's own.
     with pytest.raises(ValueError, match="ClientDecode.device 'tpu' is not a torch device"):

@@ -27,13 +27,17 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chroot needs root")
 
 def root_tarball():
     path = os.path.join(CACHE, f"{SUITE}-python3-venv.tar")
-    if os.path.exists(path):
+    if os.path.isfile(path):
         return path
+    if os.path.isdir(path):  # A folder left by a run that named no format.
+        shutil.rmtree(path)
     mmdebstrap = shutil.which("mmdebstrap")
     assert mmdebstrap, "mmdebstrap is missing: deploy/install-deps.sh installs it"
     os.makedirs(CACHE, exist_ok=True)
     partial = path + ".partial"
-    out = subprocess.run([mmdebstrap, "--quiet", "--variant=minbase",
+    # The format is named: mmdebstrap takes it from the name's suffix
+    # otherwise, and ".partial" would make a folder.
+    out = subprocess.run([mmdebstrap, "--quiet", "--variant=minbase", "--format=tar",
                           "--include=python3-venv", SUITE, partial,
                           "http://deb.debian.org/debian"],
                          capture_output=True, text=True, timeout=900)

@@ -33,11 +33,21 @@ def op_defaults():
     return copy.deepcopy(_native.OP_DEFAULTS)
 
 
+def session_settings():
+    """The session's settings with a default or a range, as the daemon
+    applies and checks them: {"ring_slots": {"default": 4, "min": 2,
+    "max": 256}, "batch_size": {"min": 1, "max": 65536}, ...} (a copy). A
+    Loader argument left None takes the default."""
+    import copy
+    return copy.deepcopy(_native.SESSION_SETTINGS)
+
+
 def source_kinds():
     """The source kinds a dataset dict may name: ["folder", "list", ...]."""
     return list(_native.SOURCE_KINDS)
 
 
 __all__ = ["Loader", "Placement", "PixelCache", "ClientDecode", "StokerError", "StarvationWarning", "SampleErrorWarning",
-           "daemon_socket", "stop_embedded_daemon", "op_defaults", "source_kinds", "__version__",
+           "daemon_socket", "stop_embedded_daemon", "op_defaults", "session_settings",
+           "source_kinds", "__version__",
            *_pipeline.__all__]

@@ -123,6 +123,7 @@ def _declare(dll):
         "stoker_dtypes_json": (ctypes.c_char_p, []),
         "stoker_op_defaults_json": (ctypes.c_char_p, []),
         "stoker_source_kinds_json": (ctypes.c_char_p, []),
+        "stoker_session_settings_json": (ctypes.c_char_p, []),
         "stoker_check_spec": (c_int, [ctypes.c_char_p, err]),
         "stoker_dataset_json": (c_int, [ctypes.c_char_p, ctypes.c_char_p,
                                         ctypes.POINTER(p), err]),
@@ -215,6 +216,7 @@ _NUMPY = {d["name"]: d["numpy"] for d in DTYPES.values()}
 # The schema's op defaults (stoker_op_defaults_json), as the daemon applies them.
 OP_DEFAULTS = json.loads(_dll.stoker_op_defaults_json().decode())
 SOURCE_KINDS = json.loads(_dll.stoker_source_kinds_json().decode())
+SESSION_SETTINGS = json.loads(_dll.stoker_session_settings_json().decode())
 
 
 class _Owned:

@@ -9,6 +9,7 @@ daemon answered."""
 import warnings
 
 from stoker._args import _check_bool, _check_int
+from stoker._native import SESSION_SETTINGS
 
 # Kept by the Loader and compared here at load.
 SHARED = ("seed", "shuffle", "drop_last")
@@ -28,12 +29,12 @@ class Resume:
         default for this world size."""
         if self._canonical_first is not None:
             return self._canonical_first
-        return (loader.world_size or 1) > 1
+        return loader.world_size > 1
 
     def state(self, loader, position, session):
         """state_dict() of `loader` at `position` (epoch, from, batch)."""
         epoch, start, batch = position
-        world = loader.world_size or 1  # 0 means 1, as in the spec.
+        world = loader.world_size
         consumed = start + batch * loader.batch_size * world
         samples = session.dataset_samples if session is not None else 0
         if samples:  # The last batch of a resumed epoch ends it.
@@ -59,7 +60,8 @@ class Resume:
             if key in state and state[key] != getattr(loader, key):
                 raise ValueError(f"state {key}={state[key]!r} does not match this "
                                  f"Loader's {key}={getattr(loader, key)!r}")
-        epoch = _check_int("state['epoch']", state.get("epoch"), 0, 2**63)
+        epoch = _check_int("state['epoch']", state.get("epoch"), 0,
+                           SESSION_SETTINGS["start_epoch"]["max"])
         if "consumed" in state:
             consumed = _check_int("state['consumed']", state["consumed"], 0, 2**63)
         else:  # A state saved before "consumed": its batch at its own sizes.
@@ -107,7 +109,7 @@ class Resume:
     def say_partitions(self, session, world_size):
         """Says once when the world size does not divide the order's
         partitions: ranks' shares then move between epochs."""
-        c, w = session.partitions, world_size or 1
+        c, w = session.partitions, world_size
         if self._said_partitions or c <= 1 or c % w == 0:
             return
         self._said_partitions = True

@@ -12,7 +12,7 @@ from stoker._args import (_check_bool, _check_device, _check_int, _check_numbers
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
                             pixel_cache_spec)
 from stoker._dataloader import DatasetView, SamplerView, Words
-from stoker._native import lib
+from stoker._native import SESSION_SETTINGS, lib
 from stoker._output import Output
 from stoker._torchvision import answer as _torchvision_answer
 from stoker.errors import StokerError
@@ -50,15 +50,17 @@ class Loader:
         samples of an epoch: 8 random patches). An opening that takes
         longer than 5 s (a large bucket's listing, shards read to index
         them) prints the daemon's progress of it to stderr every 5 s.
-      batch_size: samples per batch (1..65536; 1 unset, as DataLoader's).
-        Every other argument is keyword-only.
+      batch_size: samples per batch (1..65536; None: 1, as DataLoader's).
+        Every other argument is keyword-only. An argument that is a session
+        setting takes the schema's default when None, and its range is
+        checked by the daemon's rules (stoker.session_settings() lists them).
       transform: the preset, to be named: "train" (RandomResizedCrop +
         flip) or "val" (Resize + CenterCrop), both to image_size x
-        image_size (unset: the schema's default; stokerctl read --help
-        shows it). No default: a DataLoader's transform lives in its
+        image_size. No default: a DataLoader's transform lives in its
         dataset, so a swapped validation loader must not become random
         crops unasked. A torchvision transform is a ValueError that spells
         out the fields= and pipeline= doing the same.
+      image_size: the preset's output side (1..4096; None: 224).
       fields, pipeline: instead of a preset, the batch's fields and the ops
         applied to each sample (stoker.image/mask/label/array and
         stoker.resize, center_crop, random_resized_crop, random_crop, flip,
@@ -75,13 +77,13 @@ class Loader:
         reads the whole order, so each node reads its own share; the state
         keeps which); each window's samples shuffled in turn; later epochs
         draw the whole order.
-      partitions: the canonical partition count C of that order (None:
-        120). The samples are placed in C partitions once per run, and each
+      partitions: the canonical partition count C of that order (1..65536;
+        None: 120). The samples are placed in C partitions once per run, and each
         epoch visits them in turn, so a rank of a world size dividing C reads
         the same samples every epoch (a node caches its own share).
       exchange: the fraction of each partition read in another's place each
         epoch after the first, a new draw every epoch, so ranks' shares mix
-        (in bytes too where a store lists the sizes; None: 0.05; 0: each
+        (in bytes too where a store lists the sizes; 0..1; None: 0.05; 0: each
         rank of a world size dividing the partitions the same samples every
         epoch). The state's order_key carries it.
       rank, world_size: DistributedSampler-style sharding of each global
@@ -105,8 +107,8 @@ class Loader:
         answer), else /run/stoker/stoker.sock if a daemon answers there,
         else this user's embedded daemon, shared by its processes on this
         node (started if needed).
-      ring_slots: batches prefetched by the daemon (unset: the daemon's
-        default); more of them keep more held batches without copies (a
+      ring_slots: batches prefetched by the daemon (2..256; None: 4); more
+        of them keep more held batches without copies (a
         loop holds the batch it took last while it takes the next: with 2,
         every batch after the first is a copy).
       threads: decode threads of an embedded daemon (ignored otherwise).
@@ -127,7 +129,7 @@ class Loader:
       starvation_threshold: warn at the end of an epoch when the training loop
         spent more than this fraction of it (and at least 0.2 s) waiting for
         data.
-      priority: this Loader's weight (1..16, default 1) when its user's
+      priority: this Loader's weight (1..16; None: 1) when its user's
         sessions share a saturated daemon: users share the decode threads
         equally, and each user's part goes priority / (sum of that user's
         busy sessions' priorities) to this session.
@@ -209,14 +211,14 @@ class Loader:
         self.world_size = _check_int("world_size", world_size)
         self.rank = _check_int("rank", rank)
         self.drop_last = _check_bool("drop_last", drop_last)
-        self.partitions = 0 if partitions is None else _check_int("partitions", partitions)
+        self.partitions = None if partitions is None else _check_int("partitions", partitions)
         self.exchange = None if exchange is None else _check_real("exchange", exchange)
         if torch is not None and isinstance(dtype, torch.dtype):
             dtype = str(dtype).replace("torch.", "")
         self.dtype = dtype
         self._mean = _check_numbers("mean", mean)
         self._std = _check_numbers("std", std)
-        self._ring_slots = 0 if ring_slots is None else _check_int("ring_slots", ring_slots)
+        self._ring_slots = None if ring_slots is None else _check_int("ring_slots", ring_slots)
         if threads is not None:
             _check_int("threads", threads)  # Its range is the daemon's.
         if socket is not None and not isinstance(socket, (str, os.PathLike)):
@@ -233,7 +235,7 @@ class Loader:
         self._resume_timeout = float(resume_timeout)
         self.on_error = on_error
         self._device = _check_device(device)
-        self._priority = 0 if priority is None else _check_int("priority", priority)
+        self._priority = None if priority is None else _check_int("priority", priority)
         self._placement_option = check_option("placement", placement, Placement)
         self._pixel_cache = pixel_cache_spec(pixel_cache)
         self._client_decode = check_option("client_decode", client_decode, ClientDecode)
@@ -292,7 +294,7 @@ class Loader:
     def set_epoch(self, epoch):
         """Selects the epoch of the next pass (like DistributedSampler). The
         epoch a loaded state resumes keeps its position."""
-        epoch = _check_int("epoch", epoch, 0, 2**63)
+        epoch = _check_int("epoch", epoch, 0, SESSION_SETTINGS["start_epoch"]["max"])
         if epoch == self._epoch and self._resume != (0, 0):
             return
         self._epoch = epoch
@@ -508,19 +510,18 @@ class Loader:
             "rank": self.rank,
             "world_size": self.world_size,
             "drop_last": self.drop_last,
-            "ring_slots": self._ring_slots,
             "start_epoch": str(epoch),
             "start_position": str(start),
             "start_batch": str(batch),
-            "partitions": self.partitions,
-            **({} if self.exchange is None else {"exchange": self.exchange}),
             "decode": self.decode,
             "on_error": self.on_error,
-            "priority": self._priority,
             "streamed_opening": True,
             "canonical_first_epoch": self._resumption.canonical_first_epoch(self),
             "placement": self._placement(),
         }
+        given = {"ring_slots": self._ring_slots, "partitions": self.partitions,
+                 "exchange": self.exchange, "priority": self._priority}
+        spec.update({k: v for k, v in given.items() if v is not None})  # Else the schema's.
         if self._pixel_cache is not None:
             spec["pixel_cache"] = self._pixel_cache
         if self._client_decode is not None:

@@ -49,9 +49,9 @@ class ClientDecode:
       cpu_share: the share of each batch the daemon decodes: "auto" keeps
         both sides busy from their measured rates; a number in 0..1 fixes it
         (the same batches every run).
-      max_bytes: files larger than this (default 256 KiB: the ring holds
-        that much per sample) are decoded by the daemon, as are CMYK and PNG
-        files.
+      max_bytes: files larger than this (1024..67108864; None: 262144, 256
+        KiB: the ring holds that much per sample) are decoded by the daemon,
+        as are CMYK and PNG files.
     Pixels are within rounding of the daemon's (decode="full").
     """
 
@@ -79,7 +79,10 @@ class ClientDecode:
         share = self.fixed_share
         if share is None:
             share = 0.5 if measured is None else measured
-        return {"cpu_share": share, "max_bytes": self.max_bytes or 0}
+        out = {"cpu_share": share}
+        if self.max_bytes is not None:
+            out["max_bytes"] = self.max_bytes
+        return out
 
     def __repr__(self):
         return (f"ClientDecode(device={self.device!r}, cpu_share={self.cpu_share!r}, "

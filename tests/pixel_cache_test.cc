@@ -12,6 +12,7 @@
 #include "tests/folder_suite.h"
 #include "tests/harness.h"
 #include "tests/testdata.h"
+#include "server/cache/l2_cache_testing.h"
 
 namespace stoker {
 namespace {
@@ -91,7 +92,7 @@ TEST_F(PixelCacheTest, SpillsToL2AndSurvivesARestart) {
   {
     TestDaemon d(false, o);
     first = Read(d, Cached(160), 1);
-    d.daemon()->l2()->Flush();
+    L2CacheTesting::Flush(*d.daemon()->l2());
     EXPECT_EQ(d.Connect()->GetStats()->pixel_cache_decodes(), uint64_t{kFiles});
   }
   // A new daemon over the same L2: the same first epoch, and not one

@@ -13,6 +13,7 @@
 #include "tests/harness.h"
 #include "tests/testdata.h"
 #include "util/cache_key.h"
+#include "server/cache/l2_cache_testing.h"
 
 namespace stoker {
 namespace {
@@ -152,7 +153,7 @@ TEST_F(StorageTest, CorruptL2EntryIsCountedDeletedAndReRead) {
   EXPECT_EQ(again[0].checksum, clean);  // Correct pixels all the same.
   EXPECT_EQ(again[0].errors, 0u);
   EXPECT_EQ(counting_.reads.load(), 1u);
-  d.daemon()->l2()->Flush();
+  L2CacheTesting::Flush(*d.daemon()->l2());
   v1::DaemonStats s = d.daemon()->GetStats();
   EXPECT_EQ(Tier(s, "l2").corrupt(), 1u);
   EXPECT_EQ(Tier(s, "l2").hits(), uint64_t{kSamples - 1});
@@ -163,7 +164,7 @@ TEST_F(StorageTest, FullWriterQueueDropsAndCountsWithoutBlocking) {
   DaemonOptions o = Options(true);
   o.l2.writer_queue = 2;
   TestDaemon d(false, o);
-  d.daemon()->l2()->PauseWriter(true);
+  L2CacheTesting::PauseWriter(*d.daemon()->l2(), true);
   auto epochs = Read(d, Spec(), 1);  // Must complete with the writer held.
   ASSERT_EQ(epochs.size(), 1u);
   EXPECT_EQ(epochs[0].samples, uint64_t{kSamples});
@@ -171,8 +172,8 @@ TEST_F(StorageTest, FullWriterQueueDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(Tier(s, "l2").writer_queue_depth(), 2u);
   EXPECT_EQ(Tier(s, "l2").writer_queue_max(), 2u);
   EXPECT_EQ(Tier(s, "l2").writer_drops(), uint64_t{kSamples - 2});
-  d.daemon()->l2()->PauseWriter(false);
-  d.daemon()->l2()->Flush();
+  L2CacheTesting::PauseWriter(*d.daemon()->l2(), false);
+  L2CacheTesting::Flush(*d.daemon()->l2());
   EXPECT_EQ(Tier(d.daemon()->GetStats(), "l2").entries(), 2u);
 }
 
@@ -201,7 +202,7 @@ TEST_F(StorageTest, AFullMapEvictsAndServingGoesOn) {
   ASSERT_EQ(epochs.size(), 2u);
   EXPECT_EQ(epochs[0].checksum, clean);
   EXPECT_EQ(epochs[0].errors + epochs[1].errors, 0u);
-  d.daemon()->l2()->Flush();
+  L2CacheTesting::Flush(*d.daemon()->l2());
   v1::DaemonStats s = d.daemon()->GetStats();
   EXPECT_GT(Tier(s, "l2").evictions(), 0u) << Tier(s, "l2").DebugString();
   EXPECT_LT(Tier(s, "l2").entries(), uint64_t{kSamples});
@@ -401,7 +402,7 @@ TEST_F(StorageTest, WarmCacheFillsTheTiersWithProgress) {
   EXPECT_EQ(job.done(), uint64_t{kSamples});
   EXPECT_EQ(job.source_reads(), uint64_t{kSamples});
   EXPECT_EQ(job.failed(), 0u);
-  d.daemon()->l2()->Flush();
+  L2CacheTesting::Flush(*d.daemon()->l2());
   EXPECT_EQ(Tier(d.daemon()->GetStats(), "l2").entries(), uint64_t{kSamples});
   Read(d, Spec(), 1);
   EXPECT_EQ(counting_.reads.load(), uint64_t{kSamples});  // None added.

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "server/dataset/memory_source.h"
 #include "tests/testdata.h"
+#include "server/cache/l2_cache_testing.h"
 
 namespace stoker {
 namespace {
@@ -117,7 +118,7 @@ TEST(FetcherTest, L2ServesAfterARestartForVersionedSourcesOnly) {
     SampleFetcher f(&l1, l2->get(), 1);
     ASSERT_TRUE(f.Fetch(*file_ds, "a", kUid).ok());
     ASSERT_TRUE(f.Fetch(*lmdb_ds, "k", kUid).ok());
-    (*l2)->Flush();
+    L2CacheTesting::Flush(**l2);
     EXPECT_EQ((*l2)->Stats().inserts(), 1u);  // LMDB sources are local already.
     // Charged to the session that read it.
     absl::StatusOr<SourceKey> a = files->Identify("a");

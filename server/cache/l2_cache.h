@@ -114,14 +114,15 @@ class L2Cache {
   // Bytes of the values `owner` holds, as of the last committed write.
   uint64_t OwnedBytes(int64_t owner) const;
 
-  // Waits until everything queued so far is committed (or dropped).
-  void Flush();
-  // Holds the writer (queued writes wait) until resumed; for tests.
-  void PauseWriter(bool paused);
-
   v1::TierStats Stats() const;
 
  private:
+  friend class L2CacheTesting;  // Flush and PauseWriter (l2_cache_testing.h).
+  // Waits until everything queued so far is committed (or dropped).
+  void Flush();
+  // Holds the writer (queued writes wait) until resumed.
+  void PauseWriter(bool paused);
+
   struct Op {
     bool erase;
     std::string key;

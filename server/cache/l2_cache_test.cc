@@ -12,6 +12,7 @@
 #include "server/cache/lmdb_env.h"
 #include "tests/testdata.h"
 #include "util/checksum.h"
+#include "server/cache/l2_cache_testing.h"
 
 namespace stoker {
 namespace {
@@ -45,7 +46,7 @@ TEST(L2CacheTest, EntriesSurviveAReopenForTheirVersionOnly) {
     EXPECT_TRUE((*l2)->Put("a", Version(5, 1), Payload("alpha"), kAlice));
     // A key longer than LMDB's limit is stored under its hash, compared whole.
     EXPECT_TRUE((*l2)->Put(std::string(3000, 'k'), Version(4, 1), Payload("long"), kAlice));
-    (*l2)->Flush();
+    L2CacheTesting::Flush(**l2);
     EXPECT_EQ((*l2)->Stats().inserts(), 2u);
     EXPECT_EQ((*l2)->Stats().entries(), 2u);
   }
@@ -76,7 +77,7 @@ TEST(L2CacheTest, AQueuedWriteIsReadBackUntilItIsCommitted) {
   const L2Options options = Options("l2-pending", 1 << 20);
   absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
   ASSERT_TRUE(l2.ok());
-  (*l2)->PauseWriter(true);
+  L2CacheTesting::PauseWriter(**l2, true);
   std::string out;
   ASSERT_TRUE((*l2)->Put("a", Version(5, 1), Payload("alpha"), kAlice));
   EXPECT_EQ((*l2)->Lookup("a", Version(5, 1), &out), L2Cache::Result::kHit);
@@ -96,8 +97,8 @@ TEST(L2CacheTest, AQueuedWriteIsReadBackUntilItIsCommitted) {
     ASSERT_EQ(out, v);
   }
   EXPECT_EQ((*l2)->Stats().hits(), 26u);
-  (*l2)->PauseWriter(false);
-  (*l2)->Flush();
+  L2CacheTesting::PauseWriter(**l2, false);
+  L2CacheTesting::Flush(**l2);
   // Committed, evicted or dropped: from now on what the map holds, and
   // nothing held back (each hit an entry).
   uint64_t hits = (*l2)->Lookup("a", Version(4, 2), &out) == L2Cache::Result::kHit ? 1 : 0;
@@ -116,14 +117,14 @@ TEST(L2CacheTest, AFullWriterQueueDropsNewWrites) {
   options.writer_queue = 2;
   absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
   ASSERT_TRUE(l2.ok());
-  (*l2)->PauseWriter(true);
+  L2CacheTesting::PauseWriter(**l2, true);
   EXPECT_TRUE((*l2)->Put("a", Version(1, 1), Payload("a"), kAlice));
   EXPECT_TRUE((*l2)->Put("b", Version(1, 1), Payload("b"), kAlice));
   EXPECT_FALSE((*l2)->Put("c", Version(1, 1), Payload("c"), kAlice));
   EXPECT_EQ((*l2)->Stats().writer_drops(), 1u);
   EXPECT_EQ((*l2)->Stats().writer_queue_depth(), 2u);
-  (*l2)->PauseWriter(false);
-  (*l2)->Flush();
+  L2CacheTesting::PauseWriter(**l2, false);
+  L2CacheTesting::Flush(**l2);
   std::string out;
   EXPECT_EQ((*l2)->Lookup("b", Version(1, 1), &out), L2Cache::Result::kHit);
   EXPECT_EQ((*l2)->Lookup("c", Version(1, 1), &out), L2Cache::Result::kMiss);
@@ -138,7 +139,7 @@ TEST(L2CacheTest, TheWriterQueueIsBoundedInBytes) {
   options.writer_queue_bytes = 4 << 20;
   absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
   ASSERT_TRUE(l2.ok());
-  (*l2)->PauseWriter(true);
+  L2CacheTesting::PauseWriter(**l2, true);
   const std::string mib(1 << 20, 'v');
   for (int i = 0; i < 4; ++i) {
     EXPECT_TRUE((*l2)->Put(absl::StrCat("k", i), Version(1, 1), Payload(mib), kAlice)) << i;
@@ -146,14 +147,14 @@ TEST(L2CacheTest, TheWriterQueueIsBoundedInBytes) {
   EXPECT_FALSE((*l2)->Put("k4", Version(1, 1), Payload(mib), kAlice));
   EXPECT_EQ((*l2)->Stats().writer_drops(), 1u);
   EXPECT_EQ((*l2)->Stats().writer_queue_depth(), 4u);
-  (*l2)->PauseWriter(false);
-  (*l2)->Flush();
-  (*l2)->PauseWriter(true);
+  L2CacheTesting::PauseWriter(**l2, false);
+  L2CacheTesting::Flush(**l2);
+  L2CacheTesting::PauseWriter(**l2, true);
   // Written: room again, even for one value over the bound.
   EXPECT_TRUE((*l2)->Put("big", Version(1, 1), Payload(std::string(6 << 20, 'b')), kAlice));
   EXPECT_FALSE((*l2)->Put("k5", Version(1, 1), Payload("x"), kAlice));
-  (*l2)->PauseWriter(false);
-  (*l2)->Flush();
+  L2CacheTesting::PauseWriter(**l2, false);
+  L2CacheTesting::Flush(**l2);
   std::string out;
   EXPECT_EQ((*l2)->Lookup("k3", Version(1, 1), &out), L2Cache::Result::kHit);
   EXPECT_EQ(out, mib);
@@ -170,13 +171,13 @@ TEST(L2CacheTest, AFullMapEvictsInsteadOfStopping) {
   absl::StatusOr<std::unique_ptr<L2Cache>> l2 = L2Cache::Open(options);
   ASSERT_TRUE(l2.ok());
   ASSERT_TRUE((*l2)->Put("first", Version(1, 1), Payload("1"), kAlice));
-  (*l2)->Flush();
+  L2CacheTesting::Flush(**l2);
   std::string out;
   // 64 KiB values: 48 of them, three maps' worth.
   for (int put = 0; put < 48; ++put) {
     const std::string v = Noise(64 << 10, put);
     ASSERT_TRUE((*l2)->Put("big" + std::to_string(put), Version(v.size(), 1), Payload(v), kAlice));
-    (*l2)->Flush();
+    L2CacheTesting::Flush(**l2);
     // "first" is used all along.
     ASSERT_EQ((*l2)->Lookup("first", Version(1, 1), &out), L2Cache::Result::kHit) << put;
   }
@@ -197,7 +198,7 @@ TEST(L2CacheTest, AFullMapEvictsInsteadOfStopping) {
                           kAlice));
   EXPECT_EQ((*l2)->Stats().writer_drops(), 1u);
   EXPECT_TRUE((*l2)->Put("later", Version(1, 1), Payload("x"), kAlice));
-  (*l2)->Flush();
+  L2CacheTesting::Flush(**l2);
   EXPECT_EQ((*l2)->Lookup("later", Version(1, 1), &out), L2Cache::Result::kHit);
 }
 
@@ -213,14 +214,14 @@ TEST(L2CacheTest, BytesAreCountedPerOwnerAndCountedAgainAtOpen) {
     ASSERT_TRUE((*l2)->Put("c", Version(5, 1), Payload("gamma"), kAlice));
     ASSERT_TRUE((*l2)->Put("v", FileVersion{}, Payload("volume"), L2Cache::kNobody));
     ASSERT_TRUE((*l2)->Put("n", FileVersion{}, Payload("neg"), -7));  // Any negative: nobody.
-    (*l2)->Flush();
+    L2CacheTesting::Flush(**l2);
     EXPECT_EQ((*l2)->OwnedBytes(kAlice), 2 * L2Cache::ValueBytes(1, 5));
     EXPECT_EQ((*l2)->OwnedBytes(kBob), L2Cache::ValueBytes(1, 4));
     EXPECT_EQ((*l2)->OwnedBytes(L2Cache::kNobody), nobody);
     EXPECT_EQ((*l2)->OwnedBytes(-7), 0u);
     // An overwrite moves the entry to its new owner, at its new size.
     ASSERT_TRUE((*l2)->Put("a", Version(7, 1), Payload("alpha 2"), kBob));
-    (*l2)->Flush();
+    L2CacheTesting::Flush(**l2);
     EXPECT_EQ((*l2)->OwnedBytes(kAlice), L2Cache::ValueBytes(1, 5));
     EXPECT_EQ((*l2)->OwnedBytes(kBob), L2Cache::ValueBytes(1, 4) + L2Cache::ValueBytes(1, 7));
   }
@@ -251,7 +252,7 @@ class TwoUsersTest : public ::testing::Test {
     ASSERT_TRUE(l2.ok()) << l2.status();
     l2_ = *std::move(l2);
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(Put(BobKey(i), kBobBytes, i, kBob));
-    l2_->Flush();
+    L2CacheTesting::Flush(*l2_);
   }
   bool Put(const std::string& key, uint64_t bytes, int seed, int64_t owner) {
     return l2_->Put(key, Version(bytes, 1), Payload(Noise(bytes, seed)), owner);
@@ -259,7 +260,7 @@ class TwoUsersTest : public ::testing::Test {
   // Alice's value `i`, written alone.
   void PutAlice(int i) {
     ASSERT_TRUE(Put(AliceKey(i), kAliceBytes, i, kAlice));
-    l2_->Flush();
+    L2CacheTesting::Flush(*l2_);
   }
   L2Cache::Result Lookup(const std::string& key, uint64_t bytes) {
     return l2_->Lookup(key, Version(bytes, 1), &out_);
@@ -297,7 +298,7 @@ TEST_F(TwoUsersTest, AUserPastTheirShareEvictsTheirOwnEntriesOnly) {
   // one of them just hit), not his.
   for (int i = 4; i < 7; ++i) {
     ASSERT_TRUE(Put(BobKey(i), kAliceBytes, i, kBob));
-    l2_->Flush();
+    L2CacheTesting::Flush(*l2_);
   }
   // Not one of Bob's entries was hit before this: none was spared for it.
   for (int i = 0; i < 7; ++i) {
@@ -389,12 +390,12 @@ TEST(L2CacheTest, OldFormatValuesAreReadAndChargedToNobody) {
   EXPECT_EQ(out, "legacy");
   EXPECT_EQ((*l2)->Lookup("old", Version(6, 2), &out), L2Cache::Result::kStale);
   EXPECT_EQ((*l2)->Lookup("bad", Version(7, 1), &out), L2Cache::Result::kCorrupt);
-  (*l2)->Flush();  // The corrupt entry's delete.
+  L2CacheTesting::Flush(**l2);  // The corrupt entry's delete.
   EXPECT_EQ((*l2)->OwnedBytes(kBob), 0u);
   EXPECT_EQ((*l2)->Stats().entries(), 1u);
   // Overwritten in the current format: Alice's now.
   ASSERT_TRUE((*l2)->Put("old", Version(6, 1), Payload("legacy 2"), kAlice));
-  (*l2)->Flush();
+  L2CacheTesting::Flush(**l2);
   EXPECT_EQ((*l2)->OwnedBytes(L2Cache::kNobody), 0u);
   EXPECT_EQ((*l2)->OwnedBytes(kAlice), L2Cache::ValueBytes(3, 8));
   EXPECT_EQ((*l2)->Lookup("old", Version(6, 1), &out), L2Cache::Result::kHit);

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/dataset/memory_source.h"
 #include "tests/testdata.h"
+#include "server/cache/l2_cache_testing.h"
 
 namespace stoker {
 namespace {
@@ -287,7 +288,7 @@ TEST(PixelCacheTest, L2KeepsPicturesOfVersionedSourcesAcrossARestart) {
     EXPECT_FALSE(versioned);
     ASSERT_TRUE(cache.Fill(lmdb_key, jpeg.bytes, request, 128, 8, Filter::kBilinear, versioned,
                            entry->version, kUid).ok());
-    (*l2)->Flush();
+    L2CacheTesting::Flush(**l2);
     EXPECT_EQ((*l2)->Stats().inserts(), 1u);
     EXPECT_EQ((*l2)->OwnedBytes(kUid), L2Cache::ValueBytes(file_key.size(), (*filled)->size()));
   }

@@ -193,8 +193,9 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     id = next_id_++;
   }
   const bool streamed = spec.streamed_opening() && spec.start_epoch() == 0;
+  STOKER_ASSIGN_OR_RETURN(const v1::DatasetSpec opened, SessionDataset(spec));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
-                          LoadDataset(spec.dataset(), caller, request.object_store(),
+                          LoadDataset(opened, caller, request.object_store(),
                                       request.client_pid(), streamed));
   std::pair<int, std::string> placed;
   {

@@ -16,6 +16,7 @@
 #include "server/access/root_testing.h"
 #include "shm/ring.h"
 #include "tests/testdata.h"
+#include "server/cache/l2_cache_testing.h"
 
 namespace stoker {
 namespace {
@@ -169,7 +170,7 @@ TEST_F(DaemonTest, L2ChargesWhatASessionReadsToItsUser) {
     (*ring)->Release(*slot);
   }
   ASSERT_TRUE(daemon_->CloseSession(resp->session_id(), alice).ok());
-  daemon_->l2()->Flush();
+  L2CacheTesting::Flush(*daemon_->l2());
   EXPECT_EQ(daemon_->l2()->Stats().entries(), 10u);
   EXPECT_GT(daemon_->l2()->OwnedBytes(5001), 0u);
   EXPECT_EQ(daemon_->l2()->OwnedBytes(L2Cache::kNobody), 0u);

@@ -49,6 +49,10 @@ struct Dataset {
   uint32_t num_classes = 0;
   uint64_t skipped_files = 0;  // Non-image files seen while scanning.
   uint32_t files_per_sample = 1;
+  // Shards: the member extension each of a sample's files holds, by file
+  // index ("" for the picture, then "seg.png" and the kept members); empty
+  // for other kinds (Pipeline::BindFiles resolves FieldSpec.member here).
+  std::vector<std::string> member_files;
   // Samples per window of the first epoch's order (PlanSpec), consecutive
   // in index order: a shard dataset's groups of shards, each read whole,
   // whose samples that epoch shuffles one window after another. Empty: one

@@ -43,6 +43,7 @@ struct FieldPlan {
   int height = 0, width = 0, channels = 0;  // Images and masks.
   bool chw = false;
   uint32_t file = 0;
+  std::string member;  // Shards: the member `file` holds (FieldSpec.member).
   uint32_t pad = 0;
   // Float images (x in 0..255).
   Normalization norm;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -128,6 +129,17 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
     default:
       return bad("kind must be one of image, mask, label, array, encoded");
   }
+  if (!fs.member().empty()) {
+    f->member = fs.member();
+    if (fs.kind() != FieldSpec::KIND_ENCODED)
+      return bad("member applies to encoded fields (the member's bytes as stored)");
+    if (fs.file() != 0) return bad("member and file exclude each other");
+    if (fs.member().size() > 32 ||
+        fs.member().find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") !=
+            std::string::npos)
+      return bad(absl::StrCat("member '", absl::CHexEscape(fs.member().substr(0, 40)),
+                              "' must be at most 32 of a-z 0-9 . _ - (as \"txt\")"));
+  }
   if (f->spatial() && (f->height <= 0 || f->width <= 0 ||
                        f->height > static_cast<int>(kMaxSide) ||
                        f->width > static_cast<int>(kMaxSide)))
@@ -197,6 +209,30 @@ absl::StatusOr<Pipeline> Pipeline::Compile(const v1::SessionSpec& given) {
         "dtype, mean and std unset (use a normalize op and the fields' dtype)");
   return Build(spec, {spec.fields().begin(), spec.fields().end()},
                {spec.pipeline().begin(), spec.pipeline().end()});
+}
+
+absl::Status Pipeline::BindFiles(uint32_t files_per_sample,
+                                  const std::vector<std::string>& members,
+                                  const std::string& what) {
+  for (FieldPlan& f : fields_) {
+    if (f.member.empty()) continue;
+    const auto it = std::find(members.begin(), members.end(), f.member);
+    if (it == members.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", f.name, "' reads member '", f.member, "', but the samples of ", what,
+          members.empty()      ? " are files, not shards' members"
+          : members.size() < 2 ? " keep only their picture"
+                               : absl::StrCat(" keep only their picture and ",
+                                              absl::StrJoin(members.begin() + 1, members.end(),
+                                                            ", "))));
+    f.file = static_cast<uint32_t>(it - members.begin());
+    files_ = std::max(files_, f.file + 1);
+  }
+  if (files_ > files_per_sample)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fields read file ", files_ - 1, " of each sample, but the samples of ", what, " have ",
+        files_per_sample, " file(s)"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Pipeline> Pipeline::Build(const v1::SessionSpec& spec,

@@ -68,6 +68,13 @@ class Pipeline {
   shm::RingGeometry Geometry(uint32_t slots, uint32_t batch_size) const;
   // Files each sample must have (1 + the largest `file` of a field).
   uint32_t files() const { return files_; }
+  // Binds the pipeline to its dataset's samples before a session runs it:
+  // each field reading a shard's member (FieldSpec.member) reads the file
+  // `members` (Dataset::member_files) names so; INVALID_ARGUMENT naming the
+  // field when no file is that member, or the dataset `what` when a
+  // sample has fewer than files() files.
+  absl::Status BindFiles(uint32_t files_per_sample, const std::vector<std::string>& members,
+                         const std::string& what);
   // No random op: a sample's output depends only on its data.
   bool deterministic() const { return deterministic_; }
   // Deterministic, and every field but labels is pixels the daemon makes

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -288,6 +289,44 @@ TEST(PipelineTest, ClientDecodeFieldsAndRecords) {
       {kProgressive, 1}};
   ASSERT_EQ(std::size(want), static_cast<size_t>(kRenderFloats));
   for (const auto& [slot, value] : want) EXPECT_FLOAT_EQ(r[slot], value) << cf[0].record(slot);
+}
+
+// A shard member's field reads the file its dataset keeps that member in;
+// a dataset without it, or with files only, is the field's error.
+TEST(PipelineTest, MemberFieldsBindToTheFilesTheirDatasetKeeps) {
+  const std::string fields = R"({"fields": [
+      {"name": "image", "kind": "image", "shape": [8, 8, 3]},
+      {"name": "caption", "kind": "encoded", "dtype": "uint8", "shape": [68], "member": "txt"}],
+      "pipeline": [{"center_crop": {"width": 8, "height": 8}}]})";
+  auto p = Pipeline::Compile(Custom(fields));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->files(), 1u);  // Not bound yet.
+  Pipeline bound = *p;
+  ASSERT_TRUE(bound.BindFiles(3, {"", "seg.png", "txt"}, "shards").ok());
+  EXPECT_EQ(bound.fields()[1].file, 2u);
+  EXPECT_EQ(bound.files(), 3u);
+  Pipeline none = *p;
+  EXPECT_EQ(none.BindFiles(2, {"", "seg.png"}, "shards").message(),
+            "field 'caption' reads member 'txt', but the samples of shards keep only their "
+            "picture and seg.png");
+  Pipeline files = *p;
+  EXPECT_EQ(files.BindFiles(1, {}, "folder:/d").message(),
+            "field 'caption' reads member 'txt', but the samples of folder:/d are files, not "
+            "shards' members");
+  // Members are encoded fields' alone, never with `file`, and named plainly.
+  for (const auto& [json, words] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"fields": [{"name": "m", "kind": "image", "shape": [8, 8, 3], "member": "txt"}]})",
+            "member applies to encoded fields"},
+           {R"({"fields": [{"name": "m", "kind": "encoded", "dtype": "uint8", "shape": [8],
+               "member": "txt", "file": 1}]})",
+            "member and file exclude each other"},
+           {R"({"fields": [{"name": "m", "kind": "encoded", "dtype": "uint8", "shape": [8],
+               "member": "../TXT"}]})",
+            "must be at most 32 of a-z 0-9 . _ -"}}) {
+    auto bad = Pipeline::Compile(Custom(json));
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << json;
+    EXPECT_NE(bad.status().message().find(words), std::string::npos) << bad.status();
+  }
 }
 
 }  // namespace

@@ -56,6 +56,22 @@ absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
   return CheckRanges(ds, "dataset.");
 }
 
+absl::StatusOr<v1::DatasetSpec> SessionDataset(const v1::SessionSpec& spec) {
+  v1::DatasetSpec ds = spec.dataset();
+  for (const v1::FieldSpec& f : spec.fields()) {
+    if (f.member().empty()) continue;
+    if (!ds.has_webdataset())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", f.name(), "' reads member '", f.member(), "': members are read from "
+          "local WebDataset shards (dataset.webdataset); other sources keep files, and "
+          "shards in an object store only their picture, mask and label"));
+    auto* kept = ds.mutable_webdataset()->mutable_members();
+    if (std::find(kept->begin(), kept->end(), f.member()) == kept->end())
+      kept->Add(std::string(f.member()));
+  }
+  return ds;
+}
+
 absl::StatusOr<Pipeline> CheckSessionSpec(v1::SessionSpec* completed) {
   auto bad = [](const std::string& msg) {
     return absl::InvalidArgumentError(msg);
@@ -91,6 +107,7 @@ absl::StatusOr<Pipeline> CheckSessionSpec(v1::SessionSpec* completed) {
     }
   }
   STOKER_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Compile(spec));
+  STOKER_RETURN_IF_ERROR(SessionDataset(spec).status());
   if (spec.rank() >= spec.world_size())
     return bad(absl::StrCat("rank ", spec.rank(),
                             " must be less than world_size ", spec.world_size()));

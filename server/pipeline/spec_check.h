@@ -26,6 +26,13 @@ absl::Status CheckDatasetSpec(const v1::DatasetSpec& spec);
 // the session then runs: a spec is compiled once).
 absl::StatusOr<Pipeline> CheckSessionSpec(v1::SessionSpec* spec);
 
+// The dataset a session of `spec` opens: its spec's, with the shard
+// members its fields name (FieldSpec.member) added to the webdataset
+// source's members; INVALID_ARGUMENT when a field names a member and the
+// source keeps none (shards in an object store keep the picture, the
+// mask and the label).
+absl::StatusOr<v1::DatasetSpec> SessionDataset(const v1::SessionSpec& spec);
+
 }  // namespace stoker
 
 #endif  // STOKER_SERVER_PIPELINE_SPEC_CHECK_H_

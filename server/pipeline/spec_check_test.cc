@@ -1,6 +1,7 @@
 #include "server/pipeline/spec_check.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "proto/schema.h"
@@ -158,6 +159,31 @@ TEST(SpecCheck, ASpecIsCompletedWithTheSchemasDefaults) {
   EXPECT_FALSE(spec.has_image_size());
   EXPECT_EQ(spec.mean_size(), 0);
   EXPECT_EQ(spec.ring_slots(), d.ring_slots());
+}
+
+// The dataset a session opens keeps the members its fields name, once
+// each; a source that keeps files refuses a member field at once.
+TEST(SpecCheck, MemberFieldsAddTheirMembersToTheShardsKept) {
+  v1::SessionSpec spec;
+  ASSERT_TRUE(JsonToProto(R"({"dataset": {"webdataset": {"path": "/d", "members": ["json"]}},
+      "batch_size": 4, "fields": [
+      {"name": "image", "kind": "image", "shape": [8, 8, 3]},
+      {"name": "a", "kind": "encoded", "dtype": "uint8", "shape": [68], "member": "txt"},
+      {"name": "b", "kind": "encoded", "dtype": "uint8", "shape": [68], "member": "txt"},
+      {"name": "c", "kind": "encoded", "dtype": "uint8", "shape": [68], "member": "json"}],
+      "pipeline": [{"center_crop": {"width": 8, "height": 8}}]})",
+                          &spec).ok());
+  ASSERT_TRUE(Check(spec).ok()) << Check(spec).status();
+  auto ds = SessionDataset(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(std::vector<std::string>(ds->webdataset().members().begin(),
+                                     ds->webdataset().members().end()),
+            (std::vector<std::string>{"json", "txt"}));
+  spec.mutable_dataset()->mutable_folder()->set_path("/d");
+  EXPECT_NE(Check(spec).status().message().find(
+                "field 'a' reads member 'txt': members are read from local WebDataset shards"),
+            std::string::npos)
+      << Check(spec).status();
 }
 
 }  // namespace

@@ -102,12 +102,8 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
     const std::function<absl::Status(uint64_t)>& admit) {
   STOKER_RETURN_IF_ERROR(ApplySessionDefaults(&spec));
   STOKER_RETURN_IF_ERROR(CheckSource(spec, pipeline, *dataset));
-  if (pipeline.files() > dataset->files_per_sample) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fields read file ", pipeline.files() - 1, " of each sample, but the "
-        "samples of ", dataset->description, " have ",
-        dataset->files_per_sample, " file(s)"));
-  }
+  STOKER_RETURN_IF_ERROR(pipeline.BindFiles(dataset->files_per_sample, dataset->member_files,
+                                            dataset->description));
   PlanSpec ps;
   ps.batch_size = spec.batch_size();
   ps.shuffle = spec.shuffle();

@@ -110,7 +110,7 @@ absl::Status ShardAssembly::Finish(absl::Status status, const std::string& what,
   ds->samples = growth_->TakeAll();
   ds->list_charge = std::move(charged.list_charge);
   ds->skipped_files += skipped_;
-  return FinishShardDataset(what, per_shard_, masks_, ds, /*growing_windows=*/true);
+  return FinishShardDataset(what, per_shard_, masks_, /*kept=*/{}, ds, /*growing_windows=*/true);
 }
 
 }  // namespace stoker

@@ -51,6 +51,7 @@ class WebDatasetFiles : public SampleSource {
     return Opened(*m);
   }
   bool Versioned() const override { return true; }
+  bool empty_files() const override { return true; }  // Members a sample lacks.
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override {
     STOKER_ASSIGN_OR_RETURN(const Member* m, Find(path));
@@ -203,8 +204,11 @@ absl::StatusOr<int32_t> Label(const OpenFile& file, const std::string& shard,
   return label;
 }
 
-absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::string& pattern,
+absl::StatusOr<Dataset> LoadWebDataset(const v1::WebDatasetSource& spec,
                                        const SourceContext& ctx) {
+  const std::string& path = spec.path();
+  const std::string& pattern = spec.shards();
+  const std::vector<std::string> kept(spec.members().begin(), spec.members().end());
   const ScanLimits& limits = ctx.limits;
   STOKER_ASSIGN_OR_RETURN(ShardList list, ShardList::Of(path, pattern, limits));
   Dataset ds;
@@ -244,6 +248,11 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
       Sample out{name(*image), label, {}};
       if (mask != nullptr) out.more.push_back(name(*mask));
       masks = masks && mask != nullptr;
+      for (const std::string& extension : kept) {  // Absent: 0 bytes of the shard.
+        const auto it = std::find_if(sample.fields.begin(), sample.fields.end(),
+                                     [&](const auto& f) { return f.extension == extension; });
+        out.more.push_back(it != sample.fields.end() ? name(*it) : name({extension, 0, 0}));
+      }
       STOKER_RETURN_IF_ERROR(charge.Add(out));
       ds.samples.push_back(std::move(out));
       return absl::OkStatus();
@@ -279,7 +288,8 @@ absl::StatusOr<Dataset> LoadWebDataset(const std::string& path, const std::strin
     if (limits.progress != nullptr) limits.progress->ShardDone();
   }
   STOKER_RETURN_IF_ERROR(
-      FinishShardDataset(absl::StrCat("WebDataset ", ds.description), per_shard, masks, &ds));
+      FinishShardDataset(absl::StrCat("WebDataset ", ds.description), per_shard, masks, kept,
+                         &ds));
   STOKER_RETURN_IF_ERROR(charge.Finish(&ds));
   ds.source = std::make_shared<WebDatasetFiles>(ctx.fs(), ctx.beneath, limits.max_file_bytes,
                                                 ctx.Proofs(), std::move(shards),
@@ -294,7 +304,7 @@ class WebDatasetKind : public SourceKind {
   }
   absl::StatusOr<Dataset> Open(const v1::DatasetSpec& spec,
                                const SourceContext& ctx) const override {
-    return LoadWebDataset(spec.webdataset().path(), spec.webdataset().shards(), ctx);
+    return LoadWebDataset(spec.webdataset(), ctx);
   }
 };
 
@@ -378,13 +388,19 @@ absl::Status NoSamplesError(const std::string& what) {
 }
 
 absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
-                                bool masks, Dataset* ds, bool growing_windows) {
+                                bool masks, const std::vector<std::string>& kept, Dataset* ds,
+                                bool growing_windows) {
   if (ds->samples.empty()) return NoSamplesError(what);
+  ds->member_files = {""};
   if (masks) {
-    ds->files_per_sample = 2;
+    ds->member_files.push_back("seg.png");
   } else {
-    for (Sample& s : ds->samples) s.more.clear();
+    for (Sample& s : ds->samples) {
+      if (s.more.size() > kept.size()) s.more.erase(s.more.begin());  // Its mask.
+    }
   }
+  ds->member_files.insert(ds->member_files.end(), kept.begin(), kept.end());
+  ds->files_per_sample = static_cast<uint32_t>(ds->member_files.size());
   ds->num_classes = NumClasses(ds->samples);
   ds->first_epoch_windows.clear();
   for (size_t i = 0; i < per_shard.size(); ++i) {

@@ -75,12 +75,15 @@ size_t WindowOfShard(size_t shard, bool growing);
 absl::Status NoSamplesError(const std::string& what);
 
 // Makes the samples of shards one dataset: FAILED_PRECONDITION ("<what>
-// holds no samples with ...") without any; a mask (files_per_sample 2)
-// only when every sample has one (`masks`), else none is kept; the labels'
-// class count; the first epoch's windows (WindowOfShard) from
-// `per_shard` (each shard's sample count, in index order).
+// holds no samples with ...") without any; a mask (file 1) only when
+// every sample has one (`masks`), else none is kept; then the `kept`
+// members' files, each sample's `more` holding [mask,] kept...
+// (Dataset::member_files names them); the labels' class count; the first
+// epoch's windows (WindowOfShard) from `per_shard` (each shard's sample
+// count, in index order).
 absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
-                                bool masks, Dataset* ds, bool growing_windows = false);
+                                bool masks, const std::vector<std::string>& kept, Dataset* ds,
+                                bool growing_windows = false);
 
 }  // namespace stoker
 

@@ -63,13 +63,39 @@ class Output:
 
     def of_batch(self, batch):
         """The value a pass yields for a native batch."""
+        members = self.members(batch)
         if torch is None:  # numpy arrays, or memoryviews of the slot
             views = batch.fields
             if self.fields is None:
                 labels = views["label"]
                 views = (views["image"], labels if np is None else labels.astype(np.int64))
+            else:
+                views = {k: v for k, v in views.items() if k not in members}
+                views.update(members)
             return self.collated(views)
-        return self.of_tensors(self._moved(batch, self.tensors(batch)))
+        tensors = {k: v for k, v in self.tensors(batch).items() if k not in members}
+        out = self._moved(batch, tensors)
+        out.update(members)
+        return self.of_tensors(out)
+
+    def members(self, batch):
+        """{field: list of values} for the fields of shards' members
+        (stoker.text): each sample's bytes, as str for text members."""
+        out = {}
+        for f in self.fields or ():
+            member = f.get("member")
+            if not member:
+                continue
+            view = memoryview(batch.fields[f["name"]]).cast("B")
+            stride = int(f["shape"][0])
+            as_text = member.endswith(("txt", "json"))
+            values = []
+            for at in range(0, len(view), stride):
+                n = int.from_bytes(view[at:at + 4], "little")
+                data = bytes(view[at + 4:at + 4 + n])
+                values.append(data.decode("utf-8", errors="replace") if as_text else data)
+            out[f["name"]] = values
+        return out
 
     def of_tensors(self, out):
         """A preset's (images, int64 labels), or the fields' dict, collated,

@@ -62,7 +62,7 @@ class Loader:
         out the fields= and pipeline= doing the same.
       image_size: the preset's output side (1..4096; None: 224).
       fields, pipeline: instead of a preset, the batch's fields and the ops
-        applied to each sample (stoker.image/mask/label/array and
+        applied to each sample (stoker.image/mask/label/array/text and
         stoker.resize, center_crop, random_resized_crop, random_crop, flip,
         random_patch, normalize, or the dicts they return). Batches are then dicts of tensors by field
         name.

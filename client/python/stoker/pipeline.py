@@ -60,6 +60,16 @@ def encoded(max_bytes, name="encoded", file=0):
     return _field("encoded", name, "uint8", (4 + int(max_bytes),), file=file)
 
 
+def text(member="txt", name=None, max_bytes=4096):
+    """A shard's member as stored, per sample: a WebDataset sample's
+    `member` ("txt", "json", ...), up to max_bytes bytes (a larger one is a
+    per-sample error); 0 bytes for a sample without one. The Loader gives
+    each batch's values as a list: str for text members ("txt", "json" and
+    names ending so), bytes otherwise."""
+    return _field("encoded", name or member.replace(".", "_"), "uint8", (4 + int(max_bytes),),
+                  member=member)
+
+
 def _op(kind, fields, **params):
     """An op as the spec holds it: only the parameters the caller gave. The
     daemon applies the schema's defaults to the rest (stoker.op_defaults()

@@ -17,6 +17,15 @@
 
 namespace stoker {
 
+// A shard member's name as FieldSpec.member and WebDatasetSource.members
+// take it: 1 to 32 of a-z 0-9 . _ - (WebDataset lower-cases extensions),
+// and at most kMaxKeptMembers of them per source.
+inline constexpr size_t kMaxKeptMembers = 6;
+inline bool IsMemberName(const std::string& name) {
+  return !name.empty() && name.size() <= 32 &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+}
+
 // The source message the dataset names (its `source` oneof case), or null
 // when none is set. A local source's message has a string `path` (the file
 // or folder it reads) and may have a string `root` (the folder its files

@@ -201,7 +201,7 @@ absl::StatusOr<Bytes> SampleFetcher::ReadSource(const Dataset& ds,
   uint64_t prev = read_ns_max_.load(std::memory_order_relaxed);
   while (ns > prev && !read_ns_max_.compare_exchange_weak(prev, ns)) {
   }
-  if (s.ok() && bytes->empty() && !ds.source->empty_files())
+  if (s.ok() && bytes->empty() && !ds.source->EmptyIsData(path))
     s = absl::DataLossError("file is empty");
   if (!s.ok()) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);

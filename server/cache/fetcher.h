@@ -64,7 +64,8 @@ class SampleFetcher {
   // session's uid; L2Cache::kNobody for the daemon's own reads); of
   // concurrent fetches sharing one read, the one that reads is charged.
   // Errors are the source's (NOT_FOUND, ...); an empty source file is
-  // DATA_LOSS "file is empty". Nothing failed is cached. `*from_source`
+  // DATA_LOSS "file is empty" unless its source says it is data
+  // (SampleSource::EmptyIsData: a shard's kept member). Nothing failed is cached. `*from_source`
   // (optional) tells whether the source was read. `charged`: the caller
   // holds the file's room among the bytes in flight already (Charge), so
   // a read takes none of its own.

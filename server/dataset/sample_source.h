@@ -79,9 +79,10 @@ class SampleSource {
   // Whether each read of the source is a request to a remote store (an
   // object store): a session counts those per epoch.
   virtual bool remote() const { return false; }
-  // Whether a file of 0 bytes is data (a shard's member: an empty caption,
-  // or one a sample lacks) rather than a broken file (DATA_LOSS).
-  virtual bool empty_files() const { return false; }
+  // Whether `path`, read as 0 bytes, is data (a shard's kept member: an
+  // empty caption, or one its sample lacks) rather than a broken file
+  // (DATA_LOSS).
+  virtual bool EmptyIsData(const std::string& path) const { return false; }
   // Whether the dataset's listing gave every file's size (an object
   // store's), and the bytes a read of the file fetches, as listed, at no
   // request or stat; nullopt for a name not listed, and from sources that

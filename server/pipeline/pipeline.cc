@@ -134,9 +134,7 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
     if (fs.kind() != FieldSpec::KIND_ENCODED)
       return bad("member applies to encoded fields (the member's bytes as stored)");
     if (fs.file() != 0) return bad("member and file exclude each other");
-    if (fs.member().size() > 32 ||
-        fs.member().find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") !=
-            std::string::npos)
+    if (!IsMemberName(fs.member()))
       return bad(absl::StrCat("member '", absl::CHexEscape(fs.member().substr(0, 40)),
                               "' must be at most 32 of a-z 0-9 . _ - (as \"txt\")"));
   }

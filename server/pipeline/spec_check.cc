@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "proto/schema.h"
 #include "proto/spec_util.h"
@@ -53,6 +54,19 @@ absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(), ".",
         field, " is empty"));
+  if (ds.has_webdataset()) {
+    const auto& kept = ds.webdataset().members();
+    if (kept.size() > static_cast<int>(kMaxKeptMembers))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dataset.webdataset.members: ", kept.size(), " members, at most ", kMaxKeptMembers));
+    for (int i = 0; i < kept.size(); ++i) {
+      if (!IsMemberName(kept[i]) || std::find(kept.begin(), kept.begin() + i, kept[i]) !=
+                                        kept.begin() + i)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "dataset.webdataset.members[", i, "] '", absl::CHexEscape(kept[i].substr(0, 40)),
+            "' must be a new name of 1 to 32 of a-z 0-9 . _ - (as \"txt\")"));
+    }
+  }
   return CheckRanges(ds, "dataset.");
 }
 
@@ -69,6 +83,7 @@ absl::StatusOr<v1::DatasetSpec> SessionDataset(const v1::SessionSpec& spec) {
     if (std::find(kept->begin(), kept->end(), f.member()) == kept->end())
       kept->Add(std::string(f.member()));
   }
+  STOKER_RETURN_IF_ERROR(CheckDatasetSpec(ds));  // The fields' members within the bound.
   return ds;
 }
 

@@ -1,6 +1,7 @@
 #include "server/pipeline/spec_check.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -179,6 +180,18 @@ TEST(SpecCheck, MemberFieldsAddTheirMembersToTheShardsKept) {
   EXPECT_EQ(std::vector<std::string>(ds->webdataset().members().begin(),
                                      ds->webdataset().members().end()),
             (std::vector<std::string>{"json", "txt"}));
+  // The members a dataset keeps are bounded, named plainly and new.
+  for (const auto& [members, words] : std::vector<std::pair<std::string, std::string>>{
+           {R"(["a", "b", "c", "d", "e", "f"])", "8 members, at most 6"},
+           {R"(["TXT"])", "members[0] 'TXT' must be a new name"},
+           {R"(["txt", "txt"])", "members[1] 'txt' must be a new name"}}) {
+    v1::SessionSpec many = spec;
+    ASSERT_TRUE(JsonToProto(R"({"webdataset": {"path": "/d", "members": )" + members + "}}",
+                            many.mutable_dataset())
+                    .ok());
+    EXPECT_NE(Check(many).status().message().find(words), std::string::npos)
+        << members << ": " << Check(many).status();
+  }
   spec.mutable_dataset()->mutable_folder()->set_path("/d");
   EXPECT_NE(Check(spec).status().message().find(
                 "field 'a' reads member 'txt': members are read from local WebDataset shards"),

@@ -30,6 +30,7 @@ class WebDatasetFiles : public SampleSource {
   };
   struct Member {
     uint32_t shard;
+    bool kept;  // One of WebDatasetSource.members (0 bytes: data).
     uint64_t offset, size;
   };
 
@@ -51,7 +52,10 @@ class WebDatasetFiles : public SampleSource {
     return Opened(*m);
   }
   bool Versioned() const override { return true; }
-  bool empty_files() const override { return true; }  // Members a sample lacks.
+  bool EmptyIsData(const std::string& path) const override {
+    const absl::StatusOr<const Member*> m = Find(path);
+    return m.ok() && (*m)->kept;  // Not the picture's or the mask's.
+  }
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override {
     STOKER_ASSIGN_OR_RETURN(const Member* m, Find(path));
@@ -241,8 +245,8 @@ absl::StatusOr<Dataset> LoadWebDataset(const v1::WebDatasetSource& spec,
       if (cls != nullptr) {
         STOKER_ASSIGN_OR_RETURN(label, Label(*file, shard, sample.key, *cls));
       }
-      auto name = [&](const WebDatasetSample::Field& f) {
-        members.push_back({k, f.offset, f.size});
+      auto name = [&](const WebDatasetSample::Field& f, bool kept = false) {
+        members.push_back({k, kept, f.offset, f.size});
         return absl::StrCat(shard, "#", members.size() - 1);
       };
       Sample out{name(*image), label, {}};
@@ -251,7 +255,8 @@ absl::StatusOr<Dataset> LoadWebDataset(const v1::WebDatasetSource& spec,
       for (const std::string& extension : kept) {  // Absent: 0 bytes of the shard.
         const auto it = std::find_if(sample.fields.begin(), sample.fields.end(),
                                      [&](const auto& f) { return f.extension == extension; });
-        out.more.push_back(it != sample.fields.end() ? name(*it) : name({extension, 0, 0}));
+        out.more.push_back(it != sample.fields.end() ? name(*it, true)
+                                                     : name({extension, 0, 0}, true));
       }
       STOKER_RETURN_IF_ERROR(charge.Add(out));
       ds.samples.push_back(std::move(out));

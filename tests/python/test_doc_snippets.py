@@ -48,3 +48,28 @@ def test_an_example_runs_as_written(code, daemon, dataset, tmp_path):
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def c_snippets():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    return re.findall(r"```c\n(.*?)```", text, re.S)
+
+
+def test_the_c_quick_start_builds_from_the_release_and_reads_an_epoch(daemon, dataset,
+                                                                       tmp_path):
+    """The README's C program, built with its own command line in the
+    unpacked release tarball, reads one epoch of the dataset and ends."""
+    import tarfile
+    from test_dist import artifact
+    (code,) = c_snippets()
+    build = re.search(r"^ \*   (cc .*)$", code, re.M).group(1)
+    with tarfile.open(artifact("stoker-*-linux-*.tar.gz")) as tar:
+        tar.extractall(tmp_path)
+    (top,) = os.listdir(tmp_path)
+    folder = tmp_path / top
+    (folder / "app.c").write_text(code.replace('\\"/data/train\\"', f'\\"{dataset}\\"'))
+    out = subprocess.run(["bash", "-c", build], cwd=folder, capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, STOKER_SOCKET=daemon.socket))
+    assert out.returncode == 0, out.stdout + out.stderr
+    images = sum(len(files) for _, _, files in os.walk(dataset))
+    assert out.stdout == f"{images} images\n", out.stdout + out.stderr

@@ -112,6 +112,11 @@ def test_a_caption_shard_set_yields_its_captions(daemon, dataset, tmp_path):
     plain = list(stoker.Loader(str(shards), fields=fields[:1], **args))
     for b, p in zip(got, plain):
         assert torch.equal(b["image"], p["image"])
+    # Pictures decoded in this process: the same captions beside them.
+    here = list(stoker.Loader(str(shards), fields=fields,
+                              client_decode=stoker.ClientDecode("cpu", cpu_share=0), **args))
+    assert [c for b in here for c in b["caption"]] == [captions[i] for i in range(12)]
+    assert [m for b in here for m in b["meta"]] == [metas[i] for i in range(12)]
     # A caption over max_bytes is that sample's error, as any encoded field's.
     small = [fields[0], stoker.text("txt", name="caption", max_bytes=8)]
     with pytest.raises(stoker.StokerError, match=r"DATA_LOSS: 5 sample\(s\) of epoch 0 batch 0"):

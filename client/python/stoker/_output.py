@@ -49,10 +49,14 @@ class Output:
         return out
 
     def client_tensors(self, batch):
-        """Ring views for the decoder (the ring pinned once for a GPU)."""
+        """Ring views for the decoder (the ring pinned once for a GPU), and
+        the members' values (lists, read out of the slot here)."""
         if self.decode_device.type == "cuda":
             self.ring.pin(batch)
-        return self.tensors(batch)
+        members = self.members(batch)
+        out = {k: v for k, v in self.tensors(batch).items() if k not in members}
+        out.update(members)
+        return out
 
     def _moved(self, batch, tensors):
         """With device=, asynchronous copies of `tensors` (the slot stays

@@ -462,8 +462,8 @@ class ClientDecoder:
             rendered += n
             failed.update(bad)
         for name, t in tensors.items():
-            if name not in out and name not in self.hidden:
-                out[name] = _own(t, self.device)
+            if name not in out and name not in self.hidden:  # Lists: members' values.
+                out[name] = t if isinstance(t, list) else _own(t, self.device)
         if self.device.type == "cuda":  # Every copy out of the slot done.
             torch.cuda.current_stream(self.device).synchronize()
         self.split.observe(rendered, time.perf_counter() - t0)

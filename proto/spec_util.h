@@ -59,6 +59,13 @@ inline std::string DatasetPath(const v1::DatasetSpec& ds) {
   return manifest.rfind("s3://", 0) == 0 ? std::string() : manifest;
 }
 
+// Whether the dataset's source kind reads a remote store (the schema's
+// `remote` option on its message).
+inline bool IsRemoteSource(const v1::DatasetSpec& ds) {
+  const google::protobuf::Message* source = DatasetSource(ds);
+  return source != nullptr && source->GetDescriptor()->options().GetExtension(v1::remote);
+}
+
 // What the dataset's source reads, by the field that names it: its local
 // `path`, else its object store `url`; with that field's name.
 inline std::pair<std::string, const char*> DatasetLocation(const v1::DatasetSpec& ds) {

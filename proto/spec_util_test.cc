@@ -32,5 +32,22 @@ TEST(DTypeTableTest, EveryProtoDTypeHasItsRowAndNoOther) {
   EXPECT_FALSE(ImageDTypeOk(v1::DTYPE_INT16));
 }
 
+// Remote is a property of the source kind in the schema: the s3 kind's
+// alone today, and the DatasetSpec's kinds are its `source` fields.
+TEST(SpecUtilTest, RemoteIsTheSourceKindsSchemaOption) {
+  v1::DatasetSpec ds;
+  EXPECT_FALSE(IsRemoteSource(ds));
+  ds.mutable_s3()->set_url("s3://b/p/");
+  EXPECT_TRUE(IsRemoteSource(ds));
+  ds.mutable_webdataset()->set_path("/d");
+  EXPECT_FALSE(IsRemoteSource(ds));
+  const google::protobuf::OneofDescriptor* kinds =
+      v1::DatasetSpec::descriptor()->FindOneofByName("source");
+  int remote = 0;
+  for (int i = 0; i < kinds->field_count(); ++i)
+    remote += kinds->field(i)->message_type()->options().GetExtension(v1::remote);
+  EXPECT_EQ(remote, 1);
+}
+
 }  // namespace
 }  // namespace stoker

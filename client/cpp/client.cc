@@ -458,7 +458,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenOn(const DaemonConnection& 
   MakeDatasetPathsAbsolute(req.mutable_spec()->mutable_dataset());
   std::unique_ptr<shm::OpenServer> opener;
   const std::string folder = DatasetFolder(req.spec().dataset());
-  const bool remote = DatasetLocation(req.spec().dataset()).second == std::string("url");
+  const bool remote = IsRemoteSource(req.spec().dataset());
   std::unique_ptr<shm::OpenServer> signer;
   if (remote) {
     // Named by URL: the data is in an object store, read with this

@@ -129,14 +129,14 @@ void Daemon::Stop() {
 
 namespace {
 
-// The caller's object store access as the request gave it, for a source
-// that names what it reads by URL (null: none given, or a local source;
+// The caller's object store access as the request gave it, for a remote
+// source kind (null: none given, or a local source;
 // its credentials null when the trainer has none). Each request is signed
 // by the caller's client, through the signer the request's token names.
 absl::StatusOr<std::shared_ptr<const ObjectStoreAccess>> AccessOf(
     const v1::DatasetSpec& spec, const v1::ObjectStoreAccess& a, Authorizer& auth,
     const Caller& caller) {
-  if (DatasetLocation(spec).second != std::string("url") || a.endpoint().empty()) {
+  if (!IsRemoteSource(spec) || a.endpoint().empty()) {
     return nullptr;
   }
   if (!a.secret_access_key().empty() || !a.session_token().empty()) {

@@ -1,7 +1,7 @@
 """The fields of a batch and the ops of a pipeline, for stoker.Loader.
 
 Each helper returns the dict the daemon's spec takes (stoker.v1.FieldSpec and
-stoker.v1.Op in protobuf's JSON mapping, proto/spec.proto), so a dict
+stoker.v1.Op in protobuf's JSON mapping, proto/spec.proto and ops.proto), so a dict
 written by hand works the same. The daemon checks them when the session
 opens and names the op and field of any mistake.
 

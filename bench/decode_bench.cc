@@ -20,7 +20,7 @@
 #include "absl/flags/parse.h"
 #include "bench/bench_util.h"
 #include "server/imaging/decode.h"
-#include "server/sources/folder.h"
+#include "server/sources/files/folder.h"
 #include "server/access/file_system.h"
 #include "server/imaging/jpeg.h"
 #include "server/imaging/transform.h"

@@ -23,7 +23,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/bench_util.h"
-#include "server/sources/nifti_file.h"
+#include "server/sources/arrays/nifti_file.h"
 #include "tests/testdata.h"
 
 ABSL_FLAG(int, rounds, 5, "Decodes of each file; medians are printed.");

@@ -28,7 +28,7 @@
 #include "server/daemon/owners.h"
 #include "server/daemon/ring_handoff.h"
 #include "server/daemon/systemd_notify.h"
-#include "server/sources/hdf5_prober.h"
+#include "server/sources/arrays/hdf5_prober.h"
 #include "util/log.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include "client/cpp/read_summary.h"
 #include "gtest/gtest.h"
 #include "server/daemon/daemon.h"
-#include "server/sources/folder.h"
+#include "server/sources/files/folder.h"
 #include "server/daemon/grpc_service.h"
 #include "server/imaging/transform.h"
 #include "shm/ring_data.h"

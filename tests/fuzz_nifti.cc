@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/sources/nifti.h"
-#include "server/sources/nifti_file.h"
+#include "server/sources/arrays/nifti.h"
+#include "server/sources/arrays/nifti_file.h"
 #include "tests/testdata.h"
 
 namespace stoker {

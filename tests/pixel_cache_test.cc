@@ -7,8 +7,8 @@
 
 #include "client/cpp/read_summary.h"
 #include "gtest/gtest.h"
-#include "server/sources/npy.h"
-#include "server/sources/npy_testing.h"
+#include "server/sources/arrays/npy.h"
+#include "server/sources/arrays/npy_testing.h"
 #include "tests/folder_suite.h"
 #include "tests/harness.h"
 #include "tests/testdata.h"

@@ -8,7 +8,7 @@
 // (shape, element type, and where its bytes are: a contiguous range,
 // compact bytes, or each chunk's offset, size and filter mask) or says why
 // it cannot; the daemon then reads and unfilters the bytes itself
-// (server/sources/hdf5_file.h).
+// (server/sources/arrays/hdf5_file.h).
 //
 // The answer comes from a process that parsed hostile bytes: DecodeAnswer
 // checks only that it is well formed (every count bounded by the bytes that

@@ -557,7 +557,8 @@ absl::StatusOr<ListPage> S3Client::List(const Endpoint& e, const std::string& bu
                                         const std::string& prefix, const std::string& delimiter,
                                         const std::string& token,
                                         std::shared_ptr<const S3Credentials> c, int max_keys,
-                                        int64_t owner, const std::function<bool()>& stop) {
+                                        int64_t owner, const std::function<bool()>& stop,
+                                        std::shared_ptr<const Cancellation> cancel) {
   S3Request r;
   r.endpoint = e;
   r.bucket = bucket;
@@ -567,6 +568,7 @@ absl::StatusOr<ListPage> S3Client::List(const Endpoint& e, const std::string& bu
   if (max_keys > 0) r.query.emplace_back("max-keys", std::to_string(max_keys));
   r.credentials = std::move(c);
   r.owner = owner;
+  r.cancel = std::move(cancel);
   S3Reply reply = Run(std::move(r), stop);
   if (!reply.status.ok()) return reply.status;
   absl::StatusOr<ListPage> page = ParseListPage(reply.body);

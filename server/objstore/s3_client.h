@@ -65,13 +65,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/objstore/object_store.h"
 #include "server/objstore/s3_address.h"
 #include "server/objstore/s3_request.h"
 #include "server/objstore/s3_xml.h"
 
 namespace stoker {
 
-class S3Client {
+class S3Client : public ObjectStore {
  public:
   struct Options {
     EndpointAllowList endpoints;
@@ -102,7 +103,7 @@ class S3Client {
   };
 
   static absl::StatusOr<std::unique_ptr<S3Client>> Create(Options options);
-  ~S3Client();
+  ~S3Client() override;
   S3Client(const S3Client&) = delete;
   S3Client& operator=(const S3Client&) = delete;
 
@@ -133,13 +134,34 @@ class S3Client {
   // One ListObjectsV2 page of `prefix` (and its CommonPrefixes when
   // `delimiter` is set), from `token` ("" for the first), of at most
   // `max_keys` entries (0: the server's default, 1000 on S3). `stop`: as
-  // Run's.
+  // Run's; `cancel` (may be null): S3Request::cancel.
   absl::StatusOr<ListPage> List(const Endpoint& e, const std::string& bucket,
                                 const std::string& prefix, const std::string& delimiter,
                                 const std::string& token,
                                 std::shared_ptr<const S3Credentials> c, int max_keys = 0,
                                 int64_t owner = -1,
-                                const std::function<bool()>& stop = nullptr);
+                                const std::function<bool()>& stop = nullptr,
+                                std::shared_ptr<const Cancellation> cancel = nullptr);
+
+  // The ObjectStore: the blocking forms above, as the access's owner, with
+  // its credentials, at its endpoint, cancelled with it.
+  absl::StatusOr<ObjectVersion> Head(const ObjectStoreAccess& a, const S3Url& object,
+                                     const std::string& if_match) override {
+    return Head(a.endpoint, object, a.credentials, if_match, a.owner, a.cancel);
+  }
+  absl::Status Get(const ObjectStoreAccess& a, const S3Url& object, uint64_t offset,
+                   uint64_t length, const std::string& if_match, std::string* out,
+                   ObjectVersion* seen, const std::function<bool()>& stop) override {
+    return Get(a.endpoint, object, offset, length, if_match, a.credentials, out, seen, a.owner,
+               stop, a.cancel);
+  }
+  absl::StatusOr<ListPage> List(const ObjectStoreAccess& a, const std::string& bucket,
+                                const std::string& prefix, const std::string& delimiter,
+                                const std::string& token, int max_keys,
+                                const std::function<bool()>& stop) override {
+    return List(a.endpoint, bucket, prefix, delimiter, token, a.credentials, max_keys, a.owner,
+                stop, a.cancel);
+  }
 
   Stats stats() const;
 

@@ -34,7 +34,7 @@
 
 namespace stoker {
 
-class S3Client;             // server/objstore/s3_client.h
+class ObjectStore;          // server/objstore/object_store.h
 struct ObjectStoreAccess;   // server/objstore/s3_request.h
 
 // Values a kind keeps across sessions (its listings), in the daemon's L2.
@@ -79,7 +79,7 @@ struct SourceContext {
   // Object stores: the daemon's client (null: the operator listed no
   // endpoint) and the session's access, the trainer's endpoint and
   // credentials (null: none came with the request).
-  S3Client* objects = nullptr;
+  ObjectStore* objects = nullptr;
   std::shared_ptr<const ObjectStoreAccess> access;
   // Values kept across sessions (null: the daemon has no L2).
   KeptValues* kept = nullptr;

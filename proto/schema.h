@@ -60,8 +60,8 @@ const std::string& SessionSettingsJson();
 // neither.
 std::string SettingText(const std::string& path);
 
-// The source kinds, as JSON: ["folder", "list", "lmdb", "npy", "hdf5",
-// "nifti", "webdataset", "s3"] (DatasetSpec's `source` fields, in the schema's order).
+// The source kinds, as JSON: ["folder", "list", ...] (DatasetSpec's
+// `source` fields, in the schema's order).
 const std::string& SourceKindsJson();
 
 }  // namespace stoker

@@ -4,9 +4,11 @@
 // past it refused) and source kinds.
 #include "proto/schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -77,9 +79,26 @@ TEST(SchemaTest, TheJsonCarriesEveryDefault) {
             static_cast<size_t>(v1::Op::descriptor()->FindOneofByName("op")->field_count()));
 }
 
+// Every case of DatasetSpec's `source`, in the schema's order, each a
+// message of its own: a new kind is listed without an edit here.
 TEST(SchemaTest, SourceKindsAreTheDatasetSpecsSources) {
-  EXPECT_EQ(nlohmann::json::parse(SourceKindsJson()),
-            nlohmann::json({"folder", "list", "lmdb", "npy", "hdf5", "nifti", "webdataset", "s3"}));
+  const nlohmann::json kinds = nlohmann::json::parse(SourceKindsJson());
+  const google::protobuf::OneofDescriptor* source =
+      v1::DatasetSpec::descriptor()->FindOneofByName("source");
+  ASSERT_EQ(kinds.size(), static_cast<size_t>(source->field_count()));
+  EXPECT_EQ(kinds.front(), "folder");
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const google::protobuf::FieldDescriptor* f =
+        v1::DatasetSpec::descriptor()->FindFieldByName(kinds[i].get<std::string>());
+    ASSERT_NE(f, nullptr) << kinds[i];
+    EXPECT_EQ(f->containing_oneof(), source) << kinds[i];
+    EXPECT_EQ(f->index_in_oneof(), static_cast<int>(i)) << kinds[i];
+    ASSERT_EQ(f->type(), google::protobuf::FieldDescriptor::TYPE_MESSAGE) << kinds[i];
+    EXPECT_TRUE(absl::EndsWith(f->message_type()->name(), "Source")) << kinds[i];
+  }
+  for (const char* kind : {"npy", "hdf5", "webdataset", "s3", "raw"}) {
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), kind), kinds.end()) << kind;
+  }
 }
 
 // Each setting's value at `path` (dotted) in `spec`, made settable.

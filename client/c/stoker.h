@@ -159,8 +159,8 @@ const char* stoker_dtypes_json(void);
  * their spec names. Static storage: not freed. */
 const char* stoker_op_defaults_json(void);
 
-/* The source kinds a dataset spec may name, as JSON: ["folder", "list",
- * "lmdb", "npy", "hdf5", "nifti", "webdataset", "s3"]. Static storage: not
+/* The source kinds a dataset spec may name, as JSON, in the schema's order
+ * (DatasetSpec's `source`): ["folder", "list", ...]. Static storage: not
  * freed. */
 const char* stoker_source_kinds_json(void);
 
@@ -175,8 +175,7 @@ const char* stoker_source_kinds_json(void);
 const char* stoker_session_settings_json(void);
 
 /* How a client names a dataset, as the "dataset" of a spec: `dataset` is a
- * source as JSON under its kind's key, one of
- * "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"|"s3"
+ * source as JSON under its kind's key, one of stoker_source_kinds_json()
  * ({"lmdb": {"path": "db", "manifest": "m.tsv"}}), or a path whose kind is
  * recognised by content, then by suffix in any case (s3://bucket/prefix/:
  * s3; .npy: npy; an HDF5

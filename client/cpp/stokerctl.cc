@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
 #include "client/cpp/daemon_locator.h"
@@ -67,9 +68,8 @@ constexpr OptionSpec kDatasetOptions[] = {
      "a path (an image folder, a manifest, an LMDB folder, an .npy file, WebDataset shards: "
      "a .tar, a folder of them, or dir/train-{000000..000146}.tar; an ImageFolder in S3: "
      "s3://bucket/prefix/), or a source as "
-     "JSON under its kind's key, one of \"folder\"|\"list\"|\"lmdb\"|\"npy\"|\"hdf5\"|"
-     "\"nifti\"|\"webdataset\"|\"s3\": '{\"lmdb\": {\"path\": \"db\", \"manifest\": "
-     "\"keys.tsv\"}}'"},
+     "JSON under its kind's key, one of {kinds}: '{\"lmdb\": {\"path\": \"db\", "
+     "\"manifest\": \"keys.tsv\"}}'"},
     {"root", false, "folder a manifest's paths are relative to"},
 };
 
@@ -190,11 +190,16 @@ int Parse(int argc, char** argv, Args* out) {
       options.insert(options.begin(), std::begin(kDatasetOptions),
                      std::end(kDatasetOptions));
     }
+    // The schema's source kinds, as "folder"|"list"|...
+    const std::string& kinds = SourceKindsJson();
+    const std::string kind_list =
+        absl::StrReplaceAll(kinds.substr(1, kinds.size() - 2), {{",", "|"}});
     for (const OptionSpec& o : options) {
       const std::string key = name + "/" + o.name;
       const std::string flag = std::string("--") + o.name;
-      given[key] = o.is_flag ? sub->add_flag(flag, o.help)
-                             : sub->add_option(flag, values[key], o.help);
+      const std::string help = absl::StrReplaceAll(o.help, {{"{kinds}", kind_list}});
+      given[key] = o.is_flag ? sub->add_flag(flag, help)
+                             : sub->add_option(flag, values[key], help);
     }
     sub->add_option("--socket", out->socket, "the daemon's socket");
   }

@@ -40,6 +40,24 @@ def features(tmp_path_factory):
     return d, x, y
 
 
+def test_token_records_of_a_raw_file_are_its_windows(daemon, tmp_path):
+    """nanoGPT's train.bin (uint16 tokens, np.memmap's layout) as records of
+    64 tokens: each sample is its record, as int64 for an embedding."""
+    rng = np.random.default_rng(3)
+    tokens = (np.cumsum(rng.integers(0, 97, 500 * 64)) % 50257).astype(np.uint16)
+    tokens.tofile(tmp_path / "train.bin")
+    records = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="r").reshape(-1, 64)
+    ld = loader(daemon, {"raw": {"path": str(tmp_path / "train.bin"), "dtype": "uint16",
+                                 "shape": [64]}},
+                [stoker.array((64,), "tokens", dtype="int64")], batch_size=50)
+    seen = []
+    for b in ld.batches():
+        idx = np.array(b.indices)
+        assert np.array_equal(b.field("tokens"), records[idx].astype(np.int64))
+        seen.append(idx)
+    assert sorted(np.concatenate(seen)) == list(range(500))
+
+
 @pytest.mark.parametrize("kind", ["npy", "hdf5"])
 def test_features_are_bit_identical_in_plan_order(daemon, features, kind):
     d, x, y = features

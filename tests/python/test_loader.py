@@ -375,7 +375,7 @@ def test_datasets_are_named_by_the_library(daemon, dataset, tmp_path, monkeypatc
     (tmp_path / "store").mkdir()
     with h5py.File(tmp_path / "store" / "part0.H5", "w") as f:
         f["x"] = np.zeros((2, 2), np.float32)
-    kinds = stoker.source_kinds()  # The schema's: "folder, ..., nifti or s3".
+    kinds = stoker.source_kinds()  # The schema's: "folder, ..., s3 or raw".
     one_of = ", ".join(kinds[:-1]) + " or " + kinds[-1]
     for bad, words in (("f.H5", "name the HDF5 dataset"), ("store", "holds HDF5 files"),
                        ({"tar": {"path": "x"}}, "one source: " + one_of),

@@ -39,8 +39,7 @@ class Loader:
         "s3://bucket/shards/train-{000000..000146}.tar" (read with this
         process's AWS credentials: AWS_* variables or profiles); or a dict naming the
         source as stoker.v1.DatasetSpec does, under its kind's key, one of
-        "folder"|"list"|"lmdb"|"npy"|"hdf5"|"nifti"|"webdataset"|"s3" (stoker.source_kinds()):
-        {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
+        stoker.source_kinds(): {"lmdb": {"path": ..., "manifest": ...}}, {"npy": {"path": file or
         folder of .npy, "labels": .npy of N ints}}, {"hdf5": {"path": file
         or folder, "dataset": name, "labels": dataset name}}, {"s3": {"url":
         "s3://bucket/prefix/", "manifest": "s3://bucket/lists/train.tsv" or a

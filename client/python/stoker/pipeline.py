@@ -47,7 +47,7 @@ def label(name="label", dtype="int64"):
 
 
 def array(shape, name="array", dtype="float32", file=0):
-    """A typed array from an array source (npy, hdf5, nifti): the sample's
+    """A typed array from an array source (npy, hdf5, nifti, raw): the sample's
     array `file` (1: a nifti manifest's label volume), or the region a
     random_patch picks, converted by value to dtype."""
     return _field("array", name, dtype, shape, file=file)

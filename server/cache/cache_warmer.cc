@@ -19,7 +19,7 @@ struct CacheWarmer::Job {
     v1::WarmJob j;
     j.set_job_id(id);
     j.set_dataset(dataset->description);
-    j.set_total(dataset->samples.size());
+    j.set_total(dataset->sample_count());
     j.set_done(done.load(std::memory_order_relaxed));
     j.set_failed(failed.load(std::memory_order_relaxed));
     j.set_source_reads(source_reads.load(std::memory_order_relaxed));
@@ -46,7 +46,7 @@ absl::StatusOr<uint64_t> CacheWarmer::Start(std::shared_ptr<const Dataset> datas
     RunLoggingExceptions("a warm job", [&] { Run(job, concurrency); });
   });
   LogInfo(absl::StrCat("warm job ", job->id, ": ", job->dataset->description, ", ",
-                       job->dataset->samples.size(), " samples, ", concurrency,
+                       job->dataset->sample_count(), " samples, ", concurrency,
                        " reads at a time"));
   return job->id;
 }
@@ -54,8 +54,10 @@ absl::StatusOr<uint64_t> CacheWarmer::Start(std::shared_ptr<const Dataset> datas
 void CacheWarmer::Run(const std::shared_ptr<Job>& job, uint32_t concurrency) {
   absl::Mutex m;
   uint32_t outstanding = 0;
-  for (const Sample& sample : job->dataset->samples) {
+  const Dataset& ds = *job->dataset;
+  for (uint64_t i = 0; i < ds.sample_count(); ++i) {
     if (stopping_.HasBeenNotified()) break;
+    const Sample& sample = ds.sample(i);
     {
       absl::MutexLock lock(&m);
       auto has_room = [&] { return outstanding < concurrency; };

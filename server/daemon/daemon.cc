@@ -13,7 +13,6 @@
 #include "proto/spec_util.h"
 #include "server/access/token.h"
 #include "server/dataset/array_source.h"
-#include "server/dataset/dataset_growth.h"
 #include "server/pipeline/spec_check.h"
 #include "shm/futex.h"
 #include "util/log.h"
@@ -245,7 +244,7 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ring->set_handoff_socket(options_.handoff_socket);
   ring->set_handoff_token(token);
   // A streamed opening's sizes are 0: not known yet.
-  resp.set_dataset_samples(dataset->growth != nullptr ? 0 : dataset->samples.size());
+  resp.set_dataset_samples(dataset->streamed() ? 0 : dataset->sample_count());
   resp.set_skipped_files(dataset->skipped_files);
   resp.set_num_classes(dataset->num_classes);
   resp.set_samples_per_epoch(session->order().samples_per_epoch());
@@ -277,9 +276,8 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
     ++opened_;
   }
   LogInfo(absl::StrCat("session ", id, " opened: ", dataset->description, ", ",
-                       dataset->growth != nullptr
-                           ? absl::StrCat(dataset->sample_count(), " samples so far (streamed)")
-                           : absl::StrCat(dataset->samples.size(), " samples"),
+                       dataset->sample_count(),
+                       dataset->streamed() ? " samples so far (streamed)" : " samples",
                        ", batch ",
                        spec.batch_size(), ", ring ", ring->shm_name(),
                        " (client pid ", request.client_pid(), ", ",
@@ -463,7 +461,7 @@ absl::StatusOr<v1::WarmCacheResponse> Daemon::WarmCache(
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
                           LoadDataset(request.dataset(), caller, v1::ObjectStoreAccess()));
   v1::WarmCacheResponse resp;
-  resp.set_total(dataset->samples.size());
+  resp.set_total(dataset->sample_count());
   const uint32_t concurrency =
       request.concurrency() == 0 ? 8 : std::min(request.concurrency(), 1024u);
   STOKER_ASSIGN_OR_RETURN(const uint64_t id,
@@ -555,7 +553,7 @@ absl::StatusOr<v1::DescribeSamplesResponse> Daemon::DescribeSamples(
     if (index >= n) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sample index ", index, " is outside the dataset's ", n, " samples",
-          dataset->growth != nullptr ? " so far" : ""));
+          dataset->streamed() ? " so far" : ""));
     }
     resp.add_paths(dataset->sample(index).path);
     DescribeFiles(*dataset, index, resp.add_samples());

@@ -23,6 +23,24 @@ uint64_t Dataset::expected_samples() const {
   return growth != nullptr ? growth->expected_samples() : samples.size();
 }
 
+Listing Dataset::Listed() const {
+  if (growth != nullptr) return growth->Now();
+  return Listing{first_epoch_windows, true, absl::OkStatus(), num_classes};
+}
+
+Listing Dataset::WaitListed(size_t known, absl::Duration timeout) const {
+  return growth != nullptr ? growth->Wait(known, timeout) : Listed();
+}
+
+std::pair<uint64_t, uint64_t> Dataset::FirstEpochWindowAround(uint64_t i) const {
+  return growth != nullptr ? growth->WindowAround(i) : WindowAround(first_epoch_windows, i);
+}
+
+std::pair<uint64_t, uint64_t> Dataset::OpeningReads() const {
+  return growth != nullptr ? growth->reads()
+                           : std::make_pair(read_ahead_requests, read_ahead_bytes);
+}
+
 absl::Status ParseManifest(
     const std::string& manifest, const ScanLimits& limits, size_t max_files,
     const std::function<absl::Status(std::vector<std::string>, int32_t)>& fn, bool label_optional) {

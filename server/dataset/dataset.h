@@ -2,8 +2,13 @@
 // read from, opened once when a session opens by its source kind
 // (server/sources). Immutable after that, so one Dataset may be shared
 // read-only by any number of threads and sessions; but a streamed opening's
-// samples (`growth`) keep coming, window by window, after sessions begin:
-// read them through sample_count() and sample().
+// samples (`growth`) keep coming, window by window, after sessions begin.
+//
+// One interface for both: its readers (sessions, their batch order, the
+// daemon, the cache warmer) go through the methods (sample_count, sample,
+// streamed, Listed, WaitListed, FirstEpochWindowAround, OpeningReads),
+// which answer for a whole dataset as for a growing one; `samples` and
+// `growth` are the opening kind's to fill.
 #ifndef STOKER_SERVER_DATASET_DATASET_H_
 #define STOKER_SERVER_DATASET_DATASET_H_
 
@@ -40,6 +45,17 @@ struct Sample {
   std::vector<std::string> more;  // A manifest's further files (a mask...).
   // File `k` of the sample (0: path).
   const std::string& file(size_t k) const { return k == 0 ? path : more[k - 1]; }
+};
+
+// What is listed of a dataset: the windows of the first epoch's order
+// published so far (Dataset::first_epoch_windows; a whole dataset's are all
+// there), whether the listing has ended, and its status and class count
+// once it has.
+struct Listing {
+  std::vector<uint64_t> windows;
+  bool done = false;
+  absl::Status status;
+  uint32_t num_classes = 0;
 };
 
 struct Dataset {
@@ -92,6 +108,21 @@ struct Dataset {
   // The size to plan caches for: sample_count(), or the streamed opening's
   // guess of its end.
   uint64_t expected_samples() const;
+  // Whether samples keep coming after sessions begin (a streamed opening,
+  // ended or not): its sizes are not known when a session opens.
+  bool streamed() const { return growth != nullptr; }
+  // What is listed now; a whole dataset's listing is done, its windows
+  // first_epoch_windows.
+  Listing Listed() const;
+  // Listed(), once more than `known` windows are listed or the listing has
+  // ended, or after `timeout`.
+  Listing WaitListed(size_t known, absl::Duration timeout) const;
+  // The listed window of the first epoch's order holding sample `i`: its
+  // first sample and size ({i, 1} past them all).
+  std::pair<uint64_t, uint64_t> FirstEpochWindowAround(uint64_t i) const;
+  // The remote requests and bytes the opening made: the first epoch's
+  // reads (a streamed opening's whole indexing, once it ended).
+  std::pair<uint64_t, uint64_t> OpeningReads() const;
 
  private:
   const Sample& GrowingSample(uint64_t i) const;

@@ -85,12 +85,7 @@ class DatasetGrowth {
     return segments_[i >> kSegmentBits][i & (kSegmentSamples - 1)];
   }
   uint64_t expected_samples() const;
-  struct View {
-    std::vector<uint64_t> windows;  // Published, in order.
-    bool done = false;
-    absl::Status status;  // At the end.
-    uint32_t num_classes = 0;
-  };
+  using View = Listing;  // Its windows: those published, in order.
   View Now() const;
   // Now(), once more than `known` windows are published or it ended, or
   // after `timeout`.

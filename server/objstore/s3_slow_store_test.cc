@@ -1,6 +1,7 @@
 // S3Client against a store on loopback that drips, stalls or fails
 // (drip_server_testing.h): the low-speed limit, the deadline, and reads
-// cancelled before or while they run. These need no moto.
+// cancelled before or while they run, by a caller or with a session's
+// access. These need no moto.
 #include "server/objstore/s3_client.h"
 
 #include <gtest/gtest.h>
@@ -167,6 +168,30 @@ TEST_F(SlowStoreTest, AReadCancelledBeforeItStartsIsNeverSent) {
   const absl::Status s = client_->Get(endpoint_, S3Url{"bkt", "x"}, 0, 0, "", credentials_, &out,
                                       nullptr, 1000, nullptr, cancel);
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_EQ(store_->requests(), 0);
+  EXPECT_EQ(client_->stats().requests, 0u);
+}
+
+// Through the ObjectStore the sources use, a session's access carries its
+// cancellation to every request: a listing, a HEAD and a GET of a closed
+// session end CANCELLED and are never sent.
+TEST_F(SlowStoreTest, AClosedSessionsAccessEndsEveryKindOfRequest) {
+  Serve({}, {});
+  ObjectStore& store = *client_;
+  ObjectStoreAccess access;
+  access.endpoint = endpoint_;
+  access.credentials = credentials_;
+  access.owner = 1000;
+  auto cancel = std::make_shared<Cancellation>();
+  access.cancel = cancel;
+  cancel->Cancel();
+  EXPECT_EQ(store.List(access, "bkt", "p/", "/", "", 0, nullptr).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(store.Head(access, S3Url{"bkt", "x"}, "").status().code(),
+            absl::StatusCode::kCancelled);
+  std::string out;
+  EXPECT_EQ(store.Get(access, S3Url{"bkt", "x"}, 0, 0, "", &out, nullptr, nullptr).code(),
+            absl::StatusCode::kCancelled);
   EXPECT_EQ(store_->requests(), 0);
   EXPECT_EQ(client_->stats().requests, 0u);
 }

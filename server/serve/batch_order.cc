@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/dataset/dataset_growth.h"
 #include "server/dataset/sample_source.h"
 #include "util/status_macros.h"
 
@@ -29,9 +28,9 @@ absl::StatusOr<std::unique_ptr<BatchOrder>> BatchOrder::Create(
   o->epoch_ = start.epoch;
   o->from_ = start.from;
   o->batch_ = start.batch;
-  if (o->ds_->growth == nullptr) {
+  if (!o->ds_->streamed()) {
     STOKER_RETURN_IF_ERROR(o->MakePlan(
-        o->ds_->samples.size(),
+        o->ds_->sample_count(),
         o->whole_listing_ ? std::vector<uint64_t>() : o->ds_->first_epoch_windows));
     o->Settle();
     if (o->plan_->Windowed(o->epoch_)) o->windowed_ = o->plan_->WindowedOrder();
@@ -70,7 +69,7 @@ void BatchOrder::Settle() {
   std::vector<uint64_t>().swap(windowed_);
 }
 
-void BatchOrder::Absorb(const DatasetGrowth::View& v) {
+void BatchOrder::Absorb(const Listing& v) {
   for (size_t w = windows_.size(); w < v.windows.size(); ++w) {
     // windowed_ holds every sample of the windows before w (none when the
     // whole listing is waited for).
@@ -93,7 +92,7 @@ void BatchOrder::Absorb(const DatasetGrowth::View& v) {
 }
 
 void BatchOrder::Poll() {
-  if (!plan_.has_value() && ds_->growth != nullptr) Absorb(ds_->growth->Now());
+  if (!plan_.has_value() && ds_->streamed()) Absorb(ds_->Listed());
 }
 
 absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
@@ -118,12 +117,12 @@ absl::Status BatchOrder::Next(const std::function<bool()>& stop, Batch* out) {
     // A failed opening's published batches are served, then its error.
     if (!failed_.ok()) return failed_;
     if (stop()) return absl::CancelledError("the session is stopping");
-    Absorb(ds_->growth->Wait(windows_.size(), kPoll));
+    Absorb(ds_->WaitListed(windows_.size(), kPoll));
   }
   out->epoch = epoch_;
   out->index = batch_;
   // A streamed opening's first epoch reads on in the order it was served.
-  const bool streamed = epoch_ == 0 && ds_->growth != nullptr && !whole_listing_;
+  const bool streamed = epoch_ == 0 && ds_->streamed() && !whole_listing_;
   out->samples = plan_->Batch(epoch_, from_, batch_,
                               streamed || plan_->Windowed(epoch_) ? &windowed_ : nullptr);
   if (++batch_ == plan_->batches_per_epoch(from_)) {
@@ -143,9 +142,8 @@ bool BatchOrder::Canonical(uint64_t epoch) const {
 
 std::pair<uint64_t, uint64_t> BatchOrder::ReplacementRange(uint64_t epoch, uint64_t index) const {
   if (epoch == 0 && whole_listing_) return {0, ds_->sample_count()};
-  if (epoch == 0 && ds_->growth != nullptr) return ds_->growth->WindowAround(index);
-  if (epoch == 0 && ds_->first_epoch_windows.size() > 1) {
-    return WindowAround(ds_->first_epoch_windows, index);
+  if (epoch == 0 && (ds_->streamed() || ds_->first_epoch_windows.size() > 1)) {
+    return ds_->FirstEpochWindowAround(index);
   }
   return {0, ds_->sample_count()};
 }

@@ -2,7 +2,7 @@
 // batch from its start position: its EpochPlan's, epoch after epoch, drawn
 // batch by batch (an epoch costs no pass over the dataset up front, but for
 // a windowed first epoch, whose windows' order is held while it is read). For
-// a dataset whose opening is streamed (Dataset::growth) the first epoch's
+// a dataset whose opening is streamed (Dataset::streamed) the first epoch's
 // batches come from its windows as they are published, the same samples
 // the whole plan gives them (AppendWindowOrder), and the plan is made when
 // the opening ends; until then batches_per_epoch() is 0. A batch is taken
@@ -30,7 +30,6 @@
 
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
-#include "server/dataset/dataset_growth.h"
 #include "server/serve/plan.h"
 
 namespace stoker {
@@ -98,7 +97,7 @@ class BatchOrder {
   absl::Status MakePlan(uint64_t samples, std::vector<uint64_t> windows);
   // With a plan: moves a start past its epoch's end on into the next.
   void Settle();
-  void Absorb(const DatasetGrowth::View& v);
+  void Absorb(const Listing& v);
 
   const PlanSpec asked_;
   PlanSpec spec_;

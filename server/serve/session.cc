@@ -10,7 +10,6 @@
 #include "proto/schema.h"
 #include "proto/spec_util.h"
 #include "server/dataset/array_source.h"
-#include "server/dataset/dataset_growth.h"
 #include "server/pool/topology.h"
 #include "shm/futex.h"
 #include "server/imaging/transform.h"
@@ -229,7 +228,7 @@ void ServingSession::Produce() {
     // waiting for the epoch's size, not taking batches.
     const int slot = ring_->Claim(
         [this, &stop] {
-          if (dataset_->growth != nullptr && ring_->BatchesPerEpoch() == 0) {
+          if (dataset_->streamed() && ring_->BatchesPerEpoch() == 0) {
             order_->Poll();
             PublishOpening();
           }
@@ -280,12 +279,12 @@ void ServingSession::Produce() {
 }
 
 void ServingSession::PublishOpening() {
-  if (dataset_->growth == nullptr || ring_->BatchesPerEpoch() != 0) return;
+  if (!dataset_->streamed() || ring_->BatchesPerEpoch() != 0) return;
   if (order_->batches_per_epoch() != 0) {
     // In the header before any batch past the first windows is published.
     ring_->SetBatchesPerEpoch(order_->batches_per_epoch());
     // The rest of what the opening read, the first epoch's.
-    const auto [requests, bytes] = dataset_->growth->reads();
+    const auto [requests, bytes] = dataset_->OpeningReads();
     reader_.remote_reads().Add(0, bytes - std::min(bytes, dataset_->read_ahead_bytes),
                                requests - std::min(requests, dataset_->read_ahead_requests));
   } else if (!order_->failed().ok()) {
@@ -369,10 +368,10 @@ void ServingSession::ReadRun(const std::shared_ptr<BatchJob>& job, uint32_t i,
 
 void ServingSession::RowsRead(const shm::SlotView& view, uint32_t i, const uint64_t* indices,
                               size_t n) const {
-  const Sample* samples = dataset_->samples.data();
+  const Dataset& ds = *dataset_;
   for (size_t k = 0; k < n; ++k) {
-    if (k + kPrefetchAhead < n) __builtin_prefetch(&samples[indices[k + kPrefetchAhead]]);
-    WriteLabels(OutOf(view, i + k), samples[indices[k]].label);
+    if (k + kPrefetchAhead < n) __builtin_prefetch(&ds.sample(indices[k + kPrefetchAhead]));
+    WriteLabels(OutOf(view, i + k), ds.sample(indices[k]).label);
     view.indices[i + k] = indices[k];
     view.status[i + k] = shm::kSampleOk;
   }

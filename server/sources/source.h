@@ -1,5 +1,5 @@
-// Dataset sources: one unit per kind (server/sources/<kind>.{h,cc}, its
-// test beside it), registered by one line in sources.def. A kind turns its
+// Dataset sources: one unit per kind (server/sources/<group>/<kind>.{h,cc},
+// its test beside it), registered by one line in sources.def. A kind turns its
 // DatasetSpec `source` case into a Dataset: the sample listing, and the
 // SampleSource every read and cache key goes through (server/
 // sample_source.h). The daemon, the spec helpers, confinement and the

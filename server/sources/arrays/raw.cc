@@ -8,8 +8,9 @@
 // Errors name the file: INVALID_ARGUMENT for a dtype the element table
 // does not name, no shape, or more than kMaxArrayDims dimensions;
 // FAILED_PRECONDITION for a record of no elements, one whose size
-// overflows, or a file that is shorter than its header or does not end on
-// a record's boundary (both sizes named); RESOURCE_EXHAUSTED past the
+// overflows, a header that is not a whole number of elements (they would
+// lie unaligned), or a file that is shorter than its header or does not
+// end on a record's boundary (both sizes named); RESOURCE_EXHAUSTED past the
 // daemon's sample limit; the file environment's errors for the file.
 #include <cstdint>
 #include <memory>
@@ -90,6 +91,11 @@ class RawKind : public SourceKind {
                             CheckedProduct(shape, ElemBytes(type), UINT64_MAX, "raw " + path));
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Mapping> map,
                             MapFile(path, ctx.beneath.get()));
+    if (raw.header_bytes() % ElemBytes(type) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "raw ", path, ": a ", raw.header_bytes(), "-byte header leaves the ", ElemName(type),
+          " elements unaligned (it must be a multiple of ", ElemBytes(type), " bytes)"));
+    }
     const uint64_t size = map->size;
     if (raw.header_bytes() > size || (size - raw.header_bytes()) % record_bytes != 0) {
       return absl::FailedPreconditionError(absl::StrCat(

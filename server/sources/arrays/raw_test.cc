@@ -115,7 +115,9 @@ TEST(RawTest, MalformedSpecsAndFilesAreClearErrors) {
       {Raw(file, "uint8", {4}, 101), absl::StatusCode::kFailedPrecondition, "101-byte header"},
       {Raw(file, "uint8", {4}, 100), absl::StatusCode::kFailedPrecondition, "holds no records"},
       {Raw(dir + "/none.bin", "uint8", {4}), absl::StatusCode::kNotFound, "none.bin"},
-      {Raw(dir, "uint8", {4}), absl::StatusCode::kFailedPrecondition, ""},
+      {Raw(file, "float32", {1}, 2), absl::StatusCode::kFailedPrecondition,
+       "2-byte header leaves the float32 elements unaligned"},
+      {Raw(dir, "uint8", {4}), absl::StatusCode::kFailedPrecondition, "only regular files"},
   };
   for (const Case& c : cases) {
     absl::Status s = OpenDataset(c.spec, SourceContext()).status();
@@ -143,23 +145,30 @@ TEST(RawTest, FifosSparseGiantsAndOtherFoldersAreRefused) {
       OpenDataset(Raw(dir + "/in/sparse.bin", "uint8", {1}), SourceContext()).status();
   EXPECT_EQ(giant.code(), absl::StatusCode::kResourceExhausted) << giant;
   // A confined caller reads only beneath its folder, and never the
-  // daemon's own files, through a symlink either.
+  // daemon's own files, in its folder or through a symlink.
   ASSERT_TRUE(testdata::WriteFile(dir + "/out/secret.bin", std::string(64, 's')).ok());
-  std::filesystem::create_symlink(dir + "/out/secret.bin", dir + "/in/link.bin");
-  struct stat secret;
-  ASSERT_EQ(stat((dir + "/out/secret.bin").c_str(), &secret), 0);
+  ASSERT_TRUE(testdata::WriteFile(dir + "/in/daemons.bin", std::string(64, 'd')).ok());
+  ASSERT_TRUE(testdata::WriteFile(dir + "/in/mine.bin", std::string(64, 'm')).ok());
+  std::filesystem::create_symlink(dir + "/in/daemons.bin", dir + "/in/link.bin");
+  struct stat daemons;
+  ASSERT_EQ(stat((dir + "/in/daemons.bin").c_str(), &daemons), 0);
   auto guard = std::make_shared<FileGuard>();
-  guard->inodes.emplace_back(secret.st_dev, secret.st_ino);
+  guard->inodes.emplace_back(daemons.st_dev, daemons.st_ino);
   SourceContext confined;
   auto in = std::make_shared<Beneath>();
   in->dir_fd = open((dir + "/in").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   in->prefix = dir + "/in";
   in->guard = guard;
   confined.beneath = in;
-  for (const std::string& path : {dir + "/in/../out/secret.bin", dir + "/in/link.bin"}) {
+  for (const std::string& path :
+       {dir + "/in/../out/secret.bin", dir + "/in/daemons.bin", dir + "/in/link.bin"}) {
     absl::Status s = OpenDataset(Raw(path, "uint8", {4}), confined).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << path << ": " << s;
   }
+  // Its own file beside them opens.
+  absl::StatusOr<Dataset> mine = OpenDataset(Raw(dir + "/in/mine.bin", "uint8", {4}), confined);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->sample_count(), 16u);
   std::filesystem::remove_all(dir);
 }
 

@@ -61,14 +61,16 @@ absl::StatusOr<ListPage> Lister::Page(const std::string& prefix, const std::stri
         absl::FormatDuration(limits_.max_time), " (--dataset-scan-timeout)"));
   };
   if (past_deadline()) return late();
-  // A page in flight ends with the deadline or the daemon's stop.
+  // A page in flight ends with the deadline, the daemon's stop or the
+  // session's close (the access's cancellation).
   absl::StatusOr<ListPage> p = client_->List(
       access_, url_.bucket, prefix, delimiter, token, max_keys, [&] {
         return past_deadline() || (limits_.cancel != nullptr && limits_.cancel->load());
       });
   if (p.status().code() == absl::StatusCode::kCancelled) {
     if (past_deadline()) return late();
-    return absl::CancelledError(absl::StrCat("listing ", url_.ToString(), ": shutting down"));
+    return absl::CancelledError(
+        absl::StrCat("listing ", url_.ToString(), ": the session or the daemon is stopping"));
   }
   if (!p.ok()) return p.status();
   if (p->truncated && p->next_token == token) {

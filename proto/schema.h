@@ -1,7 +1,8 @@
-// What the schema (spec.proto) says that clients and docs must not restate:
-// the defaults of the ops' parameters and of the session's settings, each a
-// (default_value) option on its field and written nowhere else; the
-// settings' ranges ((min_value), (max_value)); and the source kinds a
+// What the schema (spec.proto, its ops in ops.proto) says that clients and
+// docs must not restate: the defaults of the ops' parameters and of the
+// session's settings, each a (default_value) option on its field and
+// written nowhere else; the settings' ranges ((min_value), (max_value));
+// and the source kinds a
 // dataset may have. The daemon applies the defaults before it checks a
 // spec, the C ABI hands defaults and ranges to clients (which send only
 // what a user gave), and tests pin stokerctl's help and the docs to them.

@@ -152,7 +152,7 @@ int stoker_check_spec(const char* spec_json, stoker_error* err);
  * and "torch" a tensor's. Static storage: not freed. */
 const char* stoker_dtypes_json(void);
 
-/* Every op and its parameter defaults, as the schema (spec.proto's
+/* Every op and its parameter defaults, as the schema (ops.proto's
  * default_value options) writes them and the daemon applies them to a
  * parameter a spec leaves unset: {"flip": {"probability": 0.5}, "rot90":
  * {"axes": [0, 1], ...}, "center_crop": {}, ...}, ops and parameters by

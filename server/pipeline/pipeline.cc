@@ -138,6 +138,8 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       return bad(absl::StrCat("member '", absl::CHexEscape(fs.member().substr(0, 40)),
                               "' must be at most 32 of a-z 0-9 . _ - (as \"txt\")"));
   }
+  if (fs.text() && fs.kind() != FieldSpec::KIND_ENCODED)
+    return bad("text applies to encoded fields (the file's bytes as stored)");
   if (f->spatial() && (f->height <= 0 || f->width <= 0 ||
                        f->height > static_cast<int>(kMaxSide) ||
                        f->width > static_cast<int>(kMaxSide)))

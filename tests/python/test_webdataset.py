@@ -124,3 +124,31 @@ def test_a_caption_shard_set_yields_its_captions(daemon, dataset, tmp_path):
     # A member of a source that keeps files is refused before any reading.
     with pytest.raises(ValueError, match="members are read from local WebDataset shards"):
         stoker.Loader(dataset, fields=fields, **args)
+
+
+def test_a_manifests_caption_files_are_its_text_field(daemon, dataset, tmp_path):
+    """Caption files beside pictures in a manifest (`a.jpg<TAB>a.txt<TAB>
+    label`): stoker.text(file=1) gives each batch's captions as str, equal
+    to the files; the pictures and labels are those of the manifest."""
+    items = pictures(dataset)[:7]
+    lines, captions = [], []
+    for i, (path, label) in enumerate(items):
+        caption = f"picture {i}: «ünïcode» ✓ " * (1 + i % 2)
+        (tmp_path / f"{i}.txt").write_text(caption, encoding="utf-8")
+        lines.append(f"{path}\t{tmp_path / f'{i}.txt'}\t{label}")
+        captions.append(caption)
+    (tmp_path / "pairs.tsv").write_text("\n".join(lines) + "\n")
+    fields = [stoker.image(32, 32), stoker.label(),
+              stoker.text(file=1, name="caption", max_bytes=256)]
+    got = list(stoker.Loader(str(tmp_path / "pairs.tsv"), batch_size=3, shuffle=False,
+                             socket=daemon.socket, fields=fields,
+                             pipeline=[stoker.resize(width=32, height=32)]))
+    assert [c for b in got for c in b["caption"]] == captions
+    assert [int(v) for b in got for v in b["label"]] == [label for _, label in items]
+    assert all(isinstance(c, str) for b in got for c in b["caption"])
+    # text applies to encoded fields only: the daemon's checker says so.
+    bad = dict(stoker.label(), text=True)
+    with pytest.raises(ValueError, match="text applies to encoded fields"):
+        stoker.Loader(str(tmp_path / "pairs.tsv"), batch_size=3, socket=daemon.socket,
+                      fields=[stoker.image(32, 32), bad],
+                      pipeline=[stoker.resize(width=32, height=32)])

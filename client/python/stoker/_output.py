@@ -83,16 +83,16 @@ class Output:
         return self.of_tensors(out)
 
     def members(self, batch):
-        """{field: list of values} for the fields of shards' members
-        (stoker.text): each sample's bytes, as str for text members."""
+        """{field: list of values} for the fields of shards' members and
+        text fields (stoker.text): each sample's bytes, as str for text."""
         out = {}
         for f in self.fields or ():
-            member = f.get("member")
-            if not member:
+            member = f.get("member", "")
+            if not member and not f.get("text"):
                 continue
             view = memoryview(batch.fields[f["name"]]).cast("B")
             stride = int(f["shape"][0])
-            as_text = member.endswith(("txt", "json"))
+            as_text = bool(f.get("text")) or member.endswith(("txt", "json"))
             values = []
             for at in range(0, len(view), stride):
                 n = int.from_bytes(view[at:at + 4], "little")

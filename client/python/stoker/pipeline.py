@@ -60,12 +60,17 @@ def encoded(max_bytes, name="encoded", file=0):
     return _field("encoded", name, "uint8", (4 + int(max_bytes),), file=file)
 
 
-def text(member="txt", name=None, max_bytes=4096):
+def text(member="txt", name=None, max_bytes=4096, file=None):
     """A shard's member as stored, per sample: a WebDataset sample's
     `member` ("txt", "json", ...), up to max_bytes bytes (a larger one is a
-    per-sample error); 0 bytes for a sample without one. The Loader gives
-    each batch's values as a list: str for text members ("txt", "json" and
-    names ending so), bytes otherwise."""
+    per-sample error); 0 bytes for a sample without one. Or, with `file`,
+    a manifest line's file `file` (a caption file beside its image) as
+    UTF-8 text. The Loader gives each batch's values as a list: str for
+    text (a file, members "txt", "json" and names ending so), bytes
+    otherwise."""
+    if file is not None:
+        return _field("encoded", name or "text", "uint8", (4 + int(max_bytes),),
+                      file=int(file), text=True)
     return _field("encoded", name or member.replace(".", "_"), "uint8", (4 + int(max_bytes),),
                   member=member)
 

@@ -44,6 +44,7 @@ struct FieldPlan {
   bool chw = false;
   uint32_t file = 0;
   std::string member;  // Shards: the member `file` holds (FieldSpec.member).
+  bool text = false;   // A manifest's text file (FieldSpec.text).
   uint32_t pad = 0;
   // Float images (x in 0..255).
   Normalization norm;

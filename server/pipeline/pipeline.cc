@@ -138,8 +138,12 @@ absl::Status CheckField(const FieldSpec& fs, FieldPlan* f) {
       return bad(absl::StrCat("member '", absl::CHexEscape(fs.member().substr(0, 40)),
                               "' must be at most 32 of a-z 0-9 . _ - (as \"txt\")"));
   }
+  f->text = fs.text();
   if (fs.text() && fs.kind() != FieldSpec::KIND_ENCODED)
     return bad("text applies to encoded fields (the file's bytes as stored)");
+  if (fs.text() && !fs.member().empty())
+    return bad("text and member exclude each other (a member's field is its shard's; "
+               "text reads a manifest's file)");
   if (f->spatial() && (f->height <= 0 || f->width <= 0 ||
                        f->height > static_cast<int>(kMaxSide) ||
                        f->width > static_cast<int>(kMaxSide)))
@@ -215,6 +219,11 @@ absl::Status Pipeline::BindFiles(uint32_t files_per_sample,
                                   const std::vector<std::string>& members,
                                   const std::string& what) {
   for (FieldPlan& f : fields_) {
+    if (f.text && !members.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", f.name, "' is text read from file ", f.file, " of each sample, but the "
+          "samples of ", what, " are shards' members: a shard's text is a member field "
+          "(member \"txt\")"));
     if (f.member.empty()) continue;
     const auto it = std::find(members.begin(), members.end(), f.member);
     if (it == members.end())

@@ -322,11 +322,36 @@ TEST(PipelineTest, MemberFieldsBindToTheFilesTheirDatasetKeeps) {
             "member and file exclude each other"},
            {R"({"fields": [{"name": "m", "kind": "encoded", "dtype": "uint8", "shape": [8],
                "member": "../TXT"}]})",
-            "must be at most 32 of a-z 0-9 . _ -"}}) {
+            "must be at most 32 of a-z 0-9 . _ -"},
+           {R"({"fields": [{"name": "m", "kind": "encoded", "dtype": "uint8", "shape": [8],
+               "member": "cls", "text": true}]})",
+            "text and member exclude each other"},
+           {R"({"fields": [{"name": "m", "kind": "label", "dtype": "int64", "text": true}]})",
+            "text applies to encoded fields"}}) {
     auto bad = Pipeline::Compile(Custom(json));
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << json;
     EXPECT_NE(bad.status().message().find(words), std::string::npos) << bad.status();
   }
+}
+
+// A text field reads a manifest line's file; shards' text is a member's.
+TEST(PipelineTest, TextFieldsReadAManifestsFileNotAShardsMember) {
+  auto p = Pipeline::Compile(Custom(R"({"fields": [
+      {"name": "image", "kind": "image", "shape": [8, 8, 3]},
+      {"name": "caption", "kind": "encoded", "dtype": "uint8", "shape": [68], "file": 1,
+       "text": true}],
+      "pipeline": [{"center_crop": {"width": 8, "height": 8}}]})"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  Pipeline manifest = *p;
+  ASSERT_TRUE(manifest.BindFiles(2, {}, "list:/m.tsv").ok());
+  EXPECT_EQ(manifest.fields()[1].file, 1u);
+  Pipeline one = *p;
+  EXPECT_EQ(one.BindFiles(1, {}, "list:/m.tsv").message(),
+            "fields read file 1 of each sample, but the samples of list:/m.tsv have 1 file(s)");
+  Pipeline shards = *p;
+  EXPECT_EQ(shards.BindFiles(2, {"", "seg.png"}, "shards").message(),
+            "field 'caption' is text read from file 1 of each sample, but the samples of shards "
+            "are shards' members: a shard's text is a member field (member \"txt\")");
 }
 
 }  // namespace

@@ -143,9 +143,12 @@ def test_a_manifests_caption_files_are_its_text_field(daemon, dataset, tmp_path)
     got = list(stoker.Loader(str(tmp_path / "pairs.tsv"), batch_size=3, shuffle=False,
                              socket=daemon.socket, fields=fields,
                              pipeline=[stoker.resize(width=32, height=32)]))
+    assert [len(b["caption"]) for b in got] == [3, 3, 1]
     assert [c for b in got for c in b["caption"]] == captions
     assert [int(v) for b in got for v in b["label"]] == [label for _, label in items]
     assert all(isinstance(c, str) for b in got for c in b["caption"])
+    with pytest.raises(ValueError, match="exclude each other"):
+        stoker.text("txt", file=1)
     # text applies to encoded fields only: the daemon's checker says so.
     bad = dict(stoker.label(), text=True)
     with pytest.raises(ValueError, match="text applies to encoded fields"):

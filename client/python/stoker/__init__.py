@@ -6,7 +6,7 @@
         ...
 
 Any sample, any pipeline: fields= and pipeline= (the fields stoker.image,
-mask, label, array, encoded and the ops stoker.resize, center_crop,
+mask, label, array, encoded, text and the ops stoker.resize, center_crop,
 random_crop, flip, color_jitter, ..., all of stoker.pipeline) yield dicts of
 tensors by field name.
 

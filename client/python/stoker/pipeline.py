@@ -60,17 +60,22 @@ def encoded(max_bytes, name="encoded", file=0):
     return _field("encoded", name, "uint8", (4 + int(max_bytes),), file=file)
 
 
-def text(member="txt", name=None, max_bytes=4096, file=None):
+def text(member=None, name=None, max_bytes=4096, file=None):
     """A shard's member as stored, per sample: a WebDataset sample's
     `member` ("txt", "json", ...), up to max_bytes bytes (a larger one is a
     per-sample error); 0 bytes for a sample without one. Or, with `file`,
     a manifest line's file `file` (a caption file beside its image) as
     UTF-8 text. The Loader gives each batch's values as a list: str for
-    text (a file, members "txt", "json" and names ending so), bytes
-    otherwise."""
+    text (a file, members "txt", "json" and names ending so; bytes that are
+    not UTF-8 become U+FFFD), bytes otherwise. member (default "txt") and
+    file exclude each other."""
     if file is not None:
+        if member is not None:
+            raise ValueError("stoker.text: member (a shard's) and file (a manifest's) "
+                             "exclude each other")
         return _field("encoded", name or "text", "uint8", (4 + int(max_bytes),),
                       file=int(file), text=True)
+    member = "txt" if member is None else member
     return _field("encoded", name or member.replace(".", "_"), "uint8", (4 + int(max_bytes),),
                   member=member)
 

@@ -10,6 +10,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "proto/spec_util.h"
 
 namespace stoker {
 namespace {
@@ -293,11 +294,7 @@ const std::string& OpDefaultsJson() {
 
 const std::string& SourceKindsJson() {
   static const std::string* json = [] {
-    nlohmann::json out = nlohmann::json::array();
-    const google::protobuf::OneofDescriptor* kinds =
-        v1::DatasetSpec::descriptor()->FindOneofByName("source");
-    for (int i = 0; i < kinds->field_count(); ++i) out.push_back(kinds->field(i)->name());
-    return new std::string(out.dump());
+    return new std::string(nlohmann::json(DatasetSourceKinds()).dump());
   }();
   return *json;
 }

@@ -77,14 +77,23 @@ inline std::pair<std::string, const char*> DatasetLocation(const v1::DatasetSpec
   return {SourceField(*source, "url"), "url"};
 }
 
-// "folder, list, lmdb, npy, hdf5 or nifti": the source kinds the schema names.
-inline std::string DatasetSourceNames() {
+// The source kinds the schema names: DatasetSpec's `source` cases, in its
+// order ("folder", "list", ...). Every list of kinds is made from this.
+inline std::vector<std::string> DatasetSourceKinds() {
   const google::protobuf::OneofDescriptor* o =
       v1::DatasetSpec::descriptor()->FindOneofByName("source");
+  std::vector<std::string> out;
+  for (int i = 0; i < o->field_count(); ++i) out.push_back(o->field(i)->name());
+  return out;
+}
+
+// "folder, list, ..., s3 or raw": the kinds, as errors name them.
+inline std::string DatasetSourceNames() {
+  const std::vector<std::string> kinds = DatasetSourceKinds();
   std::string out;
-  for (int i = 0; i < o->field_count(); ++i) {
-    if (i > 0) out += i + 1 == o->field_count() ? " or " : ", ";
-    out += o->field(i)->name();
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (i > 0) out += i + 1 == kinds.size() ? " or " : ", ";
+    out += kinds[i];
   }
   return out;
 }

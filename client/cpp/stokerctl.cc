@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
@@ -191,9 +192,8 @@ int Parse(int argc, char** argv, Args* out) {
                      std::end(kDatasetOptions));
     }
     // The schema's source kinds, as "folder"|"list"|...
-    const std::string& kinds = SourceKindsJson();
     const std::string kind_list =
-        absl::StrReplaceAll(kinds.substr(1, kinds.size() - 2), {{",", "|"}});
+        absl::StrCat("\"", absl::StrJoin(DatasetSourceKinds(), "\"|\""), "\"");
     for (const OptionSpec& o : options) {
       const std::string key = name + "/" + o.name;
       const std::string flag = std::string("--") + o.name;

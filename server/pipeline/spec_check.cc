@@ -44,6 +44,22 @@ absl::Status CheckEnums(const pb::Message& m, const std::string& prefix) {
   return absl::OkStatus();
 }
 
+// A source's kept members: names, each once, at most kMaxKeptMembers.
+absl::Status CheckMembers(const pb::RepeatedPtrField<std::string>& kept,
+                          const std::string& prefix) {
+  if (kept.size() > static_cast<int>(kMaxKeptMembers))
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "members: ", kept.size(),
+                                                   " members, at most ", kMaxKeptMembers));
+  for (int i = 0; i < kept.size(); ++i) {
+    if (!IsMemberName(kept[i]) ||
+        std::find(kept.begin(), kept.begin() + i, kept[i]) != kept.begin() + i)
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "members[", i, "] '", absl::CHexEscape(kept[i].substr(0, 40)),
+          "' must be a new name of 1 to 32 of a-z 0-9 . _ - (as \"txt\")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
@@ -54,19 +70,9 @@ absl::Status CheckDatasetSpec(const v1::DatasetSpec& ds) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset.", ds.GetDescriptor()->FindFieldByNumber(ds.source_case())->name(), ".",
         field, " is empty"));
-  if (ds.has_webdataset()) {
-    const auto& kept = ds.webdataset().members();
-    if (kept.size() > static_cast<int>(kMaxKeptMembers))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dataset.webdataset.members: ", kept.size(), " members, at most ", kMaxKeptMembers));
-    for (int i = 0; i < kept.size(); ++i) {
-      if (!IsMemberName(kept[i]) || std::find(kept.begin(), kept.begin() + i, kept[i]) !=
-                                        kept.begin() + i)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "dataset.webdataset.members[", i, "] '", absl::CHexEscape(kept[i].substr(0, 40)),
-            "' must be a new name of 1 to 32 of a-z 0-9 . _ - (as \"txt\")"));
-    }
-  }
+  if (ds.has_webdataset())
+    STOKER_RETURN_IF_ERROR(CheckMembers(ds.webdataset().members(), "dataset.webdataset."));
+  if (ds.has_s3()) STOKER_RETURN_IF_ERROR(CheckMembers(ds.s3().members(), "dataset.s3."));
   return CheckRanges(ds, "dataset.");
 }
 
@@ -74,12 +80,15 @@ absl::StatusOr<v1::DatasetSpec> SessionDataset(const v1::SessionSpec& spec) {
   v1::DatasetSpec ds = spec.dataset();
   for (const v1::FieldSpec& f : spec.fields()) {
     if (f.member().empty()) continue;
-    if (!ds.has_webdataset())
+    pb::RepeatedPtrField<std::string>* kept =
+        ds.has_webdataset() ? ds.mutable_webdataset()->mutable_members()
+        : ds.has_s3()       ? ds.mutable_s3()->mutable_members()
+                            : nullptr;
+    if (kept == nullptr)
       return absl::InvalidArgumentError(absl::StrCat(
           "field '", f.name(), "' reads member '", f.member(), "': members are read from "
-          "local WebDataset shards (dataset.webdataset); other sources keep files, and "
-          "shards in an object store only their picture, mask and label"));
-    auto* kept = ds.mutable_webdataset()->mutable_members();
+          "WebDataset shards (dataset.webdataset, or dataset.s3 naming shards); other "
+          "sources keep files"));
     if (std::find(kept->begin(), kept->end(), f.member()) == kept->end())
       kept->Add(std::string(f.member()));
   }

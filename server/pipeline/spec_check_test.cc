@@ -163,7 +163,8 @@ TEST(SpecCheck, ASpecIsCompletedWithTheSchemasDefaults) {
 }
 
 // The dataset a session opens keeps the members its fields name, once
-// each; a source that keeps files refuses a member field at once.
+// each, local shards or shards in an object store; a source that keeps
+// files refuses a member field at once.
 TEST(SpecCheck, MemberFieldsAddTheirMembersToTheShardsKept) {
   v1::SessionSpec spec;
   ASSERT_TRUE(JsonToProto(R"({"dataset": {"webdataset": {"path": "/d", "members": ["json"]}},
@@ -182,19 +183,29 @@ TEST(SpecCheck, MemberFieldsAddTheirMembersToTheShardsKept) {
             (std::vector<std::string>{"json", "txt"}));
   // The members a dataset keeps are bounded, named plainly and new.
   for (const auto& [members, words] : std::vector<std::pair<std::string, std::string>>{
-           {R"(["a", "b", "c", "d", "e", "f"])", "8 members, at most 6"},
+           {R"(["a", "b", "c", "d", "e", "f"])", "members: 8 members, at most 6"},
            {R"(["TXT"])", "members[0] 'TXT' must be a new name"},
            {R"(["txt", "txt"])", "members[1] 'txt' must be a new name"}}) {
-    v1::SessionSpec many = spec;
-    ASSERT_TRUE(JsonToProto(R"({"webdataset": {"path": "/d", "members": )" + members + "}}",
-                            many.mutable_dataset())
-                    .ok());
-    EXPECT_NE(Check(many).status().message().find(words), std::string::npos)
-        << members << ": " << Check(many).status();
+    for (const std::string kind : {"webdataset", "s3"}) {
+      v1::SessionSpec many = spec;
+      ASSERT_TRUE(JsonToProto(R"({")" + kind + R"(": {")" +
+                                  (kind == "s3" ? "url" : "path") +
+                                  R"(": "s3://b/d/", "members": )" + members + "}}",
+                              many.mutable_dataset())
+                      .ok());
+      EXPECT_NE(Check(many).status().message().find("dataset." + kind + "." + words),
+                std::string::npos)
+          << members << ": " << Check(many).status();
+    }
   }
+  spec.mutable_dataset()->mutable_s3()->set_url("s3://b/train-{0..9}.tar");
+  ds = SessionDataset(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(std::vector<std::string>(ds->s3().members().begin(), ds->s3().members().end()),
+            (std::vector<std::string>{"txt", "json"}));
   spec.mutable_dataset()->mutable_folder()->set_path("/d");
   EXPECT_NE(Check(spec).status().message().find(
-                "field 'a' reads member 'txt': members are read from local WebDataset shards"),
+                "field 'a' reads member 'txt': members are read from WebDataset shards"),
             std::string::npos)
       << Check(spec).status();
 }

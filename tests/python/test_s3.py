@@ -292,6 +292,42 @@ def test_shards_in_a_bucket_read_as_the_local_shards(bucket, shards, trainer_env
         d.stop()
 
 
+def test_caption_shards_in_a_bucket_yield_the_local_captions(bucket, dataset, trainer_env,
+                                                             tmp_path):
+    """Image-caption shards (.jpg, .txt, .json per key) under
+    s3://photos/captions/: the batches of the same local shards, captions
+    and metadata str per sample; each member was read with its shard as it
+    was indexed: the captions cost no request over the pictures alone."""
+    from test_webdataset import CAPTION_ARGS, CAPTION_FIELDS, caption_shards
+    local, captions, metas = caption_shards(dataset, tmp_path, per_shard=4)
+    names = sorted(os.listdir(local))
+    for name in names:
+        with open(local / name, "rb") as f:
+            s3_server.put_object(bucket, f"photos/captions/{name}", f.read())
+    d = Daemon(extra=["--object-store-endpoints", bucket, "--l2-path", str(tmp_path / "l2")])
+    try:
+        args = dict(CAPTION_ARGS, fields=CAPTION_FIELDS, socket=d.socket)
+        want = list(stoker.Loader(str(local), **args))
+        before = _sent(d)
+        alone_args = dict(args, fields=CAPTION_FIELDS[:1])
+        pictures = list(stoker.Loader("s3://photos/captions/", **alone_args))
+        alone = _sent(d) - before
+        before = _sent(d)
+        got = list(stoker.Loader("s3://photos/captions/", **args))
+        assert [c for b in got for c in b["caption"]] == captions
+        assert [m for b in got for m in b["meta"]] == metas
+        for b, w in zip(got, want, strict=True):
+            assert torch.equal(b["image"], w["image"])
+            assert (b["caption"], b["meta"]) == (w["caption"], w["meta"])
+        assert all(torch.equal(p["image"], b["image"])
+                   for p, b in zip(pictures, got, strict=True))
+        # The listing and each shard, read again: a kept index holds the
+        # members it was made for.
+        assert alone >= 1 + len(names) and _sent(d) - before == alone
+    finally:
+        d.stop()
+
+
 @pytest.mark.parametrize("url", ["s3://photos/train/", "s3://photos/shards/"])
 def test_faults_and_a_daemon_restart_change_no_batch(url, bucket, dataset, shards, trainer_env):
     """Through a proxy answering its first 3 requests and 5 % of the others

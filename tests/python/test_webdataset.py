@@ -80,18 +80,17 @@ def test_a_shard_that_lies_is_refused_naming_it(daemon, tmp_path):
     assert e.value.code == "DATA_LOSS"
 
 
-def test_a_caption_shard_set_yields_its_captions(daemon, dataset, tmp_path):
-    """Image-caption shards (CLIP's layout: .jpg, .txt, .json per key):
-    each batch's captions and metadata are the tar's members, str per
-    sample; a sample without a caption gives ""; the pictures are those of
-    the same shards read without captions."""
+def caption_shards(dataset, tmp_path, per_shard=12):
+    """Image-caption shards (CLIP's layout: .jpg, .txt, .json per key) of 12
+    of the dataset's pictures, `per_shard` each, sample 5 without a
+    caption: (folder, captions, metadata), the texts in sample order."""
     items = pictures(dataset)[:12]
     shards = tmp_path / "captions"
     shards.mkdir()
     captions, metas = {}, {}
-    with tarfile.open(shards / "pairs-000000.tar", "w") as tar:
-        for i, (path, _) in enumerate(items):
-            key = f"{i:06d}"
+    for i, (path, _) in enumerate(items):
+        key = f"{i:06d}"
+        with tarfile.open(shards / f"pairs-{i // per_shard:06d}.tar", "a") as tar:
             tar.add(path, arcname=f"{key}.jpg")
             captions[i] = "" if i == 5 else f"a photo, number {i} — «ünïcode» ✓" * (1 + i % 3)
             metas[i] = f'{{"key": "{key}", "width": {100 + i}}}'
@@ -101,28 +100,39 @@ def test_a_caption_shard_set_yields_its_captions(daemon, dataset, tmp_path):
                 member = tmp_path / f"m.{ext}"
                 member.write_text(text, encoding="utf-8")
                 tar.add(member, arcname=f"{key}.{ext}")
-    fields = [stoker.image(32, 32), stoker.text("txt", name="caption", max_bytes=512),
-              stoker.text("json", name="meta")]
-    args = dict(batch_size=5, shuffle=False, socket=daemon.socket,
-                pipeline=[stoker.resize(width=32, height=32)])
+    return shards, [captions[i] for i in range(12)], [metas[i] for i in range(12)]
+
+
+CAPTION_FIELDS = [stoker.image(32, 32), stoker.text("txt", name="caption", max_bytes=512),
+                  stoker.text("json", name="meta")]
+CAPTION_ARGS = dict(batch_size=5, shuffle=False, pipeline=[stoker.resize(width=32, height=32)])
+
+
+def test_a_caption_shard_set_yields_its_captions(daemon, dataset, tmp_path):
+    """Each batch's captions and metadata are the tar's members, str per
+    sample; a sample without a caption gives ""; the pictures are those of
+    the same shards read without captions."""
+    shards, captions, metas = caption_shards(dataset, tmp_path)
+    fields = CAPTION_FIELDS
+    args = dict(CAPTION_ARGS, socket=daemon.socket)
     got = list(stoker.Loader(str(shards), fields=fields, **args))
     assert [len(b["caption"]) for b in got] == [5, 5, 2]
-    assert [c for b in got for c in b["caption"]] == [captions[i] for i in range(12)]
-    assert [m for b in got for m in b["meta"]] == [metas[i] for i in range(12)]
+    assert [c for b in got for c in b["caption"]] == captions
+    assert [m for b in got for m in b["meta"]] == metas
     plain = list(stoker.Loader(str(shards), fields=fields[:1], **args))
     for b, p in zip(got, plain):
         assert torch.equal(b["image"], p["image"])
     # Pictures decoded in this process: the same captions beside them.
     here = list(stoker.Loader(str(shards), fields=fields,
                               client_decode=stoker.ClientDecode("cpu", cpu_share=0), **args))
-    assert [c for b in here for c in b["caption"]] == [captions[i] for i in range(12)]
-    assert [m for b in here for m in b["meta"]] == [metas[i] for i in range(12)]
+    assert [c for b in here for c in b["caption"]] == captions
+    assert [m for b in here for m in b["meta"]] == metas
     # A caption over max_bytes is that sample's error, as any encoded field's.
     small = [fields[0], stoker.text("txt", name="caption", max_bytes=8)]
     with pytest.raises(stoker.StokerError, match=r"DATA_LOSS: 5 sample\(s\) of epoch 0 batch 0"):
         list(stoker.Loader(str(shards), fields=small, on_error="raise", **args))
     # A member of a source that keeps files is refused before any reading.
-    with pytest.raises(ValueError, match="members are read from local WebDataset shards"):
+    with pytest.raises(ValueError, match="members are read from WebDataset shards"):
         stoker.Loader(dataset, fields=fields, **args)
 
 

@@ -1,6 +1,7 @@
 #include "server/sources/objects/s3.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/sources/objects/s3_folder.h"
@@ -32,6 +33,8 @@ class S3Kind : public SourceKind {
     ObjectStoreAccess access = *ctx.access;
     access.owner = ctx.uid;  // Its requests take turns with other users'.
     const KeptListing keep{ctx.kept, spec.s3().refresh()};
+    const std::vector<std::string> members(spec.s3().members().begin(),
+                                           spec.s3().members().end());
     // Shards by pattern: in the spec, or ending the URL.
     std::string pattern = spec.s3().shards();
     const size_t slash = url->key.rfind('/');
@@ -47,12 +50,13 @@ class S3Kind : public SourceKind {
             "with shards named too (a pattern, a .tar URL)"));
       }
       return OpenS3Manifest(*url, spec.s3().manifest(), access, ctx.objects, ctx.limits, keep,
-                            ctx.read_ahead);
+                            ctx.read_ahead, members);
     }
     if (!pattern.empty() || IsShardKey(url->key)) {
-      return OpenS3Shards(*url, {pattern}, access, ctx.objects, ctx.limits, keep, ctx.read_ahead);
+      return OpenS3Shards(*url, {pattern, nullptr, "", members}, access, ctx.objects, ctx.limits,
+                          keep, ctx.read_ahead);
     }
-    return OpenS3Folder(*url, access, ctx.objects, ctx.limits, keep, ctx.read_ahead);
+    return OpenS3Folder(*url, access, ctx.objects, ctx.limits, keep, ctx.read_ahead, members);
   }
 };
 

@@ -440,7 +440,8 @@ absl::StatusOr<std::vector<ClassListing>> ListClasses(const S3Url& root, Lister&
 
 absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
                                      ObjectStore* client, const ScanLimits& limits,
-                                     const KeptListing& keep, const ReadAhead& ahead) {
+                                     const KeptListing& keep, const ReadAhead& ahead,
+                                     const std::vector<std::string>& members) {
   S3Url root = url;
   if (!root.key.empty() && root.key.back() != '/') root.key += '/';
   // Per principal: what one key id's owner may list (an IAM prefix
@@ -511,7 +512,8 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
     STOKER_ASSIGN_OR_RETURN(classes,
                             ListClasses(root, lister, limits, &charge, &shards, &skipped));
     if (classes.empty() && !shards.empty()) {  // A prefix of shards, listed now.
-      return OpenS3Shards(root, {}, access, client, limits, keep, ahead, &shards);
+      return OpenS3Shards(root, {"", nullptr, "", members}, access, client, limits, keep, ahead,
+                          &shards);
     }
     if (classes.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -519,6 +521,7 @@ absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& 
                            "and no .tar shards"));
     }
   }
+  STOKER_RETURN_IF_ERROR(MembersNeedShards(root.ToString(), members));
   Dataset ds;
   ds.windows_for_listing_only = true;
   // With the endpoint: the same bucket elsewhere is other content.

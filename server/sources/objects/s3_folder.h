@@ -86,7 +86,8 @@ constexpr uint64_t kFolderFirstWindowPerClass = 16;
 absl::StatusOr<Dataset> OpenS3Folder(const S3Url& url, const ObjectStoreAccess& access,
                                      ObjectStore* client, const ScanLimits& limits,
                                      const KeptListing& keep = {},
-                                     const ReadAhead& ahead = {});
+                                     const ReadAhead& ahead = {},
+                                     const std::vector<std::string>& members = {});
 
 }  // namespace stoker
 

@@ -47,6 +47,11 @@ TEST_F(S3FolderTest, ListsAnImageFolderAndReadsItExactly) {
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->class_names, (std::vector<std::string>{"cat", "dog", "eel"}));
   EXPECT_EQ(ds->num_classes, 3u);
+  // Its samples are objects: no shard's member to keep.
+  absl::Status members = OpenS3Folder(*S3Url::Parse("s3://bkt/data/train"), access_,
+                                      client_.get(), {}, {}, {}, {"txt"})
+                             .status();
+  EXPECT_EQ(members.code(), absl::StatusCode::kInvalidArgument) << members;
   // readme.md beside the classes, notes.txt in one (as a local folder).
   EXPECT_EQ(ds->skipped_files, 2u);
   std::vector<std::pair<std::string, int>> got;

@@ -11,6 +11,7 @@
 #include "server/sources/objects/s3_objects.h"
 #include "server/sources/objects/s3_shards.h"
 #include "server/sources/shards/tar_index.h"
+#include "util/status_macros.h"
 
 namespace stoker {
 namespace {
@@ -60,7 +61,8 @@ absl::StatusOr<std::string> ReadManifest(const std::string& manifest,
 absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& manifest,
                                        const ObjectStoreAccess& access, ObjectStore* client,
                                        const ScanLimits& limits, const KeptListing& keep,
-                                       const ReadAhead& ahead) {
+                                       const ReadAhead& ahead,
+                                       const std::vector<std::string>& members) {
   absl::StatusOr<std::string> text = ReadManifest(manifest, access, client, limits);
   if (!text.ok()) return text.status();
   // Each line as it is parsed, charged as the sample it becomes (the
@@ -91,9 +93,10 @@ absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& mani
     std::vector<std::string> names;
     names.reserve(lines.size());
     for (std::vector<std::string>& l : lines) names.push_back(std::move(l[0]));
-    return OpenS3Shards(root, ShardNames{"", &names, manifest}, access, client, limits, keep,
-                        ahead);
+    return OpenS3Shards(root, ShardNames{"", &names, manifest, members}, access, client, limits,
+                        keep, ahead);
   }
+  STOKER_RETURN_IF_ERROR(MembersNeedShards(absl::StrCat("dataset manifest ", manifest), members));
   if (shards > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dataset manifest ", manifest, " lists ", shards, " .tar shards among ",

@@ -51,7 +51,8 @@ namespace stoker {
 absl::StatusOr<Dataset> OpenS3Manifest(const S3Url& url, const std::string& manifest,
                                        const ObjectStoreAccess& access, ObjectStore* client,
                                        const ScanLimits& limits, const KeptListing& keep,
-                                       const ReadAhead& ahead);
+                                       const ReadAhead& ahead,
+                                       const std::vector<std::string>& members);
 
 }  // namespace stoker
 

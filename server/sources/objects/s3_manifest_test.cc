@@ -42,9 +42,10 @@ class S3ManifestTest : public moto_testing::BucketTest {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  absl::StatusOr<Dataset> Open(const std::string& manifest, const ScanLimits& limits = {}) {
+  absl::StatusOr<Dataset> Open(const std::string& manifest, const ScanLimits& limits = {},
+                               const std::vector<std::string>& members = {}) {
     return OpenS3Manifest(*S3Url::Parse("s3://bkt/data"), manifest, access_, client_.get(),
-                          limits, {}, {});
+                          limits, {}, {}, members);
   }
   // Each sample's files' bytes and its label.
   std::vector<std::pair<std::vector<std::string>, int>> Read(const Dataset& ds) {
@@ -154,6 +155,18 @@ TEST_F(S3ManifestTest, AManifestOfTarKeysListsShardsInItsOrder) {
   }
   EXPECT_EQ(Read(*ds), want);
   EXPECT_EQ(ds->first_epoch_windows, (std::vector<uint64_t>{3, 3}));
+  // A member kept by each sample is its further file; a manifest of
+  // objects has none to keep.
+  ds = Open("s3://bkt/lists/shards.txt", {}, {"cls"});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  for (auto& [files, label] : want) files.push_back(absl::StrCat(label));
+  EXPECT_EQ(Read(*ds), want);
+  ASSERT_TRUE(Put("lists/train.tsv", "cat/1.jpg\t3\n").ok());
+  absl::Status objects = Open("s3://bkt/lists/train.tsv", {}, {"txt"}).status();
+  EXPECT_EQ(objects.code(), absl::StatusCode::kInvalidArgument) << objects;
+  EXPECT_NE(objects.message().find("holds objects, not WebDataset shards: member 'txt'"),
+            std::string::npos)
+      << objects;
   ASSERT_TRUE(Put("lists/missing.txt", "shards/0.tar\nshards/2.tar\n").ok());
   absl::Status s = Open("s3://bkt/lists/missing.txt").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;

@@ -91,10 +91,13 @@ class ShardStream {
   uint64_t at_ = 0;
 };
 
-// What an index holds per sample, as it is charged.
-constexpr uint64_t kIndexBytesPerSample = sizeof(kept::ShardIndex::Sample) + 16;
-
 }  // namespace
+
+uint64_t ShardIndexBytes(uint64_t samples, size_t kept_members) {
+  constexpr uint64_t kPerSample = sizeof(kept::ShardIndex::Sample) + 16;
+  constexpr uint64_t kPerMember = sizeof(kept::ShardIndex::Sample::Member) + 8;
+  return samples * (kPerSample + kept_members * kPerMember);
+}
 
 absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard& shard,
                                              std::string* first_block) {
@@ -105,12 +108,21 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
   kept::ShardIndex index;
   // The bytes of the members of the sample being grouped, by offset.
   std::map<uint64_t, std::string> pending;
+  // Of them, the bytes counted in ix.kept_ahead and not kept yet: given
+  // back once the sample is done (a sample skipped keeps none).
+  uint64_t open_ahead = 0;
   auto keep = [&](uint64_t offset, uint64_t size) {
     auto it = pending.find(offset);
-    if (it == pending.end() || size == 0) return;  // Not read ahead; an empty one is an error.
+    // Not read ahead (or a label's first bytes); an empty one is an error.
+    if (ix.ahead.keep == nullptr || it == pending.end() || size == 0 ||
+        it->second.size() != size) {
+      return;
+    }
     SourceKey id{ShardMemberFile(ix.access, ix.root.bucket, shard, offset, size),
                  ObjectFileVersion(shard.size, shard.etag), nullptr};
     ix.ahead.keep(id, std::move(it->second));
+    pending.erase(it);  // Kept once, where a member is both a picture and kept.
+    open_ahead -= size;
   };
   bool image_seen = false;  // The open sample's first picture has streamed by.
   WebDatasetGrouper grouper([&](WebDatasetSample sample) -> absl::Status {
@@ -119,7 +131,8 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
       index.set_skipped(index.skipped() + 1);
     } else {
       if (index.samples_size() % 1024 == 0) {
-        if (absl::Status c = ix.Charge(1024 * kIndexBytesPerSample); !c.ok()) return c;
+        const uint64_t bytes = ShardIndexBytes(1024, ix.kept_members.size());
+        if (absl::Status c = ix.Charge(bytes); !c.ok()) return c;
       }
       kept::ShardIndex::Sample* s = index.add_samples();
       s->set_image_offset(image->offset);
@@ -138,9 +151,21 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
       }
       keep(image->offset, image->size);
       if (mask != nullptr) keep(mask->offset, mask->size);
+      for (const std::string& extension : ix.kept_members) {  // Absent: offset and size 0.
+        kept::ShardIndex::Sample::Member* m = s->add_members();
+        for (const WebDatasetSample::Field& f : sample.fields) {
+          if (f.extension != extension) continue;
+          m->set_offset(f.offset);
+          m->set_size(f.size);
+          keep(f.offset, f.size);
+          break;
+        }
+      }
     }
     // This sample's members, and members without a key before it.
     pending.erase(pending.begin(), pending.upper_bound(sample.fields.back().offset));
+    ix.kept_ahead.fetch_sub(open_ahead);
+    open_ahead = 0;
     image_seen = false;
     return absl::OkStatus();
   });
@@ -160,17 +185,28 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
         // bytes (enough to refuse a long one); the first picture and the
         // mask, when small enough and while the read-ahead has room.
         const WebDatasetSample::Field* f = grouper.added();
-        if (f == nullptr || !IsUsedField(f->extension)) return absl::OkStatus();
+        if (f == nullptr) return absl::OkStatus();
+        const std::vector<std::string>& km = ix.kept_members;
+        const bool kept = std::find(km.begin(), km.end(), f->extension) != km.end();
+        const bool used = IsUsedField(f->extension);
+        if (!kept && !used) return absl::OkStatus();
         const bool label = f->extension == "cls", mask = f->extension == "seg.png";
-        const bool first_image = !label && !mask && !image_seen;
-        image_seen = image_seen || (!label && !mask);
+        const bool image = used && !label && !mask;
+        const bool first_image = image && !image_seen;
+        image_seen = image_seen || image;
         uint64_t n = 0;
+        const bool ahead = ix.ahead.keep != nullptr &&
+                           m.size <= std::min(kMostReadAhead, ix.limits.max_file_bytes);
         if (label) {
           n = std::min(m.size, kMaxLabelBytes + 1);
-        } else if ((mask || first_image) && ix.ahead.keep != nullptr &&
-                   m.size <= std::min(kMostReadAhead, ix.limits.max_file_bytes)) {
+          if (kept && ahead && m.size == n) {  // Whole: kept as a member, counted.
+            ix.kept_ahead.fetch_add(n);
+            open_ahead += n;
+          }
+        } else if ((mask || first_image || kept) && ahead) {
           if (ix.kept_ahead.fetch_add(m.size) + m.size <= ix.ahead.most_bytes) {
             n = m.size;
+            open_ahead += n;
           } else {
             ix.kept_ahead.fetch_sub(m.size);  // Refused: the room stays for smaller ones.
           }
@@ -186,14 +222,18 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
   return index;
 }
 
-bool KeptIndexFits(const kept::ShardIndex& index, const ListedShard& shard) {
+bool KeptIndexFits(const kept::ShardIndex& index, const ListedShard& shard, size_t members) {
   auto inside = [&](uint64_t offset, uint64_t size) {
     return offset <= shard.size && size <= shard.size - offset;
   };
   for (const kept::ShardIndex::Sample& s : index.samples()) {
     if (!inside(s.image_offset(), s.image_size()) || s.label() < 0 ||
-        (s.has_mask() && !inside(s.mask_offset(), s.mask_size()))) {
+        (s.has_mask() && !inside(s.mask_offset(), s.mask_size())) ||
+        static_cast<size_t>(s.members_size()) != members) {
       return false;
+    }
+    for (const kept::ShardIndex::Sample::Member& m : s.members()) {
+      if (!inside(m.offset(), m.size())) return false;
     }
   }
   return true;

@@ -2,9 +2,10 @@
 // of kShardBlockBytes at the listed version (If-Match), forward through
 // the shard, every header and member checked as tar_index.h checks a local
 // file (the listed size is the file's), WebDataset's rules grouping the
-// members into samples (webdataset.h); each sample's first picture and
-// its mask handed to ReadAhead::keep as they stream by (up to
-// kMostReadAhead and the file cap each, ReadAhead::most_bytes in all).
+// members into samples (webdataset.h); each sample's first picture, its
+// mask and its kept members (ShardIndexing::kept_members) handed to
+// ReadAhead::keep as they stream by (up to kMostReadAhead and the file cap
+// each, ReadAhead::most_bytes in all).
 // What several shards' indexing at once shares is ShardIndexing; the
 // indexes' memory is charged to the caller as it grows.
 //
@@ -47,6 +48,7 @@ struct ShardIndexing {
   ObjectStore* client;
   const ScanLimits& limits;
   const ReadAhead& ahead;
+  const std::vector<std::string>& kept_members;  // Each sample's (S3Source.members).
   OpeningProgress* progress;            // Bytes read, as they come.
   std::function<absl::Status()> check;  // Cancellation, the deadline, a failed shard.
   std::atomic<bool> failed{false};      // A shard failed: the others stop.
@@ -91,6 +93,10 @@ struct FirstBlock {
   }
 };
 
+// The memory an index of `samples` samples, each with `kept_members`
+// members, is charged for.
+uint64_t ShardIndexBytes(uint64_t samples, size_t kept_members);
+
 // Reads `shard` whole (but for blocks only members no sample takes span)
 // and indexes it; `first_block` (may be null): its first block, read
 // already at the listed version.
@@ -98,8 +104,9 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
                                             std::string* first_block = nullptr);
 
 // Whether a kept index fits `shard` (this daemon wrote it: a check, not
-// a trust boundary): every member inside the shard.
-bool KeptIndexFits(const kept::ShardIndex& index, const ListedShard& shard);
+// a trust boundary): every member inside the shard, `members` kept members
+// per sample.
+bool KeptIndexFits(const kept::ShardIndex& index, const ListedShard& shard, size_t members);
 
 }  // namespace stoker
 

@@ -15,6 +15,15 @@ namespace stoker {
 
 bool IsShardKey(const std::string& key) { return absl::EndsWithIgnoreCase(key, ".tar"); }
 
+absl::Status MembersNeedShards(const std::string& what,
+                               const std::vector<std::string>& members) {
+  if (members.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " holds objects, not WebDataset shards: member '", members[0],
+      "' is a shard's (a field's member, dataset.s3.members); read a file beside each "
+      "sample with a manifest's file instead"));
+}
+
 std::string ShardPrefix(const S3Url& root) {
   std::string prefix = root.key;
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';

@@ -21,12 +21,19 @@ namespace stoker {
 
 // The shards of a prefix: all of them (both empty), those a brace pattern
 // names, or those a manifest lists (`names`, keys below the prefix, in
-// order; `manifest` says where, for the dataset's description).
+// order; `manifest` says where, for the dataset's description); and the
+// members each sample keeps (S3Source.members).
 struct ShardNames {
   std::string pattern;
   const std::vector<std::string>* names = nullptr;
   std::string manifest;
+  std::vector<std::string> members;
 };
+
+// INVALID_ARGUMENT where `members` are asked of `what`, a dataset of
+// objects, not shards; else OK.
+absl::Status MembersNeedShards(const std::string& what,
+                               const std::vector<std::string>& members);
 
 // Whether `key` names a shard (ends in .tar, in any case).
 bool IsShardKey(const std::string& key);

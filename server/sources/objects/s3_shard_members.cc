@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -12,8 +13,9 @@
 
 namespace stoker {
 
-std::string ShardMemberName(const std::string& in_shard, uint64_t offset, uint64_t size) {
-  return absl::StrCat(in_shard, offset, "+", size);
+std::string ShardMemberName(const std::string& in_shard, uint64_t offset, uint64_t size,
+                            const std::string& kept) {
+  return absl::StrCat(in_shard, offset, "+", size, kept.empty() ? "" : ".", kept);
 }
 
 std::string ShardMemberFile(const ObjectStoreAccess& access, const std::string& bucket,
@@ -105,6 +107,11 @@ absl::Status S3ShardMembers::Prove(uint32_t k) const {
   return absl::OkStatus();
 }
 
+bool S3ShardMembers::EmptyIsData(const std::string& path) const {
+  const absl::StatusOr<Member> m = Find(path);
+  return m.ok() && m->kept;  // Not the picture's or the mask's.
+}
+
 std::optional<uint64_t> S3ShardMembers::ListedBytes(const std::string& path) const {
   absl::StatusOr<Member> m = Find(path);
   if (!m.ok()) return std::nullopt;
@@ -113,16 +120,25 @@ std::optional<uint64_t> S3ShardMembers::ListedBytes(const std::string& path) con
 
 // The member a MemberName names, inside one of the dataset's shards.
 absl::StatusOr<S3ShardMembers::Member> S3ShardMembers::Find(const std::string& path) const {
+  // "<in_bucket><shard key>#<offset>+<size>[.<kept member>]": the key may
+  // hold '#' and '+', the rest neither.
   const size_t hash = path.rfind('#');
-  const size_t plus = path.rfind('+');
+  const size_t plus = path.find('+', hash == std::string::npos ? path.size() : hash);
+  const size_t dot = path.find('.', plus == std::string::npos ? path.size() : plus);
+  // Decimal digits only: one name per member.
+  auto number = [](absl::string_view digits, uint64_t* out) {
+    return !digits.empty() && std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) &&
+           absl::SimpleAtoi(digits, out);
+  };
   Member m;
-  if (hash == std::string::npos || plus == std::string::npos || plus < hash ||
+  if (hash == std::string::npos || plus == std::string::npos ||
       !absl::StartsWith(path, in_bucket_) || hash < in_bucket_.size() ||
-      !absl::SimpleAtoi(absl::string_view(path).substr(hash + 1, plus - hash - 1),
-                        &m.offset) ||
-      !absl::SimpleAtoi(absl::string_view(path).substr(plus + 1), &m.size)) {
+      !number(absl::string_view(path).substr(hash + 1, plus - hash - 1), &m.offset) ||
+      !number(absl::string_view(path).substr(plus + 1, dot - plus - 1), &m.size) ||
+      dot + 1 == path.size()) {
     return absl::NotFoundError(absl::StrCat("no member ", Shown(path), " in this dataset"));
   }
+  m.kept = dot != std::string::npos;
   auto it = by_key_.find(
       absl::string_view(path).substr(in_bucket_.size(), hash - in_bucket_.size()));
   if (it == by_key_.end() || m.offset > shards_[it->second].size ||

@@ -1,6 +1,8 @@
 // The files of WebDataset shards' samples in an S3 API store, read as the
 // caller: a sample's file is "s3://bucket/<shard key>#<offset>+<size>",
-// a member of one of the dataset's listed shards (its bytes inside it).
+// a member of one of the dataset's listed shards (its bytes inside it),
+// and a kept member's ends in ".<its extension>" (empty, it is data; absent
+// from its sample, it is named at offset and size 0).
 // A read is a ranged GET of the member at the shard's listed version
 // (DATA_LOSS when the shard changed since). A cached copy of a member is
 // served to a session only once it has shown it may read that shard with
@@ -28,8 +30,10 @@
 
 namespace stoker {
 
-// A member's name: `in_shard` ("s3://bucket/<shard key>#"), its offset and size.
-std::string ShardMemberName(const std::string& in_shard, uint64_t offset, uint64_t size);
+// A member's name: `in_shard` ("s3://bucket/<shard key>#"), its offset and
+// size, and `kept`, a kept member's extension ("" for a picture or mask).
+std::string ShardMemberName(const std::string& in_shard, uint64_t offset, uint64_t size,
+                            const std::string& kept = "");
 
 // The L2 key of one member's bytes (the file part of its SourceKey).
 std::string ShardMemberFile(const ObjectStoreAccess& access, const std::string& bucket,
@@ -47,6 +51,7 @@ class S3ShardMembers : public ObjectStoreSource {
   absl::StatusOr<SourceKey> Identify(const std::string& path) const override;
   absl::Status Read(const std::string& path, std::string* out,
                     FileVersion* version) const override;
+  bool EmptyIsData(const std::string& path) const override;
   bool lists_bytes() const override { return true; }
   std::optional<uint64_t> ListedBytes(const std::string& path) const override;
 
@@ -54,6 +59,7 @@ class S3ShardMembers : public ObjectStoreSource {
   struct Member {
     uint32_t shard = 0;
     uint64_t offset = 0, size = 0;
+    bool kept = false;  // A kept member's (its name ends in its extension).
   };
   absl::Status Prove(uint32_t k) const;
   absl::StatusOr<Member> Find(const std::string& path) const;

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/kept.pb.h"
@@ -53,9 +54,9 @@ class ShardOpening {
  public:
   ShardOpening(const S3Url& url, std::string pattern, const ObjectStoreAccess& access,
                ObjectStore* client, const ScanLimits& limits, const KeptListing& keep,
-               const ReadAhead& ahead, std::vector<Shard> shards,
-               std::shared_ptr<S3ShardMembers> source, std::shared_ptr<DatasetGrowth> growth,
-               FirstBlock first)
+               const ReadAhead& ahead, std::vector<std::string> members,
+               std::vector<Shard> shards, std::shared_ptr<S3ShardMembers> source,
+               std::shared_ptr<DatasetGrowth> growth, FirstBlock first)
       : url_(url),
         pattern_(std::move(pattern)),
         access_(access),
@@ -63,19 +64,21 @@ class ShardOpening {
         limits_(limits),
         keep_(keep),
         ahead_(ahead),
+        members_(std::move(members)),
         shards_(std::move(shards)),
         source_(std::move(source)),
         growth_(std::move(growth)),
         start_(absl::Now()),
         own_(start_),
         progress_(limits.progress != nullptr ? *limits.progress : own_),
-        ix_{url_, access_, client_, limits_, ahead_, &progress_},
-        assembly_(shards_.size(),
-                  [in = absl::StrCat("s3://", url.bucket, "/"), this](uint32_t k, uint64_t offset,
-                                                                       uint64_t size) {
-                    return ShardMemberName(absl::StrCat(in, shards_[k].key, "#"), offset, size);
-                  },
-                  limits_, growth_.get()),
+        ix_{url_, access_, client_, limits_, ahead_, members_, &progress_},
+        assembly_(
+            shards_.size(),
+            [in = absl::StrCat("s3://", url.bucket, "/"), this](
+                uint32_t k, uint64_t offset, uint64_t size, const std::string& kept) {
+              return ShardMemberName(absl::StrCat(in, shards_[k].key, "#"), offset, size, kept);
+            },
+            members_, limits_, growth_.get()),
         logged_(absl::ToUnixNanos(start_)),
         progressed_(absl::ToUnixNanos(start_)),
         first_(std::move(first)) {
@@ -169,9 +172,10 @@ class ShardOpening {
   }
 
   std::string KeptKey(const Shard& s) const {
-    return CacheKey({"s3-shard-index/1", access_.endpoint.ToString(), url_.bucket, s.key, s.etag,
+    return CacheKey({"s3-shard-index/2", access_.endpoint.ToString(), url_.bucket, s.key, s.etag,
                      s.size,
-                     access_.credentials != nullptr ? access_.credentials->access_key_id : ""});
+                     access_.credentials != nullptr ? access_.credentials->access_key_id : "",
+                     absl::StrJoin(members_, ",")});
   }
 
   // Shard i's index, kept or read, handed to the assembly.
@@ -186,16 +190,25 @@ class ShardOpening {
       kept::ShardIndex index;
       bool taken = false;
       absl::Status charged;
+      uint64_t kept_bytes = 0;
       keep_.values->Get(KeptKey(shard), [&](absl::string_view value) {
-        // Charged before it is parsed: a parsed index takes about as much.
+        // Charged before it is parsed (a parsed index takes at least as
+        // much), and the rest once parsed.
+        kept_bytes = value.size();
         charged = ix_.Charge(value.size());
         taken = charged.ok() && value.size() <= INT_MAX &&
                 index.ParseFromArray(value.data(), static_cast<int>(value.size())) &&
-                KeptIndexFits(index, shard);
+                KeptIndexFits(index, shard, members_.size());
       });
       if (!charged.ok()) return charged;
       if (taken) {
         const uint64_t n = index.samples_size();
+        // Parsed, its members take more than their bytes kept.
+        const uint64_t parsed = ShardIndexBytes(n, members_.size());
+        if (absl::Status c = ix_.Charge(parsed - std::min<uint64_t>(parsed, kept_bytes));
+            !c.ok()) {
+          return c;
+        }
         if (ix_.members.fetch_add(n) + n > limits_.max_files) {
           return absl::ResourceExhaustedError(absl::StrCat(
               "over ", limits_.max_files, " members in all (--max-dataset-files)"));
@@ -228,6 +241,7 @@ class ShardOpening {
   const ScanLimits limits_;
   const KeptListing keep_;
   const ReadAhead ahead_;
+  const std::vector<std::string> members_;  // Each sample keeps (S3Source.members).
   const std::vector<Shard> shards_;
   const std::shared_ptr<S3ShardMembers> source_;
   // Held while it writes; the dataset's handle cancels it (CancelOnDrop).
@@ -303,7 +317,7 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
   scan.fs = nullptr;
   auto opening = std::make_shared<ShardOpening>(
       url, named.pattern.empty() ? named.manifest : named.pattern, access, client, scan,
-      keep, ahead, *listed, source, growth, std::move(first));
+      keep, ahead, named.members, *listed, source, growth, std::move(first));
   Dataset ds;
   ds.description = opening->description();
   ds.source = source;
@@ -327,7 +341,8 @@ absl::StatusOr<Dataset> OpenS3Shards(const S3Url& url, const ShardNames& named,
   // The first window's: the rest are counted as the session's when it ends.
   ds.read_ahead_requests = opening->requests();
   ds.read_ahead_bytes = opening->bytes();
-  ds.files_per_sample = opening->assembly().masks() ? 2 : 1;
+  ds.member_files = opening->assembly().member_files();
+  ds.files_per_sample = static_cast<uint32_t>(ds.member_files.size());
   ds.skipped_files = opening->assembly().skipped();
   // The size to plan caches for: the published windows' samples per byte,
   // at most the capacity (the listing's sizes are the store's word).

@@ -68,11 +68,12 @@ class S3ShardsTest : public moto_testing::BucketTest {
   static std::string Shard(int s) { return absl::StrFormat("shards/train-%06d.tar", s); }
   absl::StatusOr<Dataset> Open(const std::string& url, const std::string& pattern,
                                KeptValues* kept = nullptr, const ReadAhead& ahead = {},
-                               bool streamed = false) {
+                               bool streamed = false,
+                               const std::vector<std::string>& members = {}) {
     ScanLimits limits;
     limits.streamed = streamed;
-    return OpenS3Shards(*S3Url::Parse(url), {pattern}, access_, client_.get(), limits,
-                        KeptListing{kept, false}, ahead);
+    return OpenS3Shards(*S3Url::Parse(url), {pattern, nullptr, "", members}, access_,
+                        client_.get(), limits, KeptListing{kept, false}, ahead);
   }
   // A streamed opening's end.
   static DatasetGrowth::View End(const Dataset& ds) {
@@ -300,17 +301,21 @@ TEST_F(S3ShardsTest, AShardThatLiesOrChangesIsDataLossNamingIt) {
 }
 
 TEST_F(S3ShardsTest, AStreamedOpeningAnswersEarlyWithTheSameSamples) {
-  absl::StatusOr<Dataset> whole = Open("s3://bkt/shards/", "");
+  const std::vector<std::string> members = {"json", "txt"};  // Every sample's; none's.
+  absl::StatusOr<Dataset> whole = Open("s3://bkt/shards/", "", nullptr, {}, false, members);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(whole->growth, nullptr);
   EXPECT_EQ(whole->first_epoch_windows, (std::vector<uint64_t>{3, 6}));  // Shard 0; 1 and 2.
   AheadLog ahead;
-  absl::StatusOr<Dataset> ds = Open("s3://bkt/shards/", "", nullptr, ahead.Fn(), true);
+  absl::StatusOr<Dataset> ds = Open("s3://bkt/shards/", "", nullptr, ahead.Fn(), true, members);
   ASSERT_TRUE(ds.ok()) << ds.status();
   ASSERT_NE(ds->growth, nullptr);
   EXPECT_TRUE(ds->samples.empty());
   EXPECT_GE(ds->sample_count(), 3u);  // At least the first window.
-  EXPECT_EQ(ds->files_per_sample, 2u);  // The first window's samples have masks.
+  // The first window's samples have masks; then the members kept.
+  EXPECT_EQ(ds->member_files, (std::vector<std::string>{"", "seg.png", "json", "txt"}));
+  EXPECT_EQ(ds->member_files, whole->member_files);
+  EXPECT_EQ(ds->files_per_sample, 4u);
   const DatasetGrowth::View v = End(*ds);
   ASSERT_TRUE(v.status.ok()) << v.status;
   EXPECT_EQ(v.windows, whole->first_epoch_windows);
@@ -327,14 +332,85 @@ TEST_F(S3ShardsTest, AStreamedOpeningAnswersEarlyWithTheSameSamples) {
   }
   // The whole opening's reads, for the session's first epoch: each shard read once.
   EXPECT_EQ(ds->growth->reads().first, 1 + 1 + 2) << "the middle shard takes two blocks";
-  EXPECT_EQ(ahead.kept.size(), 2u * 9);
+  EXPECT_EQ(ahead.kept.size(), 3u * 9) << "each picture, mask and json";
   // A member name that is not one of the dataset's shards' is refused.
   for (const std::string& bad :
        {std::string("s3://bkt/shards/train-000009.tar#0+10"), std::string("s3://bkt/x"),
-        absl::StrCat("s3://bkt/", Shard(0), "#0+99999999"), std::string()}) {
+        absl::StrCat("s3://bkt/", Shard(0), "#0+99999999"),
+        absl::StrCat("s3://bkt/", Shard(0), "#0+10."),
+        absl::StrCat("s3://bkt/", Shard(0), "#0++10"),
+        absl::StrCat("s3://bkt/", Shard(0), "#0+ 10"),
+        absl::StrCat("s3://bkt/", Shard(0), "#0+1x.txt"), std::string()}) {
     std::string bytes;
     EXPECT_EQ(ds->source->Read(bad, &bytes, nullptr).code(), absl::StatusCode::kNotFound) << bad;
   }
+}
+
+// The members a session keeps (S3Source.members) are each sample's
+// further files, as the local kind keeps them: a member's bytes, an empty
+// one as data, an absent one as 0 bytes; read ahead as they stream by (a
+// skipped sample's give their room back); and kept in the shard's index,
+// under the members it keeps.
+TEST_F(S3ShardsTest, KeptMembersAreEachSamplesFilesReadAheadAndKeptByName) {
+  testdata::TarWriter t;
+  t.Add("0.txt", std::string(100, 'x'));  // No picture: skipped.
+  t.Add("a.jpg", "picture a").Add("a.txt", "a cat on a mat").Add("a.json", R"({"w": 1})");
+  t.Add("b.jpg", "picture b").Add("b.txt", "");
+  t.Add("c.jpg", "picture c").Add("c.json", "{}").Add("c.txt", "a dog");
+  ASSERT_TRUE(Put("caps/0.tar", t.Close()).ok());
+  const std::vector<std::vector<std::string>> want = {
+      {"picture a", "a cat on a mat", R"({"w": 1})"},
+      {"picture b", "", ""},
+      {"picture c", "a dog", "{}"}};
+  // Each sample's files' bytes; each read ahead (`ahead`) where it is not empty.
+  auto files = [](const Dataset& ds, AheadLog* ahead) {
+    std::vector<std::vector<std::string>> out;
+    for (const Sample& s : ds.samples) {
+      std::vector<std::string> paths = {s.path};
+      paths.insert(paths.end(), s.more.begin(), s.more.end());
+      out.emplace_back();
+      for (const std::string& path : paths) {
+        std::string bytes;
+        EXPECT_TRUE(ds.source->Read(path, &bytes, nullptr).ok()) << path;
+        EXPECT_EQ(ds.source->EmptyIsData(path), path != s.path) << path;
+        absl::StatusOr<SourceKey> id = ds.source->Identify(path);
+        EXPECT_TRUE(id.ok()) << path;
+        if (ahead != nullptr && !bytes.empty() && id.ok()) {
+          EXPECT_EQ(ahead->kept[id->key()], bytes) << path;
+        }
+        out.back().push_back(bytes);
+      }
+    }
+    return out;
+  };
+  MemoryKept kept;
+  AheadLog ahead;
+  // Room for the skipped caption, then for every picture and member.
+  absl::StatusOr<Dataset> ds = Open("s3://bkt/caps/", "", &kept, ahead.Fn(106), false,
+                                    {"txt", "json"});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->member_files, (std::vector<std::string>{"", "txt", "json"}));
+  EXPECT_EQ(ds->files_per_sample, 3u);
+  EXPECT_EQ(ds->samples[0].more[0], absl::StrCat("s3://bkt/caps/0.tar#2560+14.txt"));
+  EXPECT_EQ(ds->skipped_files, 1u);
+  EXPECT_EQ(files(*ds, &ahead), want);
+  EXPECT_EQ(ahead.kept.size(), 3u + 4u) << "the pictures and the members not empty";
+  // Kept: the same members are taken without reading the shard; others
+  // read it again.
+  uint64_t before = Requests();
+  absl::StatusOr<Dataset> again = Open("s3://bkt/caps/", "", &kept, {}, false,
+                                       {"txt", "json"});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(Requests(), before + 1) << "the listing, no shard read";
+  EXPECT_EQ(files(*again, nullptr), want);
+  before = Requests();
+  absl::StatusOr<Dataset> captions = Open("s3://bkt/caps/", "", &kept, {}, false, {"txt"});
+  ASSERT_TRUE(captions.ok()) << captions.status();
+  EXPECT_EQ(Requests(), before + 2) << "the listing and the shard";
+  EXPECT_EQ(kept.values.size(), 2u);
+  EXPECT_EQ(files(*captions, nullptr),
+            (std::vector<std::vector<std::string>>{
+                {"picture a", "a cat on a mat"}, {"picture b", ""}, {"picture c", "a dog"}}));
 }
 
 TEST_F(S3ShardsTest, AStreamedPatternsFirstShardIsAskedForBesideTheListing) {

@@ -18,10 +18,11 @@ uint64_t ShardCapacity(const std::vector<uint64_t>& shard_bytes, uint64_t max_fi
   return n;
 }
 
-ShardAssembly::ShardAssembly(size_t shards, Name name, const ScanLimits& limits,
-                             DatasetGrowth* growth)
+ShardAssembly::ShardAssembly(size_t shards, Name name, std::vector<std::string> kept,
+                             const ScanLimits& limits, DatasetGrowth* growth)
     : shards_(shards),
       name_(std::move(name)),
+      kept_(std::move(kept)),
       limits_(limits),
       streamed_(limits.streamed),
       growth_(growth),
@@ -38,13 +39,21 @@ absl::Status ShardAssembly::Add(size_t i, kept::ShardIndex index) {
     skipped_ += it->second.skipped();
     for (const kept::ShardIndex::Sample& s : it->second.samples()) {
       members_ += s.has_mask() ? 2 : 1;
+      for (const kept::ShardIndex::Sample::Member& m : s.members()) members_ += m.size() > 0;
       if (members_ > limits_.max_files) {
         error_ = absl::ResourceExhaustedError(
             absl::StrCat("over ", limits_.max_files, " members (--max-dataset-files)"));
         return error_;
       }
-      Sample out{name_(shard, s.image_offset(), s.image_size()), s.label(), {}};
-      if (s.has_mask()) out.more.push_back(name_(shard, s.mask_offset(), s.mask_size()));
+      if (s.members_size() != static_cast<int>(kept_.size())) {  // KeptIndexFits checks it.
+        error_ = absl::InternalError("a shard's index does not hold the members kept");
+        return error_;
+      }
+      Sample out{name_(shard, s.image_offset(), s.image_size(), ""), s.label(), {}};
+      if (s.has_mask()) out.more.push_back(name_(shard, s.mask_offset(), s.mask_size(), ""));
+      for (int k = 0; k < s.members_size(); ++k) {
+        out.more.push_back(name_(shard, s.members(k).offset(), s.members(k).size(), kept_[k]));
+      }
       all_masked_ = all_masked_ && s.has_mask();
       max_label_ = std::max<int64_t>(max_label_, s.label());
       if (absl::Status c = charge_.Add(out); !c.ok()) {
@@ -69,10 +78,11 @@ absl::Status ShardAssembly::AppendWindow() {
     decided_ = true;
   }
   for (Sample& s : window_) {
-    if (!masks_) {
-      s.more.clear();
-    } else if (s.more.empty()) {
-      s.more.push_back(std::string());  // No mask: a read error where one is read.
+    const bool masked = s.more.size() > kept_.size();
+    if (!masks_ && masked) {
+      s.more.erase(s.more.begin());
+    } else if (masks_ && !masked) {
+      s.more.insert(s.more.begin(), std::string());  // No mask: a read error where read.
     }
     STOKER_RETURN_IF_ERROR(growth_->Append(std::move(s)));
   }
@@ -84,6 +94,10 @@ absl::Status ShardAssembly::AppendWindow() {
 bool ShardAssembly::masks() const {
   absl::MutexLock lock(&mu_);
   return masks_;
+}
+
+std::vector<std::string> ShardAssembly::member_files() const {
+  return ShardMemberFiles(masks(), kept_);
 }
 
 uint64_t ShardAssembly::skipped() const {
@@ -110,7 +124,7 @@ absl::Status ShardAssembly::Finish(absl::Status status, const std::string& what,
   ds->samples = growth_->TakeAll();
   ds->list_charge = std::move(charged.list_charge);
   ds->skipped_files += skipped_;
-  return FinishShardDataset(what, per_shard_, masks_, /*kept=*/{}, ds, /*growing_windows=*/true);
+  return FinishShardDataset(what, per_shard_, masks_, kept_, ds, /*growing_windows=*/true);
 }
 
 }  // namespace stoker

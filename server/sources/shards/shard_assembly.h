@@ -3,8 +3,10 @@
 // the dataset's order (shard by shard), a window of the first epoch
 // (WindowOfShard) at a time, into a DatasetGrowth, each window published
 // once its shards are all in. Sample names come from `name` (a member's
-// shard, offset and size); the list is charged to the caller
-// (ScanLimits::charge_list) and bounded by max_files members.
+// shard, offset, size and, for a kept member, its extension); each
+// sample's files are its picture, its mask and the `kept` members (an
+// absent one named at offset and size 0). The list is charged to the
+// caller (ScanLimits::charge_list) and bounded by max_files members.
 //
 // Masks are decided by the first window with samples (a streamed opening's
 // sessions read the windows as they come, and one not streamed gives the
@@ -35,9 +37,11 @@ namespace stoker {
 
 class ShardAssembly {
  public:
-  using Name = std::function<std::string(uint32_t shard, uint64_t offset, uint64_t size)>;
+  using Name = std::function<std::string(uint32_t shard, uint64_t offset, uint64_t size,
+                                         const std::string& kept)>;
   // `growth`: room for every sample (ShardCapacity), the windows of `shards`.
-  ShardAssembly(size_t shards, Name name, const ScanLimits& limits, DatasetGrowth* growth);
+  ShardAssembly(size_t shards, Name name, std::vector<std::string> kept,
+                const ScanLimits& limits, DatasetGrowth* growth);
 
   // Shard `i`'s index: appended with the shards after it that are done
   // already, once every shard before it is in. RESOURCE_EXHAUSTED past the
@@ -52,6 +56,8 @@ class ShardAssembly {
 
   // Whether the first window's samples all have masks (streamed).
   bool masks() const;
+  // What each of a sample's files holds (Dataset::member_files; streamed).
+  std::vector<std::string> member_files() const;
   uint64_t skipped() const;
 
  private:
@@ -59,6 +65,7 @@ class ShardAssembly {
 
   const size_t shards_;
   const Name name_;
+  const std::vector<std::string> kept_;
   const ScanLimits& limits_;
   const bool streamed_;
   DatasetGrowth* const growth_;

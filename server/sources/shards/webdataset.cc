@@ -392,19 +392,23 @@ absl::Status NoSamplesError(const std::string& what) {
       absl::StrCat(what, " holds no samples with a jpg, jpeg or png member"));
 }
 
+std::vector<std::string> ShardMemberFiles(bool masks, const std::vector<std::string>& kept) {
+  std::vector<std::string> files = {""};
+  if (masks) files.push_back("seg.png");
+  files.insert(files.end(), kept.begin(), kept.end());
+  return files;
+}
+
 absl::Status FinishShardDataset(const std::string& what, const std::vector<uint64_t>& per_shard,
                                 bool masks, const std::vector<std::string>& kept, Dataset* ds,
                                 bool growing_windows) {
   if (ds->samples.empty()) return NoSamplesError(what);
-  ds->member_files = {""};
-  if (masks) {
-    ds->member_files.push_back("seg.png");
-  } else {
+  if (!masks) {
     for (Sample& s : ds->samples) {
       if (s.more.size() > kept.size()) s.more.erase(s.more.begin());  // Its mask.
     }
   }
-  ds->member_files.insert(ds->member_files.end(), kept.begin(), kept.end());
+  ds->member_files = ShardMemberFiles(masks, kept);
   ds->files_per_sample = static_cast<uint32_t>(ds->member_files.size());
   ds->num_classes = NumClasses(ds->samples);
   ds->first_epoch_windows.clear();

@@ -85,6 +85,10 @@ absl::Status FinishShardDataset(const std::string& what, const std::vector<uint6
                                 bool masks, const std::vector<std::string>& kept, Dataset* ds,
                                 bool growing_windows = false);
 
+// What each of a shard dataset's files holds (Dataset::member_files): ""
+// for the picture, "seg.png" with `masks`, then the `kept` members.
+std::vector<std::string> ShardMemberFiles(bool masks, const std::vector<std::string>& kept);
+
 }  // namespace stoker
 
 #endif  // STOKER_SERVER_SOURCES_SHARDS_WEBDATASET_H_

@@ -4,8 +4,11 @@ ResNet-18 and ResNet-50 (torchvision), bf16 autocast, channels_last, SGD,
 batch 256 at 224 (RandomResizedCrop + flip), on the bench corpus
 ($STOKER_BENCH_CORPUS, default the photo-like JPEGs vs_torch.py makes):
   synthetic      the model alone on one batch kept on the GPU (the ceiling)
-  DataLoader     torchvision ImageFolder, PIL decode, cores - 1 workers,
-                 pinned memory
+  DataLoader W   torchvision ImageFolder, PIL decode, W workers (each of
+                 $DL_WORKERS, default cores/2, cores - 1 and cores), pinned
+                 memory, samples drawn with replacement in epochs of 64
+                 batches a worker: every worker works (the corpus alone
+                 is a few batches an epoch)
   stoker CPU     stoker.Loader(device="cuda"): the daemon decodes
   stoker GPU     stoker.Loader(client_decode=ClientDecode("cuda", cpu_share=0)): the
                  daemon hands JPEGs over, nvJPEG decodes on the GPU
@@ -42,6 +45,11 @@ WARM = 2 if SMOKE else int(os.environ.get("WARM", "20"))
 SECONDS = 2.0 if SMOKE else float(os.environ.get("SECONDS", "30"))
 MODELS = ["resnet18"] if SMOKE else os.environ.get("MODELS", "resnet18,resnet50").split(",")
 SHARES = [float(s) for s in os.environ.get("SHARES", "").split(",") if s]
+CORES = os.cpu_count() or 2
+DL_WORKERS = [1] if SMOKE else sorted({int(w) for w in os.environ.get(
+    "DL_WORKERS", f"{max(1, CORES // 2)},{max(1, CORES - 1)},{CORES}").split(",") if w})
+# Batches each DataLoader worker makes an epoch.
+DL_BATCHES_PER_WORKER = 2 if SMOKE else 64
 
 
 class Utilisation:
@@ -118,13 +126,19 @@ def synthetic(device):
         yield images, labels
 
 
-def dataloader(device):
+def hwc(x):
+    return x.permute(1, 2, 0)
+
+
+def dataloader(device, workers):
+    """DataLoader's best practice: persistent workers, pinned memory, and
+    epochs long enough that each of them works (drawn with replacement)."""
     t = torchvision.transforms
     ds = torchvision.datasets.ImageFolder(DATA, t.Compose([
-        t.RandomResizedCrop(SIZE), t.RandomHorizontalFlip(), t.PILToTensor(),
-        t.Lambda(lambda x: x.permute(1, 2, 0))]))
-    workers = max(1, (os.cpu_count() or 2) - 1)
-    dl = torch.utils.data.DataLoader(ds, BATCH, shuffle=True, num_workers=workers,
+        t.RandomResizedCrop(SIZE), t.RandomHorizontalFlip(), t.PILToTensor(), hwc]))
+    sampler = torch.utils.data.RandomSampler(
+        ds, replacement=True, num_samples=BATCH * workers * DL_BATCHES_PER_WORKER)
+    dl = torch.utils.data.DataLoader(ds, BATCH, sampler=sampler, num_workers=workers,
                                      pin_memory=device.type == "cuda", drop_last=True,
                                      persistent_workers=True, prefetch_factor=4)
     return forever(lambda: iter(dl))
@@ -152,14 +166,15 @@ def main():
     with Stokerd() as d:
         for model_name in MODELS:
             ceiling = None
-            feeds = [("synthetic", lambda: (synthetic(device), None)),
-                     ("DataLoader", lambda: (dataloader(device), None)),
-                     ("stoker CPU", lambda: stoker_loader(d.sock, device)),
-                     ("stoker GPU", lambda: stoker_loader(
-                         d.sock, device,
-                         client_decode=stoker.ClientDecode(decode_device, cpu_share=0))),
-                     ("stoker hybrid", lambda: stoker_loader(
-                         d.sock, device, client_decode=stoker.ClientDecode(decode_device)))]
+            feeds = [("synthetic", lambda: (synthetic(device), None))]
+            feeds += [(f"DataLoader {w}", lambda w=w: (dataloader(device, w), None))
+                      for w in DL_WORKERS]
+            feeds += [("stoker CPU", lambda: stoker_loader(d.sock, device)),
+                      ("stoker GPU", lambda: stoker_loader(
+                          d.sock, device,
+                          client_decode=stoker.ClientDecode(decode_device, cpu_share=0))),
+                      ("stoker hybrid", lambda: stoker_loader(
+                          d.sock, device, client_decode=stoker.ClientDecode(decode_device)))]
             feeds += [(f"stoker split {s:g}", lambda s=s: stoker_loader(
                 d.sock, device, client_decode=stoker.ClientDecode(decode_device, cpu_share=s)))
                 for s in SHARES]

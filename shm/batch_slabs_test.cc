@@ -1,0 +1,218 @@
+// The slab-and-fence protocol, driven through SlabMemory so that every
+// kind of slab (the host's here; a GPU's where one is built) runs the same
+// tests: a daemon and a trainer process hand 10,000 batches over slabs
+// passed by descriptor with none corrupted; a slab is written only after
+// its release; a trainer that breaks the protocol, holds a slab or hands
+// back a wrong descriptor gets a clear error.
+#include "shm/batch_slabs.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "shm/fd_passing.h"
+
+namespace stoker::shm {
+namespace {
+
+struct Kind {
+  const char* name;
+  std::function<std::unique_ptr<SlabMemory>()> make;
+};
+
+class BatchSlabsTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  std::unique_ptr<SlabMemory> memory_ = GetParam().make();
+};
+
+// Batch k of slab s: every 8-byte word is (s, k, its index), so a byte
+// from another slab, batch or place shows.
+uint64_t Word(uint32_t s, uint64_t k, uint64_t i) { return (k << 32) ^ (uint64_t{s} << 24) ^ i; }
+void Fill(void* data, uint64_t bytes, uint32_t s, uint64_t k) {
+  auto* w = static_cast<uint64_t*>(data);
+  for (uint64_t i = 0; i < bytes / 8; ++i) w[i] = Word(s, k, i);
+}
+uint64_t Mismatches(const void* data, uint64_t bytes, uint32_t s, uint64_t k) {
+  const auto* w = static_cast<const uint64_t*>(data);
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < bytes / 8; ++i) bad += w[i] != Word(s, k, i);
+  return bad;
+}
+
+TEST_P(BatchSlabsTest, TwoProcessesHandOver10000BatchesWithNoneCorrupted) {
+  constexpr uint32_t kSlabs = 4;
+  constexpr uint64_t kBytes = 64 << 10;
+  constexpr uint64_t kBatches = 10000;  // In all: 2,500 per slab.
+  absl::StatusOr<SlabFences> fences = SlabFences::Create(kSlabs);
+  ASSERT_TRUE(fences.ok()) << fences.status();
+  std::vector<std::unique_ptr<Slab>> slabs;
+  std::vector<int> fds;
+  for (uint32_t s = 0; s < kSlabs; ++s) {
+    absl::StatusOr<std::unique_ptr<Slab>> slab = memory_->Create(kBytes);
+    ASSERT_TRUE(slab.ok()) << slab.status();
+    absl::StatusOr<int> fd = (*slab)->Export();
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    fds.push_back(*fd);
+    slabs.push_back(*std::move(slab));
+  }
+  absl::StatusOr<int> fences_fd = fences->Share();
+  ASSERT_TRUE(fences_fd.ok()) << fences_fd.status();
+  fds.push_back(*fences_fd);
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // The trainer: everything from the socket alone.
+    close(pair[0]);
+    slabs.clear();
+    std::string message;
+    std::vector<int> got;
+    if (!ReceiveWithFds(pair[1], 64, kSlabs + 1, &message, &got, absl::Now() + absl::Seconds(20))
+             .ok() ||
+        got.size() != kSlabs + 1) {
+      _exit(2);
+    }
+    absl::StatusOr<SlabFences> mine = SlabFences::Map(got[kSlabs], kSlabs);
+    std::vector<std::unique_ptr<Slab>> imported;
+    for (uint32_t s = 0; s < kSlabs && mine.ok(); ++s) {
+      absl::StatusOr<std::unique_ptr<Slab>> slab = GetParam().make()->Import(got[s], kBytes);
+      if (!slab.ok()) _exit(3);
+      imported.push_back(*std::move(slab));
+    }
+    if (!mine.ok()) _exit(4);
+    CloseFds(&got);  // Imported: the mappings hold the slabs.
+    uint64_t bad = 0;
+    for (uint64_t b = 0; b < kBatches; ++b) {
+      const uint32_t s = b % kSlabs;
+      if (!mine->AwaitReadable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok()) _exit(5);
+      bad += Mismatches(imported[s]->data(), kBytes, s, b / kSlabs);
+      mine->Released(s, b / kSlabs);
+    }
+    _exit(bad == 0 ? 0 : 6);
+  }
+  close(pair[1]);
+  ASSERT_TRUE(SendWithFds(pair[0], "slabs\n", fds).ok());
+  CloseFds(&fds);
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    const uint32_t s = b % kSlabs;
+    ASSERT_TRUE(fences->AwaitWritable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok()) << b;
+    Fill(slabs[s]->data(), kBytes, s, b / kSlabs);
+    fences->Written(s, b / kSlabs);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "2 receive, 3 import, 4 fences, 5 wait, 6 corrupted";
+  for (uint32_t s = 0; s < kSlabs; ++s) {
+    EXPECT_EQ(fences->Count(s), 2 * (kBatches / kSlabs)) << "every batch released";
+  }
+  close(pair[0]);
+}
+
+TEST_P(BatchSlabsTest, ASlabIsWrittenOnlyAfterItsRelease) {
+  absl::StatusOr<SlabFences> daemon = SlabFences::Create(2);
+  ASSERT_TRUE(daemon.ok());
+  absl::StatusOr<int> fd = daemon->Share();
+  ASSERT_TRUE(fd.ok());
+  absl::StatusOr<SlabFences> trainer = SlabFences::Map(*fd, 2);
+  close(*fd);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE(daemon->AwaitWritable(1, 0, absl::InfinitePast()).ok()) << "batch 0 at once";
+  EXPECT_EQ(trainer->AwaitReadable(1, 0, absl::InfinitePast()).code(),
+            absl::StatusCode::kDeadlineExceeded)
+      << "not written yet";
+  daemon->Written(1, 0);
+  ASSERT_TRUE(trainer->AwaitReadable(1, 0, absl::InfinitePast()).ok());
+  // Held by the trainer: the daemon's next batch in that slab waits (to its
+  // deadline, or until its session is cancelled); the other slab is free.
+  const absl::Status held = daemon->AwaitWritable(1, 1, absl::Now() + absl::Milliseconds(20));
+  EXPECT_EQ(held.code(), absl::StatusCode::kDeadlineExceeded) << held;
+  EXPECT_NE(held.message().find("slab 1: the trainer's release did not come"),
+            std::string::npos)
+      << held;
+  std::atomic<bool> cancel{true};
+  EXPECT_EQ(daemon->AwaitWritable(1, 1, absl::InfiniteFuture(), &cancel).code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_TRUE(daemon->AwaitWritable(0, 0, absl::InfinitePast()).ok());
+  trainer->Released(1, 0);
+  EXPECT_TRUE(daemon->AwaitWritable(1, 1, absl::InfinitePast()).ok());
+  // Counts wrap modulo 2^32 past batch 2^31.
+  for (uint64_t k : {(uint64_t{1} << 31) - 1, uint64_t{1} << 31, (uint64_t{1} << 32) + 5}) {
+    daemon->Written(0, k);
+    ASSERT_TRUE(trainer->AwaitReadable(0, k, absl::InfinitePast()).ok()) << k;
+    trainer->Released(0, k);
+    ASSERT_TRUE(daemon->AwaitWritable(0, k + 1, absl::InfinitePast()).ok()) << k;
+  }
+  EXPECT_EQ(daemon->AwaitWritable(2, 0, absl::InfinitePast()).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "no slab 2";
+}
+
+TEST_P(BatchSlabsTest, ATrainerThatBreaksTheProtocolStopsOnlyItsOwnRing) {
+  absl::StatusOr<SlabFences> daemon = SlabFences::Create(1);
+  absl::StatusOr<SlabFences> other = SlabFences::Create(1);  // Another session's ring.
+  ASSERT_TRUE(daemon.ok() && other.ok());
+  absl::StatusOr<int> fd = daemon->Share();
+  ASSERT_TRUE(fd.ok());
+  // What a hostile trainer maps: the page, to write into as it likes.
+  void* page = mmap(nullptr, 4, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  close(*fd);
+  ASSERT_NE(page, MAP_FAILED);
+  daemon->Written(0, 0);
+  for (uint32_t lie : {7u, 0xffffffffu, 2u * 5}) {
+    static_cast<std::atomic<uint32_t>*>(page)->store(lie);
+    const absl::Status s = daemon->AwaitWritable(0, 1, absl::InfiniteFuture());
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << lie;
+    EXPECT_NE(s.message().find(absl::StrCat("holds ", lie, " where 1 or 2 was due")),
+              std::string::npos)
+        << s;
+  }
+  munmap(page, 4);
+  other->Written(0, 0);
+  EXPECT_EQ(other->Count(0), 1u) << "another ring's fence is its own";
+}
+
+TEST_P(BatchSlabsTest, ImportRefusesAWrongSizeOrADescriptorThatIsNoSlab) {
+  absl::StatusOr<std::unique_ptr<Slab>> slab = memory_->Create(8192);
+  ASSERT_TRUE(slab.ok()) << slab.status();
+  absl::StatusOr<int> fd = (*slab)->Export();
+  ASSERT_TRUE(fd.ok());
+  absl::StatusOr<std::unique_ptr<Slab>> bigger = memory_->Import(*fd, 16384);
+  EXPECT_EQ(bigger.status().code(), absl::StatusCode::kInvalidArgument) << bigger.status();
+  absl::StatusOr<std::unique_ptr<Slab>> same = memory_->Import(*fd, 8192);
+  ASSERT_TRUE(same.ok()) << same.status();
+  std::memset((*slab)->data(), 0x5a, 8192);
+  EXPECT_EQ(static_cast<const uint8_t*>((*same)->data())[8191], 0x5a) << "one memory";
+  EXPECT_EQ((*same)->Export().status().code(), absl::StatusCode::kFailedPrecondition);
+  close(*fd);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  EXPECT_EQ(memory_->Import(pipe_fds[0], 8192).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  // A memory file its sender could shrink under the mapping is refused.
+  const int loose = memfd_create("stoker-test-loose-slab", MFD_CLOEXEC);
+  ASSERT_GE(loose, 0);
+  ASSERT_EQ(ftruncate(loose, 8192), 0);
+  EXPECT_EQ(memory_->Import(loose, 8192).status().code(), absl::StatusCode::kFailedPrecondition);
+  close(loose);
+  EXPECT_EQ(memory_->Create(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SlabFences::Create(0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, BatchSlabsTest,
+                         ::testing::Values(Kind{"host", [] { return HostSlabMemory(); }}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace stoker::shm

@@ -44,6 +44,10 @@ class HostMemory : public SlabMemory {
     }
     absl::StatusOr<Segment> segment = Segment::Map(fd, "stoker-slab");
     if (!segment.ok()) return segment.status();
+    if (segment->size() != bytes) {  // Sealed now: its size for good.
+      return absl::InvalidArgumentError(
+          absl::StrCat("the slab is ", segment->size(), " bytes where ", bytes, " were due"));
+    }
     return std::make_unique<HostSlab>(*std::move(segment));
   }
 };
@@ -97,8 +101,9 @@ absl::Status SlabFences::Await(uint32_t slab, uint32_t before, uint32_t due, con
     if (now == due) return absl::OkStatus();
     if (now != before) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "slab ", slab, "'s fence holds ", now, " where ", before, " or ", due,
-          " was due (", what, "): the other side broke the protocol"));
+          "slab ", slab, "'s fence holds ", now, " where ",
+          before == due ? absl::StrCat(due) : absl::StrCat(before, " or ", due), " was due (",
+          what, "): the other side broke the protocol"));
     }
     if (cancel != nullptr && cancel->load(std::memory_order_acquire)) {
       return absl::CancelledError(absl::StrCat("waiting for slab ", slab, " (", what, ")"));
@@ -116,7 +121,9 @@ absl::Status SlabFences::Await(uint32_t slab, uint32_t before, uint32_t due, con
 absl::Status SlabFences::AwaitWritable(uint32_t slab, uint64_t batch, absl::Time deadline,
                                        const std::atomic<bool>* cancel) const {
   const uint32_t due = static_cast<uint32_t>(2 * batch);
-  return Await(slab, due - 1, due, "the trainer's release", deadline, cancel);
+  // Batch 0 waits for nothing: the count can only be 0.
+  return Await(slab, batch == 0 ? due : due - 1, due, "the trainer's release", deadline,
+               cancel);
 }
 
 void SlabFences::Written(uint32_t slab, uint64_t batch) const {

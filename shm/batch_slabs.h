@@ -21,7 +21,10 @@
 //     that never releases holds only its own ring, until the deadline.
 //
 // Waits sleep on the count (a futex) and end at a deadline or when
-// `cancel` is raised (checked every kCancelPoll).
+// `cancel` is raised (checked every kCancelPoll). The daemon passes a
+// finite deadline or a cancel: a wait with neither lasts as long as the
+// trainer wants. Slab numbers are below slabs(): Written and Released of
+// another number do nothing, and the waits refuse it.
 //
 // Thread-safety: a SlabMemory and its slabs may be used from any thread;
 // a SlabFences is shared memory: one waiter per slab and side.

@@ -1,11 +1,26 @@
 #include "server/pool/engine_split.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace stoker {
 
-EngineSplit::EngineSplit(EngineSplitOptions options) : options_(std::move(options)) {
+namespace {
+
+// Steps within reach: a climb ends (min_step > 0) and starts inside 0..1.
+EngineSplitOptions Bounded(EngineSplitOptions o) {
+  o.first_step = std::clamp(std::isfinite(o.first_step) ? o.first_step : 0.25, 1.0 / 1024, 0.5);
+  o.min_step = std::clamp(std::isfinite(o.min_step) ? o.min_step : 1.0 / 32, 1.0 / 1024,
+                          o.first_step);
+  o.tolerance = std::clamp(std::isfinite(o.tolerance) ? o.tolerance : 0.03, 0.0, 1.0);
+  o.window = std::max<uint32_t>(1, o.window);
+  return o;
+}
+
+}  // namespace
+
+EngineSplit::EngineSplit(EngineSplitOptions options) : options_(Bounded(std::move(options))) {
   step_ = options_.first_step;
 }
 
@@ -23,8 +38,11 @@ void EngineSplit::Disable(std::string why) {
 }
 
 void EngineSplit::Observe(uint64_t batches, double seconds) {
-  if (phase_ == Phase::kDisabled || batches == 0 || !(seconds > 0)) return;
-  Measured(static_cast<double>(batches) / seconds);
+  if (phase_ == Phase::kDisabled || batches == 0 || !(seconds > 0) || !std::isfinite(seconds)) {
+    return;
+  }
+  const double rate = static_cast<double>(batches) / seconds;
+  if (std::isfinite(rate)) Measured(rate);
 }
 
 bool EngineSplit::Beats(double rate, double than) const {
@@ -69,10 +87,11 @@ void EngineSplit::Measured(double rate) {
       NextProbes();
       return;
     case Phase::kSettled: {
-      // Two rounds in a row well below the rate it settled at: an engine
-      // or a trainer got slower.
-      const bool dropped =
-          last_rate_ >= 0 && (rate + last_rate_) / 2 < settled_rate_ * (1 - 2 * options_.tolerance);
+      // Two rounds in a row well below the rate it settled at (an engine
+      // or a trainer got slower), or a kept share below the CPU alone.
+      const double floor = std::max(settled_rate_ * (1 - 2 * options_.tolerance),
+                                    best_share_ > 0 ? cpu_alone_ : 0.0);
+      const bool dropped = last_rate_ >= 0 && rate < floor && last_rate_ < floor;
       last_rate_ = rate;
       best_rate_ = rate;
       if (!dropped && ++settled_rounds_ < options_.recheck_rounds) return;

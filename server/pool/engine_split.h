@@ -14,9 +14,10 @@
 // below the best so far, moves to a better one (better by more than the
 // tolerance) or halves the step, and settles once the step is below
 // min_step. Settled, it holds its share; after `recheck_rounds` rounds, or
-// at once when two rounds in a row average more than twice the tolerance
-// below the rate it settled at (an engine another session now shares), it
-// measures the CPU alone and its share again and climbs afresh. A
+// at once when two rounds in a row fall more than twice the tolerance
+// below the rate it settled at (an engine another session now shares) or
+// below the CPU alone's, it measures the CPU alone and its share again and
+// climbs afresh. Options are bounded (steps 1/1024..1/2). A
 // disabled engine (Disable: no GPU, the engine refused) gives share 0 for
 // good.
 //

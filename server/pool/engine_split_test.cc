@@ -27,8 +27,9 @@ struct Session {
   std::mt19937 rng{7};
 
   double Rate(double share) const {  // Batches/s, without noise.
-    const double engine =
-        share == 0 ? 0 : gpu > 0 ? share * images / gpu : std::numeric_limits<double>::infinity();
+    // An engine of rate 0 (broken, or all another session's) still ends a
+    // round: its caller gives up on it after a while.
+    const double engine = share * images / std::max(gpu, 1e-3);
     return 1 / (std::max((1 - share) * images / cpu, engine) + share * images * cost);
   }
   double Seconds(double share, uint32_t batches) {
@@ -95,6 +96,44 @@ TEST(EngineSplit, AnEngineThatCostsTheRestMoreThanItGivesIsNotUsed) {
   }
 }
 
+// A gain within the tolerance is not worth the engine: the CPU alone.
+TEST(EngineSplit, AGainWithinTheToleranceKeepsTheCpuAlone) {
+  EngineSplit split;
+  for (int r = 0; r < 60; ++r) {
+    const double gain = 1 + 0.02 * std::sin(3.14159265 * split.share());  // +2% at 1/2.
+    split.Observe(8, 8 / (30 * gain));
+  }
+  EXPECT_EQ(split.phase(), EngineSplit::Phase::kSettled);
+  EXPECT_EQ(split.share(), 0);
+}
+
+// One slow round (a pause in the trainer) is not a change; two are.
+TEST(EngineSplit, OneSlowRoundIsNotAChangeAndBadRoundsAreIgnored) {
+  Session session;
+  EngineSplit split;
+  RunRounds(split, session, 40);
+  ASSERT_EQ(split.phase(), EngineSplit::Phase::kSettled);
+  const double kept = split.share();
+  split.Observe(8, 4 * session.Seconds(kept, 8));
+  split.Observe(8, session.Seconds(kept, 8));
+  EXPECT_EQ(split.phase(), EngineSplit::Phase::kSettled);
+  for (double seconds : {std::numeric_limits<double>::infinity(), 1e-320, -1.0}) {
+    split.Observe(8, seconds);
+  }
+  EXPECT_EQ(split.phase(), EngineSplit::Phase::kSettled);
+  EXPECT_EQ(split.share(), kept);
+  split.Observe(8, 4 * session.Seconds(kept, 8));
+  split.Observe(8, 4 * session.Seconds(kept, 8));
+  EXPECT_EQ(split.phase(), EngineSplit::Phase::kBaseline) << "measured afresh";
+  // Options out of reach are bounded: a climb of step 0 still ends.
+  EngineSplitOptions odd;
+  odd.min_step = 0;
+  odd.first_step = 7;
+  EngineSplit bounded(odd);
+  Session other;
+  EXPECT_GT(RunRounds(bounded, other, 200).settled_after, 0);
+}
+
 TEST(EngineSplit, AHintStartsAtTheEnginesBalance) {
   Session session;
   EngineSplit hinted;
@@ -106,6 +145,8 @@ TEST(EngineSplit, AHintStartsAtTheEnginesBalance) {
   Session plain_session;
   EngineSplit plain;
   const Rounds without = RunRounds(plain, plain_session, 40);
+  ASSERT_GT(with.settled_after, 0);
+  ASSERT_GT(without.settled_after, 0);
   EXPECT_LE(with.settled_after, without.settled_after);
   EXPECT_GE(with.tail_rate, 0.95 * session.Best());
   // Nonsense hints change nothing.

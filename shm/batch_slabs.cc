@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,8 +18,26 @@ class HostSlab : public Slab {
   uint64_t bytes() const override { return segment_.size(); }
   void* data() const override { return segment_.base(); }
   absl::StatusOr<int> Export() const override { return segment_.Share(); }
+  absl::Status Write(uint64_t offset, const void* from, uint64_t n) const override {
+    if (absl::Status s = Within(offset, n); !s.ok()) return s;
+    std::memcpy(static_cast<char*>(data()) + offset, from, n);
+    return absl::OkStatus();
+  }
+  absl::Status Read(uint64_t offset, void* to, uint64_t n) const override {
+    if (absl::Status s = Within(offset, n); !s.ok()) return s;
+    std::memcpy(to, static_cast<const char*>(data()) + offset, n);
+    return absl::OkStatus();
+  }
 
  private:
+  absl::Status Within(uint64_t offset, uint64_t n) const {
+    if (offset > bytes() || n > bytes() - offset) {
+      return absl::OutOfRangeError(
+          absl::StrCat(n, " bytes at ", offset, " of a slab of ", bytes()));
+    }
+    return absl::OkStatus();
+  }
+
   Segment segment_;
 };
 

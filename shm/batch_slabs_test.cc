@@ -36,16 +36,19 @@ class BatchSlabsTest : public ::testing::TestWithParam<Kind> {
 };
 
 // Batch k of slab s: every 8-byte word is (s, k, its index), so a byte
-// from another slab, batch or place shows.
+// from another slab, batch or place shows. Written and read through the
+// slab's copies (a GPU's slab is not host memory).
 uint64_t Word(uint32_t s, uint64_t k, uint64_t i) { return (k << 32) ^ (uint64_t{s} << 24) ^ i; }
-void Fill(void* data, uint64_t bytes, uint32_t s, uint64_t k) {
-  auto* w = static_cast<uint64_t*>(data);
-  for (uint64_t i = 0; i < bytes / 8; ++i) w[i] = Word(s, k, i);
+bool Fill(const Slab& slab, uint32_t s, uint64_t k) {
+  std::vector<uint64_t> w(slab.bytes() / 8);
+  for (uint64_t i = 0; i < w.size(); ++i) w[i] = Word(s, k, i);
+  return slab.Write(0, w.data(), w.size() * 8).ok();
 }
-uint64_t Mismatches(const void* data, uint64_t bytes, uint32_t s, uint64_t k) {
-  const auto* w = static_cast<const uint64_t*>(data);
+uint64_t Mismatches(const Slab& slab, uint32_t s, uint64_t k) {
+  std::vector<uint64_t> w(slab.bytes() / 8);
+  if (!slab.Read(0, w.data(), w.size() * 8).ok()) return w.size();
   uint64_t bad = 0;
-  for (uint64_t i = 0; i < bytes / 8; ++i) bad += w[i] != Word(s, k, i);
+  for (uint64_t i = 0; i < w.size(); ++i) bad += w[i] != Word(s, k, i);
   return bad;
 }
 
@@ -95,7 +98,7 @@ TEST_P(BatchSlabsTest, TwoProcessesHandOver10000BatchesWithNoneCorrupted) {
     for (uint64_t b = 0; b < kBatches; ++b) {
       const uint32_t s = b % kSlabs;
       if (!mine->AwaitReadable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok()) _exit(5);
-      bad += Mismatches(imported[s]->data(), kBytes, s, b / kSlabs);
+      bad += Mismatches(*imported[s], s, b / kSlabs);
       mine->Released(s, b / kSlabs);
     }
     _exit(bad == 0 ? 0 : 6);
@@ -106,7 +109,7 @@ TEST_P(BatchSlabsTest, TwoProcessesHandOver10000BatchesWithNoneCorrupted) {
   for (uint64_t b = 0; b < kBatches; ++b) {
     const uint32_t s = b % kSlabs;
     ASSERT_TRUE(fences->AwaitWritable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok()) << b;
-    Fill(slabs[s]->data(), kBytes, s, b / kSlabs);
+    ASSERT_TRUE(Fill(*slabs[s], s, b / kSlabs));
     fences->Written(s, b / kSlabs);
   }
   int wstatus = 0;
@@ -198,8 +201,14 @@ TEST_P(BatchSlabsTest, ImportRefusesAWrongSizeOrADescriptorThatIsNoSlab) {
   EXPECT_EQ(bigger.status().code(), absl::StatusCode::kInvalidArgument) << bigger.status();
   absl::StatusOr<std::unique_ptr<Slab>> same = memory_->Import(*fd, 8192);
   ASSERT_TRUE(same.ok()) << same.status();
-  std::memset((*slab)->data(), 0x5a, 8192);
-  EXPECT_EQ(static_cast<const uint8_t*>((*same)->data())[8191], 0x5a) << "one memory";
+  const std::vector<uint8_t> marks(100, 0x5a);
+  ASSERT_TRUE((*slab)->Write(8092, marks.data(), 100).ok());
+  std::vector<uint8_t> seen(100);
+  ASSERT_TRUE((*same)->Read(8092, seen.data(), 100).ok());
+  EXPECT_EQ(seen, marks) << "one memory";
+  EXPECT_EQ((*same)->Read(8093, seen.data(), 100).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*slab)->Write(~uint64_t{0}, marks.data(), 2).code(),
+            absl::StatusCode::kOutOfRange);
   EXPECT_EQ((*same)->Export().status().code(), absl::StatusCode::kFailedPrecondition);
   close(*fd);
   int pipe_fds[2];

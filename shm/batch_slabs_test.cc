@@ -1,7 +1,7 @@
 // The slab-and-fence protocol, driven through SlabMemory so that every
 // kind of slab (the host's here; a GPU's where one is built) runs the same
-// tests: a daemon and a trainer process hand 10,000 batches over slabs
-// passed by descriptor with none corrupted; a slab is written only after
+// tests: a daemon and three trainer processes hand 10,000 batches each
+// over slabs passed by descriptor with none corrupted; a slab is written only after
 // its release; a trainer that breaks the protocol, holds a slab or hands
 // back a wrong descriptor gets a clear error.
 #include "shm/batch_slabs.h"
@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <functional>
@@ -52,74 +53,99 @@ uint64_t Mismatches(const Slab& slab, uint32_t s, uint64_t k) {
   return bad;
 }
 
-TEST_P(BatchSlabsTest, TwoProcessesHandOver10000BatchesWithNoneCorrupted) {
-  constexpr uint32_t kSlabs = 4;
-  constexpr uint64_t kBytes = 64 << 10;
-  constexpr uint64_t kBatches = 10000;  // In all: 2,500 per slab.
-  absl::StatusOr<SlabFences> fences = SlabFences::Create(kSlabs);
-  ASSERT_TRUE(fences.ok()) << fences.status();
-  std::vector<std::unique_ptr<Slab>> slabs;
-  std::vector<int> fds;
+constexpr uint32_t kSlabs = 4;
+constexpr uint64_t kBytes = 64 << 10;
+constexpr uint64_t kBatches = 10000;  // Per trainer: 2,500 per slab.
+
+// A trainer process: its ring's slabs and fences from `sock` alone (the
+// message names its ring t, whose slab s is pattern slab t * kSlabs + s);
+// every batch checked, then released. Its exit status.
+int Trainer(int sock, SlabMemory& memory) {
+  std::string message;
+  std::vector<int> got;
+  if (!ReceiveWithFds(sock, 64, kSlabs + 1, &message, &got, absl::Now() + absl::Seconds(20))
+           .ok() ||
+      got.size() != kSlabs + 1) {
+    return 2;
+  }
+  const uint32_t ring = static_cast<uint32_t>(std::strtoul(message.c_str() + 6, nullptr, 10));
+  absl::StatusOr<SlabFences> fences = SlabFences::Map(got[kSlabs], kSlabs);
+  if (!fences.ok()) return 4;
+  std::vector<std::unique_ptr<Slab>> imported;
   for (uint32_t s = 0; s < kSlabs; ++s) {
-    absl::StatusOr<std::unique_ptr<Slab>> slab = memory_->Create(kBytes);
-    ASSERT_TRUE(slab.ok()) << slab.status();
-    absl::StatusOr<int> fd = (*slab)->Export();
-    ASSERT_TRUE(fd.ok()) << fd.status();
-    fds.push_back(*fd);
-    slabs.push_back(*std::move(slab));
+    absl::StatusOr<std::unique_ptr<Slab>> slab = memory.Import(got[s], kBytes);
+    if (!slab.ok()) return 3;
+    imported.push_back(*std::move(slab));
   }
-  absl::StatusOr<int> fences_fd = fences->Share();
-  ASSERT_TRUE(fences_fd.ok()) << fences_fd.status();
-  fds.push_back(*fences_fd);
-  int pair[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // The trainer: everything from the socket alone.
-    close(pair[0]);
-    slabs.clear();
-    std::string message;
-    std::vector<int> got;
-    if (!ReceiveWithFds(pair[1], 64, kSlabs + 1, &message, &got, absl::Now() + absl::Seconds(20))
-             .ok() ||
-        got.size() != kSlabs + 1) {
-      _exit(2);
-    }
-    absl::StatusOr<SlabFences> mine = SlabFences::Map(got[kSlabs], kSlabs);
-    std::vector<std::unique_ptr<Slab>> imported;
-    for (uint32_t s = 0; s < kSlabs && mine.ok(); ++s) {
-      absl::StatusOr<std::unique_ptr<Slab>> slab = GetParam().make()->Import(got[s], kBytes);
-      if (!slab.ok()) _exit(3);
-      imported.push_back(*std::move(slab));
-    }
-    if (!mine.ok()) _exit(4);
-    CloseFds(&got);  // Imported: the mappings hold the slabs.
-    uint64_t bad = 0;
-    for (uint64_t b = 0; b < kBatches; ++b) {
-      const uint32_t s = b % kSlabs;
-      if (!mine->AwaitReadable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok()) _exit(5);
-      bad += Mismatches(*imported[s], s, b / kSlabs);
-      mine->Released(s, b / kSlabs);
-    }
-    _exit(bad == 0 ? 0 : 6);
-  }
-  close(pair[1]);
-  ASSERT_TRUE(SendWithFds(pair[0], "slabs\n", fds).ok());
-  CloseFds(&fds);
+  CloseFds(&got);  // Imported: the mappings hold the slabs.
+  uint64_t bad = 0;
   for (uint64_t b = 0; b < kBatches; ++b) {
     const uint32_t s = b % kSlabs;
-    ASSERT_TRUE(fences->AwaitWritable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok()) << b;
-    ASSERT_TRUE(Fill(*slabs[s], s, b / kSlabs));
-    fences->Written(s, b / kSlabs);
+    if (!fences->AwaitReadable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok()) return 5;
+    bad += Mismatches(*imported[s], ring * kSlabs + s, b / kSlabs);
+    fences->Released(s, b / kSlabs);
   }
-  int wstatus = 0;
-  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
-  ASSERT_TRUE(WIFEXITED(wstatus));
-  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "2 receive, 3 import, 4 fences, 5 wait, 6 corrupted";
-  for (uint32_t s = 0; s < kSlabs; ++s) {
-    EXPECT_EQ(fences->Count(s), 2 * (kBatches / kSlabs)) << "every batch released";
+  return bad == 0 ? 0 : 6;
+}
+
+// Three trainer processes, each with a ring of its own; the daemon (this
+// process) writes each ring's batches in turn.
+TEST_P(BatchSlabsTest, ThreeTrainersTake10000BatchesEachWithNoneCorrupted) {
+  constexpr uint32_t kTrainers = 3;
+  struct Ring {
+    std::unique_ptr<SlabFences> fences;
+    std::vector<std::unique_ptr<Slab>> slabs;
+    pid_t pid = -1;
+  };
+  std::vector<Ring> rings(kTrainers);
+  for (uint32_t t = 0; t < kTrainers; ++t) {
+    absl::StatusOr<SlabFences> fences = SlabFences::Create(kSlabs);
+    ASSERT_TRUE(fences.ok()) << fences.status();
+    rings[t].fences = std::make_unique<SlabFences>(*std::move(fences));
+    std::vector<int> fds;
+    for (uint32_t s = 0; s < kSlabs; ++s) {
+      absl::StatusOr<std::unique_ptr<Slab>> slab = memory_->Create(kBytes);
+      ASSERT_TRUE(slab.ok()) << slab.status();
+      absl::StatusOr<int> fd = (*slab)->Export();
+      ASSERT_TRUE(fd.ok()) << fd.status();
+      fds.push_back(*fd);
+      rings[t].slabs.push_back(*std::move(slab));
+    }
+    absl::StatusOr<int> fences_fd = rings[t].fences->Share();
+    ASSERT_TRUE(fences_fd.ok()) << fences_fd.status();
+    fds.push_back(*fences_fd);
+    int pair[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    rings[t].pid = fork();
+    ASSERT_GE(rings[t].pid, 0);
+    if (rings[t].pid == 0) {  // No gtest in the child: its exit status says.
+      close(pair[0]);
+      _exit(Trainer(pair[1], *GetParam().make()));
+    }
+    close(pair[1]);
+    ASSERT_TRUE(SendWithFds(pair[0], absl::StrCat("slabs ", t, "\n"), fds).ok());
+    CloseFds(&fds);
+    close(pair[0]);
   }
-  close(pair[0]);
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    const uint32_t s = b % kSlabs;
+    for (uint32_t t = 0; t < kTrainers; ++t) {
+      const SlabFences& fences = *rings[t].fences;
+      ASSERT_TRUE(fences.AwaitWritable(s, b / kSlabs, absl::Now() + absl::Seconds(20)).ok())
+          << t << " " << b;
+      ASSERT_TRUE(Fill(*rings[t].slabs[s], t * kSlabs + s, b / kSlabs));
+      fences.Written(s, b / kSlabs);
+    }
+  }
+  for (uint32_t t = 0; t < kTrainers; ++t) {
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(rings[t].pid, &wstatus, 0), rings[t].pid);
+    ASSERT_TRUE(WIFEXITED(wstatus));
+    EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "2 receive, 3 import, 4 fences, 5 wait, 6 corrupted";
+    for (uint32_t s = 0; s < kSlabs; ++s) {
+      EXPECT_EQ(rings[t].fences->Count(s), 2 * (kBatches / kSlabs)) << "every batch released";
+    }
+  }
 }
 
 TEST_P(BatchSlabsTest, ASlabIsWrittenOnlyAfterItsRelease) {

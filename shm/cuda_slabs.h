@@ -1,0 +1,35 @@
+// SlabMemory's "cuda" kind: slabs in a GPU's memory through the CUDA
+// driver API, loaded at run time (dlopen), so that whoever links this
+// builds and runs without CUDA. A slab is a cuMemCreate allocation on the
+// device, exportable as a POSIX descriptor (what crosses to the trainer:
+// no cudaIpc handle, which does not cross PID namespaces), mapped into this
+// process's address space (cuMemAddressReserve, cuMemMap, cuMemSetAccess);
+// Import maps a received descriptor the same way. data() is a device
+// address; Write and Read are synchronous copies. Every call runs with the
+// device's primary context current.
+//
+// Without a usable GPU it says why, as FAILED_PRECONDITION: the library
+// that did not load, a symbol it lacks, or the driver's error by name
+// ("cuInit: CUDA_ERROR_NO_DEVICE (100)").
+//
+// An imported descriptor is checked by mapping `bytes` of it: a smaller
+// allocation fails there (INVALID_ARGUMENT); a larger one is mapped only
+// in part. Thread-safe.
+#ifndef STOKER_SHM_CUDA_SLABS_H_
+#define STOKER_SHM_CUDA_SLABS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "shm/batch_slabs.h"
+
+namespace stoker::shm {
+
+// Slabs on GPU `device` (an ordinal), through the driver `library`.
+absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemory(
+    int device = 0, const std::string& library = "libcuda.so.1");
+
+}  // namespace stoker::shm
+
+#endif  // STOKER_SHM_CUDA_SLABS_H_

@@ -137,14 +137,15 @@ TEST_P(BatchSlabsTest, ThreeTrainersTake10000BatchesEachWithNoneCorrupted) {
     fds.push_back(*fences_fd);
     int pair[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    // Made before fork: the child only closes, clears a flag and execs.
+    const std::string as = absl::StrCat("STOKER_SLAB_TRAINER=", pair[1], " ", GetParam());
+    char* const env[] = {const_cast<char*>(as.c_str()), nullptr};
     rings[t].pid = fork();
     ASSERT_GE(rings[t].pid, 0);
     if (rings[t].pid == 0) {  // No gtest in the child: its exit status says.
       close(pair[0]);
       fcntl(pair[1], F_SETFD, 0);
-      const std::string as = absl::StrCat(pair[1], " ", GetParam());
-      setenv("STOKER_SLAB_TRAINER", as.c_str(), 1);
-      execl("/proc/self/exe", "batch_slabs_test", static_cast<char*>(nullptr));
+      execle("/proc/self/exe", "batch_slabs_test", static_cast<char*>(nullptr), env);
       _exit(9);
     }
     close(pair[1]);

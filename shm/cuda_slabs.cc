@@ -78,6 +78,7 @@ struct Driver {
   CUresult (*SetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
   CUresult (*CopyIn)(CUdeviceptr, const void*, size_t);
   CUresult (*CopyOut)(void*, CUdeviceptr, size_t);
+  CUresult (*Synchronize)();
 
   std::string Name(CUresult r) const {
     const char* name = nullptr;
@@ -127,6 +128,7 @@ absl::StatusOr<std::shared_ptr<const Driver>> Load(const std::string& library) {
   get(&d->SetAccess, "cuMemSetAccess");
   get(&d->CopyIn, "cuMemcpyHtoD_v2");
   get(&d->CopyOut, "cuMemcpyDtoH_v2");
+  get(&d->Synchronize, "cuCtxSynchronize");
   if (!missing.ok()) return missing;
   return std::shared_ptr<const Driver>(std::move(d));
 }
@@ -145,17 +147,22 @@ class Current {
   const bool pushed_;
 };
 
+// A slab holds a reference of its own on the primary context (taken by
+// its maker): it may outlive its SlabMemory.
 class CudaSlab : public Slab {
  public:
-  CudaSlab(std::shared_ptr<const Driver> d, CUcontext ctx, CUmemHandle handle, CUdeviceptr ptr,
-           size_t mapped, uint64_t bytes, bool created)
-      : d_(std::move(d)), ctx_(ctx), handle_(handle), ptr_(ptr), mapped_(mapped),
-        bytes_(bytes), created_(created) {}
+  CudaSlab(std::shared_ptr<const Driver> d, CUdevice device, CUcontext ctx, CUmemHandle handle,
+           CUdeviceptr ptr, size_t mapped, uint64_t bytes, bool created)
+      : d_(std::move(d)), device_(device), ctx_(ctx), handle_(handle), ptr_(ptr),
+        mapped_(mapped), bytes_(bytes), created_(created) {}
   ~CudaSlab() override {
-    Current current(*d_, ctx_);
-    d_->Unmap(ptr_, mapped_);
-    d_->Free(ptr_, mapped_);
-    d_->Release(handle_);
+    {
+      Current current(*d_, ctx_);
+      d_->Unmap(ptr_, mapped_);
+      d_->Free(ptr_, mapped_);
+      d_->Release(handle_);
+    }
+    d_->PrimaryCtxRelease(device_);
   }
   uint64_t bytes() const override { return bytes_; }
   void* data() const override { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
@@ -174,8 +181,12 @@ class CudaSlab : public Slab {
   absl::Status Write(uint64_t offset, const void* from, uint64_t n) const override {
     if (offset > bytes_ || n > bytes_ - offset) return OutOfRange(offset, n);
     Current current(*d_, ctx_);
-    return d_->Check("cuMemcpyHtoD", d_->CopyIn(ptr_ + offset, from, n),
-                     absl::StatusCode::kInternal);
+    // From pageable memory the copy may return before the bytes are on
+    // the device: they are, once the context is synchronized.
+    absl::Status s = d_->Check("cuMemcpyHtoD", d_->CopyIn(ptr_ + offset, from, n),
+                               absl::StatusCode::kInternal);
+    if (s.ok()) s = d_->Check("cuCtxSynchronize", d_->Synchronize(), absl::StatusCode::kInternal);
+    return s;
   }
   absl::Status Read(uint64_t offset, void* to, uint64_t n) const override {
     if (offset > bytes_ || n > bytes_ - offset) return OutOfRange(offset, n);
@@ -190,6 +201,7 @@ class CudaSlab : public Slab {
   }
 
   const std::shared_ptr<const Driver> d_;
+  const CUdevice device_;
   const CUcontext ctx_;
   const CUmemHandle handle_;
   const CUdeviceptr ptr_;
@@ -212,6 +224,7 @@ class CudaMemory : public SlabMemory {
     const CUmemAllocationProp prop = DeviceProp(device_);
     CUmemHandle handle = 0;
     const size_t size = Rounded(bytes);
+    if (size == 0) return absl::InvalidArgumentError(absl::StrCat("a slab of ", bytes, " bytes"));
     if (absl::Status s = d_->Check("cuMemCreate", d_->Create(&handle, size, &prop, 0),
                                    absl::StatusCode::kResourceExhausted);
         !s.ok()) {
@@ -221,7 +234,9 @@ class CudaMemory : public SlabMemory {
   }
 
   absl::StatusOr<std::unique_ptr<Slab>> Import(int fd, uint64_t bytes) override {
-    if (bytes == 0) return absl::InvalidArgumentError("a slab of 0 bytes");
+    if (Rounded(bytes) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("a slab of ", bytes, " bytes"));
+    }
     Current current(*d_, ctx_);
     CUmemHandle handle = 0;
     if (absl::Status s = d_->Check(
@@ -235,16 +250,26 @@ class CudaMemory : public SlabMemory {
   }
 
  private:
+  // `bytes` in whole granules; 0 past what an address can hold.
   size_t Rounded(uint64_t bytes) const {
+    if (bytes > SIZE_MAX - granularity_) return 0;
     return (bytes + granularity_ - 1) / granularity_ * granularity_;
   }
   // Maps `handle` (released on failure) into this process, read-write.
   absl::StatusOr<std::unique_ptr<Slab>> Mapped(CUmemHandle handle, size_t size, uint64_t bytes,
                                                bool created) {
     CUdeviceptr ptr = 0;
-    absl::Status s = d_->Check("cuMemAddressReserve", d_->Reserve(&ptr, size, 0, 0, 0));
+    CUcontext retained = nullptr;  // The slab's own reference.
+    absl::Status s =
+        d_->Check("cuDevicePrimaryCtxRetain", d_->PrimaryCtxRetain(&retained, device_));
     if (!s.ok()) {
       d_->Release(handle);
+      return s;
+    }
+    s = d_->Check("cuMemAddressReserve", d_->Reserve(&ptr, size, granularity_, 0, 0));
+    if (!s.ok()) {
+      d_->Release(handle);
+      d_->PrimaryCtxRelease(device_);
       return s;
     }
     s = d_->Check("cuMemMap", d_->Map(ptr, size, 0, handle, 0),
@@ -257,9 +282,10 @@ class CudaMemory : public SlabMemory {
     if (!s.ok()) {
       d_->Free(ptr, size);
       d_->Release(handle);
+      d_->PrimaryCtxRelease(device_);
       return s;
     }
-    return std::make_unique<CudaSlab>(d_, ctx_, handle, ptr, size, bytes, created);
+    return std::make_unique<CudaSlab>(d_, device_, ctx_, handle, ptr, size, bytes, created);
   }
 
   const std::shared_ptr<const Driver> d_;

@@ -5,8 +5,10 @@
 // no cudaIpc handle, which does not cross PID namespaces), mapped into this
 // process's address space (cuMemAddressReserve, cuMemMap, cuMemSetAccess);
 // Import maps a received descriptor the same way. data() is a device
-// address; Write and Read are synchronous copies. Every call runs with the
-// device's primary context current.
+// address; Write and Read are synchronous copies (Write returns once the
+// bytes are on the device). Every call runs with the device's primary
+// context current; each slab holds a reference on it, so a slab may
+// outlive its SlabMemory.
 //
 // Without a usable GPU it says why, as FAILED_PRECONDITION: the library
 // that did not load, a symbol it lacks, or the driver's error by name

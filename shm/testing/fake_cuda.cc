@@ -31,6 +31,7 @@ STOKER_NO_DEVICE(cuMemUnmap)
 STOKER_NO_DEVICE(cuMemSetAccess)
 STOKER_NO_DEVICE(cuMemcpyHtoD_v2)
 STOKER_NO_DEVICE(cuMemcpyDtoH_v2)
+STOKER_NO_DEVICE(cuCtxSynchronize)
 #undef STOKER_NO_DEVICE
 
 }  // extern "C"

@@ -219,6 +219,7 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
   if (s.ok()) s = grouper.Finish();
   if (!s.ok()) return s;
   index.set_skipped(index.skipped() + grouper.skipped());
+  index.set_members(seen);
   return index;
 }
 

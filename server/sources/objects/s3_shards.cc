@@ -209,7 +209,9 @@ class ShardOpening {
             !c.ok()) {
           return c;
         }
-        if (ix_.members.fetch_add(n) + n > limits_.max_files) {
+        // Its tar members, as reading it counts them (each sample has one).
+        const uint64_t m = std::max<uint64_t>(index.members(), n);
+        if (ix_.members.fetch_add(m) + m > limits_.max_files) {
           return absl::ResourceExhaustedError(absl::StrCat(
               "over ", limits_.max_files, " members in all (--max-dataset-files)"));
         }

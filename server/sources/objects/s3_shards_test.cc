@@ -413,6 +413,37 @@ TEST_F(S3ShardsTest, KeptMembersAreEachSamplesFilesReadAheadAndKeptByName) {
                 {"picture a", "a cat on a mat"}, {"picture b", ""}, {"picture c", "a dog"}}));
 }
 
+// --max-dataset-files counts the shards' tar members, as the local kind
+// does: 3 shards of 13 (3 samples of 4 members, and __meta__), whether an
+// opening reads them or takes their kept indexes.
+TEST_F(S3ShardsTest, MaxDatasetFilesCountsTarMembersReadOrKept) {
+  MemoryKept kept;
+  for (const bool from_kept : {false, true}) {
+    for (const uint64_t max_files : {uint64_t{39}, uint64_t{38}}) {
+      ScanLimits limits;
+      limits.max_files = max_files;
+      MemoryKept none;
+      absl::StatusOr<Dataset> ds =
+          OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), {}, access_, client_.get(), limits,
+                       KeptListing{from_kept ? &kept : &none, false}, {});
+      if (max_files == 39) {
+        ASSERT_TRUE(ds.ok()) << from_kept << ": " << ds.status();
+        EXPECT_EQ(ds->samples.size(), 9u);
+        if (!from_kept) {
+          ASSERT_TRUE(OpenS3Shards(*S3Url::Parse("s3://bkt/shards/"), {}, access_,
+                                   client_.get(), limits, KeptListing{&kept, false}, {})
+                          .ok());
+        }
+      } else {
+        EXPECT_EQ(ds.status().code(), absl::StatusCode::kResourceExhausted) << from_kept;
+        EXPECT_NE(ds.status().message().find("over 38 members in all"), std::string::npos)
+            << ds.status();
+      }
+    }
+  }
+  EXPECT_EQ(kept.values.size(), 3u);
+}
+
 TEST_F(S3ShardsTest, AStreamedPatternsFirstShardIsAskedForBesideTheListing) {
   // Its first block is asked for beside the listing and taken: the same
   // samples and requests (1 listing, a GET per block) as without.

@@ -38,13 +38,6 @@ absl::Status ShardAssembly::Add(size_t i, kept::ShardIndex index) {
     per_shard_.push_back(it->second.samples_size());
     skipped_ += it->second.skipped();
     for (const kept::ShardIndex::Sample& s : it->second.samples()) {
-      members_ += s.has_mask() ? 2 : 1;
-      for (const kept::ShardIndex::Sample::Member& m : s.members()) members_ += m.size() > 0;
-      if (members_ > limits_.max_files) {
-        error_ = absl::ResourceExhaustedError(
-            absl::StrCat("over ", limits_.max_files, " members (--max-dataset-files)"));
-        return error_;
-      }
       if (s.members_size() != static_cast<int>(kept_.size())) {  // KeptIndexFits checks it.
         error_ = absl::InternalError("a shard's index does not hold the members kept");
         return error_;

@@ -6,7 +6,8 @@
 // shard, offset, size and, for a kept member, its extension); each
 // sample's files are its picture, its mask and the `kept` members (an
 // absent one named at offset and size 0). The list is charged to the
-// caller (ScanLimits::charge_list) and bounded by max_files members.
+// caller (ScanLimits::charge_list); the caller bounds the shards' tar
+// members by max_files (kept::ShardIndex.members), as the local kind does.
 //
 // Masks are decided by the first window with samples (a streamed opening's
 // sessions read the windows as they come, and one not streamed gives the
@@ -45,7 +46,7 @@ class ShardAssembly {
 
   // Shard `i`'s index: appended with the shards after it that are done
   // already, once every shard before it is in. RESOURCE_EXHAUSTED past the
-  // limits or the caller's memory (then every later Add returns it too).
+  // caller's memory (then every later Add returns it too).
   absl::Status Add(size_t i, kept::ShardIndex index);
 
   // The end, with the opening's `status`. Streamed: the growth ends (OK:
@@ -76,7 +77,6 @@ class ShardAssembly {
   std::vector<uint64_t> per_shard_ ABSL_GUARDED_BY(mu_);
   ListCharge charge_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
-  uint64_t members_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t max_label_ ABSL_GUARDED_BY(mu_) = -1;
   bool all_masked_ ABSL_GUARDED_BY(mu_) = true;

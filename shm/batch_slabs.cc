@@ -18,26 +18,18 @@ class HostSlab : public Slab {
   uint64_t bytes() const override { return segment_.size(); }
   void* data() const override { return segment_.base(); }
   absl::StatusOr<int> Export() const override { return segment_.Share(); }
-  absl::Status Write(uint64_t offset, const void* from, uint64_t n) const override {
-    if (absl::Status s = Within(offset, n); !s.ok()) return s;
+
+ protected:
+  absl::Status CopyIn(uint64_t offset, const void* from, uint64_t n) const override {
     std::memcpy(static_cast<char*>(data()) + offset, from, n);
     return absl::OkStatus();
   }
-  absl::Status Read(uint64_t offset, void* to, uint64_t n) const override {
-    if (absl::Status s = Within(offset, n); !s.ok()) return s;
+  absl::Status CopyOut(uint64_t offset, void* to, uint64_t n) const override {
     std::memcpy(to, static_cast<const char*>(data()) + offset, n);
     return absl::OkStatus();
   }
 
  private:
-  absl::Status Within(uint64_t offset, uint64_t n) const {
-    if (offset > bytes() || n > bytes() - offset) {
-      return absl::OutOfRangeError(
-          absl::StrCat(n, " bytes at ", offset, " of a slab of ", bytes()));
-    }
-    return absl::OkStatus();
-  }
-
   Segment segment_;
 };
 
@@ -74,6 +66,22 @@ class HostMemory : public SlabMemory {
 constexpr uint32_t kMaxSlabs = 65536;
 
 }  // namespace
+
+// OUT_OF_RANGE unless [offset, offset + n) lies in a slab of `bytes`.
+static absl::Status InSlab(uint64_t bytes, uint64_t offset, uint64_t n) {
+  if (offset <= bytes && n <= bytes - offset) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(n, " bytes at ", offset, " of a slab of ", bytes));
+}
+
+absl::Status Slab::Write(uint64_t offset, const void* from, uint64_t n) const {
+  if (absl::Status s = InSlab(bytes(), offset, n); !s.ok()) return s;
+  return CopyIn(offset, from, n);
+}
+
+absl::Status Slab::Read(uint64_t offset, void* to, uint64_t n) const {
+  if (absl::Status s = InSlab(bytes(), offset, n); !s.ok()) return s;
+  return CopyOut(offset, to, n);
+}
 
 std::unique_ptr<SlabMemory> HostSlabMemory() { return std::make_unique<HostMemory>(); }
 

@@ -54,11 +54,16 @@ class Slab {
   virtual void* data() const = 0;
   // Copies `n` bytes from host memory into the slab at `offset`, or out of
   // it (a GPU's slabs: synchronous copies). OUT_OF_RANGE past its end.
-  virtual absl::Status Write(uint64_t offset, const void* from, uint64_t n) const = 0;
-  virtual absl::Status Read(uint64_t offset, void* to, uint64_t n) const = 0;
+  absl::Status Write(uint64_t offset, const void* from, uint64_t n) const;
+  absl::Status Read(uint64_t offset, void* to, uint64_t n) const;
   // A new descriptor of the slab to pass to the trainer (close-on-exec;
   // the caller closes it). FAILED_PRECONDITION for an imported slab.
   virtual absl::StatusOr<int> Export() const = 0;
+
+ protected:
+  // The copies, within the slab (Write and Read checked the range).
+  virtual absl::Status CopyIn(uint64_t offset, const void* from, uint64_t n) const = 0;
+  virtual absl::Status CopyOut(uint64_t offset, void* to, uint64_t n) const = 0;
 };
 
 // Where slabs live.

@@ -178,8 +178,9 @@ class CudaSlab : public Slab {
     fcntl(fd, F_SETFD, FD_CLOEXEC);
     return fd;
   }
-  absl::Status Write(uint64_t offset, const void* from, uint64_t n) const override {
-    if (offset > bytes_ || n > bytes_ - offset) return OutOfRange(offset, n);
+
+ protected:
+  absl::Status CopyIn(uint64_t offset, const void* from, uint64_t n) const override {
     Current current(*d_, ctx_);
     // From pageable memory the copy may return before the bytes are on
     // the device: they are, once the context is synchronized.
@@ -188,18 +189,13 @@ class CudaSlab : public Slab {
     if (s.ok()) s = d_->Check("cuCtxSynchronize", d_->Synchronize(), absl::StatusCode::kInternal);
     return s;
   }
-  absl::Status Read(uint64_t offset, void* to, uint64_t n) const override {
-    if (offset > bytes_ || n > bytes_ - offset) return OutOfRange(offset, n);
+  absl::Status CopyOut(uint64_t offset, void* to, uint64_t n) const override {
     Current current(*d_, ctx_);
     return d_->Check("cuMemcpyDtoH", d_->CopyOut(to, ptr_ + offset, n),
                      absl::StatusCode::kInternal);
   }
 
  private:
-  absl::Status OutOfRange(uint64_t offset, uint64_t n) const {
-    return absl::OutOfRangeError(absl::StrCat(n, " bytes at ", offset, " of a slab of ", bytes_));
-  }
-
   const std::shared_ptr<const Driver> d_;
   const CUdevice device_;
   const CUcontext ctx_;

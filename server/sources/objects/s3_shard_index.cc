@@ -153,12 +153,10 @@ absl::StatusOr<kept::ShardIndex> IndexShard(ShardIndexing& ix, const ListedShard
       if (mask != nullptr) keep(mask->offset, mask->size);
       for (const std::string& extension : ix.kept_members) {  // Absent: offset and size 0.
         kept::ShardIndex::Sample::Member* m = s->add_members();
-        for (const WebDatasetSample::Field& f : sample.fields) {
-          if (f.extension != extension) continue;
-          m->set_offset(f.offset);
-          m->set_size(f.size);
-          keep(f.offset, f.size);
-          break;
+        if (const WebDatasetSample::Field* f = FieldNamed(sample, extension); f != nullptr) {
+          m->set_offset(f->offset);
+          m->set_size(f->size);
+          keep(f->offset, f->size);
         }
       }
     }

@@ -232,6 +232,14 @@ WebDatasetFields FieldsOf(const WebDatasetSample& sample) {
   return out;
 }
 
+const WebDatasetSample::Field* FieldNamed(const WebDatasetSample& sample,
+                                          const std::string& extension) {
+  for (const WebDatasetSample::Field& f : sample.fields) {
+    if (f.extension == extension) return &f;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<int32_t> ParseLabel(absl::string_view text, absl::string_view key) {
   int32_t label = 0;
   if (text.size() > kMaxLabelBytes) {

@@ -103,6 +103,9 @@ struct WebDatasetFields {
   const WebDatasetSample::Field* cls = nullptr;
 };
 WebDatasetFields FieldsOf(const WebDatasetSample& sample);
+// The sample's member of `extension` (a kept member's), or null.
+const WebDatasetSample::Field* FieldNamed(const WebDatasetSample& sample,
+                                          const std::string& extension);
 // Whether FieldsOf may take a member of this extension (so its bytes
 // matter to a sample).
 bool IsUsedField(const std::string& extension);

@@ -253,10 +253,8 @@ absl::StatusOr<Dataset> LoadWebDataset(const v1::WebDatasetSource& spec,
       if (mask != nullptr) out.more.push_back(name(*mask));
       masks = masks && mask != nullptr;
       for (const std::string& extension : kept) {  // Absent: 0 bytes of the shard.
-        const auto it = std::find_if(sample.fields.begin(), sample.fields.end(),
-                                     [&](const auto& f) { return f.extension == extension; });
-        out.more.push_back(it != sample.fields.end() ? name(*it, true)
-                                                     : name({extension, 0, 0}, true));
+        const WebDatasetSample::Field* f = FieldNamed(sample, extension);
+        out.more.push_back(f != nullptr ? name(*f, true) : name({extension, 0, 0}, true));
       }
       STOKER_RETURN_IF_ERROR(charge.Add(out));
       ds.samples.push_back(std::move(out));

@@ -139,6 +139,10 @@ absl::Status JpegDecoder::ReadInfo(const uint8_t* data, size_t size,
     info->components = c.num_components;
     info->cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
     info->progressive = c.progressive_mode;
+    if (c.num_components > 1) {
+      info->mcu_width = 8 * c.max_h_samp_factor;
+      info->mcu_height = 8 * c.max_v_samp_factor;
+    }
     return RegionRequest{0, {}, false};  // eighths 0: stop after the header.
   }, nullptr);
   return s;

@@ -131,6 +131,8 @@ struct JpegInfo {
   int components = 0;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK.
   bool cmyk = false;
   bool progressive = false;
+  // An MCU's pixels: 8 x 8 for gray, 8 x the largest sampling factors else.
+  int mcu_width = 8, mcu_height = 8;
 };
 
 class JpegDecoder {

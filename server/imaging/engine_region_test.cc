@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -32,49 +33,55 @@ RegionRequest Crop(int x0, int y0, int x1, int y1) {
   return req;
 }
 
-TEST(EngineRegionTest, The444AndGrayGridAlone) {
-  EXPECT_EQ(Of(EngineRegion(Crop(13, 9, 30, 17), 100, 60, 8, 8)),
-            (Rect{8, 8, 32, 24}));
-  EXPECT_EQ(Of(EngineRegion(Crop(16, 8, 32, 24), 100, 60, 8, 8)),
-            (Rect{16, 8, 32, 24}));
+RegionRequest Whole(int x0, int y0, int x1, int y1) {
+  RegionRequest req = Crop(x0, y0, x1, y1);
+  req.crop = false;
+  return req;
 }
 
-TEST(EngineRegionTest, SubsampledOneMoreMcuEachSide) {
-  // 4:2:0: 16 x 16 MCUs; 4:2:2: 16 x 8.
-  EXPECT_EQ(Of(EngineRegion(Crop(40, 33, 70, 50), 200, 100, 16, 16)),
-            (Rect{16, 16, 96, 80}));
-  EXPECT_EQ(Of(EngineRegion(Crop(40, 33, 70, 50), 200, 100, 16, 8)),
-            (Rect{16, 24, 96, 64}));
-  // A need already on the grid is still widened.
-  EXPECT_EQ(Of(EngineRegion(Crop(32, 32, 64, 64), 200, 100, 16, 16)),
-            (Rect{16, 16, 80, 80}));
-}
+struct Case {
+  const char* why;
+  RegionRequest req;
+  int width, height, mcu_width, mcu_height;
+  Rect want;
+};
 
-TEST(EngineRegionTest, StopsAtThePicturesEdges) {
-  EXPECT_EQ(Of(EngineRegion(Crop(3, 2, 190, 99), 190, 99, 16, 16)),
-            (Rect{0, 0, 190, 99}));
-  EXPECT_EQ(Of(EngineRegion(Crop(17, 5, 30, 20), 190, 99, 16, 16)),
-            (Rect{0, 0, 48, 48}));
-  EXPECT_EQ(Of(EngineRegion(Crop(-50, -9, 500, 400), 190, 99, 16, 16)),
-            (Rect{0, 0, 190, 99}));
-}
-
-// As RegionWindow: the whole picture unless a crop or when nothing is
-// asked for, whole rows when no column is.
-TEST(EngineRegionTest, WholeUnlessCropWholeRowsWithoutColumns) {
-  RegionRequest whole = Crop(20, 20, 40, 40);
-  whole.crop = false;
-  EXPECT_EQ(Of(EngineRegion(whole, 190, 99, 16, 16)), (Rect{0, 0, 190, 99}));
-  EXPECT_EQ(Of(EngineRegion(Crop(50, 50, 50, 80), 190, 99, 16, 16)),
-            (Rect{0, 32, 190, 96}));
-  EXPECT_EQ(Of(EngineRegion(Crop(500, 500, 600, 600), 190, 99, 16, 16)),
-            (Rect{0, 0, 190, 99}));
+TEST(EngineRegionTest, TheRule) {
+  const Case cases[] = {
+      {"4:4:4: the grid alone", Crop(13, 9, 30, 17), 100, 60, 8, 8, {8, 8, 32, 24}},
+      {"4:4:4 on the grid", Crop(16, 8, 32, 24), 100, 60, 8, 8, {16, 8, 32, 24}},
+      {"4:2:0: one MCU more", Crop(40, 33, 70, 50), 200, 100, 16, 16, {16, 16, 96, 80}},
+      {"4:2:2: one MCU more", Crop(40, 33, 70, 50), 200, 100, 16, 8, {16, 24, 96, 64}},
+      {"on the grid, widened", Crop(32, 32, 64, 64), 200, 100, 16, 16, {16, 16, 80, 80}},
+      {"the picture's edges", Crop(3, 2, 190, 99), 190, 99, 16, 16, {0, 0, 190, 99}},
+      {"the top left corner", Crop(17, 5, 30, 20), 190, 99, 16, 16, {0, 0, 48, 48}},
+      {"past every edge", Crop(-50, -9, 500, 400), 190, 99, 16, 16, {0, 0, 190, 99}},
+      // As RegionWindow: the whole picture unless a crop or when nothing
+      // is asked for, whole rows when no column is.
+      {"not a crop", Whole(20, 20, 40, 40), 190, 99, 16, 16, {0, 0, 190, 99}},
+      {"no column", Crop(50, 50, 50, 80), 190, 99, 16, 16, {0, 32, 190, 96}},
+      {"outside", Crop(500, 500, 600, 600), 190, 99, 16, 16, {0, 0, 190, 99}},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Of(EngineRegion(c.req, c.width, c.height, c.mcu_width, c.mcu_height)),
+              c.want) << c.why;
+  }
 }
 
 struct Picture {
   std::string name;
   std::string jpeg;
+  JpegInfo info;
+  RgbImage whole;  // Its whole decode.
 };
+
+Picture Read(std::string name, std::string jpeg) {
+  Picture p{std::move(name), std::move(jpeg), {}, {}};
+  const auto* data = reinterpret_cast<const uint8_t*>(p.jpeg.data());
+  EXPECT_TRUE(JpegDecoder().ReadInfo(data, p.jpeg.size(), &p.info).ok()) << p.name;
+  EXPECT_TRUE(JpegDecoder().Decode(data, p.jpeg.size(), &p.whole).ok()) << p.name;
+  return p;
+}
 
 // Photo-like pictures of awkward sizes at each subsampling, and the first
 // photographs of a Debian wallpaper package (deploy/install-deps.sh).
@@ -89,7 +96,7 @@ std::vector<Picture> Pictures() {
     const int w = 333, h = 219;
     auto jpeg = testdata::EncodeJpeg(testdata::PhotoLikeRgb(w, h, 7), w, h, 90, sub);
     EXPECT_TRUE(jpeg.ok()) << jpeg.status();
-    out.push_back({std::string("photo-like ") + name, jpeg.value_or("")});
+    out.push_back(Read(std::string("photo-like ") + name, jpeg.value_or("")));
   }
   for (const char* file : {"Aqua.jpg", "Dune.jpg", "LadyBird.jpg"}) {
     const std::string path = std::string("/usr/share/backgrounds/mate/nature/") + file;
@@ -97,7 +104,7 @@ std::vector<Picture> Pictures() {
     EXPECT_TRUE(in.good()) << path << " (deploy/install-deps.sh installs it)";
     std::stringstream bytes;
     bytes << in.rdbuf();
-    out.push_back({path, bytes.str()});
+    out.push_back(Read(path, bytes.str()));
   }
   return out;
 }
@@ -115,7 +122,9 @@ RgbImage DecodeCut(const std::string& jpeg, const PixelRect& region) {
                              jpeg.size(), 1, &cut, &cut_size, &xform, 0);
   EXPECT_EQ(rc, 0) << tjGetErrorStr2(tj);
   RgbImage image;
-  if (rc == 0) EXPECT_TRUE(JpegDecoder().Decode(cut, cut_size, &image).ok());
+  if (rc == 0) {
+    EXPECT_TRUE(JpegDecoder().Decode(cut, cut_size, &image).ok());
+  }
   tjFree(cut);
   tjDestroy(tj);
   return image;
@@ -145,11 +154,9 @@ TEST(EngineRegionTest, CropsOfTheRegionAreTheWholeDecodesPixels) {
   std::mt19937 rng(2026);
   for (const Picture& picture : Pictures()) {
     SCOPED_TRACE(picture.name);
-    const auto* data = reinterpret_cast<const uint8_t*>(picture.jpeg.data());
-    JpegInfo info;
-    ASSERT_TRUE(JpegDecoder().ReadInfo(data, picture.jpeg.size(), &info).ok());
-    RgbImage whole;
-    ASSERT_TRUE(JpegDecoder().Decode(data, picture.jpeg.size(), &whole).ok());
+    const JpegInfo& info = picture.info;
+    const RgbImage& whole = picture.whole;
+    ASSERT_GT(whole.width, 0);
     const int w = info.width, h = info.height;
     for (int k = 0; k < 24; ++k) {
       // Crops as RandomResizedCrop draws them: any size, anywhere.
@@ -171,11 +178,9 @@ TEST(EngineRegionTest, CropsOfTheRegionAreTheWholeDecodesPixels) {
 TEST(EngineRegionTest, TheGridAloneIsNotEnoughWhenSubsampled) {
   for (const Picture& picture : Pictures()) {
     SCOPED_TRACE(picture.name);
-    const auto* data = reinterpret_cast<const uint8_t*>(picture.jpeg.data());
-    JpegInfo info;
-    ASSERT_TRUE(JpegDecoder().ReadInfo(data, picture.jpeg.size(), &info).ok());
-    RgbImage whole;
-    ASSERT_TRUE(JpegDecoder().Decode(data, picture.jpeg.size(), &whole).ok());
+    const JpegInfo& info = picture.info;
+    const RgbImage& whole = picture.whole;
+    ASSERT_GT(whole.width, 0);
     const int mw = info.mcu_width, mh = info.mcu_height;
     // A crop of MCUs 1..4 each way, so every edge is inside the picture.
     const PixelRect need{mw, mh, 5 * mw, 5 * mh};

@@ -139,6 +139,11 @@ absl::Status JpegDecoder::ReadInfo(const uint8_t* data, size_t size,
     info->components = c.num_components;
     info->cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
     info->progressive = c.progressive_mode;
+    info->arithmetic = c.arith_code;
+    info->ycc_or_gray = c.jpeg_color_space == JCS_YCbCr || c.jpeg_color_space == JCS_GRAYSCALE;
+    for (int k = 1; k < c.num_components; ++k) {
+      info->plain_chroma &= c.comp_info[k].h_samp_factor == 1 && c.comp_info[k].v_samp_factor == 1;
+    }
     if (c.num_components > 1) {
       info->mcu_width = 8 * c.max_h_samp_factor;
       info->mcu_height = 8 * c.max_v_samp_factor;

@@ -131,6 +131,9 @@ struct JpegInfo {
   int components = 0;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK.
   bool cmyk = false;
   bool progressive = false;
+  bool arithmetic = false;   // Arithmetic-coded, not Huffman.
+  bool ycc_or_gray = false;  // Stored as YCbCr or gray: not RGB, CMYK, YCCK.
+  bool plain_chroma = true;  // Every component past the first is sampled 1 x 1.
   // An MCU's pixels: 8 x 8 for gray, 8 x the largest sampling factors else.
   int mcu_width = 8, mcu_height = 8;
 };

@@ -7,26 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "server/imaging/decode.h"
 #include "server/imaging/jpeg.h"
+#include "server/imaging/jpeg_handover.h"
 #include "shm/futex.h"
 #include "util/status_macros.h"
 
 namespace stoker {
-namespace {
-
-// Whether the file's last bytes hold the end-of-image marker. A file cut
-// short is the daemon's to decode (and to fail, replace or zero as the
-// spec says): a client's decoder would fill the missing rows with gray
-// without an error.
-bool EndsWithEoi(const std::string& bytes) {
-  const size_t from = bytes.size() > 64 ? bytes.size() - 64 : 0;
-  for (size_t i = bytes.size(); i-- > from + 1;) {
-    if (static_cast<uint8_t>(bytes[i - 1]) == 0xFF && static_cast<uint8_t>(bytes[i]) == 0xD9)
-      return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 absl::Status WriteEncoded(const FieldPlan& field, const std::string& bytes, uint8_t* out) {
   const uint64_t room = field.shape[0] - 4;
@@ -136,14 +121,13 @@ absl::StatusOr<bool> SampleRenderer::HandOver(size_t f, const FetchedSample& in,
   const ClientDecodePlan& cd = pipeline_.client_decode();
   const std::string& bytes = *in.files[field.file];
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  if (bytes.size() > cd.max_bytes ||
-      SniffImageFormat(data, bytes.size()) != ImageFormat::kJpeg || !EndsWithEoi(bytes))
-    return false;
+  const HandOverRule rule{cd.max_bytes, cd.max_pixels, /*hardware=*/false};
+  if (KeptByBytes(data, bytes.size(), rule) != Kept::kHandedOver) return false;
   JpegDecoder& decoder = ThreadLocalDecoder();
   decoder.set_limits(limits_);
   JpegInfo info;
   STOKER_RETURN_IF_ERROR(decoder.ReadInfo(data, bytes.size(), &info));
-  if (info.cmyk || uint64_t(info.width) * info.height > cd.max_pixels) return false;
+  if (KeptByHeader(info, rule) != Kept::kHandedOver) return false;
   if (!plan(info.width, info.height)) return false;  // The daemon names the misfit.
   // The client renders geometry and normalization; a sample drawn a
   // per-pixel effect is the daemon's.

@@ -1,7 +1,7 @@
 """A private stokerd for the benchmarks: this tree's build (or the tree at
 `tree`: another checkout's build, to compare) on a socket in a fresh
 temporary folder, one decode thread per core, /metrics off, extra flags as
-given. Use it as a context manager (or call close()): it stops
+given. $STOKERD names another daemon binary to run (a release bundle's). Use it as a context manager (or call close()): it stops
 the daemon and removes the folder."""
 
 import json
@@ -20,7 +20,8 @@ class Stokerd:
         self.dir = tempfile.mkdtemp(prefix="stoker-bench-")
         self.sock = os.path.join(self.dir, "s.sock")
         self.proc = subprocess.Popen(
-            [os.path.join(tree, "bazel-bin", "server", "stokerd"), "--socket", self.sock,
+            [os.environ.get("STOKERD") or os.path.join(tree, "bazel-bin", "server", "stokerd"),
+             "--socket", self.sock,
              "--threads", str(os.cpu_count() or 1), "--metrics-address", "", *flags,
              *(["--allow-root"] if os.geteuid() == 0 else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -138,8 +138,13 @@ TEST_P(BatchSlabsTest, ThreeTrainersTake10000BatchesEachWithNoneCorrupted) {
     int pair[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
     // Made before fork: the child only closes, clears a flag and execs.
+    // The loader's path goes along: a bundle of the tests finds its
+    // libraries by it (bench/gpu_checks.sh).
     const std::string as = absl::StrCat("STOKER_SLAB_TRAINER=", pair[1], " ", GetParam());
-    char* const env[] = {const_cast<char*>(as.c_str()), nullptr};
+    const char* lib_path = std::getenv("LD_LIBRARY_PATH");
+    const std::string lib = absl::StrCat("LD_LIBRARY_PATH=", lib_path ? lib_path : "");
+    char* const env[] = {const_cast<char*>(as.c_str()), const_cast<char*>(lib.c_str()),
+                         nullptr};
     rings[t].pid = fork();
     ASSERT_GE(rings[t].pid, 0);
     if (rings[t].pid == 0) {  // No gtest in the child: its exit status says.

@@ -7,7 +7,8 @@
 #       (dist/stoker-*-linux-x86_64.tar.gz, from deploy/package.py).
 #   bench/gpu_checks.sh run      there, carrying .gpu and dist: the tests
 #       on the GPU (the cuda kind of slabs: 3 trainers x 10,000 batches, a
-#       slab there and back by descriptor), then bench/gpu_train.py with the
+#       ring's 2,000 batches through its slabs, a slab there and back by
+#       descriptor), then bench/gpu_train.py with the
 #       bundle's stokerd and libstoker.so. Logs go to $OUT (or .gpu/out).
 #       MODELS, SECONDS, WARM, DL_WORKERS pass through to gpu_train.py;
 #       GPU_TRAIN=0 skips it.
@@ -16,7 +17,7 @@
 # (their GPU cases skip, saying why) and gpu_train.py says there is none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TESTS=(shm:batch_slabs_test shm:cuda_slabs_test)
+TESTS=(shm:batch_slabs_test shm:slab_ring_test shm:cuda_slabs_test)
 # Loaded from the machine that runs them: its C library and loader.
 SYSTEM='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt)[.-]'
 

@@ -30,15 +30,10 @@
 namespace stoker::shm {
 namespace {
 
-absl::StatusOr<std::unique_ptr<SlabMemory>> MakeKind(const std::string& kind) {
-  if (kind == "cuda") return CudaSlabMemory();
-  return HostSlabMemory();
-}
-
 class BatchSlabsTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<SlabMemory>> memory = MakeKind(GetParam());
+    absl::StatusOr<std::unique_ptr<SlabMemory>> memory = SlabMemoryOfKind(GetParam());
     if (!memory.ok()) GTEST_SKIP() << GetParam() << " slabs: " << memory.status();
     memory_ = *std::move(memory);
   }
@@ -105,7 +100,7 @@ int Trainer(int sock, SlabMemory& memory) {
   int sock = -1;
   char kind[16] = {};
   if (std::sscanf(as, "%d %15s", &sock, kind) != 2) _exit(8);
-  absl::StatusOr<std::unique_ptr<SlabMemory>> memory = MakeKind(kind);
+  absl::StatusOr<std::unique_ptr<SlabMemory>> memory = SlabMemoryOfKind(kind);
   _exit(memory.ok() ? Trainer(sock, **memory) : 7);
 }();
 

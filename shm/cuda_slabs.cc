@@ -322,4 +322,12 @@ absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemory(int device,
       std::make_unique<CudaMemory>(*std::move(loaded), dev, ctx, granularity));
 }
 
+absl::StatusOr<std::unique_ptr<SlabMemory>> SlabMemoryOfKind(const std::string& kind,
+                                                              int device) {
+  if (kind == "host") return HostSlabMemory();
+  if (kind == "cuda") return CudaSlabMemory(device);
+  return absl::InvalidArgumentError(
+      absl::StrCat("slabs are \"host\" or \"cuda\", not \"", kind, "\""));
+}
+
 }  // namespace stoker::shm

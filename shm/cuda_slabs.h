@@ -32,6 +32,11 @@ namespace stoker::shm {
 absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemory(
     int device = 0, const std::string& library = "libcuda.so.1");
 
+// Slabs of a kind by its name: "host" (HostSlabMemory) or "cuda" (on GPU
+// `device`); INVALID_ARGUMENT for another name.
+absl::StatusOr<std::unique_ptr<SlabMemory>> SlabMemoryOfKind(const std::string& kind,
+                                                              int device = 0);
+
 }  // namespace stoker::shm
 
 #endif  // STOKER_SHM_CUDA_SLABS_H_

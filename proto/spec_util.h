@@ -26,6 +26,16 @@ inline bool IsMemberName(const std::string& name) {
          name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
 }
 
+// The SlabMemory kind (shm/cuda_slabs.h's SlabMemoryOfKind) a session's
+// slabs are of, and the GPU they are on ("" for host memory).
+inline const char* SlabKind(const v1::SessionSpec& spec) {
+  return spec.slabs().memory() == v1::BatchSlabs::MEMORY_CUDA ? "cuda" : "host";
+}
+inline std::string SlabGpu(const v1::SessionSpec& spec) {
+  return spec.slabs().memory() == v1::BatchSlabs::MEMORY_CUDA ? spec.placement().gpu_bus_id()
+                                                               : std::string();
+}
+
 // The source message the dataset names (its `source` oneof case), or null
 // when none is set. A local source's message has a string `path` (the file
 // or folder it reads) and may have a string `root` (the folder its files

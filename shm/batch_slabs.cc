@@ -18,6 +18,7 @@ class HostSlab : public Slab {
   uint64_t bytes() const override { return segment_.size(); }
   void* data() const override { return segment_.base(); }
   absl::StatusOr<int> Export() const override { return segment_.Share(); }
+  void Discard() override { segment_.Discard(); }
 
  protected:
   absl::Status CopyIn(uint64_t offset, const void* from, uint64_t n) const override {
@@ -36,6 +37,7 @@ class HostSlab : public Slab {
 class HostMemory : public SlabMemory {
  public:
   std::string kind() const override { return "host"; }
+  uint64_t Footprint(uint64_t bytes) const override { return (bytes + 4095) / 4096 * 4096; }
 
   absl::StatusOr<std::unique_ptr<Slab>> Create(uint64_t bytes) override {
     if (bytes == 0) return absl::InvalidArgumentError("a slab of 0 bytes");

@@ -59,6 +59,10 @@ class Slab {
   // A new descriptor of the slab to pass to the trainer (close-on-exec;
   // the caller closes it). FAILED_PRECONDITION for an imported slab.
   virtual absl::StatusOr<int> Export() const = 0;
+  // The daemon's, for a trainer that is gone: host memory goes back to the
+  // kernel now, whoever still holds the slab (it reads zeros); a GPU's
+  // goes when its last holder lets it go.
+  virtual void Discard() {}
 
  protected:
   // The copies, within the slab (Write and Read checked the range).
@@ -71,6 +75,9 @@ class SlabMemory {
  public:
   virtual ~SlabMemory() = default;
   virtual std::string kind() const = 0;  // "host", "cuda".
+  // The memory a slab of `bytes` takes (rounded up to pages, or to the
+  // GPU's allocation granularity).
+  virtual uint64_t Footprint(uint64_t bytes) const = 0;
   // The daemon's: a slab of `bytes` (> 0), every page allocated now.
   virtual absl::StatusOr<std::unique_ptr<Slab>> Create(uint64_t bytes) = 0;
   // The trainer's: the slab `fd` names (the caller keeps `fd`), which must

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -61,6 +62,7 @@ CUmemAllocationProp DeviceProp(CUdevice device) {
 struct Driver {
   CUresult (*Init)(unsigned);
   CUresult (*DeviceGet)(CUdevice*, int);
+  CUresult (*DeviceGetByPCIBusId)(CUdevice*, const char*);
   CUresult (*PrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*PrimaryCtxRelease)(CUdevice);
   CUresult (*CtxPush)(CUcontext);
@@ -111,6 +113,7 @@ absl::StatusOr<std::shared_ptr<const Driver>> Load(const std::string& library) {
   };
   get(&d->Init, "cuInit");
   get(&d->DeviceGet, "cuDeviceGet");
+  get(&d->DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId");
   get(&d->PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   get(&d->PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
   get(&d->CtxPush, "cuCtxPushCurrent_v2");
@@ -247,6 +250,9 @@ class CudaMemory : public SlabMemory {
 
  private:
   // `bytes` in whole granules; 0 past what an address can hold.
+  uint64_t Footprint(uint64_t bytes) const override {
+    return Rounded(bytes) == 0 ? bytes : Rounded(bytes);
+  }
   size_t Rounded(uint64_t bytes) const {
     if (bytes > SIZE_MAX - granularity_) return 0;
     return (bytes + granularity_ - 1) / granularity_ * granularity_;
@@ -292,14 +298,17 @@ class CudaMemory : public SlabMemory {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemory(int device,
-                                                           const std::string& library) {
+namespace {
+
+// The memory of the device `pick` names, through `library`.
+absl::StatusOr<std::unique_ptr<SlabMemory>> OpenCuda(
+    const std::string& library, const std::function<absl::Status(const Driver&, CUdevice*)>& pick) {
   absl::StatusOr<std::shared_ptr<const Driver>> loaded = Load(library);
   if (!loaded.ok()) return loaded.status();
   const Driver& d = **loaded;
   if (absl::Status s = d.Check("cuInit", d.Init(0)); !s.ok()) return s;
   CUdevice dev = 0;
-  if (absl::Status s = d.Check("cuDeviceGet", d.DeviceGet(&dev, device)); !s.ok()) return s;
+  if (absl::Status s = pick(d, &dev); !s.ok()) return s;
   CUcontext ctx = nullptr;
   if (absl::Status s = d.Check("cuDevicePrimaryCtxRetain", d.PrimaryCtxRetain(&ctx, dev));
       !s.ok()) {
@@ -322,10 +331,29 @@ absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemory(int device,
       std::make_unique<CudaMemory>(*std::move(loaded), dev, ctx, granularity));
 }
 
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemory(int device,
+                                                           const std::string& library) {
+  return OpenCuda(library, [device](const Driver& d, CUdevice* dev) {
+    return d.Check("cuDeviceGet", d.DeviceGet(dev, device));
+  });
+}
+
+absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemoryOnBus(const std::string& bus_id,
+                                                                const std::string& library) {
+  return OpenCuda(library, [&bus_id](const Driver& d, CUdevice* dev) {
+    return d.Check(absl::StrCat("cuDeviceGetByPCIBusId(", bus_id, ")").c_str(),
+                   d.DeviceGetByPCIBusId(dev, bus_id.c_str()), absl::StatusCode::kInvalidArgument);
+  });
+}
+
 absl::StatusOr<std::unique_ptr<SlabMemory>> SlabMemoryOfKind(const std::string& kind,
-                                                              int device) {
+                                                              const std::string& gpu_bus_id) {
   if (kind == "host") return HostSlabMemory();
-  if (kind == "cuda") return CudaSlabMemory(device);
+  if (kind == "cuda") {
+    return gpu_bus_id.empty() ? CudaSlabMemory() : CudaSlabMemoryOnBus(gpu_bus_id);
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("slabs are \"host\" or \"cuda\", not \"", kind, "\""));
 }

@@ -32,10 +32,17 @@ namespace stoker::shm {
 absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemory(
     int device = 0, const std::string& library = "libcuda.so.1");
 
-// Slabs of a kind by its name: "host" (HostSlabMemory) or "cuda" (on GPU
-// `device`); INVALID_ARGUMENT for another name.
+// The same on the GPU at PCI address `bus_id` ("0000:3b:00.0"): the one
+// GPU whatever each process's CUDA_VISIBLE_DEVICES numbers it.
+// INVALID_ARGUMENT when no GPU is there.
+absl::StatusOr<std::unique_ptr<SlabMemory>> CudaSlabMemoryOnBus(
+    const std::string& bus_id, const std::string& library = "libcuda.so.1");
+
+// Slabs of a kind by its name: "host" (HostSlabMemory) or "cuda" (on the
+// GPU at `gpu_bus_id`, or GPU 0 when it is empty); INVALID_ARGUMENT for
+// another name.
 absl::StatusOr<std::unique_ptr<SlabMemory>> SlabMemoryOfKind(const std::string& kind,
-                                                              int device = 0);
+                                                              const std::string& gpu_bus_id = "");
 
 }  // namespace stoker::shm
 

@@ -27,6 +27,16 @@ TEST(CudaSlabs, AMachineWithoutAGpuIsToldWhy) {
   ExpectRefused("./shm/libfake_cuda.so", "cuInit: CUDA_ERROR_NO_DEVICE (100)");
 }
 
+// A GPU named by its PCI address: each process's numbering may differ.
+TEST(CudaSlabs, ABusWithoutAGpuIsRefused) {
+  absl::StatusOr<std::unique_ptr<SlabMemory>> fake =
+      CudaSlabMemoryOnBus("0000:3b:00.0", "./shm/libfake_cuda.so");
+  EXPECT_EQ(fake.status().code(), absl::StatusCode::kFailedPrecondition) << fake.status();
+  if (!CudaSlabMemory().ok()) GTEST_SKIP() << "no GPU here";
+  absl::StatusOr<std::unique_ptr<SlabMemory>> none = CudaSlabMemoryOnBus("0000:ff:1f.7");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << none.status();
+}
+
 TEST(CudaSlabs, ASlabGoesToTheGpuAndBackThroughADescriptor) {
   absl::StatusOr<std::unique_ptr<SlabMemory>> memory = CudaSlabMemory();
   if (!memory.ok()) {

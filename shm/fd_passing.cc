@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -219,17 +220,23 @@ namespace {
 
 // One request/answer exchange on the ring socket, the server verified;
 // returns the answer line and its descriptor (-1 if none; caller closes).
+// `more` (if set) reads what follows an answer that carried a descriptor.
 absl::StatusOr<std::pair<std::string, int>> Exchange(
     const std::string& socket_path, const std::string& request,
-    const std::vector<int>& send_fds = {}) {
+    const std::vector<int>& send_fds = {},
+    const std::function<absl::Status(int sock)>& more = nullptr) {
   STOKER_ASSIGN_OR_RETURN(int sock, ConnectUnix(socket_path, absl::Seconds(10)));
   absl::Status s = VerifyServer(sock, socket_path);
   if (s.ok()) s = SendWithFds(sock, request, send_fds);
   std::string reply;
   int fd = -1;
   if (s.ok()) s = ReceiveWithFd(sock, 4096, &reply, &fd);
+  if (s.ok() && fd >= 0 && more) s = more(sock);
   close(sock);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    if (fd >= 0) close(fd);
+    return s;
+  }
   return std::make_pair(reply, fd);
 }
 
@@ -280,14 +287,35 @@ absl::StatusOr<std::string> HandOverSigner(const std::string& socket_path, int c
 
 absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
                                   uint64_t session_id,
-                                  const std::string& token) {
-  STOKER_ASSIGN_OR_RETURN(
-      auto answer,
-      Exchange(socket_path,
-               absl::StrCat("STOKER-RING 1 ", session_id, " ", token, "\n")));
-  if (answer.first == "OK" && answer.second >= 0) return answer.second;
-  if (answer.second >= 0) close(answer.second);
-  return ErrorReply(answer.first, socket_path);
+                                  const std::string& token,
+                                  size_t slab_fds, std::vector<int>* slabs) {
+  // The slabs' descriptors follow the ring's, kSlabFdsPerMessage a message.
+  auto more = [&](int sock) {
+    while (slabs->size() < slab_fds) {
+      std::string line;
+      std::vector<int> got;
+      absl::Status s = ReceiveWithFds(sock, 64, kSlabFdsPerMessage, &line, &got,
+                                      absl::Now() + absl::Seconds(10));
+      slabs->insert(slabs->end(), got.begin(), got.end());
+      if (!s.ok()) return s;
+      if (line != absl::StrCat("SLABS ", got.size()) || got.empty()) {
+        return absl::InternalError(absl::StrCat("unexpected slabs from the ring socket ",
+                                                socket_path, ": '", line, "'"));
+      }
+    }
+    return slabs->size() == slab_fds
+               ? absl::OkStatus()
+               : absl::InternalError(absl::StrCat("more slabs than the ring's ", slab_fds));
+  };
+  auto answer = Exchange(socket_path,
+                         absl::StrCat("STOKER-RING 1 ", session_id, " ", token, "\n"), {},
+                         slabs != nullptr ? std::function<absl::Status(int)>(more) : nullptr);
+  if (!answer.ok() && slabs != nullptr) CloseFds(slabs);
+  if (!answer.ok()) return answer.status();
+  if (answer->first == "OK" && answer->second >= 0) return answer->second;
+  if (answer->second >= 0) close(answer->second);
+  if (slabs != nullptr) CloseFds(slabs);
+  return ErrorReply(answer->first, socket_path);
 }
 
 namespace {

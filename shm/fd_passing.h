@@ -86,10 +86,16 @@ absl::Status SetSocketTimeout(int sock, absl::Duration timeout);
 
 // Client side of the exchange: connects to `socket_path`, asks for the
 // ring of `session_id` with `token`, and returns the fd (caller closes).
-// PERMISSION_DENIED / NOT_FOUND / ... as the daemon answers.
+// PERMISSION_DENIED / NOT_FOUND / ... as the daemon answers. A session
+// with slabs (SessionSpec.slabs): the daemon sends their `slab_fds`
+// descriptors after the ring's, in messages "SLABS <n>" of n (1 to
+// kSlabFdsPerMessage) each, and they are appended to *slabs (the caller
+// closes them; none are left there on an error).
+inline constexpr size_t kSlabFdsPerMessage = 64;
 absl::StatusOr<int> RequestRingFd(const std::string& socket_path,
                                   uint64_t session_id,
-                                  const std::string& token);
+                                  const std::string& token,
+                                  size_t slab_fds = 0, std::vector<int>* slabs = nullptr);
 
 // Client side of the second exchange: the caller token of this process's
 // uid from the daemon's ring socket `socket_path`.

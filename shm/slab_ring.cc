@@ -22,6 +22,7 @@ SlabRing::SlabRing(const RingLayout& layout, std::vector<std::unique_ptr<Slab>> 
 }
 
 void* SlabRing::Field(uint32_t slot, uint32_t f) const {
+  if (slot >= slots() || f >= layout_.field_count) return nullptr;
   return static_cast<uint8_t*>(slabs_[slot]->data()) +
          (layout_.fields[f].offset - layout_.fields[0].offset);
 }
@@ -54,6 +55,7 @@ absl::StatusOr<std::vector<int>> SlabRingWriter::Share() const {
 
 absl::Status SlabRingWriter::AwaitWritable(uint32_t slot, absl::Time deadline,
                                            const std::atomic<bool>* cancel) const {
+  if (slot >= slots()) return absl::InvalidArgumentError(absl::StrCat("no slab ", slot));
   return fences_.AwaitWritable(slot, Uses(slot), deadline, cancel);
 }
 
@@ -65,6 +67,10 @@ absl::Status SlabRingWriter::Deliver(uint32_t slot, const SlotView& view) {
   fences_.Written(slot, Uses(slot));
   Used(slot);
   return absl::OkStatus();
+}
+
+void SlabRingWriter::Discard() {
+  for (std::unique_ptr<Slab>& slab : slabs_) slab->Discard();
 }
 
 absl::StatusOr<std::unique_ptr<SlabRingReader>> SlabRingReader::Import(
@@ -88,10 +94,12 @@ absl::StatusOr<std::unique_ptr<SlabRingReader>> SlabRingReader::Import(
 
 absl::Status SlabRingReader::Await(uint32_t slot, absl::Time deadline,
                                    const std::atomic<bool>* cancel) const {
+  if (slot >= slots()) return absl::InvalidArgumentError(absl::StrCat("no slab ", slot));
   return fences_.AwaitReadable(slot, Uses(slot), deadline, cancel);
 }
 
 void SlabRingReader::Release(uint32_t slot) {
+  if (slot >= slots()) return;
   fences_.Released(slot, Uses(slot));
   Used(slot);
 }

@@ -18,8 +18,10 @@
 // always, Deliver(s, view), then Publish. The trainer (SlabRingReader):
 // after acquiring slot s, Await(s), use Field(s, f), Release(s) before
 // releasing the slot. A trainer that releases the slot but not the slab
-// holds only its own ring: the daemon's AwaitWritable ends at its deadline,
-// and a fence no batch can explain is FAILED_PRECONDITION there at once.
+// holds only its own ring, for as long as it keeps the slab (the daemon
+// waits until its session stops), and a fence no batch can explain is
+// FAILED_PRECONDITION there at once. Calls for a slot out of range do
+// nothing (INVALID_ARGUMENT where they return a status).
 //
 // Thread-safety: calls for different slots may come from different
 // threads; calls for one slot are ordered by the ring (claim, fill,
@@ -51,7 +53,7 @@ class SlabRing {
   const Slab& slab(uint32_t slot) const { return *slabs_[slot]; }
   const SlabFences& fences() const { return fences_; }
   // The address (host or device, as the slabs' kind) of field `f` of slot
-  // `slot`'s slab.
+  // `slot`'s slab; null for a slot or field out of range.
   void* Field(uint32_t slot, uint32_t f) const;
 
  protected:
@@ -81,6 +83,8 @@ class SlabRingWriter : public SlabRing {
   // Copies `view`'s fields (slot `slot`'s, filled) into its slab and marks
   // the batch written. Call it once per AwaitWritable, before Publish.
   absl::Status Deliver(uint32_t slot, const SlotView& view);
+  // The trainer is gone: every slab's memory goes (Slab::Discard).
+  void Discard();
 
  private:
   using SlabRing::SlabRing;
@@ -97,7 +101,8 @@ class SlabRingReader : public SlabRing {
   // Waits until slot `slot`'s batch (the one just acquired) is in its slab.
   absl::Status Await(uint32_t slot, absl::Time deadline,
                      const std::atomic<bool>* cancel = nullptr) const;
-  // Done with it; before the slot itself is released.
+  // Done with it; before the slot itself is released. A GPU's slab: the
+  // caller has finished the work that reads it (the daemon writes it next).
   void Release(uint32_t slot);
 
  private:

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -169,6 +170,32 @@ TEST_P(SlabRingTest, TheTrainersSideTakesOnlyWhatTheDaemonGave) {
   r = SlabRingReader::Import(memory_.get(), consumer_->layout(), swapped);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(SlabMemoryOfKind("tpu").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(SlabRingTest, ASlotOutOfRangeIsRefusedNotIndexed) {
+  EXPECT_EQ(writer_->AwaitWritable(kSlots, absl::Now()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer_->Deliver(kSlots, producer_->Slot(0)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reader_->Await(kSlots, absl::Now()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reader_->Field(kSlots, 0), nullptr);
+  EXPECT_EQ(reader_->Field(0, shm::kMaxFields), nullptr);
+  reader_->Release(kSlots);
+  for (uint32_t s = 0; s < kSlots; ++s) EXPECT_EQ(reader_->fences().Count(s), 0u);
+}
+
+// A trainer that is gone keeps no host memory of the daemon's: what it
+// still maps reads zeros. (A GPU's memory goes with its last holder.)
+TEST_P(SlabRingTest, DiscardedHostSlabsReadZeros) {
+  if (GetParam() != "host") GTEST_SKIP() << "host slabs only";
+  const int slot = Produce(0);
+  ASSERT_GE(slot, 0);
+  ASSERT_EQ(Mismatches(slot, 0), 0u);
+  EXPECT_EQ(memory_->Footprint(SlabBytes(producer_->layout())) % 4096, 0u);
+  writer_->Discard();
+  std::vector<uint8_t> got(SlabBytes(consumer_->layout()));
+  ASSERT_TRUE(reader_->slab(slot).Read(0, got.data(), got.size()).ok());
+  EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<ptrdiff_t>(got.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, SlabRingTest, ::testing::Values("host", "cuda"),

@@ -322,6 +322,7 @@ int stoker_batch_get_field(const stoker_batch* batch, uint32_t index,
   full.ndim = static_cast<uint32_t>(1 + f.shape.size());
   full.shape[0] = b.samples();
   std::copy(f.shape.begin(), f.shape.end(), full.shape + 1);
+  full.slab = f.slab;
   std::memcpy(info, &full, std::min(struct_size, sizeof(full)));
   return STOKER_OK;
 }

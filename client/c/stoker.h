@@ -275,6 +275,12 @@ typedef struct stoker_field_info {
   uint32_t dtype;        /* STOKER_DTYPE_*. */
   uint32_t ndim;         /* 1 + per-sample dims (a scalar field: 1). */
   uint64_t shape[1 + STOKER_MAX_FIELD_DIMS]; /* [samples, dims...] */
+  /* The same bytes in the batch's slab (the spec's slabs): a device
+   * address for slabs in GPU memory (MEMORY_CUDA). NULL without slabs, and
+   * in a private copy. Zero the struct first: a library older than slabs
+   * leaves it unset. The slab goes back with the batch: finish the GPU
+   * work that reads it before stoker_batch_release. */
+  void* slab;
 } stoker_field_info;
 
 /* Number of fields in the batch (the same for every batch of a session). */

@@ -9,9 +9,10 @@
 namespace stoker {
 
 std::shared_ptr<const Batch::Lease> Batch::Lease::Take(std::shared_ptr<const void> k,
-                                                       shm::RingConsumer* r, int s,
+                                                       shm::RingConsumer* r,
+                                                       shm::SlabRingReader* slabs, int s,
                                                        const shm::SlotSnapshot& snap) {
-  auto lease = std::make_shared<Lease>(std::move(k), r, s, snap);
+  auto lease = std::make_shared<Lease>(std::move(k), r, slabs, s, snap);
   const shm::RingLayout& l = r->layout();
   if (r->held() < l.slot_count) return lease;
   void* memory = nullptr;
@@ -30,8 +31,9 @@ std::shared_ptr<const Batch::Lease> Batch::Lease::Take(std::shared_ptr<const voi
     lease->view.fields[f] = to + l.fields[f].offset;
     std::memcpy(lease->view.fields[f], from.fields[f], n * l.fields[f].sample_bytes);
   }
+  lease->Return();
   lease->slot = -1;
-  r->Release(s);
+  lease->slabs = nullptr;
   return lease;
 }
 
@@ -57,6 +59,7 @@ BatchField Batch::field(int i) const {
   out.shape.assign(f.shape, f.shape + f.ndim);
   out.sample_bytes = f.sample_bytes;
   out.size_bytes = f.sample_bytes * samples();
+  if (lease_->slabs != nullptr) out.slab = lease_->slabs->Field(lease_->slot, i);
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "client/cpp/daemon_connection.h"
 #include "client/cpp/dataset_spec.h"
 #include "client/cpp/object_store_access.h"
+#include "client/cpp/ring_mapping.h"
 #include "client/cpp/session_signer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -54,30 +55,6 @@ absl::StatusOr<Resp> Call(
   return resp;
 }
 
-// Maps the session's ring from the descriptor the daemon hands over (a
-// sealed memory file with no name anywhere). The daemon names its handoff
-// socket as it sees it; where that is the ring socket beside its control
-// socket, this process reaches it as `ring_socket`, beside the socket it
-// connected: a trainer's container may mount the socket folder elsewhere.
-absl::StatusOr<std::unique_ptr<shm::RingConsumer>> MapRing(
-    const v1::OpenSessionResponse& resp, const std::string& ring_socket) {
-  const v1::RingInfo& info = resp.ring();
-  if (info.handoff_socket().empty()) {
-    return absl::FailedPreconditionError(
-        "the daemon names no ring handoff socket (an older stokerd)");
-  }
-  auto name = [](absl::string_view path) { return path.substr(path.rfind('/') + 1); };
-  const std::string& handoff = name(info.handoff_socket()) == name(ring_socket)
-                                   ? ring_socket
-                                   : info.handoff_socket();
-  STOKER_ASSIGN_OR_RETURN(int fd, shm::RequestRingFd(handoff,
-                                                     resp.session_id(),
-                                                     info.handoff_token()));
-  auto ring = shm::RingConsumer::Open(fd, info.shm_name(), resp.session_id());
-  close(fd);  // The mapping stays.
-  return ring;
-}
-
 }  // namespace
 
 // Everything a session's batches need to stay valid: the ring mapping. The
@@ -86,8 +63,7 @@ absl::StatusOr<std::unique_ptr<shm::RingConsumer>> MapRing(
 class SessionCore {
  public:
   SessionCore(std::shared_ptr<v1::Stoker::Stub> stub, std::string token,
-              v1::OpenSessionResponse info,
-              std::unique_ptr<shm::RingConsumer> ring,
+              v1::OpenSessionResponse info, MappedRing ring,
               std::unique_ptr<shm::OpenServer> opener)
       : stub_(std::move(stub)),
         token_(std::move(token)),
@@ -173,13 +149,14 @@ class SessionCore {
   }
 
   const v1::OpenSessionResponse& info() const { return info_; }
-  shm::RingConsumer& ring() const { return *ring_; }
+  shm::RingConsumer& ring() const { return *ring_.ring; }
+  shm::SlabRingReader* slabs() const { return ring_.slabs.get(); }  // Null: none.
 
  private:
   const std::shared_ptr<v1::Stoker::Stub> stub_;
   const std::string token_;
   const v1::OpenSessionResponse info_;
-  const std::unique_ptr<shm::RingConsumer> ring_;
+  const MappedRing ring_;
   // Opens the dataset's files for the daemon, with this process's rights,
   // for as long as the session may read (null: an unconfined daemon).
   const std::unique_ptr<shm::OpenServer> opener_;
@@ -368,10 +345,22 @@ absl::StatusOr<Batch> Session::NextFromRing(absl::Duration timeout, uint64_t las
   // Time blocked here is the starvation signal the daemon reports.
   ring.AddWait(shm::MonotonicNanos() - t0);
   if (!slot.ok()) return slot.status();
+  shm::SlabRingReader* slabs = core_->slabs();
+  if (slabs != nullptr) {  // Published after its slab was written: no wait.
+    if (absl::Status s = slabs->Await(*slot, absl::Now() + absl::Seconds(10)); !s.ok()) {
+      // Both given back and the batch passed: a daemon that did not write
+      // the slab then meets a release it cannot explain, and says so.
+      ++next_sequence_;
+      slabs->Release(*slot);
+      ring.Release(*slot);
+      return absl::DataLossError(absl::StrCat("batch ", next_sequence_ - 1,
+                                              " came without its slab: ", s.ToString()));
+    }
+  }
   ring.CountBatch();
   ++next_sequence_;
   Batch b;
-  b.lease_ = Batch::Lease::Take(core_, &ring, *slot, snapshot);
+  b.lease_ = Batch::Lease::Take(core_, &ring, slabs, *slot, snapshot);
   if (b.copied() && !copy_warned_) {
     copy_warned_ = true;
     std::fprintf(stderr, "%s\n", Batch::Lease::CopyWarning(id(), ring).c_str());
@@ -512,7 +501,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenOn(const DaemonConnection& 
   Identify(&ctx, c.token());
   const std::shared_ptr<v1::Stoker::Stub> stub = c.Stub();
   STOKER_RETURN_IF_ERROR(FromGrpc(stub->OpenSession(&ctx, req, &resp)));
-  auto ring = MapRing(resp, c.ring_socket());
+  auto ring = MapRing(spec, resp, c.ring_socket());
   if (!ring.ok()) {
     CloseOn(c, resp.session_id()).IgnoreError();
     return ring.status();

@@ -39,6 +39,10 @@ struct BatchField {
   std::vector<uint64_t> shape;  // Per sample, row-major.
   uint64_t sample_bytes = 0;
   uint64_t size_bytes = 0;      // Of the valid samples.
+  // The same bytes in the batch's slab (SessionSpec.slabs): a device
+  // address for slabs in GPU memory. Null without slabs, and in a private
+  // copy (its slab went back with its slot).
+  void* slab = nullptr;
 };
 
 class Batch {

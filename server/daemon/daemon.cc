@@ -229,6 +229,10 @@ absl::StatusOr<v1::OpenSessionResponse> Daemon::OpenSession(
   ring->set_segment_bytes(session->ring().layout().segment_bytes);
   ring->set_slots(session->ring().layout().slot_count);
   ring->set_layout_version(shm::kLayoutVersion);
+  if (session->slabs() != nullptr) {
+    ring->set_slab_descriptors(session->slabs()->slots() + 1);
+    ring->set_slab_kind(SlabKind(spec));
+  }
   const shm::RingLayout& layout = session->ring().layout();
   for (uint32_t f = 0; f < layout.field_count; ++f) {
     v1::FieldInfo* field = ring->add_fields();
@@ -319,6 +323,20 @@ absl::StatusOr<int> Daemon::HandOffRing(uint64_t session_id,
     e.pid_visible = peer_pid > 0;
     return e.session->ring().Share();
   }
+}
+
+absl::StatusOr<std::vector<int>> Daemon::SlabDescriptors(uint64_t session_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session ", session_id));
+  const shm::SlabRingWriter* slabs = it->second.session->slabs();
+  if (slabs == nullptr) return std::vector<int>();
+  if (it->second.slabs_handed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the slabs of session ", session_id, " were handed over already"));
+  }
+  it->second.slabs_handed = true;
+  return slabs->Share();
 }
 
 absl::Status Daemon::Attach(uint64_t session_id,

@@ -84,6 +84,11 @@ class Daemon {
   // wrong token or uid, NOT_FOUND for an unknown session.
   absl::StatusOr<int> HandOffRing(uint64_t session_id, const std::string& token,
                                   uid_t peer_uid, pid_t peer_pid);
+  // Descriptors of the session's slabs (shm/slab_ring.h's order; none
+  // without SessionSpec.slabs), for the peer HandOffRing just answered (the
+  // caller closes them): once per session, so that no peer collects copies.
+  // NOT_FOUND for an unknown session, FAILED_PRECONDITION the second time.
+  absl::StatusOr<std::vector<int>> SlabDescriptors(uint64_t session_id);
 
   // PERMISSION_DENIED unless the caller owns the session or is an admin.
   absl::Status CloseSession(uint64_t session_id, const Caller& caller = Caller());
@@ -125,6 +130,7 @@ class Daemon {
     std::string handoff_token;  // Secret shown only to the opener.
     int64_t owner_uid = -1;     // Set when the ring is handed over.
     uint32_t peer_pid = 0;      // Likewise; 0: use the reported pid.
+    bool slabs_handed = false;  // Its slabs' descriptors went out (once).
     int node = 0;               // Its decode pool's NUMA node,
     std::string placement;      // and why.
     absl::Time opened = absl::Now();

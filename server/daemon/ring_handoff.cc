@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -145,8 +146,18 @@ void RingHandoffServer::HandleOne(int sock) {
   // Counted before answering: a client that has its answer sees the count.
   if (fd.ok()) {
     handed_off_.fetch_add(1);
-    shm::SendWithFd(sock, "OK\n", *fd).IgnoreError();
+    absl::Status sent = shm::SendWithFd(sock, "OK\n", *fd);
     close(*fd);
+    // Its slabs' descriptors (none without SessionSpec.slabs) follow.
+    absl::StatusOr<std::vector<int>> slabs = daemon_->SlabDescriptors(session_id);
+    if (!slabs.ok()) LogInfo(absl::StrCat("slabs not handed off: ", slabs.status().ToString()));
+    for (size_t i = 0; slabs.ok() && sent.ok() && i < slabs->size();
+         i += shm::kSlabFdsPerMessage) {
+      const size_t end = std::min(slabs->size(), i + shm::kSlabFdsPerMessage);
+      const std::vector<int> some(slabs->begin() + i, slabs->begin() + end);
+      sent = shm::SendWithFds(sock, absl::StrCat("SLABS ", some.size(), "\n"), some);
+    }
+    if (slabs.ok()) shm::CloseFds(&*slabs);
     return;
   }
   refused_.fetch_add(1);

@@ -44,9 +44,10 @@ class RingHandoffTest : public ::testing::Test {
     std::filesystem::remove_all(root_);
   }
 
-  v1::OpenSessionResponse Open() {
+  v1::OpenSessionResponse Open(bool slabs = false) {
     v1::OpenSessionRequest r;
     v1::SessionSpec* s = r.mutable_spec();
+    if (slabs) s->mutable_slabs();  // In host memory.
     s->mutable_dataset()->mutable_folder()->set_path(root_);
     s->set_batch_size(2);
     s->set_transform(v1::TRANSFORM_VAL);
@@ -81,6 +82,31 @@ TEST_F(RingHandoffTest, TokenHolderMapsTheRingAndReadsABatch) {
   EXPECT_EQ(server_->handed_off(), 1u);
   // The owner is recorded for stats.
   EXPECT_EQ(daemon_->GetStats().sessions(0).client_uid(), getuid());
+}
+
+// A session's slabs follow its ring, once: a second request for the ring
+// gets the ring alone, so no peer collects copies of the slabs.
+TEST_F(RingHandoffTest, TheSlabsFollowTheRingOnce) {
+  v1::OpenSessionResponse resp = Open(/*slabs=*/true);
+  ASSERT_EQ(resp.ring().slab_kind(), "host");
+  const uint32_t count = resp.ring().slab_descriptors();
+  ASSERT_EQ(count, resp.ring().slots() + 1);
+  std::vector<int> slabs;
+  auto fd = shm::RequestRingFd(socket_, resp.session_id(), resp.ring().handoff_token(), count,
+                               &slabs);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  close(*fd);
+  EXPECT_EQ(slabs.size(), count);
+  shm::CloseFds(&slabs);
+  auto again = shm::RequestRingFd(socket_, resp.session_id(), resp.ring().handoff_token(),
+                                  count, &slabs);
+  EXPECT_FALSE(again.ok());
+  EXPECT_TRUE(slabs.empty());
+  fd = shm::RequestRingFd(socket_, resp.session_id(), resp.ring().handoff_token());
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  close(*fd);
+  // A session without slabs names none.
+  EXPECT_EQ(Open().ring().slab_descriptors(), 0u);
 }
 
 TEST_F(RingHandoffTest, WrongTokenUnknownSessionAndOtherUidAreRefused) {

@@ -118,6 +118,11 @@ absl::StatusOr<Pipeline> CheckSessionSpec(v1::SessionSpec* completed) {
   if (spec.has_client_decode() && spec.pixel_cache().max_side() != 0)
     return bad("client_decode and pixel_cache exclude each other: the pixel "
                "cache keeps pictures the daemon decoded");
+  if (spec.slabs().memory() == v1::BatchSlabs::MEMORY_CUDA && spec.placement().gpu_bus_id().empty())
+    return bad("slabs in GPU memory (MEMORY_CUDA) need placement.gpu_bus_id: the GPU they are on");
+  if (spec.has_slabs() && spec.has_client_decode())
+    return bad("slabs and client_decode exclude each other: a slab holds the daemon's pixels, "
+               "and the client decodes after the batch is copied there");
   if (spec.fields_size() == 0) {  // A preset.
     if (spec.transform() != v1::TRANSFORM_VAL &&
         spec.transform() != v1::TRANSFORM_TRAIN)

@@ -31,6 +31,36 @@ std::unique_ptr<PixelKeeper> PixelKeeper::Automatic(PixelShares* shares, uint64_
   return k;
 }
 
+std::unique_ptr<PixelKeeper> PixelKeeper::ForSession(uint64_t id, int64_t uid,
+                                                     const v1::SessionSpec& spec,
+                                                     const Pipeline& p, const Dataset& ds,
+                                                     PixelShares* shares, const PixelCache* pixels,
+                                                     const DecodeLimits& limits) {
+  if (spec.pixel_cache().max_side() > 0) {
+    return PixelKeeper::Bounded(static_cast<int>(spec.pixel_cache().max_side()));
+  }
+  if (spec.pixel_cache().off()) return PixelKeeper::Off("asked off (pixel_cache.off)");
+  uint32_t pictures = 0;
+  for (const FieldPlan& f : p.fields()) pictures += f.spatial() ? 1 : 0;
+  if (pictures == 0) return PixelKeeper::Off("no image or mask fields");
+  if (p.client_decode().on) return PixelKeeper::Off("the client decodes (client_decode)");
+  if (shares == nullptr || pixels == nullptr || shares->capacity() == 0) {
+    return PixelKeeper::Off("this daemon keeps no pictures (--pixel-cache-bytes 0)");
+  }
+  // What the user's sessions over the same pictures share (ranks of a job
+  // on one node): the dataset, the DCT scales kept (whole only, or what
+  // each crop asks for), each field's request.
+  std::string content =
+      absl::StrCat(ds.description, "|", p.scale_decode() ? "scales" : "whole");
+  for (const FieldPlan& f : p.fields()) {
+    if (!f.spatial()) continue;
+    const ImageRequest r = p.Request(f, limits);
+    absl::StrAppend(&content, "|", r.channels, ":", r.elem_bytes, ":", r.indices ? 1 : 0);
+  }
+  return PixelKeeper::Automatic(shares, id, uid, std::move(content), ds.expected_samples(),
+                                pictures);
+}
+
 PixelKeeper::~PixelKeeper() {
   if (shares_ != nullptr) shares_->Release(id_);
 }

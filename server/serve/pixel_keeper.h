@@ -28,7 +28,10 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/stoker.pb.h"
 #include "server/cache/cache.h"
+#include "server/cache/pixel_cache.h"
 #include "server/cache/pixel_shares.h"
+#include "server/dataset/dataset.h"
+#include "server/pipeline/pipeline.h"
 
 namespace stoker {
 
@@ -49,6 +52,15 @@ class PixelKeeper {
   static std::unique_ptr<PixelKeeper> Automatic(PixelShares* shares, uint64_t id, int64_t uid,
                                                 std::string content, uint64_t samples,
                                                 uint32_t pictures);
+  // What the cache does for session `id` of `uid` running `spec` (its
+  // compiled `pipeline`) over `dataset`: bounded when asked, off when asked
+  // or when nothing can be kept (no pictures, client decode, no cache:
+  // `shares` or `pixels` null or empty), else automatic.
+  static std::unique_ptr<PixelKeeper> ForSession(uint64_t id, int64_t uid,
+                                                 const v1::SessionSpec& spec,
+                                                 const Pipeline& pipeline, const Dataset& dataset,
+                                                 PixelShares* shares, const PixelCache* pixels,
+                                                 const DecodeLimits& limits);
   ~PixelKeeper();
 
   bool automatic() const { return automatic_; }

@@ -11,6 +11,7 @@
 #include "proto/spec_util.h"
 #include "server/dataset/array_source.h"
 #include "server/pool/topology.h"
+#include "shm/cuda_slabs.h"
 #include "shm/futex.h"
 #include "server/imaging/transform.h"
 #include "util/log.h"
@@ -20,36 +21,6 @@
 namespace stoker {
 
 namespace {
-
-// What the pixel cache does for this session (see PixelKeeper).
-std::unique_ptr<PixelKeeper> KeeperFor(uint64_t id, const v1::SessionSpec& spec,
-                                       const Pipeline& p, const Dataset& ds,
-                                       const PipelineContext& ctx) {
-  if (spec.pixel_cache().max_side() > 0) {
-    return PixelKeeper::Bounded(static_cast<int>(spec.pixel_cache().max_side()));
-  }
-  if (spec.pixel_cache().off()) return PixelKeeper::Off("asked off (pixel_cache.off)");
-  uint32_t pictures = 0;
-  for (const FieldPlan& f : p.fields()) pictures += f.spatial() ? 1 : 0;
-  if (pictures == 0) return PixelKeeper::Off("no image or mask fields");
-  if (p.client_decode().on) return PixelKeeper::Off("the client decodes (client_decode)");
-  if (ctx.pixel_shares == nullptr || ctx.pixels == nullptr ||
-      ctx.pixel_shares->capacity() == 0) {
-    return PixelKeeper::Off("this daemon keeps no pictures (--pixel-cache-bytes 0)");
-  }
-  // What the user's sessions over the same pictures share (ranks of a job
-  // on one node): the dataset, the DCT scales kept (whole only, or what
-  // each crop asks for), each field's request.
-  std::string content =
-      absl::StrCat(ds.description, "|", p.scale_decode() ? "scales" : "whole");
-  for (const FieldPlan& f : p.fields()) {
-    if (!f.spatial()) continue;
-    const ImageRequest r = p.Request(f, ctx.decode_limits);
-    absl::StrAppend(&content, "|", r.channels, ":", r.elem_bytes, ":", r.indices ? 1 : 0);
-  }
-  return PixelKeeper::Automatic(ctx.pixel_shares, id, ctx.uid, std::move(content),
-                                ds.expected_samples(), pictures);
-}
 
 // The pipeline's fields and the pixel cache against what the dataset holds.
 absl::Status CheckSource(const v1::SessionSpec& spec, const Pipeline& p, const Dataset& ds) {
@@ -120,23 +91,32 @@ absl::StatusOr<std::unique_ptr<ServingSession>> ServingSession::Create(
                          {spec.start_epoch(), spec.start_position(), spec.start_batch()}));
   const shm::RingGeometry g = pipeline.Geometry(
       spec.ring_slots(), spec.batch_size());
+  STOKER_ASSIGN_OR_RETURN(const shm::RingLayout layout, shm::ComputeLayout(g));
+  Slabs slabs;  // A second copy of the ring's fields, charged with it.
+  if (spec.has_slabs()) {
+    STOKER_ASSIGN_OR_RETURN(slabs.memory, shm::SlabMemoryOfKind(SlabKind(spec), SlabGpu(spec)));
+  }
   if (admit) {
-    STOKER_ASSIGN_OR_RETURN(const shm::RingLayout layout, shm::ComputeLayout(g));
-    STOKER_RETURN_IF_ERROR(admit(layout.segment_bytes));
+    const uint64_t slab = slabs.memory ? slabs.memory->Footprint(shm::SlabBytes(layout)) : 0;
+    STOKER_RETURN_IF_ERROR(admit(layout.segment_bytes + layout.slot_count * slab));
   }
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<shm::RingProducer> ring,
       shm::RingProducer::Create(shm_name, g, id, ctx.daemon_generation));
+  if (slabs.memory) {
+    STOKER_ASSIGN_OR_RETURN(slabs.writer,
+                            shm::SlabRingWriter::Create(slabs.memory.get(), ring->layout()));
+  }
   return std::unique_ptr<ServingSession>(new ServingSession(
       id, spec, client_pid, std::move(dataset), std::move(order), std::move(pipeline),
-      std::move(ring), ctx));
+      std::move(ring), std::move(slabs), ctx));
 }
 
 ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
                                uint32_t client_pid,
                                std::shared_ptr<const Dataset> dataset,
                                std::unique_ptr<BatchOrder> order, Pipeline pipeline,
-                               std::unique_ptr<shm::RingProducer> ring,
+                               std::unique_ptr<shm::RingProducer> ring, Slabs slabs,
                                const PipelineContext& ctx)
     : id_(id),
       spec_(spec),
@@ -144,11 +124,14 @@ ServingSession::ServingSession(uint64_t id, const v1::SessionSpec& spec,
       dataset_(std::move(dataset)),
       order_(std::move(order)),
       ring_(std::move(ring)),
+      slab_memory_(std::move(slabs.memory)),
+      slabs_(std::move(slabs.writer)),
       ctx_(ctx),
       created_(absl::Now()),
       pipeline_(std::move(pipeline)),
       field_bytes_(FieldBytes(ring_->layout())),
-      keeper_(KeeperFor(id, spec_, pipeline_, *dataset_, ctx)),
+      keeper_(PixelKeeper::ForSession(id, ctx.uid, spec_, pipeline_, *dataset_,
+                                      ctx.pixel_shares, ctx.pixels, ctx.decode_limits)),
       reader_(*dataset_, pipeline_, spec_.seed(),
               static_cast<int>(spec_.pixel_cache().max_side()), field_bytes_,
               ReaderCaches{ctx.fetcher, ctx.decoded_cache, ctx.pixels, &ctx.counters->fetch,
@@ -236,6 +219,13 @@ void ServingSession::Produce() {
         },
         ctx_.idle == nullptr ? std::function<bool()>() : [this] { return ctx_.idle->RunOne(); });
     if (slot < 0) break;
+    if (slabs_ != nullptr) {  // The trainer is done with the slot's slab too.
+      if (absl::Status s = slabs_->AwaitWritable(slot, absl::InfiniteFuture(), &stopping_);
+          !s.ok()) {
+        if (!stop()) Fail(s);
+        break;
+      }
+    }
     const uint64_t epoch = next.epoch;
     auto job = std::make_shared<BatchJob>();
     job->slot = slot;
@@ -534,11 +524,22 @@ void ServingSession::Done(const std::shared_ptr<BatchJob>& job, const RunTally& 
   if (run.finished > 0 &&
       job->remaining.fetch_sub(run.finished, std::memory_order_acq_rel) == run.finished &&
       !Ending()) {
-    // Counted first, so a consumer that sees the batch also sees the count.
-    published_.fetch_add(1, std::memory_order_relaxed);
-    ctx_.counters->batches_published.fetch_add(1, std::memory_order_relaxed);
-    ring_->Publish(job->slot, job->sequence, job->epoch, job->batch_index,
-                   job->count, job->errors.load(std::memory_order_relaxed));
+    const absl::Status copied = slabs_ == nullptr
+                                    ? absl::OkStatus()
+                                    : slabs_->Deliver(job->slot, ring_->Slot(job->slot));
+    if (copied.ok()) {
+      // Counted first, so a consumer that sees the batch also sees the count.
+      published_.fetch_add(1, std::memory_order_relaxed);
+      ctx_.counters->batches_published.fetch_add(1, std::memory_order_relaxed);
+      ring_->Publish(job->slot, job->sequence, job->epoch, job->batch_index,
+                     job->count, job->errors.load(std::memory_order_relaxed));
+    } else {  // Its slab's copy failed: the batches before it stand.
+      LogError(absl::StrCat("session ", id_, ": ", copied.ToString()));
+      stopping_.store(true, std::memory_order_relaxed);
+      absl::MutexLock lock(&mu_);
+      failure_ = copied;
+      ring_->Close(shm::kClosedByError);
+    }
   }
   absl::MutexLock lock(&mu_);
   tasks_in_flight_ -= run.finished + run.tasks;

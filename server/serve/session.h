@@ -11,7 +11,10 @@
 // of each batch (the share the ring header holds as the batch starts) are
 // the daemon's, and the rest may be handed to the client. A failed sample
 // is replaced, or delivered as zeros, as spec.on_error says. The task that
-// finishes a batch publishes the slot. Batches therefore appear in plan
+// finishes a batch publishes the slot; with slabs (spec.slabs) it first
+// copies the slot's fields into the slot's slab, and the producer claims a
+// slot only once the trainer gave its slab back too (shm/slab_ring.h).
+// Batches therefore appear in plan
 // order whatever order samples finish in, and their bytes depend only on
 // the spec.
 //
@@ -54,6 +57,7 @@
 #include "server/serve/sample_renderer.h"
 #include "server/pool/thread_pool.h"
 #include "shm/ring.h"
+#include "shm/slab_ring.h"
 
 namespace stoker {
 
@@ -98,8 +102,10 @@ class ServingSession {
   // over `dataset` in the spec's order (BatchOrder: its errors);
   // INVALID_ARGUMENT when the pipeline reads
   // more files per sample than the dataset has. `admit` (may be null) is
-  // asked with the ring's size before anything is allocated; its error is
-  // returned. Call Start() to begin filling it.
+  // asked with the ring's size (and its slabs') before anything is
+  // allocated; its error is returned. With spec.slabs, SlabMemoryOfKind's
+  // errors (no CUDA, no GPU at the placement's address). Call Start() to
+  // begin filling it.
   static absl::StatusOr<std::unique_ptr<ServingSession>> Create(
       uint64_t id, v1::SessionSpec spec, Pipeline pipeline,
       uint32_t client_pid, std::shared_ptr<const Dataset> dataset,
@@ -130,8 +136,14 @@ class ServingSession {
   const Dataset& dataset() const { return *dataset_; }
   std::shared_ptr<const Dataset> shared_dataset() const { return dataset_; }
   const shm::RingProducer& ring() const { return *ring_; }
-  // After Stop: the ring's pages go back to the kernel (its client is gone).
-  void DiscardRing() { ring_->Discard(); }
+  // Its slabs (null without SessionSpec.slabs): handed over with the ring.
+  const shm::SlabRingWriter* slabs() const { return slabs_.get(); }
+  // After Stop: the ring's pages, and its host slabs', go back to the
+  // kernel (its client is gone).
+  void DiscardRing() {
+    ring_->Discard();
+    if (slabs_ != nullptr) slabs_->Discard();
+  }
   // The decode threads this session can count on (at least 1, rounded),
   // published in the ring header for a client weighing the daemon's rate
   // against its own. The daemon sets its fair part of the node's pool.
@@ -169,9 +181,14 @@ class ServingSession {
     int attempt = 0;
   };
 
+  // The session's slabs (SessionSpec.slabs), or none.
+  struct Slabs {
+    std::unique_ptr<shm::SlabMemory> memory;
+    std::unique_ptr<shm::SlabRingWriter> writer;
+  };
   ServingSession(uint64_t id, const v1::SessionSpec& spec, uint32_t client_pid,
           std::shared_ptr<const Dataset> dataset, std::unique_ptr<BatchOrder> order,
-          Pipeline pipeline, std::unique_ptr<shm::RingProducer> ring,
+          Pipeline pipeline, std::unique_ptr<shm::RingProducer> ring, Slabs slabs,
           const PipelineContext& ctx);
   void Produce();
   // A streamed opening's end into the ring header (producer thread):
@@ -236,6 +253,8 @@ class ServingSession {
   const std::shared_ptr<const Dataset> dataset_;
   const std::unique_ptr<BatchOrder> order_;  // Next() is the producer's.
   const std::unique_ptr<shm::RingProducer> ring_;
+  const std::unique_ptr<shm::SlabMemory> slab_memory_;  // Outlives slabs_.
+  const std::unique_ptr<shm::SlabRingWriter> slabs_;    // Null without slabs.
   const PipelineContext ctx_;
   const absl::Time created_;
   const Pipeline pipeline_;

@@ -15,6 +15,7 @@ int cuGetErrorName(int error, const char** name) {
   int name() { return kNoDevice; }
 STOKER_NO_DEVICE(cuInit)
 STOKER_NO_DEVICE(cuDeviceGet)
+STOKER_NO_DEVICE(cuDeviceGetByPCIBusId)
 STOKER_NO_DEVICE(cuDevicePrimaryCtxRetain)
 STOKER_NO_DEVICE(cuDevicePrimaryCtxRelease_v2)
 STOKER_NO_DEVICE(cuCtxPushCurrent_v2)

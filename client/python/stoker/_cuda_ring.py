@@ -54,3 +54,28 @@ class PinnedRing:
         self._pending.clear()
         torch.cuda.cudart().cudaHostUnregister(self._base)
         self._base = None
+
+
+class _DeviceArray:
+    """Device memory as __cuda_array_interface__ describes it, keeping its
+    owner (a batch, holding its slot and slab) while a tensor uses it."""
+
+    def __init__(self, address, typestr, shape, owner):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
+                                         "data": (int(address), False), "version": 2,
+                                         "strides": None}
+        self._owner = owner
+
+
+def device_tensor(address, dtype, shape, owner):
+    """A torch tensor over `shape` elements of `dtype` (an entry of the
+    library's dtype table) at device `address`, keeping `owner` alive; no
+    copy. The elements go as their numpy type, then are viewed as torch's
+    (bfloat16 has no numpy type: its raw patterns go as uint16)."""
+    import numpy as np
+    import torch
+    typestr = np.dtype(dtype["numpy"]).str
+    # No device named: torch takes the pointer's, where naming another
+    # (the current one) would copy.
+    tensor = torch.as_tensor(_DeviceArray(address, typestr, shape, owner))
+    return tensor.view(getattr(torch, dtype["torch"]))

@@ -97,7 +97,8 @@ class _FieldInfo(ctypes.Structure):
                 ("sample_bytes", ctypes.c_uint64),
                 ("dtype", ctypes.c_uint32),
                 ("ndim", ctypes.c_uint32),
-                ("shape", ctypes.c_uint64 * (1 + MAX_FIELD_DIMS))]
+                ("shape", ctypes.c_uint64 * (1 + MAX_FIELD_DIMS)),
+                ("slab", ctypes.c_void_p)]
 
 
 class _DaemonDecode(ctypes.Structure):
@@ -240,8 +241,9 @@ class Batch(_Owned):
 
     _free = "stoker_batch_release"
 
-    def __init__(self, handle):
+    def __init__(self, handle, slabs=None):
         self._handle = handle
+        self._slab_kind = slabs  # The session's slabs' kind, or None.
         info = _BatchInfo()
         _dll.stoker_batch_get_info(handle, ctypes.byref(info),
                                    ctypes.sizeof(info))
@@ -257,7 +259,7 @@ class Batch(_Owned):
         # A private copy holds no ring slot (the application held the rest).
         self.copied = bool(info.copied)
         self.dtype = DTYPE_NAMES[info.dtype]
-        self._specs = None
+        self._specs = self._slabs = None
 
     def _view(self, address, dtype, shape):
         count = 1
@@ -274,15 +276,37 @@ class Batch(_Owned):
         """(name, dtype name, shape with the batch dimension first, address)
         of every field, in the session's order."""
         if self._specs is None:
-            out = []
+            out, slabs = [], []
             for i in range(_dll.stoker_batch_field_count(self._handle)):
                 f = _FieldInfo()
                 _dll.stoker_batch_get_field(self._handle, i, ctypes.byref(f),
                                             ctypes.sizeof(f))
                 out.append((f.name.decode(), DTYPE_NAMES[f.dtype],
                             tuple(int(d) for d in f.shape[:f.ndim]), f.data))
-            self._specs = out
+                slabs.append(f.slab)
+            self._specs, self._slabs = out, slabs
         return self._specs
+
+    def slab_fields(self):
+        """Every field as it is in the batch's slab (the spec's slabs), by
+        name: views of host memory (MEMORY_HOST), or torch tensors on the
+        GPU (MEMORY_CUDA), each keeping the slot as the ring's views do.
+        ValueError without slabs, and for a private copy (copied: its slab
+        went back with its slot). A GPU's slab goes back (and the daemon
+        writes it next) once the current CUDA stream has done the work
+        queued on it; work on other streams is the caller's to finish."""
+        specs = self.field_specs()
+        if self._slab_kind is None or not all(self._slabs):
+            raise ValueError("this batch has no slabs: " + (
+                "the session did not ask for them (spec slabs)" if self._slab_kind is None
+                else "it is a private copy, whose slab went back with its slot"))
+        if self._slab_kind == "cuda":
+            from stoker import _cuda_ring
+            self._on_gpu = True
+            return {name: _cuda_ring.device_tensor(address, DTYPES[dtype], shape, self)
+                    for (name, dtype, shape, _), address in zip(specs, self._slabs)}
+        return {name: self._view(address, dtype, shape)
+                for (name, dtype, shape, _), address in zip(specs, self._slabs)}
 
     @property
     def fields(self):
@@ -322,6 +346,12 @@ class Batch(_Owned):
         """Dataset sample index of each sample."""
         return self._view(self._info.indices, "uint64", (self.samples,))
 
+    def _release_handle(self):
+        if getattr(self, "_on_gpu", False) and self._handle:
+            import torch
+            torch.cuda.current_stream().synchronize()  # Reads queued on its slab end first.
+        super()._release_handle()
+
     def release(self):
         """Returns the slot now; views taken earlier must not be used. A
         private copy (copied) holds no slot: its memory goes with its last
@@ -336,6 +366,8 @@ class Session(_Owned):
     def __init__(self, handle):
         self._handle = handle
         info = _take_json(_dll.stoker_session_info_json, handle)
+        # The kind of its slabs (spec slabs): "host", "cuda", or None.
+        self.slabs = info["ring"].get("slab_kind") or None
         # 0 in the answer to a streamed opening: known at its end (below).
         self._batches_per_epoch = int(info["batches_per_epoch"])
         self._size_failed = False
@@ -428,10 +460,10 @@ class Session(_Owned):
         """The next batch; with `epoch`, None where the next batch is of a
         later epoch (this epoch's pass ended; nothing is taken)."""
         if epoch is None:
-            return Batch(_out(_dll.stoker_next, self._handle, _timeout(timeout)))
+            return Batch(_out(_dll.stoker_next, self._handle, _timeout(timeout)), self.slabs)
         try:
             return Batch(_out(_dll.stoker_next_in_epoch, self._handle, int(epoch),
-                              _timeout(timeout)))
+                              _timeout(timeout)), self.slabs)
         except StokerError as e:
             if e.code == "OUT_OF_RANGE":
                 return None

@@ -8,8 +8,9 @@
 #   bench/gpu_checks.sh run      there, carrying .gpu and dist: the tests
 #       on the GPU (the cuda kind of slabs: 3 trainers x 10,000 batches, a
 #       ring's 2,000 batches through its slabs, a slab there and back by
-#       descriptor), then bench/gpu_train.py with the
-#       bundle's stokerd and libstoker.so. Logs go to $OUT (or .gpu/out).
+#       descriptor), then bench/gpu_slabs.py (sessions' batches in GPU
+#       slabs, two trainers) and bench/gpu_train.py, with the bundle's
+#       stokerd and libstoker.so. Logs go to $OUT (or .gpu/out).
 #       MODELS, SECONDS, WARM, DL_WORKERS pass through to gpu_train.py;
 #       GPU_TRAIN=0 skips it.
 #
@@ -46,12 +47,13 @@ run() {
         >"$out/$name.log" 2>&1 || rc=1
     tail -n 3 "$out/$name.log"
   done
+  local tree=/tmp/stoker-bundle
+  rm -rf "$tree" && mkdir -p "$tree"
+  tar xzf dist/stoker-*-linux-x86_64.tar.gz -C "$tree" --strip-components=1
+  export STOKERD="$tree/bin/stokerd" STOKER_LIB="$tree/lib/libstoker.so" PYTHONUNBUFFERED=1
+  python3 bench/gpu_slabs.py 2>&1 | tee "$out/gpu_slabs.log" || rc=1
   if [ "${GPU_TRAIN:-1}" != 0 ]; then
-    local tree=/tmp/stoker-bundle
-    rm -rf "$tree" && mkdir -p "$tree"
-    tar xzf dist/stoker-*-linux-x86_64.tar.gz -C "$tree" --strip-components=1
-    STOKERD="$tree/bin/stokerd" STOKER_LIB="$tree/lib/libstoker.so" PYTHONUNBUFFERED=1 \
-        python3 bench/gpu_train.py 2>&1 | tee "$out/gpu_train.log" || rc=1
+    python3 bench/gpu_train.py 2>&1 | tee "$out/gpu_train.log" || rc=1
   fi
   return "$rc"
 }

@@ -1,7 +1,8 @@
 """Batches in GPU memory (the spec's slabs) through the real daemon: every
 batch's slab, as torch sees it on the GPU, against the ring's bytes; two
 trainer processes' sessions at once on one GPU; the daemon's GPU memory
-(nvidia-smi) before and with them; batches per second each.
+(nvidia-smi) before and with them; batches per second each; on a GPU,
+stoker.Loader(slabs=True)'s batches against the same Loader's without.
 
   python3 bench/gpu_slabs.py          on a GPU machine (bench/gpu_checks.sh)
   python3 bench/gpu_slabs.py --host   anywhere: the same with host slabs
@@ -69,6 +70,21 @@ def trainer(socket, spec, result):
     session.close()
 
 
+def loader_differences(socket):
+    """Batches of stoker.Loader(device="cuda", slabs=True) that differ from
+    the same Loader's without slabs (val: the same batches)."""
+    import stoker
+    import torch
+    kw = dict(batch_size=64, transform="val", image_size=224, socket=socket, device="cuda")
+    plain, slabbed = stoker.Loader(DATA, **kw), stoker.Loader(DATA, slabs=True, **kw)
+    bad = n = 0
+    for (a, la), (b, lb) in zip(plain, slabbed):
+        bad += not (torch.equal(a, b) and torch.equal(la, lb))
+        n += 1
+    print(f"Loader(slabs=True): {n} batches, {bad} differing from Loader(device=\"cuda\")")
+    return bad + (n == 0)
+
+
 def main():
     corpus()
     spec = {"dataset": {"folder": {"path": DATA}}, "batch_size": 64, "transform": "TRAIN",
@@ -92,7 +108,8 @@ def main():
         results = [queue.get(timeout=600) for _ in procs]
         for p in procs:
             p.join()
-    bad = sum(r[1] for r in results)
+        loader_bad = 0 if HOST else loader_differences(d.sock)
+    bad = sum(r[1] for r in results) + loader_bad
     for i, (rate, corrupt) in enumerate(results):
         print(f"trainer {i}: {BATCHES} batches of 64 at 224, {rate:.1f} batches/s, "
               f"{corrupt} differing from the ring")

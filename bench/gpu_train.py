@@ -10,6 +10,8 @@ batch 256 at 224 (RandomResizedCrop + flip), on the bench corpus
                  batches a worker: every worker works (the corpus alone
                  is a few batches an epoch)
   stoker CPU     stoker.Loader(device="cuda"): the daemon decodes
+  stoker slabs   the same with slabs=True: batches in GPU memory the daemon
+                 shares (SessionSpec.slabs), no copy in the trainer
   stoker GPU     stoker.Loader(client_decode=ClientDecode("cuda", cpu_share=0)): the
                  daemon hands JPEGs over, nvJPEG decodes on the GPU
   stoker hybrid  client_decode=ClientDecode("cuda") (cpu_share "auto")
@@ -169,7 +171,10 @@ def main():
             feeds = [("synthetic", lambda: (synthetic(device), None))]
             feeds += [(f"DataLoader {w}", lambda w=w: (dataloader(device, w), None))
                       for w in DL_WORKERS]
-            feeds += [("stoker CPU", lambda: stoker_loader(d.sock, device)),
+            feeds += [("stoker CPU", lambda: stoker_loader(d.sock, device))]
+            if not SMOKE:  # Batches in GPU slabs: no copy in the trainer.
+                feeds += [("stoker slabs", lambda: stoker_loader(d.sock, device, slabs=True))]
+            feeds += [
                       ("stoker GPU", lambda: stoker_loader(
                           d.sock, device,
                           client_decode=stoker.ClientDecode(decode_device, cpu_share=0))),

@@ -78,3 +78,10 @@ def test_gpu_slabs_name_their_gpu_and_need_one(daemon, dataset):
     s = client.open_session(spec(dataset, slabs={}))
     assert s.next(timeout=30).samples == 4
     s.close()
+
+
+def test_the_loader_takes_slabs_on_a_gpu_only(dataset):
+    with pytest.raises(ValueError, match='give device="cuda'):
+        stoker.Loader(dataset, 4, transform="val", slabs=True)
+    with pytest.raises(TypeError, match="slabs must be a bool"):
+        stoker.Loader(dataset, 4, transform="val", slabs="cuda")

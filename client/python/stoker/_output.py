@@ -17,13 +17,14 @@ except ImportError:  # numpy-only users
 
 
 class Output:
-    def __init__(self, fields, device, decode_device, pin_memory, collate_fn):
+    def __init__(self, fields, device, decode_device, pin_memory, collate_fn, slabs=False):
         self.fields = fields            # The Loader's fields= (None: a preset).
         self.device = device            # torch.device of device=, or None.
         self.decode_device = decode_device
         self.pin_memory = pin_memory    # Copies into pinned memory (no device=).
         self.collate_fn = collate_fn
         self.ring = PinnedRing()        # The ring as a GPU reads it.
+        self.slabs = slabs              # Batches in GPU slabs (spec slabs).
 
     def tensors(self, batch):
         """{field: tensor} viewing the slot (no copy)."""
@@ -59,8 +60,12 @@ class Output:
         return out
 
     def _moved(self, batch, tensors):
-        """With device=, asynchronous copies of `tensors` (the slot stays
-        held until they complete)."""
+        """With device=, the batch's slabs on the GPU (slabs=), else
+        asynchronous copies of `tensors` (the slot stays held until they
+        complete; a private copy has no slabs)."""
+        if self.device is not None and self.slabs and not batch.copied:
+            on_gpu = batch.slab_fields()  # Already there: no copy.
+            return {k: on_gpu[k] for k in tensors}
         if self.device is not None:
             return self.ring.copy(batch, tensors, self.device)
         return tensors

@@ -10,7 +10,7 @@ from stoker._resume import Resume
 from stoker._args import (_check_bool, _check_device, _check_int, _check_numbers, _check_real,
                           _source_spec, check_client_decode, default_rank_and_world_size)
 from stoker.options import (ClientDecode, Placement, check_option, check_renamed,
-                            pixel_cache_spec)
+                            device_placement, pixel_cache_spec)
 from stoker._dataloader import DatasetView, SamplerView, Words
 from stoker._native import SESSION_SETTINGS, lib
 from stoker._output import Output
@@ -146,6 +146,10 @@ class Loader:
       client_decode: a stoker.ClientDecode: the JPEGs of image fields are
         decoded in this process on its device (torchvision's nvJPEG), and
         batches come on that device.
+      slabs: True, with device="cuda": the daemon copies each batch into
+        GPU memory it shares with this process (SessionSpec.slabs, on the
+        GPU of device=), and batches come as tensors there with no copy
+        here. Not with client_decode.
       DataLoader's other arguments (sampler, batch_sampler, generator,
         pin_memory, collate_fn, num_workers, prefetch_factor,
         persistent_workers, worker_init_fn, ...) mean what they can here:
@@ -176,7 +180,8 @@ class Loader:
                  starvation_threshold=0.1, decode="auto", mean=None, std=None,
                  resume_timeout=60, on_error="replace", fields=None,
                  pipeline=None, priority=None, placement=None, pixel_cache="auto",
-                 client_decode=None, partitions=None, exchange=None, **dataloader):
+                 client_decode=None, partitions=None, exchange=None, slabs=False,
+                 **dataloader):
         words = Words(dataloader)
         check_renamed(words.rest)
         if root is not None and not isinstance(root, (str, os.PathLike)):
@@ -239,6 +244,10 @@ class Loader:
         self._pixel_cache = pixel_cache_spec(pixel_cache)
         self._client_decode = check_option("client_decode", client_decode, ClientDecode)
         self._decode_device = check_client_decode(client_decode, device, self._device)
+        self._slabs = _check_bool("slabs", slabs)
+        if self._slabs and (self._device is None or self._device.type != "cuda"):
+            raise ValueError('slabs=True puts batches in the memory of device=\'s GPU: '
+                             'give device="cuda[:N]"')
         self._resumption = Resume()  # What state_dict() saves and a resume checks.
         try:  # The daemon's rules, with the library's copy of its code.
             lib.check_spec(self._spec(0, 0, 0))
@@ -262,7 +271,7 @@ class Loader:
         self._position = (0, 0, 0)  # Next undelivered.
         self._words = words
         self._out = Output(self._fields, self._device, self._decode_device,
-                           words.warn(self._device), words.collate_fn)
+                           words.warn(self._device), words.collate_fn, self._slabs)
         self._ring = self._out.ring  # The ring as a GPU reads it.
         # DataLoader's attributes, as frameworks read them.
         self.pin_memory = self._out.pin_memory
@@ -525,6 +534,8 @@ class Loader:
             spec["pixel_cache"] = self._pixel_cache
         if self._client_decode is not None:
             spec["client_decode"] = self._client_decode.spec(measured_share)
+        if self._slabs:
+            spec["slabs"] = {"memory": "cuda"}
         if self._fields is not None:
             spec["fields"] = self._fields
         if self._pipeline:
@@ -536,19 +547,9 @@ class Loader:
 
     def _placement(self):
         """Where this trainer runs (libstoker adds the CPU affinity)."""
-        if self._placement_option is not None:
-            given = self._placement_option.spec()
-            if given:
-                return given
-        if self._device is None or self._device.type != "cuda":
-            return {}
-        # The PCI address of the GPU (torch >= 2.2 reports its parts).
-        props = torch.cuda.get_device_properties(self._device)
-        parts = [getattr(props, k, None)
-                 for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
-        if not all(isinstance(p, int) for p in parts):
-            return {}
-        return {"gpu_bus_id": "%04x:%02x:%02x.0" % tuple(parts)}
+        if self._placement_option is not None and self._placement_option.spec():
+            return self._placement_option.spec()
+        return device_placement(self._device)
 
     def _close_prefetch(self):
         """Stops the pipeline of an iterator that was left mid-epoch: its

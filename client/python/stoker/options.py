@@ -38,6 +38,19 @@ class Placement:
         return f"Placement(node={self.node!r}, gpu_bus_id={self.gpu_bus_id!r})"
 
 
+def device_placement(device):
+    """SessionSpec.placement for a torch `device`: a GPU's PCI address
+    (torch >= 2.2 reports its parts), else nothing."""
+    if device is None or device.type != "cuda":
+        return {}
+    import torch
+    props = torch.cuda.get_device_properties(device)
+    parts = [getattr(props, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if not all(isinstance(p, int) for p in parts):
+        return {}
+    return {"gpu_bus_id": "%04x:%02x:%02x.0" % tuple(parts)}
+
+
 class ClientDecode:
     """SessionSpec.client_decode: the JPEGs of image fields are decoded in
     this process, on `device` (torchvision's nvJPEG on "cuda[:N]"; "cpu" is

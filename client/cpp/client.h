@@ -41,7 +41,9 @@ struct BatchField {
   uint64_t size_bytes = 0;      // Of the valid samples.
   // The same bytes in the batch's slab (SessionSpec.slabs): a device
   // address for slabs in GPU memory. Null without slabs, and in a private
-  // copy (its slab went back with its slot).
+  // copy (its slab went back with its slot). The slab goes back with the
+  // batch: finish the GPU work that reads it first (the daemon writes it
+  // next).
   void* slab = nullptr;
 };
 

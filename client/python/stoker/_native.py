@@ -302,9 +302,10 @@ class Batch(_Owned):
                 else "it is a private copy, whose slab went back with its slot"))
         if self._slab_kind == "cuda":
             from stoker import _cuda_ring
-            self._on_gpu = True
-            return {name: _cuda_ring.device_tensor(address, DTYPES[dtype], shape, self)
-                    for (name, dtype, shape, _), address in zip(specs, self._slabs)}
+            out = {name: _cuda_ring.device_tensor(address, DTYPES[dtype], shape, self)
+                   for (name, dtype, shape, _), address in zip(specs, self._slabs)}
+            self._on_gpu = next(iter(out.values())).device
+            return out
         return {name: self._view(address, dtype, shape)
                 for (name, dtype, shape, _), address in zip(specs, self._slabs)}
 
@@ -347,9 +348,13 @@ class Batch(_Owned):
         return self._view(self._info.indices, "uint64", (self.samples,))
 
     def _release_handle(self):
-        if getattr(self, "_on_gpu", False) and self._handle:
-            import torch
-            torch.cuda.current_stream().synchronize()  # Reads queued on its slab end first.
+        device = getattr(self, "_on_gpu", None)
+        if device is not None and self._handle:
+            try:  # Reads queued on its slab end first.
+                import torch
+                torch.cuda.current_stream(device).synchronize()
+            except Exception:  # Torch gone (interpreter exit): the slot goes regardless.
+                pass
         super()._release_handle()
 
     def release(self):

@@ -19,6 +19,7 @@ class HostSlab : public Slab {
   void* data() const override { return segment_.base(); }
   absl::StatusOr<int> Export() const override { return segment_.Share(); }
   void Discard() override { segment_.Discard(); }
+  void Handed() override { segment_.CloseDescriptor(); }
 
  protected:
   absl::Status CopyIn(uint64_t offset, const void* from, uint64_t n) const override {

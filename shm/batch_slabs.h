@@ -63,6 +63,10 @@ class Slab {
   // kernel now, whoever still holds the slab (it reads zeros); a GPU's
   // goes when its last holder lets it go.
   virtual void Discard() {}
+  // The daemon's, once Export's descriptor reached the trainer for good: a
+  // host slab closes its own (Export fails after; Discard still works), so
+  // a session's slabs hold no descriptor of the daemon's.
+  virtual void Handed() {}
 
  protected:
   // The copies, within the slab (Write and Read checked the range).
@@ -98,6 +102,8 @@ class SlabFences {
   static absl::StatusOr<SlabFences> Map(int fd, uint32_t slabs);
   // A descriptor to pass to the trainer (the daemon's side only).
   absl::StatusOr<int> Share() const { return segment_.Share(); }
+  // As Slab::Handed: the daemon's own descriptor is closed.
+  void Handed() { segment_.CloseDescriptor(); }
   uint32_t slabs() const { return slabs_; }
 
   // The daemon: waits until the trainer is done with `slab`'s batch

@@ -120,7 +120,14 @@ absl::StatusOr<int> Segment::Share() const {
 void Segment::Discard() {
   if (fd_ >= 0) {
     fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size()));
+  } else if (created_ && base() != nullptr) {
+    madvise(base(), size(), MADV_REMOVE);  // The same hole, through the mapping.
   }
+}
+
+void Segment::CloseDescriptor() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
 }
 
 std::vector<std::string> Segment::List(const std::string& prefix, pid_t pid) {
@@ -152,7 +159,8 @@ std::vector<std::string> Segment::List(const std::string& prefix, pid_t pid) {
 Segment::Segment(Segment&& other) noexcept
     : name_(std::move(other.name_)),
       region_(std::move(other.region_)),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fd_(std::exchange(other.fd_, -1)),
+      created_(std::exchange(other.created_, false)) {}
 
 Segment& Segment::operator=(Segment&& other) noexcept {
   if (this != &other) {
@@ -160,6 +168,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     name_ = std::move(other.name_);
     region_ = std::move(other.region_);
     fd_ = std::exchange(other.fd_, -1);
+    created_ = std::exchange(other.created_, false);
   }
   return *this;
 }

@@ -54,6 +54,10 @@ class Segment {
   // zeros, and any page it touches again is charged to it, not to this
   // process. For a segment whose consumer is gone.
   void Discard();
+  // Closes this process's descriptor of a created segment, once every
+  // holder it is meant for has its own: Share then fails; Discard still
+  // works, through the mapping.
+  void CloseDescriptor();
 
   // Labels starting with `prefix` of the segments process `pid` (0: this
   // one) still holds, by a descriptor or a mapping, from /proc: what a
@@ -73,11 +77,12 @@ class Segment {
 
  private:
   Segment(std::string name, boost::interprocess::mapped_region region, int fd)
-      : name_(std::move(name)), region_(std::move(region)), fd_(fd) {}
+      : name_(std::move(name)), region_(std::move(region)), fd_(fd), created_(fd >= 0) {}
 
   std::string name_;
   boost::interprocess::mapped_region region_;
-  int fd_ = -1;  // Owned; -1 for a mapped-only segment.
+  int fd_ = -1;  // Owned; -1 for a mapped-only segment, or once closed.
+  bool created_ = false;  // Made here (not only mapped).
 };
 
 }  // namespace stoker::shm

@@ -41,16 +41,23 @@ absl::StatusOr<std::unique_ptr<SlabRingWriter>> SlabRingWriter::Create(
       new SlabRingWriter(layout, std::move(slabs), *std::move(fences)));
 }
 
-absl::StatusOr<std::vector<int>> SlabRingWriter::Share() const {
+absl::StatusOr<std::vector<int>> SlabRingWriter::HandOver() {
+  if (handed_) return absl::FailedPreconditionError("the slabs were handed over already");
   std::vector<int> fds;
   absl::StatusOr<int> fd = fences_.Share();
-  for (size_t i = 0; fd.ok(); ++i) {
+  for (size_t i = 0; fd.ok() && i < slabs_.size(); ++i) {
     fds.push_back(*fd);
-    if (i == slabs_.size()) return fds;
     fd = slabs_[i]->Export();
   }
-  for (int f : fds) close(f);
-  return fd.status();
+  if (!fd.ok()) {
+    for (int f : fds) close(f);
+    return fd.status();
+  }
+  fds.push_back(*fd);
+  handed_ = true;
+  fences_.Handed();
+  for (std::unique_ptr<Slab>& slab : slabs_) slab->Handed();
+  return fds;
 }
 
 absl::Status SlabRingWriter::AwaitWritable(uint32_t slot, absl::Time deadline,

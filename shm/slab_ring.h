@@ -75,8 +75,10 @@ class SlabRingWriter : public SlabRing {
   static absl::StatusOr<std::unique_ptr<SlabRingWriter>> Create(SlabMemory* memory,
                                                                 const RingLayout& layout);
   // Descriptors for the trainer, in the order Import takes them: the
-  // fences', then each slab's. The caller closes them.
-  absl::StatusOr<std::vector<int>> Share() const;
+  // fences', then each slab's (the caller closes them); then this side's
+  // own descriptors are closed (Slab::Handed): once only, FAILED_PRECONDITION
+  // after.
+  absl::StatusOr<std::vector<int>> HandOver();
   // Waits until the trainer is done with slot `slot`'s last batch.
   absl::Status AwaitWritable(uint32_t slot, absl::Time deadline,
                              const std::atomic<bool>* cancel = nullptr) const;
@@ -88,6 +90,7 @@ class SlabRingWriter : public SlabRing {
 
  private:
   using SlabRing::SlabRing;
+  bool handed_ = false;
 };
 
 class SlabRingReader : public SlabRing {

@@ -45,7 +45,7 @@ class SlabRingTest : public ::testing::TestWithParam<std::string> {
     close(*ring_fd);
     ASSERT_TRUE(consumer.ok()) << consumer.status();
     consumer_ = *std::move(consumer);
-    absl::StatusOr<std::vector<int>> fds = writer_->Share();
+    absl::StatusOr<std::vector<int>> fds = writer_->HandOver();
     ASSERT_TRUE(fds.ok()) << fds.status();
     fds_ = *fds;
     auto reader = SlabRingReader::Import(memory_.get(), consumer_->layout(), fds_);
@@ -170,6 +170,8 @@ TEST_P(SlabRingTest, TheTrainersSideTakesOnlyWhatTheDaemonGave) {
   r = SlabRingReader::Import(memory_.get(), consumer_->layout(), swapped);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(SlabMemoryOfKind("tpu").status().code(), absl::StatusCode::kInvalidArgument);
+  // Handed over once: the daemon's side keeps no descriptor to give again.
+  EXPECT_EQ(writer_->HandOver().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_P(SlabRingTest, ASlotOutOfRangeIsRefusedNotIndexed) {
@@ -185,7 +187,8 @@ TEST_P(SlabRingTest, ASlotOutOfRangeIsRefusedNotIndexed) {
 }
 
 // A trainer that is gone keeps no host memory of the daemon's: what it
-// still maps reads zeros. (A GPU's memory goes with its last holder.)
+// still maps reads zeros, though the daemon closed its descriptors when it
+// handed them over. (A GPU's memory goes with its last holder.)
 TEST_P(SlabRingTest, DiscardedHostSlabsReadZeros) {
   if (GetParam() != "host") GTEST_SKIP() << "host slabs only";
   const int slot = Produce(0);

@@ -329,14 +329,8 @@ absl::StatusOr<std::vector<int>> Daemon::SlabDescriptors(uint64_t session_id) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session ", session_id));
-  const shm::SlabRingWriter* slabs = it->second.session->slabs();
-  if (slabs == nullptr) return std::vector<int>();
-  if (it->second.slabs_handed) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the slabs of session ", session_id, " were handed over already"));
-  }
-  it->second.slabs_handed = true;
-  return slabs->Share();
+  shm::SlabRingWriter* slabs = it->second.session->slabs();
+  return slabs == nullptr ? std::vector<int>() : slabs->HandOver();
 }
 
 absl::Status Daemon::Attach(uint64_t session_id,

@@ -130,7 +130,6 @@ class Daemon {
     std::string handoff_token;  // Secret shown only to the opener.
     int64_t owner_uid = -1;     // Set when the ring is handed over.
     uint32_t peer_pid = 0;      // Likewise; 0: use the reported pid.
-    bool slabs_handed = false;  // Its slabs' descriptors went out (once).
     int node = 0;               // Its decode pool's NUMA node,
     std::string placement;      // and why.
     absl::Time opened = absl::Now();

@@ -138,6 +138,7 @@ class ServingSession {
   const shm::RingProducer& ring() const { return *ring_; }
   // Its slabs (null without SessionSpec.slabs): handed over with the ring.
   const shm::SlabRingWriter* slabs() const { return slabs_.get(); }
+  shm::SlabRingWriter* slabs() { return slabs_.get(); }
   // After Stop: the ring's pages, and its host slabs', go back to the
   // kernel (its client is gone).
   void DiscardRing() {

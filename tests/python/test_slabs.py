@@ -2,6 +2,8 @@
 each batch's fields in its ring slot's slab, handed over with the ring and
 ordered by fences, through the real daemon and the C ABI."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,22 @@ def test_the_loader_takes_slabs_on_a_gpu_only(dataset):
         stoker.Loader(dataset, 4, transform="val", slabs=True)
     with pytest.raises(TypeError, match="slabs must be a bool"):
         stoker.Loader(dataset, 4, transform="val", slabs="cuda")
+
+
+def test_handed_slabs_hold_no_descriptor_of_the_daemons(private_daemon, dataset):
+    """Once handed over, a session's 65 slabs (and fences) are the trainer's
+    descriptors alone: a user's many sessions cannot use up the daemon's."""
+    client = lib.Client(private_daemon.socket)
+    fds = f"/proc/{private_daemon.proc.pid}/fd"
+
+    def opened(**more):
+        before = len(os.listdir(fds))
+        s = client.open_session(spec(dataset, ring_slots=64, **more))
+        s.next(timeout=30).release()
+        return s, len(os.listdir(fds)) - before
+
+    plain, plain_fds = opened()
+    slabbed, slab_fds = opened(slabs={})
+    assert slab_fds < plain_fds + 20, (plain_fds, slab_fds)  # Not 65 more.
+    plain.close()
+    slabbed.close()

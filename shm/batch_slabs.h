@@ -63,9 +63,10 @@ class Slab {
   // kernel now, whoever still holds the slab (it reads zeros); a GPU's
   // goes when its last holder lets it go.
   virtual void Discard() {}
-  // The daemon's, once Export's descriptor reached the trainer for good: a
-  // host slab closes its own (Export fails after; Discard still works), so
-  // a session's slabs hold no descriptor of the daemon's.
+  // The daemon's, once Export's descriptor is on its way to the trainer
+  // (handed over once, for good): a host slab closes its own (Export fails
+  // after; Discard still works), so a session's slabs hold no descriptor
+  // of the daemon's.
   virtual void Handed() {}
 
  protected:

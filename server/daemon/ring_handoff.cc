@@ -148,7 +148,9 @@ void RingHandoffServer::HandleOne(int sock) {
     handed_off_.fetch_add(1);
     absl::Status sent = shm::SendWithFd(sock, "OK\n", *fd);
     close(*fd);
-    // Its slabs' descriptors (none without SessionSpec.slabs) follow.
+    // Its slabs' descriptors (none without SessionSpec.slabs) follow, to
+    // a client that has its ring.
+    if (!sent.ok()) return;
     absl::StatusOr<std::vector<int>> slabs = daemon_->SlabDescriptors(session_id);
     if (!slabs.ok()) LogInfo(absl::StrCat("slabs not handed off: ", slabs.status().ToString()));
     for (size_t i = 0; slabs.ok() && sent.ok() && i < slabs->size();

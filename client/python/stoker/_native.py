@@ -9,6 +9,7 @@ ctypes releases the GIL around every foreign call, so a blocking next()
 never holds up other Python threads.
 """
 
+import collections
 import ctypes
 import json
 import os
@@ -236,6 +237,35 @@ class _Owned:
         self._release_handle()
 
 
+class _LateReleases:
+    """Batches whose slabs a GPU may still read: each released once the
+    work its device's current stream had queued when it was let go is done
+    (an event, not a wait: the loop runs ahead as without slabs)."""
+
+    def __init__(self):
+        self._pending = collections.deque()  # (event, handle), oldest first.
+
+    def defer(self, torch, device, handle):
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(device))
+        self._pending.append((event, handle))
+        self.release_done()
+
+    def release_done(self, wait=False):
+        """Releases those whose work is done (all, waiting, with `wait`)."""
+        while self._pending and _dll is not None:
+            event, handle = self._pending[0]
+            if wait:
+                event.synchronize()
+            elif not event.query():
+                return
+            self._pending.popleft()
+            _dll.stoker_batch_release(handle)
+
+
+_GPU_LATE = _LateReleases()
+
+
 class Batch(_Owned):
     """One ring slot, held until release() or until no view is left."""
 
@@ -293,8 +323,9 @@ class Batch(_Owned):
         GPU (MEMORY_CUDA), each keeping the slot as the ring's views do.
         ValueError without slabs, and for a private copy (copied: its slab
         went back with its slot). A GPU's slab goes back (and the daemon
-        writes it next) once the current CUDA stream has done the work
-        queued on it; work on other streams is the caller's to finish."""
+        writes it next) once the work its device's current stream had
+        queued when the batch was let go is done (checked at the next
+        next()); work on other streams is the caller's to finish first."""
         specs = self.field_specs()
         if self._slab_kind is None or not all(self._slabs):
             raise ValueError("this batch has no slabs: " + (
@@ -349,12 +380,12 @@ class Batch(_Owned):
 
     def _release_handle(self):
         device = getattr(self, "_on_gpu", None)
-        if device is not None and self._handle:
-            try:  # Reads queued on its slab end first.
-                import torch
-                torch.cuda.current_stream(device).synchronize()
-            except Exception:  # Torch gone (interpreter exit): the slot goes regardless.
-                pass
+        torch = sys.modules.get("torch")
+        if device is not None and self._handle and _dll is not None and torch is not None:
+            # Its slab goes back once the reads queued on it are done.
+            handle, self._handle = self._handle, None
+            _GPU_LATE.defer(torch, device, handle)
+            return
         super()._release_handle()
 
     def release(self):
@@ -464,6 +495,7 @@ class Session(_Owned):
     def next(self, timeout=None, epoch=None):
         """The next batch; with `epoch`, None where the next batch is of a
         later epoch (this epoch's pass ended; nothing is taken)."""
+        _GPU_LATE.release_done()  # GPU slabs whose reads are done go back.
         if epoch is None:
             return Batch(_out(_dll.stoker_next, self._handle, _timeout(timeout)), self.slabs)
         try:
@@ -475,6 +507,7 @@ class Session(_Owned):
             raise
 
     def close(self):
+        _GPU_LATE.release_done(wait=True)
         err = _Error()
         _check(_dll.stoker_session_close(self._handle, ctypes.byref(err)), err)
 

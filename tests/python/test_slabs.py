@@ -4,8 +4,9 @@ ordered by fences, through the real daemon and the C ABI."""
 
 import os
 
-import numpy as np
 import pytest
+
+np = pytest.importorskip("numpy")
 
 import stoker
 from stoker._native import lib
